@@ -1,0 +1,143 @@
+"""Hand-built allocation cases: loops, loop-carried values, guarded defs, errors, text, speed."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ptxgen.emit.ir import Addr, Imm, Instr, Label, Sym, Vec, VReg
+from ptxgen.regalloc import allocate
+
+from regalloc_programs import gemm_like, run
+
+
+def r(i: int) -> VReg:
+    return VReg("b32", i)
+
+
+P = VReg("pred", 100)
+
+
+def mov(d: VReg, src=None) -> Instr:
+    return Instr("mov.b32", (d, src if src is not None else Imm("0")), 1)
+
+
+def add(d: VReg, a: VReg, b) -> Instr:
+    return Instr("add.s32", (d, a, b), 1)
+
+
+def loop_tail(ctr: VReg, label: str, trips: int = 3) -> list[Instr]:
+    return [Instr("ctr.inc", (ctr, ctr), 1), Instr("ctr.test", (P, ctr, Imm(str(trips))), 1),
+            Instr("bra", (Sym(label),), 0, P)]
+
+
+def test_value_defined_before_loop_and_used_after_keeps_its_register():
+    x, ctr, t1, t2, t3 = r(1), r(2), r(3), r(4), r(5)
+    items = [mov(x, Imm("7")), Instr("ctr.init", (ctr,), 1), Label("$loop"),
+             mov(t1), add(t2, t1, Imm("1")), add(t3, t2, t2), Instr("st.b32", (Addr(t3),), 0),
+             *loop_tail(ctr, "$loop"), Instr("st.b32", (x,), 0)]
+    alloc = allocate(items)
+    lo, hi = alloc.intervals[x]
+    assert lo == 0 and hi == len(items) - 1
+    for v in (ctr, t1, t2, t3):
+        assert alloc.name(v) != alloc.name(x)
+    assert run(items, alloc.name) == run(items, lambda v: v)
+    # t1 and t3 have disjoint lives and share; t2 touches both (closed intervals)
+    assert alloc.name(t1) == alloc.name(t3) != alloc.name(t2)
+    assert alloc.counts["b32"] == 4
+
+
+def test_loop_carried_accumulator_not_clobbered_after_its_last_textual_use():
+    acc, ctr, t, late = r(1), r(2), r(3), r(4)
+    items = [mov(acc), Instr("ctr.init", (ctr,), 1), Label("$loop"),
+             Instr("ld.b32", (t, Addr(ctr)), 1), add(acc, acc, t),
+             mov(late, Imm("5")), Instr("st.b32", (Addr(late),), 0),   # after acc's last use in the body
+             *loop_tail(ctr, "$loop"), Instr("st.b32", (acc,), 0)]
+    alloc = allocate(items)
+    assert alloc.name(late) != alloc.name(acc), "acc is live across the back edge"
+    assert alloc.intervals[acc][0] == 0 and alloc.intervals[acc][1] == len(items) - 1
+    assert run(items, alloc.name) == run(items, lambda v: v)
+
+
+def test_guarded_def_keeps_the_registers_old_contents_alive():
+    # A predicated write whose guard may be false leaves the old contents in place, so x's register
+    # is occupied from the entry on; the interval model must not hand it to y in between.
+    x, y = r(1), r(2)
+    items = [Instr("setp.ne.s32", (P, Imm("1"), Imm("0")), 1),
+             mov(y, Imm("3")), Instr("st.b32", (Addr(y),), 0),
+             Instr("mov.b32", (x, Imm("2")), 1, P),
+             Instr("st.b32", (x,), 0)]
+    alloc = allocate(items)
+    assert alloc.intervals[x] == (0, 4)
+    assert alloc.name(y) != alloc.name(x)
+    # with an unguarded write, x's life starts at it and y's register is free again
+    plain = items[:3] + [mov(x, Imm("2")), items[4]]
+    alloc = allocate(plain)
+    assert alloc.intervals[x] == (3, 4)
+    assert alloc.name(y) == alloc.name(x)
+
+
+def test_destinations_never_share_with_sources():
+    a, b, c = r(1), r(2), r(3)
+    d = tuple(VReg("f32", i) for i in range(10, 14))
+    items = [mov(a), mov(b), add(c, a, b),
+             Instr("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (Vec(d), Vec((a, b)), Vec((c,)), Vec(d)), 1),
+             Instr("st.v4.f32", (Addr(c), Vec(d)), 0)]
+    items = [Instr("mov.f32", (x, Imm("0f00000000")), 1) for x in d] + items
+    alloc = allocate(items)
+    assert alloc.name(c) not in {alloc.name(a), alloc.name(b)}
+    assert len({alloc.name(x) for x in d}) == 4
+
+
+def test_dead_def_gets_a_point_interval():
+    a, dead = r(1), r(2)
+    items = [mov(a), mov(dead), Instr("st.b32", (a,), 0)]
+    alloc = allocate(items)
+    assert alloc.intervals[dead] == (1, 1)
+    assert alloc.name(dead) != alloc.name(a)  # a is live across item 1
+    assert alloc.counts["b32"] == 2
+
+
+def test_undefined_use_names_vreg_and_first_use():
+    a, ghost = r(1), r(9)
+    items = [mov(a), Label("$x"), add(a, a, Imm("1")), Instr("st.b32", (Addr(a), ghost), 0),
+             Instr("st.b32", (ghost,), 0)]
+    with pytest.raises(ValueError) as err:
+        allocate(items)
+    msg = str(err.value)
+    assert str(ghost) in msg and "`st.b32`" in msg and "item 3" in msg
+
+
+def test_declarations_text_and_names():
+    p, h, x, y, w, f = VReg("pred", 1), VReg("b16", 2), r(3), r(4), VReg("b64", 5), VReg("f32", 6)
+    items = [mov(x), mov(y), Instr("setp.lt.s32", (p, x, y), 1), Instr("cvt.u64.u32", (w, x), 1),
+             Instr("cvt.rn.f32.s32", (f, y), 1), Instr("cvt.rn.f16.f32", (h, f), 1),
+             Instr("st.b16", (Addr(w), h), 0, p)]
+    alloc = allocate(items)
+    assert alloc.declarations() == [".reg .pred %p<1>;", ".reg .b16 %h<1>;", ".reg .b32 %r<2>;",
+                                    ".reg .b64 %rd<1>;", ".reg .f32 %f<1>;"]
+    assert [alloc.name(v) for v in (p, h, x, y, w, f)] == ["%p0", "%h0", "%r0", "%r1", "%rd0", "%f0"]
+    only_b32 = allocate([mov(x), Instr("st.b32", (x,), 0)])
+    assert only_b32.declarations() == [".reg .b32 %r<1>;"]
+    assert only_b32.counts["f32"] == 0
+    with pytest.raises(KeyError, match="does not occur"):
+        only_b32.name(y)
+
+
+def test_empty_program():
+    alloc = allocate([])
+    assert alloc.phys == {} and alloc.declarations() == []
+
+
+def test_gemm_like_kernel_is_fast_and_tight():
+    items = gemm_like()
+    assert 2500 <= len(items) <= 3500
+    allocate(items)  # warm caches
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        alloc = allocate(items)
+        best = min(best, time.perf_counter() - t0)
+    assert best < 0.05, f"allocate took {best * 1e3:.1f} ms on {len(items)} items"
+    assert alloc.counts["f32"] == alloc.peak["f32"] == 128  # accumulators exactly, nothing wasted
+    assert alloc.counts["b32"] >= alloc.peak["b32"]

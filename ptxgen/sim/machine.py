@@ -1,0 +1,219 @@
+"""launch(): bind arguments, lay out memory and run each requested CTA in lock step."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import ops_alu, ops_async, ops_ctrl, ops_float, ops_mem, ops_warp
+from .errors import Fault, HazardError
+from .memory import GlobalMemory, SharedMemory
+from .parse import parse_module
+from .program import SMEM_LIMIT, Program, build_program
+from .ptxtypes import SIGNED, STORAGE_DTYPE, TYPE_BITS, UNSIGNED
+from .state import CtaState
+
+REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_mem.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS}
+MAX_STEPS_PER_CTA = 5_000_000
+
+
+@dataclass
+class SimResult:
+    """What a launch did.
+
+    instructions: thread-instructions executed, i.e. for every instruction issued, the number of
+    threads of its CTA that had not exited (predicated-off threads count, as on hardware).
+    smem_wavefronts: {ptx line: (wavefronts, ideal)} summed over all warp-level shared accesses.
+    """
+    instructions: int = 0
+    smem_wavefronts: dict[int, tuple[int, int]] = field(default_factory=dict)
+    ctas: int = 0
+    global_addresses: dict[str, int] = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=64)
+def compile_entry(ptx_text: str, entry: str) -> Program:
+    """Parse and compile once per (text, entry); tests and benchmarks re-launch the same PTX."""
+    return build_program(parse_module(ptx_text), entry, REGISTRY)
+
+
+def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
+           dynamic_smem: int = 0, ctas=None) -> SimResult:
+    """Run `entry` of `ptx_text` over `grid` x `block` threads on the given arguments.
+
+    Array arguments are device buffers written in place; see the package docstring.
+    """
+    program = compile_entry(ptx_text, entry)
+    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    _check_block(program, block)
+    smem_size = _shared_size(program, dynamic_smem)
+    gmem, param_bytes, addresses = _bind_args(program, args)
+    nthreads = block[0] * block[1] * block[2]
+    n = (nthreads + 31) // 32 * 32
+    result = SimResult(global_addresses=addresses)
+    smem = SharedMemory(smem_size)
+    stats: dict[int, list[int]] = {}
+    for xyz in _cta_list(grid, ctas):
+        smem.reset()
+        cta = _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, stats)
+        result.instructions += _run_cta(program, cta)
+        result.ctas += 1
+    result.smem_wavefronts = {line: (v[0], v[1]) for line, v in sorted(stats.items())}
+    return result
+
+
+def _dims(value, what: str) -> tuple[int, int, int]:
+    if isinstance(value, (int, np.integer)):
+        value = (int(value),)
+    dims = tuple(int(v) for v in value)
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise ValueError(f"{what} must be 1 to 3 positive integers, got {value!r}")
+    return dims + (1,) * (3 - len(dims))
+
+
+def _check_block(program: Program, block) -> None:
+    nthreads = block[0] * block[1] * block[2]
+    if nthreads > 1024:
+        raise ValueError(f"block {block} has {nthreads} threads; the limit is 1024")
+    perf = program.entry.perf
+    if "reqntid" in perf:
+        want = perf["reqntid"] + (1,) * (3 - len(perf["reqntid"]))
+        if tuple(want) != tuple(block):
+            raise ValueError(f".reqntid {perf['reqntid']} requires block {tuple(want)}, got {tuple(block)}")
+    if "maxntid" in perf:
+        limit = int(np.prod(perf["maxntid"]))
+        if nthreads > limit:
+            raise ValueError(f".maxntid {perf['maxntid']} allows {limit} threads, block has {nthreads}")
+
+
+def _shared_size(program: Program, dynamic_smem: int) -> int:
+    if dynamic_smem < 0:
+        raise ValueError("dynamic_smem must be >= 0")
+    start = program.dynamic_offset if program.dynamic_offset is not None else program.shared_static
+    total = start + int(dynamic_smem) if program.dynamic_offset is not None else program.shared_static
+    if total > SMEM_LIMIT:
+        raise ValueError(f"{total} bytes of shared memory exceed the {SMEM_LIMIT}-byte per-block limit")
+    return total
+
+
+def _bind_args(program: Program, args):
+    params = program.params
+    args = list(args)
+    if len(args) != len(params):
+        raise ValueError(f"entry {program.entry.name} takes {len(params)} arguments "
+                         f"({', '.join(p.name for p in params)}), got {len(args)}")
+    buffers = [(p.name, a) for p, a in zip(params, args) if isinstance(a, np.ndarray) and p.count is None]
+    for p, a in zip(params, args):
+        if isinstance(a, np.ndarray) and p.count is None and (p.type not in ("u64", "b64", "s64")):
+            raise TypeError(f"parameter {p.name} is .{p.type}; only .u64/.b64 parameters take an array")
+    gmem = GlobalMemory(buffers)
+    address_of = {name: gmem.base_of(i) for i, (name, _) in enumerate(buffers)}
+    raw = np.zeros(max(program.param_size, 1), dtype=np.uint8)
+    for p, offset, a in zip(params, program.param_offsets, args):
+        raw[offset:offset + p.size] = _encode_param(p, a, address_of.get(p.name))
+    return gmem, raw, address_of
+
+
+def _encode_param(p, value, address: int | None) -> np.ndarray:
+    if p.count is not None:
+        data = np.frombuffer(bytes(value), dtype=np.uint8) if isinstance(value, (bytes, bytearray)) else (
+            np.ascontiguousarray(value).reshape(-1).view(np.uint8) if isinstance(value, np.ndarray) else None)
+        if data is None or data.size != p.size:
+            raise TypeError(f"parameter {p.name} is a {p.size}-byte array; pass bytes or an array of that size")
+        return data
+    bits = TYPE_BITS[p.type]
+    if address is not None:
+        value = address
+    if p.type in ("f32", "f64"):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"parameter {p.name} is .{p.type}; got {type(value).__name__}")
+        return np.array([value], dtype=np.float32 if bits == 32 else np.float64).view(np.uint8)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"parameter {p.name} is .{p.type}; expected an int"
+                        + (" or a numpy array" if p.type in ("u64", "b64", "s64") else "")
+                        + f", got {type(value).__name__}")
+    value = int(value)
+    lo = -(1 << (bits - 1)) if p.type in SIGNED else (0 if p.type in UNSIGNED else -(1 << (bits - 1)))
+    hi = (1 << (bits - 1)) - 1 if p.type in SIGNED else (1 << bits) - 1
+    if not lo <= value <= hi:
+        raise ValueError(f"parameter {p.name} (.{p.type}) cannot hold {value}")
+    return np.array([value & ((1 << bits) - 1)], dtype=STORAGE_DTYPE[bits]).view(np.uint8)
+
+
+def _cta_list(grid, ctas):
+    if ctas is None:
+        return [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    out = []
+    for c in ctas:
+        xyz = tuple(int(v) for v in c) + (0,) * (3 - len(tuple(c)))
+        if len(xyz) != 3 or any(not 0 <= v < g for v, g in zip(xyz, grid)):
+            raise ValueError(f"CTA index {c!r} is outside grid {grid}")
+        out.append(xyz)
+    return out
+
+
+def _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, stats) -> CtaState:
+    zeros = {bits: np.zeros(n, dtype=STORAGE_DTYPE[bits]) for bits in set(program.slot_bits)}
+    regs = [zeros[bits] for bits in program.slot_bits]
+    tids = np.arange(n, dtype=np.int64)
+    linear = np.minimum(tids, max(nthreads - 1, 0))
+    special = {
+        "%tid.x": linear % block[0], "%tid.y": (linear // block[0]) % block[1],
+        "%tid.z": linear // (block[0] * block[1]),
+        "%laneid": tids % 32, "%warpid": tids // 32, "%nwarpid": np.full(n, n // 32),
+    }
+    for i, axis in enumerate("xyz"):
+        special[f"%ntid.{axis}"] = np.full(n, block[i])
+        special[f"%ctaid.{axis}"] = np.full(n, xyz[i])
+        special[f"%nctaid.{axis}"] = np.full(n, grid[i])
+    for name, slot in program.special_slots.items():
+        regs[slot] = special[name].astype(np.uint32)
+    active = tids < nthreads
+    cta_index = xyz[0] + grid[0] * (xyz[1] + grid[1] * xyz[2])
+    cta = CtaState(R=regs, n=n, nthreads=nthreads, active=active, n_active=nthreads, tids=tids,
+                   cta_index=cta_index, cta_xyz=xyz, smem=smem, gmem=gmem, param_bytes=param_bytes,
+                   commit_count=np.zeros(n, dtype=np.int64), smem_stats=stats)
+    cta.mask_all = None if nthreads == n else active
+    return cta
+
+
+def _run_cta(program: Program, cta: CtaState) -> int:
+    ops = program.ops
+    nops = len(ops)
+    R = cta.R
+    pc = 0
+    steps = 0
+    executed = 0
+    while pc < nops:
+        fn, guard, negated = ops[pc]
+        if guard < 0:
+            mask = cta.mask_all
+        else:
+            g = R[guard]
+            if negated:
+                g = ~g
+            mask = g if cta.mask_all is None else g & cta.mask_all
+            if not mask.any():
+                executed += cta.n_active
+                pc += 1
+                continue
+            if cta.mask_all is None and mask.all():
+                mask = None
+        executed += cta.n_active
+        steps += 1
+        try:
+            nxt = fn(cta, mask)
+        except Fault as f:
+            raise _hazard(program, pc, cta, f) from None
+        pc = pc + 1 if nxt is None else nxt
+        if steps > MAX_STEPS_PER_CTA:
+            raise RuntimeError(f"CTA {cta.cta_xyz} ran more than {MAX_STEPS_PER_CTA} instructions; "
+                               f"infinite loop near PTX line {program.op_lines[min(pc, nops - 1)]}?")
+    return executed
+
+
+def _hazard(program: Program, pc: int, cta: CtaState, fault: Fault) -> HazardError:
+    line = program.op_lines[pc]
+    text = program.lines[line - 1] if 0 < line <= len(program.lines) else ""
+    return HazardError(fault.kind, line, f"{fault.detail} [CTA {cta.cta_xyz}]", text)

@@ -1,0 +1,275 @@
+"""Global and shared memory with the checks a real GPU would not make for you.
+
+Global memory is the caller's numpy arrays (read and written through uint8 views), each placed at
+a fake, distinct, 256-byte aligned base address. Per-byte writer-CTA tags catch two CTAs writing
+(or one reading what another wrote) the same bytes in one launch.
+
+Shared memory is one uint8 array per CTA plus per-byte race state: the last writer thread and the
+barrier epoch of that write, the last reader thread (or MANY) and its epoch, and a count of
+cp.async copies still pending on the byte.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import Fault
+
+GLOBAL_BASE = 0x7F00_0000_0000
+GLOBAL_GAP = 0x1000          # unmapped bytes between arrays, so small overruns never alias
+SHARED_GENERIC_BASE = 0x7E00_0000_0000  # where cvta.shared puts the shared window
+NOBODY = -1
+MANY = -2
+
+
+class GlobalMemory:
+    """The argument arrays of one launch as device buffers."""
+
+    def __init__(self, buffers: list[tuple[str, np.ndarray]]):
+        self.names = [name for name, _ in buffers]
+        self.views: list[np.ndarray] = []
+        bases, ends = [], []
+        addr = GLOBAL_BASE
+        for name, arr in buffers:
+            view = byte_view(arr, name)
+            self.views.append(view)
+            bases.append(addr)
+            ends.append(addr + view.size)
+            addr = (addr + view.size + GLOBAL_GAP + 255) // 256 * 256
+        self.bases = np.array(bases, dtype=np.int64)
+        self.ends = np.array(ends, dtype=np.int64)
+        self.writers: list[PagedTags | None] = [None] * len(buffers)
+
+    def base_of(self, index: int) -> int:
+        return int(self.bases[index])
+
+    # -- locating
+    def locate(self, addrs: np.ndarray, lengths: np.ndarray | int, what: str) -> np.ndarray:
+        """Index of the array holding each [addr, addr+length); out-of-bounds Fault otherwise."""
+        if len(self.bases) == 0:
+            bad = np.zeros(len(addrs), dtype=bool) | True
+            idx = np.zeros(len(addrs), dtype=np.int64)
+        else:
+            idx = np.searchsorted(self.bases, addrs, side="right") - 1
+            safe = np.maximum(idx, 0)
+            bad = (idx < 0) | (addrs + lengths > self.ends[safe])
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            length = int(lengths if np.ndim(lengths) == 0 else lengths[k])
+            raise Fault("out-of-bounds", f"{what} of {length} bytes at global address "
+                        f"{int(addrs[k]):#x} is outside every argument array; {self._nearest(int(addrs[k]))}")
+        return idx
+
+    def _nearest(self, addr: int) -> str:
+        if len(self.bases) == 0:
+            return "the launch has no array arguments"
+        dist = [min(abs(addr - int(b)), abs(addr - int(e))) for b, e in zip(self.bases, self.ends)]
+        i = int(np.argmin(dist))
+        b, e = int(self.bases[i]), int(self.ends[i])
+        off = addr - b
+        return f"nearest is argument {self.names[i]!r} at [{b:#x}, {e:#x}) ({e - b} bytes; offset {off})"
+
+    # -- access
+    def read(self, addrs: np.ndarray, width: int, cta: int, what: str) -> np.ndarray:
+        """(k, width) bytes from k addresses; flags bytes another CTA wrote in this launch."""
+        idx = self.locate(addrs, width, what)
+        out = np.empty((len(addrs), width), dtype=np.uint8)
+        offs = np.arange(width)
+        for a in np.unique(idx):
+            sel = idx == a
+            byte_idx = (addrs[sel] - self.bases[a])[:, None] + offs
+            out[sel] = self.views[a][byte_idx]
+            writers = self.writers[a]
+            if writers is not None:
+                w = writers.get(byte_idx)
+                other = (w != NOBODY) & (w != cta)
+                if other.any():
+                    raise Fault("race", f"CTA {cta} {what} global bytes that CTA "
+                                f"{int(w[other][0])} wrote in the same launch")
+        return out
+
+    def write(self, addrs: np.ndarray, data: np.ndarray, cta: int, what: str) -> None:
+        """Store (k, width) bytes; two CTAs (or two threads of one instruction) writing the same bytes is a race."""
+        width = data.shape[1]
+        idx = self.locate(addrs, width, what)
+        offs = np.arange(width)
+        for a in np.unique(idx):
+            sel = idx == a
+            byte_idx = ((addrs[sel] - self.bases[a])[:, None] + offs).reshape(-1)
+            if len(np.unique(byte_idx)) != len(byte_idx):
+                raise Fault("race", f"two threads of CTA {cta} {what} the same global bytes in one instruction")
+            if self.writers[a] is None:
+                self.writers[a] = PagedTags()
+            writers = self.writers[a]
+            w = writers.get(byte_idx)
+            other = (w != NOBODY) & (w != cta)
+            if other.any():
+                raise Fault("race", f"CTA {cta} {what} global bytes already written by CTA "
+                            f"{int(w[other][0])} in the same launch")
+            view = self.views[a]
+            if not view.flags.writeable:
+                raise Fault("out-of-bounds", f"{what} into read-only argument {self.names[a]!r}")
+            view[byte_idx] = data[sel].reshape(-1)
+            writers.set(byte_idx, cta)
+
+
+class PagedTags:
+    """An int32 tag per byte of a possibly huge array, stored in 64 KiB pages made on first write.
+
+    Output matrices can be hundreds of MiB while a simulation writes only a few CTA tiles.
+    """
+    PAGE_BITS = 16
+
+    def __init__(self):
+        self.pages: dict[int, np.ndarray] = {}
+
+    def get(self, idx: np.ndarray) -> np.ndarray:
+        page_of = idx >> self.PAGE_BITS
+        out = np.full(idx.shape, NOBODY, dtype=np.int32)
+        for page in np.unique(page_of):
+            tags = self.pages.get(int(page))
+            if tags is not None:
+                sel = page_of == page
+                out[sel] = tags[idx[sel] & ((1 << self.PAGE_BITS) - 1)]
+        return out
+
+    def set(self, idx: np.ndarray, value: int) -> None:
+        page_of = idx >> self.PAGE_BITS
+        for page in np.unique(page_of):
+            tags = self.pages.get(int(page))
+            if tags is None:
+                tags = self.pages[int(page)] = np.full(1 << self.PAGE_BITS, NOBODY, dtype=np.int32)
+            tags[idx[page_of == page] & ((1 << self.PAGE_BITS) - 1)] = value
+
+
+def byte_view(arr: np.ndarray, name: str) -> np.ndarray:
+    """A 1-D uint8 view sharing memory with a C- or F-contiguous array (rejects anything else)."""
+    if arr.flags.c_contiguous:
+        flat = arr.reshape(-1)
+    elif arr.flags.f_contiguous:
+        flat = arr.T.reshape(-1)
+    else:
+        raise ValueError(f"argument {name!r} is not contiguous; pass np.ascontiguousarray(...) "
+                         "(a device buffer must be one dense block of memory)")
+    return flat.view(np.uint8)   # reshape of a contiguous array is always a view
+
+
+class SharedMemory:
+    """One CTA's shared window with race and cp.async-pending tracking per byte."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.data = np.full(size, 0xFF, dtype=np.uint8)   # poison: NaN for f16/f32
+        self.w_thread = np.full(size, NOBODY, dtype=np.int32)
+        self.w_epoch = np.full(size, -1, dtype=np.int32)
+        self.r_thread = np.full(size, NOBODY, dtype=np.int32)
+        self.r_epoch = np.full(size, -1, dtype=np.int32)
+        self.pending = np.zeros(size, dtype=np.int16)
+        self.scratch = np.zeros(size, dtype=np.int32)   # duplicate detection, no meaning between calls
+
+    def reset(self) -> None:
+        self.data.fill(0xFF)
+        self.w_thread.fill(NOBODY)
+        self.w_epoch.fill(-1)
+        self.r_thread.fill(NOBODY)
+        self.r_epoch.fill(-1)
+        self.pending.fill(0)
+
+    def check_bounds(self, addrs: np.ndarray, width: int, what: str) -> None:
+        bad = (addrs < 0) | (addrs + width > self.size)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise Fault("out-of-bounds", f"{what} of {width} bytes at shared address {int(addrs[k]):#x} "
+                        f"is outside the {self.size}-byte shared window")
+
+    def byte_index(self, addrs: np.ndarray, width: int) -> np.ndarray:
+        return (addrs[:, None] + np.arange(width)).reshape(-1)
+
+    def check_not_pending(self, idx: np.ndarray, threads: np.ndarray, width: int, what: str) -> None:
+        pend = self.pending[idx]
+        if pend.any():
+            k = int(np.flatnonzero(pend)[0])
+            raise Fault("async-pending", f"thread {int(threads[k // width])} {what} shared byte "
+                        f"{int(idx[k]):#x} while a cp.async into it has not been waited for")
+
+    def read(self, threads: np.ndarray, addrs: np.ndarray, width: int, epoch: int, what: str) -> np.ndarray:
+        """(k, width) bytes; checks pending copies and writes by other threads since the last barrier."""
+        self.check_bounds(addrs, width, what)
+        idx = self.byte_index(addrs, width)
+        tid = np.repeat(threads, width)
+        self.check_not_pending(idx, threads, width, what)
+        wt = self.w_thread[idx]
+        conflict = (self.w_epoch[idx] == epoch) & (wt != tid) & (wt != NOBODY)
+        if conflict.any():
+            k = int(np.flatnonzero(conflict)[0])
+            raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} written by "
+                        f"thread {int(wt[k])} with no bar.sync in between")
+        self._note_readers(idx, tid, epoch)
+        return self.data[idx].reshape(len(addrs), width)
+
+    def _note_readers(self, idx: np.ndarray, tid: np.ndarray, epoch: int) -> None:
+        prev_t = self.r_thread[idx]
+        other_before = (self.r_epoch[idx] == epoch) & (prev_t != tid) & (prev_t != NOBODY)
+        self.r_thread[idx] = tid
+        self.r_epoch[idx] = epoch
+        several_now = self.r_thread[idx] != tid   # another thread of this access won the store
+        many = other_before | several_now
+        if many.any():
+            self.r_thread[idx[many]] = MANY
+
+    def check_write(self, idx: np.ndarray, tid: np.ndarray, epoch: int, what: str) -> None:
+        """Race check of a write without recording it (cp.async at issue time)."""
+        wt = self.w_thread[idx]
+        rt = self.r_thread[idx]
+        by_writer = (self.w_epoch[idx] == epoch) & (wt != tid) & (wt != NOBODY)
+        by_reader = (self.r_epoch[idx] == epoch) & (rt != tid) & (rt != NOBODY)
+        if by_writer.any():
+            k = int(np.flatnonzero(by_writer)[0])
+            raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} also written by "
+                        f"thread {int(wt[k])} with no bar.sync in between")
+        if by_reader.any():
+            k = int(np.flatnonzero(by_reader)[0])
+            who = "several threads" if rt[k] == MANY else f"thread {int(rt[k])}"
+            raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} read by "
+                        f"{who} with no bar.sync in between")
+
+    def write(self, threads: np.ndarray, addrs: np.ndarray, data: np.ndarray, epoch: int, what: str,
+              check_pending: bool = True) -> None:
+        """Store (k, width) bytes and record the writers."""
+        width = data.shape[1]
+        self.check_bounds(addrs, width, what)
+        idx = self.byte_index(addrs, width)
+        tid = np.repeat(threads, width)
+        if check_pending:
+            self.check_not_pending(idx, threads, width, what)
+        self.record_write(idx, tid, epoch, what)
+        self.data[idx] = data.reshape(-1)
+
+    def record_write(self, idx: np.ndarray, tid: np.ndarray, epoch: int, what: str) -> None:
+        self.check_write(idx, tid, epoch, what)
+        self.w_thread[idx] = tid
+        self.w_epoch[idx] = epoch
+        dup = self.w_thread[idx] != tid
+        if dup.any():
+            k = int(np.flatnonzero(dup)[0])
+            raise Fault("race", f"threads {int(tid[k])} and {int(self.w_thread[idx[k]])} {what} shared byte "
+                        f"{int(idx[k]):#x} in the same instruction")
+
+
+def bank_wavefronts(warps: np.ndarray, lanes: np.ndarray, addrs: np.ndarray, width: int,
+                    lanes_per_phase: int) -> tuple[int, int]:
+    """(wavefronts, ideal) of one instruction's shared access, summed over warps (facts §7).
+
+    A phase is a group of `lanes_per_phase` lanes; its cost is the largest number of distinct
+    32-bit words any one bank must deliver. Ideal is the number of phases with an active lane.
+    """
+    if len(addrs) == 0:
+        return 0, 0
+    words_per_lane = max(1, width // 4)
+    phases_per_warp = 32 // lanes_per_phase
+    group = warps * phases_per_warp + lanes // lanes_per_phase
+    words = ((addrs >> 2)[:, None] + np.arange(words_per_lane)).reshape(-1)
+    keys = np.sort((np.repeat(group, words_per_lane).astype(np.int64) << 32) | words.astype(np.int64))
+    distinct = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    ngroups = (int(warps.max()) + 1) * phases_per_warp
+    per_bank = np.bincount((distinct >> 32) * 32 + (distinct & 31), minlength=ngroups * 32).reshape(ngroups, 32)
+    return int(per_bank.max(axis=1).sum()), int(np.count_nonzero(per_bank.any(axis=1)))

@@ -1,0 +1,210 @@
+"""ld / st on .param, .global, .shared and generic addresses.
+
+Every access is checked for alignment (to its total width), bounds, races and pending cp.async
+bytes, and shared accesses are charged bank-conflict wavefronts (memory.bank_wavefronts).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import Fault
+from .memory import SHARED_GENERIC_BASE, bank_wavefronts
+from .operands import Mem, Vec
+from .parse import Instr
+from .ptxtypes import TYPE_BITS, VIEW_DTYPE, STORAGE_DTYPE, type_bytes, widen
+from .state import CtaState, scatter
+
+MEM_TYPES = {"b8", "u8", "s8", "b16", "u16", "s16", "b32", "u32", "s32", "f32", "b64", "u64", "s64", "f64"}
+HINTS = {"ca", "cg", "cs", "lu", "cv", "nc", "wb", "wt", "weak", "volatile"}
+
+
+def lanes_per_phase(width: int) -> int:
+    """Facts §7: <=32-bit accesses are one 32-lane phase, 64-bit two, 128-bit four."""
+    return 32 if width <= 4 else (16 if width == 8 else 8)
+
+
+def address_getter(ctx, mem: Mem, space: str):
+    """Function R -> int64 addresses ((n,) or (1,)) for [base+offset] in `space`."""
+    offset = mem.offset
+    if mem.base is None:
+        const = np.array([offset], dtype=np.int64)
+        return lambda R: const
+    name = mem.base.name
+    if name in ctx.regs:
+        slot, bits = ctx.regs[name]
+        if bits not in (32, 64):
+            raise ctx.fail(f"address register {name} must be 32- or 64-bit")
+        off = np.int64(offset)
+        if bits == 32:
+            return lambda R: R[slot].astype(np.int64) + off
+        return lambda R: R[slot].view(np.int64) + off
+    if name in ctx.symbols:
+        if space not in ("shared", "generic"):
+            raise ctx.fail(f"shared symbol {name} used with a .{space} access")
+        base = ctx.symbols[name] + (SHARED_GENERIC_BASE if space == "generic" else 0)
+        const = np.array([base + offset], dtype=np.int64)
+        return lambda R: const
+    raise ctx.fail(f"address base {name!r} is not a register or shared symbol")
+
+
+def _parse_ldst(ins: Instr, ctx):
+    space, vec, typ = "generic", 1, None
+    for m in ins.mods:
+        if m in ("global", "shared", "shared::cta", "param", "param::entry"):
+            space = m.split("::")[0]
+        elif m in ("v2", "v4"):
+            vec = int(m[1])
+        elif m in MEM_TYPES and typ is None:
+            typ = m
+        elif m in HINTS or m.startswith("L1::") or (m.startswith("L2::") and m != "L2::cache_hint"):
+            continue
+        else:
+            raise ctx.fail(f"{ins.opcode} modifier .{m} is not supported")
+    if typ is None or ins.mods[-1] != typ:
+        raise ctx.fail(f"{ins.opcode} needs a memory type as its last modifier")
+    if vec > 1 and TYPE_BITS[typ] * vec > 128:
+        raise ctx.fail(f"{ins.opcode}.v{vec}.{typ} is wider than 128 bits")
+    return space, vec, typ
+
+
+def _vector_items(op, vec: int, ctx, what: str) -> tuple:
+    if vec == 1:
+        if isinstance(op, Vec):
+            raise ctx.fail(f"{what} is a vector but the instruction has no .v2/.v4")
+        return (op,)
+    return ctx.vec(op, vec, what)
+
+
+def check_aligned(addrs: np.ndarray, align: int, what: str) -> None:
+    bad = (addrs % align) != 0
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise Fault("misaligned", f"{what} at address {int(addrs[k]):#x} is not {align}-byte aligned")
+
+
+def split_generic(cta: CtaState, addrs: np.ndarray) -> np.ndarray:
+    """Boolean per address: inside the generic shared window."""
+    return (addrs >= SHARED_GENERIC_BASE) & (addrs < SHARED_GENERIC_BASE + cta.smem.size)
+
+
+def read_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, width: int,
+                line: int, what: str) -> np.ndarray:
+    """(k, width) bytes for the threads `tids` from shared, global or generic addresses."""
+    check_aligned(addrs, width, what)
+    if space == "generic":
+        in_shared = split_generic(cta, addrs)
+        if in_shared.all():
+            return read_memory(cta, "shared", tids, addrs - SHARED_GENERIC_BASE, width, line, what)
+        if not in_shared.any():
+            return read_memory(cta, "global", tids, addrs, width, line, what)
+        out = np.empty((len(addrs), width), dtype=np.uint8)
+        out[in_shared] = read_memory(cta, "shared", tids[in_shared], addrs[in_shared] - SHARED_GENERIC_BASE,
+                                     width, line, what)
+        out[~in_shared] = read_memory(cta, "global", tids[~in_shared], addrs[~in_shared], width, line, what)
+        return out
+    if space == "shared":
+        data = cta.smem.read(tids, addrs, width, cta.epoch, what)
+        cta.add_smem_stat(line, *bank_wavefronts(tids >> 5, tids & 31, addrs, width, lanes_per_phase(width)))
+        return data
+    return cta.gmem.read(addrs, width, cta.cta_index, what)
+
+
+def write_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, data: np.ndarray,
+                 line: int, what: str) -> None:
+    width = data.shape[1]
+    check_aligned(addrs, width, what)
+    if space == "generic":
+        in_shared = split_generic(cta, addrs)
+        if in_shared.any():
+            write_memory(cta, "shared", tids[in_shared], addrs[in_shared] - SHARED_GENERIC_BASE,
+                         data[in_shared], line, what)
+        if not in_shared.all():
+            write_memory(cta, "global", tids[~in_shared], addrs[~in_shared], data[~in_shared], line, what)
+        return
+    if space == "shared":
+        cta.smem.write(tids, addrs, data, cta.epoch, what)
+        cta.add_smem_stat(line, *bank_wavefronts(tids >> 5, tids & 31, addrs, width, lanes_per_phase(width)))
+        return
+    cta.gmem.write(addrs, data, cta.cta_index, what)
+
+
+def per_thread(values: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    return np.repeat(values, len(tids)) if values.shape[0] == 1 else values[tids]
+
+
+def compile_ld(ins: Instr, ctx):
+    space, vec, typ = _parse_ldst(ins, ctx)
+    if len(ins.operands) != 2:
+        raise ctx.fail("ld takes a destination and an address")
+    items = _vector_items(ins.operands[0], vec, ctx, "ld destination")
+    dests = [ctx.dst(item, typ, relaxed=True) for item in items]
+    esize = type_bytes(typ)
+    width = esize * vec
+    view = VIEW_DTYPE[typ]
+    mem = ctx.mem(ins.operands[1])
+    line = ctx.line
+    what = f"ld.{space}" if space != "generic" else "ld (generic)"
+    if space == "param":
+        return _compile_ld_param(ctx, mem, dests, typ, width, esize)
+    get_addr = address_getter(ctx, mem, space)
+
+    def run(cta, mask):
+        tids = cta.threads(mask)
+        addrs = per_thread(get_addr(cta.R), tids)
+        data = read_memory(cta, space, tids, addrs, width, line, what + " reads")
+        values = data.view(STORAGE_DTYPE[esize * 8]).view(view)
+        for j, (slot, bits) in enumerate(dests):
+            scatter(cta, slot, tids, widen(np.ascontiguousarray(values[:, j]), typ, bits), mask)
+    return run
+
+
+def _compile_ld_param(ctx, mem: Mem, dests, typ: str, width: int, esize: int):
+    if mem.base is None or mem.base.name not in ctx.params:
+        raise ctx.fail("ld.param must address a kernel parameter by name ([param] or [param+imm])")
+    offset, decl = ctx.params[mem.base.name]
+    if mem.offset < 0 or mem.offset + width > decl.size:
+        raise Fault("out-of-bounds", f"ld.param of {width} bytes at offset {mem.offset} is outside "
+                    f"parameter {decl.name} ({decl.size} bytes)")
+    start = offset + mem.offset
+    if start % width:
+        raise Fault("misaligned", f"ld.param of {width} bytes at parameter offset {start} is misaligned")
+    view = VIEW_DTYPE[typ]
+
+    def run(cta, mask):
+        raw = cta.param_bytes[start:start + width].copy()
+        values = raw.view(view)
+        for j, (slot, bits) in enumerate(dests):
+            col = np.repeat(values[j:j + 1], cta.n)
+            full = widen(col, typ, bits)
+            if mask is None:
+                cta.R[slot] = full
+            else:
+                cta.R[slot] = np.where(mask, full, cta.R[slot])
+    return run
+
+
+def compile_st(ins: Instr, ctx):
+    space, vec, typ = _parse_ldst(ins, ctx)
+    if space == "param":
+        raise ctx.fail("st.param is not supported in a kernel")
+    if len(ins.operands) != 2:
+        raise ctx.fail("st takes an address and a source")
+    items = _vector_items(ins.operands[1], vec, ctx, "st source")
+    getters = [ctx.src(item, typ, relaxed=True) for item in items]
+    esize = type_bytes(typ)
+    width = esize * vec
+    storage = STORAGE_DTYPE[esize * 8]
+    get_addr = address_getter(ctx, ctx.mem(ins.operands[0]), space)
+    line = ctx.line
+    what = f"st.{space}" if space != "generic" else "st (generic)"
+
+    def run(cta, mask):
+        tids = cta.threads(mask)
+        addrs = per_thread(get_addr(cta.R), tids)
+        cols = [per_thread(g(cta.R), tids).view(storage) for g in getters]
+        data = np.stack(cols, axis=1).view(np.uint8).reshape(len(tids), width)
+        write_memory(cta, space, tids, addrs, data, line, what + " writes")
+    return run
+
+
+OPS = {"ld": compile_ld, "st": compile_st}

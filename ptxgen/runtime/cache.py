@@ -1,0 +1,189 @@
+"""Disk cache of assembled cubins, shared safely between processes.
+
+Why: assembling a big GEMM kernel takes ptxas hundreds of milliseconds, and tests/benchmarks
+assemble the same PTX over and over. An entry is keyed by sha256 of (PTX, arch, entry,
+assembler identity), written atomically (temp file in the same directory + `os.replace`), and
+carries a checksum so a truncated or corrupted entry is detected, deleted and rebuilt — never
+trusted. Any OS error degrades to "no cache" with one warning; it never fails an assembly.
+
+Environment:
+    PTXGEN_CACHE=0        disable the cache
+    PTXGEN_CACHE_DIR=dir  cache location (default $XDG_CACHE_HOME/ptxgen or ~/.cache/ptxgen)
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+MAGIC = b"PTXGENC1"
+_HEADER = struct.Struct("<QQ32s")  # cubin length, log length, sha256(key + cubin + log)
+SUFFIX = ".cubin-entry"
+
+
+class CacheWarning(UserWarning):
+    """The cache could not be used or held a bad entry; assembly went on without it."""
+
+
+@dataclass
+class CacheStats:
+    """Counters for tests and diagnostics (per process)."""
+
+    hits: int = 0
+    misses: int = 0
+    stores: int = 0
+    corrupt: int = 0
+    errors: int = 0
+
+
+stats = CacheStats()
+_warned: set[str] = set()
+
+
+def _warn_once(tag: str, message: str) -> None:
+    if tag not in _warned:
+        _warned.add(tag)
+        warnings.warn(message, CacheWarning, stacklevel=3)
+
+
+def enabled() -> bool:
+    return os.environ.get("PTXGEN_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def default_dir() -> Path:
+    """Where the cache lives (whether or not it is enabled or writable)."""
+    env = os.environ.get("PTXGEN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "ptxgen"
+
+
+def cache_dir() -> Path | None:
+    """The cubin directory, created if needed; None when disabled or unusable."""
+    if not enabled():
+        return None
+    d = default_dir() / "cubins"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        stats.errors += 1
+        _warn_once(f"mkdir:{d}", f"ptxgen cache directory {d} is unusable ({e}); continuing "
+                                 f"without a cache (set PTXGEN_CACHE_DIR to a writable directory)")
+        return None
+    return d
+
+
+def make_key(ptx: str, arch: str, entry: str, assembler_id: str) -> str:
+    h = hashlib.sha256()
+    for part in (ptx, arch, entry, assembler_id):
+        data = part.encode()
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def _checksum(key: str, cubin: bytes, log: bytes) -> bytes:
+    return hashlib.sha256(key.encode() + b"\0" + cubin + log).digest()
+
+
+def encode_entry(key: str, cubin: bytes, log: str) -> bytes:
+    lb = log.encode("utf-8", errors="replace")
+    return MAGIC + _HEADER.pack(len(cubin), len(lb), _checksum(key, cubin, lb)) + cubin + lb
+
+
+def decode_entry(key: str, blob: bytes) -> tuple[bytes, str] | None:
+    """(cubin, log), or None if the blob is not a complete, intact entry for `key`."""
+    head = len(MAGIC) + _HEADER.size
+    if len(blob) < head or not blob.startswith(MAGIC):
+        return None
+    n_cubin, n_log, digest = _HEADER.unpack_from(blob, len(MAGIC))
+    if len(blob) != head + n_cubin + n_log:
+        return None
+    cubin = blob[head:head + n_cubin]
+    lb = blob[head + n_cubin:]
+    if _checksum(key, cubin, lb) != digest:
+        return None
+    return cubin, lb.decode("utf-8", errors="replace")
+
+
+def entry_path(key: str, directory: Path | None = None) -> Path | None:
+    d = directory if directory is not None else cache_dir()
+    return None if d is None else d / (key + SUFFIX)
+
+
+def load(key: str) -> tuple[bytes, str] | None:
+    """The cached (cubin, log) for `key`, or None (miss, disabled, or a bad entry, now deleted)."""
+    path = entry_path(key)
+    if path is None:
+        return None
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        stats.misses += 1
+        return None
+    except OSError as e:
+        stats.errors += 1
+        _warn_once(f"read:{path.parent}", f"ptxgen cache read failed ({e}); assembling instead")
+        return None
+    got = decode_entry(key, blob)
+    if got is None:
+        stats.corrupt += 1
+        stats.misses += 1
+        warnings.warn(f"ptxgen cache entry {path} is truncated or corrupt; deleting it and "
+                      f"assembling again", CacheWarning, stacklevel=2)
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+    stats.hits += 1
+    return got
+
+
+def store(key: str, cubin: bytes, log: str) -> None:
+    """Write an entry atomically; errors become one warning."""
+    path = entry_path(key)
+    if path is None:
+        return
+    blob = encode_entry(key, cubin, log)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX + ".part", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        stats.stores += 1
+    except OSError as e:
+        stats.errors += 1
+        _warn_once(f"write:{path.parent}", f"ptxgen cache write to {path.parent} failed ({e}); "
+                                           f"continuing without caching")
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def clear() -> int:
+    """Delete every entry (and stray temp file); returns how many files were removed."""
+    d = default_dir() / "cubins"
+    n = 0
+    if d.is_dir():
+        for p in d.iterdir():
+            if p.name.endswith(SUFFIX) or p.name.endswith(SUFFIX + ".part"):
+                try:
+                    p.unlink()
+                    n += 1
+                except OSError:
+                    pass
+    return n

@@ -1,0 +1,422 @@
+"""Load cubins and launch ptxgen kernels (and arbitrary PTX entries) on the GPU.
+
+`launch_kernel` is what `Kernel.__call__` runs; `launch_ptx` is the hardware twin of
+`ptxgen.sim.launch`, used by the layout micro-tests to run one PTX on both.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..schedule.problem import numpy_dtype
+from . import driver as drv
+from .operands import OperandView, check_operand
+from .params import ParamBlock, ParamDecl, parse_params
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+
+__all__ = ["launch_kernel", "launch_ptx", "prepare_launch", "load_function", "Function"]
+
+_DEFAULT_SMEM = 48 * 1024
+_POISON = 0xFF  # all-ones bytes: NaN in f16, bf16 and f32, so unwritten outputs show
+
+
+# -- modules ------------------------------------------------------------------------------------
+@dataclass
+class Module:
+    handle: Any
+    source: str  # "cubin" or "ptx-jit"
+    functions: dict = field(default_factory=dict)  # name -> Function
+
+
+@dataclass
+class Function:
+    """A kernel handle plus the dynamic shared memory it was opted in to."""
+
+    handle: Any
+    name: str
+    module: Module
+    smem_optin: int = _DEFAULT_SMEM
+
+    def ensure_smem(self, ctx: drv.Context, nbytes: int) -> None:
+        """Opt in to `nbytes` of dynamic shared memory (needed above 48 KiB, per handle)."""
+        if nbytes > ctx.max_smem_optin:
+            raise ValueError(f"kernel {self.name} needs {nbytes} B of dynamic shared memory but "
+                             f"{ctx.name} allows at most {ctx.max_smem_optin} B per block: use "
+                             f"fewer stages or a smaller block tile")
+        if nbytes > _DEFAULT_SMEM and nbytes > self.smem_optin:
+            attr = drv._driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            drv._call("cuFuncSetAttribute", self.handle, attr, int(nbytes))
+            self.smem_optin = int(nbytes)
+
+
+def _load_module(ctx: drv.Context, cubin: bytes | None, ptx: str | None) -> Module:
+    """Load (once per context) a cubin; on failure fall back to the driver's PTX JIT."""
+    if cubin is not None:
+        key = ("cubin", cubin)
+        mod = ctx.modules.get(key)
+        if mod is not None:
+            return mod
+        try:
+            mod = Module(drv._call("cuModuleLoadData", cubin), "cubin")
+            ctx.modules[key] = mod
+            return mod
+        except drv.DriverError as e:
+            if ptx is None:
+                raise
+            drv.warn_once(f"jit:{e.name}", f"loading the assembled cubin failed ({e}); falling "
+                                           f"back to the driver's PTX JIT")
+    assert ptx is not None
+    key = ("ptx", ptx)
+    mod = ctx.modules.get(key)
+    if mod is None:
+        mod = Module(drv._call("cuModuleLoadDataEx", ptx.encode() + b"\0", 0, [], []), "ptx-jit")
+        ctx.modules[key] = mod
+    return mod
+
+
+def load_function(cubin: bytes | None, entry: str, ptx: str | None = None,
+                  smem_bytes: int = 0) -> Function:
+    """The CUfunction for `entry`, loading its module if needed and opting in to `smem_bytes`."""
+    ctx = drv.context()
+    mod = _load_module(ctx, cubin, ptx)
+    fn = mod.functions.get(entry)
+    if fn is None:
+        fn = Function(drv._call("cuModuleGetFunction", mod.handle, entry.encode()), entry, mod)
+        mod.functions[entry] = fn
+    fn.ensure_smem(ctx, smem_bytes)
+    return fn
+
+
+def _dim3(v: int | tuple[int, ...], what: str) -> tuple[int, int, int]:
+    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
+    if not 1 <= len(t) <= 3 or any(int(x) < 1 for x in t):
+        raise ValueError(f"{what}={v!r}: give 1 to 3 positive sizes")
+    return tuple(int(x) for x in t) + (1,) * (3 - len(t))  # type: ignore[return-value]
+
+
+def _launch(fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int,
+            stream: int, params: ParamBlock) -> None:
+    drv._call("cuLaunchKernel", fn.handle, grid[0], grid[1], grid[2], block[0], block[1],
+              block[2], int(smem), stream, params.address, 0)
+
+
+def _sync_if_asked(stream: int) -> None:
+    import os
+
+    if os.environ.get("PTXGEN_SYNC", "0") not in ("", "0"):
+        drv._call("cuStreamSynchronize", stream)
+
+
+# -- architecture -------------------------------------------------------------------------------
+def _kernel_binary(kernel: "Kernel", ctx: drv.Context) -> tuple[bytes, str]:
+    """(cubin, its arch) runnable on this device: the kernel's own, or re-assembled for it."""
+    if drv.binary_compatible(kernel.arch, ctx.arch):
+        return kernel.cubin, kernel.arch
+    from .assemble import assemble
+
+    drv.warn_once(f"arch:{kernel.arch}:{ctx.arch}",
+                  f"kernel compiled for {kernel.arch} cannot run natively on {ctx.name} "
+                  f"({ctx.arch}); assembling its PTX for {ctx.arch}. Compile with "
+                  f"arch='{ctx.arch}' to avoid this")
+    return assemble(kernel.ptx, ctx.arch, kernel.entry).cubin, ctx.arch
+
+
+def _ptx_target(ptx: str) -> str | None:
+    m = re.search(r"^\s*\.target\s+(sm_\d+[af]?)", ptx, re.M)
+    return m.group(1) if m else None
+
+
+def _arch_for_ptx(ptx: str, ctx: drv.Context) -> str:
+    """The device's arch, or its arch-specific variant when the PTX targets exactly that."""
+    target = _ptx_target(ptx)
+    if target and target[-1] in "af" and target[:-1] == ctx.arch:
+        return target
+    return ctx.arch
+
+
+# -- framework helpers --------------------------------------------------------------------------
+def _framework(x: Any) -> str:
+    return type(x).__module__.split(".", 1)[0]
+
+
+def _current_stream(x: Any) -> int | None:
+    """The framework's current stream for its device array `x` (None if unknown)."""
+    fw = _framework(x)
+    try:
+        if fw == "torch" and "torch" in sys.modules:
+            return int(sys.modules["torch"].cuda.current_stream(x.device).cuda_stream)
+        if fw == "cupy" and "cupy" in sys.modules:
+            return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
+    except Exception:
+        return None
+    return None
+
+
+def _alloc_like(a: Any, shape: tuple[int, int], dtype: str) -> Any:
+    """An uninitialised row-major device matrix from A's framework (or a ptxgen DeviceArray)."""
+    fw = _framework(a)
+    try:
+        if fw == "torch":
+            torch = importlib.import_module("torch")
+            tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+            return torch.empty(shape, dtype=tdt, device=a.device)
+        if fw == "cupy" and dtype != "bf16":
+            cupy = importlib.import_module("cupy")
+            with cupy.cuda.Device(a.device.id):
+                return cupy.empty(shape, dtype=numpy_dtype(dtype))
+    except (ImportError, AttributeError, KeyError):
+        pass
+    return drv.DeviceArray(shape, numpy_dtype(dtype))
+
+
+def _check_pointer_device(v: OperandView, dev: int) -> None:
+    """For device arrays that do not say where they live, ask the driver."""
+    if v.device is not None or not v.device_ptr:
+        return
+    attr = drv._driver().CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    try:
+        found = drv._call("cuPointerGetAttribute", attr, int(v.device_ptr))
+    except drv.DriverError as e:
+        raise ValueError(f"{v.name}'s address {v.device_ptr:#x} is not CUDA device memory the "
+                         f"driver knows ({e.name}): pass a device array or a numpy array") from None
+    except Exception:  # binding quirk: the check is advisory, the launch can go on
+        return
+    if found is not None and int(found) != dev:
+        raise ValueError(f"{v.name} is on CUDA device {int(found)} but ptxgen runs on device {dev}: "
+                         f"move it there or set PTXGEN_DEVICE={int(found)}")
+
+
+def _wait_for_producers(views: list[OperandView], stream: int) -> None:
+    """Honour CUDA-array-interface v3 `stream`: order our launch after the producer's work."""
+    for v in views:
+        if v.stream is None or int(v.stream) == stream:
+            continue
+        ev = drv._call("cuEventCreate", 2)  # CU_EVENT_DISABLE_TIMING
+        try:
+            drv._call("cuEventRecord", ev, int(v.stream))
+            drv._call("cuStreamWaitEvent", stream, ev, 0)
+        finally:
+            drv._driver().cuEventDestroy(ev)
+
+
+# -- GEMM launch --------------------------------------------------------------------------------
+@dataclass
+class _Plan:
+    """Everything one GEMM launch needs, checked once."""
+
+    fn: Function
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    stream: int
+    params: ParamBlock
+    views: tuple[OperandView, OperandView, OperandView]
+    c_out: Any
+    host: bool
+    buffers: list = field(default_factory=list)  # DeviceBuffers for host operands
+    flats: list = field(default_factory=list)  # host staging arrays, kept alive
+
+
+def _check_params(kernel: "Kernel") -> list[ParamDecl]:
+    from ..kernel import PARAM_NAMES
+
+    decls = parse_params(kernel.ptx, kernel.entry)
+    types = [d.type for d in decls]
+    want = ["u64"] * 3 + ["u32"] * 6
+    if len(decls) != len(PARAM_NAMES) or any(t[1:] != w[1:] or t[0] not in "ubs" for t, w in
+                                                 zip(types, want)):
+        raise ValueError(f"entry {kernel.entry} declares parameters "
+                         f"{[f'{d.name}:.{d.type}' for d in decls]}; ptxgen kernels must take "
+                         f"{list(PARAM_NAMES)} as 3 × .u64 then 6 × .u32")
+    return decls
+
+
+def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any) -> _Plan:
+    g = kernel.gemm
+    ctx = drv.context()
+    dev = ctx.ordinal
+    av = check_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout, device=dev)
+    bv = check_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout, device=dev)
+    if av.is_host != bv.is_host:
+        raise TypeError(f"A is {'a host numpy' if av.is_host else 'a device'} array but B is "
+                        f"{'a host numpy' if bv.is_host else 'a device'} array: pass both on the "
+                        f"host (numpy) or both on the GPU")
+    host = av.is_host
+    if c is None:
+        c = np.empty((g.m, g.n), dtype=numpy_dtype(g.out_dtype)) if host else \
+            _alloc_like(a, (g.m, g.n), g.out_dtype)
+        fresh = True
+    else:
+        fresh = False
+    cv = check_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
+                       writable=True, device=dev)
+    if cv.is_host != host:
+        raise TypeError(f"C is {'a host numpy' if cv.is_host else 'a device'} array but A and B "
+                        f"are {'host numpy' if host else 'device'} arrays: pass C where A and B are")
+
+    s = drv.resolve_stream(stream)
+    if stream is None and not host:
+        s = _current_stream(a) or 0
+
+    cubin, _ = _kernel_binary(kernel, ctx)
+    fn = load_function(cubin, kernel.entry, kernel.ptx, kernel.smem_bytes)
+    decls = _check_params(kernel)
+
+    plan = _Plan(fn, _dim3(kernel.grid, "grid"), _dim3(kernel.block, "block"),
+                 int(kernel.smem_bytes), s, None, (av, bv, cv), c, host)  # type: ignore[arg-type]
+    if host:
+        ptrs = []
+        for v in (av, bv, cv):
+            buf = drv.DeviceBuffer(v.nbytes)
+            if v is cv and fresh:
+                buf.fill_bytes(_POISON, s)
+            else:  # C too: elements the kernel skips keep the caller's values (e.g. NaN poison)
+                flat = v.pack_host()
+                plan.flats.append(flat)
+                buf.upload(flat, s)
+            plan.buffers.append(buf)
+            ptrs.append(buf.ptr)
+    else:
+        for v in (av, bv, cv):
+            _check_pointer_device(v, dev)
+        ptrs = [int(v.device_ptr or 0) for v in (av, bv, cv)]
+    plan.params = ParamBlock(decls, ptrs + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld])
+    return plan
+
+
+def _finish_host(plan: _Plan) -> None:
+    cv = plan.views[2]
+    flat = np.empty(max(cv.span, 1), dtype=cv.host.dtype)
+    plan.buffers[2].download(flat, plan.stream)
+    drv._call("cuStreamSynchronize", plan.stream)
+    cv.unpack_to_host(flat)
+    for buf in plan.buffers:
+        buf.free()
+
+
+def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, stream: Any = None) -> Any:
+    """Run a compiled GEMM on the GPU and return C.
+
+    numpy inputs: copied to the device, C copied back (into `c` if given) and synchronized.
+    Device inputs (CUDA array interface / DLPack): C is a device array from A's framework
+    when `c` is None; the launch is asynchronous on `stream` (default: the framework's current
+    stream, else the legacy default stream).
+    """
+    plan = _plan(kernel, a, b, c, stream)
+    if not plan.host:
+        _wait_for_producers(list(plan.views), plan.stream)
+    _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params)
+    if plan.host:
+        _finish_host(plan)
+    else:
+        _sync_if_asked(plan.stream)
+    return plan.c_out
+
+
+def prepare_launch(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any = None
+                   ) -> Callable[[], None]:
+    """Check everything once and return a zero-argument function that only launches.
+
+    For benchmarks: device operands only, no per-call checks, allocation or synchronization.
+    """
+    plan = _plan(kernel, a, b, c, stream)
+    if plan.host:
+        raise TypeError("prepare_launch needs device arrays (numpy inputs are copied per call)")
+    fn, grid, block, smem, s, params = plan.fn, plan.grid, plan.block, plan.smem, plan.stream, \
+        plan.params
+    launch = drv._driver().cuLaunchKernel
+    check = drv.check
+    addr = params.address
+
+    def run() -> None:
+        check("cuLaunchKernel", launch(fn.handle, grid[0], grid[1], grid[2], block[0], block[1],
+                                       block[2], smem, s, addr, 0))
+
+    run.params = params  # type: ignore[attr-defined]  # keep the parameter storage alive
+    run.plan = plan  # type: ignore[attr-defined]
+    return run
+
+
+# -- arbitrary PTX ------------------------------------------------------------------------------
+def _device_pointer(x: Any) -> int | None:
+    """The device address of a CUDA array (any 1-D/2-D/... layout), or None if not one."""
+    try:
+        cai = x.__cuda_array_interface__
+    except Exception:  # absent, or refused (torch bf16): try DLPack
+        cai = None
+    if cai is not None:
+        return int(cai["data"][0])
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__") and \
+            int(x.__dlpack_device__()[0]) != 1:
+        from .operands import _capsule_pointer, _DLManagedTensor
+
+        addr, versioned = _capsule_pointer(x.__dlpack__())
+        if versioned:
+            from .operands import _DLManagedTensorVersioned
+
+            t = _DLManagedTensorVersioned.from_address(addr).dl_tensor
+        else:
+            t = _DLManagedTensor.from_address(addr).dl_tensor
+        return int(t.data or 0) + int(t.byte_offset)
+    return None
+
+
+def launch_ptx(ptx: str, entry: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
+               args: list | tuple, dynamic_smem: int = 0, arch: str | None = None) -> None:
+    """Assemble and run one PTX entry on the GPU, synchronously; the twin of `ptxgen.sim.launch`.
+
+    `args` follow the entry's `.param` list: numpy arrays for pointer parameters are copied to
+    the device and their contents copied back into the same arrays afterwards (read-only arrays
+    are not written back); device arrays pass their address; ints/floats are typed by the
+    declarations; bytes fill `.b8 name[N]` parameters.
+    """
+    from .assemble import assemble
+
+    ctx = drv.context()
+    decls = parse_params(ptx, entry)
+    if len(args) != len(decls):
+        names = ", ".join(f"{d.name}:.{d.type}" for d in decls)
+        raise ValueError(f"entry {entry} takes {len(decls)} parameters ({names}): got "
+                         f"{len(args)} args")
+    target_arch = arch or _arch_for_ptx(ptx, ctx)
+    asm = assemble(ptx, target_arch, entry)
+    fn = load_function(asm.cubin, entry, ptx, int(dynamic_smem))
+
+    values: list[object] = []
+    back: list[tuple[np.ndarray, drv.DeviceBuffer]] = []
+    bufs: list[drv.DeviceBuffer] = []
+    for d, v in zip(decls, args):
+        if isinstance(v, np.ndarray) and v.ndim == 0:
+            v = v.item()
+        if isinstance(v, np.ndarray):
+            if not d.is_pointer_sized:
+                raise TypeError(f"parameter {d.name} is .{d.type}: a numpy array needs a .u64 "
+                                f"pointer parameter")
+            if not v.flags.c_contiguous:
+                raise ValueError(f"argument for {d.name} must be C-contiguous: pass "
+                                 f"np.ascontiguousarray(x)")
+            buf = drv.DeviceBuffer(max(v.nbytes, 256))
+            buf.upload(v, 0)
+            bufs.append(buf)
+            if v.flags.writeable:
+                back.append((v, buf))
+            values.append(buf.ptr)
+        elif (ptr := _device_pointer(v)) is not None:
+            values.append(ptr)
+        else:
+            values.append(v)
+    params = ParamBlock(decls, values)
+    _launch(fn, _dim3(grid, "grid"), _dim3(block, "block"), int(dynamic_smem), 0, params)
+    drv._call("cuStreamSynchronize", 0)
+    for host, buf in back:
+        buf.download(host, 0)
+    drv._call("cuStreamSynchronize", 0)
+    for buf in bufs:
+        buf.free()

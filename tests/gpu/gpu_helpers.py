@@ -1,0 +1,129 @@
+"""Shared helpers for the hardware tests: skipping, recording observations, problem drawing."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ptxgen.runtime import gpu_available, gpu_unavailable_reason
+
+
+def require_gpu() -> None:
+    """Skip the calling test module when no GPU can be used (call at module level)."""
+    if not gpu_available():
+        pytest.skip(f"needs a CUDA GPU: {gpu_unavailable_reason()}", allow_module_level=True)
+
+
+def report_path() -> Path:
+    """Where observations go: $PTXGEN_GPU_REPORT, else $OUT/gpu_report.jsonl, else a temp file."""
+    if os.environ.get("PTXGEN_GPU_REPORT"):
+        return Path(os.environ["PTXGEN_GPU_REPORT"])
+    if os.environ.get("OUT"):
+        return Path(os.environ["OUT"]) / "gpu_report.jsonl"
+    return Path(tempfile.gettempdir()) / "ptxgen_gpu_report.jsonl"
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, np.ndarray):
+        return x.tolist() if x.dtype.kind in "iub" else x.astype(np.float64).tolist()
+    if isinstance(x, (np.integer, np.floating)):
+        return x.item()
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def record(test: str, **payload: Any) -> None:
+    """Append one observation (what hardware returned) as a JSON line, and print a summary, so
+    ptx_facts.md and the simulator can be corrected from a GPU session's output."""
+    line = {"test": test, **_plain(payload)}
+    path = report_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
+    except OSError as e:
+        print(f"[gpu-report] could not write {path}: {e}")
+    short = {k: v for k, v in line.items() if not isinstance(v, list) or len(str(v)) < 200}
+    print(f"[gpu-report] {json.dumps(short)[:2000]}  (full record in {path})")
+
+
+def device_compile_arch() -> str:
+    """The arch to compile for on this GPU (ptxgen targets sm_80..sm_90)."""
+    from ptxgen.runtime.driver import context
+    from ptxgen.schedule.targets import TARGETS
+
+    arch = context().arch
+    return arch if arch in TARGETS else "sm_80"
+
+
+def rel_fro(c: np.ndarray, ref: np.ndarray) -> float:
+    c64, r64 = c.astype(np.float64), ref.astype(np.float64)
+    return float(np.linalg.norm(c64 - r64) / max(np.linalg.norm(r64), 1e-300))
+
+
+#: relative Frobenius tolerance by output dtype (accumulation is always f32)
+TOL = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2}
+
+
+def random_operands(g, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random non-zero A (M×K) and B (K×N) in g's dtype and layouts, as numpy arrays."""
+    from ptxgen.schedule.problem import numpy_dtype
+
+    rng = np.random.default_rng(seed)
+    dt = numpy_dtype(g.dtype)
+
+    def nonzero(shape):
+        return (rng.uniform(0.25, 1.0, shape) * rng.choice([-1.0, 1.0], shape)).astype(np.float32)
+
+    a = nonzero((g.m, g.k)).astype(dt)
+    if g.a_layout == "col":
+        a = np.asfortranarray(a)
+    b = nonzero((g.n, g.k)).astype(dt).T if g.b_layout == "col" else nonzero((g.k, g.n)).astype(dt)
+    return a, b
+
+
+def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+def draw_kernel(data, arch: str, max_tiles: tuple[int, int, int] = (2, 2, 4)):
+    """Draw a valid (Gemm, Schedule) with labelled draws and compile it; illegal ones are
+    rejected by the verifier (ScheduleError -> hypothesis.assume(False))."""
+    from hypothesis import assume
+    from hypothesis import strategies as st
+
+    import ptxgen
+
+    bm = data.draw(st.sampled_from([64, 128, 256]), label="BM")
+    bn = data.draw(st.sampled_from([64, 128, 256]), label="BN")
+    bk = data.draw(st.sampled_from([32, 64]), label="BK")
+    wm = data.draw(st.sampled_from([1, 2, 4]), label="WM")
+    wn = data.draw(st.sampled_from([1, 2, 4]), label="WN")
+    assume(wm * wn <= 8)
+    stages = data.draw(st.integers(1, 5), label="stages")
+    smem_layout = data.draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem_layout")
+    raster = data.draw(st.sampled_from(["row", "grouped"]), label="raster")
+    fdb = data.draw(st.booleans(), label="frag_double_buffer")
+    dtype = data.draw(st.sampled_from(["f16", "bf16"]), label="dtype")
+    b_layout = data.draw(st.sampled_from(["row", "col"]), label="b_layout")
+    out_dtype = data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out_dtype")
+    m = bm * data.draw(st.integers(1, max_tiles[0]), label="M tiles")
+    n = bn * data.draw(st.integers(1, max_tiles[1]), label="N tiles")
+    k = bk * data.draw(st.integers(1, max_tiles[2]), label="K tiles")
+    g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=out_dtype, b_layout=b_layout)
+    s = ptxgen.Schedule(block=(bm, bn, bk), warps=(wm, wn), stages=stages, smem_layout=smem_layout,
+                        raster=raster, frag_double_buffer=fdb)
+    try:
+        kern = ptxgen.compile(g, s, arch=arch)
+    except ptxgen.ScheduleError as e:
+        data.draw(st.just(str(e)), label="rejected by verifier")
+        assume(False)
+    return g, s, kern

@@ -1,0 +1,117 @@
+"""Property tests of compiled GEMMs on hardware: random valid schedules, random non-zero
+inputs, NaN-poisoned outputs, compared with a float64 reference (relative Frobenius error)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_helpers import (TOL, device_compile_arch, draw_kernel, random_operands, record, reference,
+                         rel_fro, require_gpu)
+
+require_gpu()
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import ptxgen  # noqa: E402
+from ptxgen.schedule.problem import numpy_dtype  # noqa: E402
+
+ARCH = device_compile_arch()
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=False, print_blob=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                           HealthCheck.data_too_large])
+
+
+def _check(g, kern, c, a, b, what: str) -> None:
+    c = np.asarray(c)
+    nan = int(np.isnan(c.astype(np.float32)).sum())
+    err = rel_fro(c, reference(a, b))
+    if nan or not err < TOL[g.out_dtype]:
+        record(f"gemm::{what}", gemm=str(g), schedule=str(kern.schedule), arch=kern.arch,
+               unwritten=nan, rel_err=err, resources=str(kern.resources))
+    assert nan == 0, f"{nan} output elements never written ({g}, {kern.schedule})"
+    assert err < TOL[g.out_dtype], f"relative error {err:.3g} for {g}, {kern.schedule}"
+
+
+@SETTINGS
+@given(st.data())
+def test_random_schedules_match_float64(data):
+    g, s, kern = draw_kernel(data, ARCH, max_tiles=(3, 3, 6))
+    seed = data.draw(st.integers(0, 2**31 - 1), label="seed")
+    a, b = random_operands(g, seed)
+    c = np.full((g.m, g.n), np.nan, dtype=numpy_dtype(g.out_dtype))
+    out = kern(a, b, c=c)
+    assert out is c
+    _check(g, kern, c, a, b, "property")
+
+
+@pytest.mark.parametrize("out_dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("b_layout", ["row", "col"])
+def test_fixed_schedules(out_dtype, b_layout):
+    for block, warps, stages in (((128, 128, 32), (2, 2), 3), ((128, 256, 32), (2, 4), 3),
+                                 ((256, 128, 32), (4, 2), 3), ((64, 64, 64), (2, 2), 4)):
+        g = ptxgen.Gemm(512, 512, 256, dtype="f16", out_dtype=out_dtype, b_layout=b_layout)
+        try:
+            kern = ptxgen.compile(g, ptxgen.Schedule(block=block, warps=warps, stages=stages), arch=ARCH)
+        except ptxgen.ScheduleError as e:
+            record("gemm::fixed_rejected", gemm=str(g), block=block, reason=str(e))
+            continue
+        a, b = random_operands(g, 1)
+        _check(g, kern, kern(a, b), a, b, "fixed")  # fresh C: poisoned by the runtime
+
+
+def test_padded_leading_dimensions_numpy():
+    g = ptxgen.Gemm(256, 256, 128, dtype="bf16", out_dtype="f32", b_layout="col")
+    kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 32)), arch=ARCH)
+    a0, b0 = random_operands(g, 3)
+    a_store = np.zeros((256, 128 + 24), a0.dtype)
+    a_store[:, :128] = a0
+    b_store = np.zeros((256, 128 + 40), b0.dtype)  # (N, K + pad), B = store[:, :K].T
+    b_store[:, :128] = b0.T
+    c_store = np.full((256, 256 + 8), np.nan, np.float32)
+    kern(a_store[:, :128], b_store[:, :128].T, c=c_store[:, :256])
+    _check(g, kern, c_store[:, :256], a0, b0, "padded_numpy")
+    assert np.isnan(c_store[:, 256:]).all()
+
+
+def test_torch_device_arrays_streams_and_padding():
+    torch = pytest.importorskip("torch")
+    g = ptxgen.Gemm(256, 384, 192, dtype="f16", out_dtype="f16", b_layout="col")
+    kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 32)), arch=ARCH)
+    a0, b0 = random_operands(g, 4)
+    a = torch.from_numpy(a0).cuda()
+    b_store = torch.zeros(384, 192 + 8, dtype=torch.float16, device="cuda")
+    b_store[:, :192] = torch.from_numpy(np.ascontiguousarray(b0.T)).cuda()
+    b = b_store[:, :192].t()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        c = kern(a, b)  # default stream: torch's current stream (s)
+    assert isinstance(c, torch.Tensor) and c.dtype == torch.float16 and c.is_cuda
+    s.synchronize()
+    _check(g, kern, c.cpu().numpy(), a0, b0, "torch_f16")
+    c2 = torch.full((256, 384), float("nan"), dtype=torch.float16, device="cuda")
+    kern(a, b, c=c2, stream=s)
+    s.synchronize()
+    _check(g, kern, c2.cpu().numpy(), a0, b0, "torch_explicit_stream")
+
+
+def test_torch_bf16_goes_through_dlpack():
+    torch = pytest.importorskip("torch")
+    g = ptxgen.Gemm(128, 128, 64, dtype="bf16", out_dtype="bf16", b_layout="col")
+    kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 32)), arch=ARCH)
+    a0, b0 = random_operands(g, 5)
+    a = torch.from_numpy(a0.view(np.int16)).cuda().view(torch.bfloat16)
+    b = torch.from_numpy(np.ascontiguousarray(b0.T).view(np.int16)).cuda().view(torch.bfloat16).t()
+    c = kern(a, b)
+    torch.cuda.synchronize()
+    _check(g, kern, c.float().cpu().numpy(), a0, b0, "torch_bf16")
+
+
+def test_cupy_arrays():
+    cupy = pytest.importorskip("cupy")
+    g = ptxgen.Gemm(128, 256, 64, dtype="f16", out_dtype="f32", b_layout="row")
+    kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 32)), arch=ARCH)
+    a0, b0 = random_operands(g, 6)
+    c = kern(cupy.asarray(a0), cupy.asarray(b0))
+    assert isinstance(c, cupy.ndarray)
+    _check(g, kern, cupy.asnumpy(c), a0, b0, "cupy")

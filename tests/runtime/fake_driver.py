@@ -1,0 +1,204 @@
+"""A pure-Python stand-in for `cuda.bindings.driver`, so launch plumbing runs without a GPU.
+
+"Device memory" is host memory (numpy buffers), so device pointers are real addresses and
+copies are `ctypes.memmove`; every device range touched is bounds-checked against the fake
+allocations. Kernels are Python functions registered by entry name with their parameter types.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from cuda.bindings import driver as real
+
+S = real.CUresult.CUDA_SUCCESS
+
+
+@dataclass
+class Launch:
+    name: str
+    grid: tuple
+    block: tuple
+    smem: int
+    stream: int
+    args: list
+
+
+@dataclass
+class FakeDriver:
+    cc: tuple[int, int] = (9, 0)
+    optin: int = 227 * 1024
+    fail: dict = field(default_factory=dict)  # call name -> CUresult to return
+    kernels: dict = field(default_factory=dict)  # entry -> (param dtypes, impl)
+    launches: list = field(default_factory=list)
+    calls: list = field(default_factory=list)
+    allocs: dict = field(default_factory=dict)  # addr -> backing numpy buffer (size = len)
+    func_attrs: dict = field(default_factory=dict)
+    modules: dict = field(default_factory=dict)
+    freed: int = 0
+
+    CUresult = real.CUresult
+    CUdevice_attribute = real.CUdevice_attribute
+    CUfunction_attribute = real.CUfunction_attribute
+    CUpointer_attribute = real.CUpointer_attribute
+
+    def register(self, entry: str, types: list[str], impl: Callable) -> None:
+        self.kernels[entry] = ([np.dtype(t) for t in types], impl)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _ret(self, name: str, *vals: Any) -> tuple:
+        self.calls.append(name)
+        if name in self.fail:
+            return (self.fail[name],) + tuple(None for _ in vals)
+        return (S,) + vals
+
+    def _owner(self, addr: int, nbytes: int) -> int:
+        for base, buf in self.allocs.items():
+            if base <= addr and addr + nbytes <= base + len(buf):
+                return base
+        raise AssertionError(f"device range [{addr:#x}, +{nbytes}) is outside every allocation")
+
+    def view(self, addr: int, nbytes: int, dtype: Any = np.uint8) -> np.ndarray:
+        self._owner(addr, nbytes)
+        raw = (ctypes.c_char * nbytes).from_address(addr)
+        return np.frombuffer(raw, dtype=np.uint8).view(dtype)
+
+    # -- the driver API subset ptxgen uses -----------------------------------------------------
+    def cuInit(self, flags):
+        return self._ret("cuInit")
+
+    def cuDeviceGetCount(self):
+        return self._ret("cuDeviceGetCount", 1)
+
+    def cuDeviceGet(self, ordinal):
+        return self._ret("cuDeviceGet", ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return self._ret("cuDevicePrimaryCtxRetain", 0xC0FFEE)
+
+    def cuCtxSetCurrent(self, ctx):
+        return self._ret("cuCtxSetCurrent")
+
+    def cuCtxSynchronize(self):
+        return self._ret("cuCtxSynchronize")
+
+    def cuDeviceGetAttribute(self, attr, dev):
+        A = real.CUdevice_attribute
+        table = {A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: self.cc[0],
+                 A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: self.cc[1],
+                 A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: self.optin,
+                 A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: 132}
+        return self._ret("cuDeviceGetAttribute", table[attr])
+
+    def cuDeviceGetName(self, n, dev):
+        return self._ret("cuDeviceGetName", b"Fake H100\0\0\0")
+
+    def cuGetErrorString(self, err):
+        return (S, f"fake description of {real.CUresult(int(err)).name}".encode())
+
+    def cuMemAlloc(self, n):
+        buf = np.zeros(n + 512, np.uint8)
+        start = (-buf.ctypes.data) % 256
+        region = buf[start:start + n]
+        self.allocs[region.ctypes.data] = region
+        return self._ret("cuMemAlloc", region.ctypes.data)
+
+    def cuMemFree(self, ptr):
+        self.allocs.pop(int(ptr))
+        self.freed += 1
+        return self._ret("cuMemFree")
+
+    def cuMemcpyHtoDAsync(self, dst, src, n, stream):
+        self._owner(int(dst), n)
+        ctypes.memmove(int(dst), int(src), n)
+        return self._ret("cuMemcpyHtoDAsync")
+
+    def cuMemcpyDtoHAsync(self, dst, src, n, stream):
+        self._owner(int(src), n)
+        ctypes.memmove(int(dst), int(src), n)
+        return self._ret("cuMemcpyDtoHAsync")
+
+    def cuMemsetD8Async(self, ptr, value, n, stream):
+        self.view(int(ptr), n)[:] = value
+        return self._ret("cuMemsetD8Async")
+
+    def cuStreamSynchronize(self, stream):
+        return self._ret("cuStreamSynchronize")
+
+    def cuModuleLoadData(self, image):
+        assert isinstance(image, bytes) and image[:4] == b"\x7fELF", "not a cubin"
+        r = self._ret("cuModuleLoadData", 1000 + len(self.modules))
+        if r[0] == S:
+            self.modules[r[1]] = "cubin"
+        return r
+
+    def cuModuleLoadDataEx(self, image, n, opts, vals):
+        assert isinstance(image, bytes) and image.endswith(b"\0") and b".entry" in image
+        r = self._ret("cuModuleLoadDataEx", 2000 + len(self.modules))
+        if r[0] == S:
+            self.modules[r[1]] = "ptx"
+        return r
+
+    def cuModuleGetFunction(self, mod, name):
+        name = name.decode()
+        if name not in self.kernels:
+            return (real.CUresult.CUDA_ERROR_NOT_FOUND, None)
+        return self._ret("cuModuleGetFunction", (mod, name))
+
+    def cuFuncSetAttribute(self, fn, attr, value):
+        self.func_attrs[(fn, int(attr))] = value
+        return self._ret("cuFuncSetAttribute")
+
+    def cuPointerGetAttribute(self, attr, ptr):
+        try:
+            self._owner(int(ptr), 1)
+        except AssertionError:
+            return (real.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+        return self._ret("cuPointerGetAttribute", 0)
+
+    def cuEventCreate(self, flags):
+        return self._ret("cuEventCreate", 77)
+
+    def cuEventRecord(self, ev, stream):
+        return self._ret("cuEventRecord")
+
+    def cuStreamWaitEvent(self, stream, ev, flags):
+        return self._ret("cuStreamWaitEvent")
+
+    def cuEventDestroy(self, ev):
+        return self._ret("cuEventDestroy")
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        mod, name = fn
+        types, impl = self.kernels[name]
+        ptrs = np.frombuffer((ctypes.c_uint64 * len(types)).from_address(int(params)), np.uint64)
+        args = []
+        for p, t in zip(ptrs, types):
+            raw = (ctypes.c_char * t.itemsize).from_address(int(p))
+            args.append(np.frombuffer(raw, t)[0].item())
+        r = self._ret("cuLaunchKernel")
+        if r[0] == S:
+            self.launches.append(Launch(name, (gx, gy, gz), (bx, by, bz), smem, int(stream), args))
+            impl(self, args)
+        return r
+
+
+def gemm_impl(dtype_in, dtype_out, a_layout: str, b_layout: str):
+    """A "kernel" computing C = A @ B from device memory exactly as ptxgen's kernels address it."""
+    def run(fake: FakeDriver, args):
+        pa, pb, pc, m, n, k, lda, ldb, ldc = args
+        isz, osz = np.dtype(dtype_in).itemsize, np.dtype(dtype_out).itemsize
+
+        def mat(ptr, rows, cols, ld, layout, dt, size):
+            span = ((rows - 1) * ld + cols) if layout == "row" else ((cols - 1) * ld + rows)
+            flat = fake.view(ptr, span * size, dt)
+            strides = (ld * size, size) if layout == "row" else (size, ld * size)
+            return np.lib.stride_tricks.as_strided(flat, (rows, cols), strides)
+
+        a = mat(pa, m, k, lda, a_layout, dtype_in, isz).astype(np.float64)
+        b = mat(pb, k, n, ldb, b_layout, dtype_in, isz).astype(np.float64)
+        c = mat(pc, m, n, ldc, "row", dtype_out, osz)
+        c[...] = (a @ b).astype(dtype_out)
+    return run

@@ -1,0 +1,341 @@
+"""launch_kernel / launch_ptx plumbing against a fake driver (tests/runtime/fake_driver.py).
+
+The fake's "device memory" is host memory and its GEMM "kernel" computes C = A @ B from the
+pointers and leading dimensions it is passed, so these tests check what reaches the kernel:
+pointers, lda/ldb/ldc from real strides, grid/block/smem, streams, copies and poisoning.
+"""
+from __future__ import annotations
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+from cuda.bindings import driver as real
+
+import ptx_samples as S
+from fake_driver import FakeDriver, gemm_impl
+from ptxgen.kernel import Kernel
+from ptxgen.runtime import driver as drv
+from ptxgen.runtime.launch import launch_kernel, launch_ptx, prepare_launch
+from ptxgen.schedule.problem import Gemm, numpy_dtype
+from ptxgen.schedule.schedule import Schedule
+
+GEMM_TYPES = ["u8"] * 3 + ["u4"] * 6
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    f = FakeDriver()
+    monkeypatch.setattr(drv, "_driver", lambda: f)
+    drv._probe.cache_clear()
+    drv._contexts.clear()
+    drv._warned.clear()
+    yield f
+    drv._contexts.clear()
+    drv._probe.cache_clear()
+
+
+def make_kernel(g: Gemm, fake: FakeDriver, smem: int = 16384, arch: str = "sm_90",
+                impl=None) -> Kernel:
+    fake.register("gemm", GEMM_TYPES, impl or gemm_impl(numpy_dtype(g.dtype), numpy_dtype(g.out_dtype),
+                                                        g.a_layout, g.b_layout))
+    return Kernel(gemm=g, schedule=Schedule(block=(64, 64, 32)), arch=arch, ptx=S.gemm_stub(),
+                  entry="gemm", grid=(max(g.n // 64, 1), max(g.m // 64, 1), 1), block=(128, 1, 1),
+                  smem_bytes=smem, function=None, allocation=None, smem_plan=None)
+
+
+def operands(g: Gemm, pad: int = 0, seed: int = 0):
+    """Random A, B in the Gemm's layouts, each stored with `pad` extra elements per line."""
+    rng = np.random.default_rng(seed)
+    dt = numpy_dtype(g.dtype)
+
+    def store(rows, cols, layout):
+        if layout == "row":
+            return rng.integers(-3, 4, (rows, cols + pad)).astype(dt)[:, :cols]
+        return rng.integers(-3, 4, (cols, rows + pad)).astype(dt)[:, :rows].T
+
+    return store(g.m, g.k, g.a_layout), store(g.k, g.n, g.b_layout)
+
+
+def expected(a, b, out_dtype):
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(numpy_dtype(out_dtype))
+
+
+@pytest.mark.parametrize("a_layout", ["row", "col"])
+@pytest.mark.parametrize("b_layout", ["row", "col"])
+@pytest.mark.parametrize("dtype,out", [("f16", "f32"), ("bf16", "bf16"), ("f16", "f16")])
+@pytest.mark.parametrize("pad", [0, 8])
+def test_numpy_inputs_layouts_and_leading_dims(fake, a_layout, b_layout, dtype, out, pad):
+    g = Gemm(128, 64, 96, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout)
+    k = make_kernel(g, fake)
+    a, b = operands(g, pad)
+    c = launch_kernel(k, a, b)
+    assert isinstance(c, np.ndarray) and c.dtype == numpy_dtype(out) and c.shape == (128, 64)
+    np.testing.assert_array_equal(c, expected(a, b, out))
+    (L,) = fake.launches
+    assert L.args[3:] == [128, 64, 96, (96 if a_layout == "row" else 128) + pad,
+                          (64 if b_layout == "row" else 96) + pad, 64]
+    assert (L.grid, L.block, L.smem) == ((1, 2, 1), (128, 1, 1), 16384)
+    assert fake.allocs == {}  # temporaries freed
+
+
+def test_kernel_call_uses_launch_kernel(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake)
+    a, b = operands(g)
+    np.testing.assert_array_equal(k(a, b), expected(a, b, "f32"))
+    np.testing.assert_array_equal(k.run(a, b), expected(a, b, "f32"))
+
+
+def test_padded_output_ldc_and_into_c(fake):
+    g = Gemm(64, 64, 32)
+    k = make_kernel(g, fake)
+    a, b = operands(g)
+    store = np.full((64, 72), -7.0, np.float32)
+    out = launch_kernel(k, a, b, c=store[:, :64])
+    assert fake.launches[0].args[8] == 72
+    np.testing.assert_array_equal(store[:, :64], expected(a, b, "f32"))
+    assert (store[:, 64:] == -7.0).all()
+    assert out.base is store or out.base is store.base
+
+
+def half_writer(fake, args):
+    """A buggy kernel that writes only the first half of C's rows (with 1.0)."""
+    pc, m, n, ldc = args[2], args[3], args[4], args[8]
+    view = fake.view(pc, ((m - 1) * ldc + n) * 4, np.float32)
+    for r in range(m // 2):
+        view[r * ldc: r * ldc + n] = 1.0
+
+
+def test_given_c_keeps_poison_where_kernel_does_not_write(fake):
+    g = Gemm(64, 64, 32)
+    k = make_kernel(g, fake, impl=half_writer)
+    a, b = operands(g)
+    c = np.full((64, 64), np.nan, np.float32)
+    launch_kernel(k, a, b, c=c)
+    assert (c[:32] == 1.0).all() and np.isnan(c[32:]).all()
+
+
+@pytest.mark.parametrize("out", ["f32", "f16", "bf16"])
+def test_fresh_c_is_poisoned_with_nan(fake, out):
+    g = Gemm(64, 64, 32, out_dtype=out)
+    k = make_kernel(g, fake, impl=lambda f, args: None)
+    a, b = operands(g)
+    c = launch_kernel(k, a, b)
+    assert np.isnan(c.astype(np.float32)).all()
+
+
+def test_device_arrays_return_device_c(fake):
+    g = Gemm(64, 128, 64, dtype="bf16", out_dtype="f32")
+    k = make_kernel(g, fake)
+    a, b = operands(g)
+    da = drv.DeviceArray.from_host(a)
+    db_store = drv.DeviceArray.from_host(np.ascontiguousarray(b.T))  # (N, K) row-major
+    db = drv.DeviceArray(b.shape, b.dtype, buffer=db_store.buffer, strides=(2, 64 * 2))
+    n_sync = fake.calls.count("cuStreamSynchronize")
+    c = launch_kernel(k, da, db, stream=0x55)
+    assert isinstance(c, drv.DeviceArray) and c.shape == (64, 128)
+    assert fake.calls.count("cuStreamSynchronize") == n_sync  # device path: asynchronous
+    assert fake.launches[-1].stream == 0x55
+    assert fake.launches[-1].args[:2] == [da.ptr, db.ptr]
+    np.testing.assert_array_equal(c.to_host(), expected(a, b, "f32"))
+
+
+def test_mixed_host_and_device_rejected(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake)
+    a, b = operands(g)
+    with pytest.raises(TypeError, match="A is a host numpy array but B is a device array"):
+        launch_kernel(k, a, drv.DeviceArray.from_host(np.ascontiguousarray(b.T)).__class__(
+            b.shape, b.dtype, strides=(2, 128)))
+    with pytest.raises(TypeError, match="C is a device array"):
+        launch_kernel(k, a, b, c=drv.DeviceArray((64, 64), np.float32))
+
+
+def test_operand_errors_surface_before_launch(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake)
+    a, b = operands(g)
+    with pytest.raises(ValueError, match="B must be stored column-major"):
+        launch_kernel(k, a, np.ascontiguousarray(b))
+    with pytest.raises(TypeError, match="C must have dtype f32"):
+        launch_kernel(k, a, b, c=np.empty((64, 64), np.float16))
+    assert fake.launches == []
+
+
+def test_unknown_device_pointer_rejected(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake)
+
+    class Foreign:
+        def __init__(self, shape, strides):
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f2",
+                                             "data": (0x10000, False), "strides": strides,
+                                             "version": 3}
+
+    with pytest.raises(ValueError, match="not CUDA device memory"):
+        launch_kernel(k, Foreign((64, 64), None), Foreign((64, 64), (2, 128)))
+
+
+def test_producer_stream_is_waited_on(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake)
+    a, b = operands(g)
+    da = drv.DeviceArray.from_host(a)
+    db = drv.DeviceArray.from_host(np.ascontiguousarray(b.T))
+    db_view = drv.DeviceArray(b.shape, b.dtype, buffer=db.buffer, strides=(2, 128))
+
+    class WithStream:
+        def __init__(self, arr, stream):
+            self.arr = arr
+            self.__cuda_array_interface__ = dict(arr.__cuda_array_interface__, stream=stream)
+
+    launch_kernel(k, WithStream(da, 9), db_view, c=drv.DeviceArray((64, 64), np.float32), stream=3)
+    i = fake.calls.index("cuEventRecord")
+    assert fake.calls[i + 1] == "cuStreamWaitEvent" and i < fake.calls.index("cuLaunchKernel")
+
+
+def test_large_smem_opt_in_once_per_function(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake, smem=100 * 1024)
+    a, b = operands(g)
+    launch_kernel(k, a, b)
+    launch_kernel(k, a, b)
+    attr = int(real.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    assert list(fake.func_attrs.items()) == [(((1000, "gemm"), attr), 100 * 1024)]
+    assert fake.calls.count("cuFuncSetAttribute") == 1
+    assert fake.calls.count("cuModuleLoadData") == 1  # module cached per context + cubin
+
+
+def test_small_smem_needs_no_opt_in(fake):
+    g = Gemm(64, 64, 64)
+    launch_kernel(make_kernel(g, fake, smem=48 * 1024), *operands(g))
+    assert fake.func_attrs == {}
+
+
+def test_smem_beyond_device_limit(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake, smem=228 * 1024)
+    with pytest.raises(ValueError, match=r"needs 233472 B of dynamic shared memory but Fake H100 "
+                                         r"allows at most 232448 B.*fewer stages"):
+        launch_kernel(k, *operands(g))
+
+
+def test_cubin_failure_falls_back_to_ptx_jit(fake):
+    fake.fail["cuModuleLoadData"] = real.CUresult.CUDA_ERROR_INVALID_IMAGE
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake, smem=64 * 1024)
+    a, b = operands(g)
+    with pytest.warns(RuntimeWarning, match="falling back to the driver's PTX JIT"):
+        c = launch_kernel(k, a, b)
+    np.testing.assert_array_equal(c, expected(a, b, "f32"))
+    assert "cuModuleLoadDataEx" in fake.calls
+    assert list(fake.func_attrs.values()) == [64 * 1024]  # opt-in set on the JIT'd handle too
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        launch_kernel(k, a, b)
+    assert fake.calls.count("cuModuleLoadDataEx") == 1
+
+
+def test_arch_mismatch_reassembles_for_device(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake, arch="sm_80")  # device is sm_90: sm_80 SASS cannot run there
+    a, b = operands(g)
+    with pytest.warns(RuntimeWarning, match="compiled for sm_80 cannot run natively.*sm_90"):
+        launch_kernel(k, a, b)
+    assert fake.calls.count("cuModuleLoadData") == 1 and "cuModuleLoadDataEx" not in fake.calls
+
+
+def test_driver_errors_name_the_call(fake):
+    fake.fail["cuLaunchKernel"] = real.CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+    g = Gemm(64, 64, 64)
+    with pytest.raises(drv.DriverError, match=r"cuLaunchKernel failed with "
+                                              r"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES \(701\).*fewer warps"):
+        launch_kernel(make_kernel(g, fake), *operands(g))
+
+
+def test_wrong_kernel_signature(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake)
+    k.ptx = S.add_one()
+    k.entry = "add1"
+    fake.register("add1", ["u8", "u4"], lambda f, a: None)
+    with pytest.raises(ValueError, match="must take"):
+        launch_kernel(k, *operands(g))
+
+
+def test_prepare_launch(fake):
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake)
+    a, b = operands(g)
+    da = drv.DeviceArray.from_host(a)
+    db = drv.DeviceArray(b.shape, b.dtype, buffer=drv.DeviceArray.from_host(
+        np.ascontiguousarray(b.T)).buffer, strides=(2, 128))
+    dc = drv.DeviceArray((64, 64), np.float32)
+    run = prepare_launch(k, da, db, dc, stream=7)
+    before = len(fake.calls)
+    run()
+    run()
+    assert fake.calls[before:] == ["cuLaunchKernel", "cuLaunchKernel"]
+    np.testing.assert_array_equal(dc.to_host(), expected(a, b, "f32"))
+    with pytest.raises(TypeError, match="device arrays"):
+        prepare_launch(k, a, b, np.empty((64, 64), np.float32))
+
+
+# -- launch_ptx ---------------------------------------------------------------------------------
+def add1_impl(fake, args):
+    p, n = args
+    v = fake.view(p, n * 4, np.float32)
+    v += 1.0
+
+
+def test_launch_ptx_copies_back_into_numpy(fake):
+    fake.register("add1", ["u8", "u4"], add1_impl)
+    x = np.arange(32, dtype=np.float32)
+    launch_ptx(S.add_one(), "add1", grid=1, block=32, args=[x, 32])
+    np.testing.assert_array_equal(x, np.arange(32, dtype=np.float32) + 1)
+    L = fake.launches[-1]
+    assert (L.grid, L.block, L.smem, L.args[1]) == ((1, 1, 1), (32, 1, 1), 0, 32)
+    assert fake.allocs == {}
+
+
+def test_launch_ptx_readonly_not_written_back_and_errors(fake):
+    fake.register("add1", ["u8", "u4"], add1_impl)
+    x = np.zeros(4, np.float32)
+    x.flags.writeable = False
+    launch_ptx(S.add_one(), "add1", grid=(1,), block=(4, 1), args=[x, np.uint32(4)])
+    assert (x == 0).all()
+    with pytest.raises(ValueError, match="takes 2 parameters"):
+        launch_ptx(S.add_one(), "add1", 1, 4, [x])
+    with pytest.raises(TypeError, match="an integer"):
+        launch_ptx(S.add_one(), "add1", 1, 4, [np.zeros(4, np.float32), 4.0])
+    with pytest.raises(ValueError, match="C-contiguous"):
+        launch_ptx(S.add_one(), "add1", 1, 4, [np.zeros((4, 4), np.float32).T, 4])
+    with pytest.raises(ValueError, match="positive sizes"):
+        launch_ptx(S.add_one(), "add1", (1, 0), 4, [np.zeros(4, np.float32), 4])
+
+
+def test_launch_ptx_device_array_and_smem(fake):
+    fake.register("add1", ["u8", "u4"], add1_impl)
+    d = drv.DeviceArray.from_host(np.zeros(8, np.float32))
+    launch_ptx(S.add_one(), "add1", 1, 8, [d, 8], dynamic_smem=80 * 1024)
+    np.testing.assert_array_equal(d.to_host(), np.ones(8, np.float32))
+    assert list(fake.func_attrs.values()) == [80 * 1024]
+
+
+def test_launch_ptx_picks_arch_from_device_and_target(fake, monkeypatch):
+    import ptxgen.runtime.assemble as A
+
+    seen = []
+    real_assemble = A.assemble
+    monkeypatch.setattr(A, "assemble", lambda p, arch, e: (seen.append(arch), real_assemble(p, arch, e))[1])
+    fake.register("add1", ["u8", "u4"], add1_impl)
+    launch_ptx(S.add_one(), "add1", 1, 1, [np.zeros(1, np.float32), 1])
+    launch_ptx(S.add_one(target="sm_90a", version="8.0"), "add1", 1, 1, [np.zeros(1, np.float32), 1])
+    launch_ptx(S.add_one(), "add1", 1, 1, [np.zeros(1, np.float32), 1], arch="sm_90a")
+    assert seen == ["sm_90", "sm_90a", "sm_90a"]
+
+
+def test_bf16_dtype_sanity():
+    assert numpy_dtype("bf16") == np.dtype(ml_dtypes.bfloat16)

@@ -1,0 +1,187 @@
+"""`ptxgen emit | info | run`: the problem and schedule as flags, every flag with a default."""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+
+from .check import compare, random_operands, reference
+from .compile import compile as compile_kernel
+from .errors import AssembleError, ScheduleError
+from .kernel import Kernel
+from .schedule.geometry import operand_tiles, register_estimate
+from .schedule.problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Gemm
+from .schedule.schedule import RASTERS, SMEM_LAYOUTS, Schedule
+from .schedule.targets import TARGETS
+
+
+def _dims(text: str, count: int, what: str) -> tuple[int, ...]:
+    parts = text.lower().split("x")
+    if len(parts) != count or not all(p.isdigit() for p in parts):
+        example = "x".join(["128", "128", "32"][:count]) if count != 3 or what != "shape" else "4096x4096x4096"
+        raise argparse.ArgumentTypeError(f"{what} must be {count} positive integers joined by 'x', e.g. {example}")
+    return tuple(int(p) for p in parts)
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    p = common.add_argument_group("problem")
+    p.add_argument("--shape", default=None, type=lambda t: _dims(t, 3, "shape"),
+                   help="MxNxK (default 4096x4096x4096; 256x256x128 for run)")
+    p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES, help="input dtype (default f16)")
+    p.add_argument("--out", "--out-dtype", dest="out_dtype", default="f32", choices=OUTPUT_DTYPES,
+                   help="output dtype (default f32)")
+    p.add_argument("--a-layout", default="row", choices=LAYOUTS, help="A storage (default row)")
+    p.add_argument("--b-layout", default="col", choices=LAYOUTS, help="B storage (default col)")
+    s = common.add_argument_group("schedule")
+    s.add_argument("--block", default=(128, 128, 32), type=lambda t: _dims(t, 3, "block"), help="BMxBNxBK")
+    s.add_argument("--warps", default=(2, 2), type=lambda t: _dims(t, 2, "warps"), help="WMxWN")
+    s.add_argument("--stages", default=3, type=int, help="pipeline stages (default 3)")
+    s.add_argument("--smem-layout", default="swizzle", choices=SMEM_LAYOUTS)
+    s.add_argument("--raster", default="row", choices=RASTERS)
+    s.add_argument("--group-m", default=8, type=int, help="m-tiles per group for --raster grouped")
+    s.add_argument("--no-frag-double-buffer", action="store_true", help="load fragments just in time")
+    s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS))
+
+    top = argparse.ArgumentParser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
+    sub = top.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("emit", parents=[common], help="write the PTX")
+    e.add_argument("-o", "--output", default="-", help="file to write (default stdout)")
+    sub.add_parser("info", parents=[common], help="schedule summary, launch geometry, registers and spills")
+    r = sub.add_parser("run", parents=[common], help="compile, execute (GPU or CPU simulator), compare with numpy")
+    r.add_argument("--sim", action="store_true", help="use the CPU simulator even when a GPU is present")
+    r.add_argument("--all-ctas", action="store_true", help="simulate every CTA, not a sample, on large grids")
+    r.add_argument("--seed", default=0, type=int)
+    return top
+
+
+def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
+    m, n, k = args.shape or default_shape
+    gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=args.a_layout,
+                b_layout=args.b_layout)
+    sched = Schedule(block=tuple(args.block), warps=tuple(args.warps), stages=args.stages,
+                     smem_layout=args.smem_layout, raster=args.raster, group_m=args.group_m,
+                     frag_double_buffer=not args.no_frag_double_buffer)
+    return compile_kernel(gemm, sched, arch=args.arch)
+
+
+def instruction_mix(k: Kernel) -> Counter:
+    """Count of each instruction family in the kernel text (all copies, whole kernel)."""
+    mix: Counter = Counter()
+    for line in k.ptx.splitlines():
+        op = line.strip().split(" ")[0]
+        if op.startswith("@"):
+            op = line.strip().split(" ")[1]
+        for family in ("cp.async.cg", "ldmatrix", "mma.sync", "bar.sync", "st.global"):
+            if op.startswith(family):
+                mix[family] += 1
+    return mix
+
+
+def describe(k: Kernel) -> list[str]:
+    g, s = k.gemm, k.schedule
+    a, b = operand_tiles(g, s)
+    est = register_estimate(s)
+    live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
+    return [
+        f"kernel     {k.entry} ({k.arch})",
+        f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
+        f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major",
+        f"schedule   block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile "
+        f"{s.warp_tile[0]}x{s.warp_tile[1]}), {s.instruction}, stages {s.stages}, smem {s.smem_layout}, "
+        f"raster {s.raster}, fragment double buffer {'on' if s.frag_double_buffer else 'off'}",
+        f"launch     grid {k.grid} x block {k.block} = {s.threads} threads/CTA, "
+        f"{k.smem_bytes} B dynamic shared memory",
+        f"copies     A {a.copies_per_thread} + B {b.copies_per_thread} x 16 B cp.async per thread per k-tile",
+        f"registers  estimate {est['total']}/thread ({est['accumulators']} accumulators); "
+        f"ptxgen peak live: {live}",
+    ]
+
+
+def _resources(k: Kernel) -> str:
+    r = k.resources
+    asm = k.assemble().assembler
+    return (f"assembled  {asm}: {r.registers} registers/thread, {r.spill_store_bytes} B spill stores, "
+            f"{r.spill_load_bytes} B spill loads, {r.stack_bytes} B stack, {r.shared_bytes} B static shared")
+
+
+def _bank_summary(k: Kernel, wavefronts: dict[int, tuple[int, int]]) -> list[str]:
+    lines = k.ptx.splitlines()
+    by_kind: dict[str, list[int]] = {}
+    for line_no, (w, ideal) in wavefronts.items():
+        text = lines[line_no - 1].strip().lstrip("@!%p0123456789 ")
+        kind = text.split(" ")[0].split(".")[0] + ("." + text.split(".")[1] if text.startswith("cp.") else "")
+        tot = by_kind.setdefault(kind, [0, 0])
+        tot[0] += w
+        tot[1] += ideal
+    out = []
+    for kind, (w, ideal) in sorted(by_kind.items()):
+        extra = w - ideal
+        out.append(f"  {kind:<12} {w} wavefronts, ideal {ideal}: "
+                   + ("conflict-free" if extra == 0 else f"{extra} extra ({w / ideal:.2f}x)"))
+    return out or ["  no shared-memory accesses"]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runtime.driver import gpu_available, gpu_unavailable_reason
+    from .simulate import covered, run_simulation, sample_ctas
+
+    k = _build(args, (256, 256, 128))
+    print("\n".join(describe(k)))
+    print(_resources(k))
+    a, b = random_operands(k.gemm, seed=args.seed)
+    ref = reference(a, b)
+    if gpu_available() and not args.sim:
+        c = k(a, b)
+        result = compare(c, ref, k.gemm.out_dtype)
+        print("executed   on the GPU, every CTA")
+        print(result)
+        return 0 if result.ok else 1
+    why = "requested with --sim" if args.sim else gpu_unavailable_reason()
+    ctas = None if args.all_ctas else sample_ctas(k)
+    c, res = run_simulation(k, a, b, ctas=ctas)
+    mask = covered(k, ctas)
+    scope = "every CTA" if ctas is None else f"{len(ctas)} of {k.grid[0] * k.grid[1]} CTAs {ctas}"
+    print(f"executed   on the CPU simulator ({why}): {scope}, {res.instructions} thread-instructions")
+    got = c.astype("float64")
+    strays = int((~mask & ~(got != got)).sum())  # elements written outside the simulated tiles
+    result = compare(got[mask], ref[mask], k.gemm.out_dtype)
+    print(result)
+    if strays:
+        print(f"FAIL: {strays} elements outside the simulated CTAs' tiles were written")
+    print("shared-memory bank conflicts:")
+    print("\n".join(_bank_summary(k, res.smem_wavefronts)))
+    return 0 if result.ok and not strays else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "emit":
+            k = _build(args, (4096, 4096, 4096))
+            if args.output == "-":
+                sys.stdout.write(k.ptx)
+            else:
+                with open(args.output, "w") as f:
+                    f.write(k.ptx)
+                print(f"wrote {len(k.ptx.splitlines())} lines of PTX for {k.entry} to {args.output}", file=sys.stderr)
+            return 0
+        if args.command == "info":
+            k = _build(args, (4096, 4096, 4096))
+            print("\n".join(describe(k)))
+            print(_resources(k))
+            return 0
+        return cmd_run(args)
+    except ScheduleError as e:
+        print(f"ptxgen: invalid schedule: {e}", file=sys.stderr)
+        return 2
+    except AssembleError as e:
+        print(f"ptxgen: assembly failed: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, TypeError) as e:
+        print(f"ptxgen: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""GEMM lowering: (Gemm, Schedule, shared-memory plan) -> a Function over virtual registers.
+
+Structure of the kernel (a modulo-scheduled cp.async pipeline, as in CUTLASS's sm80 mainloop):
+  setup      parameters, CTA tile origin (row or grouped raster), per-thread address bases
+  prologue   k-tiles 0..S-2 -> stages 0..S-2, one commit_group each (guarded by k-tile < KT)
+  main loop  wait_group S-2; bar.sync; issue k-tile i+S-1 into the stage read last iteration;
+             commit; ldmatrix + mma.sync over k-tile i from stage i % S
+  epilogue   drain the copy groups, convert and store the accumulators from their fragments
+With stages == 1 there is one buffer: copy, wait, barrier, compute, barrier.
+"""
+from __future__ import annotations
+
+from ..regalloc.smem import SmemPlan
+from ..schedule.geometry import operand_tiles
+from ..schedule.problem import Gemm
+from ..schedule.schedule import Schedule
+from .builder import Builder
+from .gemm_plan import CopyPlan, FragmentPlan, a_fragment_plan, b_fragment_plan, copy_plan, store_plan
+from .index import ExprEmitter, Tid
+from .ir import Addr, Function, Imm, Param, Sym, VReg
+from .memory import bar_sync, commit_group, cp_async, ld_param, st_global, wait_group
+from .tensor import ldmatrix, mma
+
+SMEM_SYMBOL = "smem"
+PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u32", "M"),
+          Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "lda"), Param(".u32", "ldb"),
+          Param(".u32", "ldc")]
+CVT_PACK = {"f16": "cvt.rn.f16x2.f32", "bf16": "cvt.rn.bf16x2.f32"}
+
+
+def entry_name(g: Gemm, s: Schedule) -> str:
+    bm, bn, bk = s.block
+    return (f"ptxgen_gemm_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}"
+            f"_w{s.warps[0]}x{s.warps[1]}_s{s.stages}_{s.smem_layout}")
+
+
+class GemmLowering:
+    """Builds one kernel; every emitter receives this object's builder explicitly."""
+
+    def __init__(self, g: Gemm, s: Schedule, plan: SmemPlan):
+        self.g, self.s, self.plan = g, s, plan
+        self.b = Builder(entry_name(g, s), list(PARAMS))
+        self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
+        self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
+        self.tile_a, self.tile_b = operand_tiles(g, s)
+        self.copy = {"A": copy_plan(self.tile_a), "B": copy_plan(self.tile_b)}
+        self.frag = {"A": a_fragment_plan(s, self.tile_a), "B": b_fragment_plan(g, s, self.tile_b)}
+        self.mi, self.ni = s.warp_tile[0] // 16, s.warp_tile[1] // 8
+
+    # -- small helpers ------------------------------------------------------------------------
+    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
+        d = self.b.reg("b32")
+        self.b.emit(op, d, *srcs, ndefs=1, comment=comment)
+        return d
+
+    def u64(self, op: str, *srcs, comment: str | None = None) -> VReg:
+        d = self.b.reg("b64")
+        self.b.emit(op, d, *srcs, ndefs=1, comment=comment)
+        return d
+
+    def pred(self, op: str, *srcs) -> VReg:
+        p = self.b.reg("pred")
+        self.b.emit(op, p, *srcs, ndefs=1)
+        return p
+
+    def wide_mul(self, a: VReg | Imm, bb: VReg | Imm) -> VReg:
+        return self.u64("mul.wide.u32", a, bb)
+
+    # -- setup ---------------------------------------------------------------------------------
+    def setup(self) -> None:
+        b, g, s = self.b, self.g, self.s
+        b.banner("Setup: parameters, CTA tile origin, per-thread address bases")
+        self.tid = self.u32("mov.u32", Sym("%tid.x"))
+        self.ptr = {}
+        for name in ("A", "B", "C"):
+            raw = ld_param(b, "b64", ".u64", name)
+            self.ptr[name] = self.u64("cvta.to.global.u64", raw)
+        self.dims = {n: ld_param(b, "b32", ".u32", n) for n in ("K", "lda", "ldb", "ldc")}
+        self.smem = self.u32("mov.u32", Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
+        self.tile_origin()
+        bk = s.bk
+        k = self.dims["K"]
+        b.comment(f"KT = K / {bk}: number of k-tiles")
+        self.kt = (self.u32("shr.u32", k, Imm(str(bk.bit_length() - 1))) if bk & (bk - 1) == 0
+                   else self.u32("div.u32", k, Imm(str(bk))))
+        self.ex = ExprEmitter(b, self.tid)
+        self.gptr = {n: self.global_tile_pointer(n) for n in ("A", "B")}
+        self.dst_bases = {n: self.shared_bases(n, self.copy[n].dst.bases) for n in ("A", "B")}
+        self.frag_bases = {n: self.shared_bases(n, self.frag[n].addr.bases) for n in ("A", "B")}
+
+    def tile_origin(self) -> None:
+        b, s = self.b, self.s
+        if s.raster == "row":
+            b.comment("raster row: ctaid.x -> n-tile, ctaid.y -> m-tile")
+            tn, tm = self.u32("mov.u32", Sym("%ctaid.x")), self.u32("mov.u32", Sym("%ctaid.y"))
+        else:
+            b.comment(f"raster grouped: groups of {s.group_m} m-tiles walk n together (L2 reuse)")
+            pid = self.u32("mov.u32", Sym("%ctaid.x"))
+            for n in ("M", "N"):
+                self.dims[n] = ld_param(b, "b32", ".u32", n)
+            num_m = self.u32("div.u32", self.dims["M"], Imm(str(s.bm)))
+            num_n = self.u32("div.u32", self.dims["N"], Imm(str(s.bn)))
+            in_group = self.u32("mul.lo.u32", num_n, Imm(str(s.group_m)))
+            group = self.u32("div.u32", pid, in_group)
+            first_m = self.u32("mul.lo.u32", group, Imm(str(s.group_m)))
+            left = self.u32("sub.u32", num_m, first_m)
+            size_m = self.u32("min.u32", left, Imm(str(s.group_m)))
+            pos = self.u32("rem.u32", pid, in_group)
+            tm = self.u32("add.u32", first_m, self.u32("rem.u32", pos, size_m))
+            tn = self.u32("div.u32", pos, size_m)
+        self.bm0 = self.u32("mul.lo.u32", tm, Imm(str(s.bm)), comment="bm0: first row of the CTA tile")
+        self.bn0 = self.u32("mul.lo.u32", tn, Imm(str(s.bn)), comment="bn0: first column of the CTA tile")
+
+    def global_tile_pointer(self, name: str) -> VReg:
+        """Pointer to this thread's first chunk of k-tile 0 of operand `name`."""
+        cp: CopyPlan = self.copy[name]
+        tile = cp.tile
+        eb = tile.elem_bytes
+        ld = self.dims["lda" if name == "A" else "ldb"]
+        self.b.comment(f"{name}: thread's first 16-byte chunk of k-tile 0 in global memory")
+        row = self.ex.reg(cp.row0)
+        col_bytes = self.ex.reg(cp.col0 << 4)
+        origin_rows = {"A": self.bm0, "B": None if tile.k_along_rows else self.bn0}[name]
+        if origin_rows is not None:
+            row = self.u32("add.u32", row, origin_rows)
+        if name == "B" and tile.k_along_rows:  # B is K x N: the CTA's columns start at bn0
+            col_bytes = self.u32("mad.lo.u32", self.bn0, Imm(str(eb)), col_bytes)
+        ld_bytes = self.u32("mul.lo.u32", ld, Imm(str(eb)))
+        off = self.wide_mul(row, ld_bytes)
+        off = self.u64("add.s64", off, self.u64("cvt.u64.u32", col_bytes))
+        return self.u64("add.s64", self.ptr[name], off)
+
+    def shared_bases(self, name: str, bases) -> list[VReg]:
+        """Absolute shared addresses in stage 0 of `name`, one per per-thread offset expression."""
+        offset = self.plan.offsets[name]
+        start = self.u32("add.u32", self.smem, Imm(str(offset))) if offset else self.smem
+        return [self.u32("add.u32", start, self.ex.emit(e)) for e in bases]
+
+    # -- pipeline pieces --------------------------------------------------------------------------
+    def k_advance(self) -> dict[str, VReg | Imm]:
+        """Bytes a global tile pointer moves per k-tile."""
+        out: dict[str, VReg | Imm] = {}
+        for name in ("A", "B"):
+            tile = self.copy[name].tile
+            if tile.k_along_rows:
+                ld = self.dims["ldb"]
+                out[name] = self.wide_mul(ld, Imm(str(self.s.bk * tile.elem_bytes)))
+            else:
+                out[name] = Imm(str(self.s.bk * tile.elem_bytes))
+        return out
+
+    def row_steps(self) -> dict[str, dict[int, VReg]]:
+        """Loop-invariant 64-bit byte steps between consecutive copy rows (usually just one)."""
+        out: dict[str, dict[int, VReg]] = {}
+        for name in ("A", "B"):
+            cp = self.copy[name]
+            ld = self.dims["lda" if name == "A" else "ldb"]
+            rows = sorted(set(cp.rows))
+            deltas = sorted({b - a for a, b in zip(rows, rows[1:])})
+            out[name] = {d: self.wide_mul(ld, Imm(str(d * cp.tile.elem_bytes))) for d in deltas}
+        return out
+
+    def issue_tile(self, name: str, stage_off: VReg | int, guard: VReg | None, what: str) -> None:
+        """cp.async one k-tile of `name` into the stage at byte offset `stage_off`, then advance."""
+        cp = self.copy[name]
+        self.b.comment(f"{what}: cp.async {name} ({cp.tile.copies_per_thread} x 16 B per thread)")
+        if isinstance(stage_off, int):
+            dst = [(base, stage_off) for base in self.dst_bases[name]]
+        else:
+            dst = [(self.u32("add.u32", base, stage_off), 0) for base in self.dst_bases[name]]
+        row_ptr: dict[int, VReg] = {0: self.gptr[name]}
+        prev = 0
+        for it in range(cp.tile.copies_per_thread):
+            r = cp.rows[it]
+            if r not in row_ptr:  # rows ascend: chain from the previous row's pointer
+                row_ptr[r] = self.u64("add.s64", row_ptr[prev], self.steps[name][r - prev])
+            prev = r
+            base_i, imm = cp.dst.site[it]
+            reg, extra = dst[base_i]
+            cp_async(self.b, Addr(reg, imm + extra), Addr(row_ptr[r], cp.cols[it] * 16), 16, guard=guard)
+        adv = self.advance[name]
+        op = "add.s64"
+        self.b.emit(op, self.gptr[name], self.gptr[name], adv, ndefs=1, comment=f"{name} pointer -> next k-tile")
+
+    def compute_tile(self, rd_off: dict[str, VReg | int], acc: list[list[tuple[VReg, ...]]]) -> None:
+        """ldmatrix + mma.sync over one k-tile read from the stage at `rd_off`."""
+        s = self.s
+        addr: dict[str, list[tuple[VReg, int]]] = {}
+        for name in ("A", "B"):
+            off = rd_off[name]
+            if isinstance(off, int):
+                addr[name] = [(r, off) for r in self.frag_bases[name]]
+            else:
+                addr[name] = [(self.u32("add.u32", r, off), 0) for r in self.frag_bases[name]]
+        steps = s.bk // 16
+        by_step = {ks: [ld for p in self.frag.values() for ld in p.loads if ld.k_step == ks] for ks in range(steps)}
+
+        def load(ks: int) -> tuple[list, list]:
+            self.b.comment(f"k-step {ks}: ldmatrix fragments of A ({self.mi} x4) and B")
+            a_frag: list = [None] * self.mi
+            b_frag: list = [None] * self.ni
+            for ld in by_step[ks]:
+                plan: FragmentPlan = self.frag[ld.kind]
+                base_i, imm = plan.addr.site[ld.site]
+                reg, extra = addr[ld.kind][base_i]
+                regs = ldmatrix(self.b, ld.count, Addr(reg, imm + extra), ld.trans)
+                if ld.kind == "A":
+                    a_frag[ld.index] = regs
+                else:
+                    b_frag[ld.index] = regs[0:2]
+                    if ld.count == 4:
+                        b_frag[ld.index + 1] = regs[2:4]
+            return a_frag, b_frag
+
+        def compute(ks: int, frags) -> None:
+            a_frag, b_frag = frags
+            self.b.comment(f"k-step {ks}: {self.mi * self.ni} x mma.sync m16n8k16")
+            for m in range(self.mi):
+                # serpentine over n so consecutive mma reuse the B fragment just used
+                order = range(self.ni) if m % 2 == 0 else range(self.ni - 1, -1, -1)
+                for n in order:
+                    mma(self.b, s.instruction, self.g.dtype, acc[m][n], a_frag[m], b_frag[n])
+
+        if s.frag_double_buffer:
+            frags = load(0)
+            for ks in range(steps):
+                nxt = load(ks + 1) if ks + 1 < steps else None  # prefetch step ks+1 under step ks's mma
+                compute(ks, frags)
+                frags = nxt
+        else:
+            for ks in range(steps):
+                compute(ks, load(ks))
+
+    # -- the kernel ---------------------------------------------------------------------------------
+    def lower(self) -> Function:
+        b, s = self.b, self.s
+        self.setup()
+        self.steps = self.row_steps()
+        self.advance = self.k_advance()
+        stage_bytes = {"A": self.tile_a.stage_bytes, "B": self.tile_b.stage_bytes}
+        acc = [[b.regs("f32", 4) for _ in range(self.ni)] for _ in range(self.mi)]
+        b.comment(f"zero {self.mi * self.ni * 4} f32 accumulators (warp tile {s.warp_tile[0]}x{s.warp_tile[1]})")
+        for row in acc:
+            for frag in row:
+                for r in frag:
+                    b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
+        i = self.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
+        S = s.stages
+        if S == 1:
+            self.single_buffer_loop(i, acc)
+        else:
+            self.pipelined_loop(i, acc, stage_bytes)
+        self.epilogue(acc)
+        b.emit("ret")
+        return b.function
+
+    def pipelined_loop(self, i: VReg, acc, stage_bytes: dict[str, int]) -> None:
+        b, S = self.b, self.s.stages
+        b.banner(f"Prologue: k-tiles 0..{S - 2} -> stages 0..{S - 2}, one cp.async group each")
+        for st in range(S - 1):
+            guard = None if st == 0 else self.pred("setp.lt.u32", Imm(str(st)), self.kt)
+            for name in ("A", "B"):
+                self.issue_tile(name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}")
+            commit_group(b, comment=f"group of k-tile {st}")
+        rd = self.u32("mov.u32", Imm("0"), comment="stage read this iteration: i % S")
+        wr = self.u32("mov.u32", Imm(str(S - 1)), comment="stage written this iteration: (i + S - 1) % S")
+        loop = b.label("main_loop")
+        b.banner(f"Main loop: compute k-tile i from stage i % {S} while k-tile i+{S - 1} streams in")
+        b.place(loop)
+        wait_group(b, S - 2, comment=f"k-tile i has landed (at most {S - 2} newer groups in flight)")
+        bar_sync(b, comment="k-tile i visible to all threads; stage (i-1) % S is free")
+        nxt = self.u32("add.u32", i, Imm(str(S - 1)))
+        more = self.pred("setp.lt.u32", nxt, self.kt)
+        wr_off = self.stage_offsets(wr, stage_bytes)
+        for name in ("A", "B"):
+            self.issue_tile(name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}")
+        commit_group(b, comment=f"group of k-tile i+{S - 1} (empty past the last k-tile)")
+        self.compute_tile(self.stage_offsets(rd, stage_bytes), acc)
+        b.comment("advance: i += 1, stages rotate")
+        for reg in (rd, wr):
+            b.emit("add.u32", reg, reg, Imm("1"), ndefs=1)
+            wrap = self.pred("setp.eq.u32", reg, Imm(str(S)))
+            b.emit("mov.u32", reg, Imm("0"), ndefs=1, guard=wrap)
+        b.emit("add.u32", i, i, Imm("1"), ndefs=1)
+        again = self.pred("setp.lt.u32", i, self.kt)
+        b.emit("bra.uni", Sym(loop), guard=again)
+        b.banner("Epilogue: drain the copy pipeline, store the accumulators")
+        wait_group(b, 0, comment="drain: every remaining group is empty")
+
+    def stage_offsets(self, stage: VReg, stage_bytes: dict[str, int]) -> dict[str, VReg]:
+        """Byte offset of stage `stage` in each operand's buffer (one multiply per distinct size)."""
+        by_size: dict[int, VReg] = {}
+        for size in sorted(set(stage_bytes.values())):
+            by_size[size] = self.u32("mul.lo.u32", stage, Imm(str(size)))
+        return {n: by_size[stage_bytes[n]] for n in stage_bytes}
+
+    def single_buffer_loop(self, i: VReg, acc) -> None:
+        b = self.b
+        loop = b.label("main_loop")
+        b.banner("Main loop (stages=1): copy k-tile i, wait, compute; no overlap")
+        b.place(loop)
+        for name in ("A", "B"):
+            self.issue_tile(name, 0, None, "k-tile i -> stage 0")
+        commit_group(b)
+        wait_group(b, 0, comment="k-tile i has landed")
+        bar_sync(b, comment="k-tile i visible to all threads")
+        self.compute_tile({"A": 0, "B": 0}, acc)
+        bar_sync(b, comment="every thread is done reading stage 0 before it is overwritten")
+        b.emit("add.u32", i, i, Imm("1"), ndefs=1)
+        again = self.pred("setp.lt.u32", i, self.kt)
+        b.emit("bra.uni", Sym(loop), guard=again)
+        b.banner("Epilogue: store the accumulators")
+
+    def epilogue(self, acc) -> None:
+        b, g = self.b, self.g
+        sp = store_plan(self.s)
+        ob = g.out_bytes
+        b.comment(f"C pointer of this thread's first fragment element ({g.out_dtype})")
+        row = self.u32("add.u32", self.ex.reg(sp.row0), self.bm0)
+        col = self.u32("add.u32", self.ex.reg(sp.col0), self.bn0)
+        ldc_bytes = self.u32("mul.lo.u32", self.dims["ldc"], Imm(str(ob)))
+        off = self.u64("add.s64", self.wide_mul(row, ldc_bytes), self.wide_mul(col, Imm(str(ob))))
+        base = self.u64("add.s64", self.ptr["C"], off)
+        row_ptr: dict[int, VReg] = {0: base}
+        deltas: dict[int, VReg] = {}
+        prev = 0
+        for m, n, h, dr, dc in sp.sites:
+            if dr not in row_ptr:  # rows ascend, so chain from the previous row
+                step = dr - prev
+                if step not in deltas:
+                    deltas[step] = self.wide_mul(ldc_bytes, Imm(str(step)))
+                row_ptr[dr] = self.u64("add.s64", row_ptr[prev], deltas[step])
+            prev = dr
+            if n == 0:
+                b.comment(f"store rows m-tile {m} {'g+8' if h else 'g'}")
+            lo, hi = acc[m][n][2 * h], acc[m][n][2 * h + 1]
+            addr = Addr(row_ptr[dr], dc * ob)
+            if g.out_dtype == "f32":
+                st_global(b, ".f32", addr, (lo, hi))
+            else:
+                packed = self.b.reg("b32")
+                b.emit(CVT_PACK[g.out_dtype], packed, hi, lo, ndefs=1)  # odd column -> high half
+                st_global(b, ".b32", addr, (packed,))
+
+
+def lower_gemm(g: Gemm, s: Schedule, plan: SmemPlan) -> Function:
+    return GemmLowering(g, s, plan).lower()

@@ -1,0 +1,85 @@
+"""Fragment and shared-memory layouts as data (ptx_facts.md §1, §4, §8).
+
+Each table maps a lane (and register/half) to matrix coordinates, written as index
+expressions so the lowering emits them and the tests evaluate them cell by cell.
+`g = lane >> 2` (groupID), `t = lane & 3` (threadID_in_group).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .index import Const, Expr, Tid
+
+LANE = Tid() & 31
+GROUP = LANE >> 2
+THREAD_IN_GROUP = LANE & 3
+
+
+# --- mma.sync.aligned.m16n8k16 fragments ---------------------------------------------------
+def mma_a_coord(reg: int, half: int) -> tuple[Expr, Expr]:
+    """(row, col) of A element a_{2*reg+half} (16x16, four .b32 registers per lane)."""
+    i = 2 * reg + half
+    return GROUP + 8 * ((i >> 1) & 1), 2 * THREAD_IN_GROUP + (i & 1) + 8 * (i >> 2)
+
+
+def mma_b_coord(reg: int, half: int) -> tuple[Expr, Expr]:
+    """(k, n) of B element b_{2*reg+half} (16x8, two .b32 registers per lane)."""
+    i = 2 * reg + half
+    return 2 * THREAD_IN_GROUP + (i & 1) + 8 * (i >> 1), GROUP
+
+
+def mma_c_coord(reg: int) -> tuple[Expr, Expr]:
+    """(row, col) of f32 accumulator c_reg (16x8, four .f32 registers per lane)."""
+    return GROUP + 8 * (reg >> 1), 2 * THREAD_IN_GROUP + (reg & 1)
+
+
+# --- ldmatrix address roles ----------------------------------------------------------------
+@dataclass(frozen=True)
+class LdmatrixForm:
+    """How the 32 lanes of an `ldmatrix.x4` address a shared tile to get mma fragments.
+
+    Lane l supplies the start of one 16-byte row: tile row `row(l)` and 16-byte chunk
+    `chunk(l)` relative to the fragment block's origin. `trans` selects `.trans`.
+    The x4 result registers r0..r3 are, per form:
+      a_rowmajor: Ra0..Ra3 of one m16 x k16 A block (A stored M x K, K contiguous)
+      b_kcontig:  Rb0, Rb1 of n-block 0 then n-block 1 (B stored N x K, K contiguous)
+      b_ncontig:  same, with .trans (B stored K x N, N contiguous)
+    Rows of the tile are M, N and K respectively; chunks run along K, K and N.
+    """
+
+    name: str
+    row: Expr
+    chunk: Expr
+    trans: bool
+
+
+A_ROWMAJOR = LdmatrixForm("a_rowmajor", LANE & 15, LANE >> 4, False)
+B_KCONTIG = LdmatrixForm("b_kcontig", (LANE & 7) + ((LANE >> 4) << 3), (LANE >> 3) & 1, False)
+B_NCONTIG = LdmatrixForm("b_ncontig", LANE & 15, LANE >> 4, True)
+#: x2 variants for a lone n8 block: lanes 0-15 matter; the upper lanes repeat them.
+B_KCONTIG_X2 = LdmatrixForm("b_kcontig_x2", LANE & 7, (LANE >> 3) & 1, False)
+B_NCONTIG_X2 = LdmatrixForm("b_ncontig_x2", LANE & 15, Const(0), True)
+
+
+def ldmatrix_received(lane: int, trans: bool) -> tuple[int, int, int, int]:
+    """ISA rule: (row, col) pairs of matrix j that lane receives in (lo, hi) halves.
+
+    Returns (row_lo, col_lo, row_hi, col_hi) within the 8x8 matrix, where the matrix's row r
+    is the 16 bytes at the address lane 8j+r supplied (ptx_facts.md §4).
+    """
+    if not trans:
+        return lane >> 2, 2 * (lane & 3), lane >> 2, 2 * (lane & 3) + 1
+    return 2 * (lane & 3), lane >> 2, 2 * (lane & 3) + 1, lane >> 2
+
+
+# --- shared-memory tile layouts --------------------------------------------------------------
+def smem_offset(row: Expr, chunk: Expr, pitch: int, swizzle: tuple[int, int] | None) -> Expr:
+    """Byte offset of 16-byte chunk `chunk` of tile row `row`.
+
+    With `swizzle=(shift, mask)` the chunk is XORed with `(row >> shift) & mask`
+    (Swizzle<3,3,3> on f16 element offsets for 64-element rows, fewer bits for narrower rows).
+    """
+    if swizzle is not None:
+        shift, mask = swizzle
+        chunk = chunk ^ ((row >> shift) & mask)
+    return row * pitch + (chunk << 4)

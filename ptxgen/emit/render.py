@@ -1,0 +1,62 @@
+"""Render a lowered Function with its register allocation as readable PTX text."""
+from __future__ import annotations
+
+from ..schedule.targets import Target
+from .ir import Addr, Comment, Function, Imm, Instr, Label, Operand, Sym, Vec, VReg
+
+INDENT = "    "
+BANNER_WIDTH = 78
+
+
+def _operand(o: Operand, name) -> str:
+    if isinstance(o, VReg):
+        return name(o)
+    if isinstance(o, Vec):
+        return "{" + ", ".join(name(r) for r in o.regs) + "}"
+    if isinstance(o, Addr):
+        base = name(o.base) if isinstance(o.base, VReg) else o.base.name
+        return f"[{base}]" if o.offset == 0 else f"[{base}+{o.offset}]"
+    assert isinstance(o, (Imm, Sym))
+    return str(o)
+
+
+def render_instr(ins: Instr, name) -> str:
+    guard = ""
+    if ins.guard is not None:
+        guard = f"@{'!' if ins.guard_negated else ''}{name(ins.guard)} "
+    ops = ", ".join(_operand(o, name) for o in ins.operands)
+    text = f"{guard}{ins.op}" + (f" {ops}" if ops else "") + ";"
+    if ins.comment:
+        text = f"{text:<60} // {ins.comment}"
+    return INDENT + text
+
+
+def render(fn: Function, target: Target, header: list[str], declarations: list[str], name) -> str:
+    """PTX module text: header comment, .version/.target from the target, then the entry."""
+    major, minor = target.ptx_version
+    out = [f"// {line}" if line else "//" for line in header]
+    out += [f".version {major}.{minor}", f".target {target.arch}", ".address_size 64", ""]
+    for sym, align, size in fn.shared:
+        if size is None:
+            out.append(f".extern .shared .align {align} .b8 {sym}[];")
+        else:
+            out.append(f".shared .align {align} .b8 {sym}[{size}];")
+    out.append("")
+    params = ",\n".join(f"{INDENT}.param {p.ptx_type} {p.name}" for p in fn.params)
+    out.append(f".visible .entry {fn.name}(\n{params}\n)")
+    out.extend(fn.directives)
+    out.append("{")
+    out.extend(INDENT + d for d in declarations)
+    for item in fn.body:
+        if isinstance(item, Instr):
+            out.append(render_instr(item, name))
+        elif isinstance(item, Label):
+            out.append(f"{item.name}:")
+        elif isinstance(item, Comment):
+            if item.banner:
+                rule = INDENT + "// " + "=" * (BANNER_WIDTH - 7)
+                out += ["", rule, f"{INDENT}// {item.text}", rule]
+            else:
+                out.append(f"{INDENT}// {item.text}")
+    out.append("}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,28 @@
+"""Tensor-core instruction family: ldmatrix and mma.sync (ptx_facts.md §1, §4)."""
+from __future__ import annotations
+
+from .builder import Builder
+from .ir import Addr, Vec, VReg
+
+#: mma.sync opcode per (shape, input dtype, accumulator dtype).
+MMA_OPCODES = {
+    ("m16n8k16", "f16", "f32"): "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    ("m16n8k16", "bf16", "f32"): "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+}
+#: Registers per lane of each mma operand: (A .b32, B .b32, C/D accumulators).
+MMA_REGS = {"m16n8k16": (4, 2, 4)}
+
+
+def ldmatrix(b: Builder, count: int, addr: Addr, trans: bool, comment: str | None = None) -> tuple[VReg, ...]:
+    """`ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16`: `count` 8x8 b16 matrices."""
+    dst = b.regs("b32", count)
+    op = f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16"
+    b.emit(op, Vec(dst), addr, ndefs=1, comment=comment)
+    return dst
+
+
+def mma(b: Builder, shape: str, dtype: str, acc: tuple[VReg, ...], a: tuple[VReg, ...],
+        bfrag: tuple[VReg, ...]) -> None:
+    """Accumulate in place: acc = a @ b + acc."""
+    op = MMA_OPCODES[(shape, dtype, "f32")]
+    b.emit(op, Vec(acc), Vec(a), Vec(bfrag), Vec(acc), ndefs=1)

@@ -1,0 +1,82 @@
+"""`Kernel`: the result of `ptxgen.compile`, keeping every stage's intermediate for inspection.
+
+Kernel parameters, in order (documented in the README):
+    A, B, C            .u64  global pointers
+    M, N, K            .u32  problem sizes
+    lda, ldb, ldc      .u32  leading dimensions, in elements
+Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .schedule.problem import Gemm
+from .schedule.schedule import Schedule
+
+if TYPE_CHECKING:
+    from .emit.ir import Function
+    from .regalloc.allocate import Allocation
+    from .regalloc.smem import SmemPlan
+    from .runtime.assemble import Assembled, Resources
+
+#: Parameter names in kernel order; `args_for` builds values in this order.
+PARAM_NAMES = ("A", "B", "C", "M", "N", "K", "lda", "ldb", "ldc")
+
+
+@dataclass
+class Kernel:
+    gemm: Gemm
+    schedule: Schedule
+    arch: str
+    ptx: str
+    entry: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem_bytes: int
+    function: "Function"  # the lowered IR over virtual registers
+    allocation: "Allocation"  # virtual -> physical registers, peak live per class
+    smem_plan: "SmemPlan"  # offsets of the shared buffers
+    _assembled: "Assembled | None" = field(default=None, repr=False)
+
+    # -- assembly ---------------------------------------------------------------------------
+    def assemble(self) -> "Assembled":
+        """Assemble the PTX to a cubin in-process (once; cached on the kernel)."""
+        if self._assembled is None:
+            from .runtime.assemble import assemble
+
+            self._assembled = assemble(self.ptx, self.arch, self.entry)
+        return self._assembled
+
+    @property
+    def cubin(self) -> bytes:
+        return self.assemble().cubin
+
+    @property
+    def resources(self) -> "Resources":
+        """Registers/thread, spill bytes, shared bytes and stack, from the assembler's log."""
+        return self.assemble().resources
+
+    @property
+    def peak_live(self) -> dict[str, int]:
+        """Peak simultaneously-live virtual registers per class, from ptxgen's own allocator."""
+        return dict(self.allocation.peak)
+
+    def scalar_args(self) -> list[int]:
+        g = self.gemm
+        return [g.m, g.n, g.k, *g.leading_dims()]
+
+    # -- execution --------------------------------------------------------------------------
+    def simulate(self, a: Any, b: Any, ctas: list[tuple[int, int, int]] | None = None):
+        """Run on ptxgen's CPU simulator and return C (NaN where no simulated CTA wrote)."""
+        from .simulate import simulate_kernel
+
+        return simulate_kernel(self, a, b, ctas=ctas)
+
+    def __call__(self, a: Any, b: Any, c: Any = None, stream: Any = None):
+        """Run on the GPU through the CUDA driver API and return C."""
+        from .runtime.launch import launch_kernel
+
+        return launch_kernel(self, a, b, c=c, stream=stream)
+
+    run = __call__

@@ -1,0 +1,113 @@
+"""Derived geometry of a schedule, shared by the verifier and the lowering.
+
+Everything here is a pure function of (Gemm, Schedule): how each operand tile sits in shared
+memory, how threads split its 16-byte copies, and how many registers the tiles need.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .problem import Gemm
+from .schedule import Schedule
+
+CHUNK_BYTES = 16  # one cp.async.cg copy, one ldmatrix row
+
+
+def align_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+@dataclass(frozen=True)
+class OperandTile:
+    """One operand's block tile as stored in shared memory: `rows` x `cols`, cols contiguous.
+
+    The tile keeps the operand's global storage order, so global->shared copies move whole
+    16-byte chunks of contiguous elements. `k_along_rows` says whether K runs down the rows
+    (a row-major B, K x N) or along the contiguous columns (A row-major, B column-major).
+    """
+
+    name: str
+    rows: int
+    cols: int
+    elem_bytes: int
+    k_along_rows: bool
+    smem_layout: str
+    threads: int
+
+    @property
+    def row_bytes(self) -> int:
+        return self.cols * self.elem_bytes
+
+    @property
+    def chunks_per_row(self) -> int:
+        return self.row_bytes // CHUNK_BYTES
+
+    @property
+    def chunks(self) -> int:
+        return self.rows * self.chunks_per_row
+
+    @property
+    def copies_per_thread(self) -> int:
+        return self.chunks // self.threads
+
+    @property
+    def pitch(self) -> int:
+        """Bytes between consecutive rows in shared memory ("pad" adds one 16-byte chunk)."""
+        return self.row_bytes + (CHUNK_BYTES if self.smem_layout == "pad" else 0)
+
+    @property
+    def align(self) -> int:
+        """Swizzled tiles are 1024-B aligned so the XOR pattern starts on its natural boundary."""
+        return 1024 if self.smem_layout == "swizzle" else 128
+
+    @property
+    def stage_bytes(self) -> int:
+        return align_up(self.rows * self.pitch, self.align)
+
+    def swizzle_bits(self) -> tuple[int, int]:
+        """(shift, mask) of the XOR: physical chunk = chunk ^ ((row >> shift) & mask).
+
+        Rows of 2^c chunks: c >= 3 gives Swizzle<3,3,3>-style `chunk ^= row & 7`; narrower rows
+        use c bits taken from the row bits just above the ones that already spread a 128-byte
+        line (ptx_facts.md §8), so 8 consecutive rows always land in 8 distinct bank groups.
+        """
+        c = self.chunks_per_row.bit_length() - 1
+        bits = min(c, 3)
+        return max(3 - c, 0), (1 << bits) - 1
+
+
+def operand_tiles(g: Gemm, s: Schedule) -> tuple[OperandTile, OperandTile]:
+    bm, bn, bk = s.block
+    a = OperandTile("A", bm, bk, g.in_bytes, False, s.smem_layout, s.threads)
+    if g.b_layout == "col":  # stored N x K, K contiguous
+        b = OperandTile("B", bn, bk, g.in_bytes, False, s.smem_layout, s.threads)
+    else:  # stored K x N, N contiguous
+        b = OperandTile("B", bk, bn, g.in_bytes, True, s.smem_layout, s.threads)
+    return a, b
+
+
+def smem_bytes(g: Gemm, s: Schedule) -> int:
+    """Total dynamic shared memory: `stages` copies of each operand tile."""
+    a, b = operand_tiles(g, s)
+    return align_up(s.stages * a.stage_bytes, b.align) + s.stages * b.stage_bytes
+
+
+def register_estimate(s: Schedule) -> dict[str, int]:
+    """Per-thread registers the tiles need: accumulators, fragments, and a fixed overhead."""
+    wm, wn = s.warp_tile
+    mi, ni = wm // 16, wn // 8
+    bufs = 2 if s.frag_double_buffer else 1
+    est = {
+        "accumulators": mi * ni * 4,
+        "fragments": bufs * (mi * 4 + ni * 2),
+        "addressing": 24,
+    }
+    est["total"] = sum(est.values())
+    return est
+
+
+def grid_for(g: Gemm, s: Schedule) -> tuple[int, int, int]:
+    tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)
+    if s.raster == "grouped":
+        return (tm * tn, 1, 1)
+    return (tn, tm, 1)

@@ -1,0 +1,68 @@
+"""The GEMM problem: logical shapes, dtypes and storage layouts of the operands."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Input dtypes lowered today, and the numpy dtype that holds them.
+INPUT_DTYPES = ("f16", "bf16")
+OUTPUT_DTYPES = ("f32", "f16", "bf16")
+LAYOUTS = ("row", "col")
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s8": 1, "u8": 1, "s32": 4}
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype that holds a ptxgen dtype (bf16 comes from ml_dtypes)."""
+    if name == "bf16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype({"f16": np.float16, "f32": np.float32, "tf32": np.float32, "s8": np.int8,
+                     "u8": np.uint8, "s32": np.int32}[name])
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """C[M,N] = A[M,K] @ B[K,N], accumulated in f32.
+
+    Operands are always the logical matrices. A layout says how one is stored: "row" means
+    the last index is contiguous (a C-contiguous array), "col" the first (F-contiguous, or
+    `x.T` of a C-contiguous array). C is always row-major.
+    """
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "f16"
+    out_dtype: str = "f32"
+    a_layout: str = "row"
+    b_layout: str = "col"
+
+    @property
+    def in_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def out_bytes(self) -> int:
+        return DTYPE_BYTES[self.out_dtype]
+
+    #: Leading dimensions in elements; None means dense (K or M for A, N or K for B, N for C).
+    lda: int | None = None
+    ldb: int | None = None
+    ldc: int | None = None
+
+    def leading_dims(self) -> tuple[int, int, int]:
+        """(lda, ldb, ldc): the stride between rows ("row") or columns ("col"), in elements."""
+        return (self.lda or (self.k if self.a_layout == "row" else self.m),
+                self.ldb or (self.n if self.b_layout == "row" else self.k),
+                self.ldc or self.n)
+
+    def min_leading_dims(self) -> tuple[int, int, int]:
+        """The logical width each leading dimension must at least cover."""
+        return (self.k if self.a_layout == "row" else self.m,
+                self.n if self.b_layout == "row" else self.k, self.n)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k

@@ -1,0 +1,156 @@
+"""The verifier: every rule a (Gemm, Schedule, arch) must meet before lowering.
+
+Each violation raises ScheduleError naming the field, its value, the rule and a fix, so a user
+never gets a wrong kernel or an assembler error for a schedule ptxgen could have rejected.
+"""
+from __future__ import annotations
+
+from .geometry import operand_tiles, register_estimate, smem_bytes
+from .problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Gemm
+from .schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
+from .targets import TARGETS, target
+from ..errors import ScheduleError
+
+MAX_THREADS = 1024
+MAX_GRID_YZ = 65535
+U32_MAX = 2**32 - 1
+
+
+def _choice(field: str, value: object, options: tuple[str, ...]) -> None:
+    if value not in options:
+        raise ScheduleError(field, value, f"must be one of {', '.join(map(repr, options))}",
+                            f"set {field} to one of them")
+
+
+def _positive_int(field: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ScheduleError(field, value, "must be a positive integer", f"give {field} a value >= 1")
+
+
+def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
+    """Types and enumerations: the things a typo gets wrong."""
+    if arch not in TARGETS:
+        raise ScheduleError("arch", arch, "is not a supported target",
+                            f"use one of {', '.join(TARGETS)}")
+    for f in ("m", "n", "k"):
+        _positive_int(f"gemm.{f}", getattr(g, f))
+        if getattr(g, f) > U32_MAX // 2:
+            raise ScheduleError(f"gemm.{f}", getattr(g, f), "exceeds the 31-bit kernel parameter range",
+                                "split the problem into smaller GEMMs")
+    _choice("gemm.dtype", g.dtype, INPUT_DTYPES)
+    _choice("gemm.out_dtype", g.out_dtype, OUTPUT_DTYPES)
+    _choice("gemm.a_layout", g.a_layout, LAYOUTS)
+    _choice("gemm.b_layout", g.b_layout, LAYOUTS)
+    if g.a_layout != "row":
+        raise ScheduleError("gemm.a_layout", g.a_layout, "column-major A is not lowered yet",
+                            "pass A as a C-contiguous (M, K) array with a_layout='row'")
+    if not (isinstance(s.block, tuple) and len(s.block) == 3):
+        raise ScheduleError("schedule.block", s.block, "must be a tuple (BM, BN, BK)",
+                            "write e.g. block=(128, 128, 32)")
+    for name, v in zip(("BM", "BN", "BK"), s.block):
+        _positive_int(f"schedule.block.{name}", v)
+    if not (isinstance(s.warps, tuple) and len(s.warps) == 2):
+        raise ScheduleError("schedule.warps", s.warps, "must be a tuple (WM, WN)", "write e.g. warps=(2, 2)")
+    for name, v in zip(("WM", "WN"), s.warps):
+        _positive_int(f"schedule.warps.{name}", v)
+    _choice("schedule.instruction", s.instruction, tuple(INSTRUCTIONS))
+    _positive_int("schedule.stages", s.stages)
+    _choice("schedule.smem_layout", s.smem_layout, SMEM_LAYOUTS)
+    _choice("schedule.raster", s.raster, RASTERS)
+    _positive_int("schedule.group_m", s.group_m)
+
+
+def verify_tiling(s: Schedule) -> None:
+    """Block -> warp -> instruction: each level divides the one above."""
+    if s.threads > MAX_THREADS:
+        raise ScheduleError("schedule.warps", s.warps,
+                            f"{s.num_warps} warps = {s.threads} threads exceed {MAX_THREADS} per CTA",
+                            f"use at most {MAX_THREADS // 32} warps (WM*WN)")
+    bm, bn, bk = s.block
+    wm, wn = s.warps
+    if bm % wm or bn % wn:
+        raise ScheduleError("schedule.warps", s.warps,
+                            f"block tile {bm}x{bn} does not divide by the warp grid {wm}x{wn}",
+                            "make BM a multiple of WM and BN a multiple of WN")
+    im, in_, ik = s.mma_shape
+    tm, tn = s.warp_tile
+    if tm % im or tn % in_:
+        raise ScheduleError("schedule.block", s.block,
+                            f"warp tile {tm}x{tn} is not a multiple of the mma shape {im}x{in_}",
+                            f"make BM/WM a multiple of {im} and BN/WN a multiple of {in_}")
+    if bk % ik:
+        raise ScheduleError("schedule.block.BK", bk, f"BK is not a multiple of the instruction's k={ik}",
+                            f"make BK a multiple of {ik}, e.g. 32 or 64")
+
+
+def verify_copies(g: Gemm, s: Schedule) -> None:
+    """Every thread moves whole 16-byte chunks, with a uniform thread -> chunk map."""
+    for tile in operand_tiles(g, s):
+        where = f"{tile.name} tile {tile.rows}x{tile.cols}"
+        if tile.row_bytes % 16:
+            raise ScheduleError("schedule.block", s.block, f"{where} has rows of {tile.row_bytes} B, "
+                                "not whole 16-byte chunks", "make every tile width a multiple of 8 elements")
+        if tile.chunks % s.threads:
+            raise ScheduleError("schedule.block", s.block,
+                                f"{where} is {tile.chunks} 16-byte chunks, which {s.threads} threads "
+                                "cannot split evenly (each thread copies a whole number of chunks)",
+                                "grow the block tile or use fewer warps")
+        cpr = tile.chunks_per_row
+        if s.threads % cpr and cpr % s.threads:
+            raise ScheduleError("schedule.block", s.block,
+                                f"{where} rows hold {cpr} chunks, which neither divides nor is divided "
+                                f"by {s.threads} threads, so copies would not coalesce uniformly",
+                                "use power-of-two tile widths or a warp count that divides them")
+        if s.smem_layout == "swizzle" and cpr & (cpr - 1):
+            raise ScheduleError("schedule.smem_layout", s.smem_layout,
+                                f"{where} rows hold {cpr} chunks; the XOR swizzle needs a power of two",
+                                "use a power-of-two tile width or smem_layout='pad'")
+
+
+def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
+    t = target(arch)
+    need = smem_bytes(g, s)
+    if need > t.smem_per_block:
+        raise ScheduleError("schedule.stages", s.stages,
+                            f"{s.stages} stages need {need} B of shared memory, over {arch}'s "
+                            f"{t.smem_per_block} B per block",
+                            "use fewer stages or a smaller BK")
+    limit = min(t.max_regs_per_thread, t.regs_per_sm // s.threads // 8 * 8)
+    est = register_estimate(s)
+    if est["total"] > limit:
+        raise ScheduleError("schedule.warps", s.warps,
+                            f"warp tile {s.warp_tile[0]}x{s.warp_tile[1]} needs about {est['total']} "
+                            f"registers per thread ({est['accumulators']} accumulators, "
+                            f"{est['fragments']} fragments), over the limit of {limit}",
+                            "use more warps (a smaller warp tile) or frag_double_buffer=False")
+
+
+def verify_problem(g: Gemm, s: Schedule) -> None:
+    """The problem shape must fit the schedule exactly (edge tiles are not lowered yet)."""
+    for dim, size, tile in (("m", g.m, s.bm), ("n", g.n, s.bn), ("k", g.k, s.bk)):
+        if size % tile:
+            raise ScheduleError(f"gemm.{dim}", size,
+                                f"is not a multiple of the block tile's {tile} (edge tiles are not lowered yet)",
+                                f"pad {dim.upper()} to a multiple of {tile} or pick a block tile that divides it")
+    lds = g.leading_dims()
+    for name, ld, width, eb in zip(("lda", "ldb", "ldc"), lds, g.min_leading_dims(),
+                                   (g.in_bytes, g.in_bytes, g.out_bytes)):
+        if not isinstance(ld, int) or ld < width:
+            raise ScheduleError(f"gemm.{name}", ld, f"is smaller than the matrix's width {width}",
+                                f"give {name} >= {width}, or None for a dense matrix")
+        if (ld * eb) % 16:
+            raise ScheduleError(f"gemm.{name}", ld, f"{ld * eb} B rows are not 16-byte aligned",
+                                "pad the leading dimension to a multiple of 16 bytes")
+    gx, gy, _ = (-(-g.n // s.bn), -(-g.m // s.bm), 1)
+    if s.raster == "row" and gy > MAX_GRID_YZ:
+        raise ScheduleError("schedule.raster", s.raster, f"{gy} CTA rows exceed the grid's y limit {MAX_GRID_YZ}",
+                            "use raster='grouped' (a 1-D grid) or a taller BM")
+
+
+def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
+    """Raise ScheduleError for the first rule (Gemm, Schedule) breaks on `arch`."""
+    verify_fields(g, s, arch)
+    verify_tiling(s)
+    verify_copies(g, s)
+    verify_resources(g, s, arch)
+    verify_problem(g, s)

@@ -1,0 +1,147 @@
+"""Structural checks of the emitted PTX: instruction mix per k-tile, groups, barriers, readability."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import ptxgen
+from ptxgen import Gemm, Schedule, ScheduleError
+from ptxgen.schedule.geometry import operand_tiles
+
+
+def body(ptx: str) -> list[str]:
+    """Instruction lines (comments stripped), with labels kept as 'LABEL:'."""
+    out = []
+    for line in ptx.split("{", 1)[1].splitlines():
+        line = line.split("//")[0].strip()
+        if line and not line.startswith(".reg") and line != "}":
+            out.append(line)
+    return out
+
+
+def opcode(line: str) -> str:
+    words = line.split()
+    return words[1] if words[0].startswith("@") else words[0]
+
+
+def sections(ptx: str):
+    lines = body(ptx)
+    start = lines.index("$L_main_loop:")
+    end = next(i for i in range(start, len(lines)) if opcode(lines[i]).startswith("bra"))
+    return lines[:start], lines[start + 1:end + 1], lines[end + 1:]
+
+
+def count(lines, prefix):
+    return sum(opcode(l).startswith(prefix) for l in lines)
+
+
+def expected_mix(g: Gemm, s: Schedule):
+    a, b = operand_tiles(g, s)
+    mi, ni = s.warp_tile[0] // 16, s.warp_tile[1] // 8
+    steps = s.bk // 16
+    return {"cp.async.cg": a.copies_per_thread + b.copies_per_thread,
+            "ldmatrix": steps * (mi + (ni + 1) // 2), "mma.sync": steps * mi * ni}
+
+
+@st.composite
+def legal(draw):
+    """Labelled draws of schedules from the issue's sweep space, kept only if the verifier agrees."""
+    bm = draw(st.sampled_from([64, 128, 256]), label="BM")
+    bn = draw(st.sampled_from([64, 128, 256]), label="BN")
+    bk = draw(st.sampled_from([32, 64]), label="BK")
+    wm = draw(st.sampled_from([1, 2, 4]), label="WM")
+    wn = draw(st.sampled_from([1, 2]), label="WN")
+    g = Gemm(512, 512, 256, dtype=draw(st.sampled_from(["f16", "bf16"]), label="dtype"),
+             out_dtype=draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
+             b_layout=draw(st.sampled_from(["row", "col"]), label="b_layout"))
+    s = Schedule(block=(bm, bn, bk), warps=(wm, wn), stages=draw(st.integers(1, 5), label="stages"),
+                 smem_layout=draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),
+                 raster=draw(st.sampled_from(["row", "grouped"]), label="raster"),
+                 frag_double_buffer=draw(st.booleans(), label="dbuf"))
+    try:
+        ptxgen.verify(g, s)
+    except ScheduleError:
+        from hypothesis import assume
+        assume(False)
+    return g, s
+
+
+@settings(max_examples=60, deadline=None)
+@given(legal())
+def test_main_loop_instruction_mix_groups_and_barriers(case):
+    g, s = case
+    ptx = ptxgen.compile(g, s).ptx
+    pro, loop, epi = sections(ptx)
+    mix = expected_mix(g, s)
+    for family, n in mix.items():
+        assert count(loop, family) == n, (family, count(loop, family), n)
+    assert count(pro, "mma.sync") == 0 and count(epi, "mma.sync") == 0
+    waits = [l for l in loop if opcode(l) == "cp.async.wait_group"]
+    bars = [i for i, l in enumerate(loop) if opcode(l) == "bar.sync"]
+    copies = [i for i, l in enumerate(loop) if opcode(l).startswith("cp.async.cg")]
+    mmas = [i for i, l in enumerate(loop) if opcode(l).startswith("mma.sync")]
+    if s.stages == 1:
+        assert waits == ["cp.async.wait_group 0;"]
+        assert len(bars) == 2 and bars[0] > max(copies) and bars[1] > max(mmas)
+        assert count(pro, "cp.async") == 0
+    else:
+        assert waits == [f"cp.async.wait_group {s.stages - 2};"]
+        assert loop.index(waits[0]) == 0 and bars == [1], "wait_group then bar.sync open the loop"
+        assert min(copies) > bars[0] and max(copies) < min(mmas)
+        assert all(l.startswith("@") for l in loop if opcode(l).startswith("cp.async.cg")), "tile i+S-1 guarded"
+        assert count(loop, "cp.async.commit_group") == 1
+        assert count(pro, "cp.async.commit_group") == s.stages - 1
+        assert count(pro, "cp.async.cg") == (s.stages - 1) * mix["cp.async.cg"]
+        assert [l for l in epi if opcode(l) == "cp.async.wait_group"] == ["cp.async.wait_group 0;"]
+    stores = count(epi, "st.global")
+    mi, ni = s.warp_tile[0] // 16, s.warp_tile[1] // 8
+    assert stores == mi * ni * 2
+    assert count(epi, "cvt.rn") == (0 if g.out_dtype == "f32" else mi * ni * 2)
+
+
+def test_fragment_double_buffer_prefetches_next_k_step():
+    g, s = Gemm(512, 512, 256), Schedule(block=(128, 128, 32), frag_double_buffer=True)
+    _, loop, _ = sections(ptxgen.compile(g, s).ptx)
+    ops = [opcode(l).split(".")[0] for l in loop]
+    first_mma = ops.index("mma")
+    n_ld = expected_mix(g, s)["ldmatrix"]
+    assert ops[:first_mma].count("ldmatrix") == n_ld, "both k-steps' fragments load before the first mma"
+    s2 = Schedule(block=(128, 128, 32), frag_double_buffer=False)
+    _, loop2, _ = sections(ptxgen.compile(g, s2).ptx)
+    ops2 = [opcode(l).split(".")[0] for l in loop2]
+    assert ops2[:ops2.index("mma")].count("ldmatrix") == n_ld // 2
+
+
+def test_readable_ptx():
+    k = ptxgen.compile(Gemm(4096, 4096, 4096), Schedule(block=(128, 128, 32)), "sm_90")
+    text = k.ptx
+    assert re.search(r"^\.version 7\.8\n\.target sm_90\n\.address_size 64$", text, re.M)
+    assert "// block 128x128x32, warps 2x2 (warp tile 64x64)" in text
+    for banner in ("Setup:", "Prologue:", "Main loop:", "Epilogue:"):
+        assert re.search(rf"^\s+// {banner}", text, re.M), banner
+    assert "k-tile i+2 -> stage (i+2) % 3: cp.async A" in text
+    assert "$L_main_loop:" in text
+    assert f".visible .entry {k.entry}(" in text and ".maxntid 128, 1, 1" in text
+    assert ".extern .shared .align 1024 .b8 smem[];" in text
+    params = re.findall(r"\.param \.(u64|u32) (\w+)", text)
+    assert [n for _, n in params] == ["A", "B", "C", "M", "N", "K", "lda", "ldb", "ldc"]
+
+
+def test_register_declarations_come_from_the_allocator():
+    k = ptxgen.compile(Gemm(512, 512, 256), Schedule(block=(128, 128, 32)))
+    for cls, prefix in (("b32", "%r"), ("b64", "%rd"), ("f32", "%f"), ("pred", "%p")):
+        n = k.allocation.counts[cls]
+        assert f"{prefix}<{n}>;" in k.ptx
+        used = {int(x) for x in re.findall(rf"{re.escape(prefix)}(\d+)\b", k.ptx.split("{", 1)[1])}
+        assert max(used) == n - 1, cls
+    assert k.peak_live["f32"] == 128  # the 64x64 warp tile's accumulators
+
+
+def test_pack_order_puts_odd_column_high():
+    k = ptxgen.compile(Gemm(512, 512, 256, out_dtype="f16"), Schedule(block=(128, 128, 32)))
+    ins = [ins for ins in k.function.instructions() if ins.op.startswith("cvt.rn.f16x2")]
+    acc0 = next(ins for ins in k.function.instructions() if ins.op.startswith("mma")).operands[0].regs
+    first = ins[0]
+    assert first.operands[1] == acc0[1] and first.operands[2] == acc0[0]

@@ -1,0 +1,107 @@
+"""Every verifier rule rejects with ScheduleError naming field, value, rule and fix."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import ptxgen
+from ptxgen import Gemm, Schedule, ScheduleError
+from ptxgen.schedule.verify import verify
+
+G = Gemm(1024, 1024, 1024)
+S = Schedule(block=(128, 128, 32))
+
+# (label, gemm, schedule, arch, field named in the error)
+INVALID = [
+    ("arch", G, S, "sm_70", "arch"),
+    ("m zero", Gemm(0, 1024, 1024), S, "sm_80", "gemm.m"),
+    ("m too big", Gemm(2**31, 1024, 1024), S, "sm_80", "gemm.m"),
+    ("dtype", Gemm(1024, 1024, 1024, dtype="f32"), S, "sm_80", "gemm.dtype"),
+    ("out dtype", Gemm(1024, 1024, 1024, out_dtype="f8"), S, "sm_80", "gemm.out_dtype"),
+    ("a layout col", Gemm(1024, 1024, 1024, a_layout="col"), S, "sm_80", "gemm.a_layout"),
+    ("b layout", Gemm(1024, 1024, 1024, b_layout="diag"), S, "sm_80", "gemm.b_layout"),
+    ("block arity", G, Schedule(block=(128, 128)), "sm_80", "schedule.block"),
+    ("block zero", G, Schedule(block=(0, 128, 32)), "sm_80", "schedule.block.BM"),
+    ("warps arity", G, Schedule(block=(128, 128, 32), warps=(2, 2, 1)), "sm_80", "schedule.warps"),
+    ("instruction", G, Schedule(block=(128, 128, 32), instruction="m16n8k8"), "sm_80", "schedule.instruction"),
+    ("stages zero", G, Schedule(block=(128, 128, 32), stages=0), "sm_80", "schedule.stages"),
+    ("smem layout", G, Schedule(block=(128, 128, 32), smem_layout="xor"), "sm_80", "schedule.smem_layout"),
+    ("raster", G, Schedule(block=(128, 128, 32), raster="col"), "sm_80", "schedule.raster"),
+    ("group", G, Schedule(block=(128, 128, 32), raster="grouped", group_m=0), "sm_80", "schedule.group_m"),
+    ("threads > 1024", G, Schedule(block=(512, 512, 32), warps=(8, 8)), "sm_80", "schedule.warps"),
+    ("block / warps", G, Schedule(block=(128, 128, 32), warps=(3, 2)), "sm_80", "schedule.warps"),
+    ("warp tile / mma", Gemm(1040, 1024, 1024), Schedule(block=(40, 128, 32), warps=(1, 2)), "sm_80",
+     "schedule.block"),
+    ("BK / k", G, Schedule(block=(128, 128, 24)), "sm_80", "schedule.block.BK"),
+    ("chunks / threads", G, Schedule(block=(64, 64, 32), warps=(4, 4)), "sm_80", "schedule.block"),
+    ("non-uniform copy map", Gemm(1024, 960, 1024, b_layout="row"), Schedule(block=(128, 96, 32)), "sm_80",
+     "schedule.block"),
+    ("swizzle needs 2^n", Gemm(960, 960, 1024, b_layout="row"), Schedule(block=(96, 96, 32), warps=(2, 3)),
+     "sm_80", "schedule.smem_layout"),
+    ("shared memory", G, Schedule(block=(128, 128, 64), stages=8), "sm_80", "schedule.stages"),
+    ("shared memory sm_86", G, Schedule(block=(128, 128, 64), stages=4), "sm_86", "schedule.stages"),
+    ("registers", G, Schedule(block=(128, 128, 32), warps=(1, 1)), "sm_80", "schedule.warps"),
+    ("registers per thread at 512 threads", G, Schedule(block=(256, 256, 32), warps=(4, 4)), "sm_80",
+     "schedule.warps"),
+    ("M multiple", Gemm(1000, 1024, 1024), S, "sm_80", "gemm.m"),
+    ("N multiple", Gemm(1024, 1000, 1024), S, "sm_80", "gemm.n"),
+    ("K multiple", Gemm(1024, 1024, 1000), S, "sm_80", "gemm.k"),
+    ("lda narrow", Gemm(1024, 1024, 1024, lda=512), S, "sm_80", "gemm.lda"),
+    ("lda unaligned", Gemm(1024, 1024, 1024, lda=1028), S, "sm_80", "gemm.lda"),
+    ("ldc unaligned", Gemm(1024, 1024, 1024, ldc=1026), S, "sm_80", "gemm.ldc"),
+    ("grid y", Gemm(128 * 65536, 128, 32), S, "sm_80", "schedule.raster"),
+]
+
+
+@pytest.mark.parametrize("label,gemm,sched,arch,field", INVALID, ids=[c[0] for c in INVALID])
+def test_each_rule_rejects_with_a_fix(label, gemm, sched, arch, field):
+    with pytest.raises(ScheduleError) as info:
+        verify(gemm, sched, arch)
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.field == field, str(err)
+    assert str(err).startswith(f"{field}=")
+    assert err.rule and err.fix and err.fix in str(err)
+    with pytest.raises(ScheduleError):  # compile runs the same verifier
+        ptxgen.compile(gemm, sched, arch)
+
+
+def test_warp_tile_message_says_how_to_fix():
+    with pytest.raises(ScheduleError, match=r"warp tile 40x64 is not a multiple of the mma shape 16x8: "
+                                            r"make BM/WM a multiple of 16"):
+        verify(Gemm(1040, 1024, 1024), Schedule(block=(40, 128, 32), warps=(1, 2)))
+
+
+def test_pad_layout_accepts_what_swizzle_cannot():
+    verify(Gemm(960, 960, 1024, b_layout="row"), Schedule(block=(96, 96, 32), warps=(2, 3), smem_layout="pad"))
+
+
+def test_default_and_big_smem_schedules_are_valid():
+    verify(G, S)
+    verify(G, Schedule(block=(128, 128, 64), stages=4), "sm_90")  # 128 KB: dynamic shared memory
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_any_schedule_compiles_or_raises_schedule_error(data):
+    bm = data.draw(st.sampled_from([16, 32, 48, 64, 96, 128, 256]), label="BM")
+    bn = data.draw(st.sampled_from([8, 16, 32, 64, 96, 128, 256]), label="BN")
+    bk = data.draw(st.sampled_from([8, 16, 32, 48, 64, 128]), label="BK")
+    wm = data.draw(st.integers(1, 8), label="WM")
+    wn = data.draw(st.integers(1, 8), label="WN")
+    gemm = Gemm(data.draw(st.sampled_from([256, 512, 768]), label="M"),
+                data.draw(st.sampled_from([256, 512, 768]), label="N"),
+                data.draw(st.sampled_from([64, 128, 192]), label="K"),
+                dtype=data.draw(st.sampled_from(["f16", "bf16"]), label="dtype"),
+                out_dtype=data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
+                b_layout=data.draw(st.sampled_from(["row", "col"]), label="b_layout"))
+    sched = Schedule(block=(bm, bn, bk), warps=(wm, wn), stages=data.draw(st.integers(1, 6), label="stages"),
+                     smem_layout=data.draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),
+                     raster=data.draw(st.sampled_from(["row", "grouped"]), label="raster"),
+                     frag_double_buffer=data.draw(st.booleans(), label="dbuf"))
+    arch = data.draw(st.sampled_from(["sm_80", "sm_86", "sm_90"]), label="arch")
+    try:
+        k = ptxgen.compile(gemm, sched, arch)
+    except ScheduleError:
+        return
+    assert k.entry in k.ptx and k.smem_bytes > 0

@@ -15,6 +15,10 @@ from .schedule.schedule import RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
 
 
+#: CUTLASS-style letters: "t" stores a matrix row-major, "n" column-major; first A, then B.
+LAYOUT_LETTERS = {f"{a}{b}": ({"t": "row", "n": "col"}[a], {"t": "row", "n": "col"}[b]) for a in "nt" for b in "nt"}
+
+
 def _dims(text: str, count: int, what: str) -> tuple[int, ...]:
     parts = text.lower().split("x")
     if len(parts) != count or not all(p.isdigit() for p in parts):
@@ -31,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES, help="input dtype (default f16)")
     p.add_argument("--out", "--out-dtype", dest="out_dtype", default="f32", choices=OUTPUT_DTYPES,
                    help="output dtype (default f32)")
+    p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
+                   help="A and B storage as BLAS letters, t = row-major, n = column-major (default tn)")
     p.add_argument("--a-layout", default="row", choices=LAYOUTS, help="A storage (default row)")
     p.add_argument("--b-layout", default="col", choices=LAYOUTS, help="B storage (default col)")
     s = common.add_argument_group("schedule")
@@ -57,8 +63,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
     m, n, k = args.shape or default_shape
-    gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=args.a_layout,
-                b_layout=args.b_layout)
+    a_layout, b_layout = LAYOUT_LETTERS[args.layout] if args.layout else (args.a_layout, args.b_layout)
+    gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=a_layout, b_layout=b_layout)
     sched = Schedule(block=tuple(args.block), warps=tuple(args.warps), stages=args.stages,
                      smem_layout=args.smem_layout, raster=args.raster, group_m=args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer)

@@ -120,11 +120,11 @@ class GemmLowering:
         self.b.comment(f"{name}: thread's first 16-byte chunk of k-tile 0 in global memory")
         row = self.ex.reg(cp.row0)
         col_bytes = self.ex.reg(cp.col0 << 4)
-        origin_rows = {"A": self.bm0, "B": None if tile.k_along_rows else self.bn0}[name]
-        if origin_rows is not None:
-            row = self.u32("add.u32", row, origin_rows)
-        if name == "B" and tile.k_along_rows:  # B is K x N: the CTA's columns start at bn0
-            col_bytes = self.u32("mad.lo.u32", self.bn0, Imm(str(eb)), col_bytes)
+        origin = self.bm0 if name == "A" else self.bn0  # the CTA's first row of A / column of B
+        if tile.k_along_rows:  # tile rows run along K: the CTA origin is a column offset
+            col_bytes = self.u32("mad.lo.u32", origin, Imm(str(eb)), col_bytes)
+        else:
+            row = self.u32("add.u32", row, origin)
         ld_bytes = self.u32("mul.lo.u32", ld, Imm(str(eb)))
         off = self.wide_mul(row, ld_bytes)
         off = self.u64("add.s64", off, self.u64("cvt.u64.u32", col_bytes))
@@ -143,7 +143,7 @@ class GemmLowering:
         for name in ("A", "B"):
             tile = self.copy[name].tile
             if tile.k_along_rows:
-                ld = self.dims["ldb"]
+                ld = self.dims["lda" if name == "A" else "ldb"]
                 out[name] = self.wide_mul(ld, Imm(str(self.s.bk * tile.elem_bytes)))
             else:
                 out[name] = Imm(str(self.s.bk * tile.elem_bytes))

@@ -14,7 +14,7 @@ from ..schedule.geometry import OperandTile
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from .index import Expr, SiteBases, Tid, evaluate, share_bases
-from .layouts import (A_ROWMAJOR, B_KCONTIG, B_KCONTIG_X2, B_NCONTIG, B_NCONTIG_X2, LdmatrixForm,
+from .layouts import (A_MCONTIG, A_ROWMAJOR, B_KCONTIG, B_KCONTIG_X2, B_NCONTIG, B_NCONTIG_X2, LdmatrixForm,
                       mma_c_coord, smem_offset)
 
 WARP = Tid() >> 5
@@ -94,12 +94,15 @@ def a_fragment_plan(s: Schedule, tile: OperandTile) -> FragmentPlan:
     mi = s.warp_tile[0] // 16
     sites: list[Expr] = []
     loads: list[FragmentLoad] = []
+    form = A_MCONTIG if tile.k_along_rows else A_ROWMAJOR
     for ks in range(s.bk // 16):
         for m in range(mi):
-            row = wm0 + 16 * m + A_ROWMAJOR.row
-            chunk = 2 * ks + A_ROWMAJOR.chunk
+            if tile.k_along_rows:  # rows are k, chunks along m
+                row, chunk = 16 * ks + form.row, (wm0 + 16 * m) // 8 + form.chunk
+            else:  # rows are m, chunks along k
+                row, chunk = wm0 + 16 * m + form.row, 2 * ks + form.chunk
             sites.append(smem_offset(row, chunk, tile.pitch, _swizzle(tile)))
-            loads.append(FragmentLoad(ks, "A", m, 4, False, len(sites) - 1))
+            loads.append(FragmentLoad(ks, "A", m, 4, form.trans, len(sites) - 1))
     return FragmentPlan(tile, loads, share_bases(sites, s.threads))
 
 

@@ -42,9 +42,10 @@ class LdmatrixForm:
     `chunk(l)` relative to the fragment block's origin. `trans` selects `.trans`.
     The x4 result registers r0..r3 are, per form:
       a_rowmajor: Ra0..Ra3 of one m16 x k16 A block (A stored M x K, K contiguous)
+      a_mcontig:  the same, with .trans (A stored K x M, M contiguous)
       b_kcontig:  Rb0, Rb1 of n-block 0 then n-block 1 (B stored N x K, K contiguous)
       b_ncontig:  same, with .trans (B stored K x N, N contiguous)
-    Rows of the tile are M, N and K respectively; chunks run along K, K and N.
+    Rows of the tile are M, K, N and K respectively; chunks run along K, M, K and N.
     """
 
     name: str
@@ -54,6 +55,8 @@ class LdmatrixForm:
 
 
 A_ROWMAJOR = LdmatrixForm("a_rowmajor", LANE & 15, LANE >> 4, False)
+#: Matrix j = lane >> 3 covers k rows 8*(j >> 1).. and m columns 8*(j & 1)..: Ra0..Ra3 in order.
+A_MCONTIG = LdmatrixForm("a_mcontig", (LANE & 7) + ((LANE >> 4) << 3), (LANE >> 3) & 1, True)
 B_KCONTIG = LdmatrixForm("b_kcontig", (LANE & 7) + ((LANE >> 4) << 3), (LANE >> 3) & 1, False)
 B_NCONTIG = LdmatrixForm("b_ncontig", LANE & 15, LANE >> 4, True)
 #: x2 variants for a lone n8 block: lanes 0-15 matter; the upper lanes repeat them.

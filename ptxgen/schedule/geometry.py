@@ -78,7 +78,10 @@ class OperandTile:
 
 def operand_tiles(g: Gemm, s: Schedule) -> tuple[OperandTile, OperandTile]:
     bm, bn, bk = s.block
-    a = OperandTile("A", bm, bk, g.in_bytes, False, s.smem_layout, s.threads)
+    if g.a_layout == "row":  # stored M x K, K contiguous
+        a = OperandTile("A", bm, bk, g.in_bytes, False, s.smem_layout, s.threads)
+    else:  # stored K x M, M contiguous
+        a = OperandTile("A", bk, bm, g.in_bytes, True, s.smem_layout, s.threads)
     if g.b_layout == "col":  # stored N x K, K contiguous
         b = OperandTile("B", bn, bk, g.in_bytes, False, s.smem_layout, s.threads)
     else:  # stored K x N, N contiguous

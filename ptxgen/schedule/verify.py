@@ -41,9 +41,6 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     _choice("gemm.out_dtype", g.out_dtype, OUTPUT_DTYPES)
     _choice("gemm.a_layout", g.a_layout, LAYOUTS)
     _choice("gemm.b_layout", g.b_layout, LAYOUTS)
-    if g.a_layout != "row":
-        raise ScheduleError("gemm.a_layout", g.a_layout, "column-major A is not lowered yet",
-                            "pass A as a C-contiguous (M, K) array with a_layout='row'")
     if not (isinstance(s.block, tuple) and len(s.block) == 3):
         raise ScheduleError("schedule.block", s.block, "must be a tuple (BM, BN, BK)",
                             "write e.g. block=(128, 128, 32)")

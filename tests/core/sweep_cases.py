@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ptxgen import Gemm, Schedule
 
-# (block, warps, stages, smem_layout, b_layout, dtype, out_dtype, raster, frag_double_buffer)
+# (block, warps, stages, smem_layout, b_layout, dtype, out_dtype, raster, frag_double_buffer);
+# every third row stores A column-major.
 ROWS = [
     ((64, 64, 32), (1, 1), 1, "swizzle", "col", "f16", "f32", "row", True),
     ((64, 64, 64), (2, 2), 2, "pad", "row", "bf16", "f32", "row", True),
@@ -37,8 +38,9 @@ ROWS = [
 
 def sweep(m: int = 512, n: int = 512, k: int = 256) -> list[tuple[Gemm, Schedule]]:
     out = []
-    for block, warps, stages, smem, b_layout, dtype, out_dtype, raster, dbuf in ROWS:
-        out.append((Gemm(m, n, k, dtype=dtype, out_dtype=out_dtype, b_layout=b_layout),
+    for i, (block, warps, stages, smem, b_layout, dtype, out_dtype, raster, dbuf) in enumerate(ROWS):
+        a_layout = "col" if i % 3 == 2 else "row"
+        out.append((Gemm(m, n, k, dtype=dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout),
                     Schedule(block=block, warps=warps, stages=stages, smem_layout=smem, raster=raster,
                              group_m=2, frag_double_buffer=dbuf)))
     return out
@@ -47,4 +49,4 @@ def sweep(m: int = 512, n: int = 512, k: int = 256) -> list[tuple[Gemm, Schedule
 def case_id(case: tuple[Gemm, Schedule]) -> str:
     g, s = case
     return (f"{s.bm}x{s.bn}x{s.bk}-w{s.warps[0]}x{s.warps[1]}-s{s.stages}-{s.smem_layout}-"
-            f"{g.b_layout}-{g.dtype}-{g.out_dtype}-{s.raster}")
+            f"{g.a_layout[0]}{g.b_layout[0]}-{g.dtype}-{g.out_dtype}-{s.raster}")

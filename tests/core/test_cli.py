@@ -21,6 +21,12 @@ def test_emit_to_stdout_and_file(tmp_path, capsys):
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in f.read_text()
 
 
+def test_layout_letters(capsys):
+    assert main(["info", "--layout", "nt", "--shape", "256x256x64"]) == 0
+    out = capsys.readouterr().out
+    assert "A[256x64] f16 col-major @ B[64x256] f16 row-major" in out
+
+
 def test_info_reports_geometry_and_assembly(capsys):
     assert main(["info", "--arch", "sm_90", "--stages", "4", "--block", "128x128x64"]) == 0
     out = capsys.readouterr().out

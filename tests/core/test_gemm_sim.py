@@ -52,6 +52,7 @@ def legal_case(draw):
     g = Gemm(bm * draw(st.integers(1, 2), label="M tiles"), bn * draw(st.integers(1, 2), label="N tiles"),
              bk * kt, dtype=draw(st.sampled_from(["f16", "bf16"]), label="dtype"),
              out_dtype=draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
+             a_layout=draw(st.sampled_from(["row", "col"]), label="a_layout"),
              b_layout=draw(st.sampled_from(["row", "col"]), label="b_layout"))
     s = Schedule(block=(bm, bn, bk), warps=(wm, wn), stages=stages,
                  smem_layout=draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),

@@ -76,6 +76,15 @@ def test_a_ldmatrix_form_yields_the_a_fragment():
             assert got[lane, reg] == tuple(tile[r, c] for r, c in halves)
 
 
+def test_a_m_contiguous_trans_form_yields_the_a_fragment():
+    at_ = element_ids(16, 16)  # A stored K x M: at_[k][m] = A[m][k]
+    form = L.A_MCONTIG
+    got = isa_ldmatrix(at_, evaluate(form.row, LANES), evaluate(form.chunk, LANES), 4, form.trans)
+    for lane in range(32):
+        for reg, halves in sheet_a(lane).items():
+            assert got[lane, reg] == tuple(at_[c, r] for r, c in halves)
+
+
 @pytest.mark.parametrize("form,count", [(L.B_KCONTIG, 4), (L.B_KCONTIG_X2, 2)])
 def test_b_k_contiguous_forms_yield_b_fragments(form, count):
     bt = element_ids(16, 16)  # B stored N x K: bt[n][k] = B[k][n]

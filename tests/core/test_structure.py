@@ -55,6 +55,7 @@ def legal(draw):
     wn = draw(st.sampled_from([1, 2]), label="WN")
     g = Gemm(512, 512, 256, dtype=draw(st.sampled_from(["f16", "bf16"]), label="dtype"),
              out_dtype=draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
+             a_layout=draw(st.sampled_from(["row", "col"]), label="a_layout"),
              b_layout=draw(st.sampled_from(["row", "col"]), label="b_layout"))
     s = Schedule(block=(bm, bn, bk), warps=(wm, wn), stages=draw(st.integers(1, 5), label="stages"),
                  smem_layout=draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),

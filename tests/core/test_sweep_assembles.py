@@ -19,7 +19,8 @@ def test_sweep_covers_the_issue_space():
     assert {s.warps for _, s in CASES} >= {(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2)}
     assert {s.stages for _, s in CASES} == {1, 2, 3, 4, 5}
     assert {s.smem_layout for _, s in CASES} == {"swizzle", "pad", "plain"}
-    assert {g.b_layout for g, _ in CASES} == {"row", "col"}
+    assert {(g.a_layout, g.b_layout) for g, _ in CASES} == {("row", "row"), ("row", "col"), ("col", "row"),
+                                                            ("col", "col")}
     assert {g.dtype for g, _ in CASES} == {"f16", "bf16"}
     assert {g.out_dtype for g, _ in CASES} == {"f32", "f16", "bf16"}
     assert len({case_id(c) for c in CASES}) == len(ROWS)

@@ -18,7 +18,7 @@ INVALID = [
     ("m too big", Gemm(2**31, 1024, 1024), S, "sm_80", "gemm.m"),
     ("dtype", Gemm(1024, 1024, 1024, dtype="f32"), S, "sm_80", "gemm.dtype"),
     ("out dtype", Gemm(1024, 1024, 1024, out_dtype="f8"), S, "sm_80", "gemm.out_dtype"),
-    ("a layout col", Gemm(1024, 1024, 1024, a_layout="col"), S, "sm_80", "gemm.a_layout"),
+    ("a layout", Gemm(1024, 1024, 1024, a_layout="diag"), S, "sm_80", "gemm.a_layout"),
     ("b layout", Gemm(1024, 1024, 1024, b_layout="diag"), S, "sm_80", "gemm.b_layout"),
     ("block arity", G, Schedule(block=(128, 128)), "sm_80", "schedule.block"),
     ("block zero", G, Schedule(block=(0, 128, 32)), "sm_80", "schedule.block.BM"),
@@ -94,6 +94,7 @@ def test_any_schedule_compiles_or_raises_schedule_error(data):
                 data.draw(st.sampled_from([64, 128, 192]), label="K"),
                 dtype=data.draw(st.sampled_from(["f16", "bf16"]), label="dtype"),
                 out_dtype=data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
+                a_layout=data.draw(st.sampled_from(["row", "col"]), label="a_layout"),
                 b_layout=data.draw(st.sampled_from(["row", "col"]), label="b_layout"))
     sched = Schedule(block=(bm, bn, bk), warps=(wm, wn), stages=data.draw(st.integers(1, 6), label="stages"),
                      smem_layout=data.draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),

@@ -16,7 +16,7 @@ def mov(d: VReg, *srcs) -> Instr:
     return Instr("mov.b32", (d,) + tuple(srcs or (Imm("0"),)), 1)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(programs())
 def test_matches_reference_solver(items):
     live = compute_liveness(items)

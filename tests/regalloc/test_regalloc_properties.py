@@ -8,7 +8,7 @@ from ptxgen.regalloc import allocate
 
 from regalloc_programs import programs, reference_liveness, run
 
-SETTINGS = settings(max_examples=150, deadline=None)
+SETTINGS = settings(max_examples=100, deadline=None)
 
 
 @SETTINGS

@@ -50,6 +50,29 @@ def test_plan_is_safe_aligned_and_tight(buffers):
         assert plan.total >= sum(b.size for b in buffers if b.first_use <= phase <= b.last_use)
 
 
+def align_up(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+@settings(max_examples=200, deadline=None)
+@given(buffer_sets())
+def test_each_offset_is_the_lowest_free_one_in_placement_order(buffers):
+    plan = plan_shared(buffers)
+    placed: list[SmemBuffer] = []
+    for b in sorted(buffers, key=lambda b: (-b.size, b.name)):
+        busy = [(plan.offsets[o.name], plan.offsets[o.name] + o.size) for o in placed if overlaps(b, o)]
+
+        def free(off: int) -> bool:
+            return all(off + b.size <= lo or hi <= off for lo, hi in busy)
+
+        chosen = plan.offsets[b.name]
+        assert free(chosen)
+        # the lowest free aligned offset is 0 or the aligned end of some busy range
+        candidates = [0] + [align_up(hi, b.align) for _, hi in busy]
+        assert not [c for c in candidates if c < chosen and free(c)]
+        placed.append(b)
+
+
 @settings(max_examples=100, deadline=None)
 @given(buffer_sets(), st.randoms(use_true_random=False))
 def test_plan_is_deterministic_and_order_independent(buffers, rnd):
@@ -79,6 +102,10 @@ def test_alignment_padding_and_first_fit():
     assert plan.offsets == {"flags": 2064, "tile": 0, "late": 2048}  # larger first
     plan = plan_shared([SmemBuffer("a", 100, 4, 0, 0), SmemBuffer("b", 64, 1024, 0, 0)])
     assert plan.offsets == {"a": 0, "b": 1024} and plan.total == 1088
+    # an exactly fitting gap is used: c_epi fits below b_both, where a_loop (dead by then) was
+    plan = plan_shared([SmemBuffer("a_loop", 3072, 1024, 0, 0), SmemBuffer("b_both", 3072, 1024, 0, 1),
+                        SmemBuffer("c_epi", 3072, 1024, 1, 1)])
+    assert plan.offsets == {"a_loop": 0, "b_both": 3072, "c_epi": 0} and plan.total == 6144
 
 
 def test_empty_plan():

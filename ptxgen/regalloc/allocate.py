@@ -78,7 +78,7 @@ def live_intervals(items: list[Item], live: Liveness) -> tuple[list[int], list[i
     start = [-1] * n
     end = [-1] * n
     positions = [i for i, item in enumerate(items) if isinstance(item, Instr)]
-    occupied = [live.live_in_bits[i] | live.def_bits[i] for i in positions]
+    occupied = [live.occupied_bits[i] for i in positions]
     seen = 0
     for pos, bits in zip(positions, occupied):
         new = bits & ~seen

@@ -36,7 +36,8 @@ class Liveness:
 
     `live_in_bits[i]` / `live_out_bits[i]` hold the vregs live just before / just after item i
     (labels and comments pass their set through unchanged). `def_bits[i]` are the registers item
-    i writes. Bit k stands for `vregs[k]` (numbered by first occurrence). `peak[cls]` is the
+    i writes; `occupied_bits[i]` is live-in | defs at an instruction (0 at labels and comments),
+    the set that must sit in distinct registers there. Bit k stands for `vregs[k]` (numbered by first occurrence). `peak[cls]` is the
     largest number of vregs of that class live at one instruction, counting the instruction's
     own destinations as live there.
     """
@@ -46,6 +47,7 @@ class Liveness:
     live_in_bits: tuple[int, ...]
     live_out_bits: tuple[int, ...]
     def_bits: tuple[int, ...]
+    occupied_bits: tuple[int, ...]
     class_masks: dict[str, int]
     peak: dict[str, int]
 
@@ -64,12 +66,9 @@ class Liveness:
     def live_out(self, i: int) -> tuple[VReg, ...]:
         return self.decode(self.live_out_bits[i])
 
-    def occupied_bits(self, i: int) -> int:
-        """Vregs that need a register at item i: live-in plus the item's destinations."""
-        return self.live_in_bits[i] | self.def_bits[i]
-
     def occupied(self, i: int) -> tuple[VReg, ...]:
-        return self.decode(self.occupied_bits(i))
+        """Vregs that need a register at instruction i: live-in plus its destinations."""
+        return self.decode(self.occupied_bits[i])
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,9 +180,10 @@ def compute_liveness(items: list[Item]) -> Liveness:
     masks = _class_masks(vregs)
     peak = {cls: 0 for cls in REG_CLASSES}
     mask_items = list(masks.items())
+    occupied = [0] * n
     for i, item in enumerate(items):
         if isinstance(item, Instr):
-            at = live_in[i] | defs[i]
+            at = occupied[i] = live_in[i] | defs[i]
             for cls, mask in mask_items:
                 c = (at & mask).bit_count()
                 if c > peak[cls]:
@@ -194,6 +194,7 @@ def compute_liveness(items: list[Item]) -> Liveness:
         live_in_bits=tuple(live_in),
         live_out_bits=tuple(live_out),
         def_bits=tuple(defs),
+        occupied_bits=tuple(occupied),
         class_masks=masks,
         peak=peak,
     )

@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES, help="input dtype (default f16)")
     p.add_argument("--out", "--out-dtype", dest="out_dtype", default="f32", choices=OUTPUT_DTYPES,
                    help="output dtype (default f32)")
+    p.add_argument("--align", default=None, type=int,
+                   help="byte alignment of pointers and leading dims: 16, 8, 4 or 2 (default: inferred)")
     p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
                    help="A and B storage as BLAS letters, t = row-major, n = column-major (default tn)")
     p.add_argument("--a-layout", default="row", choices=LAYOUTS, help="A storage (default row)")
@@ -64,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
 def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
     m, n, k = args.shape or default_shape
     a_layout, b_layout = LAYOUT_LETTERS[args.layout] if args.layout else (args.a_layout, args.b_layout)
-    gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=a_layout, b_layout=b_layout)
+    gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=a_layout, b_layout=b_layout,
+                align=args.align)
     sched = Schedule(block=tuple(args.block), warps=tuple(args.warps), stages=args.stages,
                      smem_layout=args.smem_layout, raster=args.raster, group_m=args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer)
@@ -98,7 +101,9 @@ def describe(k: Kernel) -> list[str]:
         f"raster {s.raster}, fragment double buffer {'on' if s.frag_double_buffer else 'off'}",
         f"launch     grid {k.grid} x block {k.block} = {s.threads} threads/CTA, "
         f"{k.smem_bytes} B dynamic shared memory",
-        f"copies     A {a.copies_per_thread} + B {b.copies_per_thread} x 16 B cp.async per thread per k-tile",
+        f"copies     A {a.copies_per_thread} + B {b.copies_per_thread} x {a.copy_bytes} B per thread per k-tile"
+        + ("" if a.copy_bytes == 16 else f" (align {g.alignment()}: {16 // a.copy_bytes}x the copy "
+                                         "instructions of 16-byte copies)"),
         f"registers  estimate {est['total']}/thread ({est['accumulators']} accumulators); "
         f"ptxgen peak live: {live}",
     ]

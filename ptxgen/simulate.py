@@ -17,7 +17,7 @@ def cta_tile(kernel: Kernel, cta: tuple[int, int, int]) -> tuple[int, int]:
     g, s = kernel.gemm, kernel.schedule
     if s.raster == "row":
         return cta[1], cta[0]
-    num_m, num_n = g.m // s.bm, g.n // s.bn
+    num_m, num_n = -(-g.m // s.bm), -(-g.n // s.bn)
     in_group = s.group_m * num_n
     first_m = cta[0] // in_group * s.group_m
     size_m = min(num_m - first_m, s.group_m)
@@ -42,7 +42,7 @@ def covered(kernel: Kernel, ctas) -> np.ndarray:
     every = [(x, y, 0) for y in range(gy) for x in range(gx)]
     for cta in (every if ctas is None else ctas):
         tm, tn = cta_tile(kernel, cta)
-        mask[tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True
+        mask[tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True  # numpy clips at the edge
     return mask
 
 
@@ -52,8 +52,9 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None):
     from .runtime.operands import check_operand
 
     g = kernel.gemm
-    va = check_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout)
-    vb = check_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout)
+    align = g.alignment()
+    va = check_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout, align=align)
+    vb = check_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout, align=align)
     if va.host is None or vb.host is None:
         raise TypeError("Kernel.simulate takes numpy arrays; copy device arrays to the host first")
     c = np.full((g.m, g.n), np.nan, dtype=numpy_dtype(g.out_dtype))

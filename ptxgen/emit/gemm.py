@@ -17,7 +17,8 @@ from ..schedule.schedule import Schedule
 from .builder import Builder
 from .gemm_plan import CopyPlan, FragmentPlan, a_fragment_plan, b_fragment_plan, copy_plan, store_plan
 from .index import ExprEmitter, Tid
-from .ir import Addr, Function, Imm, Param, Sym, VReg
+from .gemm_edges import EdgeChecks
+from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
 from .memory import bar_sync, commit_group, cp_async, ld_param, st_global, wait_group
 from .tensor import ldmatrix, mma
 
@@ -66,6 +67,18 @@ class GemmLowering:
     def wide_mul(self, a: VReg | Imm, bb: VReg | Imm) -> VReg:
         return self.u64("mul.wide.u32", a, bb)
 
+    def ceil_div(self, x: VReg, d: int) -> VReg:
+        up = self.u32("add.u32", x, Imm(str(d - 1))) if d > 1 else x
+        if d & (d - 1) == 0:
+            return self.u32("shr.u32", up, Imm(str(d.bit_length() - 1)))
+        return self.u32("div.u32", up, Imm(str(d)))
+
+    def dim(self, name: str) -> VReg:
+        """A .u32 size parameter, loaded on first use."""
+        if name not in self.dims:
+            self.dims[name] = ld_param(self.b, "b32", ".u32", name)
+        return self.dims[name]
+
     # -- setup ---------------------------------------------------------------------------------
     def setup(self) -> None:
         b, g, s = self.b, self.g, self.s
@@ -75,16 +88,18 @@ class GemmLowering:
         for name in ("A", "B", "C"):
             raw = ld_param(b, "b64", ".u64", name)
             self.ptr[name] = self.u64("cvta.to.global.u64", raw)
-        self.dims = {n: ld_param(b, "b32", ".u32", n) for n in ("K", "lda", "ldb", "ldc")}
+        self.dims: dict[str, VReg] = {}
+        for n in ("K", "lda", "ldb", "ldc"):
+            self.dim(n)
         self.smem = self.u32("mov.u32", Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
         self.tile_origin()
         bk = s.bk
-        k = self.dims["K"]
-        b.comment(f"KT = K / {bk}: number of k-tiles")
-        self.kt = (self.u32("shr.u32", k, Imm(str(bk.bit_length() - 1))) if bk & (bk - 1) == 0
-                   else self.u32("div.u32", k, Imm(str(bk))))
+        b.comment(f"KT = ceil(K / {bk}): number of k-tiles")
+        self.kt = self.ceil_div(self.dim("K"), bk)
         self.ex = ExprEmitter(b, self.tid)
         self.gptr = {n: self.global_tile_pointer(n) for n in ("A", "B")}
+        self.edge = EdgeChecks(self)
+        self.edge.prepare()
         self.dst_bases = {n: self.shared_bases(n, self.copy[n].dst.bases) for n in ("A", "B")}
         self.frag_bases = {n: self.shared_bases(n, self.frag[n].addr.bases) for n in ("A", "B")}
 
@@ -96,10 +111,7 @@ class GemmLowering:
         else:
             b.comment(f"raster grouped: groups of {s.group_m} m-tiles walk n together (L2 reuse)")
             pid = self.u32("mov.u32", Sym("%ctaid.x"))
-            for n in ("M", "N"):
-                self.dims[n] = ld_param(b, "b32", ".u32", n)
-            num_m = self.u32("div.u32", self.dims["M"], Imm(str(s.bm)))
-            num_n = self.u32("div.u32", self.dims["N"], Imm(str(s.bn)))
+            num_m, num_n = self.ceil_div(self.dim("M"), s.bm), self.ceil_div(self.dim("N"), s.bn)
             in_group = self.u32("mul.lo.u32", num_n, Imm(str(s.group_m)))
             group = self.u32("div.u32", pid, in_group)
             first_m = self.u32("mul.lo.u32", group, Imm(str(s.group_m)))
@@ -116,10 +128,10 @@ class GemmLowering:
         cp: CopyPlan = self.copy[name]
         tile = cp.tile
         eb = tile.elem_bytes
-        ld = self.dims["lda" if name == "A" else "ldb"]
-        self.b.comment(f"{name}: thread's first 16-byte chunk of k-tile 0 in global memory")
+        ld = self.dim("lda" if name == "A" else "ldb")
+        self.b.comment(f"{name}: thread's first {tile.copy_bytes}-byte copy of k-tile 0 in global memory")
         row = self.ex.reg(cp.row0)
-        col_bytes = self.ex.reg(cp.col0 << 4)
+        col_bytes = self.ex.reg(cp.col0 * tile.copy_bytes)
         origin = self.bm0 if name == "A" else self.bn0  # the CTA's first row of A / column of B
         if tile.k_along_rows:  # tile rows run along K: the CTA origin is a column offset
             col_bytes = self.u32("mad.lo.u32", origin, Imm(str(eb)), col_bytes)
@@ -143,7 +155,7 @@ class GemmLowering:
         for name in ("A", "B"):
             tile = self.copy[name].tile
             if tile.k_along_rows:
-                ld = self.dims["lda" if name == "A" else "ldb"]
+                ld = self.dim("lda" if name == "A" else "ldb")
                 out[name] = self.wide_mul(ld, Imm(str(self.s.bk * tile.elem_bytes)))
             else:
                 out[name] = Imm(str(self.s.bk * tile.elem_bytes))
@@ -154,20 +166,27 @@ class GemmLowering:
         out: dict[str, dict[int, VReg]] = {}
         for name in ("A", "B"):
             cp = self.copy[name]
-            ld = self.dims["lda" if name == "A" else "ldb"]
+            ld = self.dim("lda" if name == "A" else "ldb")
             rows = sorted(set(cp.rows))
             deltas = sorted({b - a for a, b in zip(rows, rows[1:])})
             out[name] = {d: self.wide_mul(ld, Imm(str(d * cp.tile.elem_bytes))) for d in deltas}
         return out
 
-    def issue_tile(self, name: str, stage_off: VReg | int, guard: VReg | None, what: str) -> None:
-        """cp.async one k-tile of `name` into the stage at byte offset `stage_off`, then advance."""
+    def issue_tile(self, name: str, stage_off: VReg | int, guard: VReg | None, what: str,
+                   k_rem: VReg | None) -> None:
+        """Copy one k-tile of `name` into the stage at byte offset `stage_off`, then advance.
+
+        `k_rem` (K left from this k-tile's start) is given only when K ends inside a k-tile.
+        """
         cp = self.copy[name]
-        self.b.comment(f"{what}: cp.async {name} ({cp.tile.copies_per_thread} x 16 B per thread)")
+        cb = cp.tile.copy_bytes
+        kind = "cp.async" if cb >= 4 else "ld.global + st.shared"
+        self.b.comment(f"{what}: {kind} {name} ({cp.tile.copies_per_thread} x {cb} B per thread)")
         if isinstance(stage_off, int):
             dst = [(base, stage_off) for base in self.dst_bases[name]]
         else:
             dst = [(self.u32("add.u32", base, stage_off), 0) for base in self.dst_bases[name]]
+        sizes = self.edge.src_sizes(name, k_rem)
         row_ptr: dict[int, VReg] = {0: self.gptr[name]}
         prev = 0
         for it in range(cp.tile.copies_per_thread):
@@ -177,10 +196,26 @@ class GemmLowering:
             prev = r
             base_i, imm = cp.dst.site[it]
             reg, extra = dst[base_i]
-            cp_async(self.b, Addr(reg, imm + extra), Addr(row_ptr[r], cp.cols[it] * 16), 16, guard=guard)
-        adv = self.advance[name]
-        op = "add.s64"
-        self.b.emit(op, self.gptr[name], self.gptr[name], adv, ndefs=1, comment=f"{name} pointer -> next k-tile")
+            dst_addr, src_addr = Addr(reg, imm + extra), Addr(row_ptr[r], cp.cols[it] * cb)
+            if cb >= 4:
+                cp_async(self.b, dst_addr, src_addr, cb, src_size=sizes[it], guard=guard)
+            else:
+                self.copy_halfword(dst_addr, src_addr, sizes[it], guard)
+        self.b.emit("add.s64", self.gptr[name], self.gptr[name], self.advance[name], ndefs=1,
+                    comment=f"{name} pointer -> next k-tile")
+
+    def copy_halfword(self, dst: Addr, src: Addr, size: Operand | None, guard: VReg | None) -> None:
+        """A synchronous 2-byte copy (no cp.async is that narrow), zero outside the matrix."""
+        h = self.b.reg("b16")
+        load_guard = guard
+        if size is not None:
+            self.b.emit("mov.b16", h, Imm("0"), ndefs=1)
+            inside = self.pred("setp.ne.u32", size, Imm("0"))
+            load_guard = inside if guard is None else self.pred("and.pred", inside, guard)
+        elif guard is not None:
+            self.b.emit("mov.b16", h, Imm("0"), ndefs=1)
+        self.b.emit("ld.global.b16", h, src, ndefs=1, guard=load_guard)
+        self.b.emit("st.shared.b16", dst, h, guard=guard)
 
     def compute_tile(self, rd_off: dict[str, VReg | int], acc: list[list[tuple[VReg, ...]]]) -> None:
         """ldmatrix + mma.sync over one k-tile read from the stage at `rd_off`."""
@@ -259,8 +294,9 @@ class GemmLowering:
         b.banner(f"Prologue: k-tiles 0..{S - 2} -> stages 0..{S - 2}, one cp.async group each")
         for st in range(S - 1):
             guard = None if st == 0 else self.pred("setp.lt.u32", Imm(str(st)), self.kt)
+            rem = self.edge.k_remaining(st)
             for name in ("A", "B"):
-                self.issue_tile(name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}")
+                self.issue_tile(name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
             commit_group(b, comment=f"group of k-tile {st}")
         rd = self.u32("mov.u32", Imm("0"), comment="stage read this iteration: i % S")
         wr = self.u32("mov.u32", Imm(str(S - 1)), comment="stage written this iteration: (i + S - 1) % S")
@@ -272,8 +308,9 @@ class GemmLowering:
         nxt = self.u32("add.u32", i, Imm(str(S - 1)))
         more = self.pred("setp.lt.u32", nxt, self.kt)
         wr_off = self.stage_offsets(wr, stage_bytes)
+        rem = self.edge.k_remaining(nxt)
         for name in ("A", "B"):
-            self.issue_tile(name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}")
+            self.issue_tile(name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}", rem)
         commit_group(b, comment=f"group of k-tile i+{S - 1} (empty past the last k-tile)")
         self.compute_tile(self.stage_offsets(rd, stage_bytes), acc)
         b.comment("advance: i += 1, stages rotate")
@@ -299,8 +336,9 @@ class GemmLowering:
         loop = b.label("main_loop")
         b.banner("Main loop (stages=1): copy k-tile i, wait, compute; no overlap")
         b.place(loop)
+        rem = self.edge.k_remaining(i)
         for name in ("A", "B"):
-            self.issue_tile(name, 0, None, "k-tile i -> stage 0")
+            self.issue_tile(name, 0, None, "k-tile i -> stage 0", rem)
         commit_group(b)
         wait_group(b, 0, comment="k-tile i has landed")
         bar_sync(b, comment="k-tile i visible to all threads")
@@ -318,9 +356,13 @@ class GemmLowering:
         b.comment(f"C pointer of this thread's first fragment element ({g.out_dtype})")
         row = self.u32("add.u32", self.ex.reg(sp.row0), self.bm0)
         col = self.u32("add.u32", self.ex.reg(sp.col0), self.bn0)
-        ldc_bytes = self.u32("mul.lo.u32", self.dims["ldc"], Imm(str(ob)))
+        ldc_bytes = self.u32("mul.lo.u32", self.dim("ldc"), Imm(str(ob)))
         off = self.u64("add.s64", self.wide_mul(row, ldc_bytes), self.wide_mul(col, Imm(str(ob))))
         base = self.u64("add.s64", self.ptr["C"], off)
+        # Pair stores need an even N (so a pair never straddles the edge) and pair-aligned rows.
+        pair = g.n % 2 == 0 and g.alignment() >= 2 * ob
+        cols = [0, 1] if not pair else [0]
+        guards = self.edge.store_guards(row, col, sorted({(dr, dc + j) for _, _, _, dr, dc in sp.sites for j in cols}))
         row_ptr: dict[int, VReg] = {0: base}
         deltas: dict[int, VReg] = {}
         prev = 0
@@ -334,13 +376,29 @@ class GemmLowering:
             if n == 0:
                 b.comment(f"store rows m-tile {m} {'g+8' if h else 'g'}")
             lo, hi = acc[m][n][2 * h], acc[m][n][2 * h + 1]
-            addr = Addr(row_ptr[dr], dc * ob)
-            if g.out_dtype == "f32":
-                st_global(b, ".f32", addr, (lo, hi))
+            if pair:
+                self.store_pair(Addr(row_ptr[dr], dc * ob), lo, hi, guards[dr, dc])
             else:
-                packed = self.b.reg("b32")
-                b.emit(CVT_PACK[g.out_dtype], packed, hi, lo, ndefs=1)  # odd column -> high half
-                st_global(b, ".b32", addr, (packed,))
+                for j, value in enumerate((lo, hi)):
+                    self.store_one(Addr(row_ptr[dr], (dc + j) * ob), value, guards[dr, dc + j])
+
+    def store_pair(self, addr: Addr, lo: VReg, hi: VReg, guard: VReg | None) -> None:
+        """Two adjacent columns in one store: .v2.f32, or f16x2/bf16x2 packed in a .b32."""
+        if self.g.out_dtype == "f32":
+            st_global(self.b, ".f32", addr, (lo, hi), guard=guard)
+            return
+        packed = self.b.reg("b32")
+        self.b.emit(CVT_PACK[self.g.out_dtype], packed, hi, lo, ndefs=1)  # odd column -> high half
+        st_global(self.b, ".b32", addr, (packed,), guard=guard)
+
+    def store_one(self, addr: Addr, value: VReg, guard: VReg | None) -> None:
+        """One element: for odd N or operands aligned below the pair's width."""
+        if self.g.out_dtype == "f32":
+            st_global(self.b, ".f32", addr, (value,), guard=guard)
+            return
+        h = self.b.reg("b16")
+        self.b.emit(f"cvt.rn.{self.g.out_dtype}.f32", h, value, ndefs=1)
+        st_global(self.b, ".b16", addr, (h,), guard=guard)
 
 
 def lower_gemm(g: Gemm, s: Schedule, plan: SmemPlan) -> Function:

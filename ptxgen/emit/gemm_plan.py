@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..schedule.geometry import OperandTile
+from ..schedule.geometry import CHUNK_BYTES, OperandTile
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from .index import Expr, SiteBases, Tid, evaluate, share_bases
@@ -26,10 +26,11 @@ def _swizzle(tile: OperandTile) -> tuple[int, int] | None:
 
 @dataclass
 class CopyPlan:
-    """How the CTA's threads move one operand k-tile: `copies_per_thread` 16-byte cp.async each.
+    """How the CTA's threads move one operand k-tile: `copies_per_thread` copies of
+    `tile.copy_bytes` each (16-byte cp.async unless the operands are less aligned).
 
-    Copy `it` of a thread reads global row `row0 + rows[it]` (relative to the tile origin,
-    in tile rows) at byte column `col0*16 + cols[it]*16`, and writes shared offset
+    Copy `it` of a thread reads tile row `row0 + rows[it]` at copy unit `col0 + cols[it]`
+    (a unit is `tile.copy_bytes` along the contiguous dimension) and writes shared offset
     `dst.bases[dst.site[it][0]] + dst.site[it][1]` within the stage.
     """
 
@@ -42,24 +43,25 @@ class CopyPlan:
 
 
 def copy_plan(tile: OperandTile) -> CopyPlan:
-    cpr = tile.chunks_per_row
+    upr = tile.units_per_row
+    per_chunk = CHUNK_BYTES // tile.copy_bytes
     row_e: list[Expr] = []
     col_e: list[Expr] = []
     for it in range(tile.copies_per_thread):
-        c = Tid() + it * tile.threads  # consecutive threads take consecutive chunks of a row
-        row_e.append(c // cpr)
-        col_e.append(c % cpr)
+        c = Tid() + it * tile.threads  # consecutive threads take consecutive units of a row
+        row_e.append(c // upr)
+        col_e.append(c % upr)
     tid = np.arange(tile.threads)
     r0, c0 = evaluate(row_e[0], tid), evaluate(col_e[0], tid)
     rows, cols = [], []
     for re, ce in zip(row_e, col_e):
         dr, dc = evaluate(re, tid) - r0, evaluate(ce, tid) - c0
-        # The verifier guarantees a uniform thread->chunk map, so these are per-thread constants.
+        # The verifier guarantees a uniform thread->unit map, so these are per-thread constants.
         assert np.all(dr == dr[0]) and np.all(dc == dc[0]), "non-uniform copy map"
         rows.append(int(dr[0]))
         cols.append(int(dc[0]))
-    dst = share_bases([smem_offset(r, c, tile.pitch, _swizzle(tile)) for r, c in zip(row_e, col_e)],
-                      tile.threads)
+    dst = share_bases([smem_offset(r, c // per_chunk, tile.pitch, _swizzle(tile)) + (c % per_chunk) * tile.copy_bytes
+                       for r, c in zip(row_e, col_e)], tile.threads)
     return CopyPlan(tile, row_e[0], col_e[0], rows, cols, dst)
 
 

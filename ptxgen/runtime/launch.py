@@ -242,8 +242,9 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any) -> _Plan:
     g = kernel.gemm
     ctx = drv.context()
     dev = ctx.ordinal
-    av = check_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout, device=dev)
-    bv = check_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout, device=dev)
+    align = g.alignment()
+    av = check_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout, device=dev, align=align)
+    bv = check_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout, device=dev, align=align)
     if av.is_host != bv.is_host:
         raise TypeError(f"A is {'a host numpy' if av.is_host else 'a device'} array but B is "
                         f"{'a host numpy' if bv.is_host else 'a device'} array: pass both on the "
@@ -256,7 +257,7 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any) -> _Plan:
     else:
         fresh = False
     cv = check_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
-                       writable=True, device=dev)
+                       writable=True, device=dev, align=align)
     if cv.is_host != host:
         raise TypeError(f"C is {'a host numpy' if cv.is_host else 'a device'} array but A and B "
                         f"are {'host numpy' if host else 'device'} arrays: pass C where A and B are")

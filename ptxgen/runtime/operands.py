@@ -327,9 +327,10 @@ def check_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: Any, layo
         if n_outer > 1 and (ld * isz) % align:
             step = align // np.gcd(align, isz)
             raise ValueError(f"{name}'s leading dimension is {ld} elements ({ld * isz} bytes), not "
-                             f"a multiple of {align} bytes as ptxgen's vector loads need: pad it "
-                             f"to a multiple of {step} elements (allocate a wider buffer and pass "
-                             f"a slice of it)")
+                             f"a multiple of {align} bytes, the alignment the kernel was compiled for: "
+                             f"pad it to a multiple of {step} elements (allocate a wider buffer and "
+                             f"pass a slice of it), or compile with Gemm(align=...) no larger than "
+                             f"the operands guarantee")
         if raw.ptr is not None and raw.ptr % align:
             raise ValueError(f"{name}'s base address {raw.ptr:#x} is not {align}-byte aligned "
                              f"(off by {raw.ptr % align} bytes): pass a freshly allocated copy "

@@ -33,6 +33,8 @@ class OperandTile:
     k_along_rows: bool
     smem_layout: str
     threads: int
+    #: Bytes one copy instruction moves: 16 (cp.async.cg) unless the operands' alignment is smaller.
+    copy_bytes: int = CHUNK_BYTES
 
     @property
     def row_bytes(self) -> int:
@@ -43,12 +45,17 @@ class OperandTile:
         return self.row_bytes // CHUNK_BYTES
 
     @property
-    def chunks(self) -> int:
-        return self.rows * self.chunks_per_row
+    def units_per_row(self) -> int:
+        """Copies per tile row (16-byte chunks, or narrower units for less-aligned operands)."""
+        return self.row_bytes // self.copy_bytes
+
+    @property
+    def units(self) -> int:
+        return self.rows * self.units_per_row
 
     @property
     def copies_per_thread(self) -> int:
-        return self.chunks // self.threads
+        return self.units // self.threads
 
     @property
     def pitch(self) -> int:
@@ -78,15 +85,21 @@ class OperandTile:
 
 def operand_tiles(g: Gemm, s: Schedule) -> tuple[OperandTile, OperandTile]:
     bm, bn, bk = s.block
+    cb = min(CHUNK_BYTES, g.alignment())
     if g.a_layout == "row":  # stored M x K, K contiguous
-        a = OperandTile("A", bm, bk, g.in_bytes, False, s.smem_layout, s.threads)
+        a = OperandTile("A", bm, bk, g.in_bytes, False, s.smem_layout, s.threads, cb)
     else:  # stored K x M, M contiguous
-        a = OperandTile("A", bk, bm, g.in_bytes, True, s.smem_layout, s.threads)
+        a = OperandTile("A", bk, bm, g.in_bytes, True, s.smem_layout, s.threads, cb)
     if g.b_layout == "col":  # stored N x K, K contiguous
-        b = OperandTile("B", bn, bk, g.in_bytes, False, s.smem_layout, s.threads)
+        b = OperandTile("B", bn, bk, g.in_bytes, False, s.smem_layout, s.threads, cb)
     else:  # stored K x N, N contiguous
-        b = OperandTile("B", bk, bn, g.in_bytes, True, s.smem_layout, s.threads)
+        b = OperandTile("B", bk, bn, g.in_bytes, True, s.smem_layout, s.threads, cb)
     return a, b
+
+
+def edges(g: Gemm, s: Schedule) -> tuple[bool, bool, bool]:
+    """Whether M, N and K end inside a block tile, so copies and stores need bounds checks."""
+    return g.m % s.bm != 0, g.n % s.bn != 0, g.k % s.bk != 0
 
 
 def smem_bytes(g: Gemm, s: Schedule) -> int:
@@ -107,6 +120,10 @@ def register_estimate(s: Schedule) -> dict[str, int]:
     }
     est["total"] = sum(est.values())
     return est
+
+
+def k_tiles(g: Gemm, s: Schedule) -> int:
+    return -(-g.k // s.bk)
 
 
 def grid_for(g: Gemm, s: Schedule) -> tuple[int, int, int]:

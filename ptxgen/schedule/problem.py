@@ -51,6 +51,16 @@ class Gemm:
     lda: int | None = None
     ldb: int | None = None
     ldc: int | None = None
+    #: Byte alignment guaranteed for every base pointer and leading dimension (2, 4, 8 or 16).
+    #: None picks the largest that the leading dimensions allow; copies narrow to match.
+    align: int | None = None
+
+    def alignment(self) -> int:
+        """The stated alignment, or the largest of 16/8/4/2 that divides every leading dimension."""
+        if self.align is not None:
+            return self.align
+        row_bytes = [ld * eb for ld, eb in zip(self.leading_dims(), (self.in_bytes, self.in_bytes, self.out_bytes))]
+        return next(a for a in (16, 8, 4, 2) if all(b % a == 0 for b in row_bytes))
 
     def leading_dims(self) -> tuple[int, int, int]:
         """(lda, ldb, ldc): the stride between rows ("row") or columns ("col"), in elements."""

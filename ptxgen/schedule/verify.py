@@ -41,6 +41,9 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     _choice("gemm.out_dtype", g.out_dtype, OUTPUT_DTYPES)
     _choice("gemm.a_layout", g.a_layout, LAYOUTS)
     _choice("gemm.b_layout", g.b_layout, LAYOUTS)
+    if g.align not in (None, 2, 4, 8, 16):
+        raise ScheduleError("gemm.align", g.align, "must be 2, 4, 8 or 16 bytes",
+                            "state the alignment your pointers and leading dimensions guarantee, or None")
     if not (isinstance(s.block, tuple) and len(s.block) == 3):
         raise ScheduleError("schedule.block", s.block, "must be a tuple (BM, BN, BK)",
                             "write e.g. block=(128, 128, 32)")
@@ -81,23 +84,25 @@ def verify_tiling(s: Schedule) -> None:
 
 
 def verify_copies(g: Gemm, s: Schedule) -> None:
-    """Every thread moves whole 16-byte chunks, with a uniform thread -> chunk map."""
+    """Every thread moves a whole number of copy units, with a uniform thread -> unit map."""
     for tile in operand_tiles(g, s):
         where = f"{tile.name} tile {tile.rows}x{tile.cols}"
+        unit = f"{tile.copy_bytes}-byte"
         if tile.row_bytes % 16:
             raise ScheduleError("schedule.block", s.block, f"{where} has rows of {tile.row_bytes} B, "
                                 "not whole 16-byte chunks", "make every tile width a multiple of 8 elements")
-        if tile.chunks % s.threads:
+        if tile.units % s.threads:
             raise ScheduleError("schedule.block", s.block,
-                                f"{where} is {tile.chunks} 16-byte chunks, which {s.threads} threads "
-                                "cannot split evenly (each thread copies a whole number of chunks)",
+                                f"{where} is {tile.units} {unit} copies, which {s.threads} threads "
+                                "cannot split evenly (each thread copies a whole number of them)",
                                 "grow the block tile or use fewer warps")
-        cpr = tile.chunks_per_row
-        if s.threads % cpr and cpr % s.threads:
+        upr = tile.units_per_row
+        if s.threads % upr and upr % s.threads:
             raise ScheduleError("schedule.block", s.block,
-                                f"{where} rows hold {cpr} chunks, which neither divides nor is divided "
-                                f"by {s.threads} threads, so copies would not coalesce uniformly",
+                                f"{where} rows hold {upr} {unit} copies, which neither divides nor is "
+                                f"divided by {s.threads} threads, so copies would not coalesce uniformly",
                                 "use power-of-two tile widths or a warp count that divides them")
+        cpr = tile.chunks_per_row
         if s.smem_layout == "swizzle" and cpr & (cpr - 1):
             raise ScheduleError("schedule.smem_layout", s.smem_layout,
                                 f"{where} rows hold {cpr} chunks; the XOR swizzle needs a power of two",
@@ -123,22 +128,18 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
 
 
 def verify_problem(g: Gemm, s: Schedule) -> None:
-    """The problem shape must fit the schedule exactly (edge tiles are not lowered yet)."""
-    for dim, size, tile in (("m", g.m, s.bm), ("n", g.n, s.bn), ("k", g.k, s.bk)):
-        if size % tile:
-            raise ScheduleError(f"gemm.{dim}", size,
-                                f"is not a multiple of the block tile's {tile} (edge tiles are not lowered yet)",
-                                f"pad {dim.upper()} to a multiple of {tile} or pick a block tile that divides it")
+    """Any M, N, K >= 1 fit (edge tiles are bounds-checked); alignment and leading dims must hold."""
+    align = g.alignment()
     lds = g.leading_dims()
     for name, ld, width, eb in zip(("lda", "ldb", "ldc"), lds, g.min_leading_dims(),
                                    (g.in_bytes, g.in_bytes, g.out_bytes)):
         if not isinstance(ld, int) or ld < width:
             raise ScheduleError(f"gemm.{name}", ld, f"is smaller than the matrix's width {width}",
                                 f"give {name} >= {width}, or None for a dense matrix")
-        if (ld * eb) % 16:
-            raise ScheduleError(f"gemm.{name}", ld, f"{ld * eb} B rows are not 16-byte aligned",
-                                "pad the leading dimension to a multiple of 16 bytes")
-    gx, gy, _ = (-(-g.n // s.bn), -(-g.m // s.bm), 1)
+        if (ld * eb) % align:
+            raise ScheduleError(f"gemm.{name}", ld, f"{ld * eb} B rows break the stated {align}-byte alignment",
+                                "pad the leading dimension, or state a smaller align (None picks one)")
+    gy = -(-g.m // s.bm)
     if s.raster == "row" and gy > MAX_GRID_YZ:
         raise ScheduleError("schedule.raster", s.raster, f"{gy} CTA rows exceed the grid's y limit {MAX_GRID_YZ}",
                             "use raster='grouped' (a 1-D grid) or a taller BM")

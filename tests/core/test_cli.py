@@ -21,6 +21,12 @@ def test_emit_to_stdout_and_file(tmp_path, capsys):
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in f.read_text()
 
 
+def test_info_says_what_narrow_copies_cost(capsys):
+    assert main(["info", "--shape", "100x100x7", "--block", "64x64x32"]) == 0
+    out = capsys.readouterr().out
+    assert "2 B per thread per k-tile (align 2: 8x the copy instructions of 16-byte copies)" in out
+
+
 def test_layout_letters(capsys):
     assert main(["info", "--layout", "nt", "--shape", "256x256x64"]) == 0
     out = capsys.readouterr().out
@@ -36,7 +42,7 @@ def test_info_reports_geometry_and_assembly(capsys):
 
 @pytest.mark.parametrize("argv,needle", [
     (["info", "--block", "128x128x24"], "schedule.block.BK=24"),
-    (["info", "--shape", "1000x1024x1024"], "gemm.m=1000"),
+    (["info", "--shape", "1024x1024x1020", "--align", "16"], "gemm.lda=1020"),
     (["emit", "--warps", "8x8"], "threads exceed 1024"),
     (["info", "--stages", "9", "--block", "128x128x64"], "shared memory"),
 ])

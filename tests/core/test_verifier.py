@@ -43,12 +43,14 @@ INVALID = [
     ("registers", G, Schedule(block=(128, 128, 32), warps=(1, 1)), "sm_80", "schedule.warps"),
     ("registers per thread at 512 threads", G, Schedule(block=(256, 256, 32), warps=(4, 4)), "sm_80",
      "schedule.warps"),
-    ("M multiple", Gemm(1000, 1024, 1024), S, "sm_80", "gemm.m"),
-    ("N multiple", Gemm(1024, 1000, 1024), S, "sm_80", "gemm.n"),
-    ("K multiple", Gemm(1024, 1024, 1000), S, "sm_80", "gemm.k"),
+    ("align value", Gemm(1024, 1024, 1024, align=3), S, "sm_80", "gemm.align"),
+    ("align too big", Gemm(1024, 1024, 1024, align=32), S, "sm_80", "gemm.align"),
     ("lda narrow", Gemm(1024, 1024, 1024, lda=512), S, "sm_80", "gemm.lda"),
-    ("lda unaligned", Gemm(1024, 1024, 1024, lda=1028), S, "sm_80", "gemm.lda"),
-    ("ldc unaligned", Gemm(1024, 1024, 1024, ldc=1026), S, "sm_80", "gemm.ldc"),
+    ("lda breaks align", Gemm(1024, 1024, 1024, lda=1028, align=16), S, "sm_80", "gemm.lda"),
+    ("ldc breaks align", Gemm(1024, 1024, 1024, ldc=1026, align=16), S, "sm_80", "gemm.ldc"),
+    ("dense K=7 is not 16-byte aligned", Gemm(64, 64, 7, align=16), S, "sm_80", "gemm.lda"),
+    ("2-byte copy map not uniform", Gemm(64, 96, 7, b_layout="row"), Schedule(block=(64, 96, 32)), "sm_80",
+     "schedule.block"),
     ("grid y", Gemm(128 * 65536, 128, 32), S, "sm_80", "schedule.raster"),
 ]
 
@@ -74,6 +76,13 @@ def test_warp_tile_message_says_how_to_fix():
 
 def test_pad_layout_accepts_what_swizzle_cannot():
     verify(Gemm(960, 960, 1024, b_layout="row"), Schedule(block=(96, 96, 32), warps=(2, 3), smem_layout="pad"))
+
+
+def test_any_shape_is_valid_and_alignment_is_inferred():
+    for m, n, k in [(1, 4096, 4096), (7, 7, 7), (129, 100, 17), (1000, 1024, 1000)]:
+        verify(Gemm(m, n, k), S)
+    assert Gemm(64, 64, 7).alignment() == 2 and Gemm(64, 64, 100).alignment() == 8
+    assert Gemm(64, 64, 64).alignment() == 16 and Gemm(64, 64, 64, align=4).alignment() == 4
 
 
 def test_default_and_big_smem_schedules_are_valid():

@@ -54,9 +54,10 @@ def test_plan_covers_every_problem_in_importance_order(bench):
 
 def test_rejected_schedules_carry_the_verifier_reason(bench):
     jobs = {(j.dtype, j.m, j.n, j.k): j for j in bench.build_plan("sm_90")}
-    m16 = jobs[("f16", 16, 4096, 4096)]
-    assert all(c.verdict != "ok" for c in m16.candidates)
-    assert all("gemm.m=16" in c.verdict for c in m16.candidates)
+    m16 = jobs[("f16", 16, 4096, 4096)]  # edge tiles are lowered: M=16 < BM is planned, not rejected
+    assert all(c.verdict == "ok" for c in m16.candidates)
+    for job in jobs.values():  # a rejection names the field it breaks, as ScheduleError does
+        assert all(c.verdict == "ok" or "=" in c.verdict.split(":")[0] for c in job.candidates)
     big = jobs[("f16", 4096, 4096, 4096)]
     assert sum(c.verdict == "ok" for c in big.candidates) >= 4
 
@@ -67,7 +68,7 @@ def test_dry_run_command(bench):
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "plan for sm_90: 46 problems" in out.stdout
-    assert "unsupported 128x128x32 w2x2 s3: gemm.m=16" in out.stdout
+    assert "gemm.m=16" not in out.stdout  # M=16 runs with edge tiles
 
 
 def test_report_helpers(bench, capsys):
@@ -201,7 +202,8 @@ def test_run_job_bookkeeping(bench, monkeypatch, capsys):
     assert p["tflops"] > 0 and p["schedule"] != "128x128x32 w2x2 s4"
     cands = {c["schedule"]: c for c in p["candidates"]}
     assert cands["128x128x32 w2x2 s4"]["status"] == "wrong"
-    assert cands["256x128x32 w4x2 s3"]["status"] == "unsupported"  # M=128 < BM=256
+    edge = cands["256x128x32 w4x2 s3"]  # M=128 < BM=256: an edge tile, timed like any other
+    assert edge.get("status") is None and edge["tflops"] > 0
     assert "WRONG RESULT" in capsys.readouterr().out
     assert by["cublas"]["tflops"] > 0 and by["cublas"]["rel_err"] < 1e-3
     assert by["triton"]["status"] == "unavailable"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from .compile import compile
 from .errors import AssembleError, ScheduleError
 from .kernel import Kernel
-from .schedule.problem import Gemm
+from .schedule.problem import Epilogue, Gemm
 from .schedule.schedule import Schedule
 from .schedule.verify import verify
 from . import sim
 
-__all__ = ["Gemm", "Schedule", "Kernel", "compile", "verify", "ScheduleError", "AssembleError", "sim"]
+__all__ = ["Gemm", "Epilogue", "Schedule", "Kernel", "compile", "verify", "ScheduleError", "AssembleError", "sim"]
 __version__ = "0.1.0"

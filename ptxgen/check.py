@@ -9,11 +9,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .schedule.problem import Gemm, numpy_dtype
+from .schedule.problem import Epilogue, Gemm, numpy_dtype
 
 #: Relative Frobenius error allowed per output dtype: f32 accumulation error, plus the
 #: output's own rounding (f16 keeps 11 significant bits, bf16 8).
 TOLERANCE = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2}
+#: f16 accumulation rounds the running sum to 11 bits after every mma (K/16 roundings).
+F16_ACC_TOLERANCE = 1e-2
+#: tanh.approx.f32 (GELU, SiLU) has a relative error of about 2^-11 on hardware.
+APPROX_ACTIVATION_TOLERANCE = 2e-3
+
+
+def tolerance(g: Gemm) -> float:
+    """The relative Frobenius error a correct kernel for `g` stays under."""
+    tol = TOLERANCE[g.out_dtype]
+    if g.acc_dtype == "f16":
+        tol = max(tol, F16_ACC_TOLERANCE)
+    if g.epi.activation in ("gelu", "silu"):
+        tol = max(tol, APPROX_ACTIVATION_TOLERANCE)
+    return tol
 
 
 def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -28,8 +42,35 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return draw(g.m, g.k, g.a_layout), draw(g.k, g.n, g.b_layout)
 
 
-def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a.astype(np.float64) @ b.astype(np.float64)
+def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
+              bias: np.ndarray | None = None) -> np.ndarray:
+    """float64 act(alpha * A @ B + beta * C + bias), the formulas Epilogue documents."""
+    x = a.astype(np.float64) @ b.astype(np.float64)
+    e = epilogue or Epilogue()
+    x = e.alpha * x
+    if e.beta != 0.0:
+        x = x + e.beta * np.asarray(c, dtype=np.float64)
+    if e.bias == "col":
+        x = x + np.asarray(bias, dtype=np.float64)[None, :]
+    elif e.bias == "row":
+        x = x + np.asarray(bias, dtype=np.float64)[:, None]
+    if e.activation == "relu":
+        x = np.maximum(x, 0.0)
+    elif e.activation == "gelu":
+        x = 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+    elif e.activation == "silu":
+        x = x / (1.0 + np.exp(-x))
+    return x
+
+
+def random_epilogue_operands(g: Gemm, seed: int = 1) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(C, bias) the epilogue reads: C when beta != 0, bias when requested; non-zero values."""
+    rng = np.random.default_rng(seed)
+    dt = numpy_dtype(g.out_dtype)
+    c = rng.uniform(-1.5, 1.5, size=(g.m, g.n)).astype(dt) if g.epi.beta != 0.0 else None
+    n = {"col": g.n, "row": g.m, None: 0}[g.epi.bias]
+    bias = (rng.uniform(0.5, 1.5, n) * rng.choice([-1.0, 1.0], n)).astype(dt) if g.epi.bias else None
+    return c, bias
 
 
 @dataclass(frozen=True)
@@ -50,8 +91,8 @@ class Comparison:
                 f"{self.rel_frobenius:.3e} (tolerance {self.tolerance:.0e}){extra}")
 
 
-def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str, rows=None, cols=None) -> Comparison:
-    """Compare C with the reference, optionally only on the given row/column index arrays."""
+def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, cols=None) -> Comparison:
+    """Compare C with the reference (tolerance by out dtype, or by `tolerance(gemm)`)."""
     got = np.asarray(c).astype(np.float64)
     if rows is not None:
         got, ref = got[np.ix_(rows, cols)], ref[np.ix_(rows, cols)]
@@ -59,4 +100,4 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str, rows=None, cols=None
     diff = np.nan_to_num(got - ref, nan=0.0)
     norm = float(np.linalg.norm(ref)) or 1.0
     return Comparison(float(np.abs(diff).max(initial=0.0)), float(np.linalg.norm(diff)) / norm,
-                      TOLERANCE[out_dtype], unwritten)
+                      tolerance(out_dtype) if isinstance(out_dtype, Gemm) else TOLERANCE[out_dtype], unwritten)

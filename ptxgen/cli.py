@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+import numpy as np
 from collections import Counter
 
-from .check import compare, random_operands, reference
-from .compile import compile as compile_kernel
+from .check import compare, random_epilogue_operands, random_operands, reference
+from .compile import compile as compile_kernel, describe_epilogue
 from .errors import AssembleError, ScheduleError
 from .kernel import Kernel
 from .schedule.geometry import operand_tiles, register_estimate
-from .schedule.problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Gemm
+from .schedule.problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
 from .schedule.schedule import RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
 
@@ -27,6 +29,23 @@ def _dims(text: str, count: int, what: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+def _epilogue(text: str) -> Epilogue:
+    fields: dict = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        key = {"act": "activation"}.get(key.strip(), key.strip())
+        if key in ("alpha", "beta"):
+            try:
+                fields[key] = float(value)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"epilogue {key} must be a number, got {value!r}") from None
+        elif key in ("bias", "activation"):
+            fields[key] = value.strip() or None
+        else:
+            raise argparse.ArgumentTypeError(f"unknown epilogue field {key!r}: use bias=, act=, alpha=, beta=")
+    return Epilogue(**fields)
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     p = common.add_argument_group("problem")
@@ -35,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES, help="input dtype (default f16)")
     p.add_argument("--out", "--out-dtype", dest="out_dtype", default="f32", choices=OUTPUT_DTYPES,
                    help="output dtype (default f32)")
+    p.add_argument("--acc", default="f32", choices=("f32", "f16"), help="accumulator dtype (default f32)")
+    p.add_argument("--epilogue", default=None, type=_epilogue,
+                   help="fused epilogue, e.g. bias=col,act=relu,alpha=1,beta=0 (act: relu, gelu, silu)")
     p.add_argument("--align", default=None, type=int,
                    help="byte alignment of pointers and leading dims: 16, 8, 4 or 2 (default: inferred)")
     p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
@@ -67,7 +89,7 @@ def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ker
     m, n, k = args.shape or default_shape
     a_layout, b_layout = LAYOUT_LETTERS[args.layout] if args.layout else (args.a_layout, args.b_layout)
     gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=a_layout, b_layout=b_layout,
-                align=args.align)
+                align=args.align, acc_dtype=args.acc, epilogue=args.epilogue)
     sched = Schedule(block=tuple(args.block), warps=tuple(args.warps), stages=args.stages,
                      smem_layout=args.smem_layout, raster=args.raster, group_m=args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer)
@@ -90,12 +112,13 @@ def instruction_mix(k: Kernel) -> Counter:
 def describe(k: Kernel) -> list[str]:
     g, s = k.gemm, k.schedule
     a, b = operand_tiles(g, s)
-    est = register_estimate(s)
+    est = register_estimate(s, g.acc_dtype)
     live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
     return [
         f"kernel     {k.entry} ({k.arch})",
         f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
-        f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major",
+        f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.acc_dtype} accumulation",
+        f"epilogue   {describe_epilogue(g)}",
         f"schedule   block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile "
         f"{s.warp_tile[0]}x{s.warp_tile[1]}), {s.instruction}, stages {s.stages}, smem {s.smem_layout}, "
         f"raster {s.raster}, fragment double buffer {'on' if s.frag_double_buffer else 'off'}",
@@ -141,22 +164,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("\n".join(describe(k)))
     print(_resources(k))
     a, b = random_operands(k.gemm, seed=args.seed)
-    ref = reference(a, b)
+    c0, bias = random_epilogue_operands(k.gemm, seed=args.seed + 1)
+    ref = reference(a, b, k.gemm.epilogue, c0, bias)
     if gpu_available() and not args.sim:
-        c = k(a, b)
-        result = compare(c, ref, k.gemm.out_dtype)
+        c = k(a, b, c=None if c0 is None else c0.copy(), bias=bias)
+        result = compare(c, ref, k.gemm)
         print("executed   on the GPU, every CTA")
         print(result)
         return 0 if result.ok else 1
     why = "requested with --sim" if args.sim else gpu_unavailable_reason()
     ctas = None if args.all_ctas else sample_ctas(k)
-    c, res = run_simulation(k, a, b, ctas=ctas)
+    c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias)
     mask = covered(k, ctas)
     scope = "every CTA" if ctas is None else f"{len(ctas)} of {k.grid[0] * k.grid[1]} CTAs {ctas}"
     print(f"executed   on the CPU simulator ({why}): {scope}, {res.instructions} thread-instructions")
     got = c.astype("float64")
-    strays = int((~mask & ~(got != got)).sum())  # elements written outside the simulated tiles
-    result = compare(got[mask], ref[mask], k.gemm.out_dtype)
+    # Elements outside the simulated tiles must keep their value: NaN, or C's own with beta != 0.
+    before = np.full(got.shape, np.nan) if c0 is None else c0.astype("float64")
+    strays = int((~mask & ~((got == before) | (np.isnan(got) & np.isnan(before)))).sum())
+    result = compare(got[mask], ref[mask], k.gemm)
     print(result)
     if strays:
         print(f"FAIL: {strays} elements outside the simulated CTAs' tiles were written")

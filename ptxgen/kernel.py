@@ -4,6 +4,7 @@ Kernel parameters, in order (documented in the README):
     A, B, C            .u64  global pointers
     M, N, K            .u32  problem sizes
     lda, ldb, ldc      .u32  leading dimensions, in elements
+    bias               .u64  only when the epilogue adds a bias
 Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
 """
 from __future__ import annotations
@@ -67,16 +68,21 @@ class Kernel:
         return [g.m, g.n, g.k, *g.leading_dims()]
 
     # -- execution --------------------------------------------------------------------------
-    def simulate(self, a: Any, b: Any, ctas: list[tuple[int, int, int]] | None = None):
-        """Run on ptxgen's CPU simulator and return C (NaN where no simulated CTA wrote)."""
+    def simulate(self, a: Any, b: Any, c: Any = None, bias: Any = None,
+                 ctas: list[tuple[int, int, int]] | None = None):
+        """Run on ptxgen's CPU simulator and return C.
+
+        A new C is poisoned with NaN, so elements no simulated CTA wrote stay NaN. A given `c`
+        is updated in place (and read when the epilogue's beta != 0).
+        """
         from .simulate import simulate_kernel
 
-        return simulate_kernel(self, a, b, ctas=ctas)
+        return simulate_kernel(self, a, b, c=c, bias=bias, ctas=ctas)
 
-    def __call__(self, a: Any, b: Any, c: Any = None, stream: Any = None):
-        """Run on the GPU through the CUDA driver API and return C."""
+    def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None):
+        """Run on the GPU through the CUDA driver API and return C (written into `c` if given)."""
         from .runtime.launch import launch_kernel
 
-        return launch_kernel(self, a, b, c=c, stream=stream)
+        return launch_kernel(self, a, b, c=c, bias=bias, stream=stream)
 
     run = __call__

@@ -46,9 +46,10 @@ def covered(kernel: Kernel, ctas) -> np.ndarray:
     return mask
 
 
-def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None):
-    """Simulate; return (C poisoned with NaN where no simulated CTA wrote, sim result)."""
+def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None):
+    """Simulate; return (C, sim result). A new C is NaN where no simulated CTA wrote."""
     from . import sim
+    from .runtime.launch import bias_view, check_epilogue_operands
     from .runtime.operands import check_operand
 
     g = kernel.gemm
@@ -57,15 +58,30 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None):
     vb = check_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout, align=align)
     if va.host is None or vb.host is None:
         raise TypeError("Kernel.simulate takes numpy arrays; copy device arrays to the host first")
-    c = np.full((g.m, g.n), np.nan, dtype=numpy_dtype(g.out_dtype))
-    # The simulator takes each operand's memory as one C-contiguous buffer.
-    buf_a = va.host if g.a_layout == "row" else va.host.T
-    buf_b = vb.host if g.b_layout == "row" else vb.host.T
-    args = [buf_a, buf_b, c, g.m, g.n, g.k, va.ld, vb.ld, g.n]
+    check_epilogue_operands(kernel, c, bias)
+    if c is None:
+        c = np.full((g.m, g.n), np.nan, dtype=numpy_dtype(g.out_dtype))
+    vc = check_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row", align=align,
+                       writable=True)
+    if vc.host is None:
+        raise TypeError("Kernel.simulate takes a numpy C; copy device arrays to the host first")
+    # The simulator takes each operand's memory as one contiguous buffer spanning the matrix.
+    args = [span(va.host, g.a_layout), span(vb.host, g.b_layout), span(vc.host, "row"),
+            g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
+    if bias is not None:
+        args.append(span(bias_view(kernel, np.asarray(bias), None).host, "row"))
     res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
                      dynamic_smem=kernel.smem_bytes, ctas=ctas)
     return c, res
 
 
-def simulate_kernel(kernel: Kernel, a: Any, b: Any, ctas=None) -> np.ndarray:
-    return run_simulation(kernel, a, b, ctas)[0]
+def span(x: np.ndarray, layout: str) -> np.ndarray:
+    """A 1-D view of the memory a (possibly strided) matrix spans, sharing its buffer."""
+    outer, inner = (0, 1) if layout == "row" else (1, 0)
+    ld = x.strides[outer] // x.itemsize
+    count = (x.shape[outer] - 1) * ld + x.shape[inner] if x.size else 0
+    return np.lib.stride_tricks.as_strided(x, shape=(count,), strides=(x.itemsize,))
+
+
+def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, ctas=None) -> np.ndarray:
+    return run_simulation(kernel, a, b, ctas, c=c, bias=bias)[0]

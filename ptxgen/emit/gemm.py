@@ -18,21 +18,29 @@ from .builder import Builder
 from .gemm_plan import CopyPlan, FragmentPlan, a_fragment_plan, b_fragment_plan, copy_plan, store_plan
 from .index import ExprEmitter, Tid
 from .gemm_edges import EdgeChecks
+from .gemm_epilogue import EpilogueEmitter
 from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
-from .memory import bar_sync, commit_group, cp_async, ld_param, st_global, wait_group
+from .memory import bar_sync, commit_group, cp_async, ld_param, wait_group
 from .tensor import ldmatrix, mma
 
 SMEM_SYMBOL = "smem"
 PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u32", "M"),
           Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "lda"), Param(".u32", "ldb"),
           Param(".u32", "ldc")]
-CVT_PACK = {"f16": "cvt.rn.f16x2.f32", "bf16": "cvt.rn.bf16x2.f32"}
+#: Appended after PARAMS when the epilogue adds a bias vector.
+BIAS_PARAM = Param(".u64", "bias")
+
+
+def kernel_params(g: Gemm) -> list[Param]:
+    return list(PARAMS) + ([BIAS_PARAM] if g.epi.bias else [])
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
-    return (f"ptxgen_gemm_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}"
-            f"_w{s.warps[0]}x{s.warps[1]}_s{s.stages}_{s.smem_layout}")
+    acc = "_acc16" if g.acc_dtype == "f16" else ""
+    epi = "" if g.epi.is_identity else "_epi"
+    return (f"ptxgen_gemm_{g.dtype}_{g.out_dtype}{acc}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}"
+            f"_w{s.warps[0]}x{s.warps[1]}_s{s.stages}_{s.smem_layout}{epi}")
 
 
 class GemmLowering:
@@ -40,7 +48,7 @@ class GemmLowering:
 
     def __init__(self, g: Gemm, s: Schedule, plan: SmemPlan):
         self.g, self.s, self.plan = g, s, plan
-        self.b = Builder(entry_name(g, s), list(PARAMS))
+        self.b = Builder(entry_name(g, s), kernel_params(g))
         self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.tile_a, self.tile_b = operand_tiles(g, s)
@@ -85,7 +93,7 @@ class GemmLowering:
         b.banner("Setup: parameters, CTA tile origin, per-thread address bases")
         self.tid = self.u32("mov.u32", Sym("%tid.x"))
         self.ptr = {}
-        for name in ("A", "B", "C"):
+        for name in ("A", "B", "C") + (("bias",) if g.epi.bias else ()):
             raw = ld_param(b, "b64", ".u64", name)
             self.ptr[name] = self.u64("cvta.to.global.u64", raw)
         self.dims: dict[str, VReg] = {}
@@ -254,7 +262,7 @@ class GemmLowering:
                 # serpentine over n so consecutive mma reuse the B fragment just used
                 order = range(self.ni) if m % 2 == 0 else range(self.ni - 1, -1, -1)
                 for n in order:
-                    mma(self.b, s.instruction, self.g.dtype, acc[m][n], a_frag[m], b_frag[n])
+                    mma(self.b, s.instruction, self.g.dtype, self.g.acc_dtype, acc[m][n], a_frag[m], b_frag[n])
 
         if s.frag_double_buffer:
             frags = load(0)
@@ -273,19 +281,22 @@ class GemmLowering:
         self.steps = self.row_steps()
         self.advance = self.k_advance()
         stage_bytes = {"A": self.tile_a.stage_bytes, "B": self.tile_b.stage_bytes}
-        acc = [[b.regs("f32", 4) for _ in range(self.ni)] for _ in range(self.mi)]
-        b.comment(f"zero {self.mi * self.ni * 4} f32 accumulators (warp tile {s.warp_tile[0]}x{s.warp_tile[1]})")
+        f16_acc = self.g.acc_dtype == "f16"
+        cls, per_tile, zero = ("b32", 2, "mov.b32") if f16_acc else ("f32", 4, "mov.f32")
+        acc = [[b.regs(cls, per_tile) for _ in range(self.ni)] for _ in range(self.mi)]
+        b.comment(f"zero {self.mi * self.ni * per_tile} {'f16x2' if f16_acc else 'f32'} accumulators "
+                  f"(warp tile {s.warp_tile[0]}x{s.warp_tile[1]})")
         for row in acc:
             for frag in row:
                 for r in frag:
-                    b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
+                    b.emit(zero, r, Imm("0f00000000" if not f16_acc else "0"), ndefs=1)
         i = self.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
         S = s.stages
         if S == 1:
             self.single_buffer_loop(i, acc)
         else:
             self.pipelined_loop(i, acc, stage_bytes)
-        self.epilogue(acc)
+        EpilogueEmitter(self).emit(acc)
         b.emit("ret")
         return b.function
 
@@ -348,58 +359,6 @@ class GemmLowering:
         again = self.pred("setp.lt.u32", i, self.kt)
         b.emit("bra.uni", Sym(loop), guard=again)
         b.banner("Epilogue: store the accumulators")
-
-    def epilogue(self, acc) -> None:
-        b, g = self.b, self.g
-        sp = store_plan(self.s)
-        ob = g.out_bytes
-        b.comment(f"C pointer of this thread's first fragment element ({g.out_dtype})")
-        row = self.u32("add.u32", self.ex.reg(sp.row0), self.bm0)
-        col = self.u32("add.u32", self.ex.reg(sp.col0), self.bn0)
-        ldc_bytes = self.u32("mul.lo.u32", self.dim("ldc"), Imm(str(ob)))
-        off = self.u64("add.s64", self.wide_mul(row, ldc_bytes), self.wide_mul(col, Imm(str(ob))))
-        base = self.u64("add.s64", self.ptr["C"], off)
-        # Pair stores need an even N (so a pair never straddles the edge) and pair-aligned rows.
-        pair = g.n % 2 == 0 and g.alignment() >= 2 * ob
-        cols = [0, 1] if not pair else [0]
-        guards = self.edge.store_guards(row, col, sorted({(dr, dc + j) for _, _, _, dr, dc in sp.sites for j in cols}))
-        row_ptr: dict[int, VReg] = {0: base}
-        deltas: dict[int, VReg] = {}
-        prev = 0
-        for m, n, h, dr, dc in sp.sites:
-            if dr not in row_ptr:  # rows ascend, so chain from the previous row
-                step = dr - prev
-                if step not in deltas:
-                    deltas[step] = self.wide_mul(ldc_bytes, Imm(str(step)))
-                row_ptr[dr] = self.u64("add.s64", row_ptr[prev], deltas[step])
-            prev = dr
-            if n == 0:
-                b.comment(f"store rows m-tile {m} {'g+8' if h else 'g'}")
-            lo, hi = acc[m][n][2 * h], acc[m][n][2 * h + 1]
-            if pair:
-                self.store_pair(Addr(row_ptr[dr], dc * ob), lo, hi, guards[dr, dc])
-            else:
-                for j, value in enumerate((lo, hi)):
-                    self.store_one(Addr(row_ptr[dr], (dc + j) * ob), value, guards[dr, dc + j])
-
-    def store_pair(self, addr: Addr, lo: VReg, hi: VReg, guard: VReg | None) -> None:
-        """Two adjacent columns in one store: .v2.f32, or f16x2/bf16x2 packed in a .b32."""
-        if self.g.out_dtype == "f32":
-            st_global(self.b, ".f32", addr, (lo, hi), guard=guard)
-            return
-        packed = self.b.reg("b32")
-        self.b.emit(CVT_PACK[self.g.out_dtype], packed, hi, lo, ndefs=1)  # odd column -> high half
-        st_global(self.b, ".b32", addr, (packed,), guard=guard)
-
-    def store_one(self, addr: Addr, value: VReg, guard: VReg | None) -> None:
-        """One element: for odd N or operands aligned below the pair's width."""
-        if self.g.out_dtype == "f32":
-            st_global(self.b, ".f32", addr, (value,), guard=guard)
-            return
-        h = self.b.reg("b16")
-        self.b.emit(f"cvt.rn.{self.g.out_dtype}.f32", h, value, ndefs=1)
-        st_global(self.b, ".b16", addr, (h,), guard=guard)
-
 
 def lower_gemm(g: Gemm, s: Schedule, plan: SmemPlan) -> Function:
     return GemmLowering(g, s, plan).lower()

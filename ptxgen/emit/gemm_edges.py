@@ -95,19 +95,28 @@ class EdgeChecks:
         return out
 
     # -- stores -------------------------------------------------------------------------------
-    def store_guards(self, row: VReg, col: VReg, sites) -> dict[tuple[int, int], VReg | None]:
-        """Predicate per (row delta, column delta) store site: row < M and column < N."""
+    def store_guards(self, row: VReg, col: VReg, sites) -> "StoreGuards":
+        """Row and column predicates (row < M, column < N) for the given (row, column) deltas."""
         lw = self.lw
-        if not (self.m_edge or self.n_edge):
-            return {(dr, dc): None for dr, dc in sites}
         rows: dict[int, VReg] = {}
         cols: dict[int, VReg] = {}
-        out: dict[tuple[int, int], VReg | None] = {}
         for dr, dc in sites:
             if self.m_edge and dr not in rows:
                 rows[dr] = lw.pred("setp.lt.u32", lw.u32("add.u32", row, Imm(str(dr))), lw.dim("M"))
             if self.n_edge and dc not in cols:
                 cols[dc] = lw.pred("setp.lt.u32", lw.u32("add.u32", col, Imm(str(dc))), lw.dim("N"))
-            r, c = rows.get(dr), cols.get(dc)
-            out[dr, dc] = lw.pred("and.pred", r, c) if r is not None and c is not None else (r or c)
-        return out
+        return StoreGuards(lw, rows, cols)
+
+
+class StoreGuards:
+    """Per store site guard: combined from the row and column predicates at the point of use,
+    so only one combined predicate is live at a time."""
+
+    def __init__(self, lw: "GemmLowering", rows: dict[int, VReg], cols: dict[int, VReg]):
+        self.lw, self.rows, self.cols = lw, rows, cols
+
+    def __getitem__(self, site: tuple[int, int]) -> VReg | None:
+        r, c = self.rows.get(site[0]), self.cols.get(site[1])
+        if r is not None and c is not None:
+            return self.lw.pred("and.pred", r, c)
+        return r or c

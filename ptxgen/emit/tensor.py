@@ -8,6 +8,7 @@ from .ir import Addr, Vec, VReg
 MMA_OPCODES = {
     ("m16n8k16", "f16", "f32"): "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
     ("m16n8k16", "bf16", "f32"): "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    ("m16n8k16", "f16", "f16"): "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
 }
 #: Registers per lane of each mma operand: (A .b32, B .b32, C/D accumulators).
 MMA_REGS = {"m16n8k16": (4, 2, 4)}
@@ -21,8 +22,8 @@ def ldmatrix(b: Builder, count: int, addr: Addr, trans: bool, comment: str | Non
     return dst
 
 
-def mma(b: Builder, shape: str, dtype: str, acc: tuple[VReg, ...], a: tuple[VReg, ...],
+def mma(b: Builder, shape: str, dtype: str, acc_dtype: str, acc: tuple[VReg, ...], a: tuple[VReg, ...],
         bfrag: tuple[VReg, ...]) -> None:
-    """Accumulate in place: acc = a @ b + acc."""
-    op = MMA_OPCODES[(shape, dtype, "f32")]
+    """Accumulate in place: acc = a @ b + acc (f32 accumulators, or f16x2 pairs)."""
+    op = MMA_OPCODES[(shape, dtype, acc_dtype)]
     b.emit(op, Vec(acc), Vec(a), Vec(bfrag), Vec(acc), ndefs=1)

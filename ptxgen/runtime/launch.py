@@ -229,17 +229,43 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
 
     decls = parse_params(kernel.ptx, kernel.entry)
     types = [d.type for d in decls]
-    want = ["u64"] * 3 + ["u32"] * 6
-    if len(decls) != len(PARAM_NAMES) or any(t[1:] != w[1:] or t[0] not in "ubs" for t, w in
-                                                 zip(types, want)):
+    want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] if kernel.gemm.epi.bias else [])
+    if len(decls) != len(want) or any(t[1:] != w[1:] or t[0] not in "ubs" for t, w in zip(types, want)):
         raise ValueError(f"entry {kernel.entry} declares parameters "
                          f"{[f'{d.name}:.{d.type}' for d in decls]}; ptxgen kernels must take "
-                         f"{list(PARAM_NAMES)} as 3 × .u64 then 6 × .u32")
+                         f"{list(PARAM_NAMES)} as 3 × .u64 then 6 × .u32, then a .u64 bias pointer "
+                         f"when the epilogue adds a bias")
     return decls
 
 
-def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any) -> _Plan:
+def check_epilogue_operands(kernel: "Kernel", c: Any, bias: Any) -> None:
+    """C must be given when beta != 0 (it is read); bias exactly when the epilogue adds one."""
+    e = kernel.gemm.epi
+    if e.beta != 0.0 and c is None:
+        raise ValueError(f"the epilogue reads C (beta={e.beta}): pass c=, the array to update in place")
+    if e.bias and bias is None:
+        raise ValueError(f"the epilogue adds a {e.bias} bias: pass bias=, a vector of length "
+                         f"{kernel.gemm.n if e.bias == 'col' else kernel.gemm.m}")
+    if not e.bias and bias is not None:
+        raise ValueError("bias= was given but the kernel's epilogue has no bias: compile with "
+                         "Gemm(epilogue=Epilogue(bias='col' or 'row'))")
+
+
+def bias_view(kernel: "Kernel", bias: Any, device: int | None) -> OperandView:
+    """The bias vector checked as a 1 x L row-major matrix of the output dtype."""
     g = kernel.gemm
+    length = g.n if g.epi.bias == "col" else g.m
+    if not hasattr(bias, "reshape") or len(getattr(bias, "shape", ())) != 1:
+        raise ValueError(f"bias must be a 1-D array of length {length}, got {type(bias).__name__} "
+                         f"with shape {getattr(bias, 'shape', None)}")
+    kw = {} if device is None else {"device": device}
+    return check_operand(bias.reshape(1, -1), name="bias", shape=(1, length), dtype=g.out_dtype,
+                         layout="row", align=min(g.alignment(), g.out_bytes), **kw)
+
+
+def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = None) -> _Plan:
+    g = kernel.gemm
+    check_epilogue_operands(kernel, c, bias)
     ctx = drv.context()
     dev = ctx.ordinal
     align = g.alignment()
@@ -272,9 +298,10 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any) -> _Plan:
 
     plan = _Plan(fn, _dim3(kernel.grid, "grid"), _dim3(kernel.block, "block"),
                  int(kernel.smem_bytes), s, None, (av, bv, cv), c, host)  # type: ignore[arg-type]
+    views = (av, bv, cv) + ((bias_view(kernel, bias, dev),) if bias is not None else ())
     if host:
         ptrs = []
-        for v in (av, bv, cv):
+        for v in views:
             buf = drv.DeviceBuffer(v.nbytes)
             if v is cv and fresh:
                 buf.fill_bytes(_POISON, s)
@@ -285,10 +312,10 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any) -> _Plan:
             plan.buffers.append(buf)
             ptrs.append(buf.ptr)
     else:
-        for v in (av, bv, cv):
+        for v in views:
             _check_pointer_device(v, dev)
-        ptrs = [int(v.device_ptr or 0) for v in (av, bv, cv)]
-    plan.params = ParamBlock(decls, ptrs + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld])
+        ptrs = [int(v.device_ptr or 0) for v in views]
+    plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + ptrs[3:])
     return plan
 
 
@@ -302,7 +329,7 @@ def _finish_host(plan: _Plan) -> None:
         buf.free()
 
 
-def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, stream: Any = None) -> Any:
+def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None) -> Any:
     """Run a compiled GEMM on the GPU and return C.
 
     numpy inputs: copied to the device, C copied back (into `c` if given) and synchronized.
@@ -310,7 +337,7 @@ def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, stream: Any =
     when `c` is None; the launch is asynchronous on `stream` (default: the framework's current
     stream, else the legacy default stream).
     """
-    plan = _plan(kernel, a, b, c, stream)
+    plan = _plan(kernel, a, b, c, stream, bias)
     if not plan.host:
         _wait_for_producers(list(plan.views), plan.stream)
     _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params)
@@ -321,13 +348,13 @@ def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, stream: Any =
     return plan.c_out
 
 
-def prepare_launch(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any = None
+def prepare_launch(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any = None, bias: Any = None
                    ) -> Callable[[], None]:
     """Check everything once and return a zero-argument function that only launches.
 
     For benchmarks: device operands only, no per-call checks, allocation or synchronization.
     """
-    plan = _plan(kernel, a, b, c, stream)
+    plan = _plan(kernel, a, b, c, stream, bias)
     if plan.host:
         raise TypeError("prepare_launch needs device arrays (numpy inputs are copied per call)")
     fn, grid, block, smem, s, params = plan.fn, plan.grid, plan.block, plan.smem, plan.stream, \

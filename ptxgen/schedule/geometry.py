@@ -108,13 +108,13 @@ def smem_bytes(g: Gemm, s: Schedule) -> int:
     return align_up(s.stages * a.stage_bytes, b.align) + s.stages * b.stage_bytes
 
 
-def register_estimate(s: Schedule) -> dict[str, int]:
+def register_estimate(s: Schedule, acc_dtype: str = "f32") -> dict[str, int]:
     """Per-thread registers the tiles need: accumulators, fragments, and a fixed overhead."""
     wm, wn = s.warp_tile
     mi, ni = wm // 16, wn // 8
     bufs = 2 if s.frag_double_buffer else 1
     est = {
-        "accumulators": mi * ni * 4,
+        "accumulators": mi * ni * (4 if acc_dtype == "f32" else 2),
         "fragments": bufs * (mi * 4 + ni * 2),
         "addressing": 24,
     }

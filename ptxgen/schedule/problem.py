@@ -22,6 +22,32 @@ def numpy_dtype(name: str) -> np.dtype:
                      "u8": np.uint8, "s32": np.int32}[name])
 
 
+ACTIVATIONS = ("relu", "gelu", "silu")
+BIAS_KINDS = ("row", "col")
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """D = act(alpha * acc + beta * C + bias), then cast to the output dtype.
+
+    * `bias="col"`: a length-N vector added to every row (a linear layer's bias); `"row"`: length M.
+      The bias has the output dtype.
+    * `activation`: "relu" = max(x, 0); "gelu" = the tanh approximation
+      0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); "silu" = x sigmoid(x), computed as
+      0.5 x (1 + tanh(x / 2)). Both use tanh.approx.f32 (max relative error about 2^-11).
+    * `beta != 0` reads C before overwriting it (an in-place update).
+    """
+
+    alpha: float = 1.0
+    beta: float = 0.0
+    bias: str | None = None
+    activation: str | None = None
+
+    @property
+    def is_identity(self) -> bool:
+        return self.alpha == 1.0 and self.beta == 0.0 and self.bias is None and self.activation is None
+
+
 @dataclass(frozen=True)
 class Gemm:
     """C[M,N] = A[M,K] @ B[K,N], accumulated in f32.
@@ -54,6 +80,13 @@ class Gemm:
     #: Byte alignment guaranteed for every base pointer and leading dimension (2, 4, 8 or 16).
     #: None picks the largest that the leading dimensions allow; copies narrow to match.
     align: int | None = None
+    #: Accumulator dtype: "f32", or "f16" (f16 inputs and output only: the half-precision mma).
+    acc_dtype: str = "f32"
+    epilogue: Epilogue | None = None
+
+    @property
+    def epi(self) -> Epilogue:
+        return self.epilogue or Epilogue()
 
     def alignment(self) -> int:
         """The stated alignment, or the largest of 16/8/4/2 that divides every leading dimension."""

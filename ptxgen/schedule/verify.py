@@ -6,7 +6,7 @@ never gets a wrong kernel or an assembler error for a schedule ptxgen could have
 from __future__ import annotations
 
 from .geometry import operand_tiles, register_estimate, smem_bytes
-from .problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Gemm
+from .problem import ACTIVATIONS, BIAS_KINDS, INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
 from .schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
 from .targets import TARGETS, target
 from ..errors import ScheduleError
@@ -41,6 +41,23 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     _choice("gemm.out_dtype", g.out_dtype, OUTPUT_DTYPES)
     _choice("gemm.a_layout", g.a_layout, LAYOUTS)
     _choice("gemm.b_layout", g.b_layout, LAYOUTS)
+    _choice("gemm.acc_dtype", g.acc_dtype, ("f32", "f16"))
+    if g.acc_dtype == "f16" and (g.dtype, g.out_dtype) != ("f16", "f16"):
+        raise ScheduleError("gemm.acc_dtype", g.acc_dtype,
+                            f"f16 accumulation takes f16 inputs and gives f16 output, not {g.dtype} -> {g.out_dtype}",
+                            "use dtype='f16', out_dtype='f16', or acc_dtype='f32'")
+    if g.epilogue is not None:
+        e = g.epilogue
+        if not isinstance(e, Epilogue):
+            raise ScheduleError("gemm.epilogue", e, "must be a ptxgen.Epilogue", "pass Epilogue(alpha=..., ...)")
+        for name in ("alpha", "beta"):
+            v = getattr(e, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or abs(v) == float("inf"):
+                raise ScheduleError(f"epilogue.{name}", v, "must be a finite number", f"give {name} a float")
+        if e.bias is not None:
+            _choice("epilogue.bias", e.bias, BIAS_KINDS)
+        if e.activation is not None:
+            _choice("epilogue.activation", e.activation, ACTIVATIONS)
     if g.align not in (None, 2, 4, 8, 16):
         raise ScheduleError("gemm.align", g.align, "must be 2, 4, 8 or 16 bytes",
                             "state the alignment your pointers and leading dimensions guarantee, or None")
@@ -118,7 +135,7 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
                             f"{t.smem_per_block} B per block",
                             "use fewer stages or a smaller BK")
     limit = min(t.max_regs_per_thread, t.regs_per_sm // s.threads // 8 * 8)
-    est = register_estimate(s)
+    est = register_estimate(s, g.acc_dtype)
     if est["total"] > limit:
         raise ScheduleError("schedule.warps", s.warps,
                             f"warp tile {s.warp_tile[0]}x{s.warp_tile[1]} needs about {est['total']} "

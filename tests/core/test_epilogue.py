@@ -1,0 +1,117 @@
+"""Fused epilogues D = act(alpha*acc + beta*C + bias) and f16 accumulation, on the simulator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+import ptxgen
+from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
+from ptxgen.check import compare, random_epilogue_operands, random_operands, reference
+
+SIZES = [1, 16, 17, 63, 64, 100, 129]
+
+
+def run(g: Gemm, s: Schedule, seed: int = 0) -> None:
+    k = ptxgen.compile(g, s)
+    a, b = random_operands(g, seed)
+    c0, bias = random_epilogue_operands(g, seed + 1)
+    c = None if c0 is None else c0.copy()
+    out = k.simulate(a, b, c=c, bias=bias)
+    if c is not None:
+        assert out is c, "C is updated in place"
+    result = compare(out, reference(a, b, g.epilogue, c0, bias), g)
+    assert result.ok, f"{g}: {result}"
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.data())
+def test_epilogues_match_numpy(data):
+    epi = Epilogue(alpha=data.draw(st.sampled_from([1.0, 0.5, -2.0]), label="alpha"),
+                   beta=data.draw(st.sampled_from([0.0, 1.0, -0.75]), label="beta"),
+                   bias=data.draw(st.sampled_from([None, "row", "col"]), label="bias"),
+                   activation=data.draw(st.sampled_from([None, "relu"]), label="act"))
+    g = Gemm(data.draw(st.sampled_from(SIZES), label="M"), data.draw(st.sampled_from(SIZES), label="N"),
+             data.draw(st.sampled_from([16, 33, 64]), label="K"),
+             dtype=data.draw(st.sampled_from(["f16", "bf16"]), label="dtype"),
+             out_dtype=data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
+             b_layout=data.draw(st.sampled_from(["row", "col"]), label="b_layout"), epilogue=epi)
+    s = Schedule(block=(64, 64, 32), warps=data.draw(st.sampled_from([(1, 1), (2, 2)]), label="warps"),
+                 stages=data.draw(st.integers(1, 3), label="stages"))
+    try:
+        ptxgen.verify(g, s)
+    except ScheduleError:
+        assume(False)
+    run(g, s, seed=data.draw(st.integers(0, 1000), label="seed"))
+
+
+@pytest.mark.parametrize("act", ["relu"])
+def test_each_activation(act):
+    run(Gemm(64, 64, 32, epilogue=Epilogue(activation=act, bias="col")), Schedule(block=(64, 64, 32)))
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 64), (100, 72, 40), (1, 64, 129)])
+def test_f16_accumulation(shape):
+    g = Gemm(*shape, dtype="f16", out_dtype="f16", acc_dtype="f16")
+    run(g, Schedule(block=(64, 64, 32), stages=3))
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
+    assert "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16" in k.ptx
+    if g.alignment() >= 4:  # pair stores: the f16x2 accumulators are stored as they are
+        assert k.peak_live["f32"] == 0
+
+
+def test_f16_accumulation_halves_accumulator_registers():
+    s = Schedule(block=(128, 128, 32))
+    f32 = ptxgen.compile(Gemm(256, 256, 64, out_dtype="f16"), s)
+    f16 = ptxgen.compile(Gemm(256, 256, 64, out_dtype="f16", acc_dtype="f16"), s)
+    assert f32.peak_live["f32"] == 128 and f16.peak_live["f32"] == 0
+    assert f16.resources.registers < f32.resources.registers
+
+
+def test_in_place_update_with_beta_and_strided_c():
+    g = Gemm(40, 48, 32, epilogue=Epilogue(alpha=2.0, beta=1.0), ldc=64)
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
+    a, b = random_operands(g)
+    big = np.random.default_rng(3).uniform(-1, 1, (40, 64)).astype(np.float32)
+    before = big.copy()
+    c = big[:, :48]  # a strided view: leading dimension 64
+    out = k.simulate(a, b, c=c)
+    assert np.shares_memory(out, big)
+    assert compare(big[:, :48], reference(a, b, g.epilogue, before[:, :48]), g).ok
+    assert np.array_equal(big[:, 48:], before[:, 48:]), "columns past N are untouched"
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"epilogue": Epilogue(beta=1.0)}, "reads C"),
+    ({"epilogue": Epilogue(bias="col")}, "pass bias="),
+])
+def test_missing_epilogue_operands_are_clear_errors(kwargs, match):
+    g = Gemm(64, 64, 32, **kwargs)
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
+    a, b = random_operands(g)
+    with pytest.raises(ValueError, match=match):
+        k.simulate(a, b)
+
+
+def test_wrong_bias_and_unexpected_bias_are_clear_errors():
+    g = Gemm(64, 64, 32, epilogue=Epilogue(bias="row"))
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
+    a, b = random_operands(g)
+    with pytest.raises(ValueError, match="bias"):
+        k.simulate(a, b, bias=np.ones(63, np.float32))
+    plain = ptxgen.compile(Gemm(64, 64, 32), Schedule(block=(64, 64, 32)))
+    with pytest.raises(ValueError, match="has no bias"):
+        plain.simulate(a, b, bias=np.ones(64, np.float32))
+
+
+@pytest.mark.parametrize("gemm,field", [
+    (Gemm(64, 64, 32, acc_dtype="f16"), "gemm.acc_dtype"),  # f16 acc needs f16 output
+    (Gemm(64, 64, 32, dtype="bf16", out_dtype="f16", acc_dtype="f16"), "gemm.acc_dtype"),
+    (Gemm(64, 64, 32, epilogue=Epilogue(activation="tanh")), "epilogue.activation"),
+    (Gemm(64, 64, 32, epilogue=Epilogue(bias="diag")), "epilogue.bias"),
+    (Gemm(64, 64, 32, epilogue=Epilogue(alpha=float("nan"))), "epilogue.alpha"),
+])
+def test_invalid_epilogues_are_schedule_errors(gemm, field):
+    with pytest.raises(ScheduleError) as info:
+        ptxgen.verify(gemm, Schedule(block=(64, 64, 32)))
+    assert info.value.field == field

@@ -31,13 +31,18 @@ def tolerance(g: Gemm) -> float:
 
 
 def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Logical A (M x K) and B (K x N) in the gemm's storage layouts, values in ±[0.5, 1.5)."""
+    """Logical A (M x K) and B (K x N) in the gemm's storage layouts, values in ±[0.5, 1.5).
+
+    Batched problems get (batch, M, K) and (batch, K, N) arrays, each matrix in its layout.
+    """
     rng = np.random.default_rng(seed)
+    lead = (g.batch,) if g.batch > 1 else ()
 
     def draw(rows: int, cols: int, layout: str) -> np.ndarray:
-        mag = rng.uniform(0.5, 1.5, size=(rows, cols))
-        x = (mag * rng.choice([-1.0, 1.0], size=(rows, cols))).astype(numpy_dtype(g.dtype))
-        return x if layout == "row" else np.asfortranarray(x)
+        store = (rows, cols) if layout == "row" else (cols, rows)
+        mag = rng.uniform(0.5, 1.5, size=lead + store)
+        x = (mag * rng.choice([-1.0, 1.0], size=lead + store)).astype(numpy_dtype(g.dtype))
+        return x if layout == "row" else np.swapaxes(x, -1, -2)
 
     return draw(g.m, g.k, g.a_layout), draw(g.k, g.n, g.b_layout)
 
@@ -67,7 +72,8 @@ def random_epilogue_operands(g: Gemm, seed: int = 1) -> tuple[np.ndarray | None,
     """(C, bias) the epilogue reads: C when beta != 0, bias when requested; non-zero values."""
     rng = np.random.default_rng(seed)
     dt = numpy_dtype(g.out_dtype)
-    c = rng.uniform(-1.5, 1.5, size=(g.m, g.n)).astype(dt) if g.epi.beta != 0.0 else None
+    lead = (g.batch,) if g.batch > 1 else ()
+    c = rng.uniform(-1.5, 1.5, size=lead + (g.m, g.n)).astype(dt) if g.epi.beta != 0.0 else None
     n = {"col": g.n, "row": g.m, None: 0}[g.epi.bias]
     bias = (rng.uniform(0.5, 1.5, n) * rng.choice([-1.0, 1.0], n)).astype(dt) if g.epi.bias else None
     return c, bias

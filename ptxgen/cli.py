@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES, help="input dtype (default f16)")
     p.add_argument("--out", "--out-dtype", dest="out_dtype", default="f32", choices=OUTPUT_DTYPES,
                    help="output dtype (default f32)")
+    p.add_argument("--batch", default=1, type=int, help="independent GEMMs in one launch (default 1)")
     p.add_argument("--acc", default="f32", choices=("f32", "f16"), help="accumulator dtype (default f32)")
     p.add_argument("--epilogue", default=None, type=_epilogue,
                    help="fused epilogue, e.g. bias=col,act=relu,alpha=1,beta=0 (act: relu, gelu, silu)")
@@ -89,7 +90,7 @@ def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ker
     m, n, k = args.shape or default_shape
     a_layout, b_layout = LAYOUT_LETTERS[args.layout] if args.layout else (args.a_layout, args.b_layout)
     gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=a_layout, b_layout=b_layout,
-                align=args.align, acc_dtype=args.acc, epilogue=args.epilogue)
+                align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch)
     sched = Schedule(block=tuple(args.block), warps=tuple(args.warps), stages=args.stages,
                      smem_layout=args.smem_layout, raster=args.raster, group_m=args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer)
@@ -116,7 +117,7 @@ def describe(k: Kernel) -> list[str]:
     live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
     return [
         f"kernel     {k.entry} ({k.arch})",
-        f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
+        f"problem    {f'{g.batch} x ' if g.batch > 1 else ''}C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
         f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.acc_dtype} accumulation",
         f"epilogue   {describe_epilogue(g)}",
         f"schedule   block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile "
@@ -176,7 +177,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ctas = None if args.all_ctas else sample_ctas(k)
     c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias)
     mask = covered(k, ctas)
-    scope = "every CTA" if ctas is None else f"{len(ctas)} of {k.grid[0] * k.grid[1]} CTAs {ctas}"
+    total = k.grid[0] * k.grid[1] * k.grid[2]
+    scope = "every CTA" if ctas is None else f"{len(ctas)} of {total} CTAs {ctas}"
     print(f"executed   on the CPU simulator ({why}): {scope}, {res.instructions} thread-instructions")
     got = c.astype("float64")
     # Elements outside the simulated tiles must keep their value: NaN, or C's own with beta != 0.

@@ -4,6 +4,7 @@ Kernel parameters, in order (documented in the README):
     A, B, C            .u64  global pointers
     M, N, K            .u32  problem sizes
     lda, ldb, ldc      .u32  leading dimensions, in elements
+    batch_stride_a/b/c .u64  only when batch > 1: element strides between batches (0 broadcasts)
     bias               .u64  only when the epilogue adds a bias
 Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
 """

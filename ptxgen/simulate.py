@@ -26,48 +26,72 @@ def cta_tile(kernel: Kernel, cta: tuple[int, int, int]) -> tuple[int, int]:
 
 
 def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:
-    """None (the whole grid) for small grids, else the corner CTAs and one interior CTA."""
-    gx, gy, _ = kernel.grid
-    if gx * gy <= WHOLE_GRID_CTAS:
+    """None (the whole grid) for small grids, else corner CTAs (first and last batch) and one interior CTA."""
+    gx, gy, gz = kernel.grid
+    if gx * gy * gz <= WHOLE_GRID_CTAS:
         return None
-    picks = {(0, 0, 0), (gx - 1, 0, 0), (0, gy - 1, 0), (gx - 1, gy - 1, 0), (gx // 2, gy // 2, 0)}
+    picks = {(0, 0, 0), (gx - 1, 0, 0), (0, gy - 1, 0), (gx - 1, gy - 1, gz - 1), (gx // 2, gy // 2, gz // 2)}
     return sorted(picks)
 
 
 def covered(kernel: Kernel, ctas) -> np.ndarray:
-    """Boolean M x N mask of the C elements the given CTAs (None = all) compute."""
+    """Boolean mask, shaped like C, of the elements the given CTAs (None = all) compute."""
     g, s = kernel.gemm, kernel.schedule
-    mask = np.zeros((g.m, g.n), dtype=bool)
+    mask = np.zeros((g.batch, g.m, g.n), dtype=bool)
     gx, gy, gz = kernel.grid
-    every = [(x, y, 0) for y in range(gy) for x in range(gx)]
+    every = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
     for cta in (every if ctas is None else ctas):
         tm, tn = cta_tile(kernel, cta)
-        mask[tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True  # numpy clips at the edge
-    return mask
+        mask[cta[2], tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True  # numpy clips at the edge
+    return mask if g.batch > 1 else mask[0]
+
+
+def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, layout: str, align: int,
+                   batch: int, writable: bool = False):
+    """(view of one matrix, batch stride in elements, 1-D buffer spanning every batch)."""
+    from .runtime.operands import check_operand
+
+    if batch == 1:
+        v = check_operand(x, name=name, shape=shape, dtype=dtype, layout=layout, align=align, writable=writable)
+        if v.host is None:
+            raise TypeError(f"Kernel.simulate takes numpy arrays; copy {name} to the host first")
+        return v, 0, span(v.host, layout)
+    if not isinstance(x, np.ndarray) or x.ndim != 3 or x.shape != (batch, *shape):
+        raise ValueError(f"{name} of a batched GEMM must be a numpy array of shape {(batch, *shape)}, "
+                         f"got {getattr(x, 'shape', type(x).__name__)}")
+    stride = x.strides[0] // x.itemsize
+    if x.strides[0] % x.itemsize or stride < 0:
+        raise ValueError(f"{name}'s batch stride {x.strides[0]} B must be a non-negative multiple of its element")
+    if writable and stride == 0:
+        raise ValueError(f"{name} has batch stride 0: every batch would write the same matrix; "
+                         "give each batch its own output")
+    v = check_operand(x[0], name=name, shape=shape, dtype=dtype, layout=layout, align=align, writable=writable)
+    if (stride * x.itemsize) % align:
+        raise ValueError(f"{name}'s batch stride is {stride} elements, not {align}-byte aligned: pad it")
+    count = (batch - 1) * stride + span(x[0], layout).size
+    return v, stride, np.lib.stride_tricks.as_strided(x, shape=(count,), strides=(x.itemsize,))
 
 
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None):
     """Simulate; return (C, sim result). A new C is NaN where no simulated CTA wrote."""
     from . import sim
     from .runtime.launch import bias_view, check_epilogue_operands
-    from .runtime.operands import check_operand
 
     g = kernel.gemm
     align = g.alignment()
-    va = check_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout, align=align)
-    vb = check_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout, align=align)
-    if va.host is None or vb.host is None:
-        raise TypeError("Kernel.simulate takes numpy arrays; copy device arrays to the host first")
     check_epilogue_operands(kernel, c, bias)
     if c is None:
-        c = np.full((g.m, g.n), np.nan, dtype=numpy_dtype(g.out_dtype))
-    vc = check_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row", align=align,
-                       writable=True)
-    if vc.host is None:
-        raise TypeError("Kernel.simulate takes a numpy C; copy device arrays to the host first")
-    # The simulator takes each operand's memory as one contiguous buffer spanning the matrix.
-    args = [span(va.host, g.a_layout), span(vb.host, g.b_layout), span(vc.host, "row"),
-            g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
+        c = np.full(((g.batch,) if g.batch > 1 else ()) + (g.m, g.n), np.nan, dtype=numpy_dtype(g.out_dtype))
+    va, sa, buf_a = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
+                                   align=align, batch=g.batch)
+    vb, sb, buf_b = matrix_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout,
+                                   align=align, batch=g.batch)
+    vc, sc, buf_c = matrix_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
+                                   align=align, batch=g.batch, writable=True)
+    # The simulator takes each operand's memory as one contiguous buffer spanning the matrices.
+    args = [buf_a, buf_b, buf_c, g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
+    if g.batch > 1:
+        args += [sa, sb, sc]
     if bias is not None:
         args.append(span(bias_view(kernel, np.asarray(bias), None).host, "row"))
     res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,

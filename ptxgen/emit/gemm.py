@@ -27,12 +27,14 @@ SMEM_SYMBOL = "smem"
 PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u32", "M"),
           Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "lda"), Param(".u32", "ldb"),
           Param(".u32", "ldc")]
-#: Appended after PARAMS when the epilogue adds a bias vector.
+#: Appended after PARAMS for batched GEMMs: element strides between batches (0 broadcasts).
+BATCH_PARAMS = [Param(".u64", "batch_stride_a"), Param(".u64", "batch_stride_b"), Param(".u64", "batch_stride_c")]
+#: Appended last when the epilogue adds a bias vector (shared by every batch).
 BIAS_PARAM = Param(".u64", "bias")
 
 
 def kernel_params(g: Gemm) -> list[Param]:
-    return list(PARAMS) + ([BIAS_PARAM] if g.epi.bias else [])
+    return list(PARAMS) + (BATCH_PARAMS if g.batch > 1 else []) + ([BIAS_PARAM] if g.epi.bias else [])
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -96,6 +98,8 @@ class GemmLowering:
         for name in ("A", "B", "C") + (("bias",) if g.epi.bias else ()):
             raw = ld_param(b, "b64", ".u64", name)
             self.ptr[name] = self.u64("cvta.to.global.u64", raw)
+        if g.batch > 1:
+            self.batch_offsets()
         self.dims: dict[str, VReg] = {}
         for n in ("K", "lda", "ldb", "ldc"):
             self.dim(n)
@@ -110,6 +114,15 @@ class GemmLowering:
         self.edge.prepare()
         self.dst_bases = {n: self.shared_bases(n, self.copy[n].dst.bases) for n in ("A", "B")}
         self.frag_bases = {n: self.shared_bases(n, self.frag[n].addr.bases) for n in ("A", "B")}
+
+    def batch_offsets(self) -> None:
+        """Move A, B and C to this CTA's batch: ptr += ctaid.z * batch_stride * element bytes."""
+        self.b.comment("batch: ctaid.z selects the matrices (a batch stride of 0 broadcasts)")
+        z = self.u64("cvt.u64.u32", self.u32("mov.u32", Sym("%ctaid.z")))
+        for name, eb in (("A", self.g.in_bytes), ("B", self.g.in_bytes), ("C", self.g.out_bytes)):
+            stride = ld_param(self.b, "b64", ".u64", f"batch_stride_{name.lower()}")
+            step = self.u64("mul.lo.u64", z, stride)
+            self.ptr[name] = self.u64("mad.lo.u64", step, Imm(str(eb)), self.ptr[name])
 
     def tile_origin(self) -> None:
         b, s = self.b, self.s

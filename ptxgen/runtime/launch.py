@@ -265,6 +265,10 @@ def bias_view(kernel: "Kernel", bias: Any, device: int | None) -> OperandView:
 
 def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = None) -> _Plan:
     g = kernel.gemm
+    if g.batch > 1:
+        raise NotImplementedError(f"launching a batched GEMM (batch={g.batch}) on the GPU is not "
+                                  "supported yet: run it with Kernel.simulate, or launch one "
+                                  "compiled batch-1 kernel per matrix")
     check_epilogue_operands(kernel, c, bias)
     ctx = drv.context()
     dev = ctx.ordinal

@@ -129,5 +129,5 @@ def k_tiles(g: Gemm, s: Schedule) -> int:
 def grid_for(g: Gemm, s: Schedule) -> tuple[int, int, int]:
     tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)
     if s.raster == "grouped":
-        return (tm * tn, 1, 1)
-    return (tn, tm, 1)
+        return (tm * tn, 1, g.batch)
+    return (tn, tm, g.batch)

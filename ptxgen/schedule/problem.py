@@ -83,6 +83,9 @@ class Gemm:
     #: Accumulator dtype: "f32", or "f16" (f16 inputs and output only: the half-precision mma).
     acc_dtype: str = "f32"
     epilogue: Epilogue | None = None
+    #: Independent GEMMs in one launch: operands (batch, M, K), (batch, K, N), (batch, M, N) with
+    #: batch strides given at run time (0 broadcasts one matrix to every batch).
+    batch: int = 1
 
     @property
     def epi(self) -> Epilogue:

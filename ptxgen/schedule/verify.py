@@ -41,6 +41,10 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     _choice("gemm.out_dtype", g.out_dtype, OUTPUT_DTYPES)
     _choice("gemm.a_layout", g.a_layout, LAYOUTS)
     _choice("gemm.b_layout", g.b_layout, LAYOUTS)
+    _positive_int("gemm.batch", g.batch)
+    if g.batch > MAX_GRID_YZ:
+        raise ScheduleError("gemm.batch", g.batch, f"exceeds the grid's z limit {MAX_GRID_YZ}",
+                            "split the batch into several launches")
     _choice("gemm.acc_dtype", g.acc_dtype, ("f32", "f16"))
     if g.acc_dtype == "f16" and (g.dtype, g.out_dtype) != ("f16", "f16"):
         raise ScheduleError("gemm.acc_dtype", g.acc_dtype,

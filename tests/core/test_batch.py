@@ -1,0 +1,73 @@
+"""Batched GEMM: (batch, M, K) @ (batch, K, N) with any batch strides; 0 broadcasts."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ptxgen
+from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
+from ptxgen.check import compare, random_epilogue_operands, random_operands, reference
+from ptxgen.simulate import run_simulation
+
+S = Schedule(block=(64, 64, 32), stages=2)
+
+
+@pytest.mark.parametrize("g", [
+    Gemm(64, 64, 32, batch=3),
+    Gemm(70, 50, 33, batch=2, a_layout="col", b_layout="row", out_dtype="bf16",
+         epilogue=Epilogue(beta=0.5, bias="col", activation="relu")),
+    Gemm(17, 129, 16, batch=2, out_dtype="f16", acc_dtype="f16", dtype="f16"),
+], ids=["plain", "layouts-epilogue-edges", "f16acc"])
+def test_batched_matches_numpy(g):
+    k = ptxgen.compile(g, S)
+    assert k.grid[2] == g.batch and "%ctaid.z" in k.ptx
+    a, b = random_operands(g)
+    assert a.shape == (g.batch, g.m, g.k) and b.shape == (g.batch, g.k, g.n)
+    c0, bias = random_epilogue_operands(g)
+    c, _ = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias)
+    assert compare(c, reference(a, b, g.epilogue, c0, bias), g).ok
+
+
+def test_batch_stride_zero_broadcasts_an_operand():
+    g = Gemm(64, 64, 32, batch=4)
+    k = ptxgen.compile(g, S)
+    a, b = random_operands(g)
+    shared = np.broadcast_to(b[:1], b.shape)  # one B for every batch, batch stride 0
+    c, _ = run_simulation(k, a, shared)
+    assert compare(c, reference(a, shared), g).ok
+
+
+def test_strided_batch_views():
+    g = Gemm(32, 48, 32, batch=3, lda=40, ldc=64)
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
+    a_big = random_operands(Gemm(32, 40, 32, batch=6))[0]  # (6, 32, 40): every other batch, 40-wide rows
+    a = a_big[::2, :, :32]
+    _, b = random_operands(g)
+    c_big = np.full((3, 32, 64), 7.0, np.float32)
+    c = c_big[:, :, :48]
+    out = k.simulate(a, b, c=c)
+    assert np.shares_memory(out, c_big) and (c_big[:, :, 48:] == 7.0).all()
+    assert compare(c, reference(a, b), g).ok
+
+
+def test_batched_operand_errors():
+    g = Gemm(64, 64, 32, batch=2)
+    k = ptxgen.compile(g, S)
+    a, b = random_operands(g)
+    with pytest.raises(ValueError, match="shape \\(2, 64, 32\\)"):
+        k.simulate(a[0], b)
+    c = np.broadcast_to(np.zeros((1, 64, 64), np.float32), (2, 64, 64))
+    with pytest.raises(ValueError, match="batch stride 0|read-only"):
+        k.simulate(a, b, c=c)
+    with pytest.raises(ScheduleError):
+        ptxgen.verify(Gemm(64, 64, 32, batch=0), S)
+    with pytest.raises(ScheduleError, match="z limit"):
+        ptxgen.verify(Gemm(64, 64, 32, batch=70000), S)
+
+
+def test_gpu_launch_of_a_batched_kernel_is_a_clear_error():
+    g = Gemm(64, 64, 32, batch=2)
+    k = ptxgen.compile(g, S)
+    a, b = random_operands(g)
+    with pytest.raises(NotImplementedError, match="batched GEMM"):
+        k(a, b)

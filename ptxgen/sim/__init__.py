@@ -8,9 +8,12 @@
 
 Array arguments act as device buffers (written in place); each gets a fake 256-byte aligned
 global address (SimResult.global_addresses). Threads of a CTA run in lock step, vectorised with
-numpy; hazards (races, pending cp.async reads, out-of-bounds or misaligned accesses, divergent
-branches, unsupported instructions) raise HazardError naming the PTX line. This package imports
-nothing else from ptxgen on purpose.
+numpy. CTAs run one after another unless the program synchronises between CTAs (atomics,
+.relaxed/.acquire/.release/.volatile accesses, fences): then they run interleaved, so spin-waits
+make progress (scheduler.py), and global accesses between CTAs are checked against a
+happens-before model (sync.py). Hazards (races, pending cp.async reads, out-of-bounds or misaligned
+accesses, divergent branches, unsupported instructions, deadlock) raise HazardError naming the PTX
+line; errors.HAZARD_KINDS lists them. This package imports nothing else from ptxgen on purpose.
 """
 from .errors import HazardError
 from .machine import SimResult, launch

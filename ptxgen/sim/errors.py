@@ -2,8 +2,21 @@
 from __future__ import annotations
 
 HAZARD_KINDS = frozenset(
-    {"race", "async-pending", "out-of-bounds", "misaligned", "divergence", "unsupported"}
+    {"race", "async-pending", "out-of-bounds", "misaligned", "divergence", "unsupported", "deadlock"}
 )
+"""The kinds of HazardError:
+
+race           two threads (or two CTAs) touch the same bytes without synchronisation: shared memory
+               with no bar.sync in between; global memory between CTAs with no release/acquire
+               (happens-before) edge (sync.py), or ordinary stores by two CTAs to the same bytes.
+async-pending  a cp.async destination is read or overwritten before a wait covered it.
+out-of-bounds  an access outside every argument array, the shared window or a parameter.
+misaligned     an address (or a wmma stride) breaks the instruction's alignment rule.
+divergence     a branch, barrier or .sync.aligned warp instruction that threads disagree on.
+unsupported    text the simulator does not implement (reported before anything runs).
+deadlock       every unfinished CTA keeps spinning on loads that return the same values
+               (scheduler.py); the line is the load the first such CTA keeps repeating.
+"""
 
 
 class HazardError(Exception):

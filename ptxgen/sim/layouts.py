@@ -73,6 +73,33 @@ def b_m16n8k32_8bit() -> np.ndarray:
     return _table(2, 4, lambda i, g, t: (4 * t + (i & 3) + 16 * (i >> 2), g))
 
 
+# ---- wmma m16n16k16 (facts §3): the element-to-lane mapping is unspecified by PTX, so the
+# simulator picks its own bijection: the m16n8k16 layouts of §1 for n = 0-7 and n = 8-15.
+def _two_n8_halves(table: np.ndarray) -> np.ndarray:
+    """Registers of the n = 0-7 half followed by those of the n = 8-15 half (col + 8)."""
+    second = table.copy()
+    second[..., 1] += 8
+    return np.concatenate([table, second], axis=1)
+
+
+def wmma_a() -> np.ndarray:
+    """A 16x16: the 4 registers of the m16n8k16 A fragment (f16 fragments hold it twice)."""
+    return a_m16n8k16_16bit()
+
+
+def wmma_b() -> np.ndarray:
+    """B 16x16 (k x n): 2 registers per n8 half, 4 in all (f16 fragments hold it twice)."""
+    return _two_n8_halves(b_m16n8k16_16bit())
+
+
+def wmma_c_f32() -> np.ndarray:
+    return _two_n8_halves(c_m16n8_f32())
+
+
+def wmma_c_f16() -> np.ndarray:
+    return _two_n8_halves(c_m16n8_f16())
+
+
 # ---- ldmatrix (facts §4): lane l, half h of destination register j, from matrix j
 def ldmatrix_source(trans: bool) -> np.ndarray:
     """(32, 2, 2): (row, col) inside the 8x8 matrix that lane l's half h receives."""

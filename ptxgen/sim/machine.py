@@ -1,4 +1,4 @@
-"""launch(): bind arguments, lay out memory and run each requested CTA in lock step."""
+"""launch(): bind arguments, lay out memory and run the requested CTAs (scheduler.py)."""
 from __future__ import annotations
 
 import functools
@@ -6,16 +6,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ops_alu, ops_async, ops_ctrl, ops_float, ops_mem, ops_warp
-from .errors import Fault, HazardError
+from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
+               ops_warp, ops_wmma, scheduler)
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
 from .program import SMEM_LIMIT, Program, build_program
 from .ptxtypes import SIGNED, STORAGE_DTYPE, TYPE_BITS, UNSIGNED
 from .state import CtaState
+from .sync import CtaSync, SyncModel
 
-REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_mem.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS}
-MAX_STEPS_PER_CTA = 5_000_000
+RESIDENT_BUDGET = 2 << 30     # bytes of simulator state for CTAs alive at once (interleaved runs)
+MIN_RESIDENT = 132            # one CTA per SM on an H100
+REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_cvt.OPS, **ops_math.OPS, **ops_bits.OPS, **ops_mem.OPS,
+            **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS}
 
 
 @dataclass
@@ -48,19 +51,45 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
     grid, block = _dims(grid, "grid"), _dims(block, "block")
     _check_block(program, block)
     smem_size = _shared_size(program, dynamic_smem)
-    gmem, param_bytes, addresses = _bind_args(program, args)
+    names = _cta_list(grid, ctas)
+    model = SyncModel(names, logging=program.releases and len(names) > 1)
+    gmem, param_bytes, addresses = _bind_args(program, args, track=len(names) > 1)
     nthreads = block[0] * block[1] * block[2]
     n = (nthreads + 31) // 32 * 32
     result = SimResult(global_addresses=addresses)
-    smem = SharedMemory(smem_size)
     stats: dict[int, list[int]] = {}
-    for xyz in _cta_list(grid, ctas):
-        smem.reset()
-        cta = _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, stats)
-        result.instructions += _run_cta(program, cta)
-        result.ctas += 1
+
+    def make(slot: int, smem: SharedMemory) -> CtaState:
+        return _new_cta(program, grid, block, names[slot], n, nthreads, smem, gmem, param_bytes, stats,
+                        CtaSync(model, slot, n))
+    if program.communicates:
+        scratch = np.zeros(smem_size, dtype=np.int32)
+
+        def start(slot: int, smem: SharedMemory | None) -> CtaState:
+            if smem is None:
+                smem = SharedMemory(smem_size, scratch)
+            else:
+                smem.reset()
+            return make(slot, smem)
+        window = resident_window(smem_size, n, len(program.slot_bits), len(names))
+        result.instructions += scheduler.run_interleaved(program, start, len(names), window,
+                                                         subset=ctas is not None)
+    else:
+        smem = SharedMemory(smem_size)
+        for slot in range(len(names)):
+            smem.reset()
+            result.instructions += scheduler.run_sequential(program, make(slot, smem))
+    result.ctas = len(names)
     result.smem_wavefronts = {line: (v[0], v[1]) for line, v in sorted(stats.items())}
     return result
+
+
+def resident_window(smem_size: int, n: int, nregs: int, count: int) -> int:
+    """How many interleaved CTAs may be alive at once: all of them if their state fits
+    RESIDENT_BUDGET bytes, else as many as fit, but never fewer than MIN_RESIDENT (a persistent grid
+    of one CTA per SM must run whole)."""
+    per_cta = smem_size * 19 + n * nregs * 8 + 4096   # shared bytes + race state, registers
+    return max(1, min(count, max(MIN_RESIDENT, RESIDENT_BUDGET // per_cta)))
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:
@@ -97,7 +126,7 @@ def _shared_size(program: Program, dynamic_smem: int) -> int:
     return total
 
 
-def _bind_args(program: Program, args):
+def _bind_args(program: Program, args, track: bool):
     params = program.params
     args = list(args)
     if len(args) != len(params):
@@ -107,7 +136,7 @@ def _bind_args(program: Program, args):
     for p, a in zip(params, args):
         if isinstance(a, np.ndarray) and p.count is None and (p.type not in ("u64", "b64", "s64")):
             raise TypeError(f"parameter {p.name} is .{p.type}; only .u64/.b64 parameters take an array")
-    gmem = GlobalMemory(buffers)
+    gmem = GlobalMemory(buffers, track)
     address_of = {name: gmem.base_of(i) for i, (name, _) in enumerate(buffers)}
     raw = np.zeros(max(program.param_size, 1), dtype=np.uint8)
     for p, offset, a in zip(params, program.param_offsets, args):
@@ -144,16 +173,19 @@ def _encode_param(p, value, address: int | None) -> np.ndarray:
 def _cta_list(grid, ctas):
     if ctas is None:
         return [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
-    out = []
+    out, seen = [], set()
     for c in ctas:
         xyz = tuple(int(v) for v in c) + (0,) * (3 - len(tuple(c)))
         if len(xyz) != 3 or any(not 0 <= v < g for v, g in zip(xyz, grid)):
             raise ValueError(f"CTA index {c!r} is outside grid {grid}")
+        if xyz in seen:
+            raise ValueError(f"CTA {xyz} is listed twice in ctas")
+        seen.add(xyz)
         out.append(xyz)
     return out
 
 
-def _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, stats) -> CtaState:
+def _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, stats, sync) -> CtaState:
     zeros = {bits: np.zeros(n, dtype=STORAGE_DTYPE[bits]) for bits in set(program.slot_bits)}
     regs = [zeros[bits] for bits in program.slot_bits]
     tids = np.arange(n, dtype=np.int64)
@@ -173,47 +205,6 @@ def _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, st
     cta_index = xyz[0] + grid[0] * (xyz[1] + grid[1] * xyz[2])
     cta = CtaState(R=regs, n=n, nthreads=nthreads, active=active, n_active=nthreads, tids=tids,
                    cta_index=cta_index, cta_xyz=xyz, smem=smem, gmem=gmem, param_bytes=param_bytes,
-                   commit_count=np.zeros(n, dtype=np.int64), smem_stats=stats)
+                   commit_count=np.zeros(n, dtype=np.int64), smem_stats=stats, sync=sync)
     cta.mask_all = None if nthreads == n else active
     return cta
-
-
-def _run_cta(program: Program, cta: CtaState) -> int:
-    ops = program.ops
-    nops = len(ops)
-    R = cta.R
-    pc = 0
-    steps = 0
-    executed = 0
-    while pc < nops:
-        fn, guard, negated = ops[pc]
-        if guard < 0:
-            mask = cta.mask_all
-        else:
-            g = R[guard]
-            if negated:
-                g = ~g
-            mask = g if cta.mask_all is None else g & cta.mask_all
-            if not mask.any():
-                executed += cta.n_active
-                pc += 1
-                continue
-            if cta.mask_all is None and mask.all():
-                mask = None
-        executed += cta.n_active
-        steps += 1
-        try:
-            nxt = fn(cta, mask)
-        except Fault as f:
-            raise _hazard(program, pc, cta, f) from None
-        pc = pc + 1 if nxt is None else nxt
-        if steps > MAX_STEPS_PER_CTA:
-            raise RuntimeError(f"CTA {cta.cta_xyz} ran more than {MAX_STEPS_PER_CTA} instructions; "
-                               f"infinite loop near PTX line {program.op_lines[min(pc, nops - 1)]}?")
-    return executed
-
-
-def _hazard(program: Program, pc: int, cta: CtaState, fault: Fault) -> HazardError:
-    line = program.op_lines[pc]
-    text = program.lines[line - 1] if 0 < line <= len(program.lines) else ""
-    return HazardError(fault.kind, line, f"{fault.detail} [CTA {cta.cta_xyz}]", text)

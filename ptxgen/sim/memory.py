@@ -1,8 +1,8 @@
 """Global and shared memory with the checks a real GPU would not make for you.
 
 Global memory is the caller's numpy arrays (read and written through uint8 views), each placed at
-a fake, distinct, 256-byte aligned base address. Per-byte writer-CTA tags catch two CTAs writing
-(or one reading what another wrote) the same bytes in one launch.
+a fake, distinct, 256-byte aligned base address. Per-byte writer tags (CTA, strength, epoch) let
+sync.py decide whether two CTAs touching the same bytes were ordered by a release/acquire pair.
 
 Shared memory is one uint8 array per CTA plus per-byte race state: the last writer thread and the
 barrier epoch of that write, the last reader thread (or MANY) and its epoch, and a count of
@@ -22,11 +22,17 @@ MANY = -2
 
 
 class GlobalMemory:
-    """The argument arrays of one launch as device buffers."""
+    """The argument arrays of one launch as device buffers.
 
-    def __init__(self, buffers: list[tuple[str, np.ndarray]]):
+    With several CTAs (`track`), every written byte is tagged with its writer (CTA slot * 2 + 1 if
+    the store was strong) and the writer's epoch; sync.CtaSync decides whether a later access by
+    another CTA is ordered after it. A launch of one CTA needs no tags.
+    """
+
+    def __init__(self, buffers: list[tuple[str, np.ndarray]], track: bool = True):
         self.names = [name for name, _ in buffers]
         self.views: list[np.ndarray] = []
+        self.track = track
         bases, ends = [], []
         addr = GLOBAL_BASE
         for name, arr in buffers:
@@ -38,6 +44,7 @@ class GlobalMemory:
         self.bases = np.array(bases, dtype=np.int64)
         self.ends = np.array(ends, dtype=np.int64)
         self.writers: list[PagedTags | None] = [None] * len(buffers)
+        self.epochs: list[PagedTags | None] = [None] * len(buffers)
 
     def base_of(self, index: int) -> int:
         return int(self.bases[index])
@@ -68,48 +75,76 @@ class GlobalMemory:
         off = addr - b
         return f"nearest is argument {self.names[i]!r} at [{b:#x}, {e:#x}) ({e - b} bytes; offset {off})"
 
-    # -- access
-    def read(self, addrs: np.ndarray, width: int, cta: int, what: str) -> np.ndarray:
-        """(k, width) bytes from k addresses; flags bytes another CTA wrote in this launch."""
+    def _groups(self, addrs: np.ndarray, width: int, what: str):
+        """(array, row selection or None, byte index (rows, width)) per array the accesses touch."""
         idx = self.locate(addrs, width, what)
-        out = np.empty((len(addrs), width), dtype=np.uint8)
         offs = np.arange(width)
-        for a in np.unique(idx):
+        first = int(idx[0]) if len(idx) else 0
+        if len(idx) and (idx == first).all():
+            yield first, None, (addrs - self.bases[first])[:, None] + offs
+            return
+        for a in np.unique(idx).tolist():
             sel = idx == a
-            byte_idx = (addrs[sel] - self.bases[a])[:, None] + offs
-            out[sel] = self.views[a][byte_idx]
-            writers = self.writers[a]
-            if writers is not None:
-                w = writers.get(byte_idx)
-                other = (w != NOBODY) & (w != cta)
-                if other.any():
-                    raise Fault("race", f"CTA {cta} {what} global bytes that CTA "
-                                f"{int(w[other][0])} wrote in the same launch")
+            yield a, sel, (addrs[sel] - self.bases[a])[:, None] + offs
+
+    def _check_others(self, a: int, byte_idx: np.ndarray, tids, acc, strong: bool, what: str) -> None:
+        writers = self.writers[a]
+        if writers is None:
+            return
+        w = writers.get(byte_idx)
+        other = (w != NOBODY) & ((w >> 1) != acc.slot)
+        if strong and other.any():
+            other &= (w & 1) == 0       # two strong accesses never race (morally strong)
+        if other.any():
+            rows = np.broadcast_to(np.arange(byte_idx.shape[0])[:, None], byte_idx.shape)[other]
+            acc.check(w[other], self.epochs[a].get(byte_idx[other]),
+                      None if tids is None else tids[rows], strong, what)
+
+    # -- access
+    def read(self, addrs: np.ndarray, width: int, acc, what: str, tids: np.ndarray | None = None,
+             strong: bool = False) -> np.ndarray:
+        """(k, width) bytes from k addresses; bytes another CTA wrote must be ordered before (sync.py)."""
+        out = np.empty((len(addrs), width), dtype=np.uint8)
+        for a, sel, byte_idx in self._groups(addrs, width, what):
+            if sel is None:
+                out = self.views[a][byte_idx]
+            else:
+                out[sel] = self.views[a][byte_idx]
+            if self.track:
+                self._check_others(a, byte_idx, tids if sel is None or tids is None else tids[sel],
+                                   acc, strong, what)
         return out
 
-    def write(self, addrs: np.ndarray, data: np.ndarray, cta: int, what: str) -> None:
-        """Store (k, width) bytes; two CTAs (or two threads of one instruction) writing the same bytes is a race."""
+    def write(self, addrs: np.ndarray, data: np.ndarray, acc, what: str, tids: np.ndarray | None = None,
+              strong: bool = False, atomic: bool = False) -> None:
+        """Store (k, width) bytes. Two threads of one instruction writing the same bytes is a race
+        unless the stores are strong (the later thread wins); so is overwriting another CTA's bytes
+        without ordering (sync.py)."""
         width = data.shape[1]
-        idx = self.locate(addrs, width, what)
-        offs = np.arange(width)
-        for a in np.unique(idx):
-            sel = idx == a
-            byte_idx = ((addrs[sel] - self.bases[a])[:, None] + offs).reshape(-1)
-            if len(np.unique(byte_idx)) != len(byte_idx):
-                raise Fault("race", f"two threads of CTA {cta} {what} the same global bytes in one instruction")
-            if self.writers[a] is None:
-                self.writers[a] = PagedTags()
-            writers = self.writers[a]
-            w = writers.get(byte_idx)
-            other = (w != NOBODY) & (w != cta)
-            if other.any():
-                raise Fault("race", f"CTA {cta} {what} global bytes already written by CTA "
-                            f"{int(w[other][0])} in the same launch")
+        for a, sel, byte_idx in self._groups(addrs, width, what):
+            flat = byte_idx.reshape(-1)
+            if not (atomic or strong) and len(np.unique(flat)) != len(flat):
+                raise Fault("race", f"two threads of CTA {acc.model.name(acc.slot)} {what} the same "
+                            "global bytes in one instruction")
             view = self.views[a]
             if not view.flags.writeable:
                 raise Fault("out-of-bounds", f"{what} into read-only argument {self.names[a]!r}")
-            view[byte_idx] = data[sel].reshape(-1)
-            writers.set(byte_idx, cta)
+            sub_tids = tids if sel is None or tids is None else tids[sel]
+            if self.track:
+                self._check_others(a, byte_idx, sub_tids, acc, strong, what)
+                if self.writers[a] is None:
+                    self.writers[a], self.epochs[a] = PagedTags(), PagedTags()
+                self.writers[a].set(flat, acc.slot * 2 + int(strong))
+                self.epochs[a].set(flat, acc.epoch)
+                if acc.logging and sub_tids is not None:
+                    acc.log.append((a, flat, np.repeat(sub_tids, width)))
+            view[flat] = (data if sel is None else data[sel]).reshape(-1)
+
+    def restamp(self, a: int, idx: np.ndarray, slot: int, epoch: int) -> None:
+        """Move bytes still carrying `slot`'s write to `epoch` (a release did not cover them)."""
+        mine = (self.writers[a].get(idx) >> 1) == slot
+        if mine.any():
+            self.epochs[a].set(idx[mine], epoch)
 
 
 class PagedTags:
@@ -122,7 +157,20 @@ class PagedTags:
     def __init__(self):
         self.pages: dict[int, np.ndarray] = {}
 
+    MASK = (1 << PAGE_BITS) - 1
+
+    def _one_page(self, idx: np.ndarray) -> int | None:
+        """The page number if every index lies in one page (the common case), else None."""
+        if idx.size == 0:
+            return None
+        lo, hi = int(idx.min()) >> self.PAGE_BITS, int(idx.max()) >> self.PAGE_BITS
+        return lo if lo == hi else None
+
     def get(self, idx: np.ndarray) -> np.ndarray:
+        page = self._one_page(idx)
+        if page is not None:
+            tags = self.pages.get(page)
+            return np.full(idx.shape, NOBODY, dtype=np.int32) if tags is None else tags[idx & self.MASK]
         page_of = idx >> self.PAGE_BITS
         out = np.full(idx.shape, NOBODY, dtype=np.int32)
         for page in np.unique(page_of):
@@ -133,6 +181,13 @@ class PagedTags:
         return out
 
     def set(self, idx: np.ndarray, value: int) -> None:
+        page = self._one_page(idx)
+        if page is not None:
+            tags = self.pages.get(page)
+            if tags is None:
+                tags = self.pages[page] = np.full(1 << self.PAGE_BITS, NOBODY, dtype=np.int32)
+            tags[idx & self.MASK] = value
+            return
         page_of = idx >> self.PAGE_BITS
         for page in np.unique(page_of):
             tags = self.pages.get(int(page))
@@ -156,7 +211,7 @@ def byte_view(arr: np.ndarray, name: str) -> np.ndarray:
 class SharedMemory:
     """One CTA's shared window with race and cp.async-pending tracking per byte."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, scratch: np.ndarray | None = None):
         self.size = size
         self.data = np.full(size, 0xFF, dtype=np.uint8)   # poison: NaN for f16/f32
         self.w_thread = np.full(size, NOBODY, dtype=np.int32)
@@ -164,7 +219,8 @@ class SharedMemory:
         self.r_thread = np.full(size, NOBODY, dtype=np.int32)
         self.r_epoch = np.full(size, -1, dtype=np.int32)
         self.pending = np.zeros(size, dtype=np.int16)
-        self.scratch = np.zeros(size, dtype=np.int32)   # duplicate detection, no meaning between calls
+        # duplicate detection, no meaning between calls, so CTAs alive at once may share it
+        self.scratch = np.zeros(size, dtype=np.int32) if scratch is None else scratch
 
     def reset(self) -> None:
         self.data.fill(0xFF)

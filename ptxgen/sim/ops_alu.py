@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops_float
+from . import ops_float, ops_math
 from .memory import SHARED_GENERIC_BASE
 from .operands import Name, PredPair, Vec
 from .parse import Instr
@@ -174,8 +174,10 @@ def _divide(typ: str, want_remainder: bool):
 
 def compile_div_rem(ins: Instr, ctx):
     typ = ins.mods[-1] if ins.mods else ""
+    if ins.opcode == "div" and typ in ("f32", "f64"):
+        return ops_math.compile_div(ins, ctx)
     if typ in FLOAT_TYPES:
-        raise ctx.fail(f"{ins.opcode}.{typ} is not supported (integer div/rem only)")
+        raise ctx.fail(f"{ins.opcode}.{typ} is not supported")
     typ, _ = _type_and_mods(ins, ctx, set(), ARITH_INT)
     return _simple(ins, ctx, typ, _divide(typ, ins.opcode == "rem"), 2)
 

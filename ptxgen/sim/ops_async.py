@@ -114,14 +114,14 @@ def _issue(cta: CtaState, tids, dst, src, size, cp_size: int, line: int) -> None
     data = np.zeros((len(tids), cp_size), dtype=np.uint8)
     full = size == cp_size
     if full.any():
-        data[full] = cta.gmem.read(src[full], cp_size, cta.cta_index, "cp.async reads")
+        data[full] = cta.gmem.read(src[full], cp_size, cta.sync, "cp.async reads", tids[full])
     partial = reads & ~full
     if partial.any():
         rows = np.flatnonzero(partial)
         cta.gmem.locate(src[rows], size[rows], "cp.async reads")
         for r in rows:
             n = int(size[r])
-            data[r, :n] = cta.gmem.read(src[r:r + 1], n, cta.cta_index, "cp.async reads")[0]
+            data[r, :n] = cta.gmem.read(src[r:r + 1], n, cta.sync, "cp.async reads", tids[r:r + 1])[0]
     smem.pending[idx] += 1
     cta.pending.append(AsyncChunk(tids.copy(), cta.commit_count[tids].copy(), dst, data, line))
     cta.add_smem_stat(line, *bank_wavefronts(tids >> 5, tids & 31, dst, cp_size, lanes_per_phase(cp_size)))

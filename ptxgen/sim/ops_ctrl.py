@@ -2,7 +2,8 @@
 
 The CTA runs in lock step with one program counter, so a branch must go the same way for every
 active thread; a predicated ret/exit just retires the threads whose predicate is true. A barrier
-starts a new epoch for race detection.
+starts a new epoch for race detection, completes pending acquires (sync.py) and is a point where
+the scheduler may switch CTAs.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 from .errors import Fault
 from .operands import Lit
 from .parse import Instr
+from .program import mark
 from .state import CtaState
 
 EXIT = 1 << 30  # program counter meaning "this CTA is done"
@@ -71,7 +73,8 @@ def compile_barrier(ins: Instr, ctx):
         if mask is not None and int(np.count_nonzero(mask)) != cta.n_active:
             raise Fault("divergence", "barrier reached by only some of the active threads")
         cta.epoch += 1
-    return run
+        cta.sync.barrier()
+    return mark(run, yields=True)
 
 
 OPS = {"bra": compile_bra, "ret": compile_exit, "exit": compile_exit,

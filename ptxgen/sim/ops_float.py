@@ -1,4 +1,4 @@
-"""Floating-point arithmetic (f32, f64, f16/bf16 scalar and x2) and cvt.
+"""Floating-point arithmetic (f32, f64, f16/bf16 scalar and x2); cvt lives in ops_cvt.py.
 
 16-bit floats are computed in float64 and rounded once to the 16-bit format; fma uses
 round-to-odd so the result is rounded exactly once (numerics.py). NaN results are canonical.
@@ -9,7 +9,7 @@ import numpy as np
 
 from . import numerics as nx
 from .parse import Instr
-from .ptxtypes import SIGNED, TYPE_BITS, UNSIGNED, VIEW_DTYPE, storage_dtype, widen
+from .ptxtypes import TYPE_BITS, storage_dtype
 from .state import store
 
 HALF_TYPES = {"f16", "bf16", "f16x2", "bf16x2"}
@@ -161,103 +161,4 @@ def compile_float(ins: Instr, ctx):
     return run
 
 
-# ------------------------------------------------------------------ cvt
-_INT_TYPES = {t for t in SIGNED | UNSIGNED}
-
-
-def compile_cvt(ins: Instr, ctx):
-    if len(ins.mods) < 2:
-        raise ctx.fail("cvt needs destination and source types")
-    dtyp, atyp = ins.mods[-2], ins.mods[-1]
-    mods = set(ins.mods[:-2])
-    if dtyp in _INT_TYPES and atyp in _INT_TYPES:
-        if mods:
-            raise ctx.fail(f"cvt modifier .{sorted(mods)[0]} is not supported for integer conversion")
-        return _cvt_int(ins, ctx, dtyp, atyp)
-    if dtyp in ("f16", "bf16", "f16x2", "bf16x2") and atyp == "f32":
-        _require(ctx, mods, {"rn"}, {"relu", "satfinite"})
-        return _cvt_to_half(ins, ctx, dtyp, mods)
-    if dtyp == "tf32" and atyp == "f32":
-        _require(ctx, mods, {"rna"}, {"satfinite"})
-        return _unary(ins, ctx, "b32", "f32", lambda x: _tf32(x, "satfinite" in mods))
-    if dtyp in ("f32", "f64") and atyp in ("f16", "bf16"):
-        _require(ctx, mods, set(), set())
-        dec = nx.bf16_bits_to_f64 if atyp == "bf16" else nx.f16_bits_to_f64
-        view = VIEW_DTYPE[dtyp]
-        return _unary(ins, ctx, dtyp, atyp, lambda x: dec(x).astype(view))
-    if dtyp == "f64" and atyp == "f32":
-        _require(ctx, mods, set(), set())
-        return _unary(ins, ctx, "f64", "f32", lambda x: x.astype(np.float64))
-    if dtyp == "f32" and atyp == "f64":
-        _require(ctx, mods, {"rn"}, set())
-        return _unary(ins, ctx, "f32", "f64", lambda x: nx.canonical_nan_f32(x.astype(np.float32)))
-    raise ctx.fail(f"cvt.{'.'.join(ins.mods)} is not supported")
-
-
-def _require(ctx, mods: set[str], required: set[str], optional: set[str]) -> None:
-    missing = required - mods
-    if missing:
-        raise ctx.fail(f"cvt needs the rounding modifier .{sorted(missing)[0]}")
-    extra = mods - required - optional
-    if extra:
-        raise ctx.fail(f"cvt modifier .{sorted(extra)[0]} is not supported here")
-
-
-def _tf32(x: np.ndarray, satfinite: bool) -> np.ndarray:
-    bits = nx.tf32_rna_bits(x)
-    if satfinite:
-        inf = (bits & np.uint32(0x7FFFFFFF)) == np.uint32(0x7F800000)
-        bits = np.where(inf, (bits & np.uint32(0x80000000)) | np.uint32(0x7F7FE000), bits)
-    return bits
-
-
-def _unary(ins: Instr, ctx, dtyp: str, atyp: str, func):
-    if len(ins.operands) != 2:
-        raise ctx.fail("cvt takes 2 operands here")
-    slot, reg_bits = ctx.dst(ins.operands[0], dtyp, relaxed=True)
-    get = ctx.src(ins.operands[1], atyp, relaxed=True)
-
-    def run(cta, mask):
-        with np.errstate(invalid="ignore", over="ignore"):
-            out = func(get(cta.R))
-        store(cta, slot, widen(out, dtyp, reg_bits), mask)
-    return run
-
-
-def _cvt_int(ins: Instr, ctx, dtyp: str, atyp: str):
-    view = VIEW_DTYPE[dtyp]
-    return _unary(ins, ctx, dtyp, atyp, lambda x: x.astype(view))
-
-
-def _cvt_to_half(ins: Instr, ctx, dtyp: str, mods: set[str]):
-    is_bf = dtyp.startswith("bf")
-    max_bits = np.uint16(nx.BF16_MAX_BITS if is_bf else nx.F16_MAX_BITS)
-    relu, satfinite = "relu" in mods, "satfinite" in mods
-
-    def convert(x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float32)
-        bits = nx.f32_to_bf16_bits(x) if is_bf else nx.f64_to_f16_bits(x.astype(np.float64))
-        if relu:
-            bits = np.where((x < 0) | ((bits & np.uint16(0x7FFF)) == 0), np.uint16(0), bits)
-            bits = np.where(np.isnan(x), np.uint16(0x7FFF), bits)
-        if satfinite:
-            inf = (bits & np.uint16(0x7FFF)) == np.uint16(0x7F80 if is_bf else 0x7C00)
-            bits = np.where(inf, (bits & np.uint16(0x8000)) | max_bits, bits)
-        return bits
-
-    if dtyp.endswith("x2"):
-        if len(ins.operands) != 3:
-            raise ctx.fail(f"cvt.{dtyp}.f32 takes d, a, b")
-        slot, _ = ctx.dst(ins.operands[0], "b32")
-        ga, gb = ctx.src(ins.operands[1], "f32"), ctx.src(ins.operands[2], "f32")
-
-        def run(cta, mask):
-            with np.errstate(invalid="ignore", over="ignore"):
-                hi, lo = np.broadcast_arrays(convert(ga(cta.R)), convert(gb(cta.R)))
-            packed = (hi.astype(np.uint32) << np.uint32(16)) | lo.astype(np.uint32)  # a -> high half
-            store(cta, slot, packed, mask)
-        return run
-    return _unary(ins, ctx, "b16", "f32", convert)
-
-
-OPS = {"cvt": compile_cvt, "fma": compile_float}
+OPS = {"fma": compile_float}

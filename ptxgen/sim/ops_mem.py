@@ -1,7 +1,9 @@
-"""ld / st on .param, .global, .shared and generic addresses.
+"""ld / st on .param, .global, .shared and generic addresses, weak or synchronising.
 
 Every access is checked for alignment (to its total width), bounds, races and pending cp.async
 bytes, and shared accesses are charged bank-conflict wavefronts (memory.bank_wavefronts).
+.relaxed/.acquire/.release with a scope and .volatile (= .relaxed.sys) accesses are strong; their
+release/acquire effects between CTAs follow sync.py, and the scheduler may switch CTAs after them.
 """
 from __future__ import annotations
 
@@ -11,11 +13,15 @@ from .errors import Fault
 from .memory import SHARED_GENERIC_BASE, bank_wavefronts
 from .operands import Mem, Vec
 from .parse import Instr
+from .program import mark
 from .ptxtypes import TYPE_BITS, VIEW_DTYPE, STORAGE_DTYPE, type_bytes, widen
 from .state import CtaState, scatter
+from .sync import check_scope, group_by_clock
 
 MEM_TYPES = {"b8", "u8", "s8", "b16", "u16", "s16", "b32", "u32", "s32", "f32", "b64", "u64", "s64", "f64"}
-HINTS = {"ca", "cg", "cs", "lu", "cv", "nc", "wb", "wt", "weak", "volatile"}
+CACHE_OPS = {"ca", "cg", "cs", "lu", "cv", "nc", "wb", "wt"}
+SEMS = {"weak", "volatile", "relaxed", "acquire", "release"}
+SCOPES = {"cta", "cluster", "gpu", "sys"}
 
 
 def lanes_per_phase(width: int) -> int:
@@ -48,7 +54,8 @@ def address_getter(ctx, mem: Mem, space: str):
 
 
 def _parse_ldst(ins: Instr, ctx):
-    space, vec, typ = "generic", 1, None
+    """(space, vector count, type, sem or None, scope or None) of an ld/st."""
+    space, vec, typ, sem, scope, cache = "generic", 1, None, None, None, False
     for m in ins.mods:
         if m in ("global", "shared", "shared::cta", "param", "param::entry"):
             space = m.split("::")[0]
@@ -56,15 +63,30 @@ def _parse_ldst(ins: Instr, ctx):
             vec = int(m[1])
         elif m in MEM_TYPES and typ is None:
             typ = m
-        elif m in HINTS or m.startswith("L1::") or (m.startswith("L2::") and m != "L2::cache_hint"):
-            continue
+        elif m in SEMS and sem is None:
+            sem = m
+        elif m in SCOPES and scope is None:
+            scope = m
+        elif m in CACHE_OPS:
+            cache = True
+        elif m.startswith("L1::") or (m.startswith("L2::") and m != "L2::cache_hint"):
+            continue            # eviction priority / prefetch size: performance hints
         else:
             raise ctx.fail(f"{ins.opcode} modifier .{m} is not supported")
     if typ is None or ins.mods[-1] != typ:
         raise ctx.fail(f"{ins.opcode} needs a memory type as its last modifier")
     if vec > 1 and TYPE_BITS[typ] * vec > 128:
         raise ctx.fail(f"{ins.opcode}.v{vec}.{typ} is wider than 128 bits")
-    return space, vec, typ
+    if sem == "weak":
+        sem = None
+    if sem == ("release" if ins.opcode == "ld" else "acquire"):
+        raise ctx.fail(f"{ins.opcode} cannot be .{sem}")
+    if (sem in ("relaxed", "acquire", "release")) != (scope is not None):
+        raise ctx.fail(f"{ins.opcode}: .relaxed/.acquire/.release need a scope (.cta/.gpu/.sys) and a "
+                       "scope needs one of them")
+    if sem is not None and (cache or space == "param"):
+        raise ctx.fail(f"{ins.opcode}.{sem} takes no cache operator and no .param space")
+    return space, vec, typ, sem, scope
 
 
 def _vector_items(op, vec: int, ctx, what: str) -> tuple:
@@ -88,7 +110,7 @@ def split_generic(cta: CtaState, addrs: np.ndarray) -> np.ndarray:
 
 
 def read_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, width: int,
-                line: int, what: str) -> np.ndarray:
+                line: int, what: str, strong: bool = False) -> np.ndarray:
     """(k, width) bytes for the threads `tids` from shared, global or generic addresses."""
     check_aligned(addrs, width, what)
     if space == "generic":
@@ -96,21 +118,22 @@ def read_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, 
         if in_shared.all():
             return read_memory(cta, "shared", tids, addrs - SHARED_GENERIC_BASE, width, line, what)
         if not in_shared.any():
-            return read_memory(cta, "global", tids, addrs, width, line, what)
+            return read_memory(cta, "global", tids, addrs, width, line, what, strong)
         out = np.empty((len(addrs), width), dtype=np.uint8)
         out[in_shared] = read_memory(cta, "shared", tids[in_shared], addrs[in_shared] - SHARED_GENERIC_BASE,
                                      width, line, what)
-        out[~in_shared] = read_memory(cta, "global", tids[~in_shared], addrs[~in_shared], width, line, what)
+        out[~in_shared] = read_memory(cta, "global", tids[~in_shared], addrs[~in_shared], width, line, what,
+                                      strong)
         return out
     if space == "shared":
         data = cta.smem.read(tids, addrs, width, cta.epoch, what)
         cta.add_smem_stat(line, *bank_wavefronts(tids >> 5, tids & 31, addrs, width, lanes_per_phase(width)))
         return data
-    return cta.gmem.read(addrs, width, cta.cta_index, what)
+    return cta.gmem.read(addrs, width, cta.sync, what, tids, strong)
 
 
 def write_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, data: np.ndarray,
-                 line: int, what: str) -> None:
+                 line: int, what: str, strong: bool = False) -> None:
     width = data.shape[1]
     check_aligned(addrs, width, what)
     if space == "generic":
@@ -119,13 +142,35 @@ def write_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray,
             write_memory(cta, "shared", tids[in_shared], addrs[in_shared] - SHARED_GENERIC_BASE,
                          data[in_shared], line, what)
         if not in_shared.all():
-            write_memory(cta, "global", tids[~in_shared], addrs[~in_shared], data[~in_shared], line, what)
+            write_memory(cta, "global", tids[~in_shared], addrs[~in_shared], data[~in_shared], line, what,
+                         strong)
         return
     if space == "shared":
         cta.smem.write(tids, addrs, data, cta.epoch, what)
         cta.add_smem_stat(line, *bank_wavefronts(tids >> 5, tids & 31, addrs, width, lanes_per_phase(width)))
         return
-    cta.gmem.write(addrs, data, cta.cta_index, what)
+    global_write(cta, tids, addrs, data, what, strong)
+
+
+def global_write(cta: CtaState, tids: np.ndarray, addrs: np.ndarray, data: np.ndarray, what: str,
+                 strong: bool = False, atomic: bool = False, progress: bool = True) -> None:
+    """Every global store goes through here: tags, race checks, dropping stale release clocks;
+    `progress` tells the deadlock detector that this CTA changed something others may read."""
+    cta.gmem.write(addrs, data, cta.sync, what, tids, strong, atomic)
+    model = cta.sync.model
+    if model.clocks:
+        model.forget(addrs, data.shape[1])
+    if progress:
+        cta.sync.iter_fresh = True
+
+
+def global_part(cta: CtaState, space: str, addrs: np.ndarray) -> np.ndarray | None:
+    """Boolean per access: it goes to global memory (None: all of them do)."""
+    if space == "global":
+        return None
+    if space == "shared":
+        return np.zeros(len(addrs), dtype=bool)
+    return ~split_generic(cta, addrs)
 
 
 def per_thread(values: np.ndarray, tids: np.ndarray) -> np.ndarray:
@@ -133,7 +178,7 @@ def per_thread(values: np.ndarray, tids: np.ndarray) -> np.ndarray:
 
 
 def compile_ld(ins: Instr, ctx):
-    space, vec, typ = _parse_ldst(ins, ctx)
+    space, vec, typ, sem, scope = _parse_ldst(ins, ctx)
     if len(ins.operands) != 2:
         raise ctx.fail("ld takes a destination and an address")
     items = _vector_items(ins.operands[0], vec, ctx, "ld destination")
@@ -147,6 +192,8 @@ def compile_ld(ins: Instr, ctx):
     if space == "param":
         return _compile_ld_param(ctx, mem, dests, typ, width, esize)
     get_addr = address_getter(ctx, mem, space)
+    if sem is not None:
+        return _compile_sync_ld(ctx, space, sem, scope, get_addr, dests, typ, width, esize, what)
 
     def run(cta, mask):
         tids = cta.threads(mask)
@@ -156,6 +203,36 @@ def compile_ld(ins: Instr, ctx):
         for j, (slot, bits) in enumerate(dests):
             scatter(cta, slot, tids, widen(np.ascontiguousarray(values[:, j]), typ, bits), mask)
     return run
+
+
+def _compile_sync_ld(ctx, space, sem, scope, get_addr, dests, typ, width, esize, what):
+    """ld.volatile / ld.relaxed.scope / ld.acquire.scope: strong, may acquire, a switch point."""
+    strong = sem == "volatile" or check_scope(scope, ctx.fail)
+    acquire = strong and sem == "acquire"
+    line = ctx.line
+    view = VIEW_DTYPE[typ]
+    what = f"ld.{sem}{'.' + scope if scope else ''} ({space}) reads"
+
+    def run(cta, mask):
+        tids = cta.threads(mask)
+        addrs = per_thread(get_addr(cta.R), tids)
+        data = read_memory(cta, space, tids, addrs, width, line, what, strong)
+        values = data.view(STORAGE_DTYPE[esize * 8]).view(view)
+        for j, (slot, bits) in enumerate(dests):
+            scatter(cta, slot, tids, widen(np.ascontiguousarray(values[:, j]), typ, bits), mask)
+        sync = cta.sync
+        if strong and sync.model.clocks:
+            glob = global_part(cta, space, addrs)
+            g_addrs, g_tids = (addrs, tids) if glob is None else (addrs[glob], tids[glob])
+            words = sync.model.words(g_addrs, width)
+            rep = np.repeat(g_tids, words.shape[1])
+            for m, clock in group_by_clock(sync.model, words.reshape(-1), rep, cta.n):
+                if acquire:
+                    sync.acquire(m, clock, cta.active)
+                else:
+                    sync.observe(m, clock)
+        sync.note_load(line, data)
+    return mark(run, yields=True, communicates=True)
 
 
 def _compile_ld_param(ctx, mem: Mem, dests, typ: str, width: int, esize: int):
@@ -184,7 +261,7 @@ def _compile_ld_param(ctx, mem: Mem, dests, typ: str, width: int, esize: int):
 
 
 def compile_st(ins: Instr, ctx):
-    space, vec, typ = _parse_ldst(ins, ctx)
+    space, vec, typ, sem, scope = _parse_ldst(ins, ctx)
     if space == "param":
         raise ctx.fail("st.param is not supported in a kernel")
     if len(ins.operands) != 2:
@@ -198,6 +275,9 @@ def compile_st(ins: Instr, ctx):
     line = ctx.line
     what = f"st.{space}" if space != "generic" else "st (generic)"
 
+    if sem is not None:
+        return _compile_sync_st(ctx, space, sem, scope, get_addr, getters, storage, width)
+
     def run(cta, mask):
         tids = cta.threads(mask)
         addrs = per_thread(get_addr(cta.R), tids)
@@ -205,6 +285,39 @@ def compile_st(ins: Instr, ctx):
         data = np.stack(cols, axis=1).view(np.uint8).reshape(len(tids), width)
         write_memory(cta, space, tids, addrs, data, line, what + " writes")
     return run
+
+
+def _compile_sync_st(ctx, space, sem, scope, get_addr, getters, storage, width):
+    """st.volatile / st.relaxed.scope / st.release.scope: strong; a release (or a relaxed store after
+    a release fence of the same thread) attaches the CTA's clock to the words it writes."""
+    strong = sem == "volatile" or check_scope(scope, ctx.fail)
+    release = strong and sem == "release"
+    line = ctx.line
+    what = f"st.{sem}{'.' + scope if scope else ''} ({space}) writes"
+
+    def run(cta, mask):
+        tids = cta.threads(mask)
+        addrs = per_thread(get_addr(cta.R), tids)
+        cols = [per_thread(g(cta.R), tids).view(storage) for g in getters]
+        data = np.stack(cols, axis=1).view(np.uint8).reshape(len(tids), width)
+        write_memory(cta, space, tids, addrs, data, line, what, strong)
+        if not strong:
+            return
+        sync = cta.sync
+        glob = global_part(cta, space, addrs)
+        g_addrs, g_tids = (addrs, tids) if glob is None else (addrs[glob], tids[glob])
+        if len(g_addrs) == 0:
+            return
+        if release:
+            snap = sync.release(mask, cta.gmem)
+            clocks = [snap] * len(g_tids)
+        else:
+            clocks = sync.fence_clock_of(g_tids)
+            if all(c is None for c in clocks):
+                return
+        words = sync.model.words(g_addrs, width)
+        sync.model.attach(words.reshape(-1), [c for c in clocks for _ in range(words.shape[1])])
+    return mark(run, yields=True, communicates=True, releases=release)
 
 
 OPS = {"ld": compile_ld, "st": compile_st}

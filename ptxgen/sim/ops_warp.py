@@ -32,7 +32,7 @@ def participating_warps(cta: CtaState, mask) -> np.ndarray | None:
     return np.flatnonzero(full)
 
 
-def _write_warp_regs(cta: CtaState, slot: int, warps, values: np.ndarray) -> None:
+def write_warp_regs(cta: CtaState, slot: int, warps, values: np.ndarray) -> None:
     """values: (participating warps, 32) uint32 for one register."""
     if warps is None:
         cta.R[slot] = np.ascontiguousarray(values).reshape(cta.n)
@@ -42,7 +42,7 @@ def _write_warp_regs(cta: CtaState, slot: int, warps, values: np.ndarray) -> Non
     cta.R[slot] = new.reshape(cta.n)
 
 
-def _read_warp_regs(cta: CtaState, getters, warps) -> np.ndarray:
+def read_warp_regs(cta: CtaState, getters, warps) -> np.ndarray:
     """(participating warps, 32, len(getters)) uint32."""
     R = cta.R
     stacked = np.empty((cta.n, len(getters)), dtype=np.uint32)
@@ -95,7 +95,7 @@ def compile_ldmatrix(ins: Instr, ctx):
         mats = data.view(np.uint16).reshape(len(warp_ids), nmat, 64)
         for j, slot in enumerate(slots):
             halves = np.ascontiguousarray(mats[:, j][:, flat])  # (warps, 32, 2)
-            _write_warp_regs(cta, slot, warps, halves.view(np.uint32).reshape(len(warp_ids), 32))
+            write_warp_regs(cta, slot, warps, halves.view(np.uint32).reshape(len(warp_ids), 32))
     return run
 
 
@@ -129,7 +129,7 @@ C_F16 = layouts.fragment_map(layouts.c_m16n8_f16(), 16, 8)
 _INPUT_CLASS = {"f16": "16bit", "bf16": "16bit", "tf32": "tf32", "s8": "8bit", "u8": "8bit"}
 
 
-def _decode_inputs(bits: np.ndarray, typ: str, per_reg: int) -> np.ndarray:
+def decode_inputs(bits: np.ndarray, typ: str, per_reg: int) -> np.ndarray:
     """(w, 32, nregs) uint32 -> (w, 32*nregs*per_reg) float64 / int64 values, lane-major."""
     w = bits.shape[0]
     if typ in ("f16", "bf16"):
@@ -176,12 +176,12 @@ def compile_mma(ins: Instr, ctx):
         warps = participating_warps(cta, mask)
         if warps is not None and len(warps) == 0:
             return
-        a_bits = _read_warp_regs(cta, a_get, warps)
-        b_bits = _read_warp_regs(cta, b_get, warps)
-        c_bits = _read_warp_regs(cta, c_get, warps)
+        a_bits = read_warp_regs(cta, a_get, warps)
+        b_bits = read_warp_regs(cta, b_get, warps)
+        c_bits = read_warp_regs(cta, c_get, warps)
         w = a_bits.shape[0]
-        a = _decode_inputs(a_bits, atype, shape.a.per_reg)[:, shape.a.to_matrix].reshape(w, m, k)
-        b = _decode_inputs(b_bits, btype, shape.b.per_reg)[:, shape.b.to_matrix].reshape(w, k, n)
+        a = decode_inputs(a_bits, atype, shape.a.per_reg)[:, shape.a.to_matrix].reshape(w, m, k)
+        b = decode_inputs(b_bits, btype, shape.b.per_reg)[:, shape.b.to_matrix].reshape(w, k, n)
         if cls == "8bit":
             c = np.ascontiguousarray(c_bits).view(np.int32).astype(np.int64).reshape(w, -1)[:, cmap.to_matrix]
             total = np.einsum("wik,wkj->wij", a, b).reshape(w, -1) + c
@@ -200,7 +200,7 @@ def compile_mma(ins: Instr, ctx):
         frag = np.ascontiguousarray(d_bits[:, cmap.to_fragment])
         regs = frag.view(np.uint32).reshape(w, 32, cmap.nregs).transpose(2, 0, 1).copy()
         for r, slot in enumerate(d_slots):
-            _write_warp_regs(cta, slot, warps, regs[r])
+            write_warp_regs(cta, slot, warps, regs[r])
     return run
 
 

@@ -3,6 +3,9 @@
 Everything that can be decided from the text alone (operand kinds, register widths, types, label
 targets, symbol addresses, whether an instruction is supported at all) is decided here, once, so
 that running an instruction is a single Python call into numpy code.
+
+Executors may carry attributes the scheduler reads: `yields` (a CTA may switch after it),
+`communicates` (it synchronises with other CTAs) and `releases` (it is a release).
 """
 from __future__ import annotations
 
@@ -40,6 +43,16 @@ class Program:
     shared_static: int        # bytes of static shared variables (incl. alignment padding)
     dynamic_offset: int | None  # where the extern array starts, if declared
     symbols: dict[str, int]
+    yields: list[bool]          # a CTA may give way to another after this op (scheduler.py)
+    communicates: bool          # some op synchronises with other CTAs: interleave them
+    releases: bool              # some op releases: keep write logs (sync.py)
+
+
+def mark(fn: Executor, yields: bool = False, communicates: bool = False,
+         releases: bool = False) -> Executor:
+    """Attach the scheduler's attributes to a freshly made executor closure (never a shared one)."""
+    fn.yields, fn.communicates, fn.releases = yields, communicates, releases
+    return fn
 
 
 class CompileContext:
@@ -214,6 +227,10 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
             raise hazard(item.line, f) from None
         ops.append((executor, guard, item.guard_negated))
         op_lines.append(item.line)
+    executors = [op[0] for op in ops]
     return Program(entry, lines, ops, op_lines, slot_bits, special_slots, list(entry.params),
-                   offsets, offset, end, dynamic_offset, symbols)
+                   offsets, offset, end, dynamic_offset, symbols,
+                   yields=[bool(getattr(ex, "yields", False)) for ex in executors],
+                   communicates=any(getattr(ex, "communicates", False) for ex in executors),
+                   releases=any(getattr(ex, "releases", False) for ex in executors))
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .memory import GlobalMemory, SharedMemory
+from .sync import CtaSync
 
 
 @dataclass
@@ -41,6 +42,13 @@ class CtaState:
     pending: list[AsyncChunk] = field(default_factory=list)
     smem_stats: dict[int, list[int]] = field(default_factory=dict)
     mask_all: np.ndarray | None = None   # None while every thread is active
+    sync: CtaSync | None = None          # happens-before state (sync.py)
+    pc: int = 0                          # where the scheduler resumes this CTA
+    steps: int = 0
+    done: bool = False
+    backedge: bool = False               # the last slice ended at a taken backward branch
+    streak: int = 0                      # consecutive waiting iterations (scheduler back-off)
+    skip: int = 0                        # scheduler turns still to skip
 
     @property
     def nwarps(self) -> int:

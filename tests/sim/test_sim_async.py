@@ -167,3 +167,33 @@ def test_copy_checks_alignment_and_cg_size():
     with pytest.raises(sim.HazardError) as err:
         sim.launch(ptx, "k", block=(16,), args=[np.zeros(512, np.uint8), np.zeros(512, np.uint8), 0])
     assert (err.value.kind, err.value.line) == ("unsupported", line_of(ptx, "// HERE"))
+
+
+# ------------------------------------------------------------------ narrow copies (unaligned operands)
+@pytest.mark.parametrize("size", [4, 8])
+def test_narrow_ca_copies_zero_fill_every_src_size(size):
+    ptx = copy_kernel(f"cp.async.ca.shared.global [%r3], [%rd4], {size}, %r9;", size)
+    src = np.arange(1, 32 * size + 1, dtype=np.uint8)
+    for n in range(size + 1):
+        out = np.full_like(src, 0xAA)
+        sim.launch(ptx, "k", block=(32,), args=[out, src, n])
+        want = src.reshape(32, size).copy()
+        want[:, n:] = 0
+        assert np.array_equal(out.reshape(32, size), want), n
+
+
+@pytest.mark.parametrize("size,shift,where", [(8, 4, "global"), (4, 2, "global"), (8, 4, "shared")])
+def test_narrow_copies_need_natural_alignment(size, shift, where):
+    move = f"add.u64 %rd4, %rd4, {shift};" if where == "global" else f"add.u32 %r3, %r3, {shift};"
+    ptx = copy_kernel(f"{move}\n    cp.async.ca.shared.global [%r3], [%rd4], {size};  // HERE", size)
+    with pytest.raises(sim.HazardError) as err:
+        sim.launch(ptx, "k", block=(16,), args=[np.zeros(512, np.uint8), np.zeros(512, np.uint8), 0])
+    assert (err.value.kind, err.value.line) == ("misaligned", line_of(ptx, "// HERE"))
+    # with src-size 0 nothing is read, so only the destination's alignment is checked
+    # (as for the out-of-bounds source in test_src_size_zero_fills_and_zero_reads_nothing)
+    zero = ptx.replace(f"[%rd4], {size};", f"[%rd4], {size}, 0;")
+    if where == "global":
+        sim.launch(zero, "k", block=(16,), args=[np.zeros(512, np.uint8), np.zeros(512, np.uint8), 0])
+    else:
+        with pytest.raises(sim.HazardError):
+            sim.launch(zero, "k", block=(16,), args=[np.zeros(512, np.uint8), np.zeros(512, np.uint8), 0])

@@ -256,3 +256,59 @@ START: add.u32 r2, r0, r1; /* inline */ setp.eq.u32 p, r2, 11;
     out = np.zeros(1, dtype=np.uint32)
     run(ptx, out, block=(1,))
     assert int(out[0]) == 11
+
+
+# ------------------------------------------------------------------ narrow accesses (unaligned operands)
+NARROW = """
+    mov.u32 %r1, %tid.x;
+    ld.param.u64 %rd1, [pIn];
+    ld.param.u64 %rd2, [pOut];
+    mul.wide.u32 %rd3, %r1, 2;
+    add.u64 %rd4, %rd1, %rd3;
+    ld.global.b16 %h1, [%rd4+OFF];        // LD16: element t of a matrix starting OFF bytes in
+    ld.global.u16 %r2, [%rd4+OFF];        // zero-extended into 32 bits
+    mov.u32 %r3, buf;
+    xor.b32 %r4, %r1, 1;
+    shl.b32 %r4, %r4, 1;
+    add.u32 %r4, %r3, %r4;
+    st.shared.b16 [%r4], %h1;             // ST16: neighbour's slot
+    bar.sync 0;
+    shr.u32 %r5, %r1, 1;
+    shl.b32 %r5, %r5, 2;
+    add.u32 %r5, %r3, %r5;
+    and.b32 %r6, %r1, 1;
+    setp.eq.u32 %p1, %r6, 0;
+    @%p1 ld.shared.v2.b16 {%h2, %h3}, [%r5];          // pairs of the swapped row
+    @%p1 ld.shared.b32 %r7, [%r5];
+    bar.sync 0;
+    @%p1 st.shared.v2.b16 [%r5+SOFF], {%h3, %h2};     // ST32
+    mul.wide.u32 %rd5, %r1, 4;
+    add.u64 %rd6, %rd2, %rd5;
+    @%p1 st.global.v2.b16 [%rd6], {%h2, %h3};
+    @%p1 st.global.b32 [%rd6+128], %r7;
+    st.global.u32 [%rd6+256], %r2;
+    ret;"""
+
+
+def narrow(off: int = 2, soff: int = 128) -> str:
+    return kernel(NARROW.replace("SOFF", str(soff)).replace("OFF", str(off)),
+                  params=".param .u64 pOut, .param .u64 pIn", shared=".shared .align 16 .b8 buf[256];")
+
+
+def test_16_bit_global_loads_and_shared_stores_of_an_unaligned_f16_operand():
+    src = np.arange(1000, 1033, dtype=np.uint16)          # operand starts at element 1 (2 bytes in)
+    out = np.zeros(96, dtype=np.uint32)
+    run(narrow(), out, src)
+    swapped = src[1:][np.arange(32) ^ 1]                  # shared slot t holds element t ^ 1
+    pairs = swapped.view(np.uint32)                       # (lo, hi) = (slot 2i, slot 2i+1)
+    assert out[0:32:2].tolist() == pairs.tolist() and out[32:64:2].tolist() == pairs.tolist()
+    assert out[64:96].tolist() == src[1:].astype(np.uint32).tolist()
+
+
+@pytest.mark.parametrize("off,soff,marker", [(1, 128, "// LD16"), (2, 130, "// ST32")])
+def test_narrow_accesses_check_alignment(off, soff, marker):
+    from sim_util import line_of
+    ptx = narrow(off, soff)
+    with pytest.raises(sim.HazardError) as err:
+        run(ptx, np.zeros(96, np.uint32), np.zeros(40, np.uint16))
+    assert (err.value.kind, err.value.line) == ("misaligned", line_of(ptx, marker))

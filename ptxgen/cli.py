@@ -11,7 +11,7 @@ from .check import compare, random_epilogue_operands, random_operands, reference
 from .compile import compile as compile_kernel, describe_epilogue
 from .errors import AssembleError, ScheduleError
 from .kernel import Kernel
-from .schedule.geometry import operand_tiles, register_estimate
+from .schedule.geometry import operand_tiles, register_estimate, staging_layout
 from .schedule.problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
 from .schedule.schedule import RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--raster", default="row", choices=RASTERS)
     s.add_argument("--group-m", default=8, type=int, help="m-tiles per group for --raster grouped")
     s.add_argument("--no-frag-double-buffer", action="store_true", help="load fragments just in time")
+    s.add_argument("--epilogue-via", choices=("auto", "smem", "registers"), default="auto",
+                   help="stage C through shared memory for 16-byte stores, or store from registers")
+    s.add_argument("--split-k", type=int, default=1, help="CTAs sharing each output tile along K")
+    s.add_argument("--split-k-mode", choices=("workspace", "atomic"), default="workspace")
     s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS))
 
     top = argparse.ArgumentParser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
@@ -93,7 +97,9 @@ def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ker
                 align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch)
     sched = Schedule(block=tuple(args.block), warps=tuple(args.warps), stages=args.stages,
                      smem_layout=args.smem_layout, raster=args.raster, group_m=args.group_m,
-                     frag_double_buffer=not args.no_frag_double_buffer)
+                     frag_double_buffer=not args.no_frag_double_buffer,
+                     epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via],
+                     split_k=args.split_k, split_k_mode=args.split_k_mode)
     return compile_kernel(gemm, sched, arch=args.arch)
 
 
@@ -114,12 +120,12 @@ def describe(k: Kernel) -> list[str]:
     g, s = k.gemm, k.schedule
     a, b = operand_tiles(g, s)
     est = register_estimate(s, g.acc_dtype)
+    st = staging_layout(g, s)
     live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
     return [
         f"kernel     {k.entry} ({k.arch})",
         f"problem    {f'{g.batch} x ' if g.batch > 1 else ''}C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
         f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.acc_dtype} accumulation",
-        f"epilogue   {describe_epilogue(g)}",
         f"schedule   block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile "
         f"{s.warp_tile[0]}x{s.warp_tile[1]}), {s.instruction}, stages {s.stages}, smem {s.smem_layout}, "
         f"raster {s.raster}, fragment double buffer {'on' if s.frag_double_buffer else 'off'}",
@@ -128,6 +134,10 @@ def describe(k: Kernel) -> list[str]:
         f"copies     A {a.copies_per_thread} + B {b.copies_per_thread} x {a.copy_bytes} B per thread per k-tile"
         + ("" if a.copy_bytes == 16 else f" (align {g.alignment()}: {16 // a.copy_bytes}x the copy "
                                          "instructions of 16-byte copies)"),
+        f"epilogue   {describe_epilogue(g)}; "
+        + (f"staged through shared memory ({st.chunk_elems * g.out_bytes} B stores)" if st else
+           "stored from registers")
+        + (f"; split-K {s.split_k} ({s.split_k_mode})" if s.split_k > 1 else ""),
         f"registers  estimate {est['total']}/thread ({est['accumulators']} accumulators); "
         f"ptxgen peak live: {live}",
     ]

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from .emit.gemm import lower_gemm
+from .emit.gemm_epilogue_smem import STAGE_BUFFER
+from .emit.gemm_splitk import FLAG_BUFFER
 from .emit.render import render
 from .kernel import PARAM_NAMES, Kernel
 from .regalloc import SmemBuffer, allocate, plan_shared
 from .regalloc.smem import SmemPlan
-from .schedule.geometry import grid_for, operand_tiles
+from .schedule.geometry import grid_for, operand_tiles, staging_layout
 from .schedule.problem import Gemm
 from .schedule.schedule import Schedule
 from .schedule.targets import target
@@ -17,9 +19,15 @@ PHASE_MAINLOOP, PHASE_EPILOGUE = 0, 1
 
 
 def plan_tile_buffers(g: Gemm, s: Schedule) -> SmemPlan:
-    """Offsets of the multi-buffered A and B tiles (live through the main loop)."""
+    """Offsets of the multi-buffered A and B tiles (live through the main loop) and of the
+    epilogue's buffers, which may reuse the tiles' bytes."""
     buffers = [SmemBuffer(t.name, s.stages * t.stage_bytes, t.align, PHASE_MAINLOOP, PHASE_MAINLOOP)
                for t in operand_tiles(g, s)]
+    st = staging_layout(g, s)
+    if st is not None:
+        buffers.append(SmemBuffer(STAGE_BUFFER, st.bytes, 128, PHASE_EPILOGUE, PHASE_EPILOGUE))
+    if s.split_k > 1 and s.split_k_mode == "workspace":
+        buffers.append(SmemBuffer(FLAG_BUFFER, 4, 4, PHASE_EPILOGUE, PHASE_EPILOGUE))
     return plan_shared(buffers)
 
 

@@ -6,6 +6,8 @@ Kernel parameters, in order (documented in the README):
     lda, ldb, ldc      .u32  leading dimensions, in elements
     batch_stride_a/b/c .u64  only when batch > 1: element strides between batches (0 broadcasts)
     bias               .u64  only when the epilogue adds a bias
+    workspace, counters .u64 only with workspace split-K: `workspace_elements` f32 and
+                             `counter_count` u32 (zero before the first launch; kernels reset them)
 Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
 """
 from __future__ import annotations
@@ -63,6 +65,24 @@ class Kernel:
     def peak_live(self) -> dict[str, int]:
         """Peak simultaneously-live virtual registers per class, from ptxgen's own allocator."""
         return dict(self.allocation.peak)
+
+    @property
+    def workspace_elements(self) -> int:
+        """f32 elements of split-K workspace the kernel needs (0 when it needs none)."""
+        from .schedule.geometry import split_k_workspace
+
+        return split_k_workspace(self.gemm, self.schedule)[0]
+
+    @property
+    def counter_count(self) -> int:
+        from .schedule.geometry import split_k_workspace
+
+        return split_k_workspace(self.gemm, self.schedule)[1]
+
+    @property
+    def zeroes_c_first(self) -> bool:
+        """Atomic split-K accumulates into C, so C is zeroed before the launch."""
+        return self.schedule.split_k > 1 and self.schedule.split_k_mode == "atomic"
 
     def scalar_args(self) -> list[int]:
         g = self.gemm

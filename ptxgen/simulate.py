@@ -94,6 +94,10 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         args += [sa, sb, sc]
     if bias is not None:
         args.append(span(bias_view(kernel, np.asarray(bias), None).host, "row"))
+    if kernel.workspace_elements:
+        args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
+    if kernel.zeroes_c_first:
+        c[...] = 0
     res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
                      dynamic_smem=kernel.smem_bytes, ctas=ctas)
     return c, res

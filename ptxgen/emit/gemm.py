@@ -11,7 +11,7 @@ With stages == 1 there is one buffer: copy, wait, barrier, compute, barrier.
 from __future__ import annotations
 
 from ..regalloc.smem import SmemPlan
-from ..schedule.geometry import operand_tiles
+from ..schedule.geometry import operand_tiles, staging_layout
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from .builder import Builder
@@ -19,6 +19,8 @@ from .gemm_plan import CopyPlan, FragmentPlan, a_fragment_plan, b_fragment_plan,
 from .index import ExprEmitter, Tid
 from .gemm_edges import EdgeChecks
 from .gemm_epilogue import EpilogueEmitter
+from .gemm_epilogue_smem import StagedEpilogue
+from .gemm_splitk import SplitK
 from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
 from .memory import bar_sync, commit_group, cp_async, ld_param, wait_group
 from .tensor import ldmatrix, mma
@@ -33,8 +35,14 @@ BATCH_PARAMS = [Param(".u64", "batch_stride_a"), Param(".u64", "batch_stride_b")
 BIAS_PARAM = Param(".u64", "bias")
 
 
-def kernel_params(g: Gemm) -> list[Param]:
-    return list(PARAMS) + (BATCH_PARAMS if g.batch > 1 else []) + ([BIAS_PARAM] if g.epi.bias else [])
+#: Appended last by workspace split-K: f32 partial tiles and one u32 arrival counter per tile.
+SPLIT_K_PARAMS = [Param(".u64", "workspace"), Param(".u64", "counters")]
+
+
+def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
+    split = s.split_k > 1 and s.split_k_mode == "workspace"
+    return (list(PARAMS) + (BATCH_PARAMS if g.batch > 1 else []) + ([BIAS_PARAM] if g.epi.bias else [])
+            + (SPLIT_K_PARAMS if split else []))
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -50,7 +58,9 @@ class GemmLowering:
 
     def __init__(self, g: Gemm, s: Schedule, plan: SmemPlan):
         self.g, self.s, self.plan = g, s, plan
-        self.b = Builder(entry_name(g, s), kernel_params(g))
+        self.b = Builder(entry_name(g, s), kernel_params(g, s))
+        self.workspace_split = s.split_k > 1 and s.split_k_mode == "workspace"
+        self.k_left: VReg | None = None  # K left from this CTA's first k-tile (split-K), else K
         self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.tile_a, self.tile_b = operand_tiles(g, s)
@@ -95,9 +105,11 @@ class GemmLowering:
         b.banner("Setup: parameters, CTA tile origin, per-thread address bases")
         self.tid = self.u32("mov.u32", Sym("%tid.x"))
         self.ptr = {}
-        for name in ("A", "B", "C") + (("bias",) if g.epi.bias else ()):
+        extra = (("bias",) if g.epi.bias else ()) + (("workspace", "counters") if self.workspace_split else ())
+        for name in ("A", "B", "C") + extra:
             raw = ld_param(b, "b64", ".u64", name)
             self.ptr[name] = self.u64("cvta.to.global.u64", raw)
+        self.z_index()
         if g.batch > 1:
             self.batch_offsets()
         self.dims: dict[str, VReg] = {}
@@ -115,10 +127,23 @@ class GemmLowering:
         self.dst_bases = {n: self.shared_bases(n, self.copy[n].dst.bases) for n in ("A", "B")}
         self.frag_bases = {n: self.shared_bases(n, self.frag[n].addr.bases) for n in ("A", "B")}
 
+    def z_index(self) -> None:
+        """ctaid.z = batch * split_k + split: which batch (bidx) and which K slice (split)."""
+        g, s = self.g, self.s
+        if g.batch == 1 and s.split_k == 1:
+            return
+        self.zslot = self.u32("mov.u32", Sym("%ctaid.z"))
+        if s.split_k == 1:
+            self.bidx = self.zslot
+            return
+        self.b.comment(f"ctaid.z = batch * {s.split_k} + split")
+        self.split = self.u32("rem.u32", self.zslot, Imm(str(s.split_k)))
+        self.bidx = self.u32("div.u32", self.zslot, Imm(str(s.split_k)))
+
     def batch_offsets(self) -> None:
-        """Move A, B and C to this CTA's batch: ptr += ctaid.z * batch_stride * element bytes."""
+        """Move A, B and C to this CTA's batch: ptr += batch * batch_stride * element bytes."""
         self.b.comment("batch: ctaid.z selects the matrices (a batch stride of 0 broadcasts)")
-        z = self.u64("cvt.u64.u32", self.u32("mov.u32", Sym("%ctaid.z")))
+        z = self.u64("cvt.u64.u32", self.bidx)
         for name, eb in (("A", self.g.in_bytes), ("B", self.g.in_bytes), ("C", self.g.out_bytes)):
             stride = ld_param(self.b, "b64", ".u64", f"batch_stride_{name.lower()}")
             step = self.u64("mul.lo.u64", z, stride)
@@ -141,6 +166,7 @@ class GemmLowering:
             pos = self.u32("rem.u32", pid, in_group)
             tm = self.u32("add.u32", first_m, self.u32("rem.u32", pos, size_m))
             tn = self.u32("div.u32", pos, size_m)
+        self.tm, self.tn = tm, tn
         self.bm0 = self.u32("mul.lo.u32", tm, Imm(str(s.bm)), comment="bm0: first row of the CTA tile")
         self.bn0 = self.u32("mul.lo.u32", tn, Imm(str(s.bn)), comment="bn0: first column of the CTA tile")
 
@@ -293,6 +319,10 @@ class GemmLowering:
         self.setup()
         self.steps = self.row_steps()
         self.advance = self.k_advance()
+        if s.split_k > 1:
+            if not hasattr(self, "bidx"):
+                self.bidx = self.u32("mov.u32", Imm("0"))
+            SplitK(self).k_range()
         stage_bytes = {"A": self.tile_a.stage_bytes, "B": self.tile_b.stage_bytes}
         f16_acc = self.g.acc_dtype == "f16"
         cls, per_tile, zero = ("b32", 2, "mov.b32") if f16_acc else ("f32", 4, "mov.f32")
@@ -309,7 +339,9 @@ class GemmLowering:
             self.single_buffer_loop(i, acc)
         else:
             self.pipelined_loop(i, acc, stage_bytes)
-        EpilogueEmitter(self).emit(acc)
+        if self.workspace_split:
+            SplitK(self).reduce(acc)
+        (StagedEpilogue if staging_layout(self.g, s) else EpilogueEmitter)(self).emit(acc)
         b.emit("ret")
         return b.function
 

@@ -70,9 +70,10 @@ class EdgeChecks:
         if not self.k_edge:
             return None
         lw = self.lw
+        k = lw.k_left if lw.k_left is not None else lw.dim("K")  # split-K: K past this split's start
         if isinstance(k_tile, int):
-            return lw.u32("sub.s32", lw.dim("K"), Imm(str(k_tile * lw.s.bk)))
-        return lw.u32("mad.lo.s32", k_tile, Imm(str(-lw.s.bk)), lw.dim("K"))
+            return lw.u32("sub.s32", k, Imm(str(k_tile * lw.s.bk)))
+        return lw.u32("mad.lo.s32", k_tile, Imm(str(-lw.s.bk)), k)
 
     def src_sizes(self, name: str, k_rem: VReg | None) -> list[Operand | None]:
         """Per copy: the src-size operand, or None for a full copy."""

@@ -33,6 +33,7 @@ class EpilogueEmitter:
         self.lw, self.b, self.g = lw, lw.b, lw.g
         self.e = lw.g.epi
         self.ob = lw.g.out_bytes
+        self.atomic = lw.s.split_k > 1 and lw.s.split_k_mode == "atomic"
 
     # -- element math ---------------------------------------------------------------------------
     def f(self, op: str, *srcs) -> VReg:
@@ -113,7 +114,10 @@ class EpilogueEmitter:
     def store(self, addr: Addr, values: list[VReg], guard: VReg | None) -> None:
         """One store of 1 or 2 adjacent f32 values converted to the output dtype."""
         dt = self.g.out_dtype
-        if dt == "f32":
+        if self.atomic:  # split-K partial sums land in C with hardware float adds
+            for j, v in enumerate(values):
+                self.b.emit("red.relaxed.gpu.global.add.f32", Addr(addr.base, addr.offset + 4 * j), v, guard=guard)
+        elif dt == "f32":
             st_global(self.b, ".f32", addr, tuple(values), guard=guard)
         elif len(values) == 2:
             packed = self.b.reg("b32")
@@ -135,7 +139,7 @@ class EpilogueEmitter:
         off = lw.u64("add.s64", lw.wide_mul(row, ldc_bytes), lw.wide_mul(col, Imm(str(ob))))
         base = lw.u64("add.s64", lw.ptr["C"], off)
         # Pair stores need an even N (so a pair never straddles the edge) and pair-aligned rows.
-        pair = g.n % 2 == 0 and g.alignment() >= 2 * ob
+        pair = g.n % 2 == 0 and g.alignment() >= 2 * ob and not self.atomic
         widths = [0] if pair else [0, 1]
         guards = lw.edge.store_guards(row, col, sorted({(dr, dc + j) for *_, dr, dc in sp.sites for j in widths}))
         bias = self.biases(sp, row, col)

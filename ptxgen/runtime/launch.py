@@ -229,7 +229,8 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
 
     decls = parse_params(kernel.ptx, kernel.entry)
     types = [d.type for d in decls]
-    want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] if kernel.gemm.epi.bias else [])
+    want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] if kernel.gemm.epi.bias else []) + \
+        (["u64"] * 2 if kernel.workspace_elements else [])
     if len(decls) != len(want) or any(t[1:] != w[1:] or t[0] not in "ubs" for t, w in zip(types, want)):
         raise ValueError(f"entry {kernel.entry} declares parameters "
                          f"{[f'{d.name}:.{d.type}' for d in decls]}; ptxgen kernels must take "
@@ -307,7 +308,9 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
         ptrs = []
         for v in views:
             buf = drv.DeviceBuffer(v.nbytes)
-            if v is cv and fresh:
+            if v is cv and kernel.zeroes_c_first:
+                buf.fill_bytes(0, s)  # atomic split-K adds its partial sums into C
+            elif v is cv and fresh:
                 buf.fill_bytes(_POISON, s)
             else:  # C too: elements the kernel skips keep the caller's values (e.g. NaN poison)
                 flat = v.pack_host()
@@ -319,8 +322,29 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
         for v in views:
             _check_pointer_device(v, dev)
         ptrs = [int(v.device_ptr or 0) for v in views]
+        if kernel.zeroes_c_first:
+            if cv.ld != g.n:
+                raise ValueError("atomic split-K zeroes C before the launch and needs a dense C "
+                                 f"(leading dimension {g.n}), got {cv.ld}: pass a contiguous C")
+            drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
+    if kernel.workspace_elements:
+        ptrs += [buf.ptr for buf in _split_k_scratch(kernel, s)]
     plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + ptrs[3:])
     return plan
+
+
+def _split_k_scratch(kernel: "Kernel", stream: int) -> tuple[Any, Any]:
+    """The workspace and arrival counters of a workspace split-K kernel, allocated once and kept
+    on the kernel: the kernel leaves its counters at zero, and partials are rewritten every
+    launch. Launches of one such kernel on concurrent streams share them, so serialize those."""
+    scratch = getattr(kernel, "_split_k_scratch", None)
+    if scratch is None:
+        workspace = drv.DeviceBuffer(kernel.workspace_elements * 4)
+        counters = drv.DeviceBuffer(kernel.counter_count * 4)
+        counters.fill_bytes(0, stream)
+        scratch = (workspace, counters)
+        kernel._split_k_scratch = scratch  # type: ignore[attr-defined]
+    return scratch
 
 
 def _finish_host(plan: _Plan) -> None:

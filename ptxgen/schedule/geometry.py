@@ -102,10 +102,68 @@ def edges(g: Gemm, s: Schedule) -> tuple[bool, bool, bool]:
     return g.m % s.bm != 0, g.n % s.bn != 0, g.k % s.bk != 0
 
 
+@dataclass(frozen=True)
+class StagingLayout:
+    """The f32 C staging tile of an epilogue via shared memory, and how threads drain it."""
+
+    rows: int
+    pitch: int  # bytes per row: BN f32 plus 32 bytes, so fragment writes avoid bank conflicts
+    chunk_elems: int  # output elements per store (16 bytes, or the operands' alignment)
+    chunks_per_row: int
+    chunks_per_thread: int
+    threads: int
+
+    @property
+    def bytes(self) -> int:
+        return self.rows * self.pitch
+
+    @property
+    def swizzle(self) -> bool:
+        """32-byte drain chunks (16-bit outputs) put a quarter-warp's 16-byte reads 32 bytes apart,
+        hitting only 4 bank groups; XORing chunk bit 0 with bit 3 spreads them over all 8."""
+        return self.chunk_elems * 4 == 32
+
+
+#: Auto-staging never needs more shared memory than every target offers (99 KB on sm_86/sm_89).
+AUTO_STAGING_MAX_BYTES = 99 * 1024
+
+
+def staging_fits(g: Gemm, s: Schedule) -> bool:
+    """Whether the staged epilogue's chunks split evenly and uniformly over the threads."""
+    v = max(1, min(CHUNK_BYTES, g.alignment()) // g.out_bytes)
+    cpr = s.bn // v
+    chunks = s.bm * cpr
+    return s.bn % v == 0 and chunks % s.threads == 0 and not (s.threads % cpr and cpr % s.threads)
+
+
+def staging_layout(g: Gemm, s: Schedule) -> StagingLayout | None:
+    """The staging tile, or None when the epilogue stores straight from registers.
+
+    Default (None): stage when 16-byte stores are possible (alignment 16), the drain fits, and
+    partial sums are not being added atomically (those are scalar reds either way).
+    """
+    want = s.epilogue_via_smem
+    if want is None:
+        atomic = s.split_k > 1 and s.split_k_mode == "atomic"
+        small = s.bm * (s.bn * 4 + 32) <= AUTO_STAGING_MAX_BYTES
+        want = g.alignment() >= CHUNK_BYTES and staging_fits(g, s) and not atomic and small
+    if not want:
+        return None
+    v = max(1, min(CHUNK_BYTES, g.alignment()) // g.out_bytes)
+    cpr = s.bn // v
+    return StagingLayout(s.bm, s.bn * 4 + 32, v, cpr, s.bm * cpr // s.threads, s.threads)
+
+
 def smem_bytes(g: Gemm, s: Schedule) -> int:
-    """Total dynamic shared memory: `stages` copies of each operand tile."""
+    """Total dynamic shared memory: `stages` copies of each operand tile; the epilogue's staging
+    tile and split-K flag reuse those bytes (the planner places them over the stages)."""
     a, b = operand_tiles(g, s)
-    return align_up(s.stages * a.stage_bytes, b.align) + s.stages * b.stage_bytes
+    tiles = align_up(s.stages * a.stage_bytes, b.align) + s.stages * b.stage_bytes
+    st = staging_layout(g, s)
+    epilogue = st.bytes if st else 0
+    if s.split_k > 1 and s.split_k_mode == "workspace":
+        epilogue = align_up(epilogue, 4) + 4
+    return max(tiles, epilogue)
 
 
 def register_estimate(s: Schedule, acc_dtype: str = "f32") -> dict[str, int]:
@@ -128,6 +186,19 @@ def k_tiles(g: Gemm, s: Schedule) -> int:
 
 def grid_for(g: Gemm, s: Schedule) -> tuple[int, int, int]:
     tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)
+    z = g.batch * s.split_k
     if s.raster == "grouped":
-        return (tm * tn, 1, g.batch)
-    return (tn, tm, g.batch)
+        return (tm * tn, 1, z)
+    return (tn, tm, z)
+
+
+def split_k_workspace(g: Gemm, s: Schedule) -> tuple[int, int]:
+    """(f32 workspace elements, u32 tile counters) a workspace split-K kernel needs; (0, 0) otherwise.
+
+    The workspace holds one f32 partial tile per split, batch and output tile, padded to whole
+    tiles so partials need no bounds checks: [split][batch][tiles_m*BM][tiles_n*BN].
+    """
+    if s.split_k == 1 or s.split_k_mode != "workspace":
+        return 0, 0
+    tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)
+    return s.split_k * g.batch * tm * s.bm * tn * s.bn, g.batch * tm * tn

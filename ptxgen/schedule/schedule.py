@@ -7,6 +7,7 @@ from dataclasses import dataclass
 INSTRUCTIONS = {"m16n8k16": (16, 8, 16)}
 SMEM_LAYOUTS = ("swizzle", "pad", "plain")
 RASTERS = ("row", "grouped")
+SPLIT_K_MODES = ("workspace", "atomic")
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,13 @@ class Schedule:
     * `smem_layout`: "swizzle" (XOR on 16-byte chunks), "pad" (+16 B per row) or "plain".
     * `raster`: CTA launch order, "row" or "grouped" (groups of `group_m` CTA rows share B tiles in L2).
     * `frag_double_buffer`: load the fragments of k-step s+1 while the mma.sync of step s run.
+    * `split_k`: split K across this many CTAs per output tile. `split_k_mode="workspace"` (the
+      default, deterministic) writes f32 partial tiles to a workspace; the last CTA of a tile to
+      finish adds them in split order and runs the epilogue once. `"atomic"` adds partials into a
+      zeroed f32 C with red.global.add.f32 (order-dependent rounding; identity epilogue only).
+    * `epilogue_via_smem`: stage the C tile through shared memory (reusing the A/B stage bytes) so
+      global stores are 16-byte and coalesced; False stores straight from the fragment registers;
+      None (default) stages whenever the operands allow 16-byte stores (not atomic split-K).
     """
 
     block: tuple[int, int, int]
@@ -27,6 +35,9 @@ class Schedule:
     raster: str = "row"
     group_m: int = 8
     frag_double_buffer: bool = True
+    split_k: int = 1
+    split_k_mode: str = "workspace"
+    epilogue_via_smem: bool | None = None
 
     @property
     def bm(self) -> int:

@@ -5,9 +5,9 @@ never gets a wrong kernel or an assembler error for a schedule ptxgen could have
 """
 from __future__ import annotations
 
-from .geometry import operand_tiles, register_estimate, smem_bytes
+from .geometry import operand_tiles, register_estimate, smem_bytes, staging_fits
 from .problem import ACTIVATIONS, BIAS_KINDS, INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
-from .schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
+from .schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
 from .targets import TARGETS, target
 from ..errors import ScheduleError
 
@@ -79,6 +79,8 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     _choice("schedule.smem_layout", s.smem_layout, SMEM_LAYOUTS)
     _choice("schedule.raster", s.raster, RASTERS)
     _positive_int("schedule.group_m", s.group_m)
+    _positive_int("schedule.split_k", s.split_k)
+    _choice("schedule.split_k_mode", s.split_k_mode, SPLIT_K_MODES)
 
 
 def verify_tiling(s: Schedule) -> None:
@@ -130,6 +132,18 @@ def verify_copies(g: Gemm, s: Schedule) -> None:
                                 "use a power-of-two tile width or smem_layout='pad'")
 
 
+def verify_staging(g: Gemm, s: Schedule) -> None:
+    """The staged epilogue splits the C tile into whole chunks per thread, uniformly."""
+    if s.epilogue_via_smem not in (None, True, False):
+        raise ScheduleError("schedule.epilogue_via_smem", s.epilogue_via_smem, "must be True, False or None",
+                            "leave it None to let ptxgen choose")
+    if s.epilogue_via_smem and not staging_fits(g, s):
+        raise ScheduleError("schedule.epilogue_via_smem", True,
+                            f"the {s.bm}x{s.bn} C tile's store chunks cannot be split evenly and uniformly "
+                            f"over {s.threads} threads",
+                            "use a larger block tile, fewer warps, or epilogue_via_smem=None/False")
+
+
 def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
     t = target(arch)
     need = smem_bytes(g, s)
@@ -137,7 +151,7 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
         raise ScheduleError("schedule.stages", s.stages,
                             f"{s.stages} stages need {need} B of shared memory, over {arch}'s "
                             f"{t.smem_per_block} B per block",
-                            "use fewer stages or a smaller BK")
+                            "use fewer stages, a smaller BK, or epilogue_via_smem=False")
     limit = min(t.max_regs_per_thread, t.regs_per_sm // s.threads // 8 * 8)
     est = register_estimate(s, g.acc_dtype)
     if est["total"] > limit:
@@ -166,10 +180,38 @@ def verify_problem(g: Gemm, s: Schedule) -> None:
                             "use raster='grouped' (a 1-D grid) or a taller BM")
 
 
+def verify_split_k(g: Gemm, s: Schedule) -> None:
+    """Every split gets at least one k-tile; atomic partial sums need an f32, identity-like epilogue."""
+    if s.split_k == 1:
+        return
+    if g.acc_dtype != "f32":
+        raise ScheduleError("schedule.split_k", s.split_k, "split-K adds f32 partial sums; f16 accumulators "
+                            "would round each split", "use acc_dtype='f32' with split_k")
+    kt = -(-g.k // s.bk)
+    per = -(-kt // s.split_k)
+    if (s.split_k - 1) * per >= kt:
+        best = -(-kt // per) if per > 1 else kt
+        raise ScheduleError("schedule.split_k", s.split_k,
+                            f"K={g.k} is {kt} k-tiles of {s.bk}: {s.split_k} splits of {per} leave the "
+                            "last split without work", f"use split_k <= {max(1, min(best, kt))} or a smaller BK")
+    if g.batch * s.split_k > MAX_GRID_YZ:
+        raise ScheduleError("schedule.split_k", s.split_k, f"batch x split_k exceeds the grid's z limit {MAX_GRID_YZ}",
+                            "use fewer splits")
+    if s.split_k_mode == "atomic":
+        e = g.epi
+        if g.out_dtype != "f32" or g.acc_dtype != "f32" or e.beta != 0.0 or e.bias or e.activation:
+            raise ScheduleError("schedule.split_k_mode", s.split_k_mode,
+                                "atomic split-K adds partial sums straight into C, so C must be f32 "
+                                "and the epilogue at most a scale (alpha)",
+                                "use split_k_mode='workspace' for other outputs and epilogues")
+
+
 def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     """Raise ScheduleError for the first rule (Gemm, Schedule) breaks on `arch`."""
     verify_fields(g, s, arch)
     verify_tiling(s)
     verify_copies(g, s)
+    verify_staging(g, s)
     verify_resources(g, s, arch)
     verify_problem(g, s)
+    verify_split_k(g, s)

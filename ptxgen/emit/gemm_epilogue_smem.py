@@ -1,0 +1,172 @@
+"""Epilogue staged through shared memory, so global traffic is 16-byte and coalesced.
+
+Phase 1: every thread writes its f32 accumulators, straight from the mma fragment layout, into a
+BM x BN f32 staging tile. Rows are padded by 32 bytes, so the 8-byte fragment writes of a
+half-warp (4 rows x 32 bytes) land in distinct banks. The tile reuses the A/B stage buffers'
+bytes: the shared-memory planner sees their lifetimes are disjoint.
+Phase 2: threads walk the tile in 16-byte output chunks along rows (consecutive threads,
+consecutive chunks), apply alpha/beta/bias/activation (reading C and the bias coalesced too),
+convert, and store one vector per chunk. A chunk that straddles N falls back to predicated
+scalar stores.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..schedule.geometry import StagingLayout, staging_layout
+from .gemm_epilogue import CVT_PACK, EpilogueEmitter
+from .gemm_plan import store_plan
+from .index import Expr, Tid, evaluate, share_bases
+from .ir import Addr, Imm, Vec, VReg
+from .memory import bar_sync
+
+if TYPE_CHECKING:
+    from .gemm import GemmLowering
+
+STAGE_BUFFER = "C_stage"
+
+
+def stage_offset(row: Expr, col: Expr, st: StagingLayout) -> Expr:
+    """Byte offset of f32 element (row, col) of the staging tile (16-byte chunks XOR-swizzled
+    when `st.swizzle`)."""
+    if not st.swizzle:
+        return row * st.pitch + col * 4
+    chunk = col >> 2
+    return row * st.pitch + ((chunk ^ ((chunk >> 3) & 1)) << 4) + (col & 3) * 4
+
+
+class StagedEpilogue(EpilogueEmitter):
+    def __init__(self, lw: "GemmLowering"):
+        super().__init__(lw)
+        self.st = staging_layout(lw.g, lw.s)
+
+    def emit(self, acc) -> None:
+        lw, b = self.lw, self.b
+        base = lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[STAGE_BUFFER])))
+        bar_sync(b, comment="every warp is done with the A/B stages the staging tile reuses")
+        self.write_fragments(acc, base)
+        bar_sync(b, comment="the whole C tile is staged")
+        self.store_chunks(base)
+
+    def write_fragments(self, acc, base: VReg) -> None:
+        lw, b = self.lw, self.b
+        sp = store_plan(lw.s)
+        pitch = self.st.pitch
+        b.comment(f"phase 1: accumulators -> staging tile ({self.st.rows} x {pitch} B rows)")
+        sites = share_bases([stage_offset(sp.row0 + dr, sp.col0 + dc, self.st) for *_, dr, dc in sp.sites],
+                            lw.s.threads)
+        bases = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in sites.bases]
+        for (m, n, h, _, _), (bi, imm) in zip(sp.sites, sites.site):
+            lo, hi = self.accumulators(acc[m][n], h)
+            b.emit("st.shared.v2.f32", Addr(bases[bi], imm), Vec((lo, hi)))
+
+    def store_chunks(self, base: VReg) -> None:
+        lw, b, g, st = self.lw, self.b, self.g, self.st
+        v, cpr, ob = st.chunk_elems, st.chunks_per_row, self.ob
+        threads = lw.s.threads
+        b.comment(f"phase 2: {st.chunks_per_thread} x {v}-element chunks per thread -> C ({v * ob} B stores)")
+        rows, cols = [], []
+        for it in range(st.chunks_per_thread):
+            c = Tid() + it * threads
+            rows.append(c // cpr)
+            cols.append(c % cpr)
+        halves = list(range(0, v, 4))  # 16-byte f32 reads per chunk; each has its own (swizzled) site
+        reads = share_bases([stage_offset(r, c * v + q, st) for r, c in zip(rows, cols) for q in halves], threads)
+        read_base = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in reads.bases]
+        row0, col0 = lw.ex.reg(rows[0]), lw.ex.reg(cols[0] * v)
+        grow = lw.u32("add.u32", row0, lw.bm0)
+        gcol = lw.u32("add.u32", col0, lw.bn0)
+        ldc_bytes = lw.u32("mul.lo.u32", lw.dim("ldc"), Imm(str(ob)))
+        ptr0 = lw.u64("add.s64", lw.ptr["C"], lw.u64("add.s64", lw.wide_mul(grow, ldc_bytes),
+                                                      lw.wide_mul(gcol, Imm(str(ob)))))
+        tid = np.arange(threads)
+        r0v, c0v = evaluate(rows[0], tid), evaluate(cols[0], tid)
+        row_ptr: dict[int, VReg] = {0: ptr0}
+        prev = 0
+        deltas: dict[int, VReg] = {}
+        edge = lw.edge
+        straddle = edge.n_edge and g.n % v != 0
+        for it in range(st.chunks_per_thread):
+            dr = int((evaluate(rows[it], tid) - r0v)[0])
+            dc = int((evaluate(cols[it], tid) - c0v)[0]) * v
+            if dr not in row_ptr:
+                step = dr - prev
+                if step not in deltas:
+                    deltas[step] = lw.wide_mul(ldc_bytes, Imm(str(step)))
+                row_ptr[dr] = lw.u64("add.s64", row_ptr[prev], deltas[step])
+            prev = dr
+            sites = reads.site[it * len(halves):(it + 1) * len(halves)]
+            vals = self.read_stage([Addr(read_base[bi], imm) for bi, imm in sites], v)
+            row_ok = (lw.pred("setp.lt.u32", lw.u32("add.u32", grow, Imm(str(dr))), lw.dim("M"))
+                      if edge.m_edge else None)
+            col = lw.u32("add.u32", gcol, Imm(str(dc))) if (edge.n_edge or g.epi.bias) else None
+            addr = Addr(row_ptr[dr], dc * ob)
+            full = row_ok
+            if edge.n_edge:
+                inside = lw.pred("setp.le.u32", lw.u32("add.u32", col, Imm(str(v))), lw.dim("N"))
+                full = inside if row_ok is None else lw.pred("and.pred", inside, row_ok)
+            row_index = lw.u32("add.u32", grow, Imm(str(dr))) if g.epi.bias == "row" else None
+            self.finish_chunk(addr, vals, full, col, row_index)
+            if straddle:  # the chunk that crosses N: element by element
+                for j in range(v):
+                    ok = lw.pred("setp.lt.u32", lw.u32("add.u32", col, Imm(str(j))), lw.dim("N"))
+                    part = lw.pred("and.pred", ok, lw.pred("not.pred", inside))
+                    if row_ok is not None:
+                        part = lw.pred("and.pred", part, row_ok)
+                    self.finish_chunk(Addr(addr.base, addr.offset + j * ob), [vals[j]], part,
+                                      lw.u32("add.u32", col, Imm(str(j))) if col is not None else None, row_index)
+
+    def read_stage(self, addrs: list[Addr], v: int) -> list[VReg]:
+        """The chunk's v f32 values, one shared load per 16-byte half (each at its own address)."""
+        vals: list[VReg] = []
+        for q, addr in zip(range(0, v, 4), addrs):
+            regs = self.b.regs("f32", min(4, v - q))
+            op = "ld.shared.v4.f32" if len(regs) == 4 else ("ld.shared.v2.f32" if len(regs) == 2 else "ld.shared.f32")
+            self.b.emit(op, Vec(regs) if len(regs) > 1 else regs[0], addr, ndefs=1)
+            vals.extend(regs)
+        return vals
+
+    def finish_chunk(self, addr: Addr, vals: list[VReg], guard: VReg | None, col: VReg | None,
+                     row: VReg | None) -> None:
+        """Epilogue math on `len(vals)` adjacent elements, then one store of them."""
+        e, lw = self.e, self.lw
+        olds = self.load_run(addr, len(vals), guard) if e.beta != 0.0 else [None] * len(vals)
+        outs = []
+        for j, v in enumerate(vals):
+            bias = None
+            if e.bias == "col":
+                bias = self.load_bias(lw.u32("add.u32", col, Imm(str(j))), "N" if lw.edge.n_edge else None)
+            elif e.bias == "row":
+                bias = self.load_bias(row, "M" if lw.edge.m_edge else None)
+            outs.append(self.apply(v, olds[j], bias))
+        self.store_run(addr, outs, guard)
+
+    def load_run(self, addr: Addr, n: int, guard: VReg | None) -> list[VReg]:
+        if n <= 2:
+            return self.load_old(addr, n, guard)
+        out: list[VReg] = []
+        for q in range(0, n, 2):
+            out += self.load_old(Addr(addr.base, addr.offset + q * self.ob), 2, guard)
+        return out
+
+    def store_run(self, addr: Addr, vals: list[VReg], guard: VReg | None) -> None:
+        """Store n adjacent f32 values as one vector of the output dtype (or red.add per element)."""
+        dt, b = self.g.out_dtype, self.b
+        if self.atomic or len(vals) == 1:
+            for j, v in enumerate(vals):
+                self.store(Addr(addr.base, addr.offset + j * self.ob), [v], guard)
+            return
+        if dt == "f32":
+            words = vals
+        else:
+            words = []
+            for q in range(0, len(vals), 2):
+                w = b.reg("b32")
+                b.emit(CVT_PACK[dt], w, vals[q + 1], vals[q], ndefs=1)  # odd column -> high half
+                words.append(w)
+        vec = {1: "", 2: ".v2", 4: ".v4"}[len(words)]
+        typ = ".f32" if dt == "f32" else ".b32"
+        b.emit(f"st.global{vec}{typ}", addr, Vec(tuple(words)) if len(words) > 1 else words[0], guard=guard)
+

@@ -1,0 +1,100 @@
+"""Split-K: several CTAs share one output tile, each summing a slice of the k-tiles.
+
+Workspace mode (deterministic): every split stores its f32 partial tile to
+workspace[z][Mpad][Npad] (z = batch * S + split; padded to whole tiles, so no bounds checks),
+then thread 0 releases it with an acq_rel atomic increment of the tile's counter. The CTA that
+sees S-1 is the last: it resets the counter for the next launch, sums the S partials in split
+order (so the result does not depend on which CTA came last) and runs the epilogue once.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .gemm_plan import store_plan
+from .ir import Addr, Imm, Sym, Vec, VReg
+from .memory import bar_sync
+
+if TYPE_CHECKING:
+    from .gemm import GemmLowering
+
+#: Shared buffer (4 bytes) through which thread 0 tells the CTA whether it is the last split.
+FLAG_BUFFER = "split_k_flag"
+
+
+class SplitK:
+    def __init__(self, lw: "GemmLowering"):
+        self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
+        self.S = lw.s.split_k
+        tiles_m, tiles_n = -(-self.g.m // self.s.bm), -(-self.g.n // self.s.bn)
+        self.mpad, self.npad = tiles_m * self.s.bm, tiles_n * self.s.bn
+        self.tiles = tiles_m * tiles_n
+
+    def k_range(self) -> None:
+        """This split's k-tiles: [split * per, split * per + KT_local); pointers move to the first."""
+        lw, b = self.lw, self.b
+        b.comment(f"split-K: this CTA sums k-tiles [split * per, ...) of {self.S} splits")
+        per = lw.ceil_div(lw.kt, self.S)
+        first = lw.u32("mul.lo.u32", lw.split, per)
+        lw.kt = lw.u32("min.u32", per, lw.u32("sub.u32", lw.kt, first))
+        lw.k_left = lw.u32("mad.lo.s32", first, Imm(str(-self.s.bk)), lw.dim("K"))
+        for name in ("A", "B"):
+            adv = lw.advance[name]
+            if isinstance(adv, Imm):
+                skip = lw.wide_mul(first, adv)
+            else:
+                skip = lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", first), adv)
+            b.emit("add.s64", lw.gptr[name], lw.gptr[name], skip, ndefs=1, comment=f"{name} -> this split's first k-tile")
+
+    def thread_base(self, z: VReg) -> tuple[VReg, list[tuple[int, int, int, int, int]]]:
+        """Workspace address of this thread's first fragment element in slice z, and the store sites."""
+        lw = self.lw
+        sp = store_plan(self.s)
+        row = lw.u32("add.u32", lw.ex.reg(sp.row0), lw.bm0)
+        col = lw.u32("add.u32", lw.ex.reg(sp.col0), lw.bn0)
+        elem = lw.u32("mad.lo.u32", row, Imm(str(self.npad)), col)
+        off = lw.u64("add.s64", lw.wide_mul(z, Imm(str(self.mpad * self.npad * 4))), lw.wide_mul(elem, Imm("4")))
+        return lw.u64("add.s64", lw.ptr["workspace"], off), sp.sites
+
+    def reduce(self, acc) -> None:
+        """Store the partial, synchronise with the other splits, and (last CTA) sum all of them."""
+        lw, b = self.lw, self.b
+        b.banner(f"Split-K: publish this split's partial tile; the last of {self.S} sums them in order")
+        base, sites = self.thread_base(lw.zslot)
+        for m, n, h, dr, dc in sites:
+            b.emit("st.global.v2.f32", Addr(base, (dr * self.npad + dc) * 4), Vec(acc[m][n][2 * h:2 * h + 2]))
+        flag = lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[FLAG_BUFFER])))
+        t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
+        tile = lw.u32("mad.lo.u32", lw.tm, Imm(str(-(-self.g.n // self.s.bn))), lw.tn)
+        tile = lw.u32("mad.lo.u32", lw.bidx, Imm(str(self.tiles)), tile)
+        counter = lw.u64("add.s64", lw.ptr["counters"], lw.wide_mul(tile, Imm("4")))
+        bar_sync(b, comment="every partial of this CTA is written")
+        b.emit("fence.acq_rel.gpu", guard=t0)
+        old = b.reg("b32")
+        b.emit("atom.acq_rel.gpu.global.add.u32", old, Addr(counter), Imm("1"), ndefs=1, guard=t0,
+               comment="release our partial; acquire the earlier splits'")
+        b.emit("st.shared.u32", Addr(flag), old, guard=t0)
+        bar_sync(b, comment="the arrival count is visible to the whole CTA")
+        seen = lw.u32("ld.shared.u32", Addr(flag))
+        not_last = lw.pred("setp.ne.u32", seen, Imm(str(self.S - 1)))
+        b.emit("exit", guard=not_last, comment="not the last split: its partial waits in the workspace")
+        b.emit("st.global.u32", Addr(counter), Imm("0"), guard=t0, comment="reset the counter for the next launch")
+        b.comment("sum the partials in split order 0..S-1 (deterministic whichever CTA is last)")
+        first_slot = lw.u32("mul.lo.u32", lw.bidx, Imm(str(self.S)))
+        ptr, _ = self.thread_base(first_slot)
+        for row in acc:
+            for frag in row:
+                for r in frag:
+                    b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
+        s = lw.u32("mov.u32", Imm("0"))
+        loop = b.label("split_k_reduce")
+        b.place(loop)
+        for m, n, h, dr, dc in sites:
+            part = b.regs("f32", 2)
+            b.emit("ld.global.v2.f32", Vec(part), Addr(ptr, (dr * self.npad + dc) * 4), ndefs=1)
+            for j in range(2):
+                r = acc[m][n][2 * h + j]
+                b.emit("add.f32", r, r, part[j], ndefs=1)
+        b.emit("add.s64", ptr, ptr, Imm(str(self.mpad * self.npad * 4)), ndefs=1, comment="next split's slice")
+        b.emit("add.u32", s, s, Imm("1"), ndefs=1)
+        again = lw.pred("setp.lt.u32", s, Imm(str(self.S)))
+        b.emit("bra.uni", Sym(loop), guard=again)

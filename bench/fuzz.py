@@ -1,0 +1,142 @@
+"""Fuzz ptxgen end to end: random (Gemm, Schedule) draws, compiled and run on the CPU simulator.
+
+    python bench/fuzz.py [--draws 2000] [--seed 0] [--jobs 2]
+
+Each draw ends as one of:
+  rejected  the verifier raised ScheduleError (a clear message; fine)
+  correct   compiled, simulated with every hazard check on, and matched float64 numpy
+  wrong     ran but the result missed the tolerance            (a bug)
+  error     any other exception: a hazard, a crash, ...         (a bug)
+The last two must be 0. The draw space covers everything the lowering supports: all layouts,
+dtypes, accumulators, odd shapes, leading dimensions, alignment, epilogues, batches and split-K.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+SIZES = [1, 2, 7, 15, 16, 17, 63, 64, 100, 127, 128, 129]
+
+
+def draw(rng: np.random.Generator):
+    import ptxgen
+    from ptxgen import Epilogue, Gemm, Schedule
+
+    def pick(xs):
+        return xs[int(rng.integers(len(xs)))]
+
+    dtype = pick(["f16", "bf16"])
+    acc = "f16" if dtype == "f16" and rng.random() < 0.15 else "f32"
+    out = "f16" if acc == "f16" else pick(["f32", "f16", "bf16"])
+    epi = None
+    if rng.random() < 0.5:
+        epi = Epilogue(alpha=pick([1.0, 0.5, -2.0]), beta=pick([0.0, 0.0, 1.0, -0.5]),
+                       bias=pick([None, "row", "col"]), activation=pick([None, "relu", "gelu", "silu"]))
+    m, n, k = pick(SIZES), pick(SIZES), pick(SIZES)
+    a_layout, b_layout = pick(["row", "col"]), pick(["row", "col"])
+    pad = [0, 0, 8, 3][int(rng.integers(4))]  # leading-dimension padding in elements
+    lds = {}
+    if pad:
+        lds = {"lda": (k if a_layout == "row" else m) + pad, "ldb": (n if b_layout == "row" else k) + pad,
+               "ldc": n + pad}
+    g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout, acc_dtype=acc,
+             epilogue=epi, batch=pick([1, 1, 1, 2]), align=pick([None, None, 16, 8, 4, 2]), **lds)
+    s = Schedule(block=(pick([32, 64, 128]), pick([32, 64, 128]), pick([16, 32, 64])),
+                 warps=(pick([1, 2, 4]), pick([1, 2, 4])), stages=int(rng.integers(1, 6)),
+                 smem_layout=pick(["swizzle", "pad", "plain"]), raster=pick(["row", "grouped"]),
+                 group_m=pick([1, 2, 8]), frag_double_buffer=bool(rng.integers(2)),
+                 split_k=pick([1, 1, 1, 2, 3]), split_k_mode=pick(["workspace", "workspace", "atomic"]))
+    return g, s
+
+
+def operands(g, rng: np.random.Generator):
+    """Operands honouring the gemm's leading dimensions (strided views of wider buffers)."""
+    from ptxgen.check import random_epilogue_operands, random_operands
+    from ptxgen.schedule.problem import numpy_dtype
+
+    a, b = random_operands(g, int(rng.integers(1 << 30)))
+    lda, ldb, ldc = g.leading_dims()
+
+    def widen(x, layout, ld):
+        if x.ndim == 2:
+            x = x[None]
+        if layout == "row":
+            big = np.zeros(x.shape[:-1] + (ld,), x.dtype)
+            big[..., : x.shape[-1]] = x
+            v = big[..., : x.shape[-1]]
+        else:
+            big = np.zeros(x.shape[:-2] + (x.shape[-1], ld), x.dtype)
+            big[..., : x.shape[-2]] = np.swapaxes(x, -1, -2)
+            v = np.swapaxes(big[..., : x.shape[-2]], -1, -2)
+        return v if g.batch > 1 else v[0]
+
+    c0, bias = random_epilogue_operands(g, int(rng.integers(1 << 30)))
+    c = np.full(((g.batch,) if g.batch > 1 else ()) + (g.m, ldc), np.nan, dtype=numpy_dtype(g.out_dtype))
+    c = c[..., : g.n]  # a strided view when ldc > N
+    if c0 is not None:
+        c[...] = c0
+    return widen(a, g.a_layout, lda), widen(b, g.b_layout, ldb), c, c0, bias
+
+
+def run_one(seed: int) -> tuple[str, str]:
+    import ptxgen
+    from ptxgen.check import compare, reference
+
+    rng = np.random.default_rng(seed)
+    g, s = draw(rng)
+    try:
+        k = ptxgen.compile(g, s)
+    except ptxgen.ScheduleError:
+        return "rejected", ""
+    try:
+        a, b, c, c0, bias = operands(g, rng)
+        out = k.simulate(a, b, c=c, bias=bias)
+        result = compare(out, reference(a, b, g.epilogue, c0, bias), g)
+        if result.ok:
+            return "correct", ""
+        return "wrong", f"seed {seed}: {g} {s}: {result}"
+    except Exception:  # noqa: BLE001 - the point is to catch everything
+        return "error", f"seed {seed}: {g} {s}:\n{traceback.format_exc(limit=3)}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--show", type=int, default=5, help="bug reports to print")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    seeds = range(args.seed, args.seed + args.draws)
+    counts: Counter = Counter()
+    bugs: list[str] = []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for outcome, detail in pool.map(run_one, seeds, chunksize=4):
+            counts[outcome] += 1
+            if detail:
+                bugs.append(detail)
+    wall = time.perf_counter() - t0
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    for detail in bugs[: args.show]:
+        print(detail, file=sys.stderr)
+    print(f"fuzz: {args.draws} draws, seeds {args.seed}..{args.seed + args.draws - 1}, {args.jobs} jobs, "
+          f"{wall:.0f} s on {platform.machine()} ({os.cpu_count()} cores), commit {commit or '?'}")
+    print(f"{'outcome':<10}{'count':>7}")
+    for outcome in ("rejected", "correct", "wrong", "error"):
+        print(f"{outcome:<10}{counts[outcome]:>7}")
+    bad = counts["wrong"] + counts["error"]
+    print(f"any other outcome: {bad}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -183,7 +183,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("executed   on the GPU, every CTA")
         print(result)
         return 0 if result.ok else 1
-    why = "requested with --sim" if args.sim else gpu_unavailable_reason()
+    why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"
+    why = why if len(why) <= 90 else why[:87] + "..."
     ctas = None if args.all_ctas else sample_ctas(k)
     c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias)
     mask = covered(k, ctas)

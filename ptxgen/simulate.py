@@ -26,12 +26,14 @@ def cta_tile(kernel: Kernel, cta: tuple[int, int, int]) -> tuple[int, int]:
 
 
 def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:
-    """None (the whole grid) for small grids, else corner CTAs (first and last batch) and one interior CTA."""
+    """None (the whole grid) for small grids, else the corner tiles and one interior tile of the
+    first and last batch, each with all of its split-K CTAs (a tile is only complete with all)."""
     gx, gy, gz = kernel.grid
     if gx * gy * gz <= WHOLE_GRID_CTAS:
         return None
-    picks = {(0, 0, 0), (gx - 1, 0, 0), (0, gy - 1, 0), (gx - 1, gy - 1, gz - 1), (gx // 2, gy // 2, gz // 2)}
-    return sorted(picks)
+    splits, batches = kernel.schedule.split_k, kernel.gemm.batch
+    tiles = {(0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1), (gx // 2, gy // 2)}
+    return sorted((x, y, b * splits + sp) for x, y in tiles for b in {0, batches - 1} for sp in range(splits))
 
 
 def covered(kernel: Kernel, ctas) -> np.ndarray:
@@ -42,7 +44,8 @@ def covered(kernel: Kernel, ctas) -> np.ndarray:
     every = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
     for cta in (every if ctas is None else ctas):
         tm, tn = cta_tile(kernel, cta)
-        mask[cta[2], tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True  # numpy clips at the edge
+        batch = cta[2] // s.split_k  # ctaid.z = batch * split_k + split
+        mask[batch, tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True  # numpy clips at the edge
     return mask if g.batch > 1 else mask[0]
 
 
@@ -96,8 +99,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         args.append(span(bias_view(kernel, np.asarray(bias), None).host, "row"))
     if kernel.workspace_elements:
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
-    if kernel.zeroes_c_first:
-        c[...] = 0
+    if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so
+        c[covered(kernel, ctas)] = 0  # the rest stays poisoned and stray writes still show
     res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
                      dynamic_smem=kernel.smem_bytes, ctas=ctas)
     return c, res

@@ -68,3 +68,21 @@ def test_ci_runs_exactly_the_readme_quickstart():
     ci = [l.strip() for l in (ROOT / ".ci/run").read_text().splitlines()
           if l.strip() and not l.startswith("#") and not l.startswith(("set ", "cd "))]
     assert len(quick) == 2 and ci == quick
+
+
+def test_run_main_job_passes(capsys):
+    assert main(["run", "--shape", "256x256x128", "--dtype", "f16"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "conflict-free" in out and "executed   on the CPU simulator" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["--shape", "512x512x256", "--split-k", "2", "--split-k-mode", "atomic", "--batch", "2"],
+    ["--shape", "640x512x256", "--split-k", "2", "--epilogue", "bias=row,act=silu", "--out", "bf16"],
+    ["--shape", "1x2048x512", "--layout", "nt", "--raster", "grouped"],
+], ids=["atomic-batch", "workspace-epilogue", "decode"])
+def test_run_samples_whole_tiles_of_large_grids(argv, capsys):
+    """Sampled CTAs cover each chosen tile with all its split-K CTAs, and nothing else is written."""
+    assert main(["run", "--sim", *argv]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "FAIL" not in out

@@ -8,7 +8,8 @@ Each draw ends as one of:
   wrong     ran but the result missed the tolerance            (a bug)
   error     any other exception: a hazard, a crash, ...         (a bug)
 The last two must be 0. The draw space covers everything the lowering supports: all layouts,
-dtypes, accumulators, odd shapes, leading dimensions, alignment, epilogues, batches and split-K.
+dtypes, accumulators, odd shapes, leading dimensions, alignment, epilogues, batches, split-K
+and both instruction paths (mma.sync and wmma).
 """
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def draw(rng: np.random.Generator):
                  warps=(pick([1, 2, 4]), pick([1, 2, 4])), stages=int(rng.integers(1, 6)),
                  smem_layout=pick(["swizzle", "pad", "plain"]), raster=pick(["row", "grouped"]),
                  group_m=pick([1, 2, 8]), frag_double_buffer=bool(rng.integers(2)),
-                 split_k=pick([1, 1, 1, 2, 3]), split_k_mode=pick(["workspace", "workspace", "atomic"]))
+                 split_k=pick([1, 1, 1, 2, 3]), split_k_mode=pick(["workspace", "workspace", "atomic"]),
+                 instruction=pick(["m16n8k16"] * 4 + ["wmma"]))
     return g, s
 
 

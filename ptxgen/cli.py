@@ -13,7 +13,7 @@ from .errors import AssembleError, ScheduleError
 from .kernel import Kernel
 from .schedule.geometry import operand_tiles, register_estimate, staging_layout
 from .schedule.problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
-from .schedule.schedule import RASTERS, SMEM_LAYOUTS, Schedule
+from .schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
 
 
@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--block", default=(128, 128, 32), type=lambda t: _dims(t, 3, "block"), help="BMxBNxBK")
     s.add_argument("--warps", default=(2, 2), type=lambda t: _dims(t, 2, "warps"), help="WMxWN")
     s.add_argument("--stages", default=3, type=int, help="pipeline stages (default 3)")
+    s.add_argument("--instruction", default="m16n8k16", choices=tuple(INSTRUCTIONS),
+                   help="mma.sync m16n8k16 (default) or wmma m16n16k16")
     s.add_argument("--smem-layout", default="swizzle", choices=SMEM_LAYOUTS)
     s.add_argument("--raster", default="row", choices=RASTERS)
     s.add_argument("--group-m", default=8, type=int, help="m-tiles per group for --raster grouped")
@@ -96,6 +98,7 @@ def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ker
     gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=a_layout, b_layout=b_layout,
                 align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch)
     sched = Schedule(block=tuple(args.block), warps=tuple(args.warps), stages=args.stages,
+                     instruction=args.instruction,
                      smem_layout=args.smem_layout, raster=args.raster, group_m=args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer,
                      epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via],

@@ -21,6 +21,7 @@ from .gemm_edges import EdgeChecks
 from .gemm_epilogue import EpilogueEmitter
 from .gemm_epilogue_smem import StagedEpilogue
 from .gemm_splitk import SplitK
+from .gemm_wmma import WmmaMath
 from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
 from .memory import bar_sync, commit_group, cp_async, ld_param, wait_group
 from .tensor import ldmatrix, mma
@@ -48,7 +49,7 @@ def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
     acc = "_acc16" if g.acc_dtype == "f16" else ""
-    epi = "" if g.epi.is_identity else "_epi"
+    epi = ("" if g.epi.is_identity else "_epi") + ("_wmma" if s.instruction == "wmma" else "")
     return (f"ptxgen_gemm_{g.dtype}_{g.out_dtype}{acc}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}"
             f"_w{s.warps[0]}x{s.warps[1]}_s{s.stages}_{s.smem_layout}{epi}")
 
@@ -65,7 +66,9 @@ class GemmLowering:
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.tile_a, self.tile_b = operand_tiles(g, s)
         self.copy = {"A": copy_plan(self.tile_a), "B": copy_plan(self.tile_b)}
-        self.frag = {"A": a_fragment_plan(s, self.tile_a), "B": b_fragment_plan(g, s, self.tile_b)}
+        self.wmma = WmmaMath(self) if s.instruction == "wmma" else None
+        self.frag = ({} if self.wmma else
+                     {"A": a_fragment_plan(s, self.tile_a), "B": b_fragment_plan(g, s, self.tile_b)})
         self.mi, self.ni = s.warp_tile[0] // 16, s.warp_tile[1] // 8
 
     # -- small helpers ------------------------------------------------------------------------
@@ -125,7 +128,10 @@ class GemmLowering:
         self.edge = EdgeChecks(self)
         self.edge.prepare()
         self.dst_bases = {n: self.shared_bases(n, self.copy[n].dst.bases) for n in ("A", "B")}
-        self.frag_bases = {n: self.shared_bases(n, self.frag[n].addr.bases) for n in ("A", "B")}
+        if self.wmma:
+            self.wmma.setup()
+        else:
+            self.frag_bases = {n: self.shared_bases(n, self.frag[n].addr.bases) for n in ("A", "B")}
 
     def z_index(self) -> None:
         """ctaid.z = batch * split_k + split: which batch (bidx) and which K slice (split)."""
@@ -265,7 +271,10 @@ class GemmLowering:
         self.b.emit("st.shared.b16", dst, h, guard=guard)
 
     def compute_tile(self, rd_off: dict[str, VReg | int], acc: list[list[tuple[VReg, ...]]]) -> None:
-        """ldmatrix + mma.sync over one k-tile read from the stage at `rd_off`."""
+        """ldmatrix + mma.sync (or the wmma path) over one k-tile read from the stage at `rd_off`."""
+        if self.wmma:
+            self.wmma.compute_tile(rd_off, acc)
+            return
         s = self.s
         addr: dict[str, list[tuple[VReg, int]]] = {}
         for name in ("A", "B"):
@@ -326,8 +335,9 @@ class GemmLowering:
         stage_bytes = {"A": self.tile_a.stage_bytes, "B": self.tile_b.stage_bytes}
         f16_acc = self.g.acc_dtype == "f16"
         cls, per_tile, zero = ("b32", 2, "mov.b32") if f16_acc else ("f32", 4, "mov.f32")
-        acc = [[b.regs(cls, per_tile) for _ in range(self.ni)] for _ in range(self.mi)]
-        b.comment(f"zero {self.mi * self.ni * per_tile} {'f16x2' if f16_acc else 'f32'} accumulators "
+        acc = (self.wmma.accumulators() if self.wmma else
+               [[b.regs(cls, per_tile) for _ in range(self.ni)] for _ in range(self.mi)])
+        b.comment(f"zero {sum(len(f) for row in acc for f in row)} {'f16x2' if f16_acc else 'f32'} accumulators "
                   f"(warp tile {s.warp_tile[0]}x{s.warp_tile[1]})")
         for row in acc:
             for frag in row:

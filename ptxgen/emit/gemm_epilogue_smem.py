@@ -55,6 +55,9 @@ class StagedEpilogue(EpilogueEmitter):
         sp = store_plan(lw.s)
         pitch = self.st.pitch
         b.comment(f"phase 1: accumulators -> staging tile ({self.st.rows} x {pitch} B rows)")
+        if lw.wmma:  # opaque fragments: wmma.store.d places them
+            lw.wmma.store(acc, base, pitch)
+            return
         sites = share_bases([stage_offset(sp.row0 + dr, sp.col0 + dc, self.st) for *_, dr, dc in sp.sites],
                             lw.s.threads)
         bases = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in sites.bases]

@@ -35,6 +35,9 @@ class OperandTile:
     threads: int
     #: Bytes one copy instruction moves: 16 (cp.async.cg) unless the operands' alignment is smaller.
     copy_bytes: int = CHUNK_BYTES
+    #: Row padding of the "pad" layout: one 16-byte chunk, or 32 bytes where wmma needs every
+    #: row 32-byte aligned.
+    pad_bytes: int = CHUNK_BYTES
 
     @property
     def row_bytes(self) -> int:
@@ -60,7 +63,7 @@ class OperandTile:
     @property
     def pitch(self) -> int:
         """Bytes between consecutive rows in shared memory ("pad" adds one 16-byte chunk)."""
-        return self.row_bytes + (CHUNK_BYTES if self.smem_layout == "pad" else 0)
+        return self.row_bytes + (self.pad_bytes if self.smem_layout == "pad" else 0)
 
     @property
     def align(self) -> int:
@@ -86,14 +89,15 @@ class OperandTile:
 def operand_tiles(g: Gemm, s: Schedule) -> tuple[OperandTile, OperandTile]:
     bm, bn, bk = s.block
     cb = min(CHUNK_BYTES, g.alignment())
+    pad = 32 if s.instruction == "wmma" else CHUNK_BYTES
     if g.a_layout == "row":  # stored M x K, K contiguous
-        a = OperandTile("A", bm, bk, g.in_bytes, False, s.smem_layout, s.threads, cb)
+        a = OperandTile("A", bm, bk, g.in_bytes, False, s.smem_layout, s.threads, cb, pad)
     else:  # stored K x M, M contiguous
-        a = OperandTile("A", bk, bm, g.in_bytes, True, s.smem_layout, s.threads, cb)
+        a = OperandTile("A", bk, bm, g.in_bytes, True, s.smem_layout, s.threads, cb, pad)
     if g.b_layout == "col":  # stored N x K, K contiguous
-        b = OperandTile("B", bn, bk, g.in_bytes, False, s.smem_layout, s.threads, cb)
+        b = OperandTile("B", bn, bk, g.in_bytes, False, s.smem_layout, s.threads, cb, pad)
     else:  # stored K x N, N contiguous
-        b = OperandTile("B", bk, bn, g.in_bytes, True, s.smem_layout, s.threads, cb)
+        b = OperandTile("B", bk, bn, g.in_bytes, True, s.smem_layout, s.threads, cb, pad)
     return a, b
 
 
@@ -117,11 +121,14 @@ class StagingLayout:
     def bytes(self) -> int:
         return self.rows * self.pitch
 
+    #: wmma.store.d writes a plain strided tile, so the XOR below is only for mma fragments.
+    plain: bool = False
+
     @property
     def swizzle(self) -> bool:
         """32-byte drain chunks (16-bit outputs) put a quarter-warp's 16-byte reads 32 bytes apart,
         hitting only 4 bank groups; XORing chunk bit 0 with bit 3 spreads them over all 8."""
-        return self.chunk_elems * 4 == 32
+        return self.chunk_elems * 4 == 32 and not self.plain
 
 
 #: Auto-staging never needs more shared memory than every target offers (99 KB on sm_86/sm_89).
@@ -143,6 +150,8 @@ def staging_layout(g: Gemm, s: Schedule) -> StagingLayout | None:
     partial sums are not being added atomically (those are scalar reds either way).
     """
     want = s.epilogue_via_smem
+    if s.instruction == "wmma":  # opaque fragments leave the warp only through wmma.store
+        want = True
     if want is None:
         atomic = s.split_k > 1 and s.split_k_mode == "atomic"
         small = s.bm * (s.bn * 4 + 32) <= AUTO_STAGING_MAX_BYTES
@@ -151,7 +160,8 @@ def staging_layout(g: Gemm, s: Schedule) -> StagingLayout | None:
         return None
     v = max(1, min(CHUNK_BYTES, g.alignment()) // g.out_bytes)
     cpr = s.bn // v
-    return StagingLayout(s.bm, s.bn * 4 + 32, v, cpr, s.bm * cpr // s.threads, s.threads)
+    return StagingLayout(s.bm, s.bn * 4 + 32, v, cpr, s.bm * cpr // s.threads, s.threads,
+                         plain=s.instruction == "wmma")
 
 
 def smem_bytes(g: Gemm, s: Schedule) -> int:
@@ -171,9 +181,10 @@ def register_estimate(s: Schedule, acc_dtype: str = "f32") -> dict[str, int]:
     wm, wn = s.warp_tile
     mi, ni = wm // 16, wn // 8
     bufs = 2 if s.frag_double_buffer else 1
+    frag_regs = (mi + ni // 2) * 8 if s.instruction == "wmma" else mi * 4 + ni * 2  # wmma holds A/B twice
     est = {
         "accumulators": mi * ni * (4 if acc_dtype == "f32" else 2),
-        "fragments": bufs * (mi * 4 + ni * 2),
+        "fragments": bufs * frag_regs,
         "addressing": 24,
     }
     est["total"] = sum(est.values())

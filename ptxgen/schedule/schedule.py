@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Instruction shapes (m, n, k) by name.
-INSTRUCTIONS = {"m16n8k16": (16, 8, 16)}
+#: Instruction shapes (m, n, k) by name: mma.sync m16n8k16, or the opaque-fragment wmma m16n16k16
+#: (IREE's LLVMGPUMatmulTensorCore path, kept for ablation).
+INSTRUCTIONS = {"m16n8k16": (16, 8, 16), "wmma": (16, 16, 16)}
 SMEM_LAYOUTS = ("swizzle", "pad", "plain")
 RASTERS = ("row", "grouped")
 SPLIT_K_MODES = ("workspace", "atomic")

@@ -132,6 +132,30 @@ def verify_copies(g: Gemm, s: Schedule) -> None:
                                 "use a power-of-two tile width or smem_layout='pad'")
 
 
+def verify_wmma(g: Gemm, s: Schedule) -> None:
+    """wmma reads plain strided tiles into opaque fragments; what it cannot do yet is an error."""
+    if s.instruction != "wmma":
+        return
+    rules = [
+        (s.smem_layout == "swizzle", "schedule.smem_layout", s.smem_layout,
+         "wmma.load reads a plain strided tile, not an XOR-swizzled one", "use smem_layout='pad' or 'plain'"),
+        (s.epilogue_via_smem is False, "schedule.epilogue_via_smem", False,
+         "wmma fragments are opaque, so results leave through wmma.store into shared memory",
+         "leave epilogue_via_smem None or True"),
+        (s.split_k > 1, "schedule.split_k", s.split_k, "split-K is not lowered for wmma yet",
+         "use instruction='m16n8k16' for split-K"),
+        (g.acc_dtype != "f32", "gemm.acc_dtype", g.acc_dtype, "the wmma path accumulates in f32 only",
+         "use acc_dtype='f32' or instruction='m16n8k16'"),
+    ]
+    for broken, field, value, rule, fix in rules:
+        if broken:
+            raise ScheduleError(field, value, rule, fix)
+    if not staging_fits(g, s):
+        raise ScheduleError("schedule.instruction", "wmma", f"the {s.bm}x{s.bn} C tile staged for wmma.store "
+                            f"cannot be drained evenly by {s.threads} threads",
+                            "use a larger block tile or fewer warps")
+
+
 def verify_staging(g: Gemm, s: Schedule) -> None:
     """The staged epilogue splits the C tile into whole chunks per thread, uniformly."""
     if s.epilogue_via_smem not in (None, True, False):
@@ -211,6 +235,7 @@ def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     verify_fields(g, s, arch)
     verify_tiling(s)
     verify_copies(g, s)
+    verify_wmma(g, s)
     verify_staging(g, s)
     verify_resources(g, s, arch)
     verify_problem(g, s)

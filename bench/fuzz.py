@@ -35,11 +35,12 @@ def draw(rng: np.random.Generator):
     def pick(xs):
         return xs[int(rng.integers(len(xs)))]
 
-    dtype = pick(["f16", "bf16"])
+    dtype = pick(["f16", "bf16"] * 3 + ["tf32", "s8", "u8"])
     acc = "f16" if dtype == "f16" and rng.random() < 0.15 else "f32"
-    out = "f16" if acc == "f16" else pick(["f32", "f16", "bf16"])
+    out = ("f16" if acc == "f16" else "s32" if dtype in ("s8", "u8") else "f32" if dtype == "tf32"
+           else pick(["f32", "f16", "bf16"]))
     epi = None
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 and dtype not in ("s8", "u8"):
         epi = Epilogue(alpha=pick([1.0, 0.5, -2.0]), beta=pick([0.0, 0.0, 1.0, -0.5]),
                        bias=pick([None, "row", "col"]), activation=pick([None, "relu", "gelu", "silu"]))
     m, n, k = pick(SIZES), pick(SIZES), pick(SIZES)
@@ -62,8 +63,7 @@ def draw(rng: np.random.Generator):
 
 def operands(g, rng: np.random.Generator):
     """Operands honouring the gemm's leading dimensions (strided views of wider buffers)."""
-    from ptxgen.check import random_epilogue_operands, random_operands
-    from ptxgen.schedule.problem import numpy_dtype
+    from ptxgen.check import poisoned, random_epilogue_operands, random_operands
 
     a, b = random_operands(g, int(rng.integers(1 << 30)))
     lda, ldb, ldc = g.leading_dims()
@@ -82,7 +82,7 @@ def operands(g, rng: np.random.Generator):
         return v if g.batch > 1 else v[0]
 
     c0, bias = random_epilogue_operands(g, int(rng.integers(1 << 30)))
-    c = np.full(((g.batch,) if g.batch > 1 else ()) + (g.m, ldc), np.nan, dtype=numpy_dtype(g.out_dtype))
+    c = poisoned(((g.batch,) if g.batch > 1 else ()) + (g.m, ldc), g.out_dtype)
     c = c[..., : g.n]  # a strided view when ldc > N
     if c0 is not None:
         c[...] = c0
@@ -99,6 +99,8 @@ def run_one(seed: int) -> tuple[str, str]:
         k = ptxgen.compile(g, s)
     except ptxgen.ScheduleError:
         return "rejected", ""
+    except Exception:  # noqa: BLE001 - anything but ScheduleError from compile is a bug too
+        return "error", f"seed {seed}: {g} {s}: compile raised:\n{traceback.format_exc(limit=3)}"
     try:
         a, b, c, c0, bias = operands(g, rng)
         out = k.simulate(a, b, c=c, bias=bias)

@@ -13,7 +13,9 @@ from .schedule.problem import Epilogue, Gemm, numpy_dtype
 
 #: Relative Frobenius error allowed per output dtype: f32 accumulation error, plus the
 #: output's own rounding (f16 keeps 11 significant bits, bf16 8).
-TOLERANCE = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2}
+TOLERANCE = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2, "s32": 0.0}
+#: tf32 keeps 10 mantissa bits of each f32 input (cvt.rna), so products err by about 2^-11.
+TF32_TOLERANCE = 5e-3
 #: f16 accumulation rounds the running sum to 11 bits after every mma (K/16 roundings).
 F16_ACC_TOLERANCE = 1e-2
 #: tanh.approx.f32 (GELU, SiLU) has a relative error of about 2^-11 on hardware.
@@ -23,11 +25,29 @@ APPROX_ACTIVATION_TOLERANCE = 2e-3
 def tolerance(g: Gemm) -> float:
     """The relative Frobenius error a correct kernel for `g` stays under."""
     tol = TOLERANCE[g.out_dtype]
+    if g.dtype == "tf32":
+        tol = max(tol, TF32_TOLERANCE)
     if g.acc_dtype == "f16":
         tol = max(tol, F16_ACC_TOLERANCE)
     if g.epi.activation in ("gelu", "silu"):
         tol = max(tol, APPROX_ACTIVATION_TOLERANCE)
     return tol
+
+
+#: Poison for outputs before a run: NaN for floats, INT32_MIN for s32 (our exact integer
+#: results stay far from it), so an element the kernel never wrote is always detectable.
+S32_POISON = np.iinfo(np.int32).min
+
+
+def poisoned(shape: tuple[int, ...], out_dtype: str) -> np.ndarray:
+    dt = numpy_dtype(out_dtype)
+    return np.full(shape, S32_POISON if out_dtype == "s32" else np.nan, dtype=dt)
+
+
+def unwritten(c: np.ndarray) -> np.ndarray:
+    """Mask of poisoned (never written) elements."""
+    c = np.asarray(c)
+    return c == S32_POISON if c.dtype.kind in "iu" else np.isnan(c.astype(np.float64))
 
 
 def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -40,6 +60,11 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
     def draw(rows: int, cols: int, layout: str) -> np.ndarray:
         store = (rows, cols) if layout == "row" else (cols, rows)
+        if g.dtype in ("s8", "u8"):  # non-zero integers; u8 stays positive
+            mag = rng.integers(1, 12, size=lead + store)
+            sign = rng.choice([-1, 1], size=lead + store) if g.dtype == "s8" else 1
+            x = (mag * sign).astype(numpy_dtype(g.dtype))
+            return x if layout == "row" else np.swapaxes(x, -1, -2)
         mag = rng.uniform(0.5, 1.5, size=lead + store)
         x = (mag * rng.choice([-1.0, 1.0], size=lead + store)).astype(numpy_dtype(g.dtype))
         return x if layout == "row" else np.swapaxes(x, -1, -2)
@@ -88,7 +113,8 @@ class Comparison:
 
     @property
     def ok(self) -> bool:
-        return self.unwritten == 0 and self.rel_frobenius < self.tolerance
+        exact = self.tolerance == 0.0 and self.max_abs_error == 0.0  # integer results are exact
+        return self.unwritten == 0 and (self.rel_frobenius < self.tolerance or exact)
 
     def __str__(self) -> str:
         verdict = "PASS" if self.ok else "FAIL"
@@ -99,11 +125,14 @@ class Comparison:
 
 def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, cols=None) -> Comparison:
     """Compare C with the reference (tolerance by out dtype, or by `tolerance(gemm)`)."""
-    got = np.asarray(c).astype(np.float64)
+    raw = np.asarray(c)
+    missing = unwritten(raw)
+    got = np.where(missing, np.nan, raw.astype(np.float64))
     if rows is not None:
         got, ref = got[np.ix_(rows, cols)], ref[np.ix_(rows, cols)]
-    unwritten = int(np.isnan(got).sum())
+    unwritten_count = int(np.isnan(got).sum())
     diff = np.nan_to_num(got - ref, nan=0.0)
     norm = float(np.linalg.norm(ref)) or 1.0
     return Comparison(float(np.abs(diff).max(initial=0.0)), float(np.linalg.norm(diff)) / norm,
-                      tolerance(out_dtype) if isinstance(out_dtype, Gemm) else TOLERANCE[out_dtype], unwritten)
+                      tolerance(out_dtype) if isinstance(out_dtype, Gemm) else TOLERANCE[out_dtype],
+                      unwritten_count)

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from .kernel import Kernel
-from .schedule.problem import numpy_dtype
+from .check import poisoned
 
 #: Grids up to this many CTAs are simulated whole by default in `ptxgen run`.
 WHOLE_GRID_CTAS = 16
@@ -84,7 +84,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     align = g.alignment()
     check_epilogue_operands(kernel, c, bias)
     if c is None:
-        c = np.full(((g.batch,) if g.batch > 1 else ()) + (g.m, g.n), np.nan, dtype=numpy_dtype(g.out_dtype))
+        c = poisoned(((g.batch,) if g.batch > 1 else ()) + (g.m, g.n), g.out_dtype)
     va, sa, buf_a = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
                                    align=align, batch=g.batch)
     vb, sb, buf_b = matrix_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..regalloc.smem import SmemPlan
 from ..schedule.geometry import operand_tiles, staging_layout
-from ..schedule.problem import Gemm
+from ..schedule.problem import MMA_SHAPE, Gemm
 from ..schedule.schedule import Schedule
 from .builder import Builder
 from .gemm_plan import CopyPlan, FragmentPlan, a_fragment_plan, b_fragment_plan, copy_plan, store_plan
@@ -283,7 +283,7 @@ class GemmLowering:
                 addr[name] = [(r, off) for r in self.frag_bases[name]]
             else:
                 addr[name] = [(self.u32("add.u32", r, off), 0) for r in self.frag_bases[name]]
-        steps = s.bk // 16
+        steps = s.bk * self.g.in_bytes // 32  # one mma k-step = 32 bytes of K
         by_step = {ks: [ld for p in self.frag.values() for ld in p.loads if ld.k_step == ks] for ks in range(steps)}
 
         def load(ks: int) -> tuple[list, list]:
@@ -295,6 +295,9 @@ class GemmLowering:
                 base_i, imm = plan.addr.site[ld.site]
                 reg, extra = addr[ld.kind][base_i]
                 regs = ldmatrix(self.b, ld.count, Addr(reg, imm + extra), ld.trans)
+                if self.g.dtype == "tf32":  # ptx_facts §2a: round f32 inputs to tf32 (ties away)
+                    for r in regs:
+                        self.b.emit("cvt.rna.tf32.f32", r, r, ndefs=1)
                 if ld.kind == "A":
                     a_frag[ld.index] = regs
                 else:
@@ -305,12 +308,13 @@ class GemmLowering:
 
         def compute(ks: int, frags) -> None:
             a_frag, b_frag = frags
-            self.b.comment(f"k-step {ks}: {self.mi * self.ni} x mma.sync m16n8k16")
+            self.b.comment(f"k-step {ks}: {self.mi * self.ni} x mma.sync {MMA_SHAPE[self.g.dtype]}")
             for m in range(self.mi):
                 # serpentine over n so consecutive mma reuse the B fragment just used
                 order = range(self.ni) if m % 2 == 0 else range(self.ni - 1, -1, -1)
                 for n in order:
-                    mma(self.b, s.instruction, self.g.dtype, self.g.acc_dtype, acc[m][n], a_frag[m], b_frag[n])
+                    mma(self.b, MMA_SHAPE[self.g.dtype], self.g.dtype, self.g.accumulator, acc[m][n], a_frag[m],
+                        b_frag[n])
 
         if s.frag_double_buffer:
             frags = load(0)
@@ -334,7 +338,9 @@ class GemmLowering:
             SplitK(self).k_range()
         stage_bytes = {"A": self.tile_a.stage_bytes, "B": self.tile_b.stage_bytes}
         f16_acc = self.g.acc_dtype == "f16"
-        cls, per_tile, zero = ("b32", 2, "mov.b32") if f16_acc else ("f32", 4, "mov.f32")
+        int_acc = self.g.accumulator == "s32"
+        cls, per_tile, zero = (("b32", 2, "mov.b32") if f16_acc else ("b32", 4, "mov.b32") if int_acc
+                               else ("f32", 4, "mov.f32"))
         acc = (self.wmma.accumulators() if self.wmma else
                [[b.regs(cls, per_tile) for _ in range(self.ni)] for _ in range(self.mi)])
         b.comment(f"zero {sum(len(f) for row in acc for f in row)} {'f16x2' if f16_acc else 'f32'} accumulators "
@@ -342,7 +348,7 @@ class GemmLowering:
         for row in acc:
             for frag in row:
                 for r in frag:
-                    b.emit(zero, r, Imm("0f00000000" if not f16_acc else "0"), ndefs=1)
+                    b.emit(zero, r, Imm("0" if f16_acc or int_acc else "0f00000000"), ndefs=1)
         i = self.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
         S = s.stages
         if S == 1:

@@ -117,8 +117,8 @@ class EpilogueEmitter:
         if self.atomic:  # split-K partial sums land in C with hardware float adds
             for j, v in enumerate(values):
                 self.b.emit("red.relaxed.gpu.global.add.f32", Addr(addr.base, addr.offset + 4 * j), v, guard=guard)
-        elif dt == "f32":
-            st_global(self.b, ".f32", addr, tuple(values), guard=guard)
+        elif dt in ("f32", "s32"):  # s32: the accumulator bits, stored as they are
+            st_global(self.b, ".f32" if dt == "f32" else ".b32", addr, tuple(values), guard=guard)
         elif len(values) == 2:
             packed = self.b.reg("b32")
             self.b.emit(CVT_PACK[dt], packed, values[1], values[0], ndefs=1)  # odd column -> high half

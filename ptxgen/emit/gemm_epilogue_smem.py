@@ -161,7 +161,7 @@ class StagedEpilogue(EpilogueEmitter):
             for j, v in enumerate(vals):
                 self.store(Addr(addr.base, addr.offset + j * self.ob), [v], guard)
             return
-        if dt == "f32":
+        if dt in ("f32", "s32"):
             words = vals
         else:
             words = []
@@ -170,6 +170,6 @@ class StagedEpilogue(EpilogueEmitter):
                 b.emit(CVT_PACK[dt], w, vals[q + 1], vals[q], ndefs=1)  # odd column -> high half
                 words.append(w)
         vec = {1: "", 2: ".v2", 4: ".v4"}[len(words)]
-        typ = ".f32" if dt == "f32" else ".b32"
+        typ = ".f32" if dt == "f32" else ".b32"  # s32 and packed 16-bit pairs store as bits
         b.emit(f"st.global{vec}{typ}", addr, Vec(tuple(words)) if len(words) > 1 else words[0], guard=guard)
 

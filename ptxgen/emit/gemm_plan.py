@@ -97,7 +97,7 @@ def a_fragment_plan(s: Schedule, tile: OperandTile) -> FragmentPlan:
     sites: list[Expr] = []
     loads: list[FragmentLoad] = []
     form = A_MCONTIG if tile.k_along_rows else A_ROWMAJOR
-    for ks in range(s.bk // 16):
+    for ks in range(s.bk * tile.elem_bytes // 32):  # one mma k-step = 32 bytes of K = 2 chunks
         for m in range(mi):
             if tile.k_along_rows:  # rows are k, chunks along m
                 row, chunk = 16 * ks + form.row, (wm0 + 16 * m) // 8 + form.chunk
@@ -113,7 +113,7 @@ def b_fragment_plan(g: Gemm, s: Schedule, tile: OperandTile) -> FragmentPlan:
     ni = s.warp_tile[1] // 8
     sites: list[Expr] = []
     loads: list[FragmentLoad] = []
-    for ks in range(s.bk // 16):
+    for ks in range(s.bk * tile.elem_bytes // 32):
         for n in range(0, ni, 2):
             pair = n + 1 < ni
             form: LdmatrixForm

@@ -9,6 +9,9 @@ MMA_OPCODES = {
     ("m16n8k16", "f16", "f32"): "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
     ("m16n8k16", "bf16", "f32"): "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
     ("m16n8k16", "f16", "f16"): "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+    ("m16n8k8", "tf32", "f32"): "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    ("m16n8k32", "s8", "s32"): "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+    ("m16n8k32", "u8", "s32"): "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32",
 }
 #: Registers per lane of each mma operand: (A .b32, B .b32, C/D accumulators).
 MMA_REGS = {"m16n8k16": (4, 2, 4)}

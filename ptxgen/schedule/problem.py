@@ -6,8 +6,11 @@ from dataclasses import dataclass
 import numpy as np
 
 #: Input dtypes lowered today, and the numpy dtype that holds them.
-INPUT_DTYPES = ("f16", "bf16")
-OUTPUT_DTYPES = ("f32", "f16", "bf16")
+INPUT_DTYPES = ("f16", "bf16", "tf32", "s8", "u8")
+OUTPUT_DTYPES = ("f32", "f16", "bf16", "s32")
+INTEGER_DTYPES = ("s8", "u8")
+#: The mma.sync shape of each input dtype: every k-step covers 32 bytes of K.
+MMA_SHAPE = {"f16": "m16n8k16", "bf16": "m16n8k16", "tf32": "m16n8k8", "s8": "m16n8k32", "u8": "m16n8k32"}
 LAYOUTS = ("row", "col")
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s8": 1, "u8": 1, "s32": 4}
 
@@ -81,6 +84,7 @@ class Gemm:
     #: None picks the largest that the leading dimensions allow; copies narrow to match.
     align: int | None = None
     #: Accumulator dtype: "f32", or "f16" (f16 inputs and output only: the half-precision mma).
+    #: Integer inputs always accumulate in s32 (see `accumulator`).
     acc_dtype: str = "f32"
     epilogue: Epilogue | None = None
     #: Independent GEMMs in one launch: operands (batch, M, K), (batch, K, N), (batch, M, N) with
@@ -88,15 +92,26 @@ class Gemm:
     batch: int = 1
 
     @property
+    def accumulator(self) -> str:
+        """The accumulator actually used: s32 for s8/u8 inputs, else `acc_dtype`."""
+        return "s32" if self.dtype in INTEGER_DTYPES else self.acc_dtype
+
+    @property
+    def k_step(self) -> int:
+        """Elements of K one mma.sync consumes (32 bytes of K for every input dtype)."""
+        return 32 // DTYPE_BYTES[self.dtype]
+
+    @property
     def epi(self) -> Epilogue:
         return self.epilogue or Epilogue()
 
     def alignment(self) -> int:
-        """The stated alignment, or the largest of 16/8/4/2 that divides every leading dimension."""
+        """The stated alignment, or the largest of 16/8/4/2/1 that divides every leading dimension
+        (1 only for byte-sized elements; the verifier rejects it)."""
         if self.align is not None:
             return self.align
         row_bytes = [ld * eb for ld, eb in zip(self.leading_dims(), (self.in_bytes, self.in_bytes, self.out_bytes))]
-        return next(a for a in (16, 8, 4, 2) if all(b % a == 0 for b in row_bytes))
+        return next(a for a in (16, 8, 4, 2, 1) if all(b % a == 0 for b in row_bytes))
 
     def leading_dims(self) -> tuple[int, int, int]:
         """(lda, ldb, ldc): the stride between rows ("row") or columns ("col"), in elements."""

@@ -6,7 +6,7 @@ never gets a wrong kernel or an assembler error for a schedule ptxgen could have
 from __future__ import annotations
 
 from .geometry import operand_tiles, register_estimate, smem_bytes, staging_fits
-from .problem import ACTIVATIONS, BIAS_KINDS, INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
+from .problem import ACTIVATIONS, BIAS_KINDS, INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
 from .schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
 from .targets import TARGETS, target
 from ..errors import ScheduleError
@@ -45,7 +45,8 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     if g.batch > MAX_GRID_YZ:
         raise ScheduleError("gemm.batch", g.batch, f"exceeds the grid's z limit {MAX_GRID_YZ}",
                             "split the batch into several launches")
-    _choice("gemm.acc_dtype", g.acc_dtype, ("f32", "f16"))
+    _choice("gemm.acc_dtype", g.acc_dtype, ("f32", "f16", "s32"))
+    verify_dtype_table(g)
     if g.acc_dtype == "f16" and (g.dtype, g.out_dtype) != ("f16", "f16"):
         raise ScheduleError("gemm.acc_dtype", g.acc_dtype,
                             f"f16 accumulation takes f16 inputs and gives f16 output, not {g.dtype} -> {g.out_dtype}",
@@ -81,6 +82,27 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     _positive_int("schedule.group_m", s.group_m)
     _positive_int("schedule.split_k", s.split_k)
     _choice("schedule.split_k_mode", s.split_k_mode, SPLIT_K_MODES)
+
+
+def verify_dtype_table(g: Gemm) -> None:
+    """The (inputs, accumulator, output) rows that are lowered, and their layout limits."""
+    if g.dtype in INTEGER_DTYPES:
+        if g.out_dtype != "s32" or g.acc_dtype not in ("f32", "s32"):
+            raise ScheduleError("gemm.out_dtype", g.out_dtype, f"{g.dtype} inputs accumulate exactly in s32 "
+                                "and give s32 output", "use out_dtype='s32'")
+        if not g.epi.is_identity:
+            raise ScheduleError("gemm.epilogue", g.epilogue, "integer GEMMs take no epilogue yet",
+                                "drop the epilogue and scale the s32 result afterwards")
+    elif g.out_dtype == "s32" or g.acc_dtype == "s32":
+        raise ScheduleError("gemm.out_dtype", g.out_dtype, f"{g.dtype} inputs give float output",
+                            "use out_dtype 'f32', 'f16' or 'bf16'")
+    if g.dtype == "tf32" and g.out_dtype != "f32":
+        raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output", "use out_dtype='f32'")
+    if g.dtype in ("tf32", *INTEGER_DTYPES) and (g.a_layout, g.b_layout) != ("row", "col"):
+        raise ScheduleError("gemm.b_layout" if g.a_layout == "row" else "gemm.a_layout",
+                            (g.a_layout, g.b_layout),
+                            f"{g.dtype} operands must have K contiguous (ldmatrix .trans moves only 16-bit elements)",
+                            "store A row-major and B column-major (layout 'tn')")
 
 
 def verify_tiling(s: Schedule) -> None:
@@ -189,6 +211,10 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
 def verify_problem(g: Gemm, s: Schedule) -> None:
     """Any M, N, K >= 1 fit (edge tiles are bounds-checked); alignment and leading dims must hold."""
     align = g.alignment()
+    if align < 2:
+        raise ScheduleError("gemm.lda", g.leading_dims()[0], f"{g.dtype} rows of an odd number of bytes are "
+                            "not 2-byte aligned, the narrowest copy ptxgen emits",
+                            "pad the leading dimensions to an even number of elements")
     lds = g.leading_dims()
     for name, ld, width, eb in zip(("lda", "ldb", "ldc"), lds, g.min_leading_dims(),
                                    (g.in_bytes, g.in_bytes, g.out_bytes)):
@@ -208,9 +234,9 @@ def verify_split_k(g: Gemm, s: Schedule) -> None:
     """Every split gets at least one k-tile; atomic partial sums need an f32, identity-like epilogue."""
     if s.split_k == 1:
         return
-    if g.acc_dtype != "f32":
-        raise ScheduleError("schedule.split_k", s.split_k, "split-K adds f32 partial sums; f16 accumulators "
-                            "would round each split", "use acc_dtype='f32' with split_k")
+    if g.accumulator != "f32":
+        raise ScheduleError("schedule.split_k", s.split_k, f"split-K adds f32 partial sums; {g.accumulator} "
+                            "accumulators are not lowered for it", "use f32 accumulation with split_k")
     kt = -(-g.k // s.bk)
     per = -(-kt // s.split_k)
     if (s.split_k - 1) * per >= kt:
@@ -223,7 +249,7 @@ def verify_split_k(g: Gemm, s: Schedule) -> None:
                             "use fewer splits")
     if s.split_k_mode == "atomic":
         e = g.epi
-        if g.out_dtype != "f32" or g.acc_dtype != "f32" or e.beta != 0.0 or e.bias or e.activation:
+        if g.out_dtype != "f32" or g.accumulator != "f32" or e.beta != 0.0 or e.bias or e.activation:
             raise ScheduleError("schedule.split_k_mode", s.split_k_mode,
                                 "atomic split-K adds partial sums straight into C, so C must be f32 "
                                 "and the epilogue at most a scale (alpha)",
@@ -234,6 +260,12 @@ def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     """Raise ScheduleError for the first rule (Gemm, Schedule) breaks on `arch`."""
     verify_fields(g, s, arch)
     verify_tiling(s)
+    if s.instruction != "wmma" and (s.bk * g.in_bytes) % 32:
+        raise ScheduleError("schedule.block.BK", s.bk, f"BK is not a multiple of the {g.dtype} mma k-step "
+                            f"of {g.k_step}", f"make BK a multiple of {g.k_step}")
+    if s.instruction == "wmma" and g.dtype not in ("f16", "bf16"):
+        raise ScheduleError("schedule.instruction", s.instruction, f"the wmma path takes f16/bf16, not {g.dtype}",
+                            "use instruction='m16n8k16' (mma.sync)")
     verify_copies(g, s)
     verify_wmma(g, s)
     verify_staging(g, s)

@@ -1,0 +1,77 @@
+"""tf32 (m16n8k8, inputs rounded with cvt.rna) and s8/u8 -> s32 (m16n8k32, exact) GEMMs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+import ptxgen
+from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
+from ptxgen.check import compare, random_epilogue_operands, random_operands, reference
+from ptxgen.simulate import run_simulation
+
+
+def run(g: Gemm, s: Schedule, seed: int = 0):
+    k = ptxgen.compile(g, s)
+    a, b = random_operands(g, seed)
+    c0, bias = random_epilogue_operands(g, seed + 1)
+    c, _ = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias)
+    ref = reference(a, b, g.epilogue, c0, bias)
+    assert compare(c, ref, g).ok, compare(c, ref, g)
+    return k, c, ref
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.data())
+def test_tf32_and_int8_match_numpy(data):
+    dtype = data.draw(st.sampled_from(["tf32", "s8", "u8"]), label="dtype")
+    bk = data.draw(st.sampled_from([32, 64]), label="BK")
+    g = Gemm(data.draw(st.sampled_from([1, 17, 64, 100]), label="M"), data.draw(st.sampled_from([8, 63, 64]), label="N"),
+             data.draw(st.sampled_from([4, 16, 64, 100]), label="K"), dtype=dtype,
+             out_dtype="f32" if dtype == "tf32" else "s32",
+             epilogue=Epilogue(alpha=0.5, bias="col", activation="relu") if dtype == "tf32" else None)
+    s = Schedule(block=(64, 64, bk), warps=data.draw(st.sampled_from([(1, 1), (2, 2)]), label="warps"),
+                 stages=data.draw(st.integers(1, 3), label="stages"),
+                 smem_layout=data.draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),
+                 epilogue_via_smem=data.draw(st.sampled_from([None, False]), label="via_smem"))
+    try:
+        ptxgen.verify(g, s)
+    except ScheduleError:
+        assume(False)
+    run(g, s)
+
+
+def test_int8_is_exact_and_wraps_nothing():
+    k, c, ref = run(Gemm(128, 128, 256, dtype="s8", out_dtype="s32"), Schedule(block=(128, 128, 64)))
+    assert c.dtype == np.int32 and np.array_equal(c, ref.astype(np.int64))
+    assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in k.ptx
+
+
+def test_tf32_rounds_inputs_ties_away():
+    k, _, _ = run(Gemm(64, 64, 64, dtype="tf32"), Schedule(block=(64, 64, 32)))
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in k.ptx
+    # per k-tile: 4 k-steps x (2 A x4-ldmatrix + 2 B x4-ldmatrix) x 4 registers, each rounded once
+    assert k.ptx.count("cvt.rna.tf32.f32") == 4 * (2 * 4 + 2 * 4)
+
+
+@pytest.mark.parametrize("g,field", [
+    (Gemm(64, 64, 64, dtype="s8", out_dtype="f32"), "gemm.out_dtype"),
+    (Gemm(64, 64, 64, dtype="tf32", out_dtype="f16"), "gemm.out_dtype"),
+    (Gemm(64, 64, 64, dtype="f16", out_dtype="s32"), "gemm.out_dtype"),
+    (Gemm(64, 64, 64, dtype="tf32", b_layout="row"), "gemm.b_layout"),
+    (Gemm(64, 64, 64, dtype="s8", out_dtype="s32", a_layout="col"), "gemm.a_layout"),
+    (Gemm(64, 64, 64, dtype="s8", out_dtype="s32", epilogue=Epilogue(activation="relu")), "gemm.epilogue"),
+])
+def test_dtype_table_rules(g, field):
+    with pytest.raises(ScheduleError) as info:
+        ptxgen.verify(g, Schedule(block=(64, 64, 64)))
+    assert info.value.field == field
+
+
+def test_odd_length_int8_rows_are_a_clear_error_not_a_crash():
+    g = Gemm(64, 64, 7, dtype="s8", out_dtype="s32")  # 7-byte rows of A: 1-byte aligned
+    assert g.alignment() == 1
+    with pytest.raises(ScheduleError) as info:
+        ptxgen.verify(g, Schedule(block=(64, 64, 64)))
+    assert info.value.field == "gemm.lda" and "even number" in str(info.value)
+    run(Gemm(64, 64, 6, dtype="s8", out_dtype="s32"), Schedule(block=(64, 64, 64)))  # 2-byte copies

@@ -46,7 +46,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"kernel   {kern.entry} ({len(kern.ptx.splitlines())} PTX lines), {args.arch}")
     print(f"machine  {platform.processor() or platform.machine()}, {os.cpu_count()} cores; commit {commit or '?'}")
-    print(f"{"stage":<32}{'median ms':>10}{'min ms':>10}{'target ms':>11}")
+    print(f"{'stage':<32}{'median ms':>10}{'min ms':>10}{'target ms':>11}")
     for name, xs, target in (("schedule -> PTX", emit, 100), (f"PTX -> cubin ({out.assembler})", asm, 500)):
         med = statistics.median(xs) * 1e3
         print(f"{name:<32}{med:>10.1f}{min(xs) * 1e3:>10.1f}{target:>11}  {'ok' if med < target else 'OVER'}")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 CVT_PACK = {"f16": "cvt.rn.f16x2.f32", "bf16": "cvt.rn.bf16x2.f32"}
 SQRT_2_OVER_PI = 0.7978845608028654
 GELU_CUBIC = 0.044715
+LOG2_E = 1.4426950408889634
 
 
 def f32(x: float) -> Imm:
@@ -63,17 +64,19 @@ class EpilogueEmitter:
             v = self.f("add.f32", v, bias)
         if e.activation == "relu":
             v = self.f("max.f32", v, f32(0.0))
-        elif e.activation == "gelu":  # 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))
+        elif e.activation == "gelu":  # 0.5 v (1 + tanh(y)) = v sigmoid(2y), y = sqrt(2/pi)(v + 0.044715 v^3)
             sq = self.f("mul.f32", v, v)
-            k = self.f("fma.rn.f32", sq, f32(SQRT_2_OVER_PI * GELU_CUBIC), f32(SQRT_2_OVER_PI))
-            t = self.f("tanh.approx.f32", self.f("mul.f32", v, k))
-            half = self.f("mul.f32", v, f32(0.5))
-            v = self.f("fma.rn.f32", half, t, half)
-        elif e.activation == "silu":  # v sigmoid(v) = 0.5 v (1 + tanh(v / 2))
-            half = self.f("mul.f32", v, f32(0.5))
-            t = self.f("tanh.approx.f32", half)
-            v = self.f("fma.rn.f32", half, t, half)
+            k = self.f("fma.rn.f32", sq, f32(2 * SQRT_2_OVER_PI * GELU_CUBIC), f32(2 * SQRT_2_OVER_PI))
+            v = self.times_sigmoid(v, self.f("mul.f32", v, k))
+        elif e.activation == "silu":  # v sigmoid(v)
+            v = self.times_sigmoid(v, v)
         return v
+
+    def times_sigmoid(self, v: VReg, z: VReg) -> VReg:
+        """v / (1 + e^-z) via ex2.approx and rcp.rn: no cancellation for large negative z, unlike
+        1 + tanh(z/2), so small results keep their relative accuracy."""
+        e = self.f("ex2.approx.f32", self.f("mul.f32", z, f32(-LOG2_E)))
+        return self.f("mul.f32", v, self.f("rcp.rn.f32", self.f("add.f32", e, f32(1.0))))
 
     # -- memory -----------------------------------------------------------------------------------
     def load_old(self, addr: Addr, count: int, guard: VReg | None) -> list[VReg]:

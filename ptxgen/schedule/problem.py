@@ -36,8 +36,9 @@ class Epilogue:
     * `bias="col"`: a length-N vector added to every row (a linear layer's bias); `"row"`: length M.
       The bias has the output dtype.
     * `activation`: "relu" = max(x, 0); "gelu" = the tanh approximation
-      0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); "silu" = x sigmoid(x), computed as
-      0.5 x (1 + tanh(x / 2)). Both use tanh.approx.f32 (max relative error about 2^-11).
+      0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); "silu" = x sigmoid(x). Both are computed as
+      x sigmoid(z) = x / (1 + 2^(-z log2 e)) with ex2.approx.f32 (relative error about 2^-22) and
+      rcp.rn.f32, which keeps relative accuracy where 1 + tanh would cancel.
     * `beta != 0` reads C before overwriting it (an in-place update).
     """
 

@@ -211,10 +211,13 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
 def verify_problem(g: Gemm, s: Schedule) -> None:
     """Any M, N, K >= 1 fit (edge tiles are bounds-checked); alignment and leading dims must hold."""
     align = g.alignment()
-    if align < 2:
-        raise ScheduleError("gemm.lda", g.leading_dims()[0], f"{g.dtype} rows of an odd number of bytes are "
-                            "not 2-byte aligned, the narrowest copy ptxgen emits",
-                            "pad the leading dimensions to an even number of elements")
+    need = 4 if g.in_bytes == 1 else g.in_bytes  # a copy never splits an element; int8 copies use cp.async
+    if align < need:
+        field = "gemm.align" if g.align is not None else "gemm.lda"
+        value = g.align if g.align is not None else g.leading_dims()[0]
+        raise ScheduleError(field, value, f"{g.dtype} operands need {need}-byte aligned rows and pointers "
+                            f"(got {align}): no narrower copy keeps every {g.dtype} element whole and in bounds",
+                            f"pad the leading dimensions to a multiple of {need // g.in_bytes} elements")
     lds = g.leading_dims()
     for name, ld, width, eb in zip(("lda", "ldb", "ldc"), lds, g.min_leading_dims(),
                                    (g.in_bytes, g.in_bytes, g.out_bytes)):

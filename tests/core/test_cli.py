@@ -86,3 +86,11 @@ def test_run_samples_whole_tiles_of_large_grids(argv, capsys):
     assert main(["run", "--sim", *argv]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "FAIL" not in out
+
+
+def test_bench_scripts_compile():
+    """Benchmarks run only on demand (some only on a GPU), so at least keep them valid Python."""
+    import py_compile
+
+    for script in sorted((ROOT / "bench").glob("*.py")):
+        py_compile.compile(str(script), doraise=True)

@@ -68,10 +68,17 @@ def test_dtype_table_rules(g, field):
     assert info.value.field == field
 
 
-def test_odd_length_int8_rows_are_a_clear_error_not_a_crash():
-    g = Gemm(64, 64, 7, dtype="s8", out_dtype="s32")  # 7-byte rows of A: 1-byte aligned
-    assert g.alignment() == 1
+@pytest.mark.parametrize("g", [
+    Gemm(64, 64, 7, dtype="s8", out_dtype="s32"),  # 7-byte rows: 1-byte aligned (fuzz found a crash here)
+    Gemm(64, 64, 6, dtype="s8", out_dtype="s32"),  # 2-byte units could straddle K's end
+    Gemm(127, 127, 7, dtype="tf32", align=2),  # 2-byte units would split tf32 elements
+], ids=["s8-odd", "s8-2byte", "tf32-align2"])
+def test_copies_never_split_elements(g):
     with pytest.raises(ScheduleError) as info:
         ptxgen.verify(g, Schedule(block=(64, 64, 64)))
-    assert info.value.field == "gemm.lda" and "even number" in str(info.value)
-    run(Gemm(64, 64, 6, dtype="s8", out_dtype="s32"), Schedule(block=(64, 64, 64)))  # 2-byte copies
+    assert info.value.field in ("gemm.lda", "gemm.align") and "pad the leading dimensions" in str(info.value)
+
+
+def test_narrowest_legal_copies_for_int8_and_tf32():
+    run(Gemm(64, 64, 12, dtype="s8", out_dtype="s32"), Schedule(block=(64, 64, 64)))  # 4-byte cp.async
+    run(Gemm(50, 60, 7, dtype="tf32"), Schedule(block=(64, 64, 32)))  # 4-byte cp.async, K edge

@@ -50,6 +50,26 @@ def test_each_activation(act):
     run(Gemm(64, 64, 32, epilogue=Epilogue(activation=act, bias="col")), Schedule(block=(64, 64, 32)))
 
 
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_activations_keep_relative_accuracy_for_large_negative_inputs(act):
+    """Found by fuzzing: 0.5x(1 + tanh(.)) cancels in f32 for x << 0; x*sigmoid(z) does not."""
+    g = Gemm(1, 1, 127, dtype="bf16", epilogue=Epilogue(alpha=-2.0, bias="row", activation=act), align=2,
+             lda=130, ldb=130, ldc=4)
+    s = Schedule(block=(32, 64, 64), warps=(2, 1), stages=5, frag_double_buffer=False)
+    k = ptxgen.compile(g, s)
+    for seed in range(6):
+        a, b = random_operands(g, seed)
+        c0, bias = random_epilogue_operands(g, seed + 1)
+        big_a = np.zeros((1, 130), a.dtype)
+        big_a[:, :127] = a
+        big_b = np.zeros((1, 130), b.dtype)
+        big_b[:, :127] = b.T
+        c = np.full((1, 4), np.nan, np.float32)[:, :1]
+        out = k.simulate(big_a[:, :127], big_b[:, :127].T, c=c, bias=bias)
+        ref = reference(a, b, g.epilogue, c0, bias)
+        assert compare(out, ref, g).ok, (seed, out, ref)
+
+
 @pytest.mark.parametrize("shape", [(128, 128, 64), (100, 72, 40), (1, 64, 129)])
 def test_f16_accumulation(shape):
     g = Gemm(*shape, dtype="f16", out_dtype="f16", acc_dtype="f16")

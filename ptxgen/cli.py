@@ -156,7 +156,9 @@ def _bank_summary(k: Kernel, wavefronts: dict[int, tuple[int, int]]) -> list[str
     by_kind: dict[str, list[int]] = {}
     for line_no, (w, ideal) in wavefronts.items():
         text = lines[line_no - 1].strip().lstrip("@!%p0123456789 ")
-        kind = text.split(" ")[0].split(".")[0] + ("." + text.split(".")[1] if text.startswith("cp.") else "")
+        parts = text.split(" ")[0].split(".")
+        kind = ".".join(parts[:2])  # ldmatrix.sync, cp.async, st.shared, ld.shared, wmma.load ...
+        kind = {"ldmatrix.sync": "ldmatrix"}.get(kind, kind)
         tot = by_kind.setdefault(kind, [0, 0])
         tot[0] += w
         tot[1] += ideal

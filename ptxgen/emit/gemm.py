@@ -17,6 +17,7 @@ from ..schedule.schedule import Schedule
 from .builder import Builder
 from .gemm_plan import CopyPlan, FragmentPlan, a_fragment_plan, b_fragment_plan, copy_plan, store_plan
 from .index import ExprEmitter, Tid
+from .addressing import RowPointers
 from .gemm_edges import EdgeChecks
 from .gemm_epilogue import EpilogueEmitter
 from .gemm_epilogue_smem import StagedEpilogue
@@ -240,13 +241,9 @@ class GemmLowering:
         else:
             dst = [(self.u32("add.u32", base, stage_off), 0) for base in self.dst_bases[name]]
         sizes = self.edge.src_sizes(name, k_rem)
-        row_ptr: dict[int, VReg] = {0: self.gptr[name]}
-        prev = 0
+        row_ptr = RowPointers(self.b, self.gptr[name], steps=self.steps[name])  # steps: loop-invariant
         for it in range(cp.tile.copies_per_thread):
             r = cp.rows[it]
-            if r not in row_ptr:  # rows ascend: chain from the previous row's pointer
-                row_ptr[r] = self.u64("add.s64", row_ptr[prev], self.steps[name][r - prev])
-            prev = r
             base_i, imm = cp.dst.site[it]
             reg, extra = dst[base_i]
             dst_addr, src_addr = Addr(reg, imm + extra), Addr(row_ptr[r], cp.cols[it] * cb)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
+from .addressing import RowPointers
 from .gemm_plan import store_plan
 from .ir import Addr, Imm, Vec, VReg
 from .memory import st_global
@@ -146,16 +147,8 @@ class EpilogueEmitter:
         widths = [0] if pair else [0, 1]
         guards = lw.edge.store_guards(row, col, sorted({(dr, dc + j) for *_, dr, dc in sp.sites for j in widths}))
         bias = self.biases(sp, row, col)
-        row_ptr: dict[int, VReg] = {0: base}
-        deltas: dict[int, VReg] = {}
-        prev = 0
+        row_ptr = RowPointers(b, base, ldc_bytes)
         for m, n, h, dr, dc in sp.sites:
-            if dr not in row_ptr:  # rows ascend, so chain from the previous row
-                step = dr - prev
-                if step not in deltas:
-                    deltas[step] = lw.wide_mul(ldc_bytes, Imm(str(step)))
-                row_ptr[dr] = lw.u64("add.s64", row_ptr[prev], deltas[step])
-            prev = dr
             if n == 0:
                 b.comment(f"epilogue rows m-tile {m} {'g+8' if h else 'g'}")
             if g.acc_dtype == "f16" and self.e.is_identity and pair:  # already packed f16x2

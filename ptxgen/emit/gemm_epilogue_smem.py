@@ -17,6 +17,7 @@ import numpy as np
 
 from ..schedule.geometry import StagingLayout, staging_layout
 from .gemm_epilogue import CVT_PACK, EpilogueEmitter
+from .addressing import RowPointers
 from .gemm_plan import store_plan
 from .index import Expr, Tid, evaluate, share_bases
 from .ir import Addr, Imm, Vec, VReg
@@ -86,20 +87,12 @@ class StagedEpilogue(EpilogueEmitter):
                                                       lw.wide_mul(gcol, Imm(str(ob)))))
         tid = np.arange(threads)
         r0v, c0v = evaluate(rows[0], tid), evaluate(cols[0], tid)
-        row_ptr: dict[int, VReg] = {0: ptr0}
-        prev = 0
-        deltas: dict[int, VReg] = {}
+        row_ptr = RowPointers(b, ptr0, ldc_bytes)
         edge = lw.edge
         straddle = edge.n_edge and g.n % v != 0
         for it in range(st.chunks_per_thread):
             dr = int((evaluate(rows[it], tid) - r0v)[0])
             dc = int((evaluate(cols[it], tid) - c0v)[0]) * v
-            if dr not in row_ptr:
-                step = dr - prev
-                if step not in deltas:
-                    deltas[step] = lw.wide_mul(ldc_bytes, Imm(str(step)))
-                row_ptr[dr] = lw.u64("add.s64", row_ptr[prev], deltas[step])
-            prev = dr
             sites = reads.site[it * len(halves):(it + 1) * len(halves)]
             vals = self.read_stage([Addr(read_base[bi], imm) for bi, imm in sites], v)
             row_ok = (lw.pred("setp.lt.u32", lw.u32("add.u32", grow, Imm(str(dr))), lw.dim("M"))

@@ -29,7 +29,6 @@ SIZES = [1, 2, 7, 15, 16, 17, 63, 64, 100, 127, 128, 129]
 
 
 def draw(rng: np.random.Generator):
-    import ptxgen
     from ptxgen import Epilogue, Gemm, Schedule
 
     def pick(xs):

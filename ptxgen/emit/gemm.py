@@ -15,8 +15,8 @@ from ..schedule.geometry import operand_tiles, staging_layout
 from ..schedule.problem import MMA_SHAPE, Gemm
 from ..schedule.schedule import Schedule
 from .builder import Builder
-from .gemm_plan import CopyPlan, FragmentPlan, a_fragment_plan, b_fragment_plan, copy_plan, store_plan
-from .index import ExprEmitter, Tid
+from .gemm_plan import CopyPlan, FragmentPlan, a_fragment_plan, b_fragment_plan, copy_plan
+from .index import ExprEmitter
 from .addressing import RowPointers
 from .gemm_edges import EdgeChecks
 from .gemm_epilogue import EpilogueEmitter

@@ -108,19 +108,22 @@ def compile_add_sub(ins: Instr, ctx):
     return _simple(ins, ctx, typ, func, 2)
 
 
-def compile_mul(ins: Instr, ctx):
-    typ = ins.mods[-1] if ins.mods else ""
-    if typ in FLOAT_TYPES:
-        return ops_float.compile_float(ins, ctx)
+def _int_multiply(ins: Instr, ctx, nops: int):
+    """Shared decoding of integer mul/mad: (product function, operands, source type, result type)."""
     typ, mods = _type_and_mods(ins, ctx, {"lo", "hi", "wide"}, ARITH_INT)
     if len(mods) != 1:
-        raise ctx.fail("integer mul needs exactly one of .lo/.hi/.wide")
+        raise ctx.fail(f"integer {ins.opcode} needs exactly one of .lo/.hi/.wide")
     mode = mods.pop()
     if mode == "wide" and typ not in _WIDER:
-        raise ctx.fail(f"mul.wide is not defined for .{typ}")
-    func = _mul_parts(mode, typ)
-    ops = _operands(ins, ctx, 3)
-    dtyp = _WIDER[typ] if mode == "wide" else typ
+        raise ctx.fail(f"{ins.opcode}.wide is not defined for .{typ}")
+    ops = _operands(ins, ctx, nops)
+    return _mul_parts(mode, typ), ops, typ, (_WIDER[typ] if mode == "wide" else typ)
+
+
+def compile_mul(ins: Instr, ctx):
+    if (ins.mods[-1] if ins.mods else "") in FLOAT_TYPES:
+        return ops_float.compile_float(ins, ctx)
+    func, ops, typ, dtyp = _int_multiply(ins, ctx, 3)
     slot, _ = ctx.dst(ops[0], dtyp)
     storage = storage_dtype(dtyp)
     ga, gb = ctx.src(ops[1], typ), ctx.src(ops[2], typ)
@@ -128,18 +131,9 @@ def compile_mul(ins: Instr, ctx):
 
 
 def compile_mad(ins: Instr, ctx):
-    typ = ins.mods[-1] if ins.mods else ""
-    if typ in FLOAT_TYPES:
+    if (ins.mods[-1] if ins.mods else "") in FLOAT_TYPES:
         return ops_float.compile_float(ins, ctx)
-    typ, mods = _type_and_mods(ins, ctx, {"lo", "hi", "wide"}, ARITH_INT)
-    if len(mods) != 1:
-        raise ctx.fail("integer mad needs exactly one of .lo/.hi/.wide")
-    mode = mods.pop()
-    if mode == "wide" and typ not in _WIDER:
-        raise ctx.fail(f"mad.wide is not defined for .{typ}")
-    func = _mul_parts(mode, typ)
-    ops = _operands(ins, ctx, 4)
-    dtyp = _WIDER[typ] if mode == "wide" else typ
+    func, ops, typ, dtyp = _int_multiply(ins, ctx, 4)
     slot, _ = ctx.dst(ops[0], dtyp)
     storage = storage_dtype(dtyp)
     ga, gb, gc = ctx.src(ops[1], typ), ctx.src(ops[2], typ), ctx.src(ops[3], dtyp)

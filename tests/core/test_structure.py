@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import ptxgen

@@ -56,7 +56,8 @@ def draw(rng: np.random.Generator):
                  smem_layout=pick(["swizzle", "pad", "plain"]), raster=pick(["row", "grouped"]),
                  group_m=pick([1, 2, 8]), frag_double_buffer=bool(rng.integers(2)),
                  split_k=pick([1, 1, 1, 2, 3]), split_k_mode=pick(["workspace", "workspace", "atomic"]),
-                 instruction=pick(["m16n8k16"] * 4 + ["wmma"]))
+                 instruction=pick(["m16n8k16"] * 4 + ["wmma"]),
+                 decomposition=pick(["tiles"] * 4 + ["stream-k", "stream-k-pure"]), sms=pick([None, 1, 3, 5, 8]))
     return g, s
 
 

@@ -13,6 +13,7 @@ from .schedule.geometry import operand_tiles, register_estimate, staging_layout
 from .schedule.problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
 from .schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
+from .schedule.streamk import stream_k_plan
 
 
 #: CUTLASS-style letters: "t" stores a matrix row-major, "n" column-major; first A, then B.
@@ -76,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="stage C through shared memory for 16-byte stores, or store from registers")
     s.add_argument("--split-k", type=int, default=1, help="CTAs sharing each output tile along K")
     s.add_argument("--split-k-mode", choices=("workspace", "atomic"), default="workspace")
+    s.add_argument("--stream-k", nargs="?", const="hybrid", default=None, choices=("hybrid", "pure"),
+                   help="persistent Stream-K grid: 'hybrid' (the default when given: whole-tile waves, "
+                        "then a Stream-K wave) or 'pure' (every tile shared as MAC iterations)")
+    s.add_argument("--sms", type=int, default=None,
+                   help="persistent CTAs for --stream-k (default: the GPU's SM count, or the arch's)")
     s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS))
 
     top = argparse.ArgumentParser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
@@ -100,7 +106,9 @@ def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ker
                      smem_layout=args.smem_layout, raster=args.raster, group_m=args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer,
                      epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via],
-                     split_k=args.split_k, split_k_mode=args.split_k_mode)
+                     split_k=args.split_k, split_k_mode=args.split_k_mode,
+                     decomposition={None: "tiles", "hybrid": "stream-k", "pure": "stream-k-pure"}[args.stream_k],
+                     sms=args.sms)
     return compile_kernel(gemm, sched, arch=args.arch)
 
 
@@ -139,9 +147,21 @@ def describe(k: Kernel) -> list[str]:
         + (f"staged through shared memory ({st.chunk_elems * g.out_bytes} B stores)" if st else
            "stored from registers")
         + (f"; split-K {s.split_k} ({s.split_k_mode})" if s.split_k > 1 else ""),
+        *([stream_k_summary(k)] if s.stream_k else []),
         f"registers  estimate {est['total']}/thread ({est['accumulators']} accumulators); "
         f"ptxgen peak live: {live}",
     ]
+
+
+def stream_k_summary(k: Kernel) -> str:
+    p = stream_k_plan(k.gemm, k.schedule, k.grid[0])
+    units = [p.units(c) for c in range(p.ctas)]
+    split = sum(1 for c in range(p.ctas) for u in units[c] if u.tile >= p.dp_tiles and not u.whole)
+    busiest = max(sum(u.k_count for u in us) for us in units)
+    return (f"stream-k   {k.schedule.decomposition}: {p.tiles} tiles x {p.iters_per_tile} k-tiles over "
+            f"{p.ctas} CTAs: {p.dp_tiles} whole tiles in data-parallel waves, {p.sk_tiles} tiles as "
+            f"{p.sk_iters} Stream-K iterations ({split} partial units); busiest CTA runs {busiest} k-tiles"
+            + ("" if k.schedule.sms else " (GPU launches use the device's SM count)"))
 
 
 def _resources(k: Kernel) -> str:

@@ -56,10 +56,14 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
         f"block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile {tm}x{tn}), "
         f"mma {s.instruction}, stages {s.stages}, smem {s.smem_layout}, raster {s.raster}"
         + (f" (group {s.group_m})" if s.raster == "grouped" else "")
-        + f", fragment double buffer {'on' if s.frag_double_buffer else 'off'}",
+        + f", fragment double buffer {'on' if s.frag_double_buffer else 'off'}"
+        + (f", split-K {s.split_k} ({s.split_k_mode})" if s.split_k > 1 else "")
+        + (f", {s.decomposition} over a persistent grid of %nctaid.x CTAs" if s.stream_k else ""),
         f"launch: grid {grid}, block ({s.threads}, 1, 1), {smem} B dynamic shared memory",
         "params: A, B, C (.u64 pointers); M, N, K, lda, ldb, ldc (.u32; leading dims in elements)"
-        + ("; bias (.u64)" if g.epi.bias else ""),
+        + ("; bias (.u64)" if g.epi.bias else "")
+        + ("; workspace, counters (.u64)" if (s.split_k > 1 and s.split_k_mode == "workspace") or s.stream_k
+           else ""),
     ]
 
 
@@ -69,7 +73,7 @@ def compile(gemm: Gemm, schedule: Schedule, arch: str = "sm_80") -> Kernel:  # n
     plan = plan_tile_buffers(gemm, schedule)
     fn = lower_gemm(gemm, schedule, plan)
     alloc = allocate(fn.body)
-    grid = grid_for(gemm, schedule)
+    grid = grid_for(gemm, schedule, target(arch).sms)
     smem = plan.total
     ptx = render(fn, target(arch), header_lines(gemm, schedule, arch, grid, smem), alloc.declarations(),
                  alloc.name)

@@ -6,7 +6,7 @@ Kernel parameters, in order (documented in the README):
     lda, ldb, ldc      .u32  leading dimensions, in elements
     batch_stride_a/b/c .u64  only when batch > 1: element strides between batches (0 broadcasts)
     bias               .u64  only when the epilogue adds a bias
-    workspace, counters .u64 only with workspace split-K: `workspace_elements` f32 and
+    workspace, counters .u64 only with workspace split-K or Stream-K: `workspace_elements` f32 and
                              `counter_count` u32 (zero before the first launch; kernels reset them)
 Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
 """
@@ -68,16 +68,32 @@ class Kernel:
 
     @property
     def workspace_elements(self) -> int:
-        """f32 elements of split-K workspace the kernel needs (0 when it needs none)."""
-        from .schedule.geometry import split_k_workspace
-
-        return split_k_workspace(self.gemm, self.schedule)[0]
+        """f32 elements of split-K / Stream-K workspace the kernel needs (0 when it needs none)."""
+        return self.scratch_sizes(self.grid)[0]
 
     @property
     def counter_count(self) -> int:
-        from .schedule.geometry import split_k_workspace
+        """u32 arrival counters (split-K) or flags (Stream-K) the kernel needs."""
+        return self.scratch_sizes(self.grid)[1]
 
-        return split_k_workspace(self.gemm, self.schedule)[1]
+    def scratch_sizes(self, grid: tuple[int, int, int]) -> tuple[int, int]:
+        """(f32 workspace elements, u32 counters) for a launch over `grid` (Stream-K's grid may
+        follow the device's SM count rather than `self.grid`)."""
+        from .schedule.geometry import split_k_workspace
+        from .schedule.streamk import stream_k_workspace
+
+        if self.schedule.stream_k:
+            return stream_k_workspace(self.gemm, self.schedule, grid[0])
+        return split_k_workspace(self.gemm, self.schedule)
+
+    def launch_grid(self, sm_count: int | None) -> tuple[int, int, int]:
+        """The grid to launch on a device with `sm_count` SMs: Stream-K with `sms=None` fills the
+        device; every other kernel launches `self.grid`."""
+        from .schedule.geometry import grid_for
+
+        if self.schedule.stream_k and self.schedule.sms is None and sm_count:
+            return grid_for(self.gemm, self.schedule, sm_count)
+        return self.grid
 
     @property
     def zeroes_c_first(self) -> bool:

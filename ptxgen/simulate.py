@@ -29,8 +29,8 @@ def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:
     """None (the whole grid) for small grids, else the corner tiles and one interior tile of the
     first and last batch, each with all of its split-K CTAs (a tile is only complete with all)."""
     gx, gy, gz = kernel.grid
-    if gx * gy * gz <= WHOLE_GRID_CTAS:
-        return None
+    if gx * gy * gz <= WHOLE_GRID_CTAS or kernel.schedule.stream_k:
+        return None  # Stream-K CTAs share tiles and wait for each other: only the whole grid runs
     splits, batches = kernel.schedule.split_k, kernel.gemm.batch
     tiles = {(0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1), (gx // 2, gy // 2)}
     return sorted((x, y, b * splits + sp) for x, y in tiles for b in {0, batches - 1} for sp in range(splits))
@@ -40,6 +40,9 @@ def covered(kernel: Kernel, ctas) -> np.ndarray:
     """Boolean mask, shaped like C, of the elements the given CTAs (None = all) compute."""
     g, s = kernel.gemm, kernel.schedule
     mask = np.zeros((g.batch, g.m, g.n), dtype=bool)
+    if s.stream_k:  # persistent CTAs: which tiles a CTA touches depends on the whole grid
+        mask[:] = ctas is None
+        return mask if g.batch > 1 else mask[0]
     gx, gy, gz = kernel.grid
     every = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
     for cta in (every if ctas is None else ctas):

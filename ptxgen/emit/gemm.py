@@ -22,6 +22,7 @@ from .gemm_edges import EdgeChecks
 from .gemm_epilogue import EpilogueEmitter
 from .gemm_epilogue_smem import StagedEpilogue
 from .gemm_splitk import SplitK
+from .gemm_streamk import StreamK
 from .gemm_wmma import WmmaMath
 from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
 from .memory import bar_sync, commit_group, cp_async, ld_param, wait_group
@@ -37,20 +38,22 @@ BATCH_PARAMS = [Param(".u64", "batch_stride_a"), Param(".u64", "batch_stride_b")
 BIAS_PARAM = Param(".u64", "bias")
 
 
-#: Appended last by workspace split-K: f32 partial tiles and one u32 arrival counter per tile.
+#: Appended last by workspace split-K (f32 partial tiles, one u32 arrival counter per tile) and by
+#: Stream-K (one f32 partial tile and one u32 flag per persistent CTA).
 SPLIT_K_PARAMS = [Param(".u64", "workspace"), Param(".u64", "counters")]
 
 
 def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
-    split = s.split_k > 1 and s.split_k_mode == "workspace"
+    scratch = (s.split_k > 1 and s.split_k_mode == "workspace") or s.stream_k
     return (list(PARAMS) + (BATCH_PARAMS if g.batch > 1 else []) + ([BIAS_PARAM] if g.epi.bias else [])
-            + (SPLIT_K_PARAMS if split else []))
+            + (SPLIT_K_PARAMS if scratch else []))
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
     acc = "_acc16" if g.acc_dtype == "f16" else ""
-    epi = ("" if g.epi.is_identity else "_epi") + ("_wmma" if s.instruction == "wmma" else "")
+    epi = (("" if g.epi.is_identity else "_epi") + ("_wmma" if s.instruction == "wmma" else "")
+           + (f"_splitk{s.split_k}" if s.split_k > 1 else "") + ("_streamk" if s.stream_k else ""))
     return (f"ptxgen_gemm_{g.dtype}_{g.out_dtype}{acc}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}"
             f"_w{s.warps[0]}x{s.warps[1]}_s{s.stages}_{s.smem_layout}{epi}")
 
@@ -62,6 +65,7 @@ class GemmLowering:
         self.g, self.s, self.plan = g, s, plan
         self.b = Builder(entry_name(g, s), kernel_params(g, s))
         self.workspace_split = s.split_k > 1 and s.split_k_mode == "workspace"
+        self.needs_workspace = self.workspace_split or s.stream_k
         self.k_left: VReg | None = None  # K left from this CTA's first k-tile (split-K), else K
         self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
@@ -105,29 +109,43 @@ class GemmLowering:
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(self) -> None:
-        b, g, s = self.b, self.g, self.s
+        b, s = self.b, self.s
         b.banner("Setup: parameters, CTA tile origin, per-thread address bases")
+        self.load_pointers()
+        self.z_index()
+        if self.g.batch > 1:
+            self.batch_offsets()
+        self.load_dims()
+        self.tile_origin()
+        b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
+        self.kt = self.ceil_div(self.dim("K"), s.bk)
+        self.ex = ExprEmitter(b, self.tid)
+        self.tile_addressing()
+        self.shared_addressing()
+
+    def load_pointers(self) -> None:
+        """%tid.x and the global pointers (A, B, C, then bias / workspace when present)."""
         self.tid = self.u32("mov.u32", Sym("%tid.x"))
         self.ptr = {}
-        extra = (("bias",) if g.epi.bias else ()) + (("workspace", "counters") if self.workspace_split else ())
+        extra = (("bias",) if self.g.epi.bias else ()) + (("workspace", "counters") if self.needs_workspace else ())
         for name in ("A", "B", "C") + extra:
-            raw = ld_param(b, "b64", ".u64", name)
+            raw = ld_param(self.b, "b64", ".u64", name)
             self.ptr[name] = self.u64("cvta.to.global.u64", raw)
-        self.z_index()
-        if g.batch > 1:
-            self.batch_offsets()
+
+    def load_dims(self) -> None:
         self.dims: dict[str, VReg] = {}
         for n in ("K", "lda", "ldb", "ldc"):
             self.dim(n)
         self.smem = self.u32("mov.u32", Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
-        self.tile_origin()
-        bk = s.bk
-        b.comment(f"KT = ceil(K / {bk}): number of k-tiles")
-        self.kt = self.ceil_div(self.dim("K"), bk)
-        self.ex = ExprEmitter(b, self.tid)
+
+    def tile_addressing(self) -> None:
+        """Per-tile state: global pointers to k-tile 0 of the CTA tile, and the edge bounds."""
         self.gptr = {n: self.global_tile_pointer(n) for n in ("A", "B")}
         self.edge = EdgeChecks(self)
         self.edge.prepare()
+
+    def shared_addressing(self) -> None:
+        """Tile-independent shared addresses: copy destinations and fragment sources in stage 0."""
         self.dst_bases = {n: self.shared_bases(n, self.copy[n].dst.bases) for n in ("A", "B")}
         if self.wmma:
             self.wmma.setup()
@@ -147,23 +165,37 @@ class GemmLowering:
         self.split = self.u32("rem.u32", self.zslot, Imm(str(s.split_k)))
         self.bidx = self.u32("div.u32", self.zslot, Imm(str(s.split_k)))
 
-    def batch_offsets(self) -> None:
-        """Move A, B and C to this CTA's batch: ptr += batch * batch_stride * element bytes."""
-        self.b.comment("batch: ctaid.z selects the matrices (a batch stride of 0 broadcasts)")
+    def batch_offsets(self, base: dict[str, VReg] | None = None,
+                      strides: dict[str, VReg] | None = None) -> None:
+        """Move A, B and C to batch `self.bidx`: ptr = base + batch * batch_stride * element bytes."""
+        self.b.comment("batch: the batch index selects the matrices (a batch stride of 0 broadcasts)")
+        base = base or self.ptr
+        strides = strides or self.batch_strides()
         z = self.u64("cvt.u64.u32", self.bidx)
         for name, eb in (("A", self.g.in_bytes), ("B", self.g.in_bytes), ("C", self.g.out_bytes)):
-            stride = ld_param(self.b, "b64", ".u64", f"batch_stride_{name.lower()}")
-            step = self.u64("mul.lo.u64", z, stride)
-            self.ptr[name] = self.u64("mad.lo.u64", step, Imm(str(eb)), self.ptr[name])
+            step = self.u64("mul.lo.u64", z, strides[name])
+            self.ptr[name] = self.u64("mad.lo.u64", step, Imm(str(eb)), base[name])
 
-    def tile_origin(self) -> None:
+    def batch_strides(self) -> dict[str, VReg]:
+        return {n: ld_param(self.b, "b64", ".u64", f"batch_stride_{n.lower()}") for n in ("A", "B", "C")}
+
+    def tile_origin(self, pid: VReg | None = None) -> None:
+        """tm, tn (the CTA tile's indices) and bm0, bn0 (its first row and column).
+
+        From the launch grid, or (Stream-K) from a linear tile index `pid` within the batch."""
         b, s = self.b, self.s
-        if s.raster == "row":
+        if s.raster == "row" and pid is None:
             b.comment("raster row: ctaid.x -> n-tile, ctaid.y -> m-tile")
             tn, tm = self.u32("mov.u32", Sym("%ctaid.x")), self.u32("mov.u32", Sym("%ctaid.y"))
+        elif s.raster == "row":
+            b.comment("raster row: tile -> (tile / tiles_n, tile % tiles_n)")
+            num_n = self.ceil_div(self.dim("N"), s.bn)
+            tm = self.u32("div.u32", pid, num_n)
+            tn = self.u32("rem.u32", pid, num_n)
         else:
             b.comment(f"raster grouped: groups of {s.group_m} m-tiles walk n together (L2 reuse)")
-            pid = self.u32("mov.u32", Sym("%ctaid.x"))
+            if pid is None:
+                pid = self.u32("mov.u32", Sym("%ctaid.x"))
             num_m, num_n = self.ceil_div(self.dim("M"), s.bm), self.ceil_div(self.dim("N"), s.bn)
             in_group = self.u32("mul.lo.u32", num_n, Imm(str(s.group_m)))
             group = self.u32("div.u32", pid, in_group)
@@ -325,6 +357,8 @@ class GemmLowering:
 
     # -- the kernel ---------------------------------------------------------------------------------
     def lower(self) -> Function:
+        if self.s.stream_k:
+            return StreamK(self).lower()
         b, s = self.b, self.s
         self.setup()
         self.steps = self.row_steps()
@@ -333,30 +367,40 @@ class GemmLowering:
             if not hasattr(self, "bidx"):
                 self.bidx = self.u32("mov.u32", Imm("0"))
             SplitK(self).k_range()
-        stage_bytes = {"A": self.tile_a.stage_bytes, "B": self.tile_b.stage_bytes}
-        f16_acc = self.g.acc_dtype == "f16"
-        int_acc = self.g.accumulator == "s32"
-        cls, per_tile, zero = (("b32", 2, "mov.b32") if f16_acc else ("b32", 4, "mov.b32") if int_acc
-                               else ("f32", 4, "mov.f32"))
-        acc = (self.wmma.accumulators() if self.wmma else
-               [[b.regs(cls, per_tile) for _ in range(self.ni)] for _ in range(self.mi)])
-        b.comment(f"zero {sum(len(f) for row in acc for f in row)} {'f16x2' if f16_acc else 'f32'} accumulators "
-                  f"(warp tile {s.warp_tile[0]}x{s.warp_tile[1]})")
-        for row in acc:
-            for frag in row:
-                for r in frag:
-                    b.emit(zero, r, Imm("0" if f16_acc or int_acc else "0f00000000"), ndefs=1)
-        i = self.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
-        S = s.stages
-        if S == 1:
-            self.single_buffer_loop(i, acc)
-        else:
-            self.pipelined_loop(i, acc, stage_bytes)
+        acc = self.accumulators()
+        self.zero_accumulators(acc)
+        self.mainloop(acc)
         if self.workspace_split:
             SplitK(self).reduce(acc)
         (StagedEpilogue if staging_layout(self.g, s) else EpilogueEmitter)(self).emit(acc)
         b.emit("ret")
         return b.function
+
+    def accumulators(self) -> list[list[tuple[VReg, ...]]]:
+        """The warp tile's accumulator registers, [mi][ni] mma fragments (or wmma fragments)."""
+        if self.wmma:
+            return self.wmma.accumulators()
+        cls, per_tile = ("f32", 4) if self.g.accumulator == "f32" else ("b32", 2 if self.g.acc_dtype == "f16" else 4)
+        return [[self.b.regs(cls, per_tile) for _ in range(self.ni)] for _ in range(self.mi)]
+
+    def zero_accumulators(self, acc) -> None:
+        f16_acc, s = self.g.acc_dtype == "f16", self.s
+        float_acc = self.g.accumulator == "f32"
+        self.b.comment(f"zero {sum(len(f) for row in acc for f in row)} {'f16x2' if f16_acc else 'f32'} "
+                       f"accumulators (warp tile {s.warp_tile[0]}x{s.warp_tile[1]})")
+        for row in acc:
+            for frag in row:
+                for r in frag:
+                    self.b.emit("mov.f32" if float_acc else "mov.b32", r, Imm("0f00000000" if float_acc else "0"),
+                                ndefs=1)
+
+    def mainloop(self, acc) -> None:
+        """The K loop over this CTA's `self.kt` k-tiles (at least one), from `self.gptr`."""
+        i = self.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
+        if self.s.stages == 1:
+            self.single_buffer_loop(i, acc)
+        else:
+            self.pipelined_loop(i, acc, {"A": self.tile_a.stage_bytes, "B": self.tile_b.stage_bytes})
 
     def pipelined_loop(self, i: VReg, acc, stage_bytes: dict[str, int]) -> None:
         b, S = self.b, self.s.stages

@@ -8,8 +8,9 @@ chunk, of an ldmatrix row, XOR swizzles). Writing each as an `Expr` lets the low
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -99,6 +100,16 @@ class ExprEmitter:
     def __init__(self, b: Builder, tid: VReg):
         self.b = b
         self.memo: dict[Expr, VReg] = {Tid(): tid}
+
+    @contextmanager
+    def scoped(self) -> Iterator[None]:
+        """For code that only some paths execute: registers it emits are not reused after it
+        (they would hold nothing on the paths that skipped it)."""
+        saved = dict(self.memo)
+        try:
+            yield
+        finally:
+            self.memo = saved
 
     def emit(self, e: Expr) -> VReg | Imm:
         e = _fold(e)

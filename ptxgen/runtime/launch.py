@@ -301,7 +301,8 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
     fn = load_function(cubin, kernel.entry, kernel.ptx, kernel.smem_bytes)
     decls = _check_params(kernel)
 
-    plan = _Plan(fn, _dim3(kernel.grid, "grid"), _dim3(kernel.block, "block"),
+    grid = kernel.launch_grid(ctx.sm_count)  # Stream-K with sms=None fills this device's SMs
+    plan = _Plan(fn, _dim3(grid, "grid"), _dim3(kernel.block, "block"),
                  int(kernel.smem_bytes), s, None, (av, bv, cv), c, host)  # type: ignore[arg-type]
     views = (av, bv, cv) + ((bias_view(kernel, bias, dev),) if bias is not None else ())
     if host:
@@ -327,23 +328,26 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
                 raise ValueError("atomic split-K zeroes C before the launch and needs a dense C "
                                  f"(leading dimension {g.n}), got {cv.ld}: pass a contiguous C")
             drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
-    if kernel.workspace_elements:
-        ptrs += [buf.ptr for buf in _split_k_scratch(kernel, s)]
+    if kernel.scratch_sizes(grid)[0]:
+        ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
     plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + ptrs[3:])
     return plan
 
 
-def _split_k_scratch(kernel: "Kernel", stream: int) -> tuple[Any, Any]:
-    """The workspace and arrival counters of a workspace split-K kernel, allocated once and kept
-    on the kernel: the kernel leaves its counters at zero, and partials are rewritten every
-    launch. Launches of one such kernel on concurrent streams share them, so serialize those."""
-    scratch = getattr(kernel, "_split_k_scratch", None)
+def _split_k_scratch(kernel: "Kernel", grid: tuple[int, int, int], stream: int) -> tuple[Any, Any]:
+    """The workspace and counters (or flags) of a split-K / Stream-K kernel for `grid`, allocated
+    once per grid and kept on the kernel: the kernel leaves its counters at zero, and partials are
+    rewritten every launch. Launches of one such kernel on concurrent streams share them, so
+    serialize those."""
+    cache = kernel.__dict__.setdefault("_split_k_scratch", {})
+    scratch = cache.get(grid)
     if scratch is None:
-        workspace = drv.DeviceBuffer(kernel.workspace_elements * 4)
-        counters = drv.DeviceBuffer(kernel.counter_count * 4)
+        elements, count = kernel.scratch_sizes(grid)
+        workspace = drv.DeviceBuffer(elements * 4)
+        counters = drv.DeviceBuffer(count * 4)
         counters.fill_bytes(0, stream)
         scratch = (workspace, counters)
-        kernel._split_k_scratch = scratch  # type: ignore[attr-defined]
+        cache[grid] = scratch
     return scratch
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .problem import Gemm
 from .schedule import Schedule
+from .streamk import stream_k_grid
 
 CHUNK_BYTES = 16  # one cp.async.cg copy, one ldmatrix row
 
@@ -185,7 +186,7 @@ def register_estimate(s: Schedule, acc_dtype: str = "f32") -> dict[str, int]:
     est = {
         "accumulators": mi * ni * (4 if acc_dtype == "f32" else 2),
         "fragments": bufs * frag_regs,
-        "addressing": 24,
+        "addressing": 24 + (16 if s.stream_k else 0),  # Stream-K: the decomposition and unit state
     }
     est["total"] = sum(est.values())
     return est
@@ -195,7 +196,10 @@ def k_tiles(g: Gemm, s: Schedule) -> int:
     return -(-g.k // s.bk)
 
 
-def grid_for(g: Gemm, s: Schedule) -> tuple[int, int, int]:
+def grid_for(g: Gemm, s: Schedule, sms: int = 108) -> tuple[int, int, int]:
+    """The launch grid; Stream-K's persistent grid uses the schedule's `sms`, else `sms` given."""
+    if s.stream_k:
+        return (stream_k_grid(g, s, sms), 1, 1)
     tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)
     z = g.batch * s.split_k
     if s.raster == "grouped":

@@ -9,6 +9,8 @@ INSTRUCTIONS = {"m16n8k16": (16, 8, 16), "wmma": (16, 16, 16)}
 SMEM_LAYOUTS = ("swizzle", "pad", "plain")
 RASTERS = ("row", "grouped")
 SPLIT_K_MODES = ("workspace", "atomic")
+#: How output tiles and their K loops are shared among CTAs (see `Schedule.decomposition`).
+DECOMPOSITIONS = ("tiles", "stream-k", "stream-k-pure")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,14 @@ class Schedule:
     * `epilogue_via_smem`: stage the C tile through shared memory (reusing the A/B stage bytes) so
       global stores are 16-byte and coalesced; False stores straight from the fragment registers;
       None (default) stages whenever the operands allow 16-byte stores (not atomic split-K).
+    * `decomposition`: "tiles" (default) launches one CTA per output tile (times `split_k`).
+      "stream-k" (Osama et al., PPoPP 2023) launches a persistent grid of `sms` CTAs: whole tiles
+      go round in data-parallel waves, and the last one to two waves' worth of tiles are shared
+      out as MAC-loop iterations, evenly, so every CTA does the same work (the "two-tile" hybrid).
+      "stream-k-pure" shares every tile's iterations that way. Tiles split between CTAs are
+      fixed up in K order through a workspace with flags, so results are deterministic.
+    * `sms`: persistent CTAs for Stream-K; None uses the device's SM count on the GPU and the
+      target's flagship count (`Target.sms`) in the simulator.
     """
 
     block: tuple[int, int, int]
@@ -39,6 +49,8 @@ class Schedule:
     split_k: int = 1
     split_k_mode: str = "workspace"
     epilogue_via_smem: bool | None = None
+    decomposition: str = "tiles"
+    sms: int | None = None
 
     @property
     def bm(self) -> int:
@@ -63,6 +75,10 @@ class Schedule:
     @property
     def warp_tile(self) -> tuple[int, int]:
         return self.bm // self.warps[0], self.bn // self.warps[1]
+
+    @property
+    def stream_k(self) -> bool:
+        return self.decomposition in ("stream-k", "stream-k-pure")
 
     @property
     def mma_shape(self) -> tuple[int, int, int]:

@@ -14,13 +14,16 @@ class Target:
     smem_default: int = 48 * 1024
     regs_per_sm: int = 65536
     max_regs_per_thread: int = 255
+    #: SMs of the family's flagship part (A100, A10/RTX 3090-class, L40/RTX 4090-class, H100 SXM):
+    #: the persistent Stream-K grid when neither the schedule nor a device says otherwise.
+    sms: int = 108
 
 
 TARGETS: dict[str, Target] = {
-    "sm_80": Target("sm_80", (7, 8), 163 * 1024),
-    "sm_86": Target("sm_86", (7, 8), 99 * 1024),
-    "sm_89": Target("sm_89", (7, 8), 99 * 1024),
-    "sm_90": Target("sm_90", (7, 8), 227 * 1024),
+    "sm_80": Target("sm_80", (7, 8), 163 * 1024, sms=108),
+    "sm_86": Target("sm_86", (7, 8), 99 * 1024, sms=84),
+    "sm_89": Target("sm_89", (7, 8), 99 * 1024, sms=128),
+    "sm_90": Target("sm_90", (7, 8), 227 * 1024, sms=132),
 }
 
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from .geometry import operand_tiles, register_estimate, smem_bytes, staging_fits
 from .problem import ACTIVATIONS, BIAS_KINDS, INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
-from .schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
+from .schedule import DECOMPOSITIONS, INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
 from .targets import TARGETS, target
 from ..errors import ScheduleError
 
 MAX_THREADS = 1024
 MAX_GRID_YZ = 65535
 U32_MAX = 2**32 - 1
+#: Stream-K's persistent grid: a few CTAs per SM on the largest parts is plenty.
+MAX_PERSISTENT_CTAS = 4096
 
 
 def _choice(field: str, value: object, options: tuple[str, ...]) -> None:
@@ -82,6 +84,12 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     _positive_int("schedule.group_m", s.group_m)
     _positive_int("schedule.split_k", s.split_k)
     _choice("schedule.split_k_mode", s.split_k_mode, SPLIT_K_MODES)
+    _choice("schedule.decomposition", s.decomposition, DECOMPOSITIONS)
+    if s.sms is not None:
+        _positive_int("schedule.sms", s.sms)
+        if s.sms > MAX_PERSISTENT_CTAS:
+            raise ScheduleError("schedule.sms", s.sms, f"more than {MAX_PERSISTENT_CTAS} persistent CTAs",
+                                "give the number of SMs (or a small multiple), or None for the device's")
 
 
 def verify_dtype_table(g: Gemm) -> None:
@@ -259,6 +267,30 @@ def verify_split_k(g: Gemm, s: Schedule) -> None:
                                 "use split_k_mode='workspace' for other outputs and epilogues")
 
 
+def verify_stream_k(g: Gemm, s: Schedule) -> None:
+    """Stream-K shares tiles between CTAs through f32 partials in a workspace."""
+    if not s.stream_k:
+        return
+    rules = [
+        (s.split_k > 1, "schedule.split_k", s.split_k,
+         "Stream-K already shares K between CTAs; it does not combine with split-K",
+         "use split_k=1 with decomposition='stream-k', or decomposition='tiles'"),
+        (g.accumulator != "f32", "gemm.acc_dtype", g.accumulator,
+         f"Stream-K adds f32 partial tiles; {g.accumulator} accumulators are not lowered for it",
+         "use f32 accumulation (f16/bf16/tf32 inputs) with Stream-K"),
+        (s.instruction == "wmma", "schedule.instruction", s.instruction,
+         "Stream-K partials are stored from mma.sync fragments; the wmma path is not lowered for it",
+         "use instruction='m16n8k16' with Stream-K"),
+    ]
+    for broken, field, value, rule, fix in rules:
+        if broken:
+            raise ScheduleError(field, value, rule, fix)
+    tiles = g.batch * -(-g.m // s.bm) * -(-g.n // s.bn)
+    if tiles * -(-g.k // s.bk) > U32_MAX // 2:
+        raise ScheduleError("schedule.decomposition", s.decomposition,
+                            "tiles x k-tiles exceeds the 31-bit iteration counter", "use a larger block tile")
+
+
 def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     """Raise ScheduleError for the first rule (Gemm, Schedule) breaks on `arch`."""
     verify_fields(g, s, arch)
@@ -275,3 +307,4 @@ def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     verify_resources(g, s, arch)
     verify_problem(g, s)
     verify_split_k(g, s)
+    verify_stream_k(g, s)

@@ -37,7 +37,7 @@ def test_plan_covers_every_problem_in_importance_order(bench):
     jobs = bench.build_plan("sm_90")
     keys = [(j.dtype, j.m, j.n, j.k) for j in jobs]
     assert keys[:2] == [("f16", 4096, 4096, 4096), ("bf16", 4096, 4096, 4096)]
-    assert len(keys) == len(set(keys)) == 2 * (5 + 2 + 16)
+    assert len(keys) == len(set(keys)) == 2 * (5 + 2 + 16 + 2 + 3)
     for dt in ("f16", "bf16"):
         for s in (1024, 2048, 4096, 8192, 16384):
             assert (dt, s, s, s) in keys
@@ -46,9 +46,13 @@ def test_plan_covers_every_problem_in_importance_order(bench):
         for m in (16, 64, 256, 2048):
             for n, k in bench.LLM_NK:
                 assert (dt, m, n, k) in keys
+        assert (dt, 1, 4096, 4096) in keys and (dt, 4095, 4095, 4095) in keys
     assert keys[-1][1:] == (16384, 16384, 16384)
     for j in jobs:
-        assert [c.name for c in j.candidates] == [bench.schedule_name(*s) for s in bench.SCHEDULES]
+        names = [c.name for c in j.candidates]
+        assert names[:len(bench.SCHEDULES)] == [bench.schedule_name(*s) for s in bench.SCHEDULES]
+        assert any(n.endswith("stream-k") for n in names)  # every problem also tries Stream-K
+        assert any("splitk" in n for n in names) == (j.m <= 256)  # few tiles: split-K candidates too
         assert j.gemm().out_dtype == j.dtype
 
 
@@ -67,7 +71,7 @@ def test_dry_run_command(bench):
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "gemm.py"), "--dry-run"], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "plan for sm_90: 46 problems" in out.stdout
+    assert "plan for sm_90: 56 problems" in out.stdout
     assert "gemm.m=16" not in out.stdout  # M=16 runs with edge tiles
 
 

@@ -18,6 +18,7 @@ from fake_driver import FakeDriver, gemm_impl
 from ptxgen.kernel import Kernel
 from ptxgen.runtime import driver as drv
 from ptxgen.runtime.launch import launch_kernel, launch_ptx, prepare_launch
+from ptxgen.schedule.geometry import grid_for
 from ptxgen.schedule.problem import Gemm, numpy_dtype
 from ptxgen.schedule.schedule import Schedule
 
@@ -339,3 +340,30 @@ def test_launch_ptx_picks_arch_from_device_and_target(fake, monkeypatch):
 
 def test_bf16_dtype_sanity():
     assert numpy_dtype("bf16") == np.dtype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("sms,grid", [(None, 132), (40, 40)])
+def test_stream_k_grid_follows_the_device_and_sizes_its_scratch(fake, sms, grid):
+    """sms=None fills the device's SMs (the fake has 132) whatever grid the kernel was compiled
+    with; the workspace (one f32 tile per CTA) and the flags are sized for that grid, zeroed
+    once, and reused by later launches."""
+    g = Gemm(512, 512, 256)
+    s = Schedule(block=(64, 64, 32), decomposition="stream-k", sms=sms)
+    seen = []
+
+    def impl(fk, args):
+        gemm_impl(np.float16, np.float32, "row", "col")(fk, args[:9])
+        ws, flags = args[9:]
+        seen.append((len(fk.allocs[fk._owner(ws, 1)]), fk.view(flags, grid * 4, np.uint32).copy()))
+
+    ptx = S.gemm_stub().replace(".param .u32 ldc", ".param .u32 ldc, .param .u64 workspace, .param .u64 counters")
+    fake.register("gemm", GEMM_TYPES + ["u8"] * 2, impl)
+    kern = Kernel(gemm=g, schedule=s, arch="sm_90", ptx=ptx, entry="gemm", grid=grid_for(g, s, 108), block=(128, 1, 1),
+                  smem_bytes=16384, function=None, allocation=None, smem_plan=None)
+    a, b = operands(g)
+    for _ in range(2):
+        c = launch_kernel(kern, a, b)
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-6)
+    assert [launch.grid for launch in fake.launches] == [(grid, 1, 1)] * 2
+    assert [size for size, _ in seen] == [grid * 64 * 64 * 4] * 2 and not seen[0][1].any()
+    assert len(kern._split_k_scratch) == 1  # allocated once, kept for later launches

@@ -1,0 +1,73 @@
+"""What bench/gemm.py measures: the problems, in order of importance, and ptxgen's fixed
+candidate schedules per problem (the best of them is ptxgen's number).
+
+Every problem gets the data-parallel tile schedules plus a Stream-K variant; problems with few
+output tiles (small M, the decode-like LLM rows) also get split-K and Stream-K candidates with
+narrow tiles, which is where tile-per-CTA schedules leave SMs idle.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Data-parallel candidates for every problem: (block, warps, stages); swizzle + fragment double buffering.
+SCHEDULES = [
+    ((128, 128, 32), (2, 2), 3),
+    ((128, 128, 32), (2, 2), 4),
+    ((128, 256, 32), (2, 4), 3),
+    ((256, 128, 32), (4, 2), 3),
+    ((128, 128, 64), (2, 2), 3),
+    ((64, 128, 32), (2, 2), 4),  # for M = 64 (LLM decode-ish shapes)
+]
+DTYPES = ("f16", "bf16")
+LLM_NK = [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096)]
+#: (m, n, k, group) in order of importance: what runs first survives a tight budget.
+SHAPES = ([(4096, 4096, 4096, "square"), (8192, 8192, 8192, "square")]
+          + [(2048, n, k, "llm") for n, k in LLM_NK]
+          + [(2048, 2048, 2048, "square"), (4096, 4096, 16384, "deep-k"), (4096, 4096, 1024, "deep-k")]
+          + [(256, n, k, "llm") for n, k in LLM_NK]
+          + [(1024, 1024, 1024, "square")]
+          + [(64, n, k, "llm") for n, k in LLM_NK]
+          + [(16, n, k, "llm") for n, k in LLM_NK]
+          + [(1, n, k, "decode") for n, k in LLM_NK[:2]]
+          + [(4095, 4095, 4095, "odd"), (2047, 11008, 4095, "odd"), (1000, 1000, 1000, "odd")]
+          + [(16384, 16384, 16384, "square")])
+#: Problems with M up to this have few output tiles: they also get split-K and narrow Stream-K candidates.
+SMALL_M = 256
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One ptxgen candidate schedule."""
+
+    block: tuple
+    warps: tuple
+    stages: int
+    split_k: int = 1
+    decomposition: str = "tiles"
+
+    @property
+    def name(self) -> str:
+        extra = (f" splitk{self.split_k}" if self.split_k > 1 else "") + \
+            (f" {self.decomposition}" if self.decomposition != "tiles" else "")
+        return schedule_name(self.block, self.warps, self.stages) + extra
+
+    def schedule(self):
+        import ptxgen
+
+        return ptxgen.Schedule(block=self.block, warps=self.warps, stages=self.stages, smem_layout="swizzle",
+                               frag_double_buffer=True, split_k=self.split_k, decomposition=self.decomposition)
+
+
+def schedule_name(block, warps, stages) -> str:
+    return f"{block[0]}x{block[1]}x{block[2]} w{warps[0]}x{warps[1]} s{stages}"
+
+
+def candidates_for(m: int, n: int, k: int) -> list[Spec]:
+    """The fixed candidate list of one problem (a function of its shape class only)."""
+    out = [Spec(*s) for s in SCHEDULES]
+    out.append(Spec((128, 128, 32), (2, 2), 4, decomposition="stream-k"))
+    if m <= SMALL_M:
+        narrow = ((64, 128, 64), (1, 4), 4)
+        out += [Spec(*narrow, split_k=s) for s in (2, 4, 8)]
+        out += [Spec(*narrow, decomposition="stream-k"), Spec((64, 128, 32), (2, 2), 4, decomposition="stream-k")]
+    return out

@@ -1,0 +1,233 @@
+"""Stream-K lowering: a persistent loop over work units (ptxgen/schedule/streamk.py has the model).
+
+Every CTA computes the decomposition from %nctaid.x, M, N, K and then loops:
+  select     the next unit: a whole data-parallel tile (tiles c, c+G, ...), else the next
+             stretch of its Stream-K iteration range [start, end), clipped to one tile
+  tile       origin, batch pointers, global pointers advanced to the unit's first k-tile
+  main loop  the ordinary cp.async pipeline over the unit's k-tiles
+  finish     a unit that does not hold k-tile 0 publishes its f32 partial (workspace slot = its
+             rank, then a released flag); the owner of a split tile acquires the later ranks'
+             flags in K order, adds their partials, resets the flags and runs the epilogue
+The owner waits only for CTAs with lower %ctaid.x (ranks run backwards), which started first.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..schedule.geometry import staging_layout
+from .gemm_epilogue import EpilogueEmitter
+from .gemm_epilogue_smem import StagedEpilogue
+from .gemm_plan import store_plan
+from .index import ExprEmitter
+from .ir import Addr, Function, Imm, Sym, Vec, VReg
+from .memory import bar_sync
+
+if TYPE_CHECKING:
+    from .gemm import GemmLowering
+
+
+class StreamK:
+    """Emits the persistent Stream-K kernel for one GemmLowering (handed in explicitly)."""
+
+    def __init__(self, lw: "GemmLowering"):
+        self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
+        self.tile_bytes = self.s.bm * self.s.bn * 4  # one f32 partial tile per workspace slot
+
+    # -- small helpers ------------------------------------------------------------------------
+    def mov(self, dst: VReg, src) -> None:
+        self.b.emit("mov.u32", dst, src, ndefs=1)
+
+    def branch(self, pred: VReg | None, label: str, negate: bool = False, comment: str | None = None) -> None:
+        """A CTA-uniform branch (every value it tests is the same in all threads)."""
+        self.b.emit("bra.uni", Sym(label), guard=pred, negate=negate, comment=comment)
+
+    # -- the kernel ---------------------------------------------------------------------------
+    def lower(self) -> Function:
+        lw, b = self.lw, self.b
+        b.banner("Setup: parameters, Stream-K decomposition, per-thread shared addresses")
+        lw.load_pointers()
+        self.base_ptr = dict(lw.ptr)
+        lw.load_dims()
+        lw.dim("M"), lw.dim("N")
+        self.strides = lw.batch_strides() if self.g.batch > 1 else None
+        lw.ex = ExprEmitter(b, lw.tid)
+        b.comment(f"KT = ceil(K / {self.s.bk}): MAC iterations (k-tiles) per output tile")
+        self.kt_tile = lw.ceil_div(lw.dim("K"), self.s.bk)
+        lw.steps = lw.row_steps()
+        lw.advance = lw.k_advance()
+        lw.shared_addressing()
+        self.t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
+        self.decompose()
+        acc = lw.accumulators()
+        self.tile, self.k0, self.kc = b.reg("b32"), b.reg("b32"), b.reg("b32")
+        loop, finish = b.label("unit_loop"), b.label("all_units_done")
+        b.banner("Persistent loop: one work unit (a tile, or a stretch of one tile's k-tiles) per trip")
+        b.place(loop)
+        self.select_unit(finish)
+        self.run_unit(acc)
+        self.finish_unit(acc, loop)
+        b.place(finish)
+        b.emit("ret")
+        return b.function
+
+    def decompose(self) -> None:
+        """The hybrid split of T tiles over G CTAs, and this CTA's Stream-K range [start, end)."""
+        lw, b, s = self.lw, self.b, self.s
+        b.comment(f"decomposition ({s.decomposition}): G persistent CTAs, T tiles of KT k-tiles each")
+        self.G = lw.u32("mov.u32", Sym("%nctaid.x"))
+        cta = lw.u32("mov.u32", Sym("%ctaid.x"))
+        num_m, num_n = lw.ceil_div(lw.dim("M"), s.bm), lw.ceil_div(lw.dim("N"), s.bn)
+        self.per_batch = lw.u32("mul.lo.u32", num_m, num_n)
+        tiles = (lw.u32("mul.lo.u32", self.per_batch, Imm(str(self.g.batch))) if self.g.batch > 1
+                 else self.per_batch)
+        if s.decomposition == "stream-k-pure":
+            b.comment("every tile is shared out as MAC iterations")
+            sk = tiles
+        else:
+            b.comment("T = full * G + rem: rem > 0 sends the last rem + G tiles (all, if full = 0) to Stream-K")
+            full = lw.u32("div.u32", tiles, self.G)
+            rem = lw.u32("rem.u32", tiles, self.G)
+            sk = lw.u32("add.u32", rem, self.G)
+            sk = lw.u32("selp.b32", tiles, sk, lw.pred("setp.eq.u32", full, Imm("0")))
+            sk = lw.u32("selp.b32", Imm("0"), sk, lw.pred("setp.eq.u32", rem, Imm("0")))
+        self.dp = lw.u32("sub.u32", tiles, sk, comment="dp: data-parallel tiles (the first ones)")
+        iters = lw.u32("mul.lo.u32", sk, self.kt_tile, comment="I: Stream-K iterations")
+        sk_ctas = lw.u32("min.u32", self.G, iters, comment="Gs: CTAs sharing them (each gets >= 1)")
+        self.q = lw.u32("div.u32", iters, lw.u32("max.u32", sk_ctas, Imm("1")))
+        self.extra = lw.u32("mad.lo.s32", self.q, lw.u32("neg.s32", sk_ctas), iters,
+                            comment="I % Gs ranks get one more iteration")
+        b.comment("rank = Gs - 1 - ctaid.x: owners (who wait) have higher ctaid.x than the CTAs they wait for")
+        last_rank = lw.u32("sub.u32", sk_ctas, Imm("1"))
+        self.rank = lw.u32("sub.u32", last_rank, cta)
+        start = self.range_start(self.rank)
+        count = lw.u32("add.u32", self.q, lw.u32("selp.b32", Imm("1"), Imm("0"),
+                                                  lw.pred("setp.lt.u32", self.rank, self.extra)))
+        count = lw.u32("selp.b32", count, Imm("0"), lw.pred("setp.lt.u32", cta, sk_ctas))
+        self.it = lw.u32("mov.u32", start, comment="it: next Stream-K iteration of this CTA")
+        self.end = lw.u32("add.u32", start, count)
+        self.next_dp = lw.u32("mov.u32", cta, comment="next data-parallel tile: ctaid.x, + G per trip")
+
+    def range_start(self, rank: VReg) -> VReg:
+        """First Stream-K iteration of `rank`: rank * q + min(rank, I % Gs)."""
+        lw = self.lw
+        return lw.u32("mad.lo.u32", rank, self.q, lw.u32("min.u32", rank, self.extra))
+
+    def select_unit(self, finish: str) -> None:
+        lw, b = self.lw, self.b
+        dp_unit, have = b.label("data_parallel_unit"), b.label("have_unit")
+        is_dp = lw.pred("setp.lt.u32", self.next_dp, self.dp)
+        self.branch(is_dp, dp_unit, comment="whole tiles first")
+        b.comment("Stream-K unit: iterations [it, min(end, end of it's tile))")
+        done = lw.pred("setp.ge.u32", self.it, self.end)
+        self.branch(done, finish, comment="this CTA's range is used up")
+        t = lw.u32("div.u32", self.it, self.kt_tile)
+        b.emit("mad.lo.s32", self.k0, t, lw.u32("neg.s32", self.kt_tile), self.it, ndefs=1,
+               comment="k0: first k-tile within the tile")
+        b.emit("min.u32", self.kc, lw.u32("sub.u32", self.kt_tile, self.k0),
+               lw.u32("sub.u32", self.end, self.it), ndefs=1, comment="kc: k-tiles this unit runs")
+        b.emit("add.u32", self.tile, self.dp, t, ndefs=1)
+        b.emit("add.u32", self.it, self.it, self.kc, ndefs=1)
+        self.branch(None, have)
+        b.place(dp_unit)
+        self.mov(self.tile, self.next_dp)
+        self.mov(self.k0, Imm("0"))
+        self.mov(self.kc, self.kt_tile)
+        b.emit("add.u32", self.next_dp, self.next_dp, self.G, ndefs=1)
+        b.place(have)
+
+    def run_unit(self, acc) -> None:
+        """Point the pipeline at the unit's tile and k-tiles, and run it."""
+        lw, b, g = self.lw, self.b, self.g
+        bar_sync(b, comment="the previous unit is done with the shared buffers")
+        if g.batch > 1:
+            lw.bidx = lw.u32("div.u32", self.tile, self.per_batch)
+            pid = lw.u32("mad.lo.s32", lw.bidx, lw.u32("neg.s32", self.per_batch), self.tile)
+            lw.batch_offsets(self.base_ptr, self.strides)
+        else:
+            pid = self.tile
+        lw.tile_origin(pid)
+        lw.kt = self.kc
+        lw.k_left = lw.u32("mad.lo.s32", self.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0")
+        lw.tile_addressing()
+        for name in ("A", "B"):
+            adv = lw.advance[name]
+            skip = (lw.wide_mul(self.k0, adv) if isinstance(adv, Imm)
+                    else lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", self.k0), adv))
+            b.emit("add.s64", lw.gptr[name], lw.gptr[name], skip, ndefs=1, comment=f"{name} -> k-tile k0")
+        lw.zero_accumulators(acc)
+        lw.mainloop(acc)
+
+    def finish_unit(self, acc, loop: str) -> None:
+        lw, b = self.lw, self.b
+        publish, store = b.label("publish_partial"), b.label("tile_epilogue")
+        sites_base = self.slot_offset()
+        self.branch(lw.pred("setp.ne.u32", self.k0, Imm("0")), publish,
+                    comment="not the tile's first k-tiles: hand the partial to the owner")
+        whole = lw.pred("setp.eq.u32", lw.u32("add.u32", self.k0, self.kc), self.kt_tile)
+        self.branch(whole, store, comment="the whole tile was ours")
+        with lw.ex.scoped():
+            self.fixup(acc, sites_base)
+        b.place(store)
+        with lw.ex.scoped():
+            (StagedEpilogue if staging_layout(self.g, self.s) else EpilogueEmitter)(lw).emit(acc)
+        self.branch(None, loop)
+        b.place(publish)
+        with lw.ex.scoped():
+            self.publish(acc, sites_base)
+        self.branch(None, loop)
+
+    # -- partials -------------------------------------------------------------------------------
+    def slot_offset(self) -> VReg:
+        """This thread's byte offset of its first fragment element within a partial tile."""
+        lw = self.lw
+        sp = store_plan(self.s)
+        return lw.ex.reg((sp.row0 * self.s.bn + sp.col0) * 4)
+
+    def slot(self, rank: VReg, thread_off: VReg) -> VReg:
+        lw = self.lw
+        off = lw.u64("add.s64", lw.wide_mul(rank, Imm(str(self.tile_bytes))), lw.u64("cvt.u64.u32", thread_off))
+        return lw.u64("add.s64", lw.ptr["workspace"], off)
+
+    def flag(self, rank: VReg) -> VReg:
+        return self.lw.u64("add.s64", self.lw.ptr["counters"], self.lw.wide_mul(rank, Imm("4")))
+
+    def publish(self, acc, thread_off: VReg) -> None:
+        lw, b = self.lw, self.b
+        b.banner("Stream-K: publish this unit's partial tile (workspace slot = rank), then release the flag")
+        ptr = self.slot(self.rank, thread_off)
+        for m, n, h, dr, dc in store_plan(self.s).sites:
+            b.emit("st.global.v2.f32", Addr(ptr, (dr * self.s.bn + dc) * 4), Vec(acc[m][n][2 * h:2 * h + 2]))
+        bar_sync(b, comment="every thread's part of the partial is written")
+        b.emit("st.release.gpu.global.u32", Addr(self.flag(self.rank)), Imm("1"), guard=self.t0,
+               comment="release: the partial is complete")
+
+    def fixup(self, acc, thread_off: VReg) -> None:
+        """Owner: add the partials of ranks rank+1, rank+2, ... that start inside this tile, in order."""
+        lw, b = self.lw, self.b
+        b.banner("Stream-K fix-up: add the later ranks' partials of this tile, in K order")
+        tile_end = lw.u32("mul.lo.u32", lw.u32("add.u32", lw.u32("sub.u32", self.tile, self.dp), Imm("1")),
+                          self.kt_tile, comment="Stream-K iteration where this tile ends")
+        other = lw.u32("add.u32", self.rank, Imm("1"))
+        loop, spin, done = b.label("fixup_next_rank"), b.label("fixup_wait_flag"), b.label("fixup_done")
+        b.place(loop)
+        inside = lw.pred("setp.lt.u32", self.range_start(other), tile_end)
+        self.branch(inside, done, negate=True, comment="next rank starts past this tile: all added")
+        flag = self.flag(other)
+        seen = b.reg("b32")
+        b.place(spin)
+        b.emit("ld.acquire.gpu.global.u32", seen, Addr(flag), ndefs=1, comment="acquire the partial")
+        waiting = lw.pred("setp.eq.u32", seen, Imm("0"))
+        b.emit("bra", Sym(spin), guard=waiting, comment="every thread polls the same flag")
+        bar_sync(b, comment="every thread has seen the flag, so it may be reset")
+        b.emit("st.relaxed.gpu.global.u32", Addr(flag), Imm("0"), guard=self.t0,
+               comment="reset the flag for the next launch")
+        ptr = self.slot(other, thread_off)
+        for m, n, h, dr, dc in store_plan(self.s).sites:
+            part = b.regs("f32", 2)
+            b.emit("ld.global.v2.f32", Vec(part), Addr(ptr, (dr * self.s.bn + dc) * 4), ndefs=1)
+            for j in range(2):
+                r = acc[m][n][2 * h + j]
+                b.emit("add.f32", r, r, part[j], ndefs=1)
+        b.emit("add.u32", other, other, Imm("1"), ndefs=1)
+        self.branch(None, loop)
+        b.place(done)

@@ -1,12 +1,15 @@
 """Run a compiled Kernel on ptxgen's CPU simulator (`ptxgen.sim`) with logical operands."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .kernel import Kernel
 from .check import poisoned
+
+if TYPE_CHECKING:
+    from .runtime.operands import OperandView
 
 #: Grids up to this many CTAs are simulated whole by default in `ptxgen run`.
 WHOLE_GRID_CTAS = 16
@@ -53,41 +56,32 @@ def covered(kernel: Kernel, ctas) -> np.ndarray:
 
 
 def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, layout: str, align: int,
-                   batch: int, writable: bool = False):
-    """(view of one matrix, batch stride in elements, 1-D buffer spanning every batch)."""
-    from .runtime.operands import check_operand
+                   batch: int, writable: bool = False) -> tuple["OperandView", int, np.ndarray]:
+    """(view of one matrix, batch stride in elements, 1-D buffer spanning every batch).
 
-    if batch == 1:
-        v = check_operand(x, name=name, shape=shape, dtype=dtype, layout=layout, align=align, writable=writable)
-        if v.host is None:
-            raise TypeError(f"Kernel.simulate takes numpy arrays; copy {name} to the host first")
-        return v, 0, span(v.host, layout)
-    if not isinstance(x, np.ndarray) or x.ndim != 3 or x.shape != (batch, *shape):
-        raise ValueError(f"{name} of a batched GEMM must be a numpy array of shape {(batch, *shape)}, "
-                         f"got {getattr(x, 'shape', type(x).__name__)}")
-    stride = x.strides[0] // x.itemsize
-    if x.strides[0] % x.itemsize or stride < 0:
-        raise ValueError(f"{name}'s batch stride {x.strides[0]} B must be a non-negative multiple of its element")
-    if writable and stride == 0:
-        raise ValueError(f"{name} has batch stride 0: every batch would write the same matrix; "
-                         "give each batch its own output")
-    v = check_operand(x[0], name=name, shape=shape, dtype=dtype, layout=layout, align=align, writable=writable)
-    if (stride * x.itemsize) % align:
-        raise ValueError(f"{name}'s batch stride is {stride} elements, not {align}-byte aligned: pad it")
-    count = (batch - 1) * stride + span(x[0], layout).size
-    return v, stride, np.lib.stride_tricks.as_strided(x, shape=(count,), strides=(x.itemsize,))
+    The checks are the GPU launcher's (check_batched_operand), so both accept the same inputs;
+    the buffer shares the caller's memory, so the simulated kernel writes C in place.
+    """
+    from .runtime.batch import check_batched_operand
+
+    v = check_batched_operand(x, name=name, batch=batch, shape=shape, dtype=dtype, layout=layout,
+                              align=align, writable=writable)
+    if v.host is None:
+        raise TypeError(f"Kernel.simulate takes numpy arrays; copy {name} to the host first")
+    return v, v.batch_stride, v.host_span()
 
 
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None):
     """Simulate; return (C, sim result). A new C is NaN where no simulated CTA wrote."""
     from . import sim
+    from .runtime.batch import operand_shape
     from .runtime.launch import bias_view, check_epilogue_operands
 
     g = kernel.gemm
     align = g.alignment()
     check_epilogue_operands(kernel, c, bias)
     if c is None:
-        c = poisoned(((g.batch,) if g.batch > 1 else ()) + (g.m, g.n), g.out_dtype)
+        c = poisoned(operand_shape(g.batch, g.m, g.n), g.out_dtype)
     va, sa, buf_a = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
                                    align=align, batch=g.batch)
     vb, sb, buf_b = matrix_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout,
@@ -99,7 +93,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     if g.batch > 1:
         args += [sa, sb, sc]
     if bias is not None:
-        args.append(span(bias_view(kernel, np.asarray(bias), None).host, "row"))
+        args.append(bias_view(kernel, np.asarray(bias), None).host_span())
     if kernel.workspace_elements:
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
     if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so
@@ -107,14 +101,6 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
                      dynamic_smem=kernel.smem_bytes, ctas=ctas)
     return c, res
-
-
-def span(x: np.ndarray, layout: str) -> np.ndarray:
-    """A 1-D view of the memory a (possibly strided) matrix spans, sharing its buffer."""
-    outer, inner = (0, 1) if layout == "row" else (1, 0)
-    ld = x.strides[outer] // x.itemsize
-    count = (x.shape[outer] - 1) * ld + x.shape[inner] if x.size else 0
-    return np.lib.stride_tricks.as_strided(x, shape=(count,), strides=(x.itemsize,))
 
 
 def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, ctas=None) -> np.ndarray:

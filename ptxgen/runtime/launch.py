@@ -15,6 +15,7 @@ import numpy as np
 
 from ..schedule.problem import numpy_dtype
 from . import driver as drv
+from .batch import check_batched_operand, operand_shape
 from .operands import OperandView, check_operand
 from .params import ParamBlock, ParamDecl, parse_params
 
@@ -159,8 +160,8 @@ def _current_stream(x: Any) -> int | None:
     return None
 
 
-def _alloc_like(a: Any, shape: tuple[int, int], dtype: str) -> Any:
-    """An uninitialised row-major device matrix from A's framework (or a ptxgen DeviceArray)."""
+def _alloc_like(a: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    """An uninitialised C-contiguous device array from A's framework (or a ptxgen DeviceArray)."""
     fw = _framework(a)
     try:
         if fw == "torch":
@@ -229,13 +230,13 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
 
     decls = parse_params(kernel.ptx, kernel.entry)
     types = [d.type for d in decls]
-    want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] if kernel.gemm.epi.bias else []) + \
-        (["u64"] * 2 if kernel.workspace_elements else [])
+    want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] * 3 if kernel.gemm.batch > 1 else []) + \
+        (["u64"] if kernel.gemm.epi.bias else []) + (["u64"] * 2 if kernel.workspace_elements else [])
     if len(decls) != len(want) or any(t[1:] != w[1:] or t[0] not in "ubs" for t, w in zip(types, want)):
         raise ValueError(f"entry {kernel.entry} declares parameters "
                          f"{[f'{d.name}:.{d.type}' for d in decls]}; ptxgen kernels must take "
-                         f"{list(PARAM_NAMES)} as 3 × .u64 then 6 × .u32, then a .u64 bias pointer "
-                         f"when the epilogue adds a bias")
+                         f"{list(PARAM_NAMES)} as 3 × .u64 then 6 × .u32, then 3 × .u64 batch "
+                         f"strides when batched and a .u64 bias pointer when the epilogue adds a bias")
     return decls
 
 
@@ -266,29 +267,28 @@ def bias_view(kernel: "Kernel", bias: Any, device: int | None) -> OperandView:
 
 def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = None) -> _Plan:
     g = kernel.gemm
-    if g.batch > 1:
-        raise NotImplementedError(f"launching a batched GEMM (batch={g.batch}) on the GPU is not "
-                                  "supported yet: run it with Kernel.simulate, or launch one "
-                                  "compiled batch-1 kernel per matrix")
     check_epilogue_operands(kernel, c, bias)
     ctx = drv.context()
     dev = ctx.ordinal
     align = g.alignment()
-    av = check_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout, device=dev, align=align)
-    bv = check_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout, device=dev, align=align)
+    av = check_batched_operand(a, name="A", batch=g.batch, shape=(g.m, g.k), dtype=g.dtype,
+                               layout=g.a_layout, device=dev, align=align)
+    bv = check_batched_operand(b, name="B", batch=g.batch, shape=(g.k, g.n), dtype=g.dtype,
+                               layout=g.b_layout, device=dev, align=align)
     if av.is_host != bv.is_host:
         raise TypeError(f"A is {'a host numpy' if av.is_host else 'a device'} array but B is "
                         f"{'a host numpy' if bv.is_host else 'a device'} array: pass both on the "
                         f"host (numpy) or both on the GPU")
     host = av.is_host
     if c is None:
-        c = np.empty((g.m, g.n), dtype=numpy_dtype(g.out_dtype)) if host else \
-            _alloc_like(a, (g.m, g.n), g.out_dtype)
+        shape = operand_shape(g.batch, g.m, g.n)
+        c = np.empty(shape, dtype=numpy_dtype(g.out_dtype)) if host else \
+            _alloc_like(a, shape, g.out_dtype)
         fresh = True
     else:
         fresh = False
-    cv = check_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
-                       writable=True, device=dev, align=align)
+    cv = check_batched_operand(c, name="C", batch=g.batch, shape=(g.m, g.n), dtype=g.out_dtype,
+                               layout="row", writable=True, device=dev, align=align)
     if cv.is_host != host:
         raise TypeError(f"C is {'a host numpy' if cv.is_host else 'a device'} array but A and B "
                         f"are {'host numpy' if host else 'device'} arrays: pass C where A and B are")
@@ -324,13 +324,16 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
             _check_pointer_device(v, dev)
         ptrs = [int(v.device_ptr or 0) for v in views]
         if kernel.zeroes_c_first:
-            if cv.ld != g.n:
-                raise ValueError("atomic split-K zeroes C before the launch and needs a dense C "
-                                 f"(leading dimension {g.n}), got {cv.ld}: pass a contiguous C")
+            if not cv.dense:
+                batched = f", batch stride {cv.batch_stride} (dense: {g.m * g.n})" if g.batch > 1 else ""
+                raise ValueError("atomic split-K zeroes C's memory before the launch and needs a C "
+                                 f"without gaps: got leading dimension {cv.ld} (dense: {g.n}){batched}; "
+                                 f"pass a contiguous C")
             drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
     if kernel.scratch_sizes(grid)[0]:
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
-    plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + ptrs[3:])
+    strides = [v.batch_stride for v in (av, bv, cv)] if g.batch > 1 else []
+    plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + strides + ptrs[3:])
     return plan
 
 
@@ -365,6 +368,8 @@ def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, bias: Any = N
     """Run a compiled GEMM on the GPU and return C.
 
     numpy inputs: copied to the device, C copied back (into `c` if given) and synchronized.
+    Batched kernels take (batch, rows, cols) operands with any batch strides (0 broadcasts A or
+    B; see ptxgen.runtime.batch) and return a (batch, M, N) C.
     Device inputs (CUDA array interface / DLPack): C is a device array from A's framework
     when `c` is None; the launch is asynchronous on `stream` (default: the framework's current
     stream, else the legacy default stream).

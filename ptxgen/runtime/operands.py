@@ -20,7 +20,7 @@ import numpy as np
 
 from ..schedule.problem import DTYPE_BYTES, numpy_dtype
 
-__all__ = ["OperandView", "check_operand", "normalize_dtype"]
+__all__ = ["OperandView", "RawArray", "check_matrix", "check_operand", "normalize_dtype", "read_array"]
 
 #: ptxgen dtype -> (CUDA-array-interface typestrs, DLPack (code, bits), torch dtype name)
 _DTYPE_INFO: dict[str, tuple[tuple[str, ...], tuple[int, int], str]] = {
@@ -35,7 +35,8 @@ _DTYPE_INFO: dict[str, tuple[tuple[str, ...], tuple[int, int], str]] = {
 _ALIASES = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", "float": "f32",
             "int8": "s8", "uint8": "u8", "int32": "s32"}
 _DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
-_DIMS = {"a": ("M", "K"), "b": ("K", "N"), "c": ("M", "N")}
+#: The logical dimensions of each operand, for messages.
+DIMS = {"a": ("M", "K"), "b": ("K", "N"), "c": ("M", "N")}
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
 
 
@@ -74,6 +75,10 @@ class OperandView:
     source: Any = field(default=None, repr=False, compare=False)
     stream: int | None = None  # producer stream from the CUDA array interface, if it gave one
     keepalive: Any = field(default=None, repr=False, compare=False)
+    #: Batched operands (ptxgen.runtime.batch): `shape`, `ld` and `strides` describe one matrix,
+    #: `host`/`source` are the (batch, rows, cols) array and `nbytes` spans every matrix.
+    batch: int = 1
+    batch_stride: int = 0  # elements between consecutive matrices; 0 broadcasts one matrix
 
     @property
     def is_host(self) -> bool:
@@ -84,26 +89,43 @@ class OperandView:
         """Elements from the base to one past the last element (what a device copy needs)."""
         return self.nbytes // self.itemsize
 
-    def _byte_strides(self) -> tuple[int, int]:
-        s = (self.ld, 1) if self.layout == "row" else (1, self.ld)
-        return s[0] * self.itemsize, s[1] * self.itemsize
+    @property
+    def full_shape(self) -> tuple[int, ...]:
+        """The array's shape: (rows, cols), or (batch, rows, cols) for a batched operand."""
+        return ((self.batch,) if self.batch > 1 else ()) + self.shape
+
+    @property
+    def dense(self) -> bool:
+        """Whether the elements fill the span without gaps, so clearing the span clears only them."""
+        return self.span == self.batch * self.shape[0] * self.shape[1]
+
+    def _byte_strides(self) -> tuple[int, ...]:
+        s = ((self.batch_stride,) if self.batch > 1 else ()) + \
+            ((self.ld, 1) if self.layout == "row" else (1, self.ld))
+        return tuple(x * self.itemsize for x in s)
 
     def pack_host(self) -> np.ndarray:
-        """A flat copy of the host matrix in this view's layout and leading dimension."""
+        """A flat copy of the host operand in this view's layout, leading dimension and batch stride."""
         assert self.host is not None
         flat = np.zeros(max(self.span, 1), dtype=self.host.dtype)
-        self.strided(flat)[...] = self.host
+        self.strided(flat)[...] = self.host  # a broadcast (stride 0) rewrites the same values
         return flat
 
     def strided(self, flat: np.ndarray) -> np.ndarray:
-        """The logical matrix inside a flat buffer laid out like this operand."""
-        return np.lib.stride_tricks.as_strided(flat, self.shape, self._byte_strides(),
+        """The logical matrix (or batch of matrices) inside a flat buffer laid out like this operand."""
+        return np.lib.stride_tricks.as_strided(flat, self.full_shape, self._byte_strides(),
                                                writeable=True)
 
     def unpack_to_host(self, flat: np.ndarray) -> None:
-        """Copy the logical matrix out of a flat buffer into the original host array."""
+        """Copy the logical matrices out of a flat buffer into the original host array."""
         assert self.host is not None
         self.host[...] = self.strided(flat)
+
+    def host_span(self) -> np.ndarray:
+        """A 1-D view of the host memory the operand spans, sharing the caller's buffer: how the
+        simulator, whose memory is flat, reads and writes the caller's array in place."""
+        assert self.host is not None
+        return np.lib.stride_tricks.as_strided(self.host, (self.span,), (self.itemsize,))
 
 
 # -- reading the various array protocols -------------------------------------------------------
@@ -133,7 +155,7 @@ class _DLManagedTensorVersioned(ctypes.Structure):
 
 
 @dataclass
-class _Raw:
+class RawArray:
     """What any protocol tells us, before the checks."""
 
     kind: str
@@ -163,7 +185,7 @@ def _capsule_pointer(capsule: Any) -> tuple[int, bool]:
     raise TypeError("__dlpack__() did not return an unconsumed DLPack capsule")
 
 
-def _from_dlpack(x: Any, want: str) -> _Raw:
+def _from_dlpack(x: Any, want: str) -> RawArray:
     dev_type, dev_id = (int(v) for v in x.__dlpack_device__())
     if dev_type == _KDL_CPU:
         return _from_numpy(np.from_dlpack(x), want, kind="dlpack")
@@ -185,10 +207,10 @@ def _from_dlpack(x: Any, want: str) -> _Raw:
     want_code_bits = _DTYPE_INFO[want][1]
     found = f"{_DL_CODES.get(dt.code, f'code{dt.code}')}{dt.bits}" + \
         (f"x{dt.lanes}" if dt.lanes != 1 else "")
-    return _Raw("dlpack", shape, strides, itemsize,
-                (dt.code, dt.bits) == want_code_bits and dt.lanes == 1, found,
-                int(t.data or 0) + int(t.byte_offset), None,
-                dev_id if dev_type != _KDL_CUDA_HOST else None, readonly, keepalive=capsule)
+    return RawArray("dlpack", shape, strides, itemsize,
+                    (dt.code, dt.bits) == want_code_bits and dt.lanes == 1, found,
+                    int(t.data or 0) + int(t.byte_offset), None,
+                    dev_id if dev_type != _KDL_CUDA_HOST else None, readonly, keepalive=capsule)
 
 
 def _device_of(x: Any) -> int | None:
@@ -200,7 +222,7 @@ def _device_of(x: Any) -> int | None:
     return None
 
 
-def _from_cai(x: Any, cai: dict, want: str) -> _Raw:
+def _from_cai(x: Any, cai: dict, want: str) -> RawArray:
     if cai.get("mask") is not None:
         raise TypeError("masked CUDA arrays are not supported")
     typestr = str(cai["typestr"])
@@ -211,17 +233,20 @@ def _from_cai(x: Any, cai: dict, want: str) -> _Raw:
         ok = "bfloat16" in found  # a raw 2-byte void is bf16 only if the array says so
     ptr, readonly = cai["data"]
     strides = cai.get("strides")
-    return _Raw("cuda_array_interface", tuple(int(s) for s in cai["shape"]),
-                None if strides is None else tuple(int(s) for s in strides), itemsize, ok, found,
-                int(ptr or 0), None, _device_of(x), bool(readonly), stream=cai.get("stream"))
+    return RawArray("cuda_array_interface", tuple(int(s) for s in cai["shape"]),
+                    None if strides is None else tuple(int(s) for s in strides), itemsize, ok,
+                    found, int(ptr or 0), None, _device_of(x), bool(readonly),
+                    stream=cai.get("stream"))
 
 
-def _from_numpy(x: np.ndarray, want: str, kind: str = "numpy") -> _Raw:
-    return _Raw(kind, tuple(x.shape), tuple(x.strides), x.itemsize, x.dtype == numpy_dtype(want),
-                str(x.dtype), None, x, None, not x.flags.writeable)
+def _from_numpy(x: np.ndarray, want: str, kind: str = "numpy") -> RawArray:
+    return RawArray(kind, tuple(x.shape), tuple(x.strides), x.itemsize,
+                    x.dtype == numpy_dtype(want), str(x.dtype), None, x, None, not x.flags.writeable)
 
 
-def _read(x: Any, name: str, want: str) -> _Raw:
+def read_array(x: Any, name: str, want: str) -> RawArray:
+    """What `x` says about itself (any shape), through numpy, the CUDA array interface or DLPack;
+    `want` (a ptxgen dtype) only decides whether its dtype matches."""
     if isinstance(x, np.ndarray):
         return _from_numpy(x, want)
     errors = []
@@ -271,13 +296,22 @@ def check_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: Any, layo
     `writable` demands a writable array (for C); `device` demands that a device array lives on
     that CUDA device. Host (numpy) arrays are copied into fresh aligned device memory, so only
     their leading dimension (kept in the copy) is alignment-checked, not their base address.
+    Batched (3-D) operands: `ptxgen.runtime.batch.check_batched_operand`.
     """
     want = normalize_dtype(dtype)
+    return check_matrix(read_array(x, name, want), x, name=name, shape=shape, dtype=want,
+                        layout=layout, align=align, writable=writable, device=device)
+
+
+def check_matrix(raw: RawArray, x: Any, *, name: str, shape: tuple[int, int], dtype: str,
+                 layout: str, align: int, writable: bool, device: int | None) -> OperandView:
+    """check_operand's rules on an array already read, so a batched operand's single-matrix
+    description (built from its 3-D one) is held to exactly the same rules."""
+    want = dtype
     if layout not in ("row", "col"):
         raise ValueError(f"layout={layout!r} for {name}: must be 'row' or 'col'")
     rows, cols = (int(shape[0]), int(shape[1]))
-    dims = _DIMS.get(name.lower(), ("rows", "cols"))
-    raw = _read(x, name, want)
+    dims = DIMS.get(name.lower(), ("rows", "cols"))
 
     if len(raw.shape) != 2 or raw.shape != (rows, cols):
         hint = ""

@@ -65,9 +65,22 @@ def test_batched_operand_errors():
         ptxgen.verify(Gemm(64, 64, 32, batch=70000), S)
 
 
-def test_gpu_launch_of_a_batched_kernel_is_a_clear_error():
+def test_simulator_shares_the_runtime_batch_stride_checks():
     g = Gemm(64, 64, 32, batch=2)
     k = ptxgen.compile(g, S)
     a, b = random_operands(g)
-    with pytest.raises(NotImplementedError, match="batched GEMM"):
-        k(a, b)
+    with pytest.raises(ValueError, match="A's batch stride is negative"):
+        k.simulate(a[::-1], b)
+    flat = np.zeros(2 * (64 * 32 + 4), a.dtype)
+    skewed = np.lib.stride_tricks.as_strided(flat, a.shape, ((64 * 32 + 4) * 2, 64, 2))
+    with pytest.raises(ValueError, match="batch stride is 2052 elements .* not a multiple of 16 bytes"):
+        k.simulate(skewed, b)
+    with pytest.raises(ValueError, match=r"got 3 matrices.*Gemm\(batch=3\)"):
+        k.simulate(np.concatenate([a, a[:1]]), b)
+
+    class OnDevice:  # a CUDA array as seen through the CUDA array interface
+        __cuda_array_interface__ = {"shape": a.shape, "typestr": "<f2", "data": (0x7F0000000000, False),
+                                    "strides": None, "version": 3}
+
+    with pytest.raises(TypeError, match="Kernel.simulate takes numpy arrays; copy A to the host"):
+        k.simulate(OnDevice(), b)

@@ -202,3 +202,29 @@ def gemm_impl(dtype_in, dtype_out, a_layout: str, b_layout: str):
         c = mat(pc, m, n, ldc, "row", dtype_out, osz)
         c[...] = (a @ b).astype(dtype_out)
     return run
+
+
+#: The pointer parameters of ptxgen's GEMM kernels (every other .u64 is a batch stride).
+GEMM_POINTERS = ("A", "B", "C", "bias", "workspace", "counters")
+
+
+def sim_impl(ptx: str, entry: str):
+    """A "kernel" that runs real ptxgen PTX on ptxgen's simulator over the fake device memory its
+    pointer arguments name (from each pointer to the end of its allocation, so the simulator
+    faults on any access past it), with the grid, block and shared memory of the launch."""
+    from ptxgen import sim
+    from ptxgen.runtime.params import parse_params
+
+    names = [d.name for d in parse_params(ptx, entry)]
+
+    def run(fake: FakeDriver, args):
+        launch = fake.launches[-1]
+        sim_args = []
+        for name, value in zip(names, args):
+            if name in GEMM_POINTERS:
+                base = fake._owner(int(value), 1)
+                value = fake.view(int(value), base + len(fake.allocs[base]) - int(value))
+            sim_args.append(value)
+        sim.launch(ptx, entry, grid=launch.grid, block=launch.block, args=sim_args,
+                   dynamic_smem=launch.smem)
+    return run

@@ -1,6 +1,6 @@
 """Fuzz ptxgen end to end: random (Gemm, Schedule) draws, compiled and run on the CPU simulator.
 
-    python bench/fuzz.py [--draws 2000] [--seed 0] [--jobs 2]
+    python bench/fuzz.py [--draws 2000] [--seed 0] [--jobs 2] [--instruction wmma]
 
 Each draw ends as one of:
   rejected  the verifier raised ScheduleError (a clear message; fine)
@@ -9,7 +9,7 @@ Each draw ends as one of:
   error     any other exception: a hazard, a crash, ...         (a bug)
 The last two must be 0. The draw space covers everything the lowering supports: all layouts,
 dtypes, accumulators, odd shapes, leading dimensions, alignment, epilogues, batches, split-K
-and both instruction paths (mma.sync and wmma).
+and both instruction paths (mma.sync and wmma); `--instruction` pins the path to focus a run on it.
 """
 from __future__ import annotations
 
@@ -22,19 +22,21 @@ import time
 import traceback
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 
 import numpy as np
 
 SIZES = [1, 2, 7, 15, 16, 17, 63, 64, 100, 127, 128, 129]
 
 
-def draw(rng: np.random.Generator):
+def draw(rng: np.random.Generator, instruction: str | None = None):
     from ptxgen import Epilogue, Gemm, Schedule
 
     def pick(xs):
         return xs[int(rng.integers(len(xs)))]
 
-    dtype = pick(["f16", "bf16"] * 3 + ["tf32", "s8", "u8"])
+    wmma = instruction == "wmma"  # pinned to wmma: draw only what that path can take
+    dtype = pick(["f16", "bf16"] if wmma else ["f16", "bf16"] * 3 + ["tf32", "s8", "u8"])
     acc = "f16" if dtype == "f16" and rng.random() < 0.15 else "f32"
     out = ("f16" if acc == "f16" else "s32" if dtype in ("s8", "u8") else "f32" if dtype == "tf32"
            else pick(["f32", "f16", "bf16"]))
@@ -53,10 +55,11 @@ def draw(rng: np.random.Generator):
              epilogue=epi, batch=pick([1, 1, 1, 2]), align=pick([None, None, 16, 8, 4, 2]), **lds)
     s = Schedule(block=(pick([32, 64, 128]), pick([32, 64, 128]), pick([16, 32, 64])),
                  warps=(pick([1, 2, 4]), pick([1, 2, 4])), stages=int(rng.integers(1, 6)),
-                 smem_layout=pick(["swizzle", "pad", "plain"]), raster=pick(["row", "grouped"]),
+                 smem_layout=pick(["pad", "plain"] if wmma else ["swizzle", "pad", "plain"]),
+                 raster=pick(["row", "grouped"]),
                  group_m=pick([1, 2, 8]), frag_double_buffer=bool(rng.integers(2)),
                  split_k=pick([1, 1, 1, 2, 3]), split_k_mode=pick(["workspace", "workspace", "atomic"]),
-                 instruction=pick(["m16n8k16"] * 4 + ["wmma"]),
+                 instruction=instruction or pick(["m16n8k16"] * 4 + ["wmma"]),
                  decomposition=pick(["tiles"] * 4 + ["stream-k", "stream-k-pure"]), sms=pick([None, 1, 3, 5, 8]))
     return g, s
 
@@ -89,12 +92,12 @@ def operands(g, rng: np.random.Generator):
     return widen(a, g.a_layout, lda), widen(b, g.b_layout, ldb), c, c0, bias
 
 
-def run_one(seed: int) -> tuple[str, str]:
+def run_one(seed: int, instruction: str | None = None) -> tuple[str, str]:
     import ptxgen
     from ptxgen.check import compare, reference
 
     rng = np.random.default_rng(seed)
-    g, s = draw(rng)
+    g, s = draw(rng, instruction)
     try:
         k = ptxgen.compile(g, s)
     except ptxgen.ScheduleError:
@@ -118,13 +121,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--show", type=int, default=5, help="bug reports to print")
+    ap.add_argument("--instruction", choices=("m16n8k16", "wmma"), default=None,
+                    help="pin every draw to one instruction path (default: drawn, 1 in 5 wmma)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     seeds = range(args.seed, args.seed + args.draws)
     counts: Counter = Counter()
     bugs: list[str] = []
     with ProcessPoolExecutor(args.jobs) as pool:
-        for outcome, detail in pool.map(run_one, seeds, chunksize=4):
+        for outcome, detail in pool.map(partial(run_one, instruction=args.instruction), seeds, chunksize=4):
             counts[outcome] += 1
             if detail:
                 bugs.append(detail)
@@ -132,7 +137,8 @@ def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     for detail in bugs[: args.show]:
         print(detail, file=sys.stderr)
-    print(f"fuzz: {args.draws} draws, seeds {args.seed}..{args.seed + args.draws - 1}, {args.jobs} jobs, "
+    pinned = f", instruction {args.instruction}" if args.instruction else ""
+    print(f"fuzz: {args.draws} draws{pinned}, seeds {args.seed}..{args.seed + args.draws - 1}, {args.jobs} jobs, "
           f"{wall:.0f} s on {platform.machine()} ({os.cpu_count()} cores), commit {commit or '?'}")
     print(f"{'outcome':<10}{'count':>7}")
     for outcome in ("rejected", "correct", "wrong", "error"):

@@ -65,11 +65,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--b-layout", default="col", choices=LAYOUTS, help="B storage (default col)")
     s = common.add_argument_group("schedule")
     s.add_argument("--block", default=(128, 128, 32), type=lambda t: _dims(t, 3, "block"), help="BMxBNxBK")
-    s.add_argument("--warps", default=(2, 2), type=lambda t: _dims(t, 2, "warps"), help="WMxWN")
+    s.add_argument("--warps", default=None, type=lambda t: _dims(t, 2, "warps"),
+                   help="WMxWN (default 2x2; 2x4 for wmma, whose f16 fragments hold each element twice)")
     s.add_argument("--stages", default=3, type=int, help="pipeline stages (default 3)")
     s.add_argument("--instruction", default="m16n8k16", choices=tuple(INSTRUCTIONS),
                    help="mma.sync m16n8k16 (default) or wmma m16n16k16")
-    s.add_argument("--smem-layout", default="swizzle", choices=SMEM_LAYOUTS)
+    s.add_argument("--smem-layout", default=None, choices=SMEM_LAYOUTS,
+                   help="default swizzle; pad for wmma, which cannot read a swizzled tile")
     s.add_argument("--raster", default="row", choices=RASTERS)
     s.add_argument("--group-m", default=8, type=int, help="m-tiles per group for --raster grouped")
     s.add_argument("--no-frag-double-buffer", action="store_true", help="load fragments just in time")
@@ -101,9 +103,11 @@ def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ker
     a_layout, b_layout = LAYOUT_LETTERS[args.layout] if args.layout else (args.a_layout, args.b_layout)
     gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=a_layout, b_layout=b_layout,
                 align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch)
-    sched = Schedule(block=tuple(args.block), warps=tuple(args.warps), stages=args.stages,
-                     instruction=args.instruction,
-                     smem_layout=args.smem_layout, raster=args.raster, group_m=args.group_m,
+    wmma = args.instruction == "wmma"
+    sched = Schedule(block=tuple(args.block), warps=tuple(args.warps or ((2, 4) if wmma else (2, 2))),
+                     stages=args.stages, instruction=args.instruction,
+                     smem_layout=args.smem_layout or ("pad" if wmma else "swizzle"), raster=args.raster,
+                     group_m=args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer,
                      epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via],
                      split_k=args.split_k, split_k_mode=args.split_k_mode,

@@ -3,7 +3,8 @@
 Phase 1: every thread writes its f32 accumulators, straight from the mma fragment layout, into a
 BM x BN f32 staging tile. Rows are padded by 32 bytes, so the 8-byte fragment writes of a
 half-warp (4 rows x 32 bytes) land in distinct banks. The tile reuses the A/B stage buffers'
-bytes: the shared-memory planner sees their lifetimes are disjoint.
+bytes: the shared-memory planner sees their lifetimes are disjoint. (wmma: wmma.store.d writes
+the opaque fragments; with f16 accumulation the tile holds f16, widened exactly in phase 2.)
 Phase 2: threads walk the tile in 16-byte output chunks along rows (consecutive threads,
 consecutive chunks), apply alpha/beta/bias/activation (reading C and the bias coalesced too),
 convert, and store one vector per chunk. A chunk that straddles N falls back to predicated
@@ -30,10 +31,10 @@ STAGE_BUFFER = "C_stage"
 
 
 def stage_offset(row: Expr, col: Expr, st: StagingLayout) -> Expr:
-    """Byte offset of f32 element (row, col) of the staging tile (16-byte chunks XOR-swizzled
+    """Byte offset of element (row, col) of the staging tile (16-byte chunks of f32 XOR-swizzled
     when `st.swizzle`)."""
     if not st.swizzle:
-        return row * st.pitch + col * 4
+        return row * st.pitch + col * st.elem_bytes
     chunk = col >> 2
     return row * st.pitch + ((chunk ^ ((chunk >> 3) & 1)) << 4) + (col & 3) * 4
 
@@ -76,7 +77,7 @@ class StagedEpilogue(EpilogueEmitter):
             c = Tid() + it * threads
             rows.append(c // cpr)
             cols.append(c % cpr)
-        halves = list(range(0, v, 4))  # 16-byte f32 reads per chunk; each has its own (swizzled) site
+        halves = list(range(0, v, 16 // st.elem_bytes))  # 16-byte reads per chunk, each at its own site
         reads = share_bases([stage_offset(r, c * v + q, st) for r, c in zip(rows, cols) for q in halves], threads)
         read_base = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in reads.bases]
         row0, col0 = lw.ex.reg(rows[0]), lw.ex.reg(cols[0] * v)
@@ -115,7 +116,9 @@ class StagedEpilogue(EpilogueEmitter):
                                       lw.u32("add.u32", col, Imm(str(j))) if col is not None else None, row_index)
 
     def read_stage(self, addrs: list[Addr], v: int) -> list[VReg]:
-        """The chunk's v f32 values, one shared load per 16-byte half (each at its own address)."""
+        """The chunk's v values as f32, one shared load per 16-byte piece (each at its own address)."""
+        if self.st.elem_bytes == 2:
+            return self.read_stage_f16(addrs[0], v)
         vals: list[VReg] = []
         for q, addr in zip(range(0, v, 4), addrs):
             regs = self.b.regs("f32", min(4, v - q))
@@ -123,6 +126,17 @@ class StagedEpilogue(EpilogueEmitter):
             self.b.emit(op, Vec(regs) if len(regs) > 1 else regs[0], addr, ndefs=1)
             vals.extend(regs)
         return vals
+
+    def read_stage_f16(self, addr: Addr, v: int) -> list[VReg]:
+        """v <= 8 staged f16 values (at most 16 bytes: one load), widened exactly to f32."""
+        if v == 1:
+            h = self.b.reg("b16")
+            self.b.emit("ld.shared.b16", h, addr, ndefs=1)
+            return [self.to_f32(h, "f16")]
+        words = self.b.regs("b32", v // 2)
+        op = {1: "ld.shared.b32", 2: "ld.shared.v2.b32", 4: "ld.shared.v4.b32"}[len(words)]
+        self.b.emit(op, Vec(words) if len(words) > 1 else words[0], addr, ndefs=1)
+        return [x for w in words for x in self.unpack(w, "f16")]  # low half = lower column
 
     def finish_chunk(self, addr: Addr, vals: list[VReg], guard: VReg | None, col: VReg | None,
                      row: VReg | None) -> None:

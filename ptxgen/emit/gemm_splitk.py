@@ -5,12 +5,17 @@ workspace[z][Mpad][Npad] (z = batch * S + split; padded to whole tiles, so no bo
 then thread 0 releases it with an acq_rel atomic increment of the tile's counter. The CTA that
 sees S-1 is the last: it resets the counter for the next launch, sums the S partials in split
 order (so the result does not depend on which CTA came last) and runs the epilogue once.
+
+The protocol is the same for both math backends; only moving fragments to and from a partial
+tile differs, so SplitK asks the backend (PartialIO): MmaPartials below for mma.sync's known
+fragment layout, WmmaMath for wmma's opaque fragments (wmma.store.d / wmma.load.c).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .gemm_plan import store_plan
+from .index import Expr
 from .ir import Addr, Imm, Sym, Vec, VReg
 from .memory import bar_sync
 
@@ -21,6 +26,41 @@ if TYPE_CHECKING:
 FLAG_BUFFER = "split_k_flag"
 
 
+class PartialIO(Protocol):
+    """How a math backend moves its f32 accumulator fragments to and from a row-major partial
+    tile `row_elems` wide in global memory. `base` is the tile's address plus partial_origin."""
+
+    def partial_origin(self, row_elems: int) -> Expr: ...
+
+    def store_partial(self, acc, base: VReg, row_elems: int) -> None: ...
+
+    def add_partial(self, acc, base: VReg, row_elems: int) -> None: ...
+
+
+class MmaPartials:
+    """mma.sync accumulators: a thread holds column pairs (2t, 2t+1) of rows g and g+8 of each
+    m16n8 tile, so each pair is one .v2.f32 access at a per-thread address."""
+
+    def __init__(self, lw: "GemmLowering"):
+        self.b = lw.b
+        self.sp = store_plan(lw.s)
+
+    def partial_origin(self, row_elems: int) -> Expr:
+        return self.sp.row0 * row_elems + self.sp.col0
+
+    def store_partial(self, acc, base: VReg, row_elems: int) -> None:
+        for m, n, h, dr, dc in self.sp.sites:
+            self.b.emit("st.global.v2.f32", Addr(base, (dr * row_elems + dc) * 4), Vec(acc[m][n][2 * h:2 * h + 2]))
+
+    def add_partial(self, acc, base: VReg, row_elems: int) -> None:
+        for m, n, h, dr, dc in self.sp.sites:
+            part = self.b.regs("f32", 2)
+            self.b.emit("ld.global.v2.f32", Vec(part), Addr(base, (dr * row_elems + dc) * 4), ndefs=1)
+            for j in range(2):
+                r = acc[m][n][2 * h + j]
+                self.b.emit("add.f32", r, r, part[j], ndefs=1)
+
+
 class SplitK:
     def __init__(self, lw: "GemmLowering"):
         self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
@@ -28,6 +68,8 @@ class SplitK:
         tiles_m, tiles_n = -(-self.g.m // self.s.bm), -(-self.g.n // self.s.bn)
         self.mpad, self.npad = tiles_m * self.s.bm, tiles_n * self.s.bn
         self.tiles = tiles_m * tiles_n
+        self.io: PartialIO = lw.wmma or MmaPartials(lw)
+        self.within: VReg | None = None  # byte offset of this thread's first element in a slice
 
     def k_range(self) -> None:
         """This split's k-tiles: [split * per, split * per + KT_local); pointers move to the first."""
@@ -45,23 +87,21 @@ class SplitK:
                 skip = lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", first), adv)
             b.emit("add.s64", lw.gptr[name], lw.gptr[name], skip, ndefs=1, comment=f"{name} -> this split's first k-tile")
 
-    def thread_base(self, z: VReg) -> tuple[VReg, list[tuple[int, int, int, int, int]]]:
-        """Workspace address of this thread's first fragment element in slice z, and the store sites."""
+    def thread_base(self, z: VReg) -> VReg:
+        """Workspace address, in slice z, of this thread's (mma) or warp's (wmma) first element."""
         lw = self.lw
-        sp = store_plan(self.s)
-        row = lw.u32("add.u32", lw.ex.reg(sp.row0), lw.bm0)
-        col = lw.u32("add.u32", lw.ex.reg(sp.col0), lw.bn0)
-        elem = lw.u32("mad.lo.u32", row, Imm(str(self.npad)), col)
-        off = lw.u64("add.s64", lw.wide_mul(z, Imm(str(self.mpad * self.npad * 4))), lw.wide_mul(elem, Imm("4")))
-        return lw.u64("add.s64", lw.ptr["workspace"], off), sp.sites
+        if self.within is None:  # the same in every slice
+            tile = lw.u32("mad.lo.u32", lw.bm0, Imm(str(self.npad)), lw.bn0)
+            elem = lw.u32("add.u32", tile, lw.ex.emit(self.io.partial_origin(self.npad)))
+            self.within = lw.wide_mul(elem, Imm("4"))
+        off = lw.u64("add.s64", lw.wide_mul(z, Imm(str(self.mpad * self.npad * 4))), self.within)
+        return lw.u64("add.s64", lw.ptr["workspace"], off)
 
     def reduce(self, acc) -> None:
         """Store the partial, synchronise with the other splits, and (last CTA) sum all of them."""
         lw, b = self.lw, self.b
         b.banner(f"Split-K: publish this split's partial tile; the last of {self.S} sums them in order")
-        base, sites = self.thread_base(lw.zslot)
-        for m, n, h, dr, dc in sites:
-            b.emit("st.global.v2.f32", Addr(base, (dr * self.npad + dc) * 4), Vec(acc[m][n][2 * h:2 * h + 2]))
+        self.io.store_partial(acc, self.thread_base(lw.zslot), self.npad)
         flag = lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[FLAG_BUFFER])))
         t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
         tile = lw.u32("mad.lo.u32", lw.tm, Imm(str(-(-self.g.n // self.s.bn))), lw.tn)
@@ -80,7 +120,7 @@ class SplitK:
         b.emit("st.global.u32", Addr(counter), Imm("0"), guard=t0, comment="reset the counter for the next launch")
         b.comment("sum the partials in split order 0..S-1 (deterministic whichever CTA is last)")
         first_slot = lw.u32("mul.lo.u32", lw.bidx, Imm(str(self.S)))
-        ptr, _ = self.thread_base(first_slot)
+        ptr = self.thread_base(first_slot)
         for row in acc:
             for frag in row:
                 for r in frag:
@@ -88,12 +128,7 @@ class SplitK:
         s = lw.u32("mov.u32", Imm("0"))
         loop = b.label("split_k_reduce")
         b.place(loop)
-        for m, n, h, dr, dc in sites:
-            part = b.regs("f32", 2)
-            b.emit("ld.global.v2.f32", Vec(part), Addr(ptr, (dr * self.npad + dc) * 4), ndefs=1)
-            for j in range(2):
-                r = acc[m][n][2 * h + j]
-                b.emit("add.f32", r, r, part[j], ndefs=1)
+        self.io.add_partial(acc, ptr, self.npad)
         b.emit("add.s64", ptr, ptr, Imm(str(self.mpad * self.npad * 4)), ndefs=1, comment="next split's slice")
         b.emit("add.u32", s, s, Imm("1"), ndefs=1)
         again = lw.pred("setp.lt.u32", s, Imm(str(self.S)))

@@ -4,12 +4,17 @@ wmma fragments are opaque (ptx_facts.md §3): the element-to-lane mapping is uns
 lowering never looks inside one. Operands load straight from the plain or padded stage tiles
 (every row 32-byte aligned) with a stride, and results leave only through wmma.store.d into the
 shared staging tile, which the staged epilogue then drains with 16-byte stores.
+
+Split-K partial tiles go to the global workspace with wmma.store.d and come back with
+wmma.load.c, both row-major with the same stride: a load.c of what a store.d wrote gives each
+element the same register slot, so adding fragments register by register sums element-wise
+whatever the (unspecified) mapping is.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .gemm_plan import WARP
+from .gemm_plan import warp_origin
 from .index import Expr, share_bases
 from .ir import Addr, Imm, Vec, VReg
 
@@ -18,7 +23,9 @@ if TYPE_CHECKING:
 
 #: Registers per lane of an A or B fragment, by input dtype (f16 holds each element twice).
 FRAGMENT_REGS = {"f16": 8, "bf16": 4}
-ACC_REGS = 8  # f32 accumulator fragment of a 16x16 tile
+#: Registers per lane of a 16x16 accumulator fragment: 8 f32, or 4 packed f16x2.
+ACC_REGS = {"f32": 8, "f16": 4}
+ACC_BYTES = {"f32": 4, "f16": 2}
 
 
 class WmmaMath:
@@ -29,9 +36,9 @@ class WmmaMath:
         # A stored K x M is wmma "col"; B stored N x K (k contiguous) is wmma "col" too.
         self.layout = {"A": "col" if lw.tile_a.k_along_rows else "row",
                        "B": "row" if lw.tile_b.k_along_rows else "col"}
+        self.acc = lw.g.accumulator  # "f32", or "f16" (f16 inputs only; the verifier checks)
         self.sites: dict[str, list[Expr]] = {"A": [], "B": []}
-        wn = lw.s.warps[1]
-        wm0, wn0 = (WARP // wn) * tm, (WARP % wn) * tn
+        wm0, wn0 = self.origin = warp_origin(lw.s)
         for ks in range(lw.s.bk // 16):
             for m in range(self.mi):
                 self.sites["A"].append(self._offset(lw.tile_a, wm0 + 16 * m, 16 * ks))
@@ -54,7 +61,8 @@ class WmmaMath:
             self.site[name] = sb.site
 
     def accumulators(self) -> list[list[tuple[VReg, ...]]]:
-        return [[self.b.regs("f32", ACC_REGS) for _ in range(self.ni)] for _ in range(self.mi)]
+        cls = "f32" if self.acc == "f32" else "b32"
+        return [[self.b.regs(cls, ACC_REGS[self.acc]) for _ in range(self.ni)] for _ in range(self.mi)]
 
     def load(self, name: str, index: int, rd: list[tuple[VReg, int]]) -> tuple[VReg, ...]:
         tile = self.lw.tile_a if name == "A" else self.lw.tile_b
@@ -74,7 +82,7 @@ class WmmaMath:
             rd[name] = ([(r, off) for r in self.bases[name]] if isinstance(off, int)
                         else [(lw.u32("add.u32", r, off), 0) for r in self.bases[name]])
         dt = self.g.dtype
-        types = "f32.f32" if dt == "f16" else "f32.bf16.bf16.f32"
+        types = f"{self.acc}.{self.acc}" if dt == "f16" else "f32.bf16.bf16.f32"  # .dtype.ctype (f16 inputs)
         op = f"wmma.mma.sync.aligned.{self.layout['A']}.{self.layout['B']}.m16n16k16.{types}"
         steps = self.s.bk // 16
 
@@ -101,15 +109,36 @@ class WmmaMath:
                 compute(ks, load(ks))
 
     def store(self, acc, stage: VReg, pitch: int) -> None:
-        """wmma.store.d every accumulator fragment into the f32 staging tile."""
-        lw = self.lw
-        tm, tn = self.s.warp_tile
-        wn = self.s.warps[1]
-        wm0, wn0 = (WARP // wn) * tm, (WARP % wn) * tn
-        sites = share_bases([(wm0 + 16 * m) * pitch + (wn0 + 16 * n) * 4
-                             for m in range(self.mi) for n in range(self.ni)], self.s.threads)
-        bases = [lw.u32("add.u32", stage, lw.ex.emit(e)) for e in sites.bases]
-        for i, (bi, imm) in enumerate(sites.site):
-            m, n = divmod(i, self.ni)
-            self.b.emit("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32", Addr(bases[bi], imm),
-                        Vec(acc[m][n]), Imm(str(pitch // 4)))
+        """wmma.store.d every accumulator fragment into the staging tile (f32, or f16 for f16 acc)."""
+        eb = ACC_BYTES[self.acc]
+        wm0, wn0 = self.origin
+        warp = self.lw.u32("add.u32", stage, self.lw.ex.emit(wm0 * pitch + wn0 * eb))
+        for m, n, imm in self._blocks(pitch, eb):
+            self.b.emit(f"wmma.store.d.sync.aligned.row.m16n16k16.shared.{self.acc}", Addr(warp, imm),
+                        Vec(acc[m][n]), Imm(str(pitch // eb)))
+
+    def _blocks(self, pitch: int, eb: int) -> list[tuple[int, int, int]]:
+        """(m, n, byte offset from the warp tile's origin) of each 16x16 accumulator block."""
+        return [(m, n, 16 * m * pitch + 16 * n * eb) for m in range(self.mi) for n in range(self.ni)]
+
+    # -- split-K partial tiles (the PartialIO protocol of gemm_splitk) ----------------------------
+    def partial_origin(self, row_elems: int) -> Expr:
+        """Element offset of this warp's tile in a row-major partial tile `row_elems` wide."""
+        wm0, wn0 = self.origin
+        return wm0 * row_elems + wn0
+
+    def store_partial(self, acc, base: VReg, row_elems: int) -> None:
+        """wmma.store.d the f32 fragments to the workspace slice at `base` (this warp's origin)."""
+        for m, n, imm in self._blocks(row_elems * 4, 4):
+            self.b.emit("wmma.store.d.sync.aligned.row.m16n16k16.global.f32", Addr(base, imm),
+                        Vec(acc[m][n]), Imm(str(row_elems)))
+
+    def add_partial(self, acc, base: VReg, row_elems: int) -> None:
+        """acc += the partial at `base`: wmma.load.c with store_partial's layout, then add.f32
+        register by register (the same element sits in the same slot on both sides)."""
+        for m, n, imm in self._blocks(row_elems * 4, 4):
+            part = self.b.regs("f32", ACC_REGS["f32"])
+            self.b.emit("wmma.load.c.sync.aligned.row.m16n16k16.global.f32", Vec(part), Addr(base, imm),
+                        Imm(str(row_elems)), ndefs=1)
+            for r, p in zip(acc[m][n], part):
+                self.b.emit("add.f32", r, r, p, ndefs=1)

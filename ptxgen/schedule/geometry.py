@@ -109,10 +109,15 @@ def edges(g: Gemm, s: Schedule) -> tuple[bool, bool, bool]:
 
 @dataclass(frozen=True)
 class StagingLayout:
-    """The f32 C staging tile of an epilogue via shared memory, and how threads drain it."""
+    """The C staging tile of an epilogue via shared memory, and how threads drain it.
+
+    Elements are f32, except on the wmma path with f16 accumulation: its opaque f16 fragments
+    can only leave through `wmma.store.d.f16`, so that tile holds f16 (converting in registers
+    would need the unspecified fragment mapping).
+    """
 
     rows: int
-    pitch: int  # bytes per row: BN f32 plus 32 bytes, so fragment writes avoid bank conflicts
+    pitch: int  # bytes per row: BN elements plus 32 bytes, so fragment writes avoid bank conflicts
     chunk_elems: int  # output elements per store (16 bytes, or the operands' alignment)
     chunks_per_row: int
     chunks_per_thread: int
@@ -124,12 +129,14 @@ class StagingLayout:
 
     #: wmma.store.d writes a plain strided tile, so the XOR below is only for mma fragments.
     plain: bool = False
+    #: Bytes per staged element: 4 (f32), or 2 for wmma's f16 accumulator fragments.
+    elem_bytes: int = 4
 
     @property
     def swizzle(self) -> bool:
         """32-byte drain chunks (16-bit outputs) put a quarter-warp's 16-byte reads 32 bytes apart,
         hitting only 4 bank groups; XORing chunk bit 0 with bit 3 spreads them over all 8."""
-        return self.chunk_elems * 4 == 32 and not self.plain
+        return self.chunk_elems * self.elem_bytes == 32 and not self.plain
 
 
 #: Auto-staging never needs more shared memory than every target offers (99 KB on sm_86/sm_89).
@@ -161,8 +168,10 @@ def staging_layout(g: Gemm, s: Schedule) -> StagingLayout | None:
         return None
     v = max(1, min(CHUNK_BYTES, g.alignment()) // g.out_bytes)
     cpr = s.bn // v
-    return StagingLayout(s.bm, s.bn * 4 + 32, v, cpr, s.bm * cpr // s.threads, s.threads,
-                         plain=s.instruction == "wmma")
+    wmma = s.instruction == "wmma"
+    eb = 2 if wmma and g.accumulator == "f16" else 4
+    return StagingLayout(s.bm, s.bn * eb + 32, v, cpr, s.bm * cpr // s.threads, s.threads, plain=wmma,
+                         elem_bytes=eb)
 
 
 def smem_bytes(g: Gemm, s: Schedule) -> int:

@@ -163,7 +163,11 @@ def verify_copies(g: Gemm, s: Schedule) -> None:
 
 
 def verify_wmma(g: Gemm, s: Schedule) -> None:
-    """wmma reads plain strided tiles into opaque fragments; what it cannot do yet is an error."""
+    """wmma reads plain strided tiles into opaque fragments, which leave only through wmma.store.
+
+    Split-K (partials via wmma.store.d / wmma.load.c) and f16 accumulation are lowered; their
+    general rules (f32 partials, f16 -> f16 only) are verify_split_k's and verify_fields'.
+    """
     if s.instruction != "wmma":
         return
     rules = [
@@ -172,10 +176,6 @@ def verify_wmma(g: Gemm, s: Schedule) -> None:
         (s.epilogue_via_smem is False, "schedule.epilogue_via_smem", False,
          "wmma fragments are opaque, so results leave through wmma.store into shared memory",
          "leave epilogue_via_smem None or True"),
-        (s.split_k > 1, "schedule.split_k", s.split_k, "split-K is not lowered for wmma yet",
-         "use instruction='m16n8k16' for split-K"),
-        (g.acc_dtype != "f32", "gemm.acc_dtype", g.acc_dtype, "the wmma path accumulates in f32 only",
-         "use acc_dtype='f32' or instruction='m16n8k16'"),
     ]
     for broken, field, value, rule, fix in rules:
         if broken:

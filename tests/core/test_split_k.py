@@ -1,6 +1,8 @@
 """Split-K: workspace (deterministic) and atomic modes, on the simulator's cross-CTA model."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -33,11 +35,18 @@ def test_split_k_matches_numpy(g, s):
     check(g, s)
 
 
-def test_workspace_mode_is_deterministic_whoever_arrives_last():
-    g, s = Gemm(64, 64, 256), Schedule(block=(64, 64, 32), split_k=4)
-    forward = check(g, s, ctas=[(0, 0, z) for z in range(4)])
-    backward = check(g, s, ctas=[(0, 0, z) for z in reversed(range(4))])
-    assert np.array_equal(forward.view(np.uint32), backward.view(np.uint32))
+#: The same split-K problem on both math backends: mma.sync fragments and wmma's opaque ones.
+BACKENDS = {"mma": Schedule(block=(64, 64, 32), split_k=4),
+            "wmma": Schedule(block=(64, 64, 32), split_k=4, instruction="wmma", smem_layout="pad")}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_workspace_mode_is_deterministic_whoever_arrives_last(backend):
+    g, s = Gemm(64, 64, 256), BACKENDS[backend]
+    orders = [range(4), reversed(range(4)), [2, 0, 3, 1]]
+    results = [check(g, s, ctas=[(0, 0, z) for z in order]) for order in orders]
+    for c in results[1:]:
+        assert np.array_equal(results[0].view(np.uint32), c.view(np.uint32))
 
 
 def test_workspace_and_flag_reuse():
@@ -50,9 +59,10 @@ def test_workspace_and_flag_reuse():
     assert k.grid == (2, 2, 4)
 
 
-def test_missing_acquire_is_caught_as_a_race():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_missing_acquire_is_caught_as_a_race(backend):
     g = Gemm(64, 64, 128)
-    k = ptxgen.compile(g, Schedule(block=(64, 64, 32), split_k=2))
+    k = ptxgen.compile(g, replace(BACKENDS[backend], split_k=2))
     broken = k.ptx.replace("atom.acq_rel.gpu.global.add.u32", "atom.relaxed.gpu.global.add.u32")
     broken = "\n".join(l for l in broken.splitlines() if "fence.acq_rel.gpu" not in l)
     assert broken != k.ptx

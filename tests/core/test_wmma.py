@@ -58,7 +58,6 @@ def test_wmma_kernel_structure():
     (Schedule(block=(64, 64, 32), instruction="wmma"), "schedule.smem_layout"),  # default swizzle
     (Schedule(block=(64, 64, 32), instruction="wmma", smem_layout="pad", epilogue_via_smem=False),
      "schedule.epilogue_via_smem"),
-    (Schedule(block=(64, 64, 32), instruction="wmma", smem_layout="pad", split_k=2), "schedule.split_k"),
     (Schedule(block=(64, 56, 32), warps=(1, 1), instruction="wmma", smem_layout="pad"), "schedule.block"),
 ])
 def test_wmma_rules(sched, field):

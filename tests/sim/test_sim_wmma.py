@@ -262,3 +262,42 @@ def test_wmma_with_part_of_a_warp_is_divergence_and_shared_store_needs_a_barrier
 def test_invalid_wmma_forms_are_unsupported(text):
     ptx = kernel(f"    {text}   // BAD\n    ret;", regs="    .reg .b32 %qa<8>;\n")
     expect(ptx, "unsupported", "// BAD", [np.zeros(4)])
+
+
+@pytest.mark.parametrize("lay", [dict(a="row", b="col", c=c, d=d) for c in ("row", "col") for d in ("row", "col")],
+                         ids=lambda d: d["c"] + "-" + d["d"])
+def test_wmma_global_c_and_d_with_runtime_strides(lay):
+    """f32 C and D in global memory with non-default strides passed in registers (split-K's workspace)."""
+    _, _, got, want, image = run_wmma(lay, strides=dict(a=16, b=32, c=24, d=40), space="global", scale_c=True)
+    np.testing.assert_array_equal(got, want)
+    assert (image[:, :, 16:] == 0x7F7F).all(), "wrote past the 16 elements of a line"
+
+
+@pytest.mark.parametrize("layout", ["row", "col"])
+@pytest.mark.parametrize("ctype", ["f32", "f16"])
+def test_wmma_store_d_then_load_c_adds_elementwise(layout, ctype):
+    """split-K's round trip: store.d a fragment to global, load.c it back with the same layout and
+    stride, and add it to another fragment register by register: the sum is element-wise whatever
+    the fragment mapping, because the same element comes back to the same slot."""
+    n, stride = nregs("c", ctype), 24 if ctype == "f32" else 32  # 96- or 64-byte lines: 32-byte aligned
+    frag = {x: vec("q" + x, n) for x in "abc"}
+    add = "add.f32" if ctype == "f32" else "add.rn.f16x2"
+    q = f"sync.aligned.{layout}.m16n16k16.global.{ctype}"
+    body = ["ld.param.u64 %rd1, [pA];", "ld.param.u64 %rd2, [pB];", "ld.param.u64 %rd3, [pC];",
+            "ld.param.u64 %rd4, [pD];", f"mov.u32 %r1, {stride};",
+            f"wmma.load.c.{q} {frag['a']}, [%rd1], %r1;",
+            f"wmma.load.c.{q} {frag['b']}, [%rd2], %r1;",
+            f"wmma.store.d.{q} [%rd3], {frag['a']}, %r1;",   # publish, then read back
+            f"wmma.load.c.{q} {frag['c']}, [%rd3], %r1;"]
+    body += [f"{add} %qb{i}, %qb{i}, %qc{i};" for i in range(n)]
+    body += [f"wmma.store.d.{q} [%rd4], {frag['b']}, %r1;", "ret;"]
+    ptx = kernel("\n".join("    " + x for x in body), params=", ".join(f".param .u64 p{x}" for x in "ABCD"),
+                 regs="".join(f"    .reg .b32 %q{x}<8>;\n" for x in "abc"))
+    rng = np.random.default_rng(3)
+    p, r = (rng.integers(-64, 64, (1, 16, 16)) / 8.0 for _ in range(2))
+    images = [store_image(p, layout, stride, ctype), store_image(r, layout, stride, ctype),
+              np.zeros((1, 16, stride), np.uint16 if ctype == "f16" else np.uint32),
+              np.zeros((1, 16, stride), np.uint16 if ctype == "f16" else np.uint32)]
+    sim.launch(ptx, "k", block=(32,), args=images)
+    np.testing.assert_array_equal(read_image(images[2], layout, ctype), p)
+    np.testing.assert_array_equal(read_image(images[3], layout, ctype), p + r)

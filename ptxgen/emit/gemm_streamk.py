@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from ..schedule.geometry import staging_layout
 from .gemm_epilogue import EpilogueEmitter
 from .gemm_epilogue_smem import StagedEpilogue
-from .gemm_plan import store_plan
+from .gemm_splitk import MmaPartials, PartialIO
 from .index import ExprEmitter
-from .ir import Addr, Function, Imm, Sym, Vec, VReg
+from .ir import Addr, Function, Imm, Sym, VReg
 from .memory import bar_sync
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ class StreamK:
     def __init__(self, lw: "GemmLowering"):
         self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
         self.tile_bytes = self.s.bm * self.s.bn * 4  # one f32 partial tile per workspace slot
+        self.io: PartialIO = lw.wmma or MmaPartials(lw)  # how fragments reach a partial tile
 
     # -- small helpers ------------------------------------------------------------------------
     def mov(self, dst: VReg, src) -> None:
@@ -178,10 +179,8 @@ class StreamK:
 
     # -- partials -------------------------------------------------------------------------------
     def slot_offset(self) -> VReg:
-        """This thread's byte offset of its first fragment element within a partial tile."""
-        lw = self.lw
-        sp = store_plan(self.s)
-        return lw.ex.reg((sp.row0 * self.s.bn + sp.col0) * 4)
+        """This thread's (warp's, for wmma) byte offset of its first element in a partial tile."""
+        return self.lw.ex.reg(self.io.partial_origin(self.s.bn) * 4)
 
     def slot(self, rank: VReg, thread_off: VReg) -> VReg:
         lw = self.lw
@@ -194,9 +193,7 @@ class StreamK:
     def publish(self, acc, thread_off: VReg) -> None:
         lw, b = self.lw, self.b
         b.banner("Stream-K: publish this unit's partial tile (workspace slot = rank), then release the flag")
-        ptr = self.slot(self.rank, thread_off)
-        for m, n, h, dr, dc in store_plan(self.s).sites:
-            b.emit("st.global.v2.f32", Addr(ptr, (dr * self.s.bn + dc) * 4), Vec(acc[m][n][2 * h:2 * h + 2]))
+        self.io.store_partial(acc, self.slot(self.rank, thread_off), self.s.bn)
         bar_sync(b, comment="every thread's part of the partial is written")
         b.emit("st.release.gpu.global.u32", Addr(self.flag(self.rank)), Imm("1"), guard=self.t0,
                comment="release: the partial is complete")
@@ -221,13 +218,7 @@ class StreamK:
         bar_sync(b, comment="every thread has seen the flag, so it may be reset")
         b.emit("st.relaxed.gpu.global.u32", Addr(flag), Imm("0"), guard=self.t0,
                comment="reset the flag for the next launch")
-        ptr = self.slot(other, thread_off)
-        for m, n, h, dr, dc in store_plan(self.s).sites:
-            part = b.regs("f32", 2)
-            b.emit("ld.global.v2.f32", Vec(part), Addr(ptr, (dr * self.s.bn + dc) * 4), ndefs=1)
-            for j in range(2):
-                r = acc[m][n][2 * h + j]
-                b.emit("add.f32", r, r, part[j], ndefs=1)
+        self.io.add_partial(acc, self.slot(other, thread_off), self.s.bn)
         b.emit("add.u32", other, other, Imm("1"), ndefs=1)
         self.branch(None, loop)
         b.place(done)

@@ -278,9 +278,6 @@ def verify_stream_k(g: Gemm, s: Schedule) -> None:
         (g.accumulator != "f32", "gemm.acc_dtype", g.accumulator,
          f"Stream-K adds f32 partial tiles; {g.accumulator} accumulators are not lowered for it",
          "use f32 accumulation (f16/bf16/tf32 inputs) with Stream-K"),
-        (s.instruction == "wmma", "schedule.instruction", s.instruction,
-         "Stream-K partials are stored from mma.sync fragments; the wmma path is not lowered for it",
-         "use instruction='m16n8k16' with Stream-K"),
     ]
     for broken, field, value, rule, fix in rules:
         if broken:

@@ -99,7 +99,11 @@ def simulate(g: Gemm, s: Schedule, ctas=None, args_hook=None):
                                                    decomposition="stream-k", sms=16)),
     (Gemm(150, 90, 200, dtype="bf16", epilogue=Epilogue(bias="row", activation="relu")),
      Schedule(block=(64, 64, 32), decomposition="stream-k", sms=4, epilogue_via_smem=False)),
-], ids=["hybrid", "pure", "batch-epilogue-grouped", "layouts-one-stage", "decode-m1", "registers-bias-row"])
+    (Gemm(100, 72, 300, out_dtype="f16", epilogue=Epilogue(alpha=0.5, bias="col")),
+     Schedule(block=(64, 64, 32), warps=(2, 2), instruction="wmma", smem_layout="pad",
+              decomposition="stream-k-pure", sms=5)),
+], ids=["hybrid", "pure", "batch-epilogue-grouped", "layouts-one-stage", "decode-m1", "registers-bias-row",
+        "wmma"])
 def test_stream_k_matches_numpy(g, s):
     simulate(g, s)
 
@@ -120,6 +124,8 @@ def test_random_stream_k_kernels_match_numpy(data):
                  warps=data.draw(st.sampled_from([(1, 1), (2, 2), (2, 1)]), label="warps"),
                  stages=data.draw(st.integers(1, 4), label="stages"),
                  raster=data.draw(st.sampled_from(["row", "grouped"]), label="raster"), group_m=2,
+                 instruction=data.draw(st.sampled_from(["m16n8k16", "m16n8k16", "wmma"]), label="instruction"),
+                 smem_layout=data.draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),
                  decomposition=data.draw(st.sampled_from(["stream-k", "stream-k-pure"]), label="decomposition"),
                  sms=data.draw(st.integers(1, 9), label="sms"))
     try:
@@ -197,8 +203,6 @@ def test_stream_k_assembles_without_spills(arch):
      "gemm.acc_dtype"),
     (Gemm(64, 64, 64, dtype="s8", out_dtype="s32"), Schedule(block=(64, 64, 64), decomposition="stream-k"),
      "gemm.acc_dtype"),
-    (Gemm(64, 64, 64), Schedule(block=(64, 64, 32), instruction="wmma", smem_layout="pad",
-                                decomposition="stream-k"), "schedule.instruction"),
 ])
 def test_stream_k_rules(g, s, field):
     with pytest.raises(ScheduleError) as err:

@@ -33,8 +33,10 @@ PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u3
           Param(".u32", "ldc")]
 #: Appended after PARAMS for batched GEMMs: element strides between batches (0 broadcasts).
 BATCH_PARAMS = [Param(".u64", "batch_stride_a"), Param(".u64", "batch_stride_b"), Param(".u64", "batch_stride_c")]
-#: Appended last when the epilogue adds a bias vector (shared by every batch).
+#: Appended when the epilogue adds a bias vector, then when it multiplies by a scale vector
+#: (each shared by every batch), in this order.
 BIAS_PARAM = Param(".u64", "bias")
+SCALE_PARAM = Param(".u64", "scale")
 
 
 #: Appended last by workspace split-K: f32 partial tiles and one u32 arrival counter per tile.
@@ -44,7 +46,7 @@ SPLIT_K_PARAMS = [Param(".u64", "workspace"), Param(".u64", "counters")]
 def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
     split = s.split_k > 1 and s.split_k_mode == "workspace"
     return (list(PARAMS) + (BATCH_PARAMS if g.batch > 1 else []) + ([BIAS_PARAM] if g.epi.bias else [])
-            + (SPLIT_K_PARAMS if split else []))
+            + ([SCALE_PARAM] if g.epi.scale else []) + (SPLIT_K_PARAMS if split else []))
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -109,7 +111,8 @@ class GemmLowering:
         b.banner("Setup: parameters, CTA tile origin, per-thread address bases")
         self.tid = self.u32("mov.u32", Sym("%tid.x"))
         self.ptr = {}
-        extra = (("bias",) if g.epi.bias else ()) + (("workspace", "counters") if self.workspace_split else ())
+        extra = ((("bias",) if g.epi.bias else ()) + (("scale",) if g.epi.scale else ())
+                 + (("workspace", "counters") if self.workspace_split else ()))
         for name in ("A", "B", "C") + extra:
             raw = ld_param(b, "b64", ".u64", name)
             self.ptr[name] = self.u64("cvta.to.global.u64", raw)
@@ -340,7 +343,8 @@ class GemmLowering:
                                else ("f32", 4, "mov.f32"))
         acc = (self.wmma.accumulators() if self.wmma else
                [[b.regs(cls, per_tile) for _ in range(self.ni)] for _ in range(self.mi)])
-        b.comment(f"zero {sum(len(f) for row in acc for f in row)} {'f16x2' if f16_acc else 'f32'} accumulators "
+        kind = "f16x2" if f16_acc else "s32" if int_acc else "f32"
+        b.comment(f"zero {sum(len(f) for row in acc for f in row)} {kind} accumulators "
                   f"(warp tile {s.warp_tile[0]}x{s.warp_tile[1]})")
         for row in acc:
             for frag in row:

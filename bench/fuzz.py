@@ -8,8 +8,10 @@ Each draw ends as one of:
   wrong     ran but the result missed the tolerance            (a bug)
   error     any other exception: a hazard, a crash, ...         (a bug)
 The last two must be 0. The draw space covers everything the lowering supports: all layouts,
-dtypes, accumulators, odd shapes, leading dimensions, alignment, epilogues, batches, split-K
-and both instruction paths (mma.sync and wmma); `--instruction` pins the path to focus a run on it.
+dtypes (s8/u8 inputs with s32, quantised s8/u8 and dequantised float outputs), accumulators,
+odd shapes, leading dimensions, alignment, epilogues (with row/column scale vectors), batches,
+split-K, Stream-K and both instruction paths (mma.sync and wmma); `--instruction` pins the path
+to focus a run on it.
 """
 from __future__ import annotations
 
@@ -36,24 +38,31 @@ def draw(rng: np.random.Generator, instruction: str | None = None):
         return xs[int(rng.integers(len(xs)))]
 
     wmma = instruction == "wmma"  # pinned to wmma: draw only what that path can take
-    dtype = pick(["f16", "bf16"] if wmma else ["f16", "bf16"] * 3 + ["tf32", "s8", "u8"])
+    dtype = pick(["f16", "bf16"] if wmma else ["f16", "bf16"] * 3 + ["tf32"] + ["s8", "u8"] * 2)
     acc = "f16" if dtype == "f16" and rng.random() < 0.15 else "f32"
-    out = ("f16" if acc == "f16" else "s32" if dtype in ("s8", "u8") else "f32" if dtype == "tf32"
-           else pick(["f32", "f16", "bf16"]))
+    out = ("f16" if acc == "f16" else pick(["s32", "s8", "s8", "u8", "f32", "f16", "bf16"]) if dtype in ("s8", "u8")
+           else "f32" if dtype == "tf32" else pick(["f32", "f16", "bf16"]))
     epi = None
-    if rng.random() < 0.5 and dtype not in ("s8", "u8"):
+    if rng.random() < (0.1 if out == "s32" else 0.5 if out in ("f32", "f16", "bf16") else 0.9):  # s32: rejected
         epi = Epilogue(alpha=pick([1.0, 0.5, -2.0]), beta=pick([0.0, 0.0, 1.0, -0.5]),
-                       bias=pick([None, "row", "col"]), activation=pick([None, "relu", "gelu", "silu"]))
+                       bias=pick([None, "row", "col"]), activation=pick([None, "relu", "gelu", "silu"]),
+                       scale=pick([None, None, "col", "row"] if dtype in ("s8", "u8") else [None] * 3 + ["col", "row"]))
     m, n, k = pick(SIZES), pick(SIZES), pick(SIZES)
     a_layout, b_layout = pick(["row", "col"]), pick(["row", "col"])
+    if dtype in ("tf32", "s8", "u8") and rng.random() < 0.75:  # mostly the K-contiguous layout they need
+        a_layout, b_layout = "row", "col"
     pad = [0, 0, 8, 3][int(rng.integers(4))]  # leading-dimension padding in elements
     lds = {}
     if pad:
         lds = {"lda": (k if a_layout == "row" else m) + pad, "ldb": (n if b_layout == "row" else k) + pad,
                "ldc": n + pad}
+    if dtype in ("s8", "u8") and rng.random() < 0.6:  # int8 rows must be 4-byte aligned: pad odd K up
+        lds.update(lda=-(-(k if a_layout == "row" else m) // 16) * 16,
+                   ldb=-(-(n if b_layout == "row" else k) // 16) * 16)
     g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout, acc_dtype=acc,
              epilogue=epi, batch=pick([1, 1, 1, 2]), align=pick([None, None, 16, 8, 4, 2]), **lds)
-    s = Schedule(block=(pick([32, 64, 128]), pick([32, 64, 128]), pick([16, 32, 64])),
+    bk = pick([32, 64, 128] if dtype in ("s8", "u8") else [16, 32, 64])  # 32..128 bytes of K either way
+    s = Schedule(block=(pick([32, 64, 128]), pick([32, 64, 128]), bk),
                  warps=(pick([1, 2, 4]), pick([1, 2, 4])), stages=int(rng.integers(1, 6)),
                  smem_layout=pick(["pad", "plain"] if wmma else ["swizzle", "pad", "plain"]),
                  raster=pick(["row", "grouped"]),
@@ -66,10 +75,10 @@ def draw(rng: np.random.Generator, instruction: str | None = None):
 
 def operands(g, rng: np.random.Generator):
     """Operands honouring the gemm's leading dimensions (strided views of wider buffers)."""
-    from ptxgen.check import poisoned, random_epilogue_operands, random_operands
+    from ptxgen.check import random_epilogue_operands, random_operands, random_scale
 
     a, b = random_operands(g, int(rng.integers(1 << 30)))
-    lda, ldb, ldc = g.leading_dims()
+    lda, ldb, _ = g.leading_dims()
 
     def widen(x, layout, ld):
         if x.ndim == 2:
@@ -85,16 +94,13 @@ def operands(g, rng: np.random.Generator):
         return v if g.batch > 1 else v[0]
 
     c0, bias = random_epilogue_operands(g, int(rng.integers(1 << 30)))
-    c = poisoned(((g.batch,) if g.batch > 1 else ()) + (g.m, ldc), g.out_dtype)
-    c = c[..., : g.n]  # a strided view when ldc > N
-    if c0 is not None:
-        c[...] = c0
-    return widen(a, g.a_layout, lda), widen(b, g.b_layout, ldb), c, c0, bias
+    scale = random_scale(g, int(rng.integers(1 << 30)))
+    return widen(a, g.a_layout, lda), widen(b, g.b_layout, ldb), c0, bias, scale
 
 
 def run_one(seed: int, instruction: str | None = None) -> tuple[str, str]:
     import ptxgen
-    from ptxgen.check import compare, reference
+    from ptxgen.check import check_simulated
 
     rng = np.random.default_rng(seed)
     g, s = draw(rng, instruction)
@@ -105,9 +111,8 @@ def run_one(seed: int, instruction: str | None = None) -> tuple[str, str]:
     except Exception:  # noqa: BLE001 - anything but ScheduleError from compile is a bug too
         return "error", f"seed {seed}: {g} {s}: compile raised:\n{traceback.format_exc(limit=3)}"
     try:
-        a, b, c, c0, bias = operands(g, rng)
-        out = k.simulate(a, b, c=c, bias=bias)
-        result = compare(out, reference(a, b, g.epilogue, c0, bias), g)
+        a, b, c0, bias, scale = operands(g, rng)
+        result = check_simulated(k, a, b, c0, bias, scale)  # C poisoned, strided by ldc (twice for 8-bit)
         if result.ok:
             return "correct", ""
         return "wrong", f"seed {seed}: {g} {s}: {result}"

@@ -2,6 +2,7 @@
 
 Inputs are random and never zero (a zero would hide a dropped element), the output is poisoned
 before a run, and results are compared with a float64 numpy reference at a per-dtype tolerance.
+8-bit outputs are compared element by element after rounding the reference (`compare`).
 """
 from __future__ import annotations
 
@@ -9,17 +10,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .schedule.problem import Epilogue, Gemm, numpy_dtype
+from .schedule.problem import INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
 #: Relative Frobenius error allowed per output dtype: f32 accumulation error, plus the
 #: output's own rounding (f16 keeps 11 significant bits, bf16 8).
-TOLERANCE = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2, "s32": 0.0}
+TOLERANCE = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2, "s32": 0.0, "s8": 0.0, "u8": 0.0}
 #: tf32 keeps 10 mantissa bits of each f32 input (cvt.rna), so products err by about 2^-11.
 TF32_TOLERANCE = 5e-3
 #: f16 accumulation rounds the running sum to 11 bits after every mma (K/16 roundings).
 F16_ACC_TOLERANCE = 1e-2
 #: GELU and SiLU use ex2.approx.f32 (about 2^-22 relative) and f32 arithmetic on the way.
 APPROX_ACTIVATION_TOLERANCE = 2e-3
+#: 8-bit outputs must equal the float64 value x rounded to nearest even and saturated, except that
+#: where x lies within TIE_WINDOW * (|x| + 256) of a rounding tie k + 0.5 the element may be either
+#: neighbour, k or k + 1 (saturated): the kernel evaluates the epilogue in f32 (a few roundings of
+#: 2^-24 relative to the terms), which may land on the other side of such a tie. The window is
+#: 2^-9 at least, far above that f32 error for terms up to ~2^13 (our random operands stay well
+#: below), and covers ~0.4% of values, so any systematic rounding error still fails.
+TIE_WINDOW = 2.0 ** -17
 
 
 def tolerance(g: Gemm) -> float:
@@ -37,16 +45,26 @@ def tolerance(g: Gemm) -> float:
 #: Poison for outputs before a run: NaN for floats, INT32_MIN for s32 (our exact integer
 #: results stay far from it), so an element the kernel never wrote is always detectable.
 S32_POISON = np.iinfo(np.int32).min
+#: 8-bit outputs have no spare value: the byte patterns 0x55 and 0xAA are legal results. An
+#: unwritten element still shows as a mismatch unless the poison is the right answer, so tests
+#: run twice, once with each (`variant`): no value is within 1 of both.
+BYTE_POISON = {"s8": (0x55, -0x56), "u8": (0x55, 0xAA)}
 
 
-def poisoned(shape: tuple[int, ...], out_dtype: str) -> np.ndarray:
+def poisoned(shape: tuple[int, ...], out_dtype: str, variant: int = 0) -> np.ndarray:
     dt = numpy_dtype(out_dtype)
-    return np.full(shape, S32_POISON if out_dtype == "s32" else np.nan, dtype=dt)
+    fill = BYTE_POISON[out_dtype][variant] if out_dtype in BYTE_POISON else (
+        S32_POISON if out_dtype == "s32" else np.nan)
+    return np.full(shape, fill, dtype=dt)
 
 
 def unwritten(c: np.ndarray) -> np.ndarray:
-    """Mask of poisoned (never written) elements."""
+    """Mask of elements still holding the poison (never written). For 8-bit outputs this is the
+    first `BYTE_POISON` value, which a written element may also hold: use it to find stray
+    writes outside the written region, not to prove every element was written."""
     c = np.asarray(c)
+    if c.dtype.itemsize == 1:
+        return c == np.array(BYTE_POISON["s8" if c.dtype.kind == "i" else "u8"][0]).astype(c.dtype)
     return c == S32_POISON if c.dtype.kind in "iu" else np.isnan(c.astype(np.float64))
 
 
@@ -73,11 +91,16 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
-              bias: np.ndarray | None = None) -> np.ndarray:
-    """float64 act(alpha * A @ B + beta * C + bias), the formulas Epilogue documents."""
+              bias: np.ndarray | None = None, scale: np.ndarray | None = None) -> np.ndarray:
+    """float64 act(alpha * scale * A @ B + beta * C + bias), the formulas Epilogue documents,
+    before any cast (8-bit outputs: `compare` rounds it, `quantize` gives the rounded values)."""
     x = a.astype(np.float64) @ b.astype(np.float64)
     e = epilogue or Epilogue()
     x = e.alpha * x
+    if e.scale == "col":
+        x = x * np.asarray(scale, dtype=np.float64)[None, :]
+    elif e.scale == "row":
+        x = x * np.asarray(scale, dtype=np.float64)[:, None]
     if e.beta != 0.0:
         x = x + e.beta * np.asarray(c, dtype=np.float64)
     if e.bias == "col":
@@ -89,19 +112,55 @@ def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
     elif e.activation == "gelu":
         x = 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
     elif e.activation == "silu":
-        x = x / (1.0 + np.exp(-x))
+        with np.errstate(over="ignore"):  # exp(-x) = inf for x << 0: x / inf = -0, the right limit
+            x = x / (1.0 + np.exp(-x))
     return x
 
 
+def quantize(x: np.ndarray, out_dtype: str) -> np.ndarray:
+    """float64 values rounded to nearest even and saturated to an 8-bit dtype, as the kernel's
+    cvt.rni.sat does (still float64)."""
+    info = np.iinfo(numpy_dtype(out_dtype))
+    return np.clip(np.rint(x), info.min, info.max)
+
+
 def random_epilogue_operands(g: Gemm, seed: int = 1) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(C, bias) the epilogue reads: C when beta != 0, bias when requested; non-zero values."""
+    """(C, bias) the epilogue reads: C when beta != 0, bias when requested; non-zero values.
+
+    8-bit outputs get C spanning the whole integer range and an f32 bias of tens of units, so
+    both move the rounded result."""
     rng = np.random.default_rng(seed)
     dt = numpy_dtype(g.out_dtype)
     lead = (g.batch,) if g.batch > 1 else ()
-    c = rng.uniform(-1.5, 1.5, size=lead + (g.m, g.n)).astype(dt) if g.epi.beta != 0.0 else None
+    c = None
+    if g.epi.beta != 0.0 and g.out_dtype in QUANTIZED_DTYPES:
+        info = np.iinfo(dt)
+        c = rng.integers(1, info.max + 1, size=lead + (g.m, g.n))
+        c = (c * rng.choice([-1, 1], size=c.shape) if info.min < 0 else c).astype(dt)
+    elif g.epi.beta != 0.0:
+        c = rng.uniform(-1.5, 1.5, size=lead + (g.m, g.n)).astype(dt)
     n = {"col": g.n, "row": g.m, None: 0}[g.epi.bias]
-    bias = (rng.uniform(0.5, 1.5, n) * rng.choice([-1.0, 1.0], n)).astype(dt) if g.epi.bias else None
+    mag = 20.0 if g.out_dtype in QUANTIZED_DTYPES else 1.0
+    bias = ((rng.uniform(0.5, 1.5, n) * mag * rng.choice([-1.0, 1.0], n)).astype(numpy_dtype(g.bias_dtype))
+            if g.epi.bias else None)
     return c, bias
+
+
+def random_scale(g: Gemm, seed: int = 2) -> np.ndarray | None:
+    """The f32 scale vector the epilogue multiplies by (None without one): positive, like
+    quantisation scales, and sized from the spread of random_operands' dot products so that
+    scaled 8-bit outputs have an rms around 80 (about one in eight saturating) and float outputs around 1."""
+    if g.epi.scale is None:
+        return None
+    rng = np.random.default_rng(seed)
+    if g.dtype in INTEGER_DTYPES:  # magnitudes uniform in 1..11: E[m] = 6, E[m^2] = 46
+        mean, square = (36.0 if g.dtype == "u8" else 0.0), 46.0 ** 2
+    else:  # magnitudes uniform in [0.5, 1.5), random signs: E[m^2] = 13/12
+        mean, square = 0.0, (13 / 12) ** 2
+    typical = np.sqrt(g.k * square + g.k * (g.k - 1) * mean ** 2)  # rms of one dot product
+    target = 60.0 if g.out_dtype in QUANTIZED_DTYPES else 1.0
+    n = g.n if g.epi.scale == "col" else g.m
+    return (target / typical * rng.uniform(0.25, 2.5, n)).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -110,22 +169,50 @@ class Comparison:
     rel_frobenius: float
     tolerance: float
     unwritten: int  # NaN-poisoned elements the kernel never wrote
+    #: 8-bit outputs only: elements off by more than the tie rule allows, and those off by one at a tie.
+    mismatches: int | None = None
+    at_ties: int = 0
 
     @property
     def ok(self) -> bool:
+        if self.mismatches is not None:
+            return self.unwritten == 0 and self.mismatches == 0
         exact = self.tolerance == 0.0 and self.max_abs_error == 0.0  # integer results are exact
         return self.unwritten == 0 and (self.rel_frobenius < self.tolerance or exact)
 
     def __str__(self) -> str:
         verdict = "PASS" if self.ok else "FAIL"
         extra = f", {self.unwritten} elements never written" if self.unwritten else ""
+        if self.mismatches is not None:
+            return (f"{verdict}: max abs error {self.max_abs_error:g} after rounding the float64 reference; "
+                    f"{self.mismatches} elements wrong, {self.at_ties} off by one at a rounding tie "
+                    f"(allowed){extra}")
         return (f"{verdict}: max abs error {self.max_abs_error:.3e}, relative Frobenius error "
                 f"{self.rel_frobenius:.3e} (tolerance {self.tolerance:.0e}){extra}")
 
 
 def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, cols=None) -> Comparison:
-    """Compare C with the reference (tolerance by out dtype, or by `tolerance(gemm)`)."""
+    """Compare C with the reference (tolerance by out dtype, or by `tolerance(gemm)`).
+
+    8-bit outputs are compared element by element with the rounded, saturated reference: equal,
+    or the tie's other neighbour within TIE_WINDOW of a rounding tie (see there). They have no unwritable poison,
+    so an unwritten element shows as a mismatch (see BYTE_POISON)."""
+    dtype = out_dtype.out_dtype if isinstance(out_dtype, Gemm) else out_dtype
     raw = np.asarray(c)
+    ref = np.asarray(ref, dtype=np.float64)
+    if dtype in QUANTIZED_DTYPES:
+        got = raw.astype(np.float64)
+        if rows is not None:
+            got, ref = got[np.ix_(rows, cols)], ref[np.ix_(rows, cols)]
+        diff = got - quantize(ref, dtype)
+        below = np.floor(ref)  # a tie below + 0.5 may round to either neighbour, nothing else
+        near_tie = np.abs(ref - (below + 0.5)) <= TIE_WINDOW * (np.abs(ref) + 256.0)
+        either = (got == quantize(below, dtype)) | (got == quantize(below + 1.0, dtype))
+        at_tie = (diff != 0) & near_tie & either
+        wrong = (diff != 0) & ~at_tie
+        norm = float(np.linalg.norm(quantize(ref, dtype))) or 1.0
+        return Comparison(float(np.abs(diff).max(initial=0.0)), float(np.linalg.norm(diff)) / norm, 0.0, 0,
+                          int(wrong.sum()), int(at_tie.sum()))
     missing = unwritten(raw)
     got = np.where(missing, np.nan, raw.astype(np.float64))
     if rows is not None:
@@ -136,3 +223,25 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
     return Comparison(float(np.abs(diff).max(initial=0.0)), float(np.linalg.norm(diff)) / norm,
                       tolerance(out_dtype) if isinstance(out_dtype, Gemm) else TOLERANCE[out_dtype],
                       unwritten_count)
+
+
+def check_simulated(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
+                    scale: np.ndarray | None = None) -> Comparison:
+    """Simulate `kernel` (a ptxgen.Kernel) and compare with `reference`: the first failing
+    comparison, else the last. C is a fresh array with the gemm's ldc, holding a given `c`
+    (beta != 0; `c` itself is not updated). 8-bit outputs run
+    once per BYTE_POISON value, so an element never written cannot pass by holding the answer."""
+    g = kernel.gemm
+    ref = reference(a, b, g.epilogue, c, bias, scale)
+    result = None
+    for variant in range(len(BYTE_POISON.get(g.out_dtype, (None,)))):
+        lead = (g.batch,) if g.batch > 1 else ()
+        out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype, variant)[..., :g.n]  # ldc honoured
+        if c is not None:
+            out[...] = c
+        out = kernel.simulate(a, b, c=out, bias=bias, scale=scale)
+        result = compare(out, ref, g)
+        if not result.ok:
+            return result
+    assert result is not None
+    return result

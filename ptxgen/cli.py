@@ -5,12 +5,12 @@ import argparse
 import sys
 from collections import Counter
 
-from .check import compare, random_epilogue_operands, random_operands, reference, unwritten
+from .check import compare, random_epilogue_operands, random_operands, random_scale, reference, unwritten
 from .compile import compile as compile_kernel, describe_epilogue
 from .errors import AssembleError, ScheduleError
 from .kernel import Kernel
 from .schedule.geometry import operand_tiles, register_estimate, staging_layout
-from .schedule.problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
+from .schedule.problem import INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
 from .schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
 from .schedule.streamk import stream_k_plan
@@ -38,10 +38,10 @@ def _epilogue(text: str) -> Epilogue:
                 fields[key] = float(value)
             except ValueError:
                 raise argparse.ArgumentTypeError(f"epilogue {key} must be a number, got {value!r}") from None
-        elif key in ("bias", "activation"):
+        elif key in ("bias", "scale", "activation"):
             fields[key] = value.strip() or None
         else:
-            raise argparse.ArgumentTypeError(f"unknown epilogue field {key!r}: use bias=, act=, alpha=, beta=")
+            raise argparse.ArgumentTypeError(f"unknown epilogue field {key!r}: use bias=, scale=, act=, alpha=, beta=")
     return Epilogue(**fields)
 
 
@@ -51,12 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", default=None, type=lambda t: _dims(t, 3, "shape"),
                    help="MxNxK (default 4096x4096x4096; 256x256x128 for run)")
     p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES, help="input dtype (default f16)")
-    p.add_argument("--out", "--out-dtype", dest="out_dtype", default="f32", choices=OUTPUT_DTYPES,
-                   help="output dtype (default f32)")
+    p.add_argument("--out", "--out-dtype", dest="out_dtype", default=None, choices=OUTPUT_DTYPES,
+                   help="output dtype (default f32; s32 for s8/u8 inputs)")
     p.add_argument("--batch", default=1, type=int, help="independent GEMMs in one launch (default 1)")
     p.add_argument("--acc", default="f32", choices=("f32", "f16"), help="accumulator dtype (default f32)")
     p.add_argument("--epilogue", default=None, type=_epilogue,
-                   help="fused epilogue, e.g. bias=col,act=relu,alpha=1,beta=0 (act: relu, gelu, silu)")
+                   help="fused epilogue, e.g. bias=col,act=relu,alpha=1,beta=0 (act: relu, gelu, silu); "
+                        "scale=col/row multiplies by an f32 vector (with --dtype s8 --out s8: quantised output)")
     p.add_argument("--align", default=None, type=int,
                    help="byte alignment of pointers and leading dims: 16, 8, 4 or 2 (default: inferred)")
     p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
@@ -101,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
 def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
     m, n, k = args.shape or default_shape
     a_layout, b_layout = LAYOUT_LETTERS[args.layout] if args.layout else (args.a_layout, args.b_layout)
-    gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=args.out_dtype, a_layout=a_layout, b_layout=b_layout,
+    out_dtype = args.out_dtype or ("s32" if args.dtype in INTEGER_DTYPES else "f32")
+    gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
                 align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch)
     wmma = args.instruction == "wmma"
     sched = Schedule(block=tuple(args.block), warps=tuple(args.warps or ((2, 4) if wmma else (2, 2))),
@@ -203,9 +205,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(_resources(k))
     a, b = random_operands(k.gemm, seed=args.seed)
     c0, bias = random_epilogue_operands(k.gemm, seed=args.seed + 1)
-    ref = reference(a, b, k.gemm.epilogue, c0, bias)
+    scale = random_scale(k.gemm, seed=args.seed + 2)
+    ref = reference(a, b, k.gemm.epilogue, c0, bias, scale)
     if gpu_available() and not args.sim:
-        c = k(a, b, c=None if c0 is None else c0.copy(), bias=bias)
+        c = k(a, b, c=None if c0 is None else c0.copy(), bias=bias, scale=scale)
         result = compare(c, ref, k.gemm)
         print("executed   on the GPU, every CTA")
         print(result)
@@ -213,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"
     why = why if len(why) <= 90 else why[:87] + "..."
     ctas = None if args.all_ctas else sample_ctas(k)
-    c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias)
+    c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias, scale=scale)
     mask = covered(k, ctas)
     total = k.grid[0] * k.grid[1] * k.grid[2]
     scope = "every CTA" if ctas is None else f"{len(ctas)} of {total} CTAs {ctas}"

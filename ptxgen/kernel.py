@@ -5,7 +5,8 @@ Kernel parameters, in order (documented in the README):
     M, N, K            .u32  problem sizes
     lda, ldb, ldc      .u32  leading dimensions, in elements
     batch_stride_a/b/c .u64  only when batch > 1: element strides between batches (0 broadcasts)
-    bias               .u64  only when the epilogue adds a bias
+    bias               .u64  only when the epilogue adds a bias (`gemm.bias_dtype` elements)
+    scale              .u64  only when the epilogue multiplies by a scale vector (f32 elements)
     workspace, counters .u64 only with workspace split-K or Stream-K: `workspace_elements` f32 and
                              `counter_count` u32 (zero before the first launch; kernels reset them)
 Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
@@ -105,21 +106,22 @@ class Kernel:
         return [g.m, g.n, g.k, *g.leading_dims()]
 
     # -- execution --------------------------------------------------------------------------
-    def simulate(self, a: Any, b: Any, c: Any = None, bias: Any = None,
+    def simulate(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
                  ctas: list[tuple[int, int, int]] | None = None):
         """Run on ptxgen's CPU simulator and return C.
 
-        A new C is poisoned with NaN, so elements no simulated CTA wrote stay NaN. A given `c`
-        is updated in place (and read when the epilogue's beta != 0).
+        A new C is poisoned (NaN for floats, `check.poisoned`), so elements no simulated CTA wrote
+        show. A given `c` is updated in place (and read when the epilogue's beta != 0). `bias` and
+        `scale` are the epilogue's vectors (length N for "col", M for "row"), exactly when it has them.
         """
         from .simulate import simulate_kernel
 
-        return simulate_kernel(self, a, b, c=c, bias=bias, ctas=ctas)
+        return simulate_kernel(self, a, b, c=c, bias=bias, scale=scale, ctas=ctas)
 
-    def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None):
+    def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None, stream: Any = None):
         """Run on the GPU through the CUDA driver API and return C (written into `c` if given)."""
         from .runtime.launch import launch_kernel
 
-        return launch_kernel(self, a, b, c=c, bias=bias, stream=stream)
+        return launch_kernel(self, a, b, c=c, bias=bias, scale=scale, stream=stream)
 
     run = __call__

@@ -71,29 +71,31 @@ def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, lay
     return v, v.batch_stride, v.host_span()
 
 
-def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None):
-    """Simulate; return (C, sim result). A new C is NaN where no simulated CTA wrote."""
+def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
+                   scale: Any = None):
+    """Simulate; return (C, sim result). A new C is poisoned (`check.poisoned`) where no
+    simulated CTA wrote."""
     from . import sim
-    from .runtime.batch import operand_shape
-    from .runtime.launch import bias_view, check_epilogue_operands
+    from .runtime.launch import check_epilogue_operands, vector_view
 
     g = kernel.gemm
     align = g.alignment()
-    check_epilogue_operands(kernel, c, bias)
-    if c is None:
-        c = poisoned(operand_shape(g.batch, g.m, g.n), g.out_dtype)
+    check_epilogue_operands(kernel, c, bias, scale)
+    if c is None:  # with the gemm's ldc, whose alignment the kernel may rely on
+        c = poisoned(((g.batch,) if g.batch > 1 else ()) + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
     va, sa, buf_a = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
                                    align=align, batch=g.batch)
     vb, sb, buf_b = matrix_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout,
                                    align=align, batch=g.batch)
     vc, sc, buf_c = matrix_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
-                                   align=align, batch=g.batch, writable=True)
+                                   align=g.out_alignment(), batch=g.batch, writable=True)
     # The simulator takes each operand's memory as one contiguous buffer spanning the matrices.
     args = [buf_a, buf_b, buf_c, g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
     if g.batch > 1:
         args += [sa, sb, sc]
-    if bias is not None:
-        args.append(bias_view(kernel, np.asarray(bias), None).host_span())
+    for name, vec in (("bias", bias), ("scale", scale)):
+        if vec is not None:
+            args.append(vector_view(kernel, name, np.asarray(vec), None).host_span())
     if kernel.workspace_elements:
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
     if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so
@@ -103,5 +105,6 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     return c, res
 
 
-def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, ctas=None) -> np.ndarray:
-    return run_simulation(kernel, a, b, ctas, c=c, bias=bias)[0]
+def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
+                    ctas=None) -> np.ndarray:
+    return run_simulation(kernel, a, b, ctas, c=c, bias=bias, scale=scale)[0]

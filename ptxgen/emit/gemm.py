@@ -34,8 +34,10 @@ PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u3
           Param(".u32", "ldc")]
 #: Appended after PARAMS for batched GEMMs: element strides between batches (0 broadcasts).
 BATCH_PARAMS = [Param(".u64", "batch_stride_a"), Param(".u64", "batch_stride_b"), Param(".u64", "batch_stride_c")]
-#: Appended last when the epilogue adds a bias vector (shared by every batch).
+#: Appended when the epilogue adds a bias vector, then when it multiplies by a scale vector
+#: (each shared by every batch), in this order.
 BIAS_PARAM = Param(".u64", "bias")
+SCALE_PARAM = Param(".u64", "scale")
 
 
 #: Appended last by workspace split-K (f32 partial tiles, one u32 arrival counter per tile) and by
@@ -46,7 +48,7 @@ SPLIT_K_PARAMS = [Param(".u64", "workspace"), Param(".u64", "counters")]
 def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
     scratch = (s.split_k > 1 and s.split_k_mode == "workspace") or s.stream_k
     return (list(PARAMS) + (BATCH_PARAMS if g.batch > 1 else []) + ([BIAS_PARAM] if g.epi.bias else [])
-            + (SPLIT_K_PARAMS if scratch else []))
+            + ([SCALE_PARAM] if g.epi.scale else []) + (SPLIT_K_PARAMS if scratch else []))
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -127,7 +129,8 @@ class GemmLowering:
         """%tid.x and the global pointers (A, B, C, then bias / workspace when present)."""
         self.tid = self.u32("mov.u32", Sym("%tid.x"))
         self.ptr = {}
-        extra = (("bias",) if self.g.epi.bias else ()) + (("workspace", "counters") if self.needs_workspace else ())
+        extra = ((("bias",) if self.g.epi.bias else ()) + (("scale",) if self.g.epi.scale else ())
+                 + (("workspace", "counters") if self.needs_workspace else ()))
         for name in ("A", "B", "C") + extra:
             raw = ld_param(self.b, "b64", ".u64", name)
             self.ptr[name] = self.u64("cvta.to.global.u64", raw)
@@ -386,7 +389,8 @@ class GemmLowering:
     def zero_accumulators(self, acc) -> None:
         f16_acc, s = self.g.acc_dtype == "f16", self.s
         float_acc = self.g.accumulator == "f32"
-        self.b.comment(f"zero {sum(len(f) for row in acc for f in row)} {'f16x2' if f16_acc else 'f32'} "
+        kind = "f16x2" if f16_acc else self.g.accumulator
+        self.b.comment(f"zero {sum(len(f) for row in acc for f in row)} {kind} "
                        f"accumulators (warp tile {s.warp_tile[0]}x{s.warp_tile[1]})")
         for row in acc:
             for frag in row:

@@ -1,8 +1,9 @@
-"""GEMM epilogue: accumulators -> act(alpha*acc + beta*C + bias) -> output dtype -> global C.
+"""GEMM epilogue: accumulators -> act(alpha*scale*acc + beta*C + bias) -> output dtype -> global C.
 
 Stores go straight from the mma fragment layout: each thread holds column pairs (2t, 2t+1)
-of rows g and g+8 of every mma tile, so a pair becomes one `.v2.f32` or one packed f16x2/bf16x2
-`.b32` store. Odd N, or operands aligned below a pair's width, fall back to scalar stores.
+of rows g and g+8 of every mma tile, so a pair becomes one `.v2.f32`, one packed f16x2/bf16x2
+`.b32` or one packed 2 x 8-bit `.b16` store. Odd N, or C aligned below a pair's width, fall back
+to scalar stores. s32 accumulators are stored as they are (s32 output) or converted to f32 first.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from .addressing import RowPointers
 from .gemm_plan import store_plan
 from .ir import Addr, Imm, Vec, VReg
 from .memory import st_global
+from .quantize import load_bytes, quantize, store_bytes
+from ..schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
@@ -36,6 +39,9 @@ class EpilogueEmitter:
         self.e = lw.g.epi
         self.ob = lw.g.out_bytes
         self.atomic = lw.s.split_k > 1 and lw.s.split_k_mode == "atomic"
+        self.quantized = lw.g.out_dtype in QUANTIZED_DTYPES
+        #: s32 accumulators feeding anything but an s32 output go through the f32 epilogue
+        self.int_to_float = lw.g.accumulator == "s32" and lw.g.out_dtype != "s32"
 
     # -- element math ---------------------------------------------------------------------------
     def f(self, op: str, *srcs) -> VReg:
@@ -55,9 +61,12 @@ class EpilogueEmitter:
         self.b.emit("mov.b32", _vec(lo, hi), packed, ndefs=1)
         return self.to_f32(lo, dtype), self.to_f32(hi, dtype)
 
-    def apply(self, v: VReg, old: VReg | None, bias: VReg | None) -> VReg:
+    def apply(self, v: VReg, old: VReg | None, bias: VReg | None, factor: VReg | None = None) -> VReg:
+        """act(factor * v + beta * old + bias) in f32; `factor` is alpha * scale[i] (else alpha)."""
         e = self.e
-        if e.alpha != 1.0:
+        if factor is not None:
+            v = self.f("mul.f32", v, factor)
+        elif e.alpha != 1.0:
             v = self.f("mul.f32", v, f32(e.alpha))
         if old is not None:
             v = self.f("fma.rn.f32", old, f32(e.beta), v)
@@ -83,6 +92,8 @@ class EpilogueEmitter:
     def load_old(self, addr: Addr, count: int, guard: VReg | None) -> list[VReg]:
         """C's current values at `addr` (beta != 0), as f32; zero where the guard is off."""
         dt = self.g.out_dtype
+        if self.quantized:
+            return load_bytes(self.b, dt, addr, count, guard)
         if dt == "f32":
             vals = list(self.b.regs("f32", count))
             for v in vals:
@@ -98,11 +109,21 @@ class EpilogueEmitter:
         self.b.emit(f"ld.global.{cls}", raw, addr, ndefs=1, guard=guard)
         return [self.to_f32(raw, dt)] if count == 1 else list(self.unpack(raw, dt))
 
-    def load_bias(self, index: VReg, limit: str | None) -> VReg:
-        """bias[index] as f32 (0 past the edge)."""
-        lw, dt, eb = self.lw, self.g.out_dtype, self.ob
-        addr = Addr(lw.u64("add.s64", lw.ptr["bias"], lw.wide_mul(index, Imm(str(eb)))))
-        guard = lw.pred("setp.lt.u32", index, lw.dim(limit)) if limit else None
+    def vector_values(self, name: str, index: VReg, offsets: list[int], guards: list[VReg | None]) -> list[VReg]:
+        """Elements index + o of the epilogue's vector parameter `name` as f32 (0 where the guard is
+        off), through one pointer and immediate offsets. "bias" has `gemm.bias_dtype` elements;
+        "scale" is f32 and comes back multiplied by alpha (once per element loaded, not per use)."""
+        lw, e = self.lw, self.e
+        dt = self.g.bias_dtype if name == "bias" else "f32"
+        eb = DTYPE_BYTES[dt]
+        ptr = lw.u64("add.s64", lw.ptr[name], lw.wide_mul(index, Imm(str(eb))))
+        vals = [self.load_element(dt, Addr(ptr, o * eb), g) for o, g in zip(offsets, guards)]
+        if name == "scale" and e.alpha != 1.0:
+            vals = [self.f("mul.f32", v, f32(e.alpha)) for v in vals]
+        return vals
+
+    def load_element(self, dt: str, addr: Addr, guard: VReg | None) -> VReg:
+        """One f32/f16/bf16 element as f32; 0 where the guard is off."""
         if dt == "f32":
             v = self.b.reg("f32")
             if guard is not None:
@@ -121,6 +142,8 @@ class EpilogueEmitter:
         if self.atomic:  # split-K partial sums land in C with hardware float adds
             for j, v in enumerate(values):
                 self.b.emit("red.relaxed.gpu.global.add.f32", Addr(addr.base, addr.offset + 4 * j), v, guard=guard)
+        elif self.quantized:
+            store_bytes(self.b, addr, [quantize(self.b, dt, v) for v in values], guard)
         elif dt in ("f32", "s32"):  # s32: the accumulator bits, stored as they are
             st_global(self.b, ".f32" if dt == "f32" else ".b32", addr, tuple(values), guard=guard)
         elif len(values) == 2:
@@ -143,10 +166,12 @@ class EpilogueEmitter:
         off = lw.u64("add.s64", lw.wide_mul(row, ldc_bytes), lw.wide_mul(col, Imm(str(ob))))
         base = lw.u64("add.s64", lw.ptr["C"], off)
         # Pair stores need an even N (so a pair never straddles the edge) and pair-aligned rows.
-        pair = g.n % 2 == 0 and g.alignment() >= 2 * ob and not self.atomic
+        pair = g.n % 2 == 0 and g.out_alignment() >= 2 * ob and not self.atomic
         widths = [0] if pair else [0, 1]
         guards = lw.edge.store_guards(row, col, sorted({(dr, dc + j) for *_, dr, dc in sp.sites for j in widths}))
-        bias = self.biases(sp, row, col)
+        self.describe()
+        bias = self.site_vectors(sp, row, col, "bias")
+        factor = self.site_vectors(sp, row, col, "scale")
         row_ptr = RowPointers(b, base, ldc_bytes)
         for m, n, h, dr, dc in sp.sites:
             if n == 0:
@@ -160,32 +185,49 @@ class EpilogueEmitter:
                 addr = Addr(row_ptr[dr], (dc + j0) * ob)
                 guard = guards[dr, dc + j0]  # one combined predicate, used by the load and the store
                 olds = self.load_old(addr, count, guard) if self.e.beta != 0.0 else [None] * count
-                outs = [self.apply(vals[j0 + j], olds[j], bias.get((dr, dc + j0 + j))) for j in range(count)]
+                outs = [self.apply(vals[j0 + j], olds[j], bias.get((dr, dc + j0 + j)), factor.get((dr, dc + j0 + j)))
+                        for j in range(count)]
                 self.store(addr, outs, guard)
 
     def accumulators(self, tile: tuple[VReg, ...], h: int) -> list[VReg]:
-        """The two f32 values (columns 2t, 2t+1) of row half h of one mma tile's accumulators."""
+        """The two values (columns 2t, 2t+1) of row half h of one mma tile's accumulators: f32,
+        or s32 bits when the output is s32."""
         if self.g.acc_dtype == "f16":
             return list(self.unpack(tile[h], "f16"))
-        return [tile[2 * h], tile[2 * h + 1]]
+        vals = [tile[2 * h], tile[2 * h + 1]]
+        return [self.f("cvt.rn.f32.s32", v) for v in vals] if self.int_to_float else vals
 
-    def biases(self, sp, row: VReg, col: VReg) -> dict[tuple[int, int], VReg]:
-        """The bias value each (row delta, column delta) site adds, loaded once per row or column."""
-        e, lw = self.e, self.lw
-        if e.bias is None:
+    def describe(self) -> None:
+        """A comment saying what the epilogue computes, in the order it does."""
+        e, g = self.e, self.g
+        if g.out_dtype == "s32":
+            self.b.comment("epilogue: the exact s32 accumulators, stored as they are")
+            return
+        x = "acc" if not self.int_to_float else "cvt.rn.f32.s32(acc)"
+        if e.scale:
+            x = f"{x} * (alpha * scale[{'n' if e.scale == 'col' else 'm'}])"
+        elif e.alpha != 1.0:
+            x = f"{x} * alpha"
+        steps = [x] + (["+ beta * C"] if e.beta else []) + ([f"+ bias[{'n' if e.bias == 'col' else 'm'}]"] if e.bias
+                                                            else []) + ([e.activation] if e.activation else [])
+        out = f"{g.out_dtype} (round to nearest even, saturate)" if self.quantized else g.out_dtype
+        self.b.comment(f"epilogue in f32: {', '.join(steps)}; -> {out}")
+
+    def site_vectors(self, sp, row: VReg, col: VReg, name: str) -> dict[tuple[int, int], VReg]:
+        """The value of the row or column vector `name` (bias, or alpha * scale) at each (row delta,
+        column delta) site, loaded once per distinct row or column of this thread."""
+        lw, kind = self.lw, getattr(self.e, name)
+        if kind is None:
             return {}
-        self.b.comment(f"bias ({e.bias}): one load per distinct {'column' if e.bias == 'col' else 'row'}")
-        loaded: dict[int, VReg] = {}
-        out: dict[tuple[int, int], VReg] = {}
-        for *_, dr, dc in sp.sites:
-            for j in range(2):
-                key = dc + j if e.bias == "col" else dr
-                if key not in loaded:
-                    base, limit = (col, "N") if e.bias == "col" else (row, "M")
-                    edge = lw.edge.n_edge if e.bias == "col" else lw.edge.m_edge
-                    loaded[key] = self.load_bias(lw.u32("add.u32", base, Imm(str(key))), limit if edge else None)
-                out[dr, dc + j] = loaded[key]
-        return out
+        by_col = kind == "col"
+        what = "alpha * scale" if name == "scale" else name
+        self.b.comment(f"{what} ({kind}): one load per distinct {'column' if by_col else 'row'} of this thread")
+        keys = sorted({dc + j if by_col else dr for *_, dr, dc in sp.sites for j in range(2)})
+        base, dim, edge = (col, "N", lw.edge.n_edge) if by_col else (row, "M", lw.edge.m_edge)
+        guards = [lw.pred("setp.lt.u32", lw.u32("add.u32", base, Imm(str(key))), lw.dim(dim)) if edge else None
+                  for key in keys]
+        value = dict(zip(keys, self.vector_values(name, base, keys, guards)))
+        return {(dr, dc + j): value[dc + j if by_col else dr] for *_, dr, dc in sp.sites for j in range(2)}
 
 
 def _vec(*regs: VReg) -> Vec:

@@ -6,9 +6,9 @@ half-warp (4 rows x 32 bytes) land in distinct banks. The tile reuses the A/B st
 bytes: the shared-memory planner sees their lifetimes are disjoint. (wmma: wmma.store.d writes
 the opaque fragments; with f16 accumulation the tile holds f16, widened exactly in phase 2.)
 Phase 2: threads walk the tile in 16-byte output chunks along rows (consecutive threads,
-consecutive chunks), apply alpha/beta/bias/activation (reading C and the bias coalesced too),
-convert, and store one vector per chunk. A chunk that straddles N falls back to predicated
-scalar stores.
+consecutive chunks), apply alpha/scale/beta/bias/activation (reading C and the vectors coalesced
+too), convert, and store one vector per chunk: 4 f32, 8 packed 16-bit or 16 packed 8-bit values.
+A chunk that straddles N falls back to predicated scalar stores.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from .gemm_plan import store_plan
 from .index import Expr, Tid, evaluate, share_bases
 from .ir import Addr, Imm, Vec, VReg
 from .memory import bar_sync
+from .quantize import load_bytes, quantize, store_bytes
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
@@ -31,12 +32,12 @@ STAGE_BUFFER = "C_stage"
 
 
 def stage_offset(row: Expr, col: Expr, st: StagingLayout) -> Expr:
-    """Byte offset of element (row, col) of the staging tile (16-byte chunks of f32 XOR-swizzled
-    when `st.swizzle`)."""
+    """Byte offset of element (row, col) of the staging tile (16-byte units of f32
+    XOR-swizzled by `st.swizzle_mask` when `st.swizzle`)."""
     if not st.swizzle:
         return row * st.pitch + col * st.elem_bytes
-    chunk = col >> 2
-    return row * st.pitch + ((chunk ^ ((chunk >> 3) & 1)) << 4) + (col & 3) * 4
+    unit = col >> 2
+    return row * st.pitch + ((unit ^ ((unit >> 3) & st.swizzle_mask)) << 4) + (col & 3) * 4
 
 
 class StagedEpilogue(EpilogueEmitter):
@@ -50,6 +51,7 @@ class StagedEpilogue(EpilogueEmitter):
         bar_sync(b, comment="every warp is done with the A/B stages the staging tile reuses")
         self.write_fragments(acc, base)
         bar_sync(b, comment="the whole C tile is staged")
+        self.describe()
         self.store_chunks(base)
 
     def write_fragments(self, acc, base: VReg) -> None:
@@ -91,6 +93,8 @@ class StagedEpilogue(EpilogueEmitter):
         row_ptr = RowPointers(b, ptr0, ldc_bytes)
         edge = lw.edge
         straddle = edge.n_edge and g.n % v != 0
+        kinds = (g.epi.bias, g.epi.scale)  # the row/column vectors the epilogue reads
+        by_column: dict[int, dict[str, list[VReg]]] = {}  # column-vector values, shared by chunks in a column
         for it in range(st.chunks_per_thread):
             dr = int((evaluate(rows[it], tid) - r0v)[0])
             dc = int((evaluate(cols[it], tid) - c0v)[0]) * v
@@ -98,22 +102,25 @@ class StagedEpilogue(EpilogueEmitter):
             vals = self.read_stage([Addr(read_base[bi], imm) for bi, imm in sites], v)
             row_ok = (lw.pred("setp.lt.u32", lw.u32("add.u32", grow, Imm(str(dr))), lw.dim("M"))
                       if edge.m_edge else None)
-            col = lw.u32("add.u32", gcol, Imm(str(dc))) if (edge.n_edge or g.epi.bias) else None
+            col = lw.u32("add.u32", gcol, Imm(str(dc))) if (edge.n_edge or "col" in kinds) else None
             addr = Addr(row_ptr[dr], dc * ob)
-            full = row_ok
+            full, inside = row_ok, None
             if edge.n_edge:
                 inside = lw.pred("setp.le.u32", lw.u32("add.u32", col, Imm(str(v))), lw.dim("N"))
                 full = inside if row_ok is None else lw.pred("and.pred", inside, row_ok)
-            row_index = lw.u32("add.u32", grow, Imm(str(dr))) if g.epi.bias == "row" else None
-            self.finish_chunk(addr, vals, full, col, row_index)
+            if dc not in by_column:
+                by_column[dc] = self.vectors("col", col, v, inside)
+            by_row = self.vectors("row", lw.u32("add.u32", grow, Imm(str(dr))) if "row" in kinds else None, v, row_ok)
+            self.finish_chunk(addr, vals, full, {**by_column[dc], **by_row})
             if straddle:  # the chunk that crosses N: element by element
                 for j in range(v):
-                    ok = lw.pred("setp.lt.u32", lw.u32("add.u32", col, Imm(str(j))), lw.dim("N"))
+                    col_j = lw.u32("add.u32", col, Imm(str(j)))
+                    ok = lw.pred("setp.lt.u32", col_j, lw.dim("N"))
                     part = lw.pred("and.pred", ok, lw.pred("not.pred", inside))
                     if row_ok is not None:
                         part = lw.pred("and.pred", part, row_ok)
-                    self.finish_chunk(Addr(addr.base, addr.offset + j * ob), [vals[j]], part,
-                                      lw.u32("add.u32", col, Imm(str(j))) if col is not None else None, row_index)
+                    vecs = {**self.vectors("col", col_j, 1, part), **{k: x[:1] for k, x in by_row.items()}}
+                    self.finish_chunk(Addr(addr.base, addr.offset + j * ob), [vals[j]], part, vecs)
 
     def read_stage(self, addrs: list[Addr], v: int) -> list[VReg]:
         """The chunk's v values as f32, one shared load per 16-byte piece (each at its own address)."""
@@ -138,22 +145,29 @@ class StagedEpilogue(EpilogueEmitter):
         self.b.emit(op, Vec(words) if len(words) > 1 else words[0], addr, ndefs=1)
         return [x for w in words for x in self.unpack(w, "f16")]  # low half = lower column
 
-    def finish_chunk(self, addr: Addr, vals: list[VReg], guard: VReg | None, col: VReg | None,
-                     row: VReg | None) -> None:
-        """Epilogue math on `len(vals)` adjacent elements, then one store of them."""
-        e, lw = self.e, self.lw
-        olds = self.load_run(addr, len(vals), guard) if e.beta != 0.0 else [None] * len(vals)
-        outs = []
-        for j, v in enumerate(vals):
-            bias = None
-            if e.bias == "col":
-                bias = self.load_bias(lw.u32("add.u32", col, Imm(str(j))), "N" if lw.edge.n_edge else None)
-            elif e.bias == "row":
-                bias = self.load_bias(row, "M" if lw.edge.m_edge else None)
-            outs.append(self.apply(v, olds[j], bias))
-        self.store_run(addr, outs, guard)
+    def finish_chunk(self, addr: Addr, vals: list[VReg], guard: VReg | None, vecs: dict[str, list[VReg]]) -> None:
+        """Epilogue math on `len(vals)` adjacent elements, then one store of them. `vecs` holds each
+        vector's ("bias", "scale") value per element, for the vectors the epilogue has."""
+        e, n = self.e, len(vals)
+        olds = self.load_run(addr, n, guard) if e.beta != 0.0 else [None] * n
+        bias, factor = (vecs.get(name, [None] * n) for name in ("bias", "scale"))
+        self.store_run(addr, [self.apply(v, olds[j], bias[j], factor[j]) for j, v in enumerate(vals)], guard)
+
+    def vectors(self, kind: str, index: VReg | None, n: int, guard: VReg | None) -> dict[str, list[VReg]]:
+        """Values, for n adjacent elements of one row, of the epilogue's vectors of this kind: n
+        adjacent loads for "col" vectors from `index` (the first column), one load for "row"
+        vectors (`index` the row). `guard` is off only where no element is stored."""
+        out: dict[str, list[VReg]] = {}
+        for name in ("bias", "scale"):
+            if getattr(self.e, name) == kind:
+                offsets = list(range(n)) if kind == "col" else [0]
+                vals = self.vector_values(name, index, offsets, [guard] * len(offsets))
+                out[name] = vals if kind == "col" else vals * n
+        return out
 
     def load_run(self, addr: Addr, n: int, guard: VReg | None) -> list[VReg]:
+        if self.quantized:  # 1..16 bytes: one load of whole words
+            return load_bytes(self.b, self.g.out_dtype, addr, n, guard)
         if n <= 2:
             return self.load_old(addr, n, guard)
         out: list[VReg] = []
@@ -167,6 +181,9 @@ class StagedEpilogue(EpilogueEmitter):
         if self.atomic or len(vals) == 1:
             for j, v in enumerate(vals):
                 self.store(Addr(addr.base, addr.offset + j * self.ob), [v], guard)
+            return
+        if self.quantized:
+            store_bytes(b, addr, [quantize(b, dt, v) for v in vals], guard)
             return
         if dt in ("f32", "s32"):
             words = vals

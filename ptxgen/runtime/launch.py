@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..schedule.problem import numpy_dtype
+from ..schedule.problem import DTYPE_BYTES, numpy_dtype
 from . import driver as drv
 from .batch import check_batched_operand, operand_shape
 from .operands import OperandView, check_operand
@@ -230,44 +230,61 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
 
     decls = parse_params(kernel.ptx, kernel.entry)
     types = [d.type for d in decls]
+    epi = kernel.gemm.epi
     want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] * 3 if kernel.gemm.batch > 1 else []) + \
-        (["u64"] if kernel.gemm.epi.bias else []) + (["u64"] * 2 if kernel.workspace_elements else [])
+        (["u64"] if epi.bias else []) + (["u64"] if epi.scale else []) + \
+        (["u64"] * 2 if kernel.workspace_elements else [])
     if len(decls) != len(want) or any(t[1:] != w[1:] or t[0] not in "ubs" for t, w in zip(types, want)):
         raise ValueError(f"entry {kernel.entry} declares parameters "
                          f"{[f'{d.name}:.{d.type}' for d in decls]}; ptxgen kernels must take "
                          f"{list(PARAM_NAMES)} as 3 × .u64 then 6 × .u32, then 3 × .u64 batch "
-                         f"strides when batched and a .u64 bias pointer when the epilogue adds a bias")
+                         f"strides when batched, .u64 bias and scale pointers when the epilogue has them, "
+                         f"and .u64 workspace and counters for split-K / Stream-K")
     return decls
 
 
-def check_epilogue_operands(kernel: "Kernel", c: Any, bias: Any) -> None:
-    """C must be given when beta != 0 (it is read); bias exactly when the epilogue adds one."""
+#: The epilogue's vector parameters: what each does to D (for messages).
+_VECTORS = {"bias": "adds", "scale": "multiplies by"}
+
+
+def check_epilogue_operands(kernel: "Kernel", c: Any, bias: Any, scale: Any = None) -> None:
+    """C must be given when beta != 0 (it is read); bias and scale exactly when the epilogue
+    has them."""
     e = kernel.gemm.epi
     if e.beta != 0.0 and c is None:
         raise ValueError(f"the epilogue reads C (beta={e.beta}): pass c=, the array to update in place")
-    if e.bias and bias is None:
-        raise ValueError(f"the epilogue adds a {e.bias} bias: pass bias=, a vector of length "
-                         f"{kernel.gemm.n if e.bias == 'col' else kernel.gemm.m}")
-    if not e.bias and bias is not None:
-        raise ValueError("bias= was given but the kernel's epilogue has no bias: compile with "
-                         "Gemm(epilogue=Epilogue(bias='col' or 'row'))")
+    for name, given in (("bias", bias), ("scale", scale)):
+        kind = getattr(e, name)
+        if kind and given is None:
+            raise ValueError(f"the epilogue {_VECTORS[name]} a {kind} {name}: pass {name}=, a vector of "
+                             f"length {kernel.gemm.n if kind == 'col' else kernel.gemm.m}")
+        if not kind and given is not None:
+            raise ValueError(f"{name}= was given but the kernel's epilogue has no {name}: compile with "
+                             f"Gemm(epilogue=Epilogue({name}='col' or 'row'))")
+
+
+def vector_view(kernel: "Kernel", name: str, x: Any, device: int | None) -> OperandView:
+    """The epilogue's `bias` (`gemm.bias_dtype`) or `scale` (f32) vector checked as a 1 x L
+    row-major matrix, L = N for a "col" vector and M for a "row" one."""
+    g = kernel.gemm
+    length = g.n if getattr(g.epi, name) == "col" else g.m
+    dtype = g.bias_dtype if name == "bias" else "f32"
+    if not hasattr(x, "reshape") or tuple(getattr(x, "shape", ())) != (length,):
+        raise ValueError(f"{name} must be a 1-D array of length {length}, got {type(x).__name__} "
+                         f"with shape {getattr(x, 'shape', None)}")
+    kw = {} if device is None else {"device": device}
+    return check_operand(x.reshape(1, -1), name=name, shape=(1, length), dtype=dtype,
+                         layout="row", align=DTYPE_BYTES[dtype], **kw)
 
 
 def bias_view(kernel: "Kernel", bias: Any, device: int | None) -> OperandView:
-    """The bias vector checked as a 1 x L row-major matrix of the output dtype."""
-    g = kernel.gemm
-    length = g.n if g.epi.bias == "col" else g.m
-    if not hasattr(bias, "reshape") or len(getattr(bias, "shape", ())) != 1:
-        raise ValueError(f"bias must be a 1-D array of length {length}, got {type(bias).__name__} "
-                         f"with shape {getattr(bias, 'shape', None)}")
-    kw = {} if device is None else {"device": device}
-    return check_operand(bias.reshape(1, -1), name="bias", shape=(1, length), dtype=g.out_dtype,
-                         layout="row", align=min(g.alignment(), g.out_bytes), **kw)
+    """The bias vector checked as a 1 x L row-major matrix of `gemm.bias_dtype`."""
+    return vector_view(kernel, "bias", bias, device)
 
 
-def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = None) -> _Plan:
+def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = None, scale: Any = None) -> _Plan:
     g = kernel.gemm
-    check_epilogue_operands(kernel, c, bias)
+    check_epilogue_operands(kernel, c, bias, scale)
     ctx = drv.context()
     dev = ctx.ordinal
     align = g.alignment()
@@ -288,7 +305,7 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
     else:
         fresh = False
     cv = check_batched_operand(c, name="C", batch=g.batch, shape=(g.m, g.n), dtype=g.out_dtype,
-                               layout="row", writable=True, device=dev, align=align)
+                               layout="row", writable=True, device=dev, align=g.out_alignment())
     if cv.is_host != host:
         raise TypeError(f"C is {'a host numpy' if cv.is_host else 'a device'} array but A and B "
                         f"are {'host numpy' if host else 'device'} arrays: pass C where A and B are")
@@ -304,7 +321,8 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
     grid = kernel.launch_grid(ctx.sm_count)  # Stream-K with sms=None fills this device's SMs
     plan = _Plan(fn, _dim3(grid, "grid"), _dim3(kernel.block, "block"),
                  int(kernel.smem_bytes), s, None, (av, bv, cv), c, host)  # type: ignore[arg-type]
-    views = (av, bv, cv) + ((bias_view(kernel, bias, dev),) if bias is not None else ())
+    views = (av, bv, cv) + tuple(vector_view(kernel, name, x, dev) for name, x in (("bias", bias), ("scale", scale))
+                                 if x is not None)
     if host:
         ptrs = []
         for v in views:
@@ -364,7 +382,8 @@ def _finish_host(plan: _Plan) -> None:
         buf.free()
 
 
-def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None) -> Any:
+def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None,
+                  scale: Any = None) -> Any:
     """Run a compiled GEMM on the GPU and return C.
 
     numpy inputs: copied to the device, C copied back (into `c` if given) and synchronized.
@@ -374,7 +393,7 @@ def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, bias: Any = N
     when `c` is None; the launch is asynchronous on `stream` (default: the framework's current
     stream, else the legacy default stream).
     """
-    plan = _plan(kernel, a, b, c, stream, bias)
+    plan = _plan(kernel, a, b, c, stream, bias, scale)
     if not plan.host:
         _wait_for_producers(list(plan.views), plan.stream)
     _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params)
@@ -385,13 +404,13 @@ def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, bias: Any = N
     return plan.c_out
 
 
-def prepare_launch(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any = None, bias: Any = None
-                   ) -> Callable[[], None]:
+def prepare_launch(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any = None, bias: Any = None,
+                   scale: Any = None) -> Callable[[], None]:
     """Check everything once and return a zero-argument function that only launches.
 
     For benchmarks: device operands only, no per-call checks, allocation or synchronization.
     """
-    plan = _plan(kernel, a, b, c, stream, bias)
+    plan = _plan(kernel, a, b, c, stream, bias, scale)
     if plan.host:
         raise TypeError("prepare_launch needs device arrays (numpy inputs are copied per call)")
     fn, grid, block, smem, s, params = plan.fn, plan.grid, plan.block, plan.smem, plan.stream, \

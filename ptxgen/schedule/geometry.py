@@ -118,7 +118,7 @@ class StagingLayout:
 
     rows: int
     pitch: int  # bytes per row: BN elements plus 32 bytes, so fragment writes avoid bank conflicts
-    chunk_elems: int  # output elements per store (16 bytes, or the operands' alignment)
+    chunk_elems: int  # output elements per store (16 bytes, or C's alignment)
     chunks_per_row: int
     chunks_per_thread: int
     threads: int
@@ -133,19 +133,30 @@ class StagingLayout:
     elem_bytes: int = 4
 
     @property
+    def swizzle_mask(self) -> int:
+        """Drain chunks of 2 or 4 staged 16-byte units (16-bit or 8-bit outputs) put a quarter-warp's
+        16-byte reads 32 or 64 bytes apart, hitting only 4 or 2 of the 8 bank groups; XORing the
+        unit index's low bits with the bits just above a 128-byte line (u ^= (u >> 3) & mask)
+        spreads them over all 8. 0: no swizzle (one-unit chunks, or wmma's plain tile)."""
+        return 0 if self.plain else max(1, self.chunk_elems * 4 // CHUNK_BYTES) - 1
+
+    @property
     def swizzle(self) -> bool:
-        """32-byte drain chunks (16-bit outputs) put a quarter-warp's 16-byte reads 32 bytes apart,
-        hitting only 4 bank groups; XORing chunk bit 0 with bit 3 spreads them over all 8."""
-        return self.chunk_elems * self.elem_bytes == 32 and not self.plain
+        return self.swizzle_mask > 0
 
 
 #: Auto-staging never needs more shared memory than every target offers (99 KB on sm_86/sm_89).
 AUTO_STAGING_MAX_BYTES = 99 * 1024
 
 
+def store_chunk_elems(g: Gemm) -> int:
+    """Output elements per staged store: 16 bytes, or fewer where C is less aligned."""
+    return max(1, min(CHUNK_BYTES, g.out_alignment()) // g.out_bytes)
+
+
 def staging_fits(g: Gemm, s: Schedule) -> bool:
     """Whether the staged epilogue's chunks split evenly and uniformly over the threads."""
-    v = max(1, min(CHUNK_BYTES, g.alignment()) // g.out_bytes)
+    v = store_chunk_elems(g)
     cpr = s.bn // v
     chunks = s.bm * cpr
     return s.bn % v == 0 and chunks % s.threads == 0 and not (s.threads % cpr and cpr % s.threads)
@@ -163,10 +174,10 @@ def staging_layout(g: Gemm, s: Schedule) -> StagingLayout | None:
     if want is None:
         atomic = s.split_k > 1 and s.split_k_mode == "atomic"
         small = s.bm * (s.bn * 4 + 32) <= AUTO_STAGING_MAX_BYTES
-        want = g.alignment() >= CHUNK_BYTES and staging_fits(g, s) and not atomic and small
+        want = g.out_alignment() >= CHUNK_BYTES and staging_fits(g, s) and not atomic and small
     if not want:
         return None
-    v = max(1, min(CHUNK_BYTES, g.alignment()) // g.out_bytes)
+    v = store_chunk_elems(g)
     cpr = s.bn // v
     wmma = s.instruction == "wmma"
     eb = 2 if wmma and g.accumulator == "f16" else 4

@@ -7,8 +7,10 @@ import numpy as np
 
 #: Input dtypes lowered today, and the numpy dtype that holds them.
 INPUT_DTYPES = ("f16", "bf16", "tf32", "s8", "u8")
-OUTPUT_DTYPES = ("f32", "f16", "bf16", "s32")
+OUTPUT_DTYPES = ("f32", "f16", "bf16", "s32", "s8", "u8")
 INTEGER_DTYPES = ("s8", "u8")
+#: Outputs that round the f32 epilogue value to 8 bits (cvt.rni.sat: nearest even, saturated).
+QUANTIZED_DTYPES = ("s8", "u8")
 #: The mma.sync shape of each input dtype: every k-step covers 32 bytes of K.
 MMA_SHAPE = {"f16": "m16n8k16", "bf16": "m16n8k16", "tf32": "m16n8k8", "s8": "m16n8k32", "u8": "m16n8k32"}
 LAYOUTS = ("row", "col")
@@ -26,15 +28,26 @@ def numpy_dtype(name: str) -> np.dtype:
 
 
 ACTIVATIONS = ("relu", "gelu", "silu")
-BIAS_KINDS = ("row", "col")
+#: Per-row (length M) or per-column (length N) vectors: the bias and the scale.
+VECTOR_KINDS = ("row", "col")
+BIAS_KINDS = VECTOR_KINDS
 
 
 @dataclass(frozen=True)
 class Epilogue:
-    """D = act(alpha * acc + beta * C + bias), then cast to the output dtype.
+    """D = act(alpha * scale * acc + beta * C + bias), then cast to the output dtype.
 
+    Everything is evaluated in f32, in this order: acc (an s32 accumulator first converted with
+    cvt.rn.f32.s32); times `alpha * scale[i]` (that product rounded to f32 once per row or column;
+    just alpha without a scale); + beta * C (one fma); + bias; the activation; the cast.
+
+    * `scale="col"`: a runtime f32 vector of length N multiplying column n (per-channel weight
+      quantisation scales); `"row"`: length M (per-token activation scales). `alpha` is the
+      per-tensor scale; both may be given.
     * `bias="col"`: a length-N vector added to every row (a linear layer's bias); `"row"`: length M.
-      The bias has the output dtype.
+      The bias has the output dtype, except for 8-bit outputs, whose bias is f32 (`Gemm.bias_dtype`).
+    * 8-bit outputs (`out_dtype="s8"/"u8"`) round to nearest even and saturate
+      (cvt.rni.sat.s8.f32 / .u8.f32); beta != 0 reads C back as 8-bit integers.
     * `activation`: "relu" = max(x, 0); "gelu" = the tanh approximation
       0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); "silu" = x sigmoid(x). Both are computed as
       x sigmoid(z) = x / (1 + 2^(-z log2 e)) with ex2.approx.f32 (relative error about 2^-22) and
@@ -46,10 +59,12 @@ class Epilogue:
     beta: float = 0.0
     bias: str | None = None
     activation: str | None = None
+    scale: str | None = None
 
     @property
     def is_identity(self) -> bool:
-        return self.alpha == 1.0 and self.beta == 0.0 and self.bias is None and self.activation is None
+        return (self.alpha == 1.0 and self.beta == 0.0 and self.bias is None and self.activation is None
+                and self.scale is None)
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,12 @@ class Gemm:
     @property
     def out_bytes(self) -> int:
         return DTYPE_BYTES[self.out_dtype]
+
+    @property
+    def bias_dtype(self) -> str:
+        """The bias vector's dtype: the output's, but f32 for integer outputs (an 8-bit bias could
+        not hold the fractional offsets added before rounding; s32 outputs take no bias)."""
+        return "f32" if self.out_dtype in ("s32", *QUANTIZED_DTYPES) else self.out_dtype
 
     #: Leading dimensions in elements; None means dense (K or M for A, N or K for B, N for C).
     lda: int | None = None
@@ -107,12 +128,17 @@ class Gemm:
         return self.epilogue or Epilogue()
 
     def alignment(self) -> int:
-        """The stated alignment, or the largest of 16/8/4/2/1 that divides every leading dimension
-        (1 only for byte-sized elements; the verifier rejects it)."""
-        if self.align is not None:
-            return self.align
-        row_bytes = [ld * eb for ld, eb in zip(self.leading_dims(), (self.in_bytes, self.in_bytes, self.out_bytes))]
-        return next(a for a in (16, 8, 4, 2, 1) if all(b % a == 0 for b in row_bytes))
+        """Byte alignment of A and B, which sets the copy width: the stated alignment, or the
+        largest of 16/8/4/2/1 that divides lda and ldb in bytes (1 only for byte-sized elements;
+        the verifier rejects it)."""
+        lda, ldb, _ = self.leading_dims()
+        return self.align if self.align is not None else _largest_alignment(lda * self.in_bytes, ldb * self.in_bytes)
+
+    def out_alignment(self) -> int:
+        """Byte alignment of C, which sets the store width: the stated alignment, or the largest
+        that divides ldc in bytes. Separate from `alignment`, so that C's rows (e.g. odd-length
+        8-bit rows) never narrow the copies of A and B."""
+        return self.align if self.align is not None else _largest_alignment(self.leading_dims()[2] * self.out_bytes)
 
     def leading_dims(self) -> tuple[int, int, int]:
         """(lda, ldb, ldc): the stride between rows ("row") or columns ("col"), in elements."""
@@ -128,3 +154,7 @@ class Gemm:
     @property
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k
+
+
+def _largest_alignment(*row_bytes: int) -> int:
+    return next(a for a in (16, 8, 4, 2, 1) if all(b % a == 0 for b in row_bytes))

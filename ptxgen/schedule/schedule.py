@@ -24,7 +24,8 @@ class Schedule:
     * `split_k`: split K across this many CTAs per output tile. `split_k_mode="workspace"` (the
       default, deterministic) writes f32 partial tiles to a workspace; the last CTA of a tile to
       finish adds them in split order and runs the epilogue once. `"atomic"` adds partials into a
-      zeroed f32 C with red.global.add.f32 (order-dependent rounding; identity epilogue only).
+      zeroed f32 C with red.global.add.f32 (order-dependent rounding; epilogue at most alpha and a
+      scale vector, both linear).
     * `epilogue_via_smem`: stage the C tile through shared memory (reusing the A/B stage bytes) so
       global stores are 16-byte and coalesced; False stores straight from the fragment registers;
       None (default) stages whenever the operands allow 16-byte stores (not atomic split-K).

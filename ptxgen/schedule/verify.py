@@ -6,7 +6,8 @@ never gets a wrong kernel or an assembler error for a schedule ptxgen could have
 from __future__ import annotations
 
 from .geometry import operand_tiles, register_estimate, smem_bytes, staging_fits
-from .problem import ACTIVATIONS, BIAS_KINDS, INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
+from .problem import (ACTIVATIONS, INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, QUANTIZED_DTYPES,
+                      VECTOR_KINDS, Epilogue, Gemm)
 from .schedule import DECOMPOSITIONS, INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
 from .targets import TARGETS, target
 from ..errors import ScheduleError
@@ -48,7 +49,6 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
         raise ScheduleError("gemm.batch", g.batch, f"exceeds the grid's z limit {MAX_GRID_YZ}",
                             "split the batch into several launches")
     _choice("gemm.acc_dtype", g.acc_dtype, ("f32", "f16", "s32"))
-    verify_dtype_table(g)
     if g.acc_dtype == "f16" and (g.dtype, g.out_dtype) != ("f16", "f16"):
         raise ScheduleError("gemm.acc_dtype", g.acc_dtype,
                             f"f16 accumulation takes f16 inputs and gives f16 output, not {g.dtype} -> {g.out_dtype}",
@@ -61,10 +61,12 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
             v = getattr(e, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or abs(v) == float("inf"):
                 raise ScheduleError(f"epilogue.{name}", v, "must be a finite number", f"give {name} a float")
-        if e.bias is not None:
-            _choice("epilogue.bias", e.bias, BIAS_KINDS)
+        for name in ("bias", "scale"):
+            if getattr(e, name) is not None:
+                _choice(f"epilogue.{name}", getattr(e, name), VECTOR_KINDS)
         if e.activation is not None:
             _choice("epilogue.activation", e.activation, ACTIVATIONS)
+    verify_dtype_table(g)
     if g.align not in (None, 2, 4, 8, 16):
         raise ScheduleError("gemm.align", g.align, "must be 2, 4, 8 or 16 bytes",
                             "state the alignment your pointers and leading dimensions guarantee, or None")
@@ -93,17 +95,21 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
 
 
 def verify_dtype_table(g: Gemm) -> None:
-    """The (inputs, accumulator, output) rows that are lowered, and their layout limits."""
-    if g.dtype in INTEGER_DTYPES:
-        if g.out_dtype != "s32" or g.acc_dtype not in ("f32", "s32"):
-            raise ScheduleError("gemm.out_dtype", g.out_dtype, f"{g.dtype} inputs accumulate exactly in s32 "
-                                "and give s32 output", "use out_dtype='s32'")
-        if not g.epi.is_identity:
-            raise ScheduleError("gemm.epilogue", g.epilogue, "integer GEMMs take no epilogue yet",
-                                "drop the epilogue and scale the s32 result afterwards")
-    elif g.out_dtype == "s32" or g.acc_dtype == "s32":
-        raise ScheduleError("gemm.out_dtype", g.out_dtype, f"{g.dtype} inputs give float output",
-                            "use out_dtype 'f32', 'f16' or 'bf16'")
+    """The (inputs, accumulator, output) rows that are lowered, and their layout limits.
+
+    s8/u8 inputs accumulate exactly in s32 and give either that s32 as it is (no epilogue), or the
+    epilogue's f32 value rounded to s8/u8 (quantised) or cast to f32/f16/bf16 (dequantised).
+    Float inputs give float outputs.
+    """
+    if g.dtype in INTEGER_DTYPES:  # (acc_dtype "f16" was rejected above: it needs f16 inputs)
+        if g.out_dtype == "s32" and not g.epi.is_identity:
+            raise ScheduleError("gemm.epilogue", g.epilogue, "s32 output is the exact accumulator, so it takes "
+                                "no epilogue (alpha, beta, bias, scale or activation)",
+                                "use out_dtype='s8' or 'u8' (quantised) or 'f32'/'f16'/'bf16' (dequantised) "
+                                "for a scaled result, or drop the epilogue")
+    elif g.out_dtype in ("s32", *QUANTIZED_DTYPES) or g.acc_dtype == "s32":
+        raise ScheduleError("gemm.out_dtype", g.out_dtype, f"{g.dtype} inputs give float output; integer outputs "
+                            "come from s8/u8 inputs", "use out_dtype 'f32', 'f16' or 'bf16'")
     if g.dtype == "tf32" and g.out_dtype != "f32":
         raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output", "use out_dtype='f32'")
     if g.dtype in ("tf32", *INTEGER_DTYPES) and (g.a_layout, g.b_layout) != ("row", "col"):
@@ -227,13 +233,13 @@ def verify_problem(g: Gemm, s: Schedule) -> None:
                             f"(got {align}): no narrower copy keeps every {g.dtype} element whole and in bounds",
                             f"pad the leading dimensions to a multiple of {need // g.in_bytes} elements")
     lds = g.leading_dims()
-    for name, ld, width, eb in zip(("lda", "ldb", "ldc"), lds, g.min_leading_dims(),
-                                   (g.in_bytes, g.in_bytes, g.out_bytes)):
+    for name, ld, width, eb, al in zip(("lda", "ldb", "ldc"), lds, g.min_leading_dims(),
+                                       (g.in_bytes, g.in_bytes, g.out_bytes), (align, align, g.out_alignment())):
         if not isinstance(ld, int) or ld < width:
             raise ScheduleError(f"gemm.{name}", ld, f"is smaller than the matrix's width {width}",
                                 f"give {name} >= {width}, or None for a dense matrix")
-        if (ld * eb) % align:
-            raise ScheduleError(f"gemm.{name}", ld, f"{ld * eb} B rows break the stated {align}-byte alignment",
+        if (ld * eb) % al:
+            raise ScheduleError(f"gemm.{name}", ld, f"{ld * eb} B rows break the stated {al}-byte alignment",
                                 "pad the leading dimension, or state a smaller align (None picks one)")
     gy = -(-g.m // s.bm)
     if s.raster == "row" and gy > MAX_GRID_YZ:
@@ -246,8 +252,9 @@ def verify_split_k(g: Gemm, s: Schedule) -> None:
     if s.split_k == 1:
         return
     if g.accumulator != "f32":
-        raise ScheduleError("schedule.split_k", s.split_k, f"split-K adds f32 partial sums; {g.accumulator} "
-                            "accumulators are not lowered for it", "use f32 accumulation with split_k")
+        fix = "use split_k=1" if g.accumulator == "s32" else "use acc_dtype='f32' with split_k"
+        raise ScheduleError("schedule.split_k", s.split_k, f"split-K adds f32 partial sums; {g.dtype} inputs "
+                            f"accumulate in {g.accumulator}, which has no split-K reduction", fix)
     kt = -(-g.k // s.bk)
     per = -(-kt // s.split_k)
     if (s.split_k - 1) * per >= kt:
@@ -263,7 +270,7 @@ def verify_split_k(g: Gemm, s: Schedule) -> None:
         if g.out_dtype != "f32" or g.accumulator != "f32" or e.beta != 0.0 or e.bias or e.activation:
             raise ScheduleError("schedule.split_k_mode", s.split_k_mode,
                                 "atomic split-K adds partial sums straight into C, so C must be f32 "
-                                "and the epilogue at most a scale (alpha)",
+                                "and the epilogue linear: at most alpha and a scale vector",
                                 "use split_k_mode='workspace' for other outputs and epilogues")
 
 

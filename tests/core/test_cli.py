@@ -45,6 +45,10 @@ def test_info_reports_geometry_and_assembly(capsys):
     (["info", "--shape", "1024x1024x1020", "--align", "16"], "gemm.lda=1020"),
     (["emit", "--warps", "8x8"], "threads exceed 1024"),
     (["info", "--stages", "9", "--block", "128x128x64"], "shared memory"),
+    (["info", "--dtype", "f16", "--out", "s8"], "gemm.out_dtype='s8'"),
+    (["emit", "--dtype", "s8", "--epilogue", "scale=col"], "gemm.epilogue="),  # s32 output is exact
+    (["run", "--dtype", "s8", "--out", "s8", "--epilogue", "scale=diag"], "epilogue.scale='diag'"),
+    (["run", "--dtype", "u8", "--out", "u8", "--split-k", "2"], "use split_k=1"),
 ])
 def test_schedule_errors_exit_2_without_traceback(argv, needle, capsys):
     assert main(argv) == 2
@@ -94,3 +98,24 @@ def test_bench_scripts_compile():
 
     for script in sorted((ROOT / "bench").glob("*.py")):
         py_compile.compile(str(script), doraise=True)
+
+
+def test_int8_with_8_bit_output_and_scale_vector(tmp_path, capsys):
+    """--out s8 and --epilogue scale=col through emit, info and run (which draws the scale vector)."""
+    assert main(["run", "--shape", "64x64x64", "--dtype", "s8", "--out", "s8", "--epilogue", "scale=col"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "0 elements wrong" in out and "rounded to s8 (nearest even, saturated)" in out
+    f = tmp_path / "k.ptx"
+    assert main(["emit", "--dtype", "u8", "--out", "u8", "--epilogue", "scale=row,alpha=0.5,act=relu",
+                 "-o", str(f)]) == 0
+    ptx = f.read_text()
+    assert "cvt.rni.sat.u8.f32" in ptx and ".param .u64 scale" in ptx
+    assert main(["info", "--dtype", "s8", "--out", "bf16", "--epilogue", "scale=col"]) == 0
+    assert "C = scale[n] * acc in f32, cast to bf16" in capsys.readouterr().out
+    assert main(["info", "--dtype", "s8"]) == 0  # int8 defaults to the exact s32 output
+    assert "C[4096x4096] s32" in capsys.readouterr().out
+
+
+def test_unknown_epilogue_field_is_a_usage_error():
+    r = subprocess.run([sys.executable, "-m", "ptxgen", "info", "--epilogue", "zoom=2"], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "scale=" in r.stderr

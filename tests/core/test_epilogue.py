@@ -1,4 +1,4 @@
-"""Fused epilogues D = act(alpha*acc + beta*C + bias) and f16 accumulation, on the simulator."""
+"""Fused epilogues D = act(alpha*scale*acc + beta*C + bias) and f16 accumulation, on the simulator."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
-from ptxgen.check import compare, random_epilogue_operands, random_operands, reference
+from ptxgen.check import check_simulated, compare, random_epilogue_operands, random_operands, random_scale, reference
 
 SIZES = [1, 16, 17, 63, 64, 100, 129]
 
@@ -16,12 +16,15 @@ def run(g: Gemm, s: Schedule, seed: int = 0) -> None:
     k = ptxgen.compile(g, s)
     a, b = random_operands(g, seed)
     c0, bias = random_epilogue_operands(g, seed + 1)
+    scale = random_scale(g, seed + 2)
     c = None if c0 is None else c0.copy()
-    out = k.simulate(a, b, c=c, bias=bias)
+    out = k.simulate(a, b, c=c, bias=bias, scale=scale)
     if c is not None:
         assert out is c, "C is updated in place"
-    result = compare(out, reference(a, b, g.epilogue, c0, bias), g)
+    result = compare(out, reference(a, b, g.epilogue, c0, bias, scale), g)
     assert result.ok, f"{g}: {result}"
+    if g.out_dtype in ("s8", "u8"):  # no spare 8-bit value: rerun over both poisons
+        assert check_simulated(k, a, b, c0, bias, scale).ok
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -30,11 +33,13 @@ def test_epilogues_match_numpy(data):
     epi = Epilogue(alpha=data.draw(st.sampled_from([1.0, 0.5, -2.0]), label="alpha"),
                    beta=data.draw(st.sampled_from([0.0, 1.0, -0.75]), label="beta"),
                    bias=data.draw(st.sampled_from([None, "row", "col"]), label="bias"),
-                   activation=data.draw(st.sampled_from([None, "relu", "gelu", "silu"]), label="act"))
+                   activation=data.draw(st.sampled_from([None, "relu", "gelu", "silu"]), label="act"),
+                   scale=data.draw(st.sampled_from([None, None, "row", "col"]), label="scale"))
+    dtype = data.draw(st.sampled_from(["f16", "bf16", "s8"]), label="dtype")
     g = Gemm(data.draw(st.sampled_from(SIZES), label="M"), data.draw(st.sampled_from(SIZES), label="N"),
-             data.draw(st.sampled_from([16, 33, 64]), label="K"),
-             dtype=data.draw(st.sampled_from(["f16", "bf16"]), label="dtype"),
-             out_dtype=data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
+             data.draw(st.sampled_from([16, 33, 64]), label="K"), dtype=dtype,
+             out_dtype=data.draw(st.sampled_from(["f32", "f16", "bf16"] + (["s8", "u8"] if dtype == "s8" else [])),
+                                 label="out"),
              b_layout=data.draw(st.sampled_from(["row", "col"]), label="b_layout"), epilogue=epi)
     s = Schedule(block=(64, 64, 32), warps=data.draw(st.sampled_from([(1, 1), (2, 2)]), label="warps"),
                  stages=data.draw(st.integers(1, 3), label="stages"))

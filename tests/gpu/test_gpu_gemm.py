@@ -10,7 +10,7 @@ from gpu_helpers import (TOL, device_compile_arch, draw_kernel, random_operands,
 
 require_gpu()
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import ptxgen  # noqa: E402
@@ -43,6 +43,50 @@ def test_random_schedules_match_float64(data):
     out = kern(a, b, c=c)
     assert out is c
     _check(g, kern, c, a, b, "property")
+
+
+@SETTINGS
+@given(st.data())
+def test_int8_rows_of_the_dtype_table_match_float64(data):
+    """s8/u8 inputs -> s32 (exact), s8/u8 (quantised: exact but for one LSB at rounding ties) or
+    f32/f16/bf16 (dequantised), with alpha, per-row/column scale vectors, beta, bias and
+    activations; 8-bit outputs run once per poison (check.BYTE_POISON)."""
+    from ptxgen.check import BYTE_POISON, compare, poisoned, random_epilogue_operands, random_scale
+    from ptxgen.check import random_operands as int_operands
+    from ptxgen.check import reference as epilogue_reference
+
+    dtype = data.draw(st.sampled_from(["s8", "u8"]), label="dtype")
+    out = data.draw(st.sampled_from(["s32", "s8", "s8", "u8", "f32", "f16", "bf16"]), label="out_dtype")
+    epi = None if out == "s32" else ptxgen.Epilogue(
+        alpha=data.draw(st.sampled_from([1.0, 0.5, -2.0]), label="alpha"),
+        beta=data.draw(st.sampled_from([0.0, 0.0, 0.5]), label="beta"),
+        bias=data.draw(st.sampled_from([None, "row", "col"]), label="bias"),
+        activation=data.draw(st.sampled_from([None, "relu", "gelu", "silu"]), label="act"),
+        scale=data.draw(st.sampled_from([None, "col", "row"]), label="scale"))
+    m, n = (data.draw(st.sampled_from([1, 7, 17, 64, 100, 256, 300]), label=d) for d in "MN")
+    k = data.draw(st.sampled_from([16, 64, 100, 512, 1024]), label="K")
+    g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=out, epilogue=epi)
+    s = ptxgen.Schedule(block=data.draw(st.sampled_from([(64, 64, 64), (128, 128, 64), (128, 64, 128), (32, 64, 32)]),
+                                        label="block"),
+                        warps=data.draw(st.sampled_from([(2, 2), (1, 1), (4, 2)]), label="warps"),
+                        stages=data.draw(st.integers(1, 4), label="stages"),
+                        epilogue_via_smem=data.draw(st.sampled_from([None, True, False]), label="via_smem"))
+    try:
+        kern = ptxgen.compile(g, s, arch=ARCH)
+    except ptxgen.ScheduleError as e:
+        data.draw(st.just(str(e)), label="rejected by verifier")
+        assume(False)
+    seed = data.draw(st.integers(0, 2**31 - 1), label="seed")
+    a, b = int_operands(g, seed)
+    c0, bias = random_epilogue_operands(g, seed + 1)
+    scale = random_scale(g, seed + 2)
+    ref = epilogue_reference(a, b, g.epilogue, c0, bias, scale)
+    for variant in range(len(BYTE_POISON.get(out, (None,)))):
+        c = poisoned((m, n), out, variant) if c0 is None else c0.copy()
+        result = compare(kern(a, b, c=c, bias=bias, scale=scale), ref, g)
+        if not result.ok:
+            record("gemm::int8", gemm=str(g), schedule=str(s), arch=kern.arch, result=str(result))
+        assert result.ok, f"{g}, {s}: {result}"
 
 
 @pytest.mark.parametrize("out_dtype", ["f32", "f16", "bf16"])

@@ -127,6 +127,35 @@ def test_fresh_c_is_poisoned_with_nan(fake, out):
     assert np.isnan(c.astype(np.float32)).all()
 
 
+def test_bias_and_scale_vectors_follow_ldc_in_order(fake):
+    """A quantised int8 GEMM: the f32 bias and f32 scale pointers come after ldc, bias first, and
+    the "kernel" sees their contents; a missing or unexpected scale fails before any launch."""
+    from ptxgen import Epilogue
+
+    g = Gemm(64, 64, 32, dtype="s8", out_dtype="s8", epilogue=Epilogue(bias="row", scale="col"))
+    seen = {}
+
+    def impl(f, args):
+        seen["bias"] = f.view(args[9], 64 * 4, np.float32).copy()
+        seen["scale"] = f.view(args[10], 64 * 4, np.float32).copy()
+
+    fake.register("gemm", GEMM_TYPES + ["u8", "u8"], impl)
+    ptx = S.gemm_stub().replace(".param .u32 ldc\n", ".param .u32 ldc, .param .u64 bias, .param .u64 scale\n")
+    k = Kernel(gemm=g, schedule=Schedule(block=(64, 64, 32)), arch="sm_90", ptx=ptx, entry="gemm", grid=(1, 1, 1),
+               block=(128, 1, 1), smem_bytes=16384, function=None, allocation=None, smem_plan=None)
+    a, b = operands(g)
+    bias, scale = np.arange(64, dtype=np.float32) - 7.5, np.linspace(0.01, 0.5, 64, dtype=np.float32)
+    k(a, b, bias=bias, scale=scale)
+    assert np.array_equal(seen["bias"], bias) and np.array_equal(seen["scale"], scale)
+    (L,) = fake.launches
+    assert L.args[3:9] == [64, 64, 32, 32, 32, 64]
+    with pytest.raises(ValueError, match="pass scale="):
+        k(a, b, bias=bias)
+    with pytest.raises(ValueError, match="scale must be a 1-D array of length 64"):
+        k(a, b, bias=bias, scale=scale[:63])
+    assert len(fake.launches) == 1
+
+
 def test_device_arrays_return_device_c(fake):
     g = Gemm(64, 128, 64, dtype="bf16", out_dtype="f32")
     k = make_kernel(g, fake)

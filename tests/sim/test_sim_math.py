@@ -310,6 +310,26 @@ def test_prmt_packs_four_int8_results():
                                      for x in xs.tolist()]
 
 
+@pytest.mark.parametrize("dtyp,lo,hi,ext", [("s8", -128, 127, "s32"), ("u8", 0, 255, "u32")])
+def test_8_bit_output_idiom_rounds_packs_and_unpacks(dtyp, lo, hi, ext):
+    """What ptxgen's 8-bit epilogue emits: cvt.rni.sat into 32-bit registers, prmt-packed low byte
+    first; and back: bfe of each byte, extended, then an exact cvt.rn.f32 (beta != 0 reads C)."""
+    xs = [FLOAT_INPUTS[(i * 7 + j) % len(FLOAT_INPUTS)] for i in range(N) for j in range(4)]
+    cols = [f32s(xs[j::4]) for j in range(4)]
+    body = "\n".join(f"    cvt.rni.sat.{dtyp}.f32 %r{20 + j}, %a{j};" for j in range(4)) + """
+    prmt.b32 %r24, %r20, %r21, 0x0040;
+    prmt.b32 %r25, %r22, %r23, 0x0040;
+    prmt.b32 %d, %r24, %r25, 0x5410;"""
+    words = elementwise(body, ["f32"] * 4, "b32", cols, np.uint32)
+    want = [ref_float_to_int(float(np.float32(x)), "rni", lo, hi) for x in xs]
+    assert [int(w) for w in words] == [sum((want[4 * i + j] & 0xFF) << (8 * j) for j in range(4))
+                                       for i in range(len(words))]
+    for j in range(4):
+        back = elementwise(f"    bfe.{ext} %r20, %a0, {8 * j}, 8;\n    cvt.rn.f32.{ext} %d, %r20;",
+                           ["b32"], "f32", [words], np.float32)
+        assert back.tolist() == [float(w) for w in want[j::4]]
+
+
 @pytest.mark.parametrize("text", ["ex2.f32 %f1, %f2;", "ex2.approx.f64 %fd1, %fd2;", "tanh.approx.ftz.f32 %f1, %f2;",
                                   "div.f32 %f1, %f2, %f3;", "rcp.rz.f32 %f1, %f2;", "cvt.f32.s32 %f1, %r1;",
                                   "cvt.rz.f32.s32 %f1, %r1;", "cvt.s32.f32 %r1, %f1;", "cvt.rni.rzi.s32.f32 %r1, %f1;",

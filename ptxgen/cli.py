@@ -10,7 +10,7 @@ from .compile import compile as compile_kernel, describe_epilogue
 from .errors import AssembleError, ScheduleError
 from .kernel import Kernel
 from .schedule.geometry import operand_tiles, register_estimate, staging_layout
-from .schedule.problem import INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm
+from .schedule.problem import INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm, instruction_name
 from .schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
 from .schedule.streamk import stream_k_plan
@@ -142,7 +142,7 @@ def describe(k: Kernel) -> list[str]:
         f"problem    {f'{g.batch} x ' if g.batch > 1 else ''}C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
         f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.accumulator} accumulation",
         f"schedule   block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile "
-        f"{s.warp_tile[0]}x{s.warp_tile[1]}), {s.instruction}, stages {s.stages}, smem {s.smem_layout}, "
+        f"{s.warp_tile[0]}x{s.warp_tile[1]}), {instruction_name(g, s.instruction)}, stages {s.stages}, smem {s.smem_layout}, "
         f"raster {s.raster}, fragment double buffer {'on' if s.frag_double_buffer else 'off'}",
         f"launch     grid {k.grid} x block {k.block} = {s.threads} threads/CTA, "
         f"{k.smem_bytes} B dynamic shared memory",

@@ -158,3 +158,9 @@ class Gemm:
 
 def _largest_alignment(*row_bytes: int) -> int:
     return next(a for a in (16, 8, 4, 2, 1) if all(b % a == 0 for b in row_bytes))
+
+
+def instruction_name(g: "Gemm", instruction: str) -> str:
+    """What the kernel actually issues: mma.sync's shape follows the input dtype (m16n8k16,
+    m16n8k8 for tf32, m16n8k32 for int8); wmma is m16n16k16."""
+    return "wmma m16n16k16" if instruction == "wmma" else f"mma.sync {MMA_SHAPE[g.dtype]}"

@@ -49,16 +49,13 @@ def draw(rng: np.random.Generator, instruction: str | None = None):
                        scale=pick([None, None, "col", "row"] if dtype in ("s8", "u8") else [None] * 3 + ["col", "row"]))
     m, n, k = pick(SIZES), pick(SIZES), pick(SIZES)
     a_layout, b_layout = pick(["row", "col"]), pick(["row", "col"])
-    if dtype in ("tf32", "s8", "u8") and rng.random() < 0.75:  # mostly the K-contiguous layout they need
-        a_layout, b_layout = "row", "col"
-    pad = [0, 0, 8, 3][int(rng.integers(4))]  # leading-dimension padding in elements
+    # leading dimensions: dense, padded by 8 or 3 elements, or rounded up to 16 elements (the
+    # alignment byte-sized int8 operands need whatever their width)
+    ld_of = pick([None, None, lambda w: w + 8, lambda w: w + 3, lambda w: -(-w // 16) * 16])
     lds = {}
-    if pad:
-        lds = {"lda": (k if a_layout == "row" else m) + pad, "ldb": (n if b_layout == "row" else k) + pad,
-               "ldc": n + pad}
-    if dtype in ("s8", "u8") and rng.random() < 0.6:  # int8 rows must be 4-byte aligned: pad odd K up
-        lds.update(lda=-(-(k if a_layout == "row" else m) // 16) * 16,
-                   ldb=-(-(n if b_layout == "row" else k) // 16) * 16)
+    if ld_of:
+        lds = {"lda": ld_of(k if a_layout == "row" else m), "ldb": ld_of(n if b_layout == "row" else k),
+               "ldc": ld_of(n)}
     g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout, acc_dtype=acc,
              epilogue=epi, batch=pick([1, 1, 1, 2]), align=pick([None, None, 16, 8, 4, 2]), **lds)
     bk = pick([32, 64, 128] if dtype in ("s8", "u8") else [16, 32, 64])  # 32..128 bytes of K either way
@@ -98,26 +95,27 @@ def operands(g, rng: np.random.Generator):
     return widen(a, g.a_layout, lda), widen(b, g.b_layout, ldb), c0, bias, scale
 
 
-def run_one(seed: int, instruction: str | None = None) -> tuple[str, str]:
+def run_one(seed: int, instruction: str | None = None) -> tuple[str, str, str]:
     import ptxgen
     from ptxgen.check import check_simulated
 
     rng = np.random.default_rng(seed)
     g, s = draw(rng, instruction)
+    kind = f"{g.dtype} {'tn'[g.a_layout == 'col']}{'tn'[g.b_layout == 'col']}"  # CUTLASS letters, A then B
     try:
         k = ptxgen.compile(g, s)
     except ptxgen.ScheduleError:
-        return "rejected", ""
+        return "rejected", "", kind
     except Exception:  # noqa: BLE001 - anything but ScheduleError from compile is a bug too
-        return "error", f"seed {seed}: {g} {s}: compile raised:\n{traceback.format_exc(limit=3)}"
+        return "error", f"seed {seed}: {g} {s}: compile raised:\n{traceback.format_exc(limit=3)}", kind
     try:
         a, b, c0, bias, scale = operands(g, rng)
         result = check_simulated(k, a, b, c0, bias, scale)  # C poisoned, strided by ldc (twice for 8-bit)
         if result.ok:
-            return "correct", ""
-        return "wrong", f"seed {seed}: {g} {s}: {result}"
+            return "correct", "", kind
+        return "wrong", f"seed {seed}: {g} {s}: {result}", kind
     except Exception:  # noqa: BLE001 - the point is to catch everything
-        return "error", f"seed {seed}: {g} {s}:\n{traceback.format_exc(limit=3)}"
+        return "error", f"seed {seed}: {g} {s}:\n{traceback.format_exc(limit=3)}", kind
 
 
 def main() -> int:
@@ -132,10 +130,13 @@ def main() -> int:
     t0 = time.perf_counter()
     seeds = range(args.seed, args.seed + args.draws)
     counts: Counter = Counter()
+    correct_by_kind: Counter = Counter()
     bugs: list[str] = []
     with ProcessPoolExecutor(args.jobs) as pool:
-        for outcome, detail in pool.map(partial(run_one, instruction=args.instruction), seeds, chunksize=4):
+        for outcome, detail, kind in pool.map(partial(run_one, instruction=args.instruction), seeds, chunksize=4):
             counts[outcome] += 1
+            if outcome == "correct":
+                correct_by_kind[kind] += 1
             if detail:
                 bugs.append(detail)
     wall = time.perf_counter() - t0
@@ -148,6 +149,8 @@ def main() -> int:
     print(f"{'outcome':<10}{'count':>7}")
     for outcome in ("rejected", "correct", "wrong", "error"):
         print(f"{outcome:<10}{counts[outcome]:>7}")
+    print("correct by dtype and layout (A then B: t row-major, n col-major): "
+          + ", ".join(f"{kind} {n}" for kind, n in sorted(correct_by_kind.items())))
     bad = counts["wrong"] + counts["error"]
     print(f"any other outcome: {bad}")
     return 1 if bad else 0

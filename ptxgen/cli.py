@@ -9,7 +9,7 @@ from .check import compare, random_epilogue_operands, random_operands, random_sc
 from .compile import compile as compile_kernel, describe_epilogue
 from .errors import AssembleError, ScheduleError
 from .kernel import Kernel
-from .schedule.geometry import operand_tiles, register_estimate, staging_layout
+from .schedule.geometry import OperandTile, operand_tiles, register_estimate, staging_layout
 from .schedule.problem import INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm, instruction_name
 from .schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
@@ -131,10 +131,21 @@ def instruction_mix(k: Kernel) -> Counter:
     return mix
 
 
+def _fragment_source(tile: OperandTile, s: Schedule) -> str:
+    """How mma fragments leave shared memory (scalar loads where ldmatrix cannot transpose)."""
+    if s.instruction == "wmma":
+        return "wmma.load"
+    if not tile.scalar_fragments:
+        return "ldmatrix"
+    dim = "M" if tile.name == "A" else "N"
+    how = "ld.shared.b32" if tile.elem_bytes == 4 else "ld.shared.u8 + prmt"
+    return f"scalar {how} ({dim}-contiguous {8 * tile.elem_bytes}-bit elements)"
+
+
 def describe(k: Kernel) -> list[str]:
     g, s = k.gemm, k.schedule
     a, b = operand_tiles(g, s)
-    est = register_estimate(s, g.acc_dtype)
+    est = register_estimate(g, s)
     st = staging_layout(g, s)
     live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
     return [
@@ -149,6 +160,7 @@ def describe(k: Kernel) -> list[str]:
         f"copies     A {a.copies_per_thread} + B {b.copies_per_thread} x {a.copy_bytes} B per thread per k-tile"
         + ("" if a.copy_bytes == 16 else f" (align {g.alignment()}: {16 // a.copy_bytes}x the copy "
                                          "instructions of 16-byte copies)"),
+        f"fragments  A {_fragment_source(a, s)}, B {_fragment_source(b, s)}",
         f"epilogue   {describe_epilogue(g)}; "
         + (f"staged through shared memory ({st.chunk_elems * g.out_bytes} B stores)" if st else
            "stored from registers")

@@ -4,7 +4,8 @@ Structure of the kernel (a modulo-scheduled cp.async pipeline, as in CUTLASS's s
   setup      parameters, CTA tile origin (row or grouped raster), per-thread address bases
   prologue   k-tiles 0..S-2 -> stages 0..S-2, one commit_group each (guarded by k-tile < KT)
   main loop  wait_group S-2; bar.sync; issue k-tile i+S-1 into the stage read last iteration;
-             commit; ldmatrix + mma.sync over k-tile i from stage i % S
+             commit; fragment loads + mma.sync over k-tile i from stage i % S (ldmatrix, or
+             scalar ld.shared for M/N-contiguous tf32 and int8 tiles: gemm_fragments.py)
   epilogue   drain the copy groups, convert and store the accumulators from their fragments
 With stages == 1 there is one buffer: copy, wait, barrier, compute, barrier.
 """
@@ -15,7 +16,8 @@ from ..schedule.geometry import operand_tiles, staging_layout
 from ..schedule.problem import MMA_SHAPE, Gemm
 from ..schedule.schedule import Schedule
 from .builder import Builder
-from .gemm_plan import CopyPlan, FragmentPlan, a_fragment_plan, b_fragment_plan, copy_plan
+from .gemm_fragments import FragmentLoader
+from .gemm_plan import CopyPlan, copy_plan
 from .index import ExprEmitter
 from .addressing import RowPointers
 from .gemm_edges import EdgeChecks
@@ -26,7 +28,7 @@ from .gemm_streamk import StreamK
 from .gemm_wmma import WmmaMath
 from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
 from .memory import bar_sync, commit_group, cp_async, ld_param, wait_group
-from .tensor import ldmatrix, mma
+from .tensor import mma
 
 SMEM_SYMBOL = "smem"
 PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u32", "M"),
@@ -74,8 +76,7 @@ class GemmLowering:
         self.tile_a, self.tile_b = operand_tiles(g, s)
         self.copy = {"A": copy_plan(self.tile_a), "B": copy_plan(self.tile_b)}
         self.wmma = WmmaMath(self) if s.instruction == "wmma" else None
-        self.frag = ({} if self.wmma else
-                     {"A": a_fragment_plan(s, self.tile_a), "B": b_fragment_plan(g, s, self.tile_b)})
+        self.fragments = None if self.wmma else FragmentLoader(self.b, g, s, self.tile_a, self.tile_b)
         self.mi, self.ni = s.warp_tile[0] // 16, s.warp_tile[1] // 8
 
     # -- small helpers ------------------------------------------------------------------------
@@ -153,7 +154,7 @@ class GemmLowering:
         if self.wmma:
             self.wmma.setup()
         else:
-            self.frag_bases = {n: self.shared_bases(n, self.frag[n].addr.bases) for n in ("A", "B")}
+            self.frag_bases = {n: self.shared_bases(n, self.fragments.plans[n].addr.bases) for n in ("A", "B")}
 
     def z_index(self) -> None:
         """ctaid.z = batch * split_k + split: which batch (bidx) and which K slice (split)."""
@@ -303,7 +304,7 @@ class GemmLowering:
         self.b.emit("st.shared.b16", dst, h, guard=guard)
 
     def compute_tile(self, rd_off: dict[str, VReg | int], acc: list[list[tuple[VReg, ...]]]) -> None:
-        """ldmatrix + mma.sync (or the wmma path) over one k-tile read from the stage at `rd_off`."""
+        """Fragment loads + mma.sync (or the wmma path) over one k-tile read from the stage at `rd_off`."""
         if self.wmma:
             self.wmma.compute_tile(rd_off, acc)
             return
@@ -316,27 +317,9 @@ class GemmLowering:
             else:
                 addr[name] = [(self.u32("add.u32", r, off), 0) for r in self.frag_bases[name]]
         steps = s.bk * self.g.in_bytes // 32  # one mma k-step = 32 bytes of K
-        by_step = {ks: [ld for p in self.frag.values() for ld in p.loads if ld.k_step == ks] for ks in range(steps)}
 
         def load(ks: int) -> tuple[list, list]:
-            self.b.comment(f"k-step {ks}: ldmatrix fragments of A ({self.mi} x4) and B")
-            a_frag: list = [None] * self.mi
-            b_frag: list = [None] * self.ni
-            for ld in by_step[ks]:
-                plan: FragmentPlan = self.frag[ld.kind]
-                base_i, imm = plan.addr.site[ld.site]
-                reg, extra = addr[ld.kind][base_i]
-                regs = ldmatrix(self.b, ld.count, Addr(reg, imm + extra), ld.trans)
-                if self.g.dtype == "tf32":  # ptx_facts §2a: round f32 inputs to tf32 (ties away)
-                    for r in regs:
-                        self.b.emit("cvt.rna.tf32.f32", r, r, ndefs=1)
-                if ld.kind == "A":
-                    a_frag[ld.index] = regs
-                else:
-                    b_frag[ld.index] = regs[0:2]
-                    if ld.count == 4:
-                        b_frag[ld.index + 1] = regs[2:4]
-            return a_frag, b_frag
+            return self.fragments.load(ks, addr)
 
         def compute(ks: int, frags) -> None:
             a_frag, b_frag = frags

@@ -1,4 +1,4 @@
-"""Fragment and shared-memory layouts as data (ptx_facts.md §1, §4, §8).
+"""Fragment and shared-memory layouts as data (ptx_facts.md §1, §2, §4, §8).
 
 Each table maps a lane (and register/half) to matrix coordinates, written as index
 expressions so the lowering emits them and the tests evaluate them cell by cell.
@@ -7,6 +7,7 @@ expressions so the lowering emits them and the tests evaluate them cell by cell.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from .index import Const, Expr, Tid
 
@@ -31,6 +32,52 @@ def mma_b_coord(reg: int, half: int) -> tuple[Expr, Expr]:
 def mma_c_coord(reg: int) -> tuple[Expr, Expr]:
     """(row, col) of f32 accumulator c_reg (16x8, four .f32 registers per lane)."""
     return GROUP + 8 * (reg >> 1), 2 * THREAD_IN_GROUP + (reg & 1)
+
+
+# --- per-element fragment tables: m16n8k8 tf32 (§2a) and m16n8k32 s8/u8 (§2b) -------------------
+@dataclass(frozen=True)
+class FragmentTable:
+    """Which operand element each lane holds in each fragment register.
+
+    `coord(reg, elem)` gives `(mn, k)` of element `elem` of register `reg`: `mn` is the row of A
+    (m, 0..15) or the column of B (n, 0..7) within the mma block, `k` its k index. A register
+    holds `elems` elements of `32 // elems` bits, element 0 in the least significant bits.
+    Scalar fragment loads read these positions one by one where ldmatrix cannot (MN-contiguous
+    tiles of 32- or 8-bit elements).
+    """
+
+    regs: int
+    elems: int
+    coord: Callable[[int, int], tuple[Expr, Expr]]
+
+
+def _tf32_a(reg: int, elem: int) -> tuple[Expr, Expr]:
+    # a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]: a1 is the row+8 element
+    return GROUP + 8 * (reg & 1), THREAD_IN_GROUP + 4 * (reg >> 1)
+
+
+def _tf32_b(reg: int, elem: int) -> tuple[Expr, Expr]:
+    # b0 = B[t][g], b1 = B[t+4][g]
+    return GROUP, THREAD_IN_GROUP + 4 * reg
+
+
+def _int8_a(reg: int, byte: int) -> tuple[Expr, Expr]:
+    # Ra0 = A[g][4t..4t+3], Ra1 = A[g+8][4t..], Ra2 = A[g][16+4t..], Ra3 = A[g+8][16+4t..]
+    return GROUP + 8 * (reg & 1), 4 * THREAD_IN_GROUP + byte + 16 * (reg >> 1)
+
+
+def _int8_b(reg: int, byte: int) -> tuple[Expr, Expr]:
+    # Rb0 = B[4t..4t+3][g], Rb1 = B[16+4t..16+4t+3][g]
+    return GROUP, 4 * THREAD_IN_GROUP + byte + 16 * reg
+
+
+TF32_A = FragmentTable(4, 1, _tf32_a)
+TF32_B = FragmentTable(2, 1, _tf32_b)
+INT8_A = FragmentTable(4, 4, _int8_a)
+INT8_B = FragmentTable(2, 4, _int8_b)
+#: Fragment table per (element bytes, operand) for the element sizes ldmatrix cannot transpose.
+SCALAR_FRAGMENTS: dict[tuple[int, str], FragmentTable] = {
+    (4, "A"): TF32_A, (4, "B"): TF32_B, (1, "A"): INT8_A, (1, "B"): INT8_B}
 
 
 # --- ldmatrix address roles ----------------------------------------------------------------
@@ -86,3 +133,9 @@ def smem_offset(row: Expr, chunk: Expr, pitch: int, swizzle: tuple[int, int] | N
         shift, mask = swizzle
         chunk = chunk ^ ((row >> shift) & mask)
     return row * pitch + (chunk << 4)
+
+
+def smem_element_offset(row: Expr, col_byte: Expr, pitch: int, swizzle: tuple[int, int] | None) -> Expr:
+    """Byte offset of the element at byte `col_byte` of tile row `row`: its 16-byte chunk placed
+    by `smem_offset`, plus the byte within the chunk (swizzles move whole chunks)."""
+    return smem_offset(row, col_byte >> 4, pitch, swizzle) + (col_byte & 15)

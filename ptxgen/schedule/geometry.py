@@ -41,6 +41,13 @@ class OperandTile:
     pad_bytes: int = CHUNK_BYTES
 
     @property
+    def scalar_fragments(self) -> bool:
+        """Whether mma fragments come from scalar shared loads instead of ldmatrix: the tile has M
+        (A) or N (B) contiguous and 32- or 8-bit elements, which `.trans` (16-bit only) cannot
+        transpose, so each fragment element is read from its own k row."""
+        return self.k_along_rows and self.elem_bytes != 2
+
+    @property
     def row_bytes(self) -> int:
         return self.cols * self.elem_bytes
 
@@ -197,17 +204,25 @@ def smem_bytes(g: Gemm, s: Schedule) -> int:
     return max(tiles, epilogue)
 
 
-def register_estimate(s: Schedule, acc_dtype: str = "f32") -> dict[str, int]:
-    """Per-thread registers the tiles need: accumulators, fragments, and a fixed overhead."""
+#: Registers an int8 fragment register being packed from scalar loads holds: its 4 loaded bytes.
+PACK_TEMPORARIES = 4
+
+
+def register_estimate(g: Gemm, s: Schedule) -> dict[str, int]:
+    """Per-thread registers the tiles need: accumulators, fragments, and a fixed overhead (plus
+    the byte temporaries of int8 fragments packed from scalar loads)."""
     wm, wn = s.warp_tile
     mi, ni = wm // 16, wn // 8
     bufs = 2 if s.frag_double_buffer else 1
     frag_regs = (mi + ni // 2) * 8 if s.instruction == "wmma" else mi * 4 + ni * 2  # wmma holds A/B twice
     est = {
-        "accumulators": mi * ni * (4 if acc_dtype == "f32" else 2),
+        "accumulators": mi * ni * (2 if g.acc_dtype == "f16" else 4),
         "fragments": bufs * frag_regs,
         "addressing": 24 + (16 if s.stream_k else 0),  # Stream-K: the decomposition and unit state
     }
+    packed = [t for t in operand_tiles(g, s) if t.scalar_fragments and t.elem_bytes == 1]
+    if packed:
+        est["byte packing"] = PACK_TEMPORARIES * len(packed)
     est["total"] = sum(est.values())
     return est
 

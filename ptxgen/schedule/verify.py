@@ -95,7 +95,9 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
 
 
 def verify_dtype_table(g: Gemm) -> None:
-    """The (inputs, accumulator, output) rows that are lowered, and their layout limits.
+    """The (inputs, accumulator, output) rows that are lowered. Every row takes all four layouts:
+    M/N-contiguous tf32 and int8 tiles, which ldmatrix .trans cannot transpose (it moves 16-bit
+    elements), load their fragments with scalar ld.shared instead (emit/gemm_fragments.py).
 
     s8/u8 inputs accumulate exactly in s32 and give either that s32 as it is (no epilogue), or the
     epilogue's f32 value rounded to s8/u8 (quantised) or cast to f32/f16/bf16 (dequantised).
@@ -112,11 +114,6 @@ def verify_dtype_table(g: Gemm) -> None:
                             "come from s8/u8 inputs", "use out_dtype 'f32', 'f16' or 'bf16'")
     if g.dtype == "tf32" and g.out_dtype != "f32":
         raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output", "use out_dtype='f32'")
-    if g.dtype in ("tf32", *INTEGER_DTYPES) and (g.a_layout, g.b_layout) != ("row", "col"):
-        raise ScheduleError("gemm.b_layout" if g.a_layout == "row" else "gemm.a_layout",
-                            (g.a_layout, g.b_layout),
-                            f"{g.dtype} operands must have K contiguous (ldmatrix .trans moves only 16-bit elements)",
-                            "store A row-major and B column-major (layout 'tn')")
 
 
 def verify_tiling(s: Schedule) -> None:
@@ -213,7 +210,7 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
                             f"{t.smem_per_block} B per block",
                             "use fewer stages, a smaller BK, or epilogue_via_smem=False")
     limit = min(t.max_regs_per_thread, t.regs_per_sm // s.threads // 8 * 8)
-    est = register_estimate(s, g.acc_dtype)
+    est = register_estimate(g, s)
     if est["total"] > limit:
         raise ScheduleError("schedule.warps", s.warps,
                             f"warp tile {s.warp_tile[0]}x{s.warp_tile[1]} needs about {est['total']} "

@@ -33,7 +33,9 @@ def test_tf32_and_int8_match_numpy(data):
     epi = None if out == "s32" else Epilogue(alpha=0.5, bias="col", activation="relu",
                                              scale=data.draw(st.sampled_from([None, "col", "row"]), label="scale"))
     g = Gemm(data.draw(st.sampled_from([1, 17, 64, 100]), label="M"), data.draw(st.sampled_from([8, 63, 64]), label="N"),
-             data.draw(st.sampled_from([4, 16, 64, 100]), label="K"), dtype=dtype, out_dtype=out, epilogue=epi)
+             data.draw(st.sampled_from([4, 16, 64, 100]), label="K"), dtype=dtype, out_dtype=out, epilogue=epi,
+             a_layout=data.draw(st.sampled_from(["row", "col"]), label="a_layout"),
+             b_layout=data.draw(st.sampled_from(["row", "col"]), label="b_layout"))
     s = Schedule(block=(64, 64, bk), warps=data.draw(st.sampled_from([(1, 1), (2, 2)]), label="warps"),
                  stages=data.draw(st.integers(1, 3), label="stages"),
                  smem_layout=data.draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),
@@ -62,14 +64,22 @@ def test_tf32_rounds_inputs_ties_away():
     (Gemm(64, 64, 64, dtype="f16", out_dtype="s8"), "gemm.out_dtype"),
     (Gemm(64, 64, 64, dtype="tf32", out_dtype="f16"), "gemm.out_dtype"),
     (Gemm(64, 64, 64, dtype="f16", out_dtype="s32"), "gemm.out_dtype"),
-    (Gemm(64, 64, 64, dtype="tf32", b_layout="row"), "gemm.b_layout"),
-    (Gemm(64, 64, 64, dtype="s8", out_dtype="s32", a_layout="col"), "gemm.a_layout"),
     (Gemm(64, 64, 64, dtype="s8", out_dtype="s32", epilogue=Epilogue(activation="relu")), "gemm.epilogue"),
 ])
 def test_dtype_table_rules(g, field):
     with pytest.raises(ScheduleError) as info:
         ptxgen.verify(g, Schedule(block=(64, 64, 64)))
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("dtype", ["tf32", "s8", "u8"])
+@pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
+def test_every_layout_is_lowered_for_tf32_and_int8(dtype, layout):
+    from ptxgen.cli import LAYOUT_LETTERS
+    a_layout, b_layout = LAYOUT_LETTERS[layout]
+    g = Gemm(64, 64, 64, dtype=dtype, out_dtype="f32" if dtype == "tf32" else "s32", a_layout=a_layout,
+             b_layout=b_layout)
+    ptxgen.verify(g, Schedule(block=(64, 64, 64)))  # ldmatrix .trans limits no longer reject them
 
 
 @pytest.mark.parametrize("g", [

@@ -141,3 +141,61 @@ def test_swizzle_is_a_bijection_and_conflict_free(cols):
     flat = groups.ravel()  # cp.async: 8 consecutive threads write 8 consecutive chunks
     for i in range(0, flat.size, 8):
         assert len(set(flat[i:i + 8])) == 8
+
+
+# --- m16n8k8 tf32 (§2a) and m16n8k32 int8 (§2b) per-element tables -----------------------------
+def sheet_tf32_a(lane):  # §2a: a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]
+    g, t = lane >> 2, lane & 3
+    return {0: [(g, t)], 1: [(g + 8, t)], 2: [(g, t + 4)], 3: [(g + 8, t + 4)]}
+
+
+def sheet_tf32_b(lane):  # §2a: b0 = B[t][g], b1 = B[t+4][g]  (as (n, k))
+    g, t = lane >> 2, lane & 3
+    return {0: [(g, t)], 1: [(g, t + 4)]}
+
+
+def sheet_int8_a(lane):  # §2b: Ra0 = A[g][4t..4t+3], Ra1 = A[g+8][4t..], Ra2 = A[g][16+4t..], Ra3 = A[g+8][16+4t..]
+    g, t = lane >> 2, lane & 3
+    return {0: [(g, 4 * t + i) for i in range(4)], 1: [(g + 8, 4 * t + i) for i in range(4)],
+            2: [(g, 16 + 4 * t + i) for i in range(4)], 3: [(g + 8, 16 + 4 * t + i) for i in range(4)]}
+
+
+def sheet_int8_b(lane):  # §2b: Rb0 = B[4t..4t+3][g], Rb1 = B[16+4t..16+4t+3][g]  (as (n, k))
+    g, t = lane >> 2, lane & 3
+    return {0: [(g, 4 * t + i) for i in range(4)], 1: [(g, 16 + 4 * t + i) for i in range(4)]}
+
+
+@pytest.mark.parametrize("table,sheet", [(L.TF32_A, sheet_tf32_a), (L.TF32_B, sheet_tf32_b),
+                                         (L.INT8_A, sheet_int8_a), (L.INT8_B, sheet_int8_b)],
+                         ids=["tf32-A", "tf32-B", "int8-A", "int8-B"])
+@pytest.mark.parametrize("lane", range(32))
+def test_scalar_fragment_tables_match_the_sheet(table, sheet, lane):
+    cells = sheet(lane)
+    assert table.regs == len(cells) and all(len(v) == table.elems for v in cells.values())
+    for reg, elems in cells.items():
+        for elem, (mn, k) in enumerate(elems):
+            got_mn, got_k = table.coord(reg, elem)
+            assert (at(got_mn, lane), at(got_k, lane)) == (mn, k), (lane, reg, elem)
+
+
+@pytest.mark.parametrize("table,rows", [(L.TF32_A, 16), (L.TF32_B, 8), (L.INT8_A, 16), (L.INT8_B, 8)])
+def test_scalar_fragment_tables_cover_each_block_once(table, rows):
+    k_len = 32 * table.elems // 4  # 8 tf32 or 32 int8: one mma k-step is 32 bytes of K
+    seen = [(at(mn, lane), at(k, lane)) for lane in range(32) for reg in range(table.regs)
+            for elem in range(table.elems) for mn, k in [table.coord(reg, elem)]]
+    assert sorted(seen) == [(m, k) for m in range(rows) for k in range(k_len)]
+
+
+def test_scalar_fragments_cover_the_sizes_ldmatrix_cannot_transpose():
+    assert set(L.SCALAR_FRAGMENTS) == {(4, "A"), (4, "B"), (1, "A"), (1, "B")}
+
+
+@pytest.mark.parametrize("layout", ["swizzle", "pad", "plain"])
+def test_element_offsets_place_bytes_inside_the_chunk_the_copies_wrote(layout):
+    from ptxgen.emit.index import Const
+    tile = OperandTile("A", 32, 64, 1, True, layout, 128)  # 64-byte rows: 4 chunks, 2 swizzle bits
+    swz = tile.swizzle_bits() if layout == "swizzle" else None
+    for row in range(32):
+        for col in range(64):
+            chunk = at(L.smem_offset(Const(row), Const(col // 16), tile.pitch, swz), 0)
+            assert at(L.smem_element_offset(Const(row), Const(col), tile.pitch, swz), 0) == chunk + col % 16

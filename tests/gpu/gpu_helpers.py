@@ -71,6 +71,9 @@ def rel_fro(c: np.ndarray, ref: np.ndarray) -> float:
 
 #: relative Frobenius tolerance by output dtype (accumulation is always f32)
 TOL = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2}
+#: output dtypes each input dtype is lowered for (tf32 gives f32, int8 exact s32)
+OUTPUTS = {"f16": ["f32", "f16", "bf16"], "bf16": ["f32", "f16", "bf16"], "tf32": ["f32"], "s8": ["s32"],
+           "u8": ["s32"]}
 
 
 def random_operands(g, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -81,6 +84,8 @@ def random_operands(g, seed: int) -> tuple[np.ndarray, np.ndarray]:
     dt = numpy_dtype(g.dtype)
 
     def nonzero(shape):
+        if g.dtype in ("s8", "u8"):  # small non-zero integers (u8 positive): s32 sums stay exact
+            return rng.integers(1, 12, shape) * (rng.choice([-1, 1], shape) if g.dtype == "s8" else 1)
         return (rng.uniform(0.25, 1.0, shape) * rng.choice([-1.0, 1.0], shape)).astype(np.float32)
 
     a = nonzero((g.m, g.k)).astype(dt)
@@ -112,13 +117,14 @@ def draw_kernel(data, arch: str, max_tiles: tuple[int, int, int] = (2, 2, 4)):
     smem_layout = data.draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem_layout")
     raster = data.draw(st.sampled_from(["row", "grouped"]), label="raster")
     fdb = data.draw(st.booleans(), label="frag_double_buffer")
-    dtype = data.draw(st.sampled_from(["f16", "bf16"]), label="dtype")
+    dtype = data.draw(st.sampled_from(["f16", "bf16", "tf32", "s8", "u8"]), label="dtype")
+    a_layout = data.draw(st.sampled_from(["row", "col"]), label="a_layout")
     b_layout = data.draw(st.sampled_from(["row", "col"]), label="b_layout")
-    out_dtype = data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out_dtype")
+    out_dtype = data.draw(st.sampled_from(OUTPUTS[dtype]), label="out_dtype")
     m = bm * data.draw(st.integers(1, max_tiles[0]), label="M tiles")
     n = bn * data.draw(st.integers(1, max_tiles[1]), label="N tiles")
     k = bk * data.draw(st.integers(1, max_tiles[2]), label="K tiles")
-    g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=out_dtype, b_layout=b_layout)
+    g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout)
     s = ptxgen.Schedule(block=(bm, bn, bk), warps=(wm, wn), stages=stages, smem_layout=smem_layout,
                         raster=raster, frag_double_buffer=fdb)
     try:

@@ -312,3 +312,39 @@ def test_narrow_accesses_check_alignment(off, soff, marker):
     with pytest.raises(sim.HazardError) as err:
         run(ptx, np.zeros(96, np.uint32), np.zeros(40, np.uint16))
     assert (err.value.kind, err.value.line) == ("misaligned", line_of(ptx, marker))
+
+
+def test_shared_byte_column_gathered_with_u8_loads_and_packed_with_prmt():
+    """The int8 fragment idiom for an M/N-contiguous tile: thread t reads byte t of 4 consecutive
+    128-byte rows with ld.shared.u8 (zero-extended into .b32) and packs them, row 0 lowest."""
+    from sim_util import line_of
+    ptx = kernel("""
+    mov.u32 %r0, %tid.x;
+    ld.param.u64 %rd1, [pIn];
+    mul.wide.u32 %rd2, %r0, 16;
+    add.u64 %rd1, %rd1, %rd2;
+    ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1];
+    mov.u32 %r5, buf;
+    shl.b32 %r6, %r0, 4;
+    add.u32 %r6, %r5, %r6;
+    st.shared.v4.u32 [%r6], {%r1, %r2, %r3, %r4};
+    bar.sync 0;
+    add.u32 %r7, %r5, %r0;
+    ld.shared.u8 %r10, [%r7];        // ROW0
+    ld.shared.u8 %r11, [%r7+128];
+    ld.shared.u8 %r12, [%r7+256];
+    ld.shared.u8 %r13, [%r7+384];
+    prmt.b32 %r14, %r10, %r11, 0x0040;
+    prmt.b32 %r15, %r12, %r13, 0x0040;
+    prmt.b32 %r16, %r14, %r15, 0x5410;
+    ld.param.u64 %rd3, [pOut];
+    mul.wide.u32 %rd4, %r0, 8;
+    add.u64 %rd3, %rd3, %rd4;
+    st.global.v2.u32 [%rd3], {%r10, %r16};
+    ret;""", params=".param .u64 pOut, .param .u64 pIn", shared=".shared .align 16 .b8 buf[512];")
+    img = np.random.default_rng(3).integers(0, 256, size=(4, 128), dtype=np.uint8)
+    out = np.zeros((32, 2), dtype=np.uint32)
+    res = run(ptx, out, img.reshape(-1))
+    assert out[:, 0].tolist() == img[0, :32].tolist()  # zero-extended byte
+    assert out[:, 1].tolist() == img[:, :32].T.copy().view(np.uint32).reshape(-1).tolist()
+    assert res.smem_wavefronts[line_of(ptx, "// ROW0")] == (1, 1)  # 32 bytes of one row: 8 words, 8 banks

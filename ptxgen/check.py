@@ -227,10 +227,18 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
 
 def check_simulated(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
                     scale: np.ndarray | None = None) -> Comparison:
-    """Simulate `kernel` (a ptxgen.Kernel) and compare with `reference`: the first failing
-    comparison, else the last. C is a fresh array with the gemm's ldc, holding a given `c`
-    (beta != 0; `c` itself is not updated). 8-bit outputs run
-    once per BYTE_POISON value, so an element never written cannot pass by holding the answer."""
+    """Simulate `kernel` (a ptxgen.Kernel) and compare with `reference` (see check_kernel)."""
+    return check_kernel(kernel, a, b, c, bias, scale, run=kernel.simulate)
+
+
+def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
+                 scale: np.ndarray | None = None, run=None) -> Comparison:
+    """Run `kernel` with `run` (Kernel.simulate, or the kernel itself on a GPU) on numpy operands
+    and compare with `reference`: the first failing comparison, else the last. C is a fresh
+    array with the gemm's ldc, holding a given `c` (beta != 0; `c` itself is not updated).
+    8-bit outputs run once per BYTE_POISON value, so an element never written cannot pass by
+    holding the answer."""
+    run = run or kernel.simulate
     g = kernel.gemm
     ref = reference(a, b, g.epilogue, c, bias, scale)
     result = None
@@ -239,7 +247,7 @@ def check_simulated(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None =
         out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype, variant)[..., :g.n]  # ldc honoured
         if c is not None:
             out[...] = c
-        out = kernel.simulate(a, b, c=out, bias=bias, scale=scale)
+        run(a, b, c=out, bias=bias, scale=scale)  # written in place (a strided view when ldc > N)
         result = compare(out, ref, g)
         if not result.ok:
             return result

@@ -191,7 +191,7 @@ class StreamK:
         return self.lw.u64("add.s64", self.lw.ptr["counters"], self.lw.wide_mul(rank, Imm("4")))
 
     def publish(self, acc, thread_off: VReg) -> None:
-        lw, b = self.lw, self.b
+        b = self.b
         b.banner("Stream-K: publish this unit's partial tile (workspace slot = rank), then release the flag")
         self.io.store_partial(acc, self.slot(self.rank, thread_off), self.s.bn)
         bar_sync(b, comment="every thread's part of the partial is written")

@@ -1,5 +1,9 @@
-"""Every runtime test gets its own cache directory, so nothing touches ~/.cache."""
+"""Every runtime test gets its own cache directory, so nothing touches ~/.cache; `fake` swaps in
+the fake CUDA driver (fake_driver.py) for the launch tests."""
 import pytest
+
+from fake_driver import FakeDriver
+from ptxgen.runtime import driver as drv
 
 
 @pytest.fixture(autouse=True)
@@ -8,3 +12,15 @@ def cache_root(tmp_path, monkeypatch):
     monkeypatch.delenv("PTXGEN_CACHE", raising=False)
     monkeypatch.delenv("PTXGEN_ASSEMBLER", raising=False)
     yield tmp_path / "ptxgen-cache"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    f = FakeDriver()
+    monkeypatch.setattr(drv, "_driver", lambda: f)
+    drv._probe.cache_clear()
+    drv._contexts.clear()
+    drv._warned.clear()
+    yield f
+    drv._contexts.clear()
+    drv._probe.cache_clear()

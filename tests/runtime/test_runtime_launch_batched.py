@@ -18,7 +18,6 @@ from ptxgen.check import compare, random_epilogue_operands, random_operands, ref
 from ptxgen.runtime import driver as drv
 from ptxgen.runtime.launch import launch_kernel, prepare_launch
 from ptxgen.runtime.params import parse_params
-from test_runtime_launch_fake import fake  # noqa: F401  (the fake-driver fixture)
 from test_runtime_operands import FakeCAI, FakeDLPackCUDA
 
 SCHED = Schedule(block=(64, 64, 32), stages=2)

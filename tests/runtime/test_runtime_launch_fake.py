@@ -25,18 +25,6 @@ from ptxgen.schedule.schedule import Schedule
 GEMM_TYPES = ["u8"] * 3 + ["u4"] * 6
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    f = FakeDriver()
-    monkeypatch.setattr(drv, "_driver", lambda: f)
-    drv._probe.cache_clear()
-    drv._contexts.clear()
-    drv._warned.clear()
-    yield f
-    drv._contexts.clear()
-    drv._probe.cache_clear()
-
-
 def make_kernel(g: Gemm, fake: FakeDriver, smem: int = 16384, arch: str = "sm_90",
                 impl=None) -> Kernel:
     fake.register("gemm", GEMM_TYPES, impl or gemm_impl(numpy_dtype(g.dtype), numpy_dtype(g.out_dtype),

@@ -127,9 +127,19 @@ def draw_kernel(data, arch: str, max_tiles: tuple[int, int, int] = (2, 2, 4)):
     g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout)
     s = ptxgen.Schedule(block=(bm, bn, bk), warps=(wm, wn), stages=stages, smem_layout=smem_layout,
                         raster=raster, frag_double_buffer=fdb)
+    return g, s, compile_or_reject(data, g, s, arch)
+
+
+def compile_or_reject(data, g, s, arch: str):
+    """Compile a drawn (Gemm, Schedule); one the verifier rejects is recorded in the draw log and
+    dropped (hypothesis.assume), so tests see only legal schedules."""
+    from hypothesis import assume
+    from hypothesis import strategies as st
+
+    import ptxgen
+
     try:
-        kern = ptxgen.compile(g, s, arch=arch)
+        return ptxgen.compile(g, s, arch=arch)
     except ptxgen.ScheduleError as e:
         data.draw(st.just(str(e)), label="rejected by verifier")
         assume(False)
-    return g, s, kern

@@ -251,6 +251,14 @@ class GemmLowering:
                 out[name] = Imm(str(self.s.bk * tile.elem_bytes))
         return out
 
+    def skip_k_tiles(self, first: VReg, what: str) -> None:
+        """Move both global tile pointers forward by `first` k-tiles (split-K, Stream-K units)."""
+        for name in ("A", "B"):
+            adv = self.advance[name]
+            skip = (self.wide_mul(first, adv) if isinstance(adv, Imm)
+                    else self.u64("mul.lo.u64", self.u64("cvt.u64.u32", first), adv))
+            self.b.emit("add.s64", self.gptr[name], self.gptr[name], skip, ndefs=1, comment=f"{name} -> {what}")
+
     def row_steps(self) -> dict[str, dict[int, VReg]]:
         """Loop-invariant 64-bit byte steps between consecutive copy rows (usually just one)."""
         out: dict[str, dict[int, VReg]] = {}

@@ -79,13 +79,7 @@ class SplitK:
         first = lw.u32("mul.lo.u32", lw.split, per)
         lw.kt = lw.u32("min.u32", per, lw.u32("sub.u32", lw.kt, first))
         lw.k_left = lw.u32("mad.lo.s32", first, Imm(str(-self.s.bk)), lw.dim("K"))
-        for name in ("A", "B"):
-            adv = lw.advance[name]
-            if isinstance(adv, Imm):
-                skip = lw.wide_mul(first, adv)
-            else:
-                skip = lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", first), adv)
-            b.emit("add.s64", lw.gptr[name], lw.gptr[name], skip, ndefs=1, comment=f"{name} -> this split's first k-tile")
+        lw.skip_k_tiles(first, "this split's first k-tile")
 
     def thread_base(self, z: VReg) -> VReg:
         """Workspace address, in slice z, of this thread's (mma) or warp's (wmma) first element."""

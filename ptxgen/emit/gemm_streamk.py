@@ -150,11 +150,7 @@ class StreamK:
         lw.kt = self.kc
         lw.k_left = lw.u32("mad.lo.s32", self.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0")
         lw.tile_addressing()
-        for name in ("A", "B"):
-            adv = lw.advance[name]
-            skip = (lw.wide_mul(self.k0, adv) if isinstance(adv, Imm)
-                    else lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", self.k0), adv))
-            b.emit("add.s64", lw.gptr[name], lw.gptr[name], skip, ndefs=1, comment=f"{name} -> k-tile k0")
+        lw.skip_k_tiles(self.k0, "the unit's first k-tile (k0)")
         lw.zero_accumulators(acc)
         lw.mainloop(acc)
 

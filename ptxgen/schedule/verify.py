@@ -9,6 +9,7 @@ from .geometry import operand_tiles, register_estimate, smem_bytes, staging_fits
 from .problem import (ACTIVATIONS, INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, QUANTIZED_DTYPES,
                       VECTOR_KINDS, Epilogue, Gemm)
 from .schedule import DECOMPOSITIONS, INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
+from .streamk import tile_count
 from .targets import TARGETS, target
 from ..errors import ScheduleError
 
@@ -286,8 +287,7 @@ def verify_stream_k(g: Gemm, s: Schedule) -> None:
     for broken, field, value, rule, fix in rules:
         if broken:
             raise ScheduleError(field, value, rule, fix)
-    tiles = g.batch * -(-g.m // s.bm) * -(-g.n // s.bn)
-    if tiles * -(-g.k // s.bk) > U32_MAX // 2:
+    if tile_count(g, s) * -(-g.k // s.bk) > U32_MAX // 2:
         raise ScheduleError("schedule.decomposition", s.decomposition,
                             "tiles x k-tiles exceeds the 31-bit iteration counter", "use a larger block tile")
 

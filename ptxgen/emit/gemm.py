@@ -3,9 +3,10 @@
 Structure of the kernel (a modulo-scheduled cp.async pipeline, as in CUTLASS's sm80 mainloop):
   setup      parameters, CTA tile origin (row or grouped raster), per-thread address bases
   prologue   k-tiles 0..S-2 -> stages 0..S-2, one commit_group each (guarded by k-tile < KT)
-  main loop  wait_group S-2; bar.sync; issue k-tile i+S-1 into the stage read last iteration;
-             commit; fragment loads + mma.sync over k-tile i from stage i % S (ldmatrix, or
-             scalar ld.shared for M/N-contiguous tf32 and int8 tiles: gemm_fragments.py)
+  main loop  issue k-tile i+S-1 into the stage read last iteration; commit; fragment loads +
+             mma.sync over k-tile i from stage i % S (ldmatrix, or scalar ld.shared for
+             M/N-contiguous tf32 and int8 tiles: gemm_fragments.py); wait_group + bar.sync
+             placement and the cross-tile fragment prefetch: gemm_mainloop.py
   epilogue   drain the copy groups, convert and store the accumulators from their fragments
 With stages == 1 there is one buffer: copy, wait, barrier, compute, barrier.
 """
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 from ..regalloc.smem import SmemPlan
 from ..schedule.geometry import operand_tiles, staging_layout
-from ..schedule.problem import MMA_SHAPE, Gemm
+from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from .builder import Builder
 from .gemm_fragments import FragmentLoader
+from .gemm_mainloop import MainLoop
 from .gemm_plan import CopyPlan, copy_plan
 from .index import ExprEmitter
 from .addressing import RowPointers
@@ -27,8 +29,7 @@ from .gemm_splitk import SplitK
 from .gemm_streamk import StreamK
 from .gemm_wmma import WmmaMath
 from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
-from .memory import bar_sync, commit_group, cp_async, ld_param, wait_group
-from .tensor import mma
+from .memory import cp_async, ld_param
 
 SMEM_SYMBOL = "smem"
 PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u32", "M"),
@@ -311,44 +312,6 @@ class GemmLowering:
         self.b.emit("ld.global.b16", h, src, ndefs=1, guard=load_guard)
         self.b.emit("st.shared.b16", dst, h, guard=guard)
 
-    def compute_tile(self, rd_off: dict[str, VReg | int], acc: list[list[tuple[VReg, ...]]]) -> None:
-        """Fragment loads + mma.sync (or the wmma path) over one k-tile read from the stage at `rd_off`."""
-        if self.wmma:
-            self.wmma.compute_tile(rd_off, acc)
-            return
-        s = self.s
-        addr: dict[str, list[tuple[VReg, int]]] = {}
-        for name in ("A", "B"):
-            off = rd_off[name]
-            if isinstance(off, int):
-                addr[name] = [(r, off) for r in self.frag_bases[name]]
-            else:
-                addr[name] = [(self.u32("add.u32", r, off), 0) for r in self.frag_bases[name]]
-        steps = s.bk * self.g.in_bytes // 32  # one mma k-step = 32 bytes of K
-
-        def load(ks: int) -> tuple[list, list]:
-            return self.fragments.load(ks, addr)
-
-        def compute(ks: int, frags) -> None:
-            a_frag, b_frag = frags
-            self.b.comment(f"k-step {ks}: {self.mi * self.ni} x mma.sync {MMA_SHAPE[self.g.dtype]}")
-            for m in range(self.mi):
-                # serpentine over n so consecutive mma reuse the B fragment just used
-                order = range(self.ni) if m % 2 == 0 else range(self.ni - 1, -1, -1)
-                for n in order:
-                    mma(self.b, MMA_SHAPE[self.g.dtype], self.g.dtype, self.g.accumulator, acc[m][n], a_frag[m],
-                        b_frag[n])
-
-        if s.frag_double_buffer:
-            frags = load(0)
-            for ks in range(steps):
-                nxt = load(ks + 1) if ks + 1 < steps else None  # prefetch step ks+1 under step ks's mma
-                compute(ks, frags)
-                frags = nxt
-        else:
-            for ks in range(steps):
-                compute(ks, load(ks))
-
     # -- the kernel ---------------------------------------------------------------------------------
     def lower(self) -> Function:
         if self.s.stream_k:
@@ -391,71 +354,8 @@ class GemmLowering:
 
     def mainloop(self, acc) -> None:
         """The K loop over this CTA's `self.kt` k-tiles (at least one), from `self.gptr`."""
-        i = self.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
-        if self.s.stages == 1:
-            self.single_buffer_loop(i, acc)
-        else:
-            self.pipelined_loop(i, acc, {"A": self.tile_a.stage_bytes, "B": self.tile_b.stage_bytes})
+        MainLoop(self).emit(acc)
 
-    def pipelined_loop(self, i: VReg, acc, stage_bytes: dict[str, int]) -> None:
-        b, S = self.b, self.s.stages
-        b.banner(f"Prologue: k-tiles 0..{S - 2} -> stages 0..{S - 2}, one cp.async group each")
-        for st in range(S - 1):
-            guard = None if st == 0 else self.pred("setp.lt.u32", Imm(str(st)), self.kt)
-            rem = self.edge.k_remaining(st)
-            for name in ("A", "B"):
-                self.issue_tile(name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
-            commit_group(b, comment=f"group of k-tile {st}")
-        rd = self.u32("mov.u32", Imm("0"), comment="stage read this iteration: i % S")
-        wr = self.u32("mov.u32", Imm(str(S - 1)), comment="stage written this iteration: (i + S - 1) % S")
-        loop = b.label("main_loop")
-        b.banner(f"Main loop: compute k-tile i from stage i % {S} while k-tile i+{S - 1} streams in")
-        b.place(loop)
-        wait_group(b, S - 2, comment=f"k-tile i has landed (at most {S - 2} newer groups in flight)")
-        bar_sync(b, comment="k-tile i visible to all threads; stage (i-1) % S is free")
-        nxt = self.u32("add.u32", i, Imm(str(S - 1)))
-        more = self.pred("setp.lt.u32", nxt, self.kt)
-        wr_off = self.stage_offsets(wr, stage_bytes)
-        rem = self.edge.k_remaining(nxt)
-        for name in ("A", "B"):
-            self.issue_tile(name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}", rem)
-        commit_group(b, comment=f"group of k-tile i+{S - 1} (empty past the last k-tile)")
-        self.compute_tile(self.stage_offsets(rd, stage_bytes), acc)
-        b.comment("advance: i += 1, stages rotate")
-        for reg in (rd, wr):
-            b.emit("add.u32", reg, reg, Imm("1"), ndefs=1)
-            wrap = self.pred("setp.eq.u32", reg, Imm(str(S)))
-            b.emit("mov.u32", reg, Imm("0"), ndefs=1, guard=wrap)
-        b.emit("add.u32", i, i, Imm("1"), ndefs=1)
-        again = self.pred("setp.lt.u32", i, self.kt)
-        b.emit("bra.uni", Sym(loop), guard=again)
-        b.banner("Epilogue: drain the copy pipeline, store the accumulators")
-        wait_group(b, 0, comment="drain: every remaining group is empty")
-
-    def stage_offsets(self, stage: VReg, stage_bytes: dict[str, int]) -> dict[str, VReg]:
-        """Byte offset of stage `stage` in each operand's buffer (one multiply per distinct size)."""
-        by_size: dict[int, VReg] = {}
-        for size in sorted(set(stage_bytes.values())):
-            by_size[size] = self.u32("mul.lo.u32", stage, Imm(str(size)))
-        return {n: by_size[stage_bytes[n]] for n in stage_bytes}
-
-    def single_buffer_loop(self, i: VReg, acc) -> None:
-        b = self.b
-        loop = b.label("main_loop")
-        b.banner("Main loop (stages=1): copy k-tile i, wait, compute; no overlap")
-        b.place(loop)
-        rem = self.edge.k_remaining(i)
-        for name in ("A", "B"):
-            self.issue_tile(name, 0, None, "k-tile i -> stage 0", rem)
-        commit_group(b)
-        wait_group(b, 0, comment="k-tile i has landed")
-        bar_sync(b, comment="k-tile i visible to all threads")
-        self.compute_tile({"A": 0, "B": 0}, acc)
-        bar_sync(b, comment="every thread is done reading stage 0 before it is overwritten")
-        b.emit("add.u32", i, i, Imm("1"), ndefs=1)
-        again = self.pred("setp.lt.u32", i, self.kt)
-        b.emit("bra.uni", Sym(loop), guard=again)
-        b.banner("Epilogue: store the accumulators")
 
 def lower_gemm(g: Gemm, s: Schedule, plan: SmemPlan) -> Function:
     return GemmLowering(g, s, plan).lower()

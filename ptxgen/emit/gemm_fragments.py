@@ -82,17 +82,22 @@ class FragmentLoader:
             "A": scalar_fragment_plan(s, tile_a) if tile_a.scalar_fragments else a_fragment_plan(s, tile_a),
             "B": scalar_fragment_plan(s, tile_b) if tile_b.scalar_fragments else b_fragment_plan(g, s, tile_b)}
 
-    def load(self, ks: int, addr: dict[str, list[tuple[VReg, int]]]) -> tuple[list, list]:
+    def load(self, ks: int, addr: dict[str, list[tuple[VReg, int]]],
+             into: tuple[list, list] | None = None) -> tuple[list, list]:
         """(A registers per m16 block, B registers per n8 block) of k-step `ks`; `addr[name]` holds
-        each address base of the operand's plan as (register, extra immediate)."""
+        each address base of the operand's plan as (register, extra immediate).
+
+        With `into` (an earlier result) the loads write those registers again instead of fresh ones:
+        the main loop carries the next k-tile's first fragments around its back edge that way.
+        """
         a_frag: list = [None] * self.mi
         b_frag: list = [None] * self.ni
-        for name, frag in (("A", a_frag), ("B", b_frag)):
-            plan = self.plans[name]
+        for i, (name, frag) in enumerate((("A", a_frag), ("B", b_frag))):
+            plan, dst = self.plans[name], None if into is None else into[i]
             if isinstance(plan, ScalarFragmentPlan):
-                self.scalar(name, plan, ks, addr[name], frag)
+                self.scalar(name, plan, ks, addr[name], frag, dst)
             else:
-                self.matrices(name, plan, ks, addr[name], frag)
+                self.matrices(name, plan, ks, addr[name], frag, dst)
         return a_frag, b_frag
 
     def _addr(self, sites: SiteBases, site: int, bases: list[tuple[VReg, int]]) -> Addr:
@@ -105,11 +110,16 @@ class FragmentLoader:
             for r in regs:
                 self.b.emit("cvt.rna.tf32.f32", r, r, ndefs=1)
 
-    def matrices(self, name: str, plan: FragmentPlan, ks: int, bases: list[tuple[VReg, int]], frag: list) -> None:
+    def matrices(self, name: str, plan: FragmentPlan, ks: int, bases: list[tuple[VReg, int]], frag: list,
+                 dst: list | None) -> None:
         loads = [ld for ld in plan.loads if ld.k_step == ks]
         self.b.comment(f"k-step {ks}: {name} fragments by ldmatrix ({len(loads)} x{loads[0].count})")
         for ld in loads:
-            regs = ldmatrix(self.b, ld.count, self._addr(plan.addr, ld.site, bases), ld.trans)
+            into = None
+            if dst is not None:  # A: one m16 block per x4; B: one n8 block per x2, two per x4
+                into = dst[ld.index] if name == "A" else tuple(dst[ld.index]) + (
+                    tuple(dst[ld.index + 1]) if ld.count == 4 else ())
+            regs = ldmatrix(self.b, ld.count, self._addr(plan.addr, ld.site, bases), ld.trans, into=into)
             self._round_tf32(regs)
             if name == "A":
                 frag[ld.index] = regs
@@ -119,7 +129,7 @@ class FragmentLoader:
                     frag[ld.index + 1] = regs[2:4]
 
     def scalar(self, name: str, plan: ScalarFragmentPlan, ks: int, bases: list[tuple[VReg, int]],
-               frag: list) -> None:
+               frag: list, dst: list | None) -> None:
         t = plan.table
         dim, block = ("M", "m16") if name == "A" else ("N", "n8")
         how = "ld.shared.b32" if t.elems == 1 else "4 x ld.shared.u8 + 3 x prmt.b32"
@@ -130,21 +140,23 @@ class FragmentLoader:
             regs = []
             for reg in range(t.regs):
                 sites = [at[blk, reg, e] for e in range(t.elems)]
+                into = None if dst is None else dst[blk][reg]
                 if t.elems == 1:
-                    r = self.b.reg("b32")
+                    r = self.b.reg("b32") if into is None else into
                     self.b.emit("ld.shared.b32", r, self._addr(plan.addr, sites[0], bases), ndefs=1)
                 else:
-                    r = self.pack_bytes([self._addr(plan.addr, site, bases) for site in sites])
+                    r = self.pack_bytes([self._addr(plan.addr, site, bases) for site in sites], into)
                 regs.append(r)
             self._round_tf32(regs)
             frag[blk] = tuple(regs)
 
-    def pack_bytes(self, addrs: list[Addr]) -> VReg:
+    def pack_bytes(self, addrs: list[Addr], into: VReg | None = None) -> VReg:
         """One .b32 of 4 bytes read from `addrs`, the first in the least significant byte."""
         x = self.b.regs("b32", 4)
         for r, a in zip(x, addrs):
             self.b.emit("ld.shared.u8", r, a, ndefs=1)
-        lo, hi, out = self.b.regs("b32", 3)
+        lo, hi = self.b.regs("b32", 2)
+        out = self.b.reg("b32") if into is None else into
         self.b.emit("prmt.b32", lo, x[0], x[1], PAIR_BYTES, ndefs=1)
         self.b.emit("prmt.b32", hi, x[2], x[3], PAIR_BYTES, ndefs=1)
         self.b.emit("prmt.b32", out, lo, hi, JOIN_PAIRS, ndefs=1, comment="k, k+1, k+2, k+3 low to high")

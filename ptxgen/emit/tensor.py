@@ -17,9 +17,12 @@ MMA_OPCODES = {
 MMA_REGS = {"m16n8k16": (4, 2, 4)}
 
 
-def ldmatrix(b: Builder, count: int, addr: Addr, trans: bool, comment: str | None = None) -> tuple[VReg, ...]:
-    """`ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16`: `count` 8x8 b16 matrices."""
-    dst = b.regs("b32", count)
+def ldmatrix(b: Builder, count: int, addr: Addr, trans: bool, comment: str | None = None,
+             into: tuple[VReg, ...] | None = None) -> tuple[VReg, ...]:
+    """`ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16`: `count` 8x8 b16 matrices, into
+    fresh registers or into `into` (loop-carried fragments)."""
+    dst = b.regs("b32", count) if into is None else tuple(into)
+    assert len(dst) == count, (len(dst), count)
     op = f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16"
     b.emit(op, Vec(dst), addr, ndefs=1, comment=comment)
     return dst

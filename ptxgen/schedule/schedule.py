@@ -20,7 +20,9 @@ class Schedule:
     * `stages`: 1 = one buffer, no overlap; 2 = double buffering; >=3 = multistage cp.async pipeline.
     * `smem_layout`: "swizzle" (XOR on 16-byte chunks), "pad" (+16 B per row) or "plain".
     * `raster`: CTA launch order, "row" or "grouped" (groups of `group_m` CTA rows share B tiles in L2).
-    * `frag_double_buffer`: load the fragments of k-step s+1 while the mma.sync of step s run.
+    * `frag_double_buffer`: load the fragments of k-step s+1 while the mma.sync of step s run; in a
+      pipelined loop of 2-4 mma k-steps per k-tile this crosses k-tiles too (the next k-tile's
+      first fragments load, after its barrier, under this k-tile's last mma, as in CUTLASS).
     * `split_k`: split K across this many CTAs per output tile. `split_k_mode="workspace"` (the
       default, deterministic) writes f32 partial tiles to a workspace; the last CTA of a tile to
       finish adds them in split order and runs the epilogue once. `"atomic"` adds partials into a

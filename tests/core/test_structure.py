@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Gemm, Schedule, ScheduleError
+from ptxgen.emit.gemm_mainloop import MAX_PREFETCH_K_STEPS
 from ptxgen.schedule.geometry import operand_tiles, staging_layout
 
 
@@ -86,10 +87,24 @@ def test_main_loop_instruction_mix_groups_and_barriers(case):
         assert waits == ["cp.async.wait_group 0;"]
         assert len(bars) == 2 and bars[0] > max(copies) and bars[1] > max(mmas)
         assert count(pro, "cp.async") == 0
+    elif prefetches_across_tiles(s):
+        # copies of k-tile i+S-1 open the loop; the wait and barrier for k-tile i+1 come after k-tile
+        # i's second-last k-step, and k-tile i+1's first fragments load under the last k-step's mma
+        assert waits == [f"cp.async.wait_group {s.stages - 2};"] and len(bars) == 1
+        assert loop.index(waits[0]) == bars[0] - 1
+        assert max(copies) < min(mmas) and max(copies) < bars[0]
+        per_step = mix["mma.sync"] // (s.bk // 16)
+        assert sum(i > bars[0] for i in mmas) == per_step
+        lds = [i for i, l in enumerate(loop) if opcode(l).startswith("ldmatrix")]
+        assert sum(i > bars[0] for i in lds) == mix["ldmatrix"] // (s.bk // 16)
+        pro_bars = [l for l in pro if opcode(l) == "bar.sync"]
+        assert [l for l in pro if opcode(l) == "cp.async.wait_group"] == waits and len(pro_bars) == 1
+        assert count(pro, "ldmatrix") == mix["ldmatrix"] // (s.bk // 16), "k-tile 0's first fragments"
     else:
         assert waits == [f"cp.async.wait_group {s.stages - 2};"]
         assert loop.index(waits[0]) == 0 and bars == [1], "wait_group then bar.sync open the loop"
         assert min(copies) > bars[0] and max(copies) < min(mmas)
+    if s.stages > 1:
         assert all(l.startswith("@") for l in loop if opcode(l).startswith("cp.async.cg")), "tile i+S-1 guarded"
         assert count(loop, "cp.async.commit_group") == 1
         assert count(pro, "cp.async.commit_group") == s.stages - 1
@@ -110,17 +125,30 @@ def test_main_loop_instruction_mix_groups_and_barriers(case):
         assert count(epi, "bar.sync") == 2
 
 
+def prefetches_across_tiles(s: Schedule) -> bool:
+    return s.frag_double_buffer and s.stages > 1 and 1 < s.bk // 16 <= MAX_PREFETCH_K_STEPS
+
+
 def test_fragment_double_buffer_prefetches_next_k_step():
+    """On: each k-step's fragments load before the previous k-step's mma, k-tile i+1's first ones
+    included (into the registers k-step 0 reads, after the barrier). Off: load, then mma."""
     g, s = Gemm(512, 512, 256), Schedule(block=(128, 128, 32), frag_double_buffer=True)
     _, loop, _ = sections(ptxgen.compile(g, s).ptx)
     ops = [opcode(l).split(".")[0] for l in loop]
-    first_mma = ops.index("mma")
-    n_ld = expected_mix(g, s)["ldmatrix"]
-    assert ops[:first_mma].count("ldmatrix") == n_ld, "both k-steps' fragments load before the first mma"
+    n_ld = expected_mix(g, s)["ldmatrix"]  # two k-steps
+    first_mma, bar = ops.index("mma"), ops.index("bar")
+    assert ops[:first_mma].count("ldmatrix") == n_ld // 2 and first_mma < bar, "k-step 1 loads under k-step 0"
+    after = ops[bar:]
+    assert after.count("ldmatrix") == n_ld // 2 and after.index("ldmatrix") < after.index("mma")
+    mmas = [ins for ins in ptxgen.compile(g, s).function.instructions() if ins.op.startswith("mma")]
+    lds = [ins for ins in ptxgen.compile(g, s).function.instructions() if ins.op.startswith("ldmatrix")]
+    step0_a = {r for ins in mmas[:32] for r in ins.operands[1].regs}
+    carried = {r for ins in lds[-n_ld // 2:] for r in ins.operands[0].regs}
+    assert step0_a <= carried, "the next k-tile's loads write the registers k-step 0 reads"
     s2 = Schedule(block=(128, 128, 32), frag_double_buffer=False)
     _, loop2, _ = sections(ptxgen.compile(g, s2).ptx)
     ops2 = [opcode(l).split(".")[0] for l in loop2]
-    assert ops2[:ops2.index("mma")].count("ldmatrix") == n_ld // 2
+    assert ops2[:ops2.index("mma")].count("ldmatrix") == n_ld // 2 and ops2.index("bar") < ops2.index("ldmatrix")
 
 
 def test_readable_ptx():

@@ -1,0 +1,194 @@
+"""The GEMM main loop: the cp.async pipeline over k-tiles and the fragment loads + mma.sync of
+each k-tile (the wmma path plugs in through `GemmLowering.wmma`).
+
+  prologue   k-tiles 0..S-2 -> stages 0..S-2, one commit_group each (guarded by k-tile < KT)
+  main loop  issue k-tile i+S-1 into the stage read last iteration; commit; fragment loads +
+             mma.sync over k-tile i from stage i % S. The wait_group S-2 + bar.sync that make a
+             k-tile visible open the loop, or, with the cross-tile fragment prefetch, come before
+             k-tile i's last k-step, whose mma then hide k-tile i+1's first fragment loads.
+With stages == 1 there is one buffer: copy, wait, barrier, compute, barrier.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..schedule.problem import MMA_SHAPE
+from .ir import Imm, Sym, VReg
+from .memory import bar_sync, commit_group, wait_group
+from .tensor import mma
+
+if TYPE_CHECKING:
+    from .gemm import GemmLowering
+
+#: The cross-k-tile fragment prefetch applies to k-tiles of 2 to this many mma k-steps.
+MAX_PREFETCH_K_STEPS = 4
+
+
+class MainLoop:
+    """Emits the K loop of one GemmLowering (its copies, fragment plans and accumulators)."""
+
+    def __init__(self, lw: "GemmLowering"):
+        self.lw, self.b, self.s, self.g = lw, lw.b, lw.s, lw.g
+
+    def fragment_addresses(self, rd_off: dict[str, VReg | int]) -> dict[str, list[tuple[VReg, int]]]:
+        """Each operand's fragment address bases, moved to the stage at byte offset `rd_off`."""
+        addr: dict[str, list[tuple[VReg, int]]] = {}
+        for name in ("A", "B"):
+            off = rd_off[name]
+            if isinstance(off, int):
+                addr[name] = [(r, off) for r in self.lw.frag_bases[name]]
+            else:
+                addr[name] = [(self.lw.u32("add.u32", r, off), 0) for r in self.lw.frag_bases[name]]
+        return addr
+
+    @property
+    def k_steps(self) -> int:
+        """mma k-steps per k-tile: one step covers 32 bytes of K."""
+        return self.s.bk * self.g.in_bytes // 32
+
+    def mma_step(self, ks: int, frags: tuple[list, list], acc: list[list[tuple[VReg, ...]]]) -> None:
+        """The warp tile's mma.sync of one k-step."""
+        a_frag, b_frag = frags
+        self.b.comment(f"k-step {ks}: {self.lw.mi * self.lw.ni} x mma.sync {MMA_SHAPE[self.g.dtype]}")
+        for m in range(self.lw.mi):
+            # serpentine over n so consecutive mma reuse the B fragment just used
+            order = range(self.lw.ni) if m % 2 == 0 else range(self.lw.ni - 1, -1, -1)
+            for n in order:
+                mma(self.b, MMA_SHAPE[self.g.dtype], self.g.dtype, self.g.accumulator, acc[m][n], a_frag[m],
+                    b_frag[n])
+
+    def compute_tile(self, rd_off: dict[str, VReg | int], acc: list[list[tuple[VReg, ...]]]) -> None:
+        """Fragment loads + mma.sync (or the wmma path) over one k-tile read from the stage at `rd_off`."""
+        if self.lw.wmma:
+            self.lw.wmma.compute_tile(rd_off, acc)
+            return
+        addr = self.fragment_addresses(rd_off)
+        if self.s.frag_double_buffer:
+            frags = self.lw.fragments.load(0, addr)
+            for ks in range(self.k_steps):
+                # prefetch step ks+1 under step ks's mma
+                nxt = self.lw.fragments.load(ks + 1, addr) if ks + 1 < self.k_steps else None
+                self.mma_step(ks, frags, acc)
+                frags = nxt
+        else:
+            for ks in range(self.k_steps):
+                self.mma_step(ks, self.lw.fragments.load(ks, addr), acc)
+
+    @property
+    def prefetch_across_tiles(self) -> bool:
+        """Whether the main loop loads k-tile i+1's first fragments under k-tile i's last mma (as
+        CUTLASS's multistage mainloop does), which hides the barrier and the ldmatrix latency at
+        every k-tile boundary. It needs mma.sync fragments (wmma's are opaque), a pipelined loop,
+        and two k-steps per k-tile so the carried registers are free when they are reloaded. Past
+        four k-steps the boundary is a small share of the k-tile, while the assembler hoists more
+        loads across it: 64x64 tf32 warp tiles with 8 k-steps spilled 672 B with it, 48 B without."""
+        return (self.s.frag_double_buffer and not self.lw.wmma and self.s.stages > 1
+                and 1 < self.k_steps <= MAX_PREFETCH_K_STEPS)
+
+    def emit(self, acc) -> None:
+        """The K loop over the CTA's `kt` k-tiles (at least one), from the lowering's `gptr`."""
+        i = self.lw.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
+        if self.s.stages == 1:
+            self.single_buffer_loop(i, acc)
+        else:
+            self.pipelined_loop(i, acc, {"A": self.lw.tile_a.stage_bytes, "B": self.lw.tile_b.stage_bytes})
+
+    def pipelined_loop(self, i: VReg, acc, stage_bytes: dict[str, int]) -> None:
+        b, S = self.b, self.s.stages
+        prefetch = self.prefetch_across_tiles
+        b.banner(f"Prologue: k-tiles 0..{S - 2} -> stages 0..{S - 2}, one cp.async group each")
+        for st in range(S - 1):
+            guard = None if st == 0 else self.lw.pred("setp.lt.u32", Imm(str(st)), self.lw.kt)
+            rem = self.lw.edge.k_remaining(st)
+            for name in ("A", "B"):
+                self.lw.issue_tile(name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
+            commit_group(b, comment=f"group of k-tile {st}")
+        rd = self.lw.u32("mov.u32", Imm("0"), comment="stage read this iteration: i % S")
+        wr = self.lw.u32("mov.u32", Imm(str(S - 1)), comment="stage written this iteration: (i + S - 1) % S")
+        first = None
+        if prefetch:
+            wait_group(b, S - 2, comment=f"k-tile 0 has landed (at most {S - 2} newer groups in flight)")
+            bar_sync(b, comment="k-tile 0 visible to all threads")
+            b.comment("k-tile 0, k-step 0 fragments: the loop carries them in these registers")
+            first = self.lw.fragments.load(0, self.fragment_addresses({"A": 0, "B": 0}))
+        loop = b.label("main_loop")
+        b.banner(f"Main loop: compute k-tile i from stage i % {S} while k-tile i+{S - 1} streams in")
+        b.place(loop)
+        if not prefetch:
+            wait_group(b, S - 2, comment=f"k-tile i has landed (at most {S - 2} newer groups in flight)")
+            bar_sync(b, comment="k-tile i visible to all threads; stage (i-1) % S is free")
+        nxt = self.lw.u32("add.u32", i, Imm(str(S - 1)))
+        more = self.lw.pred("setp.lt.u32", nxt, self.lw.kt)
+        wr_off = self.stage_offsets(wr, stage_bytes)
+        rem = self.lw.edge.k_remaining(nxt)
+        if prefetch:
+            b.comment(f"stage (i+{S - 1}) % {S} held k-tile i-1, which every warp read before the last barrier")
+        for name in ("A", "B"):
+            self.lw.issue_tile(name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}", rem)
+        commit_group(b, comment=f"group of k-tile i+{S - 1} (empty past the last k-tile)")
+        if prefetch:
+            self.prefetched_tile(rd, wr, stage_bytes, first, acc)
+        else:
+            self.compute_tile(self.stage_offsets(rd, stage_bytes), acc)
+            b.comment("advance: i += 1, stages rotate")
+            self.rotate(rd, wr)
+        b.emit("add.u32", i, i, Imm("1"), ndefs=1)
+        again = self.lw.pred("setp.lt.u32", i, self.lw.kt)
+        b.emit("bra.uni", Sym(loop), guard=again)
+        b.banner("Epilogue: drain the copy pipeline, store the accumulators")
+        wait_group(b, 0, comment="drain: every remaining group is empty")
+
+    def prefetched_tile(self, rd: VReg, wr: VReg, stage_bytes: dict[str, int], first: tuple[list, list],
+                        acc) -> None:
+        """k-tile i's mma, with its first fragments already in `first`; loads k-tile i+1's into
+        `first` again before the last k-step's mma (after the barrier that makes k-tile i+1 visible).
+
+        Past the last k-tile that load reads a stage no copy is writing, and its values go unused.
+        """
+        b, S, steps = self.b, self.s.stages, self.k_steps
+        addr = self.fragment_addresses(self.stage_offsets(rd, stage_bytes))
+        frags = first
+        for ks in range(steps):
+            if ks + 1 < steps:
+                nxt = self.lw.fragments.load(ks + 1, addr)
+            else:
+                wait_group(b, S - 2, comment=f"k-tile i+1 has landed (at most {S - 2} newer groups in flight)")
+                bar_sync(b, comment="k-tile i+1 visible to all threads; every warp has read all of k-tile i")
+                b.comment("advance: stages rotate; k-tile i+1, k-step 0 fragments under k-tile i's last mma")
+                self.rotate(rd, wr)
+                nxt = self.lw.fragments.load(0, self.fragment_addresses(self.stage_offsets(rd, stage_bytes)),
+                                          into=first)
+            self.mma_step(ks, frags, acc)
+            frags = nxt
+
+    def rotate(self, rd: VReg, wr: VReg) -> None:
+        """Move the read and write stage indices on by one, modulo the stage count."""
+        for reg in (rd, wr):
+            self.b.emit("add.u32", reg, reg, Imm("1"), ndefs=1)
+            wrap = self.lw.pred("setp.eq.u32", reg, Imm(str(self.s.stages)))
+            self.b.emit("mov.u32", reg, Imm("0"), ndefs=1, guard=wrap)
+
+    def stage_offsets(self, stage: VReg, stage_bytes: dict[str, int]) -> dict[str, VReg]:
+        """Byte offset of stage `stage` in each operand's buffer (one multiply per distinct size)."""
+        by_size: dict[int, VReg] = {}
+        for size in sorted(set(stage_bytes.values())):
+            by_size[size] = self.lw.u32("mul.lo.u32", stage, Imm(str(size)))
+        return {n: by_size[stage_bytes[n]] for n in stage_bytes}
+
+    def single_buffer_loop(self, i: VReg, acc) -> None:
+        b = self.b
+        loop = b.label("main_loop")
+        b.banner("Main loop (stages=1): copy k-tile i, wait, compute; no overlap")
+        b.place(loop)
+        rem = self.lw.edge.k_remaining(i)
+        for name in ("A", "B"):
+            self.lw.issue_tile(name, 0, None, "k-tile i -> stage 0", rem)
+        commit_group(b)
+        wait_group(b, 0, comment="k-tile i has landed")
+        bar_sync(b, comment="k-tile i visible to all threads")
+        self.compute_tile({"A": 0, "B": 0}, acc)
+        bar_sync(b, comment="every thread is done reading stage 0 before it is overwritten")
+        b.emit("add.u32", i, i, Imm("1"), ndefs=1)
+        again = self.lw.pred("setp.lt.u32", i, self.lw.kt)
+        b.emit("bra.uni", Sym(loop), guard=again)
+        b.banner("Epilogue: store the accumulators")

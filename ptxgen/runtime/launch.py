@@ -269,12 +269,29 @@ def vector_view(kernel: "Kernel", name: str, x: Any, device: int | None) -> Oper
     g = kernel.gemm
     length = g.n if getattr(g.epi, name) == "col" else g.m
     dtype = g.bias_dtype if name == "bias" else "f32"
-    if not hasattr(x, "reshape") or tuple(getattr(x, "shape", ())) != (length,):
+    if tuple(getattr(x, "shape", ())) != (length,) or not (hasattr(x, "reshape") or _cai(x)):
         raise ValueError(f"{name} must be a 1-D array of length {length}, got {type(x).__name__} "
                          f"with shape {getattr(x, 'shape', None)}")
     kw = {} if device is None else {"device": device}
-    return check_operand(x.reshape(1, -1), name=name, shape=(1, length), dtype=dtype,
-                         layout="row", align=DTYPE_BYTES[dtype], **kw)
+    row = x.reshape(1, -1) if hasattr(x, "reshape") else _RowOf(_cai(x))
+    return check_operand(row, name=name, shape=(1, length), dtype=dtype, layout="row",
+                         align=DTYPE_BYTES[dtype], **kw)
+
+
+def _cai(x: Any) -> dict | None:
+    try:
+        return getattr(x, "__cuda_array_interface__", None)
+    except Exception:  # a property that fails (e.g. a CPU tensor) is no interface
+        return None
+
+
+class _RowOf:
+    """A 1-D CUDA-array-interface vector seen as a 1 x L matrix (for arrays without reshape)."""
+
+    def __init__(self, cai: dict):
+        strides = cai.get("strides")
+        self.__cuda_array_interface__ = {**cai, "shape": (1, *cai["shape"]),
+                                         "strides": None if strides is None else (0, *strides)}
 
 
 def bias_view(kernel: "Kernel", bias: Any, device: int | None) -> OperandView:
@@ -321,8 +338,13 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
     grid = kernel.launch_grid(ctx.sm_count)  # Stream-K with sms=None fills this device's SMs
     plan = _Plan(fn, _dim3(grid, "grid"), _dim3(kernel.block, "block"),
                  int(kernel.smem_bytes), s, None, (av, bv, cv), c, host)  # type: ignore[arg-type]
-    views = (av, bv, cv) + tuple(vector_view(kernel, name, x, dev) for name, x in (("bias", bias), ("scale", scale))
-                                 if x is not None)
+    vectors = tuple(vector_view(kernel, name, x, dev) for name, x in (("bias", bias), ("scale", scale))
+                    if x is not None)
+    for v in vectors:  # a host vector's pointer would be null on the device path, and vice versa
+        if v.is_host != host:
+            raise TypeError(f"{v.name} is {'a host numpy' if v.is_host else 'a device'} array but A and B "
+                            f"are {'host numpy' if host else 'device'} arrays: pass {v.name} where A and B are")
+    views = (av, bv, cv) + vectors
     if host:
         ptrs = []
         for v in views:

@@ -141,7 +141,16 @@ def test_bias_and_scale_vectors_follow_ldc_in_order(fake):
         k(a, b, bias=bias)
     with pytest.raises(ValueError, match="scale must be a 1-D array of length 64"):
         k(a, b, bias=bias, scale=scale[:63])
+    db_store = drv.DeviceArray.from_host(np.ascontiguousarray(b.T))  # (N, K) row-major s8
+    da, db = drv.DeviceArray.from_host(a), drv.DeviceArray(b.shape, b.dtype, buffer=db_store.buffer, strides=(1, 32))
+    with pytest.raises(TypeError, match="bias is a host numpy array but A and B are device arrays"):
+        k(da, db, bias=bias, scale=drv.DeviceArray.from_host(scale))  # its pointer would be null there
+    with pytest.raises(TypeError, match="scale is a device array but A and B are host numpy arrays"):
+        k(a, b, bias=bias, scale=drv.DeviceArray.from_host(scale))
     assert len(fake.launches) == 1
+    seen.clear()  # device vectors without reshape (bare __cuda_array_interface__) are taken as they are
+    k(da, db, bias=drv.DeviceArray.from_host(bias), scale=drv.DeviceArray.from_host(scale))
+    assert np.array_equal(seen["bias"], bias) and np.array_equal(seen["scale"], scale)
 
 
 def test_device_arrays_return_device_c(fake):

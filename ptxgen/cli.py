@@ -185,8 +185,12 @@ def stream_k_summary(k: Kernel) -> str:
 def _resources(k: Kernel) -> str:
     r = k.resources
     asm = k.assemble().assembler
-    return (f"assembled  {asm}: {r.registers} registers/thread, {r.spill_store_bytes} B spill stores, "
+    line = (f"assembled  {asm}: {r.registers} registers/thread, {r.spill_store_bytes} B spill stores, "
             f"{r.spill_load_bytes} B spill loads, {r.stack_bytes} B stack, {r.shared_bytes} B static shared")
+    if r.spill_bytes:  # correct, but every spill is a local-memory round trip inside the k-loop
+        line += ("\nwarning    the assembler spilled registers to local memory, which slows the k-loop: use "
+                 "more warps (a smaller warp tile), a smaller block k, or frag_double_buffer=False")
+    return line
 
 
 def _bank_summary(k: Kernel, wavefronts: dict[int, tuple[int, int]]) -> list[str]:

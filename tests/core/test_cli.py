@@ -37,7 +37,22 @@ def test_info_reports_geometry_and_assembly(capsys):
     assert main(["info", "--arch", "sm_90", "--stages", "4", "--block", "128x128x64"]) == 0
     out = capsys.readouterr().out
     assert "grid (32, 32, 1)" in out and "131072 B dynamic shared memory" in out
-    assert "registers/thread" in out and "0 B spill stores" in out
+    assert "registers/thread" in out and "0 B spill stores" in out and "warning" not in out
+
+
+@pytest.mark.parametrize("spill", [0, 24])
+def test_info_warns_when_the_assembler_spills(spill):
+    """The estimate cannot see the assembler's scheduling (a 64x64 tf32 warp tile with 8 k-steps per
+    k-tile spilled 48 B on sm_90 with nvJitLink 13.5), so `info` says when it spilled and what to do."""
+    from types import SimpleNamespace
+
+    from ptxgen.cli import _resources
+    from ptxgen.runtime.ptxlog import Resources
+
+    k = SimpleNamespace(resources=Resources(registers=255, spill_store_bytes=spill, spill_load_bytes=spill),
+                        assemble=lambda: SimpleNamespace(assembler="nvJitLink"))
+    text = _resources(k)
+    assert ("spilled registers to local memory" in text and "use more warps" in text) == bool(spill)
 
 
 @pytest.mark.parametrize("argv,needle", [

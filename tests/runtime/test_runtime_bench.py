@@ -213,3 +213,52 @@ def test_run_job_bookkeeping(bench, monkeypatch, capsys):
     assert by["triton"]["status"] == "unavailable"
     for r in rows:
         assert {"system", "dtype", "m", "n", "k", "tflops", "schedule"} <= set(r)
+
+
+SASS = """
+        /*0100*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0110*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
+        /*0120*/              @!PT LDS RZ, [RZ] ;
+        /*0130*/                   LDSM.16.M88.4 R8, [R2] ;
+        /*0140*/               @P0 LDGSTS.E.BYPASS.128 [R3], desc[UR8][R6.64] ;
+        /*0150*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
+        /*0160*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0170*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
+        /*0180*/                   IMAD R2, R2, 0x2, RZ ;
+        /*0190*/               @P1 BRA 0x150 ;
+        /*01a0*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
+        /*01b0*/                   BRA 0x110 ;
+        /*01c0*/                   EXIT ;
+"""
+
+
+def test_sass_report_finds_the_main_loop():
+    """bench/sass.py: the loop is the back edge with the most tensor instructions; the
+    assembler's never-executed `@!PT` padding is not counted."""
+    sass = _load("sass")
+    ops = sass.parse_sass(SASS)
+    assert (0x120, "LDS") not in ops and (0x190, "BRA 0x150") in ops
+    loop = sass.main_loop(ops)
+    assert loop.tensor == 4 and loop.tensor_before_barrier == 2  # 0x110..0x1b0 beats 0x150..0x190 (2)
+    assert loop.of("LDSM") == 1 and loop.of("LDGSTS") == 1 and loop.of("BAR") == 1 and loop.other == 1
+    assert sass.main_loop(sass.parse_sass("/*0000*/ EXIT ;")) is None
+
+
+@pytest.mark.parametrize("arch,regs,smem,threads,expect", [
+    ("sm_90", 231, 69632, 128, (2, "registers")),  # 232 x 128 registers a CTA: 2 fit in 64 K
+    ("sm_90", 64, 98304, 128, (2, "smem")),        # 2 x (96 + 1) KB of 228 KB
+    ("sm_80", 16, 0, 1024, (2, "threads")),
+    ("sm_80", 32, 1024, 32, (32, "ctas")),
+])
+def test_sass_report_occupancy(arch, regs, smem, threads, expect):
+    assert _load("sass").occupancy(arch, regs, smem, threads) == expect
+
+
+def test_sass_report_runs_without_cuobjdump(monkeypatch):
+    sass = _load("sass")
+    monkeypatch.setattr(sass, "cuobjdump", lambda: None)
+    first = sass.specs()[:1]
+    monkeypatch.setattr(sass, "specs", lambda: first)
+    lines = sass.report("sm_90", "f16")
+    assert lines[2].startswith("128x128x32 w2x2 s3") and " 0 " in lines[2] and "registers" in lines[2]
+    assert "pip install nvidia-cuda-cuobjdump" in lines[-1]

@@ -1,0 +1,217 @@
+"""Static report of what the assembler made of ptxgen's benchmark kernels: registers, spills,
+occupancy, and the SASS of the main loop. No GPU needed; it answers "where could the time go"
+before a device run, and explains a slow row after one.
+
+    PYTHONPATH=. python3 bench/sass.py                      # bench/gemm.py's candidates, sm_90
+    PYTHONPATH=. python3 bench/sass.py --arch sm_80 --out bench/results
+
+The SASS comes from `cuobjdump -sass` (on PATH, or from the `nvidia-cuda-cuobjdump` wheel:
+`pip install nvidia-cuda-cuobjdump`, a bench-only extra). Without it the SASS columns are blank
+and the table keeps the assembler's register and spill report.
+
+Per kernel: registers/thread and spill bytes (from nvJitLink's log), dynamic shared memory,
+CTAs and warps per SM (the tightest of the register file, shared memory and the thread limit),
+and for the main loop (the backward branch whose body holds the most HMMA/IMMA): the tensor
+instructions per iteration, the ldmatrix/scalar shared loads, the cp.async copies, barriers,
+and every other instruction per tensor instruction (integer and address overhead the tensor
+pipe cannot hide). `mma@bar` is how many tensor instructions the loop issues before its
+barrier: with the cross-tile fragment prefetch the barrier sits behind in-flight mma.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gemm_cases import Spec, candidates_for  # noqa: E402
+
+#: Per-SM limits used for occupancy: (registers, shared bytes usable by CTAs, reserved bytes per
+#: CTA, max threads, max CTAs). sm_80: A100; sm_90: H100/H200 (CUDA occupancy calculator values).
+SM_LIMITS = {"sm_80": (65536, 167936, 1024, 2048, 32), "sm_86": (65536, 102400, 1024, 1536, 16),
+             "sm_89": (65536, 102400, 1024, 1536, 24), "sm_90": (65536, 233472, 1024, 2048, 32)}
+TENSOR_OPS = ("HMMA", "IMMA")
+SHARED_LOADS = ("LDSM", "LDS")
+#: Representative problems: a large square one for the tile schedules, a decode-like one for the
+#: candidates `candidates_for` adds only for small M (the code does not depend on the sizes).
+PROBLEMS = ((8192, 8192, 8192), (64, 4096, 4096))
+_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+
+
+@dataclass
+class Loop:
+    """Instruction mix of one loop body (straight-line SASS between a label and its back edge)."""
+
+    counts: Counter
+    tensor_before_barrier: int
+
+    @property
+    def tensor(self) -> int:
+        return sum(self.counts[o] for o in TENSOR_OPS)
+
+    def of(self, *ops: str) -> int:
+        return sum(self.counts[o] for o in ops)
+
+    @property
+    def other(self) -> int:
+        return sum(self.counts.values()) - self.tensor - self.of(*SHARED_LOADS, "LDGSTS", "BAR", "DEPBAR",
+                                                                 "LDGDEPBAR", "NOP", "BRA")
+
+
+def cuobjdump() -> str | None:
+    """cuobjdump from PATH, or from the nvidia-cuda-cuobjdump wheel's bin folder."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import nvidia  # namespace package of NVIDIA's CUDA wheels
+    except ImportError:
+        return None
+    for root in getattr(nvidia, "__path__", []):
+        for path in Path(root).glob("*/bin/cuobjdump"):
+            return str(path)
+    return None
+
+
+def sass_of(cubin: bytes, tool: str) -> list[tuple[int, str]]:
+    """The cubin's instructions, disassembled by `tool` (cuobjdump)."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    return parse_sass(text)
+
+
+def parse_sass(text: str) -> list[tuple[int, str]]:
+    """(address, opcode) of every instruction that can execute; the opcode keeps only its family
+    (`HMMA`, `LDSM`), and a branch its target (`BRA 0x1f0`)."""
+    out = []
+    for m in _LINE.finditer(text):
+        if (m.group(2) or "").strip() in ("@!PT", "@!UPT"):
+            continue  # never executes: the assembler's padding
+        op = m.group(3).split(".")[0]
+        out.append((int(m.group(1), 16), op if op != "BRA" else f"BRA {m.group(4).strip()}"))
+    return out
+
+
+def main_loop(sass: list[tuple[int, str]]) -> Loop | None:
+    """The backward branch whose body holds the most tensor instructions."""
+    best = None
+    for addr, op in sass:
+        if not op.startswith("BRA "):
+            continue
+        try:
+            target = int(op.split()[1], 16)
+        except (IndexError, ValueError):
+            continue
+        if target >= addr:
+            continue
+        body = [o.split()[0] for a, o in sass if target <= a <= addr]
+        counts = Counter(body)
+        first_bar = next((i for i, o in enumerate(body) if o == "BAR"), len(body))
+        loop = Loop(counts, sum(1 for o in body[:first_bar] if o in TENSOR_OPS))
+        if best is None or loop.tensor > best.tensor:
+            best = loop
+    return best
+
+
+def occupancy(arch: str, regs: int, smem: int, threads: int) -> tuple[int, str]:
+    """Resident CTAs per SM and what limits them."""
+    reg_file, smem_sm, reserved, max_threads, max_ctas = SM_LIMITS[arch]
+    warps = -(-threads // 32)
+    per_warp = -(-regs // 8) * 8 * 32  # registers are allocated per warp, 8 per thread at a time
+    limits = {"registers": reg_file // (per_warp * warps), "smem": smem_sm // (smem + reserved),
+              "threads": max_threads // threads, "ctas": max_ctas}
+    which = min(limits, key=limits.get)
+    return limits[which], which
+
+
+def specs() -> list[tuple[Spec, tuple[int, int, int]]]:
+    """Each distinct candidate of bench/gemm.py once, with a problem that lists it."""
+    seen: dict[str, tuple[Spec, tuple[int, int, int]]] = {}
+    for problem in PROBLEMS:
+        for spec in candidates_for(*problem):
+            seen.setdefault(spec.name, (spec, problem))
+    return list(seen.values())
+
+
+def report(arch: str, dtype: str) -> list[str]:
+    import ptxgen
+
+    tool = cuobjdump()
+    head = (f"{'schedule':34s} {'regs':>4s} {'spill':>5s} {'smem KB':>7s} {'CTA/SM':>6s} {'limit':>9s} "
+            f"{'warps':>5s} | {'mma':>4s} {'ldsm':>4s} {'lds':>4s} {'cp.as':>5s} {'bar':>3s} "
+            f"{'other':>5s} {'oth/mma':>7s} {'mma@bar':>7s}")
+    lines = [head, "-" * len(head)]
+    for spec, (m, n, k) in specs():
+        g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=dtype)
+        try:
+            kern = ptxgen.compile(g, spec.schedule(), arch=arch)
+        except ptxgen.ScheduleError as e:
+            lines.append(f"{spec.name:34s} unsupported: {e}")
+            continue
+        r = kern.resources
+        threads = kern.block[0] * kern.block[1] * kern.block[2]
+        ctas, limit = occupancy(arch, r.registers, kern.smem_bytes, threads)
+        row = (f"{spec.name:34s} {r.registers:4d} {r.spill_bytes:5d} {kern.smem_bytes / 1024:7.1f} {ctas:6d} "
+               f"{limit:>9s} {ctas * threads // 32:5d} |")
+        loop = main_loop(sass_of(kern.cubin, tool)) if tool else None
+        if loop is not None:
+            row += (f" {loop.tensor:4d} {loop.of('LDSM'):4d} {loop.of('LDS'):4d} {loop.of('LDGSTS'):5d} "
+                    f"{loop.of('BAR'):3d} {loop.other:5d} {loop.other / max(loop.tensor, 1):7.2f} "
+                    f"{loop.tensor_before_barrier:7d}")
+        lines.append(row)
+    if tool is None:
+        lines.append("(no cuobjdump: `pip install nvidia-cuda-cuobjdump` for the main-loop columns)")
+    return lines
+
+
+def tools() -> str:
+    """Which assembler and disassembler made the numbers (both change the SASS)."""
+    from ptxgen.runtime.assemble import assembler_version
+
+    tool = cuobjdump()
+    dis = "no cuobjdump"
+    if tool:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+        dis = f"cuobjdump {out[-1].split()[-1] if out else '?'}"
+    return f"assembler {assembler_version()}, {dis}"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.environ.get("PTXGEN_COMMIT", "unknown")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", default="sm_90", choices=sorted(SM_LIMITS))
+    ap.add_argument("--dtype", default="f16", choices=("f16", "bf16"))
+    ap.add_argument("--out", type=Path, default=None, help="folder for <date>-sass-<arch>-<commit>.txt")
+    args = ap.parse_args(argv)
+    lines = [f"# bench/sass.py --arch {args.arch} --dtype {args.dtype} at {commit()} "
+             f"({_dt.date.today().isoformat()}); {tools()}", *report(args.arch, args.dtype)]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / f"{_dt.date.today().isoformat()}-sass-{args.arch}-{commit()}.txt"
+        path.write_text(text)
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -52,6 +52,7 @@ def test_plan_covers_every_problem_in_importance_order(bench):
         names = [c.name for c in j.candidates]
         assert names[:len(bench.SCHEDULES)] == [bench.schedule_name(*s) for s in bench.SCHEDULES]
         assert any(n.endswith("stream-k") for n in names)  # every problem also tries Stream-K
+        assert [c.spec.schedule().raster for c in j.candidates].count("row") == 1  # the raster's control
         assert any("splitk" in n for n in names) == (j.m <= 256)  # few tiles: split-K candidates too
         assert j.gemm().out_dtype == j.dtype
 

@@ -14,6 +14,8 @@ plain), as index expressions grouped onto shared base registers plus immediates.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dataclasses import dataclass
 
 from ..schedule.geometry import OperandTile
@@ -82,7 +84,7 @@ class FragmentLoader:
             "A": scalar_fragment_plan(s, tile_a) if tile_a.scalar_fragments else a_fragment_plan(s, tile_a),
             "B": scalar_fragment_plan(s, tile_b) if tile_b.scalar_fragments else b_fragment_plan(g, s, tile_b)}
 
-    def load(self, ks: int, addr: dict[str, list[tuple[VReg, int]]],
+    def load(self, ks: int, addr: dict[str, Sequence[tuple[VReg, int]]],
              into: tuple[list, list] | None = None) -> tuple[list, list]:
         """(A registers per m16 block, B registers per n8 block) of k-step `ks`; `addr[name]` holds
         each address base of the operand's plan as (register, extra immediate).
@@ -100,7 +102,7 @@ class FragmentLoader:
                 self.matrices(name, plan, ks, addr[name], frag, dst)
         return a_frag, b_frag
 
-    def _addr(self, sites: SiteBases, site: int, bases: list[tuple[VReg, int]]) -> Addr:
+    def _addr(self, sites: SiteBases, site: int, bases: Sequence[tuple[VReg, int]]) -> Addr:
         base_i, imm = sites.site[site]
         reg, extra = bases[base_i]
         return Addr(reg, imm + extra)
@@ -110,7 +112,7 @@ class FragmentLoader:
             for r in regs:
                 self.b.emit("cvt.rna.tf32.f32", r, r, ndefs=1)
 
-    def matrices(self, name: str, plan: FragmentPlan, ks: int, bases: list[tuple[VReg, int]], frag: list,
+    def matrices(self, name: str, plan: FragmentPlan, ks: int, bases: Sequence[tuple[VReg, int]], frag: list,
                  dst: list | None) -> None:
         loads = [ld for ld in plan.loads if ld.k_step == ks]
         self.b.comment(f"k-step {ks}: {name} fragments by ldmatrix ({len(loads)} x{loads[0].count})")
@@ -128,7 +130,7 @@ class FragmentLoader:
                 if ld.count == 4:
                     frag[ld.index + 1] = regs[2:4]
 
-    def scalar(self, name: str, plan: ScalarFragmentPlan, ks: int, bases: list[tuple[VReg, int]],
+    def scalar(self, name: str, plan: ScalarFragmentPlan, ks: int, bases: Sequence[tuple[VReg, int]],
                frag: list, dst: list | None) -> None:
         t = plan.table
         dim, block = ("M", "m16") if name == "A" else ("N", "n8")

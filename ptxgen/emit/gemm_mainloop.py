@@ -10,6 +10,7 @@ With stages == 1 there is one buffer: copy, wait, barrier, compute, barrier.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..schedule.problem import MMA_SHAPE
@@ -30,16 +31,9 @@ class MainLoop:
     def __init__(self, lw: "GemmLowering"):
         self.lw, self.b, self.s, self.g = lw, lw.b, lw.s, lw.g
 
-    def fragment_addresses(self, rd_off: dict[str, VReg | int]) -> dict[str, list[tuple[VReg, int]]]:
+    def fragment_addresses(self, rd_off: dict[str, VReg | int]) -> dict[str, "StageBases"]:
         """Each operand's fragment address bases, moved to the stage at byte offset `rd_off`."""
-        addr: dict[str, list[tuple[VReg, int]]] = {}
-        for name in ("A", "B"):
-            off = rd_off[name]
-            if isinstance(off, int):
-                addr[name] = [(r, off) for r in self.lw.frag_bases[name]]
-            else:
-                addr[name] = [(self.lw.u32("add.u32", r, off), 0) for r in self.lw.frag_bases[name]]
-        return addr
+        return {name: StageBases(self.lw, self.lw.frag_bases[name], rd_off[name]) for name in ("A", "B")}
 
     @property
     def k_steps(self) -> int:
@@ -192,3 +186,25 @@ class MainLoop:
         again = self.lw.pred("setp.lt.u32", i, self.lw.kt)
         b.emit("bra.uni", Sym(loop), guard=again)
         b.banner("Epilogue: store the accumulators")
+
+
+class StageBases(Sequence):
+    """An operand's fragment address bases moved to one stage, as (register, extra immediate).
+
+    Each moved base is computed when a load first needs it, so a k-step that uses some of the
+    bases (swizzled tiles have one per k-step phase) emits no dead address arithmetic.
+    """
+
+    def __init__(self, lw: "GemmLowering", bases: list[VReg], offset: VReg | int):
+        self.lw, self.bases, self.offset = lw, bases, offset
+        self.moved: dict[int, VReg] = {}
+
+    def __getitem__(self, i: int) -> tuple[VReg, int]:
+        if isinstance(self.offset, int):
+            return self.bases[i], self.offset
+        if i not in self.moved:
+            self.moved[i] = self.lw.u32("add.u32", self.bases[i], self.offset)
+        return self.moved[i], 0
+
+    def __len__(self) -> int:
+        return len(self.bases)

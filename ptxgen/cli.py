@@ -9,7 +9,7 @@ from .check import compare, random_epilogue_operands, random_operands, random_sc
 from .compile import compile as compile_kernel, describe_epilogue
 from .errors import AssembleError, ScheduleError
 from .kernel import Kernel
-from .schedule.geometry import OperandTile, operand_tiles, register_estimate, staging_layout
+from .schedule.geometry import OperandTile, fragment_buffering, operand_tiles, register_estimate, staging_layout
 from .schedule.problem import INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm, instruction_name
 from .schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
@@ -154,7 +154,7 @@ def describe(k: Kernel) -> list[str]:
         f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.accumulator} accumulation",
         f"schedule   block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile "
         f"{s.warp_tile[0]}x{s.warp_tile[1]}), {instruction_name(g, s.instruction)}, stages {s.stages}, smem {s.smem_layout}, "
-        f"raster {s.raster}, fragment double buffer {'on' if s.frag_double_buffer else 'off'}",
+        f"raster {s.raster}, fragment double buffer {fragment_buffering(g, s)}",
         f"launch     grid {k.grid} x block {k.block} = {s.threads} threads/CTA, "
         f"{k.smem_bytes} B dynamic shared memory",
         f"copies     A {a.copies_per_thread} + B {b.copies_per_thread} x {a.copy_bytes} B per thread per k-tile"

@@ -8,7 +8,7 @@ from .emit.render import render
 from .kernel import PARAM_NAMES, Kernel
 from .regalloc import SmemBuffer, allocate, plan_shared
 from .regalloc.smem import SmemPlan
-from .schedule.geometry import grid_for, operand_tiles, staging_layout
+from .schedule.geometry import fragment_buffering, grid_for, operand_tiles, staging_layout
 from .schedule.problem import QUANTIZED_DTYPES, Gemm, instruction_name
 from .schedule.schedule import Schedule
 from .schedule.targets import target
@@ -61,7 +61,7 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
         f"block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile {tm}x{tn}), "
         f"{instruction_name(g, s.instruction)}, stages {s.stages}, smem {s.smem_layout}, raster {s.raster}"
         + (f" (group {s.group_m})" if s.raster == "grouped" else "")
-        + f", fragment double buffer {'on' if s.frag_double_buffer else 'off'}"
+        + f", fragment double buffer {fragment_buffering(g, s)}"
         + (f", split-K {s.split_k} ({s.split_k_mode})" if s.split_k > 1 else "")
         + (f", {s.decomposition} over a persistent grid of %nctaid.x CTAs" if s.stream_k else ""),
         f"launch: grid {grid}, block ({s.threads}, 1, 1), {smem} B dynamic shared memory",

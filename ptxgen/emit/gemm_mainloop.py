@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..schedule.geometry import prefetches_across_k_tiles
 from ..schedule.problem import MMA_SHAPE
 from .ir import Imm, Sym, VReg
 from .memory import bar_sync, commit_group, wait_group
@@ -20,9 +21,6 @@ from .tensor import mma
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
-
-#: The cross-k-tile fragment prefetch applies to k-tiles of 2 to this many mma k-steps.
-MAX_PREFETCH_K_STEPS = 4
 
 
 class MainLoop:
@@ -70,14 +68,9 @@ class MainLoop:
 
     @property
     def prefetch_across_tiles(self) -> bool:
-        """Whether the main loop loads k-tile i+1's first fragments under k-tile i's last mma (as
-        CUTLASS's multistage mainloop does), which hides the barrier and the ldmatrix latency at
-        every k-tile boundary. It needs mma.sync fragments (wmma's are opaque), a pipelined loop,
-        and two k-steps per k-tile so the carried registers are free when they are reloaded. Past
-        four k-steps the boundary is a small share of the k-tile, while the assembler hoists more
-        loads across it: 64x64 tf32 warp tiles with 8 k-steps spilled 672 B with it, 48 B without."""
-        return (self.s.frag_double_buffer and not self.lw.wmma and self.s.stages > 1
-                and 1 < self.k_steps <= MAX_PREFETCH_K_STEPS)
+        """CUTLASS's multistage order: hides the barrier and the ldmatrix latency at every k-tile
+        boundary (when it applies: geometry.prefetches_across_k_tiles)."""
+        return prefetches_across_k_tiles(self.g, self.s)
 
     def emit(self, acc) -> None:
         """The K loop over the CTA's `kt` k-tiles (at least one), from the lowering's `gptr`."""

@@ -208,9 +208,52 @@ def smem_bytes(g: Gemm, s: Schedule) -> int:
 PACK_TEMPORARIES = 4
 
 
+#: Registers the cross-k-tile fragment prefetch keeps live beside the estimate: the next stage's
+#: address bases and the copy pointers, live beside the carried fragments. Calibrated with
+#: nvJitLink 13.5: 64x64 warp tiles went from 209 to 232 registers (tile kernels, est 216), and
+#: Stream-K ones (est 232, 255 registers without it) spilled with it.
+PREFETCH_REGISTERS = 24
+#: The cross-k-tile prefetch applies to k-tiles of 2 to this many mma k-steps: past that the
+#: boundary is a small share of a k-tile, while the assembler hoists more loads across it (a 64x64
+#: tf32 warp tile with 8 k-steps spilled 672 B with it, 48 B without).
+MAX_PREFETCH_K_STEPS = 4
+
+
+def register_limit(s: Schedule, regs_per_sm: int = 65536, max_per_thread: int = 255) -> int:
+    """Registers a thread may use so that one CTA fits the register file (every target has 64 K)."""
+    return min(max_per_thread, regs_per_sm // s.threads // 8 * 8)
+
+
+def prefetches_across_k_tiles(g: Gemm, s: Schedule) -> bool:
+    """Whether the main loop loads k-tile i+1's first fragments under k-tile i's last mma (CUTLASS's
+    multistage order). It needs mma.sync fragments (wmma's are opaque), a pipelined loop, 2 to
+    MAX_PREFETCH_K_STEPS k-steps per k-tile (so the carried registers are free when reloaded), and
+    PREFETCH_REGISTERS to spare under the register limit."""
+    k_steps = s.bk * g.in_bytes // 32
+    return (s.frag_double_buffer and s.instruction != "wmma" and s.stages > 1
+            and 1 < k_steps <= MAX_PREFETCH_K_STEPS
+            and _base_estimate(g, s)["total"] + PREFETCH_REGISTERS <= register_limit(s))
+
+
+def fragment_buffering(g: Gemm, s: Schedule) -> str:
+    """How the fragments are double-buffered, for headers and `ptxgen info`."""
+    if not s.frag_double_buffer:
+        return "off"
+    return "on, across k-tiles" if prefetches_across_k_tiles(g, s) else "on"
+
+
 def register_estimate(g: Gemm, s: Schedule) -> dict[str, int]:
     """Per-thread registers the tiles need: accumulators, fragments, and a fixed overhead (plus
-    the byte temporaries of int8 fragments packed from scalar loads)."""
+    the byte temporaries of int8 fragments packed from scalar loads, and what the cross-k-tile
+    fragment prefetch keeps live where it applies)."""
+    est = _base_estimate(g, s)
+    if prefetches_across_k_tiles(g, s):
+        est["prefetch"] = PREFETCH_REGISTERS
+        est["total"] += PREFETCH_REGISTERS
+    return est
+
+
+def _base_estimate(g: Gemm, s: Schedule) -> dict[str, int]:
     wm, wn = s.warp_tile
     mi, ni = wm // 16, wn // 8
     bufs = 2 if s.frag_double_buffer else 1

@@ -5,7 +5,7 @@ never gets a wrong kernel or an assembler error for a schedule ptxgen could have
 """
 from __future__ import annotations
 
-from .geometry import operand_tiles, register_estimate, smem_bytes, staging_fits
+from .geometry import operand_tiles, register_estimate, register_limit, smem_bytes, staging_fits
 from .problem import (ACTIVATIONS, INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, QUANTIZED_DTYPES,
                       VECTOR_KINDS, Epilogue, Gemm)
 from .schedule import DECOMPOSITIONS, INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
@@ -210,7 +210,7 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
                             f"{s.stages} stages need {need} B of shared memory, over {arch}'s "
                             f"{t.smem_per_block} B per block",
                             "use fewer stages, a smaller BK, or epilogue_via_smem=False")
-    limit = min(t.max_regs_per_thread, t.regs_per_sm // s.threads // 8 * 8)
+    limit = register_limit(s, t.regs_per_sm, t.max_regs_per_thread)
     est = register_estimate(g, s)
     if est["total"] > limit:
         raise ScheduleError("schedule.warps", s.warps,

@@ -76,3 +76,26 @@ def test_next_fragments_loaded_before_the_barrier_is_a_race(kernel):
     with pytest.raises(sim.HazardError) as info:
         launch("\n".join(moved), kernel)
     assert info.value.kind in ("race", "async-pending")
+
+
+@pytest.mark.parametrize("g,s,on", [
+    (G, S, True),
+    (Gemm(512, 512, 512), Schedule(block=(128, 128, 32)), True),  # 64x64 warp tiles: estimate 216 + 24
+    (Gemm(512, 512, 512), Schedule(block=(128, 128, 64)), True),  # 4 k-steps
+    (Gemm(512, 512, 512), Schedule(block=(128, 128, 16)), False),  # 1 k-step: nothing to carry
+    (Gemm(512, 512, 512, dtype="tf32"), Schedule(block=(64, 64, 64), warps=(1, 1)), False),  # 8 k-steps
+    (Gemm(512, 512, 512), Schedule(block=(128, 128, 32), stages=1), False),
+    (Gemm(512, 512, 512), Schedule(block=(128, 128, 32), frag_double_buffer=False), False),
+    (Gemm(512, 512, 512), Schedule(block=(128, 128, 32), warps=(2, 4), instruction="wmma", smem_layout="pad"), False),
+    # Stream-K's unit state leaves no room beside 64x64 warp tiles (it spilled with the prefetch)
+    (Gemm(512, 512, 512), Schedule(block=(128, 128, 32), decomposition="stream-k"), False),
+    (Gemm(512, 512, 512), Schedule(block=(64, 128, 32), decomposition="stream-k"), True),
+])
+def test_when_the_loop_prefetches(g, s, on):
+    from ptxgen.schedule.geometry import PREFETCH_REGISTERS, prefetches_across_k_tiles, register_estimate
+
+    assert prefetches_across_k_tiles(g, s) == on
+    assert register_estimate(g, s).get("prefetch", 0) == (PREFETCH_REGISTERS if on else 0)
+    ptx = ptxgen.compile(g, s).ptx
+    assert ("k-tile i+1 has landed" in ptx) == on
+    assert ("fragment double buffer on, across k-tiles" in ptx) == on  # the header says so

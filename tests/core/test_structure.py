@@ -7,8 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Gemm, Schedule, ScheduleError
-from ptxgen.emit.gemm_mainloop import MAX_PREFETCH_K_STEPS
-from ptxgen.schedule.geometry import operand_tiles, staging_layout
+from ptxgen.schedule.geometry import operand_tiles, prefetches_across_k_tiles, staging_layout
 
 
 def body(ptx: str) -> list[str]:
@@ -87,7 +86,7 @@ def test_main_loop_instruction_mix_groups_and_barriers(case):
         assert waits == ["cp.async.wait_group 0;"]
         assert len(bars) == 2 and bars[0] > max(copies) and bars[1] > max(mmas)
         assert count(pro, "cp.async") == 0
-    elif prefetches_across_tiles(s):
+    elif prefetches_across_k_tiles(g, s):
         # copies of k-tile i+S-1 open the loop; the wait and barrier for k-tile i+1 come after k-tile
         # i's second-last k-step, and k-tile i+1's first fragments load under the last k-step's mma
         assert waits == [f"cp.async.wait_group {s.stages - 2};"] and len(bars) == 1
@@ -123,10 +122,6 @@ def test_main_loop_instruction_mix_groups_and_barriers(case):
         assert all(re.search(r"st\.global\.v(4|2)\.(f32|b32)", l) or "v4" in l
                    for l in epi if opcode(l).startswith("st.global"))
         assert count(epi, "bar.sync") == 2
-
-
-def prefetches_across_tiles(s: Schedule) -> bool:
-    return s.frag_double_buffer and s.stages > 1 and 1 < s.bk // 16 <= MAX_PREFETCH_K_STEPS
 
 
 def test_fragment_double_buffer_prefetches_next_k_step():

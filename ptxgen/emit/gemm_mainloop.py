@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..schedule.geometry import prefetches_across_k_tiles
+from ..schedule.geometry import mma_k_steps, prefetches_across_k_tiles
 from ..schedule.problem import MMA_SHAPE
 from .ir import Imm, Sym, VReg
 from .memory import bar_sync, commit_group, wait_group
@@ -35,8 +35,7 @@ class MainLoop:
 
     @property
     def k_steps(self) -> int:
-        """mma k-steps per k-tile: one step covers 32 bytes of K."""
-        return self.s.bk * self.g.in_bytes // 32
+        return mma_k_steps(self.g, self.s)
 
     def mma_step(self, ks: int, frags: tuple[list, list], acc: list[list[tuple[VReg, ...]]]) -> None:
         """The warp tile's mma.sync of one k-step."""

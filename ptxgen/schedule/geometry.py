@@ -224,12 +224,17 @@ def register_limit(s: Schedule, regs_per_sm: int = 65536, max_per_thread: int = 
     return min(max_per_thread, regs_per_sm // s.threads // 8 * 8)
 
 
+def mma_k_steps(g: Gemm, s: Schedule) -> int:
+    """mma k-steps per k-tile: one step covers 32 bytes of K (k16 f16/bf16, k8 tf32, k32 int8)."""
+    return s.bk * g.in_bytes // 32
+
+
 def prefetches_across_k_tiles(g: Gemm, s: Schedule) -> bool:
     """Whether the main loop loads k-tile i+1's first fragments under k-tile i's last mma (CUTLASS's
     multistage order). It needs mma.sync fragments (wmma's are opaque), a pipelined loop, 2 to
     MAX_PREFETCH_K_STEPS k-steps per k-tile (so the carried registers are free when reloaded), and
     PREFETCH_REGISTERS to spare under the register limit."""
-    k_steps = s.bk * g.in_bytes // 32
+    k_steps = mma_k_steps(g, s)
     return (s.frag_double_buffer and s.instruction != "wmma" and s.stages > 1
             and 1 < k_steps <= MAX_PREFETCH_K_STEPS
             and _base_estimate(g, s)["total"] + PREFETCH_REGISTERS <= register_limit(s))

@@ -16,6 +16,8 @@ from ptxgen.check import compare, random_operands, reference
 from ptxgen.schedule.geometry import operand_tiles
 from ptxgen.simulate import run_simulation
 
+from .draws import draw_gemm, draw_small_schedule
+
 SIZES = [1, 2, 7, 15, 16, 17, 63, 100, 127, 129]
 
 
@@ -31,17 +33,8 @@ def run(g: Gemm, s: Schedule):
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_odd_shapes_match_numpy(data):
-    g = Gemm(data.draw(st.sampled_from(SIZES), label="M"), data.draw(st.sampled_from(SIZES), label="N"),
-             data.draw(st.sampled_from(SIZES), label="K"),
-             dtype=data.draw(st.sampled_from(["f16", "bf16"]), label="dtype"),
-             out_dtype=data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
-             a_layout=data.draw(st.sampled_from(["row", "col"]), label="a_layout"),
-             b_layout=data.draw(st.sampled_from(["row", "col"]), label="b_layout"))
-    s = Schedule(block=(64, 64, data.draw(st.sampled_from([32, 64]), label="BK")),
-                 warps=data.draw(st.sampled_from([(1, 1), (2, 2), (2, 1)]), label="warps"),
-                 stages=data.draw(st.integers(1, 4), label="stages"),
-                 smem_layout=data.draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),
-                 raster=data.draw(st.sampled_from(["row", "grouped"]), label="raster"), group_m=2)
+    g = draw_gemm(data, SIZES)
+    s = draw_small_schedule(data)
     try:
         ptxgen.verify(g, s)
     except ScheduleError:

@@ -21,6 +21,8 @@ from ptxgen.schedule.streamk import stream_k_grid, stream_k_plan
 from ptxgen.simulate import run_simulation
 from ptxgen.sim import HazardError
 
+from .draws import draw_gemm, draw_small_schedule
+
 SIZES = [1, 7, 17, 63, 64, 100, 129, 200]
 
 
@@ -111,23 +113,13 @@ def test_stream_k_matches_numpy(g, s):
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_random_stream_k_kernels_match_numpy(data):
-    g = Gemm(data.draw(st.sampled_from(SIZES), label="M"), data.draw(st.sampled_from(SIZES), label="N"),
-             data.draw(st.sampled_from(SIZES), label="K"),
-             dtype=data.draw(st.sampled_from(["f16", "bf16"]), label="dtype"),
-             out_dtype=data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
-             a_layout=data.draw(st.sampled_from(["row", "col"]), label="a_layout"),
-             b_layout=data.draw(st.sampled_from(["row", "col"]), label="b_layout"),
-             batch=data.draw(st.integers(1, 2), label="batch"),
-             epilogue=data.draw(st.sampled_from([None, Epilogue(alpha=2.0, bias="col"),
-                                                 Epilogue(beta=-1.0, activation="silu")]), label="epilogue"))
-    s = Schedule(block=(64, 64, data.draw(st.sampled_from([32, 64]), label="BK")),
-                 warps=data.draw(st.sampled_from([(1, 1), (2, 2), (2, 1)]), label="warps"),
-                 stages=data.draw(st.integers(1, 4), label="stages"),
-                 raster=data.draw(st.sampled_from(["row", "grouped"]), label="raster"), group_m=2,
-                 instruction=data.draw(st.sampled_from(["m16n8k16", "m16n8k16", "wmma"]), label="instruction"),
-                 smem_layout=data.draw(st.sampled_from(["swizzle", "pad", "plain"]), label="smem"),
-                 decomposition=data.draw(st.sampled_from(["stream-k", "stream-k-pure"]), label="decomposition"),
-                 sms=data.draw(st.integers(1, 9), label="sms"))
+    g = draw_gemm(data, SIZES, batch=data.draw(st.integers(1, 2), label="batch"),
+                  epilogue=data.draw(st.sampled_from([None, Epilogue(alpha=2.0, bias="col"),
+                                                      Epilogue(beta=-1.0, activation="silu")]), label="epilogue"))
+    s = draw_small_schedule(
+        data, instruction=data.draw(st.sampled_from(["m16n8k16", "m16n8k16", "wmma"]), label="instruction"),
+        decomposition=data.draw(st.sampled_from(["stream-k", "stream-k-pure"]), label="decomposition"),
+        sms=data.draw(st.integers(1, 9), label="sms"))
     try:
         ptxgen.verify(g, s)
     except ScheduleError:

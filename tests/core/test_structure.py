@@ -128,15 +128,16 @@ def test_fragment_double_buffer_prefetches_next_k_step():
     """On: each k-step's fragments load before the previous k-step's mma, k-tile i+1's first ones
     included (into the registers k-step 0 reads, after the barrier). Off: load, then mma."""
     g, s = Gemm(512, 512, 256), Schedule(block=(128, 128, 32), frag_double_buffer=True)
-    _, loop, _ = sections(ptxgen.compile(g, s).ptx)
+    k = ptxgen.compile(g, s)
+    _, loop, _ = sections(k.ptx)
     ops = [opcode(l).split(".")[0] for l in loop]
     n_ld = expected_mix(g, s)["ldmatrix"]  # two k-steps
     first_mma, bar = ops.index("mma"), ops.index("bar")
     assert ops[:first_mma].count("ldmatrix") == n_ld // 2 and first_mma < bar, "k-step 1 loads under k-step 0"
     after = ops[bar:]
     assert after.count("ldmatrix") == n_ld // 2 and after.index("ldmatrix") < after.index("mma")
-    mmas = [ins for ins in ptxgen.compile(g, s).function.instructions() if ins.op.startswith("mma")]
-    lds = [ins for ins in ptxgen.compile(g, s).function.instructions() if ins.op.startswith("ldmatrix")]
+    mmas = [ins for ins in k.function.instructions() if ins.op.startswith("mma")]
+    lds = [ins for ins in k.function.instructions() if ins.op.startswith("ldmatrix")]
     step0_a = {r for ins in mmas[:32] for r in ins.operands[1].regs}
     carried = {r for ins in lds[-n_ld // 2:] for r in ins.operands[0].regs}
     assert step0_a <= carried, "the next k-tile's loads write the registers k-step 0 reads"

@@ -13,7 +13,8 @@ numpy. CTAs run one after another unless the program synchronises between CTAs (
 make progress (scheduler.py), and global accesses between CTAs are checked against a
 happens-before model (sync.py). Hazards (races, pending cp.async reads, out-of-bounds or misaligned
 accesses, divergent branches, unsupported instructions, deadlock) raise HazardError naming the PTX
-line; errors.HAZARD_KINDS lists them. This package imports nothing else from ptxgen on purpose.
+line; errors.HAZARD_KINDS lists them. Like ptxas, it rejects a module that does not start with
+`.version`, `.target` and `.address_size 64` in that order (header.py). This package imports nothing else from ptxgen on purpose.
 """
 from .errors import HazardError
 from .machine import SimResult, launch

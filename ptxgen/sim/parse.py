@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import HazardError
+from .header import HeaderState
 from .operands import IDENT, parse_operand, split_top_level
 from .ptxtypes import TYPE_BITS, type_bytes
 
@@ -295,6 +296,7 @@ def parse_module(text: str) -> Module:
     """Parse PTX text; raises HazardError("unsupported") naming the line on anything not understood."""
     src = _Source(text)
     module = Module(src.lines, [], {})
+    header = HeaderState()
     depth = 0
     entry: Entry | None = None
     pending_header: tuple[int, str] | None = None
@@ -319,7 +321,7 @@ def parse_module(text: str) -> Module:
                 entry = None
             continue
         if depth == 0:
-            pending_header = _module_statement(src, module, offset, line, piece, pending_header)
+            pending_header = _module_statement(src, module, header, offset, line, piece, pending_header)
             continue
         assert entry is not None
         _body_statement(src, entry, offset, piece)
@@ -327,6 +329,8 @@ def parse_module(text: str) -> Module:
         raise src.fail(len(src.lines), "unterminated block", True)
     if pending_header is not None:
         raise src.fail(pending_header[0], "entry declaration without a body", True)
+    if (problem := header.missing()) is not None:
+        raise src.fail(1, problem, True)
     return module
 
 
@@ -343,22 +347,27 @@ def _split_line_directive(src: _Source, offset: int, piece: str):
     return line, first.split(), rest_offset, rest.strip()
 
 
-def _module_statement(src, module, offset, line, piece, pending_header):
+def _module_statement(src, module, header, offset, line, piece, pending_header):
     if pending_header is not None:
         raise src.fail(pending_header[0], "entry declaration without a body", True)
     while (split := _split_line_directive(src, offset, piece)) is not None:
         line, words, offset, piece = split
         if len(words) < 2:
             raise src.fail(line, f"{words[0]} needs an argument", True)
+        if words[0] in (".version", ".target", ".address_size"):
+            if (problem := header.directive(words[0], words[1:])) is not None:
+                raise src.fail(line, problem, True)
+        elif (problem := header.missing()) is not None:  # .file/.loc before the header
+            raise src.fail(line, problem, True)
         if words[0] == ".version":
             module.version = words[1]
         elif words[0] == ".target":
             module.target = " ".join(words[1:])
-        elif words[0] == ".address_size" and words[1] != "64":
-            raise src.fail(line, "only .address_size 64 is supported", True)
         if not piece:
             return None
         line = src.line_at(offset)
+    if (problem := header.statement()) is not None:
+        raise src.fail(line, problem, True)
     word = piece.split()[0]
     if word in (".shared", ".extern") and ".shared" in piece.split():
         module.shared.append(_parse_shared(src, line, piece))

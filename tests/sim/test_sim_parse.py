@@ -97,3 +97,39 @@ def test_shared_memory_over_the_per_block_limit_is_rejected():
     sim.launch(ptx, "k", args=[np.zeros(1)], dynamic_smem=200 * 1024)
     with pytest.raises(ValueError, match="shared memory"):
         sim.launch(ptx, "k", args=[np.zeros(1)], dynamic_smem=240 * 1024)
+
+
+_ENTRY = ".visible .entry k(.param .u64 pOut)\n{\n    ret;\n}\n"
+
+
+@pytest.mark.parametrize("text,marker,words", [
+    (_ENTRY, ".entry", ["missing .version"]),                                    # bare PTX
+    (".target sm_80\n.address_size 64\n" + _ENTRY, ".target", [".version here"]),
+    (".version 7.8\n" + _ENTRY, ".entry", ["missing .target"]),
+    (".version 7.8\n.target sm_80\n" + _ENTRY, ".entry", ["missing .address_size", "64"]),
+    (".version 7.8\n.address_size 64\n.target sm_80\n" + _ENTRY, ".address_size", [".target here"]),
+    (".target sm_80\n.version 7.8\n.address_size 64\n" + _ENTRY, ".target", ["out of order"]),
+    (HEADER + ".version 7.8\n" + _ENTRY, "7.8\n.vis", ["twice"]),
+    (".version 7.0\n.target sm_90\n.address_size 64\n" + _ENTRY, "sm_90", ["7.8 or newer"]),
+    (".version 5.0\n.target sm_80\n.address_size 64\n" + _ENTRY, "5.0", ["unknown", "7.8"]),
+    (".version 7.8\n.target sm_81\n.address_size 64\n" + _ENTRY, "sm_81", ["unknown", "sm_80"]),
+    (".version 7.8\n.target sm_80\n.address_size 32\n" + _ENTRY, ".address_size", ["64-bit"]),
+])
+def test_module_header_is_required_in_ptxas_order(text, marker, words):
+    """The assembler rejects PTX without `.version`/`.target` (or with them out of order, or a
+    target newer than the version): so must the simulator, naming the directive and the fix."""
+    with pytest.raises(sim.HazardError) as err:
+        sim.launch(text, "k", args=[np.zeros(1)])
+    assert err.value.kind == "unsupported"
+    if marker == "7.8\n.vis":  # the repeated .version: the line after HEADER
+        assert err.value.line == HEADER.count("\n") + 1
+    else:
+        assert err.value.line == [i + 1 for i, s in enumerate(text.split("\n")) if marker in s][0]
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_known_headers_are_accepted():
+    for version, target in (("7.8", "sm_80"), ("8.0", "sm_90a"), ("7.0", "sm_80"), ("8.7", "sm_120")):
+        sim.launch(f".version {version}\n.target {target}\n.address_size 64\n" + _ENTRY, "k",
+                   args=[np.zeros(1)])

@@ -8,7 +8,8 @@ Kernel parameters, in order (documented in the README):
     bias               .u64  only when the epilogue adds a bias (`gemm.bias_dtype` elements)
     scale              .u64  only when the epilogue multiplies by a scale vector (f32 elements)
     workspace, counters .u64 only with workspace split-K or Stream-K: `workspace_elements` f32 and
-                             `counter_count` u32 (zero before the first launch; kernels reset them)
+                             `counter_count` u32 (counters zero before the first launch and left
+                             at zero; the workspace needs no zeroing and keeps stale partials)
 Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
 """
 from __future__ import annotations
@@ -69,12 +70,16 @@ class Kernel:
 
     @property
     def workspace_elements(self) -> int:
-        """f32 elements of split-K / Stream-K workspace the kernel needs (0 when it needs none)."""
+        """f32 elements of split-K / Stream-K workspace the kernel needs (0 when it needs none).
+
+        It needs no zeroing: each launch writes a partial before any CTA reads it, and leaves the
+        partials there (only the counters are left at zero)."""
         return self.scratch_sizes(self.grid)[0]
 
     @property
     def counter_count(self) -> int:
-        """u32 arrival counters (split-K) or flags (Stream-K) the kernel needs."""
+        """u32 arrival counters (split-K) or flags (Stream-K) the kernel needs: zero before the first
+        launch; every launch leaves them at zero again, so they can be reused."""
         return self.scratch_sizes(self.grid)[1]
 
     def scratch_sizes(self, grid: tuple[int, int, int]) -> tuple[int, int]:

@@ -90,3 +90,23 @@ def test_split_k_rules(g, s, field):
     with pytest.raises(ScheduleError) as info:
         ptxgen.verify(g, s)
     assert info.value.field == field
+
+
+def test_counters_end_zero_and_stale_partials_do_not_matter():
+    """The README's contract for the scratch buffers: the kernel leaves its counters at zero, so the
+    next launch may reuse them; the workspace is NOT left zeroed (it keeps the partials) and needs no
+    zeroing: a relaunch over a NaN-poisoned workspace is still exact."""
+    g = Gemm(128, 96, 256)
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 32), split_k=4))
+    a, b = random_operands(g)
+    work, counters = np.zeros(k.workspace_elements, np.float32), np.zeros(k.counter_count, np.uint32)
+    outs = []
+    for launch in range(2):
+        c = np.full((g.m, g.n), np.nan, np.float32)
+        sim.launch(k.ptx, k.entry, grid=k.grid, block=k.block, dynamic_smem=k.smem_bytes,
+                   args=[a, b, c, g.m, g.n, g.k, g.k, g.k, g.n, work, counters])
+        assert not counters.any(), "every tile counter is back at zero"
+        assert np.count_nonzero(work) > 0, "the partials stay in the workspace"
+        outs.append(c)
+        work[:] = np.nan  # stale data in the workspace must not leak into the next launch
+    assert compare(outs[0], reference(a, b), g).ok and np.array_equal(outs[0], outs[1])

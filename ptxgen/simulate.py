@@ -77,6 +77,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     simulated CTA wrote."""
     from . import sim
     from .runtime.launch import check_epilogue_operands, vector_view
+    from .runtime.operands import check_no_aliasing
 
     g = kernel.gemm
     align = g.alignment()
@@ -89,13 +90,18 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
                                    align=align, batch=g.batch)
     vc, sc, buf_c = matrix_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
                                    align=g.out_alignment(), batch=g.batch, writable=True)
-    # The simulator takes each operand's memory as one contiguous buffer spanning the matrices.
+    vectors = [vector_view(kernel, name, np.asarray(vec), None)
+               for name, vec in (("bias", bias), ("scale", scale)) if vec is not None]
+    check_no_aliasing(vc, [va, vb, *vectors])  # the GPU path's rule (runtime.launch)
+    # The simulator takes each operand's memory as one contiguous buffer spanning the matrices;
+    # the inputs read-only, so a kernel that stores into one is reported, not silently obeyed.
+    inputs = [buf_a, buf_b] + [v.host_span() for v in vectors]
+    for buf in inputs:
+        buf.flags.writeable = False
     args = [buf_a, buf_b, buf_c, g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
     if g.batch > 1:
         args += [sa, sb, sc]
-    for name, vec in (("bias", bias), ("scale", scale)):
-        if vec is not None:
-            args.append(vector_view(kernel, name, np.asarray(vec), None).host_span())
+    args += inputs[2:]
     if kernel.workspace_elements:
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
     if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so

@@ -16,7 +16,7 @@ import numpy as np
 from ..schedule.problem import DTYPE_BYTES, numpy_dtype
 from . import driver as drv
 from .batch import check_batched_operand, operand_shape
-from .operands import OperandView, check_operand
+from .operands import OperandView, check_no_aliasing, check_operand
 from .params import ParamBlock, ParamDecl, parse_params
 
 if TYPE_CHECKING:
@@ -344,6 +344,7 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
         if v.is_host != host:
             raise TypeError(f"{v.name} is {'a host numpy' if v.is_host else 'a device'} array but A and B "
                             f"are {'host numpy' if host else 'device'} arrays: pass {v.name} where A and B are")
+    check_no_aliasing(cv, [av, bv, *vectors])
     views = (av, bv, cv) + vectors
     if host:
         ptrs = []

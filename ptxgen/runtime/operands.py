@@ -20,7 +20,8 @@ import numpy as np
 
 from ..schedule.problem import DTYPE_BYTES, numpy_dtype
 
-__all__ = ["OperandView", "RawArray", "check_matrix", "check_operand", "normalize_dtype", "read_array"]
+__all__ = ["OperandView", "RawArray", "check_matrix", "check_no_aliasing", "check_operand", "normalize_dtype",
+           "read_array"]
 
 #: ptxgen dtype -> (CUDA-array-interface typestrs, DLPack (code, bits), torch dtype name)
 _DTYPE_INFO: dict[str, tuple[tuple[str, ...], tuple[int, int], str]] = {
@@ -380,3 +381,63 @@ def check_matrix(raw: RawArray, x: Any, *, name: str, shape: tuple[int, int], dt
                        strides=(int(el[0]), int(el[1])), itemsize=isz, nbytes=int(span * isz),
                        device_ptr=raw.ptr, host=raw.host, device=raw.device, kind=raw.kind,
                        source=x, stream=raw.stream, keepalive=raw.keepalive)
+
+
+# -- aliasing between the output and the inputs ------------------------------------------------
+_TOO_HARD = getattr(getattr(np, "exceptions", np), "TooHardError")
+
+
+def _address(v: OperandView) -> int:
+    """The address of the view's first element: the device pointer, or the host array's data."""
+    if v.device_ptr is not None:
+        return int(v.device_ptr)
+    assert v.host is not None
+    return int(v.host.__array_interface__["data"][0])
+
+
+def _ghost(v: OperandView) -> np.ndarray:
+    """A numpy array with the view's address, shape and byte strides whose memory is never touched:
+    np.shares_memory only does arithmetic on addresses and strides, for device pointers too."""
+    shape = v.full_shape
+    strides = v._byte_strides()
+    holder = type("_Ghost", (), {})()
+    holder.__array_interface__ = {"shape": shape, "typestr": f"|V{v.itemsize}", "version": 3,
+                                  "data": (_address(v), True), "strides": strides}
+    return np.asarray(holder)
+
+
+def _overlap(x: OperandView, y: OperandView) -> bool:
+    """Whether two operands share a byte: exactly (element by element, so interleaved strided views
+    of one buffer that never touch the same element are fine), or by their spans where the exact
+    question is too hard."""
+    if not (x.nbytes and y.nbytes) or (x.is_host != y.is_host):
+        return False
+    if x.is_host and y.is_host and not np.may_share_memory(x.host, y.host):
+        return False
+    if x.device_ptr is not None and y.device_ptr is not None and (x.device is not None and
+                                                               y.device is not None and x.device != y.device):
+        return False
+    try:
+        return bool(np.shares_memory(_ghost(x), _ghost(y), max_work=1 << 20))
+    except _TOO_HARD:
+        xa, ya = _address(x), _address(y)
+        return xa < ya + y.nbytes and ya < xa + x.nbytes
+
+
+def check_no_aliasing(output: OperandView, inputs: list[OperandView]) -> None:
+    """Refuse an output that shares memory with an input it is computed from.
+
+    Why: CTAs write their C tiles while other CTAs are still reading A, B (or the bias and scale
+    vectors), so an overlapping output gives a wrong result on the GPU and on the simulator alike,
+    with nothing to show for it. C as both the beta input and the output is fine: each element is
+    read and then written by the same thread (`output` itself is not in `inputs`).
+    """
+    for v in inputs:
+        if v is not output and _overlap(output, v):
+            oa, va = _address(output), _address(v)
+            raise ValueError(
+                f"{output.name} overlaps {v.name} in memory ({output.name} spans bytes "
+                f"[{oa:#x}, {oa + output.nbytes:#x}), {v.name} [{va:#x}, {va + v.nbytes:#x})): the "
+                f"kernel writes {output.name} while other CTAs still read {v.name}, so the result "
+                f"would be wrong. Pass a separate array for {output.name} (a fresh np.empty / "
+                f"torch.empty), or pass a copy of {v.name} ({v.name.lower()}.copy() / .clone())")

@@ -393,3 +393,50 @@ def test_stream_k_grid_follows_the_device_and_sizes_its_scratch(fake, sms, grid)
     assert [launch.grid for launch in fake.launches] == [(grid, 1, 1)] * 2
     assert [size for size, _ in seen] == [grid * 64 * 64 * 4] * 2 and not seen[0][1].any()
     assert len(kern._split_k_scratch) == 1  # allocated once, kept for later launches
+
+
+class _View:
+    """A device matrix at `ptr` with byte `strides` (only the CUDA array interface)."""
+
+    def __init__(self, ptr: int, shape, typestr: str, strides=None):
+        self.shape = shape
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+
+
+def test_output_overlapping_an_input_is_refused(fake):
+    """C sharing bytes with A, B or the bias would be overwritten while other CTAs still read them:
+    refused on the device path (pointer arithmetic) and the host path (np.shares_memory), naming both
+    operands and the fix; C exactly in place (beta) and strided views that interleave without
+    sharing an element are fine."""
+    from ptxgen import Epilogue
+
+    g = Gemm(64, 64, 64, out_dtype="f16", epilogue=Epilogue(bias="col"))
+    k = make_kernel(g, fake)
+    fake.register("gemm", GEMM_TYPES + ["u8"], lambda f, args: None)
+    k.ptx = S.gemm_stub().replace(".param .u32 ldc\n", ".param .u32 ldc, .param .u64 bias\n")
+    store = drv.DeviceBuffer(64 * 256 * 2)
+    row = 256 * 2  # a (64, 256) f16 buffer: matrices are 64-column slices of it
+    a = _View(store.ptr, (64, 64), "<f2", (row, 2))
+    b = _View(store.ptr + 64 * 2, (64, 64), "<f2", (2, row))  # column-major, like the Gemm's B
+    bias = _View(store.ptr + 3 * 64 * 2, (64,), "<f2")
+    for name, c in (("A", _View(store.ptr + 32 * 2, (64, 64), "<f2", (row, 2))),
+                    ("B", _View(store.ptr + 64 * 2 + 5 * row, (64, 64), "<f2", (row, 2))),
+                    ("bias", _View(store.ptr + 3 * 64 * 2, (64, 64), "<f2", (row, 2)))):
+        with pytest.raises(ValueError, match=rf"C overlaps {name} in memory .* Pass a separate array for C"):
+            launch_kernel(k, a, b, c=c, bias=bias)
+    c = _View(store.ptr + 2 * 64 * 2, (64, 64), "<f2", (64 * 2, 2))  # dense: runs into A's second row
+    with pytest.raises(ValueError, match="C overlaps A"):
+        launch_kernel(k, a, b, c=c, bias=bias)
+    assert fake.launches == []
+    launch_kernel(k, a, b, c=_View(store.ptr + 2 * 64 * 2, (64, 64), "<f2", (row, 2)), bias=bias)
+    assert len(fake.launches) == 1  # interleaved with A and B, sharing no element: fine
+
+    host = np.ones((64, 256), np.float16)
+    ha, hb, hbias = host[:, :64], host[:, 64:128].T.copy().T, np.ones(64, np.float16)
+    with pytest.raises(ValueError, match="C overlaps A"):
+        launch_kernel(k, ha, hb, c=host[:, 32:96], bias=hbias)
+    with pytest.raises(ValueError, match="C overlaps bias"):
+        launch_kernel(k, ha, hb, c=host[:, 128:192], bias=host[3, 150:214])
+    launch_kernel(k, ha, hb, c=host[:, 128:192], bias=hbias)
+    assert len(fake.launches) == 2

@@ -5,6 +5,8 @@ assemble the same PTX over and over. An entry is keyed by sha256 of (PTX, arch, 
 assembler identity), written atomically (temp file in the same directory + `os.replace`), and
 carries a checksum so a truncated or corrupted entry is detected, deleted and rebuilt — never
 trusted. Any OS error degrades to "no cache" with one warning; it never fails an assembly.
+A temp file is named after its writer (pid and host), so one left by a killed process is swept
+when a process first uses the directory; any temp file older than STALE_SECONDS is swept too.
 
 Environment:
     PTXGEN_CACHE=0        disable the cache
@@ -14,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import struct
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +46,13 @@ class CacheStats:
 
 stats = CacheStats()
 _warned: set[str] = set()
+_swept: set[Path] = set()
+#: A temp file this old is abandoned whoever wrote it (a write takes milliseconds).
+STALE_SECONDS = 600
+PART = SUFFIX + ".part"
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+_FIX = ("point PTXGEN_CACHE_DIR at a writable directory, or set PTXGEN_CACHE=0 to run without "
+        "a cache")
 
 
 def _warn_once(tag: str, message: str) -> None:
@@ -74,9 +85,56 @@ def cache_dir() -> Path | None:
     except OSError as e:
         stats.errors += 1
         _warn_once(f"mkdir:{d}", f"ptxgen cache directory {d} is unusable ({e}); continuing "
-                                 f"without a cache (set PTXGEN_CACHE_DIR to a writable directory)")
+                                 f"without a cache. Fix: {_FIX}")
         return None
+    if d not in _swept:
+        _swept.add(d)
+        sweep_temp_files(d)
     return d
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. PermissionError: it exists, under another user
+        return True
+    return True
+
+
+def _abandoned(path: Path, now: float) -> bool:
+    """Whether a temp file's writer is gone: a dead process of this host, or too old to be live."""
+    try:
+        age = now - path.stat().st_mtime
+    except OSError:
+        return False
+    if age > STALE_SECONDS:
+        return True
+    parts = path.name.split("-")  # .tmp-<pid>-<host>-<random>.cubin-entry.part
+    if len(parts) >= 4 and parts[1].isdigit() and parts[2] == _HOST:
+        return not _alive(int(parts[1]))
+    return False
+
+
+def sweep_temp_files(d: Path) -> int:
+    """Remove temp files left by writers that were killed; returns how many went."""
+    removed = 0
+    now = time.time()
+    try:
+        names = [p for p in d.iterdir() if p.name.endswith(PART)]
+    except OSError:
+        return 0
+    for p in names:
+        if _abandoned(p, now):
+            try:
+                p.unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass
+            except OSError:  # read-only: store() says so, once
+                break
+    return removed
 
 
 def make_key(ptx: str, arch: str, entry: str, assembler_id: str) -> str:
@@ -135,12 +193,18 @@ def load(key: str) -> tuple[bytes, str] | None:
     if got is None:
         stats.corrupt += 1
         stats.misses += 1
-        warnings.warn(f"ptxgen cache entry {path} is truncated or corrupt; deleting it and "
-                      f"assembling again", CacheWarning, stacklevel=2)
         try:
             path.unlink()
-        except OSError:
+        except FileNotFoundError:  # another process deleted it first
             pass
+        except OSError as e:  # a read-only cache: say so once, and claim no deletion
+            stats.errors += 1
+            _warn_once(f"read-only:{path.parent}", f"ptxgen cache entry {path} is truncated or "
+                       f"corrupt and cannot be deleted ({e}); ignoring it and assembling instead. "
+                       f"Fix: {_FIX}")
+            return None
+        warnings.warn(f"ptxgen cache entry {path} was truncated or corrupt; deleted it and "
+                      f"assembling again", CacheWarning, stacklevel=2)
         return None
     stats.hits += 1
     return got
@@ -154,7 +218,7 @@ def store(key: str, cubin: bytes, log: str) -> None:
     blob = encode_entry(key, cubin, log)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX + ".part", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-{_HOST}-", suffix=PART, dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
             f.flush()
@@ -164,8 +228,9 @@ def store(key: str, cubin: bytes, log: str) -> None:
         stats.stores += 1
     except OSError as e:
         stats.errors += 1
-        _warn_once(f"write:{path.parent}", f"ptxgen cache write to {path.parent} failed ({e}); "
-                                           f"continuing without caching")
+        _warn_once(f"read-only:{path.parent}" if isinstance(e, PermissionError) else f"write:{path.parent}",
+                   f"ptxgen cache write to {path.parent} failed ({e}); continuing without caching. "
+                   f"Fix: {_FIX}")
     finally:
         if tmp is not None:
             try:
@@ -180,7 +245,7 @@ def clear() -> int:
     n = 0
     if d.is_dir():
         for p in d.iterdir():
-            if p.name.endswith(SUFFIX) or p.name.endswith(SUFFIX + ".part"):
+            if p.name.endswith(SUFFIX) or p.name.endswith(PART):
                 try:
                     p.unlink()
                     n += 1

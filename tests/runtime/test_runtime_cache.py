@@ -4,6 +4,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import stat
+import time
 import warnings
 
 import pytest
@@ -17,6 +18,7 @@ from ptxgen.runtime.assemble import assemble
 def fresh_stats(monkeypatch):
     monkeypatch.setattr(cache, "stats", cache.CacheStats())
     monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(cache, "_swept", set())
 
 
 def entries(root):
@@ -149,14 +151,26 @@ def test_write_goes_through_temp_file_in_same_dir(cache_root, monkeypatch):
     assert src_dir == dst_dir and name.startswith(".tmp-")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
 def test_unwritable_dir_degrades_to_no_cache(tmp_path, monkeypatch):
+    """Root ignores directory permissions, so the refusal is also simulated: the test runs as any user."""
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    real_mkdir = cache.Path.mkdir
+
+    def refuse(self, *a, **k):
+        if ro in self.parents:
+            raise PermissionError(13, "Permission denied (simulated)", str(self))
+        return real_mkdir(self, *a, **k)
+
+    monkeypatch.setattr(cache.Path, "mkdir", refuse)
     monkeypatch.setenv("PTXGEN_CACHE_DIR", str(ro / "sub"))
-    with pytest.warns(cache.CacheWarning):
+    with pytest.warns(cache.CacheWarning, match="PTXGEN_CACHE_DIR"):
         assert assemble(S.add_one(), "sm_80", "add1").cubin[:4] == b"\x7fELF"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process
+        assemble(S.add_one(), "sm_80", "add1")
+    ro.chmod(stat.S_IRWXU)
 
 
 def test_unusable_dir_degrades_to_no_cache(tmp_path, monkeypatch):
@@ -203,3 +217,60 @@ def test_concurrent_writers(cache_root):
     for p in files:
         key = p.name[: -len(cache.SUFFIX)]
         assert cache.decode_entry(key, p.read_bytes()) is not None
+
+
+def test_read_only_cache_warns_once_with_the_fix_and_claims_no_deletion(cache_root, monkeypatch):
+    """A corrupt entry in a cache that cannot be written: one warning per process that names the fix
+    and says the entry is ignored, not "deleting it" on every load (and the file stays)."""
+    key = cache.make_key("ptx", "sm_80", "k", "asm")
+    cache.store(key, b"\x7fELF-cubin", "log")
+    path = cache.entry_path(key)
+    path.write_bytes(path.read_bytes()[:-3])  # truncated
+
+    def refuse(*a, **k):
+        raise PermissionError(13, "Read-only file system (simulated)")
+
+    monkeypatch.setattr(cache.Path, "unlink", refuse)
+    monkeypatch.setattr(cache.tempfile, "mkstemp", refuse)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert cache.load(key) is None
+            cache.store(key, b"\x7fELF-cubin", "log")
+    (w,) = [w for w in seen if issubclass(w.category, cache.CacheWarning)]
+    text = str(w.message)
+    assert "deleting" not in text and "cannot be deleted" in text and "PTXGEN_CACHE_DIR" in text
+    assert path.exists() and cache.stats.corrupt == 3
+
+
+def _temp_name(pid: int, host: str = None) -> str:
+    return f".tmp-{pid}-{host or cache._HOST}-abc_123{cache.PART}"
+
+
+def test_temp_file_of_a_killed_writer_is_swept_by_the_next_process(cache_root, tmp_path):
+    """A writer killed between writing its temp file and renaming it leaves a .part file; the next
+    process to use the directory removes it (its writer is dead), and leaves live writers' alone."""
+    import signal
+    import subprocess
+    import sys
+
+    script = ("import os, signal\n"
+              "from ptxgen.runtime import cache\n"
+              "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
+              "cache.store(cache.make_key('p', 'sm_80', 'k', 'a'), b'cubin', 'log')\n")
+    env = {**os.environ, "PTXGEN_CACHE_DIR": str(cache_root),
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env)
+    assert proc.returncode == -signal.SIGKILL
+    d = cache_root / "cubins"
+    (left,) = [p for p in d.iterdir() if p.name.endswith(cache.PART)]
+    live = d / _temp_name(os.getpid())  # a write in progress in a live process
+    other_host = d / _temp_name(1, host="0" * 8)  # another machine's (shared directory): unknown
+    old = d / _temp_name(os.getpid(), host="f" * 8)
+    for p in (live, other_host, old):
+        p.write_bytes(b"partial")
+    ancient = time.time() - cache.STALE_SECONDS - 60
+    os.utime(old, (ancient, ancient))  # too old to be a live write, whoever wrote it
+    assert cache.load(cache.make_key("p", "sm_80", "k", "a")) is None
+    assert not left.exists() and not old.exists()
+    assert live.exists() and other_host.exists()

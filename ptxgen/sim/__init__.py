@@ -6,8 +6,10 @@
     res.instructions       # thread-instructions executed
     res.smem_wavefronts    # {ptx line: (wavefronts, ideal)} for shared-memory bank conflicts
 
-Array arguments act as device buffers (written in place); each gets a fake 256-byte aligned
-global address (SimResult.global_addresses). Threads of a CTA run in lock step, vectorised with
+Array arguments act as device buffers (written in place); each gets a fake global address
+(SimResult.global_addresses) in the middle of its own 1 TiB region, so an out-of-bounds access is
+reported against the argument it strayed from and can never land in another argument's array;
+a store into a read-only (numpy `writeable=False`) argument is reported too. Threads of a CTA run in lock step, vectorised with
 numpy. CTAs run one after another unless the program synchronises between CTAs (atomics,
 .relaxed/.acquire/.release/.volatile accesses, fences): then they run interleaved, so spin-waits
 make progress (scheduler.py), and global accesses between CTAs are checked against a

@@ -10,7 +10,9 @@ race           two threads (or two CTAs) touch the same bytes without synchronis
                with no bar.sync in between; global memory between CTAs with no release/acquire
                (happens-before) edge (sync.py), or ordinary stores by two CTAs to the same bytes.
 async-pending  a cp.async destination is read or overwritten before a wait covered it.
-out-of-bounds  an access outside every argument array, the shared window or a parameter.
+out-of-bounds  an access outside the argument array its address was derived from (named, with the
+               distance and its bounds), outside the shared window or a parameter, or a store
+               into a read-only argument.
 misaligned     an address (or a wmma stride) breaks the instruction's alignment rule.
 divergence     a branch, barrier or .sync.aligned warp instruction that threads disagree on.
 unsupported    text the simulator does not implement (reported before anything runs).

@@ -1,8 +1,12 @@
 """Global and shared memory with the checks a real GPU would not make for you.
 
-Global memory is the caller's numpy arrays (read and written through uint8 views), each placed at
-a fake, distinct, 256-byte aligned base address. Per-byte writer tags (CTA, strength, epoch) let
-sync.py decide whether two CTAs touching the same bytes were ordered by a release/acquire pair.
+Global memory is the caller's numpy arrays (read and written through uint8 views), each placed in
+the middle of its own 1 TiB region of fake addresses. Everything else is unmapped, so an access
+that strays from its array by less than half a region (any offset a kernel computes from 32-bit
+indices) can never land in another argument's array: it is reported against the argument whose
+region it falls in, i.e. the one its pointer was derived from, with the distance and the bounds.
+Per-byte writer tags (CTA, strength, epoch) let sync.py decide whether two CTAs touching the same
+bytes were ordered by a release/acquire pair.
 
 Shared memory is one uint8 array per CTA plus per-byte race state: the last writer thread and the
 barrier epoch of that write, the last reader thread (or MANY) and its epoch, and a count of
@@ -15,7 +19,7 @@ import numpy as np
 from .errors import Fault
 
 GLOBAL_BASE = 0x7F00_0000_0000
-GLOBAL_GAP = 0x1000          # unmapped bytes between arrays, so small overruns never alias
+GLOBAL_REGION = 1 << 40      # fake address space per argument array; the array sits at its middle
 SHARED_GENERIC_BASE = 0x7E00_0000_0000  # where cvta.shared puts the shared window
 NOBODY = -1
 MANY = -2
@@ -34,13 +38,14 @@ class GlobalMemory:
         self.views: list[np.ndarray] = []
         self.track = track
         bases, ends = [], []
-        addr = GLOBAL_BASE
-        for name, arr in buffers:
+        for i, (name, arr) in enumerate(buffers):
             view = byte_view(arr, name)
+            if view.size > GLOBAL_REGION // 4:
+                raise ValueError(f"argument {name!r} has {view.size} bytes; the simulator maps at most "
+                                 f"{GLOBAL_REGION // 4} bytes per array")
             self.views.append(view)
-            bases.append(addr)
-            ends.append(addr + view.size)
-            addr = (addr + view.size + GLOBAL_GAP + 255) // 256 * 256
+            bases.append(GLOBAL_BASE + i * GLOBAL_REGION + GLOBAL_REGION // 2)
+            ends.append(bases[-1] + view.size)
         self.bases = np.array(bases, dtype=np.int64)
         self.ends = np.array(ends, dtype=np.int64)
         self.writers: list[PagedTags | None] = [None] * len(buffers)
@@ -63,17 +68,27 @@ class GlobalMemory:
             k = int(np.flatnonzero(bad)[0])
             length = int(lengths if np.ndim(lengths) == 0 else lengths[k])
             raise Fault("out-of-bounds", f"{what} of {length} bytes at global address "
-                        f"{int(addrs[k]):#x} is outside every argument array; {self._nearest(int(addrs[k]))}")
+                        f"{int(addrs[k]):#x} {self.describe(int(addrs[k]), length)}")
         return idx
 
-    def _nearest(self, addr: int) -> str:
+    def describe(self, addr: int, length: int) -> str:
+        """Where an out-of-bounds access lies, against the argument whose region holds it (the
+        argument its address was derived from: arrays are a region apart, see the module doc)."""
         if len(self.bases) == 0:
-            return "the launch has no array arguments"
-        dist = [min(abs(addr - int(b)), abs(addr - int(e))) for b, e in zip(self.bases, self.ends)]
-        i = int(np.argmin(dist))
+            return "is outside global memory: the launch has no array arguments"
+        i = min(max((addr - GLOBAL_BASE) // GLOBAL_REGION, 0), len(self.bases) - 1)
         b, e = int(self.bases[i]), int(self.ends[i])
-        off = addr - b
-        return f"nearest is argument {self.names[i]!r} at [{b:#x}, {e:#x}) ({e - b} bytes; offset {off})"
+        span = f"argument {self.names[i]!r}, which spans [{b:#x}, {e:#x}) ({e - b} bytes)"
+        if abs(addr - b) >= GLOBAL_REGION // 2:
+            return f"is not derived from any argument's pointer (a wild or null pointer); the nearest is {span}"
+        if addr < b:
+            where = f"lies {b - addr} bytes before the start of"
+        elif addr < e:
+            where = f"straddles the end ({addr + length - e} bytes past it) of"
+        else:
+            where = f"lies {addr - e} bytes past the end of"
+        return (f"is out of bounds: it {where} {span}. On a GPU this access would reach another "
+                f"allocation (another argument's data) or fault")
 
     def _groups(self, addrs: np.ndarray, width: int, what: str):
         """(array, row selection or None, byte index (rows, width)) per array the accesses touch."""

@@ -253,3 +253,57 @@ def test_wide_shared_accesses_use_half_and_quarter_warp_phases():
     ret;""", shared=".shared .align 16 .b8 buf[4096];")
         res = sim.launch(ptx, "k", block=(32,), args=[np.zeros(1)])
         assert res.smem_wavefronts[line_of(ptx, "// LD")] == expected, (typ, stride)
+
+
+# C (pC) sits right before A (pA) in the argument list; C is 4 rows of 2048 f32 (8 KiB a row).
+UNGUARDED_ROW = """
+    mov.u32 %r1, %tid.x;
+    ld.param.u64 %rd1, [pC];
+    add.u32 %r2, %r1, COL;             // column COL + tid of row 4, one row past the last
+    mov.u32 %r4, 4;
+    mad.lo.u32 %r2, %r4, 2048, %r2;    // element index row * ldc + column
+    mul.wide.u32 %rd2, %r2, 4;
+    add.u64 %rd1, %rd1, %rd2;
+    ld.global.u32 %r3, [%rd1];         // LD
+    st.global.u32 [%rd1], %r1;         // ST
+    ret;"""
+
+
+@pytest.mark.parametrize("col,first_past", [(0, 0), (1024, 4096), (2047, 8188)])
+def test_store_past_the_end_of_c_never_reaches_the_next_argument(col, first_past):
+    """A planted epilogue bug (no row guard: row M is stored) must be reported naming C, the address
+    and C's bounds, however far past the end it lands, and A, right after C, must be untouched."""
+    body = UNGUARDED_ROW.replace("COL", str(col)).replace("    ld.global.u32 %r3, [%rd1];         // LD\n", "")
+    ptx = kernel(body, params=".param .u64 pC, .param .u64 pA")
+    c, a = np.zeros((4, 2048), np.float32), np.arange(1 << 16, dtype=np.uint32)
+    err = expect_hazard(ptx, "out-of-bounds", "// ST", [c, a], block=(64,))
+    assert f"lies {first_past} bytes past the end of argument 'pC'" in str(err)
+    assert f"({4 * 2048 * 4} bytes)" in str(err) and "global address 0x" in str(err)
+    assert not c.any() and np.array_equal(a, np.arange(1 << 16, dtype=np.uint32)), "nothing was written"
+
+
+def test_load_before_the_start_of_an_argument_is_named():
+    body = UNGUARDED_ROW.replace("add.u32 %r2, %r1, COL;", "sub.s32 %r2, %r1, 8200;").replace(
+        "    st.global.u32 [%rd1], %r1;         // ST\n", "").replace("mul.wide.u32", "mul.wide.s32")
+    ptx = kernel(body, params=".param .u64 pC, .param .u64 pA")
+    err = expect_hazard(ptx, "out-of-bounds", "// LD", [np.zeros((4, 2048), np.float32), np.zeros(64)],
+                        block=(64,))
+    assert "32 bytes before the start of argument 'pC'" in str(err)  # (4 * 2048 - 8200) * 4 = -32
+
+
+def test_store_into_a_read_only_argument_is_reported():
+    ptx = kernel(STORE.replace("OFF", "0"))
+    out = np.zeros(32, np.uint32)
+    out.flags.writeable = False
+    err = expect_hazard(ptx, "out-of-bounds", "// ST", [out])
+    assert "read-only argument 'pOut'" in str(err)
+
+
+def test_null_pointer_access_is_not_blamed_on_an_argument_bound():
+    ptx = kernel("""
+    mov.u64 %rd1, 64;
+    mov.u32 %r1, 1;
+    st.global.u32 [%rd1], %r1;         // ST
+    ret;""")
+    err = expect_hazard(ptx, "out-of-bounds", "// ST", [np.zeros(4, np.uint32)], block=(1,))
+    assert "wild or null pointer" in str(err) and "0x40" in str(err)

@@ -26,10 +26,12 @@ FIELD_FLAGS: dict[str, str] = {
     "epilogue_via_smem": "--epilogue-via", "split_k": "--split-k", "split_k_mode": "--split-k-mode",
     "decomposition": "--stream-k", "sms": "--sms",
 }
+#: Single-letter fields, translated only when named as gemm.m/n/k (prose says "k=16" of instructions).
+DIMENSIONS = ("m", "n", "k")
 #: How a field's Python value reads as the flag's value, where the spelling differs.
 FLAG_VALUES: dict[str, Callable[[str], str]] = {
     "epilogue_via_smem": lambda v: {"False": "registers", "True": "smem", "None": "auto"}.get(v, v),
-    "decomposition": lambda v: {"stream-k": "hybrid", "stream-k-pure": "pure", "tiles": "(not given)"}.get(v, v),
+    "decomposition": lambda v: {"stream-k": "hybrid", "stream-k-pure": "pure"}.get(v, v),
     "block": lambda v: "x".join(re.findall(r"\d+", v)) if v.startswith("(") else v,
     "warps": lambda v: "x".join(re.findall(r"\d+", v)) if v.startswith("(") else v,
 }
@@ -45,8 +47,10 @@ def _flag_assignment(field: str, part: str | None, value: str) -> str | None:
         return None
     if field == "epilogue" and value.startswith("Epilogue("):
         return f"--epilogue {epilogue_flag_value(value)}"
+    if field == "decomposition" and value.strip("'") == "tiles":
+        return f"no {flag}"
     if field == "frag_double_buffer":
-        return flag if value == "False" else f"no {flag}"
+        return flag if value == "False" else f"without {flag}"
     plain = value.strip("'")
     plain = FLAG_VALUES.get(field, lambda v: v)(plain)
     if part:  # schedule.block.BK=24: one dimension of the flag's value
@@ -70,8 +74,11 @@ def epilogue_flag_value(text: str) -> str:
 def flag_text(message: str) -> str:
     """Rewrite Python field assignments in an error or warning as the CLI flags that set them."""
     def assign(m: re.Match) -> str:
-        flagged = _flag_assignment(m.group(1), m.group(2), m.group(3))
         whole = m.group(0)
+        prefixed = whole.startswith(("gemm.", "schedule.", "epilogue."))
+        if m.group(1) in DIMENSIONS and not prefixed:
+            return whole  # "the instruction's k=16" is not the problem's K
+        flagged = _flag_assignment(m.group(1), m.group(2), m.group(3))
         return flagged or (whole.split(".", 1)[1] if whole.startswith(("gemm.", "schedule.", "epilogue.")) else whole)
     text = _ASSIGN.sub(assign, message)
     text = _DOTTED.sub(lambda m: FIELD_FLAGS.get(m.group(1), m.group(1)), text)

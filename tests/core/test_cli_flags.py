@@ -83,6 +83,9 @@ def test_field_names_become_flags():
         "--epilogue-via registers: x: use --epilogue-via smem"
     assert flag_text("gemm.acc_dtype='f16': use acc_dtype='f32' with split_k") == "--acc f16: use --acc f32 with --split-k"
     assert flag_text("use frag_double_buffer=False") == "use --no-frag-double-buffer"
+    assert flag_text("schedule.block.BK=24: not a multiple of the instruction's k=16") == \
+        "--block BK=24: not a multiple of the instruction's k=16"
+    assert flag_text("gemm.k=0: K must be positive") == "--shape 0: K must be positive"
     assert flag_text("schedule.decomposition='stream-k-pure'") == "--stream-k pure"
     # Every flag the table names exists on the parser.
     flags = {s for a in _subparsers()["run"]._actions for s in a.option_strings}
@@ -125,3 +128,16 @@ def test_unexpected_errors_are_one_line_with_a_report_hint(monkeypatch, capsys):
     monkeypatch.setenv("PTXGEN_DEBUG", "1")
     with pytest.raises(RuntimeError):
         main(["info"])
+
+
+def test_simulator_hazards_are_one_line_naming_a_bug(monkeypatch, capsys):
+    import ptxgen.cli as cli
+    from ptxgen.sim.errors import HazardError
+
+    def hazard(args):
+        raise HazardError("race", 12, "two threads write the same word", "st.shared.b32 [%r1], %r2;")
+
+    monkeypatch.setattr(cli, "cmd_info", hazard)
+    assert main(["info"]) == 1
+    err = capsys.readouterr().err
+    assert "the simulator stopped the kernel" in err and "line 12" in err and "Traceback" not in err

@@ -151,3 +151,20 @@ def test_stray_writes_outside_the_checked_tiles_are_counted():
     assert stray_writes(k, c, None, regions) == 0
     c[200, 7] = 2.0
     assert stray_writes(k, c, None, regions) == 1
+
+
+@pytest.mark.parametrize("where,message", [((299, 299), "FAIL: max abs error"),   # inside the last corner tile
+                                           ((100, 7), "FAIL: 1 elements outside")])  # in a tile not simulated
+def test_sampled_run_still_fails_a_wrong_element(where, message, monkeypatch, capsys):
+    import ptxgen.simulate as simulate
+
+    real = simulate.run_simulation
+
+    def corrupt(*args, **kw):
+        c, res = real(*args, **kw)
+        c[where] = 1e3
+        return c, res
+
+    monkeypatch.setattr(simulate, "run_simulation", corrupt)
+    assert main(["run", "--shape", "300x300x32", "--block", "64x64x32"]) == 1
+    assert message in capsys.readouterr().out

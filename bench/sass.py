@@ -35,10 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_cases import Spec, candidates_for  # noqa: E402
 
-#: Per-SM limits used for occupancy: (registers, shared bytes usable by CTAs, reserved bytes per
-#: CTA, max threads, max CTAs). sm_80: A100; sm_90: H100/H200 (CUDA occupancy calculator values).
-SM_LIMITS = {"sm_80": (65536, 167936, 1024, 2048, 32), "sm_86": (65536, 102400, 1024, 1536, 16),
-             "sm_89": (65536, 102400, 1024, 1536, 24), "sm_90": (65536, 233472, 1024, 2048, 32)}
+from ptxgen.schedule.occupancy import SM_LIMITS, occupancy  # noqa: E402  (the limits `ptxgen info` uses)
+
 TENSOR_OPS = ("HMMA", "IMMA")
 SHARED_LOADS = ("LDSM", "LDS")
 #: Representative problems: a large square one for the tile schedules, a decode-like one for the
@@ -124,17 +122,6 @@ def main_loop(sass: list[tuple[int, str]]) -> Loop | None:
     return best
 
 
-def occupancy(arch: str, regs: int, smem: int, threads: int) -> tuple[int, str]:
-    """Resident CTAs per SM and what limits them."""
-    reg_file, smem_sm, reserved, max_threads, max_ctas = SM_LIMITS[arch]
-    warps = -(-threads // 32)
-    per_warp = -(-regs // 8) * 8 * 32  # registers are allocated per warp, 8 per thread at a time
-    limits = {"registers": reg_file // (per_warp * warps), "smem": smem_sm // (smem + reserved),
-              "threads": max_threads // threads, "ctas": max_ctas}
-    which = min(limits, key=limits.get)
-    return limits[which], which
-
-
 def specs() -> list[tuple[Spec, tuple[int, int, int]]]:
     """Each distinct candidate of bench/gemm.py once, with a problem that lists it."""
     seen: dict[str, tuple[Spec, tuple[int, int, int]]] = {}
@@ -161,7 +148,8 @@ def report(arch: str, dtype: str) -> list[str]:
             continue
         r = kern.resources
         threads = kern.block[0] * kern.block[1] * kern.block[2]
-        ctas, limit = occupancy(arch, r.registers, kern.smem_bytes, threads)
+        occ = occupancy(arch, r.registers, kern.smem_bytes + r.shared_bytes, threads)
+        ctas, limit = occ.ctas_per_sm, {"shared memory": "smem", "CTA slots": "ctas"}.get(occ.limiter, occ.limiter)
         row = (f"{spec.name:34s} {r.registers:4d} {r.spill_bytes:5d} {kern.smem_bytes / 1024:7.1f} {ctas:6d} "
                f"{limit:>9s} {ctas * threads // 32:5d} |")
         loop = main_loop(sass_of(kern.cubin, tool)) if tool else None

@@ -117,6 +117,20 @@ def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
     return x
 
 
+def reference_tile(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None, rows: slice, cols: slice,
+                   c: np.ndarray | None = None, bias: np.ndarray | None = None,
+                   scale: np.ndarray | None = None) -> np.ndarray:
+    """`reference` for C[rows, cols] only (2-D operands: one batch): the rows of A and columns of B
+    it needs, so checking a few sampled tiles of a large problem costs a few tiles, not all of C."""
+    e = epilogue or Epilogue()
+
+    def vector(v: np.ndarray | None, by: str | None) -> np.ndarray | None:
+        return None if v is None or by is None else np.asarray(v)[cols if by == "col" else rows]
+
+    return reference(a[rows], b[:, cols], e, None if c is None else c[rows, cols], vector(bias, e.bias),
+                     vector(scale, e.scale))
+
+
 def quantize(x: np.ndarray, out_dtype: str) -> np.ndarray:
     """float64 values rounded to nearest even and saturated to an 8-bit dtype, as the kernel's
     cvt.rni.sat does (still float64)."""

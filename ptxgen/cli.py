@@ -1,107 +1,120 @@
-"""`ptxgen emit | info | run`: the problem and schedule as flags, every flag with a default."""
+"""`ptxgen emit | info | run`: the problem and schedule as flags, every flag with a default.
+
+The CLI never shows a traceback: every failure a user can cause gets its own one-line message with
+the fix (`main`), flags are named as typed (`cli_flags.flag_text`), and anything unexpected is one
+line asking for a report (PTXGEN_DEBUG=1 shows the traceback).
+"""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections import Counter
+import warnings
 
-from .check import compare, random_epilogue_operands, random_operands, random_scale, reference, unwritten
-from .compile import compile as compile_kernel, describe_epilogue
+from . import __version__
+from .cli_flags import dims, epilogue, flag_text, non_negative, schedule_error_text
+from .cli_report import bank_summary, describe, instruction_mix, resources_line, stream_k_summary  # noqa: F401
+from .compile import compile as compile_kernel
 from .errors import AssembleError, ScheduleError
 from .kernel import Kernel
-from .schedule.geometry import OperandTile, fragment_buffering, operand_tiles, register_estimate, staging_layout
-from .schedule.problem import INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Epilogue, Gemm, instruction_name
+from .schedule.problem import INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Gemm
 from .schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
 from .schedule.targets import TARGETS
-from .schedule.streamk import stream_k_plan
-
 
 #: CUTLASS-style letters: "t" stores a matrix row-major, "n" column-major; first A, then B.
 LAYOUT_LETTERS = {f"{a}{b}": ({"t": "row", "n": "col"}[a], {"t": "row", "n": "col"}[b]) for a in "nt" for b in "nt"}
+#: Set to 1 to see the traceback of an unexpected error (a bug to report).
+DEBUG_ENV = "PTXGEN_DEBUG"
+_resources = resources_line  # the name tests and older scripts use
 
 
-def _dims(text: str, count: int, what: str) -> tuple[int, ...]:
-    parts = text.lower().split("x")
-    if len(parts) != count or not all(p.isdigit() for p in parts):
-        example = "x".join(["128", "128", "32"][:count]) if count != 3 or what != "shape" else "4096x4096x4096"
-        raise argparse.ArgumentTypeError(f"{what} must be {count} positive integers joined by 'x', e.g. {example}")
-    return tuple(int(p) for p in parts)
-
-
-def _epilogue(text: str) -> Epilogue:
-    fields: dict = {}
-    for item in filter(None, text.split(",")):
-        key, _, value = item.partition("=")
-        key = {"act": "activation"}.get(key.strip(), key.strip())
-        if key in ("alpha", "beta"):
-            try:
-                fields[key] = float(value)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"epilogue {key} must be a number, got {value!r}") from None
-        elif key in ("bias", "scale", "activation"):
-            fields[key] = value.strip() or None
-        else:
-            raise argparse.ArgumentTypeError(f"unknown epilogue field {key!r}: use bias=, scale=, act=, alpha=, beta=")
-    return Epilogue(**fields)
+class UsageError(Exception):
+    """Flags that contradict each other or ask for something impossible (exit status 2)."""
 
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     p = common.add_argument_group("problem")
-    p.add_argument("--shape", default=None, type=lambda t: _dims(t, 3, "shape"),
-                   help="MxNxK (default 4096x4096x4096; 256x256x128 for run)")
+    p.add_argument("--shape", default=None, type=lambda t: dims(t, 3, "shape"),
+                   help="MxNxK (default 4096x4096x4096 for emit and info; 256x256x128 for run)")
     p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES, help="input dtype (default f16)")
     p.add_argument("--out", "--out-dtype", dest="out_dtype", default=None, choices=OUTPUT_DTYPES,
                    help="output dtype (default f32; s32 for s8/u8 inputs)")
     p.add_argument("--batch", default=1, type=int, help="independent GEMMs in one launch (default 1)")
     p.add_argument("--acc", default="f32", choices=("f32", "f16"), help="accumulator dtype (default f32)")
-    p.add_argument("--epilogue", default=None, type=_epilogue,
-                   help="fused epilogue, e.g. bias=col,act=relu,alpha=1,beta=0 (act: relu, gelu, silu); "
-                        "scale=col/row multiplies by an f32 vector (with --dtype s8 --out s8: quantised output)")
+    p.add_argument("--epilogue", default=None, type=epilogue,
+                   help="fused epilogue as comma-separated fields, e.g. bias=col,act=relu,alpha=1,beta=0: "
+                        "bias=col|row adds a vector, scale=col|row multiplies by an f32 vector (with --dtype s8 "
+                        "--out s8: quantised output), act=relu|gelu|silu; every field needs its value "
+                        "(default none: C = A @ B)")
     p.add_argument("--align", default=None, type=int,
                    help="byte alignment of pointers and leading dims: 16, 8, 4 or 2 (default: inferred)")
     p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
-                   help="A and B storage as BLAS letters, t = row-major, n = column-major (default tn)")
-    p.add_argument("--a-layout", default="row", choices=LAYOUTS, help="A storage (default row)")
-    p.add_argument("--b-layout", default="col", choices=LAYOUTS, help="B storage (default col)")
+                   help="A and B storage as BLAS letters, t = row-major, n = column-major (default tn); "
+                        "cannot contradict --a-layout/--b-layout")
+    p.add_argument("--a-layout", default=None, choices=LAYOUTS, help="A storage (default row, or from --layout)")
+    p.add_argument("--b-layout", default=None, choices=LAYOUTS, help="B storage (default col, or from --layout)")
     s = common.add_argument_group("schedule")
-    s.add_argument("--block", default=(128, 128, 32), type=lambda t: _dims(t, 3, "block"), help="BMxBNxBK")
-    s.add_argument("--warps", default=None, type=lambda t: _dims(t, 2, "warps"),
+    s.add_argument("--block", default=(128, 128, 32), type=lambda t: dims(t, 3, "block"),
+                   help="BMxBNxBK (default 128x128x32)")
+    s.add_argument("--warps", default=None, type=lambda t: dims(t, 2, "warps"),
                    help="WMxWN (default 2x2; 2x4 for wmma, whose f16 fragments hold each element twice)")
     s.add_argument("--stages", default=3, type=int, help="pipeline stages (default 3)")
     s.add_argument("--instruction", default="m16n8k16", choices=tuple(INSTRUCTIONS),
                    help="mma.sync m16n8k16 (default) or wmma m16n16k16")
     s.add_argument("--smem-layout", default=None, choices=SMEM_LAYOUTS,
-                   help="default swizzle; pad for wmma, which cannot read a swizzled tile")
-    s.add_argument("--raster", default="row", choices=RASTERS)
-    s.add_argument("--group-m", default=8, type=int, help="m-tiles per group for --raster grouped")
-    s.add_argument("--no-frag-double-buffer", action="store_true", help="load fragments just in time")
+                   help="shared-memory tile layout (default swizzle; pad for wmma, which cannot read a swizzled tile)")
+    s.add_argument("--raster", default="row", choices=RASTERS, help="CTA order over output tiles (default row)")
+    s.add_argument("--group-m", default=8, type=int, help="m-tiles per group for --raster grouped (default 8)")
+    s.add_argument("--no-frag-double-buffer", action="store_true",
+                   help="load fragments just in time (default: double-buffer them)")
     s.add_argument("--epilogue-via", choices=("auto", "smem", "registers"), default="auto",
-                   help="stage C through shared memory for 16-byte stores, or store from registers")
-    s.add_argument("--split-k", type=int, default=1, help="CTAs sharing each output tile along K")
-    s.add_argument("--split-k-mode", choices=("workspace", "atomic"), default="workspace")
+                   help="stage C through shared memory for 16-byte stores, or store from registers (default auto)")
+    s.add_argument("--split-k", type=int, default=1, help="CTAs sharing each output tile along K (default 1)")
+    s.add_argument("--split-k-mode", choices=("workspace", "atomic"), default="workspace",
+                   help="how split-K partial sums meet (default workspace: deterministic)")
     s.add_argument("--stream-k", nargs="?", const="hybrid", default=None, choices=("hybrid", "pure"),
                    help="persistent Stream-K grid: 'hybrid' (the default when given: whole-tile waves, "
-                        "then a Stream-K wave) or 'pure' (every tile shared as MAC iterations)")
+                        "then a Stream-K wave) or 'pure' (every tile shared as MAC iterations) "
+                        "(default: not given, one CTA per tile)")
     s.add_argument("--sms", type=int, default=None,
                    help="persistent CTAs for --stream-k (default: the GPU's SM count, or the arch's)")
-    s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS))
+    s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS), help="target architecture (default sm_80)")
 
     top = argparse.ArgumentParser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
+    top.add_argument("--version", action="version", version=f"ptxgen {__version__}",
+                     help="print the version and exit")
     sub = top.add_subparsers(dest="command", required=True)
     e = sub.add_parser("emit", parents=[common], help="write the PTX")
     e.add_argument("-o", "--output", default="-", help="file to write (default stdout)")
-    sub.add_parser("info", parents=[common], help="schedule summary, launch geometry, registers and spills")
+    sub.add_parser("info", parents=[common], help="schedule summary, launch geometry, occupancy, registers and spills")
     r = sub.add_parser("run", parents=[common], help="compile, execute (GPU or CPU simulator), compare with numpy")
-    r.add_argument("--sim", action="store_true", help="use the CPU simulator even when a GPU is present")
-    r.add_argument("--all-ctas", action="store_true", help="simulate every CTA, not a sample, on large grids")
-    r.add_argument("--seed", default=0, type=int)
+    r.add_argument("--sim", action="store_true", help="use the CPU simulator even when a GPU is present "
+                                                      "(default: the GPU if there is one)")
+    r.add_argument("--all-ctas", action="store_true",
+                   help="simulate every CTA, not a sample, on large grids (default: a sample of "
+                        "corner and interior tiles when the grid has more than 16 CTAs)")
+    r.add_argument("--seed", default=0, type=non_negative("--seed"), help="random seed of the operands (default 0)")
+    r.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="simulator progress bar on stderr (default auto: when stderr is a terminal)")
     return top
 
 
-def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
+def layouts(args: argparse.Namespace) -> tuple[str, str]:
+    """(A layout, B layout) from --layout and --a-layout/--b-layout, which must agree."""
+    if args.layout is None:
+        return args.a_layout or "row", args.b_layout or "col"
+    a, b = LAYOUT_LETTERS[args.layout]
+    for name, given, implied in (("--a-layout", args.a_layout, a), ("--b-layout", args.b_layout, b)):
+        if given is not None and given != implied:
+            raise UsageError(f"--layout {args.layout} stores {name[2].upper()} {implied}-major, but {name} {given} "
+                             f"says {given}-major: give --layout or {name}, not both")
+    return a, b
+
+
+def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
     m, n, k = args.shape or default_shape
-    a_layout, b_layout = LAYOUT_LETTERS[args.layout] if args.layout else (args.a_layout, args.b_layout)
+    a_layout, b_layout = layouts(args)
     out_dtype = args.out_dtype or ("s32" if args.dtype in INTEGER_DTYPES else "f32")
     gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
                 align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch)
@@ -118,164 +131,82 @@ def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ker
     return compile_kernel(gemm, sched, arch=args.arch)
 
 
-def instruction_mix(k: Kernel) -> Counter:
-    """Count of each instruction family in the kernel text (all copies, whole kernel)."""
-    mix: Counter = Counter()
-    for line in k.ptx.splitlines():
-        op = line.strip().split(" ")[0]
-        if op.startswith("@"):
-            op = line.strip().split(" ")[1]
-        for family in ("cp.async.cg", "ldmatrix", "mma.sync", "bar.sync", "st.global"):
-            if op.startswith(family):
-                mix[family] += 1
-    return mix
+_build = build
 
 
-def _fragment_source(tile: OperandTile, s: Schedule) -> str:
-    """How mma fragments leave shared memory (scalar loads where ldmatrix cannot transpose)."""
-    if s.instruction == "wmma":
-        return "wmma.load"
-    if not tile.scalar_fragments:
-        return "ldmatrix"
-    dim = "M" if tile.name == "A" else "N"
-    how = "ld.shared.b32" if tile.elem_bytes == 4 else "ld.shared.u8 + prmt"
-    return f"scalar {how} ({dim}-contiguous {8 * tile.elem_bytes}-bit elements)"
+def cmd_emit(args: argparse.Namespace) -> int:
+    k = build(args, (4096, 4096, 4096))
+    if args.output == "-":
+        sys.stdout.write(k.ptx)
+    else:
+        with open(args.output, "w") as f:
+            f.write(k.ptx)
+        print(f"wrote {len(k.ptx.splitlines())} lines of PTX for {k.entry} to {args.output}", file=sys.stderr)
+    return 0
 
 
-def describe(k: Kernel) -> list[str]:
-    g, s = k.gemm, k.schedule
-    a, b = operand_tiles(g, s)
-    est = register_estimate(g, s)
-    st = staging_layout(g, s)
-    live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
-    return [
-        f"kernel     {k.entry} ({k.arch})",
-        f"problem    {f'{g.batch} x ' if g.batch > 1 else ''}C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
-        f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.accumulator} accumulation",
-        f"schedule   block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile "
-        f"{s.warp_tile[0]}x{s.warp_tile[1]}), {instruction_name(g, s.instruction)}, stages {s.stages}, smem {s.smem_layout}, "
-        f"raster {s.raster}, fragment double buffer {fragment_buffering(g, s)}",
-        f"launch     grid {k.grid} x block {k.block} = {s.threads} threads/CTA, "
-        f"{k.smem_bytes} B dynamic shared memory",
-        f"copies     A {a.copies_per_thread} + B {b.copies_per_thread} x {a.copy_bytes} B per thread per k-tile"
-        + ("" if a.copy_bytes == 16 else f" (align {g.alignment()}: {16 // a.copy_bytes}x the copy "
-                                         "instructions of 16-byte copies)"),
-        f"fragments  A {_fragment_source(a, s)}, B {_fragment_source(b, s)}",
-        f"epilogue   {describe_epilogue(g)}; "
-        + (f"staged through shared memory ({st.chunk_elems * g.out_bytes} B stores)" if st else
-           "stored from registers")
-        + (f"; split-K {s.split_k} ({s.split_k_mode})" if s.split_k > 1 else ""),
-        *([stream_k_summary(k)] if s.stream_k else []),
-        f"registers  estimate {est['total']}/thread ({est['accumulators']} accumulators); "
-        f"ptxgen peak live: {live}",
-    ]
+def cmd_info(args: argparse.Namespace) -> int:
+    from .cli_report import occupancy_lines
 
-
-def stream_k_summary(k: Kernel) -> str:
-    p = stream_k_plan(k.gemm, k.schedule, k.grid[0])
-    units = [p.units(c) for c in range(p.ctas)]
-    split = sum(1 for c in range(p.ctas) for u in units[c] if u.tile >= p.dp_tiles and not u.whole)
-    busiest = max(sum(u.k_count for u in us) for us in units)
-    return (f"stream-k   {k.schedule.decomposition}: {p.tiles} tiles x {p.iters_per_tile} k-tiles over "
-            f"{p.ctas} CTAs: {p.dp_tiles} whole tiles in data-parallel waves, {p.sk_tiles} tiles as "
-            f"{p.sk_iters} Stream-K iterations ({split} partial units); busiest CTA runs {busiest} k-tiles"
-            + ("" if k.schedule.sms else " (GPU launches use the device's SM count)"))
-
-
-def _resources(k: Kernel) -> str:
-    r = k.resources
-    asm = k.assemble().assembler
-    line = (f"assembled  {asm}: {r.registers} registers/thread, {r.spill_store_bytes} B spill stores, "
-            f"{r.spill_load_bytes} B spill loads, {r.stack_bytes} B stack, {r.shared_bytes} B static shared")
-    if r.spill_bytes:  # correct, but every spill is a local-memory round trip inside the k-loop
-        line += ("\nwarning    the assembler spilled registers to local memory, which slows the k-loop: use "
-                 "more warps (a smaller warp tile), a smaller block k, or frag_double_buffer=False")
-    return line
-
-
-def _bank_summary(k: Kernel, wavefronts: dict[int, tuple[int, int]]) -> list[str]:
-    lines = k.ptx.splitlines()
-    by_kind: dict[str, list[int]] = {}
-    for line_no, (w, ideal) in wavefronts.items():
-        text = lines[line_no - 1].strip().lstrip("@!%p0123456789 ")
-        parts = text.split(" ")[0].split(".")
-        kind = ".".join(parts[:2])  # ldmatrix.sync, cp.async, st.shared, ld.shared, wmma.load ...
-        kind = {"ldmatrix.sync": "ldmatrix"}.get(kind, kind)
-        tot = by_kind.setdefault(kind, [0, 0])
-        tot[0] += w
-        tot[1] += ideal
-    out = []
-    for kind, (w, ideal) in sorted(by_kind.items()):
-        extra = w - ideal
-        out.append(f"  {kind:<12} {w} wavefronts, ideal {ideal}: "
-                   + ("conflict-free" if extra == 0 else f"{extra} extra ({w / ideal:.2f}x)"))
-    return out or ["  no shared-memory accesses"]
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from .runtime.driver import gpu_available, gpu_unavailable_reason
-    from .simulate import covered, run_simulation, sample_ctas
-
-    k = _build(args, (256, 256, 128))
+    k = build(args, (4096, 4096, 4096))
     print("\n".join(describe(k)))
-    print(_resources(k))
-    a, b = random_operands(k.gemm, seed=args.seed)
-    c0, bias = random_epilogue_operands(k.gemm, seed=args.seed + 1)
-    scale = random_scale(k.gemm, seed=args.seed + 2)
-    ref = reference(a, b, k.gemm.epilogue, c0, bias, scale)
-    if gpu_available() and not args.sim:
-        c = k(a, b, c=None if c0 is None else c0.copy(), bias=bias, scale=scale)
-        result = compare(c, ref, k.gemm)
-        print("executed   on the GPU, every CTA")
-        print(result)
-        return 0 if result.ok else 1
-    why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"
-    why = why if len(why) <= 90 else why[:87] + "..."
-    ctas = None if args.all_ctas else sample_ctas(k)
-    c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias, scale=scale)
-    mask = covered(k, ctas)
-    total = k.grid[0] * k.grid[1] * k.grid[2]
-    scope = "every CTA" if ctas is None else f"{len(ctas)} of {total} CTAs {ctas}"
-    print(f"executed   on the CPU simulator ({why}): {scope}, {res.instructions} thread-instructions")
-    # Elements outside the simulated tiles must keep their value: the poison, or C's own (beta != 0).
-    kept = unwritten(c) if c0 is None else (c == c0)
-    strays = int((~mask & ~kept).sum())
-    result = compare(c[mask], ref[mask], k.gemm)
-    print(result)
-    if strays:
-        print(f"FAIL: {strays} elements outside the simulated CTAs' tiles were written")
-    print("shared-memory bank conflicts:")
-    print("\n".join(_bank_summary(k, res.smem_wavefronts)))
-    return 0 if result.ok and not strays else 1
+    print(resources_line(k))
+    print("\n".join(occupancy_lines(k)))
+    return 0
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one `ptxgen: warning:` line with flag names, not Python's file:line form."""
+    print(f"ptxgen: warning: {flag_text(str(message))}", file=sys.stderr)
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"ptxgen: {message}", file=sys.stderr)
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    from .runtime.assemble import AssemblerNotFound
+    from .sim.errors import HazardError
+
     try:
-        if args.command == "emit":
-            k = _build(args, (4096, 4096, 4096))
-            if args.output == "-":
-                sys.stdout.write(k.ptx)
-            else:
-                with open(args.output, "w") as f:
-                    f.write(k.ptx)
-                print(f"wrote {len(k.ptx.splitlines())} lines of PTX for {k.entry} to {args.output}", file=sys.stderr)
-            return 0
-        if args.command == "info":
-            k = _build(args, (4096, 4096, 4096))
-            print("\n".join(describe(k)))
-            print(_resources(k))
-            return 0
-        return cmd_run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            args = _parser().parse_args(argv)
+            if args.command == "emit":
+                return cmd_emit(args)
+            if args.command == "info":
+                return cmd_info(args)
+            from .cli_run import cmd_run
+            return cmd_run(args)
+    except KeyboardInterrupt:
+        return _fail("interrupted (Ctrl-C); nothing was checked", 130)
+    except UsageError as e:
+        return _fail(str(e), 2)
     except ScheduleError as e:
-        print(f"ptxgen: invalid schedule: {e}", file=sys.stderr)
-        return 2
+        return _fail(f"invalid schedule: {schedule_error_text(e)}", 2)
     except AssembleError as e:
-        print(f"ptxgen: assembly failed: {e}", file=sys.stderr)
-        return 1
+        return _fail(f"assembly failed: {e}", 1)
+    except AssemblerNotFound as e:
+        forced = os.environ.get("PTXGEN_ASSEMBLER")
+        hint = (f"\nPTXGEN_ASSEMBLER={forced!r} in the environment picks the assembler: set it to nvjitlink, "
+                "ptxas or auto, or unset it" if forced else "")
+        return _fail(f"cannot assemble: {e}{hint}", 2)
+    except MemoryError:
+        return _fail("out of host memory: the operands, C and the reference do not fit. Fix: a smaller "
+                     "--shape (or --batch); the simulator samples tiles, but C is allocated whole", 1)
+    except HazardError as e:
+        return _fail(f"the simulator stopped the kernel: {e}\nThis is a bug in the generated code: please "
+                     "report it as a ptxgen issue, with the command line", 1)
     except (OSError, ValueError, TypeError) as e:
-        print(f"ptxgen: {e}", file=sys.stderr)
-        return 2
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        return _fail(flag_text(str(e)), 2)
+    except Exception as e:  # anything else is a bug: one line, and the traceback on request
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        return _fail(f"internal error: {type(e).__name__}: {e}\nThis is a bug: please report it as a "
+                     f"ptxgen issue, with the command line (run with {DEBUG_ENV}=1 for the traceback)", 3)
 
 
 if __name__ == "__main__":

@@ -112,16 +112,19 @@ class Kernel:
 
     # -- execution --------------------------------------------------------------------------
     def simulate(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
-                 ctas: list[tuple[int, int, int]] | None = None):
+                 ctas: list[tuple[int, int, int]] | None = None, progress: Any = None):
         """Run on ptxgen's CPU simulator and return C.
 
         A new C is poisoned (NaN for floats, `check.poisoned`), so elements no simulated CTA wrote
         show. A given `c` is updated in place (and read when the epilogue's beta != 0). `bias` and
         `scale` are the epilogue's vectors (length N for "col", M for "row"), exactly when it has them.
+        `progress`: a bar on stderr (CTAs done, elapsed, ETA) for runs over two seconds: None (the
+        default) when stderr is a terminal, True always, False never; or a function called as
+        fn(ctas_done, ctas_total) after each CTA.
         """
         from .simulate import simulate_kernel
 
-        return simulate_kernel(self, a, b, c=c, bias=bias, scale=scale, ctas=ctas)
+        return simulate_kernel(self, a, b, c=c, bias=bias, scale=scale, ctas=ctas, progress=progress)
 
     def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None, stream: Any = None):
         """Run on the GPU through the CUDA driver API and return C (written into `c` if given)."""

@@ -1,18 +1,26 @@
 """Run a compiled Kernel on ptxgen's CPU simulator (`ptxgen.sim`) with logical operands."""
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .kernel import Kernel
 from .check import poisoned
+from .progress import ProgressArg, progress_callback
 
 if TYPE_CHECKING:
     from .runtime.operands import OperandView
 
 #: Grids up to this many CTAs are simulated whole by default in `ptxgen run`.
 WHOLE_GRID_CTAS = 16
+#: Seconds the simulator takes per instruction a CTA issues (all its threads in lock step):
+#: 140-170 us of CPU time for 128-thread GEMM CTAs on an idle x86 core (a busy machine is slower;
+#: the progress bar's ETA follows the measured pace once a CTA is done).
+SECONDS_PER_CTA_STEP = 1.5e-4
+_LABEL = re.compile(r"^\s*(\$?[A-Za-z_][\w$]*):")
+_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$?[A-Za-z_][\w$]*)\s*;")
 
 
 def cta_tile(kernel: Kernel, cta: tuple[int, int, int]) -> tuple[int, int]:
@@ -37,6 +45,34 @@ def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:
     splits, batches = kernel.schedule.split_k, kernel.gemm.batch
     tiles = {(0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1), (gx // 2, gy // 2)}
     return sorted((x, y, b * splits + sp) for x, y in tiles for b in {0, batches - 1} for sp in range(splits))
+
+
+def steps_per_cta(kernel: Kernel) -> int:
+    """About how many instructions one CTA issues: the kernel's instructions once, plus the main
+    loop's body once more per further k-tile of the CTA's share of K."""
+    from .sim.machine import compile_entry
+
+    op_lines = compile_entry(kernel.ptx, kernel.entry).op_lines
+    lines = kernel.ptx.splitlines()
+    labels = {m.group(1): no for no, text in enumerate(lines, 1) if (m := _LABEL.match(text))}
+    loops = [(labels[m.group(1)], no) for no, text in enumerate(lines, 1)
+             if (m := _BRANCH.search(text)) and labels.get(m.group(1), no + 1) < no]
+    main = next(((a, b) for a, b in loops if lines[a - 1].strip().startswith("$L_main_loop")), None)
+    if main is None and loops:
+        main = max(loops, key=lambda ab: ab[1] - ab[0])
+    body = sum(1 for line in op_lines if main and main[0] <= line <= main[1])
+    g, s = kernel.gemm, kernel.schedule
+    k_tiles = -(-g.k // s.bk)
+    ctas = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
+    tiles = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch
+    per_cta = -(-k_tiles * tiles // ctas) if s.stream_k else -(-k_tiles // s.split_k)
+    return len(op_lines) + body * max(per_cta - 1, 0)
+
+
+def estimate_seconds(kernel: Kernel, ctas: list[tuple[int, int, int]] | None = None) -> float:
+    """About how long the simulator takes for `ctas` (None: the whole grid)."""
+    count = kernel.grid[0] * kernel.grid[1] * kernel.grid[2] if ctas is None else len(ctas)
+    return steps_per_cta(kernel) * count * SECONDS_PER_CTA_STEP
 
 
 def covered(kernel: Kernel, ctas) -> np.ndarray:
@@ -72,9 +108,9 @@ def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, lay
 
 
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
-                   scale: Any = None):
+                   scale: Any = None, progress: ProgressArg = False):
     """Simulate; return (C, sim result). A new C is poisoned (`check.poisoned`) where no
-    simulated CTA wrote."""
+    simulated CTA wrote. `progress`: see `Kernel.simulate`."""
     from . import sim
     from .runtime.launch import check_epilogue_operands, vector_view
     from .runtime.operands import check_no_aliasing
@@ -106,11 +142,18 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
     if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so
         c[covered(kernel, ctas)] = 0  # the rest stays poisoned and stray writes still show
-    res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
-                     dynamic_smem=kernel.smem_bytes, ctas=ctas)
+    total = kernel.grid[0] * kernel.grid[1] * kernel.grid[2] if ctas is None else len(ctas)
+    estimate = estimate_seconds(kernel, ctas) if progress is not False and not callable(progress) else None
+    on_done, bar = progress_callback(progress, total, estimate)
+    try:
+        res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
+                         dynamic_smem=kernel.smem_bytes, ctas=ctas, on_cta_done=on_done)
+    finally:
+        if bar is not None:
+            bar.close()
     return c, res
 
 
 def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
-                    ctas=None) -> np.ndarray:
-    return run_simulation(kernel, a, b, ctas, c=c, bias=bias, scale=scale)[0]
+                    ctas=None, progress: ProgressArg = None) -> np.ndarray:
+    return run_simulation(kernel, a, b, ctas, c=c, bias=bias, scale=scale, progress=progress)[0]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,10 +43,11 @@ def compile_entry(ptx_text: str, entry: str) -> Program:
 
 
 def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
-           dynamic_smem: int = 0, ctas=None) -> SimResult:
+           dynamic_smem: int = 0, ctas=None, on_cta_done: Callable[[int], None] | None = None) -> SimResult:
     """Run `entry` of `ptx_text` over `grid` x `block` threads on the given arguments.
 
     Array arguments are device buffers written in place; see the package docstring.
+    `on_cta_done(n)` is called each time a CTA finishes, n counting the finished ones (progress).
     """
     program = compile_entry(ptx_text, entry)
     grid, block = _dims(grid, "grid"), _dims(block, "block")
@@ -73,12 +75,14 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
             return make(slot, smem)
         window = resident_window(smem_size, n, len(program.slot_bits), len(names))
         result.instructions += scheduler.run_interleaved(program, start, len(names), window,
-                                                         subset=ctas is not None)
+                                                         subset=ctas is not None, on_done=on_cta_done)
     else:
         smem = SharedMemory(smem_size)
         for slot in range(len(names)):
             smem.reset()
             result.instructions += scheduler.run_sequential(program, make(slot, smem))
+            if on_cta_done is not None:
+                on_cta_done(slot + 1)
     result.ctas = len(names)
     result.smem_wavefronts = {line: (v[0], v[1]) for line, v in sorted(stats.items())}
     return result

@@ -89,7 +89,7 @@ def run_sequential(program: Program, cta: CtaState) -> int:
 
 
 def run_interleaved(program: Program, make: Callable[[int, SharedMemory | None], CtaState], count: int,
-                    window: int, subset: bool) -> int:
+                    window: int, subset: bool, on_done: Callable[[int], None] | None = None) -> int:
     """Round-robin over CTAs 0..count-1 until all finish; raises HazardError("deadlock") if they cannot.
 
     At most `window` CTAs are resident; the next one starts (in launch order, reusing a finished
@@ -99,6 +99,7 @@ def run_interleaved(program: Program, make: Callable[[int, SharedMemory | None],
     started = 0
     executed = 0
     quiet = 0
+    finished = 0
     while live or started < count:
         while started < count and len(live) < window:
             live.append(make(started, pool.pop() if pool else None))
@@ -114,6 +115,9 @@ def run_interleaved(program: Program, make: Callable[[int, SharedMemory | None],
             pool.append(cta.smem)
             cta.smem = None
             quiet = 0
+            finished += 1
+            if on_done is not None:  # progress reporting (machine.launch's on_cta_done)
+                on_done(finished)
             continue
         s = cta.sync
         waiting = s.iter_stale and not s.iter_fresh

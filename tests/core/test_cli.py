@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -46,30 +47,34 @@ def test_info_warns_when_the_assembler_spills(spill):
     k-tile spilled 48 B on sm_90 with nvJitLink 13.5), so `info` says when it spilled and what to do."""
     from types import SimpleNamespace
 
-    from ptxgen.cli import _resources
+    from ptxgen.cli_report import resources_line as _resources
     from ptxgen.runtime.ptxlog import Resources
 
     k = SimpleNamespace(resources=Resources(registers=255, spill_store_bytes=spill, spill_load_bytes=spill),
                         assemble=lambda: SimpleNamespace(assembler="nvJitLink"))
     text = _resources(k)
     assert ("spilled registers to local memory" in text and "use more warps" in text) == bool(spill)
+    assert "frag_double_buffer" not in text and ("--no-frag-double-buffer" in text) == bool(spill)
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["info", "--block", "128x128x24"], "schedule.block.BK=24"),
-    (["info", "--shape", "1024x1024x1020", "--align", "16"], "gemm.lda=1020"),
-    (["emit", "--warps", "8x8"], "threads exceed 1024"),
-    (["info", "--stages", "9", "--block", "128x128x64"], "shared memory"),
-    (["info", "--dtype", "f16", "--out", "s8"], "gemm.out_dtype='s8'"),
-    (["emit", "--dtype", "s8", "--epilogue", "scale=col"], "gemm.epilogue="),  # s32 output is exact
-    (["run", "--dtype", "s8", "--out", "s8", "--epilogue", "scale=diag"], "epilogue.scale='diag'"),
-    (["run", "--dtype", "u8", "--out", "u8", "--split-k", "2"], "use split_k=1"),
+    (["info", "--block", "128x128x24"], "--block BK=24"),
+    (["info", "--shape", "1024x1024x1020", "--align", "16"], "lda=1020"),
+    (["emit", "--warps", "8x8"], "--warps 8x8: 64 warps"),
+    (["info", "--stages", "9", "--block", "128x128x64"], "or --epilogue-via registers"),
+    (["info", "--dtype", "f16", "--out", "s8"], "--out s8"),
+    (["emit", "--dtype", "s8", "--epilogue", "scale=col"], "--epilogue scale=col:"),  # s32 output is exact
+    (["run", "--dtype", "s8", "--out", "s8", "--epilogue", "scale=diag"], "--epilogue scale=diag"),
+    (["run", "--dtype", "u8", "--out", "u8", "--split-k", "2"], "use --split-k 1"),
+    (["info", "--acc", "f16"], "use --dtype f16, --out f16, or --acc f32"),
 ])
 def test_schedule_errors_exit_2_without_traceback(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("ptxgen: invalid schedule: ") and needle in err
     assert "Traceback" not in err
+    # The user typed flags: no Python field names (schedule.x, gemm.x, snake_case=) in the message.
+    assert not re.search(r"\b(schedule|gemm|epilogue)\.|\b[a-z]+_[a-z_]+=", err), err
 
 
 def test_bad_flags_are_usage_errors_not_tracebacks():

@@ -1,0 +1,126 @@
+"""What `ptxgen info` and `ptxgen run` print about a kernel: geometry, copies, fragments, epilogue,
+registers, the assembler's report and shared-memory bank conflicts."""
+from __future__ import annotations
+
+from collections import Counter
+
+from .cli_flags import flag_text
+from .compile import describe_epilogue
+from .kernel import Kernel
+from .schedule.geometry import OperandTile, fragment_buffering, operand_tiles, register_estimate, staging_layout
+from .schedule.problem import instruction_name
+from .schedule.schedule import Schedule
+from .schedule.streamk import stream_k_plan
+
+
+def instruction_mix(k: Kernel) -> Counter:
+    """Count of each instruction family in the kernel text (all copies, whole kernel)."""
+    mix: Counter = Counter()
+    for line in k.ptx.splitlines():
+        op = line.strip().split(" ")[0]
+        if op.startswith("@"):
+            op = line.strip().split(" ")[1]
+        for family in ("cp.async.cg", "ldmatrix", "mma.sync", "bar.sync", "st.global"):
+            if op.startswith(family):
+                mix[family] += 1
+    return mix
+
+
+def _fragment_source(tile: OperandTile, s: Schedule) -> str:
+    """How mma fragments leave shared memory (scalar loads where ldmatrix cannot transpose)."""
+    if s.instruction == "wmma":
+        return "wmma.load"
+    if not tile.scalar_fragments:
+        return "ldmatrix"
+    dim = "M" if tile.name == "A" else "N"
+    how = "ld.shared.b32" if tile.elem_bytes == 4 else "ld.shared.u8 + prmt"
+    return f"scalar {how} ({dim}-contiguous {8 * tile.elem_bytes}-bit elements)"
+
+
+def describe(k: Kernel) -> list[str]:
+    g, s = k.gemm, k.schedule
+    a, b = operand_tiles(g, s)
+    est = register_estimate(g, s)
+    st = staging_layout(g, s)
+    live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
+    return [
+        f"kernel     {k.entry} ({k.arch})",
+        f"problem    {f'{g.batch} x ' if g.batch > 1 else ''}C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
+        f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.accumulator} accumulation",
+        f"schedule   block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile "
+        f"{s.warp_tile[0]}x{s.warp_tile[1]}), {instruction_name(g, s.instruction)}, stages {s.stages}, smem {s.smem_layout}, "
+        f"raster {s.raster}, fragment double buffer {fragment_buffering(g, s)}",
+        f"launch     grid {k.grid} x block {k.block} = {s.threads} threads/CTA, "
+        f"{k.smem_bytes} B dynamic shared memory",
+        f"copies     A {a.copies_per_thread} + B {b.copies_per_thread} x {a.copy_bytes} B per thread per k-tile"
+        + ("" if a.copy_bytes == 16 else f" (align {g.alignment()}: {16 // a.copy_bytes}x the copy "
+                                         "instructions of 16-byte copies)"),
+        f"fragments  A {_fragment_source(a, s)}, B {_fragment_source(b, s)}",
+        f"epilogue   {describe_epilogue(g)}; "
+        + (f"staged through shared memory ({st.chunk_elems * g.out_bytes} B stores)" if st else
+           "stored from registers")
+        + (f"; split-K {s.split_k} ({s.split_k_mode})" if s.split_k > 1 else ""),
+        *([stream_k_summary(k)] if s.stream_k else []),
+        f"registers  estimate {est['total']}/thread ({est['accumulators']} accumulators); "
+        f"ptxgen peak live: {live}",
+    ]
+
+
+def stream_k_summary(k: Kernel) -> str:
+    p = stream_k_plan(k.gemm, k.schedule, k.grid[0])
+    units = [p.units(c) for c in range(p.ctas)]
+    split = sum(1 for c in range(p.ctas) for u in units[c] if u.tile >= p.dp_tiles and not u.whole)
+    busiest = max(sum(u.k_count for u in us) for us in units)
+    return (f"stream-k   {k.schedule.decomposition}: {p.tiles} tiles x {p.iters_per_tile} k-tiles over "
+            f"{p.ctas} CTAs: {p.dp_tiles} whole tiles in data-parallel waves, {p.sk_tiles} tiles as "
+            f"{p.sk_iters} Stream-K iterations ({split} partial units); busiest CTA runs {busiest} k-tiles"
+            + ("" if k.schedule.sms else " (GPU launches use the device's SM count)"))
+
+
+def resources_line(k: Kernel) -> str:
+    r = k.resources
+    asm = k.assemble().assembler
+    line = (f"assembled  {asm}: {r.registers} registers/thread, {r.spill_store_bytes} B spill stores, "
+            f"{r.spill_load_bytes} B spill loads, {r.stack_bytes} B stack, {r.shared_bytes} B static shared")
+    if r.spill_bytes:  # correct, but every spill is a local-memory round trip inside the k-loop
+        line += ("\nwarning    the assembler spilled registers to local memory, which slows the k-loop: use "
+                 "more warps (a smaller warp tile), a smaller block k, or --no-frag-double-buffer")
+    return line
+
+
+def bank_summary(k: Kernel, wavefronts: dict[int, tuple[int, int]]) -> list[str]:
+    lines = k.ptx.splitlines()
+    by_kind: dict[str, list[int]] = {}
+    for line_no, (w, ideal) in wavefronts.items():
+        text = lines[line_no - 1].strip().lstrip("@!%p0123456789 ")
+        parts = text.split(" ")[0].split(".")
+        kind = ".".join(parts[:2])  # ldmatrix.sync, cp.async, st.shared, ld.shared, wmma.load ...
+        kind = {"ldmatrix.sync": "ldmatrix"}.get(kind, kind)
+        tot = by_kind.setdefault(kind, [0, 0])
+        tot[0] += w
+        tot[1] += ideal
+    out = []
+    for kind, (w, ideal) in sorted(by_kind.items()):
+        extra = w - ideal
+        out.append(f"  {kind:<12} {w} wavefronts, ideal {ideal}: "
+                   + ("conflict-free" if extra == 0 else f"{extra} extra ({w / ideal:.2f}x)"))
+    return out or ["  no shared-memory accesses"]
+
+
+def occupancy_lines(k: Kernel) -> list[str]:
+    """CTAs per SM, the resource that limits them, and the waves the grid takes on the target's
+    flagship part (the assembler's register count, so this assembles the kernel)."""
+    from .schedule.occupancy import occupancy
+
+    r = k.resources
+    threads = k.block[0] * k.block[1] * k.block[2]
+    occ = occupancy(k.arch, r.registers, k.smem_bytes + r.shared_bytes, threads)
+    others = ", ".join(f"{name} {n}" for name, n in occ.limits.items())
+    ctas = k.grid[0] * k.grid[1] * k.grid[2]
+    waves = occ.waves(ctas)
+    full, last = divmod(ctas, occ.ctas_per_sm * occ.sms) if occ.ctas_per_sm else (0, 0)
+    tail = f", the last {last / (occ.ctas_per_sm * occ.sms):.0%} full" if last and full else ""
+    return [f"occupancy  {occ.ctas_per_sm} CTAs/SM ({occ.warps_per_sm} warps), limited by {occ.limiter} "
+            f"(CTAs/SM each allows: {others})",
+            f"waves      {ctas} CTAs over {occ.sms} SMs x {occ.ctas_per_sm} = {waves:.2f} waves{tail} "
+            f"({k.arch}'s {occ.sms}-SM part)"]

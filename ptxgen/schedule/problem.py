@@ -11,8 +11,11 @@ OUTPUT_DTYPES = ("f32", "f16", "bf16", "s32", "s8", "u8")
 INTEGER_DTYPES = ("s8", "u8")
 #: Outputs that round the f32 epilogue value to 8 bits (cvt.rni.sat: nearest even, saturated).
 QUANTIZED_DTYPES = ("s8", "u8")
-#: The mma.sync shape of each input dtype: every k-step covers 32 bytes of K.
-MMA_SHAPE = {"f16": "m16n8k16", "bf16": "m16n8k16", "tf32": "m16n8k8", "s8": "m16n8k32", "u8": "m16n8k32"}
+#: The mma.sync shape (m, n, k) each input dtype issues: every k-step covers 32 bytes of K.
+MMA_MNK = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "tf32": (16, 8, 8), "s8": (16, 8, 32), "u8": (16, 8, 32)}
+MMA_SHAPE = {dtype: "m{}n{}k{}".format(*mnk) for dtype, mnk in MMA_MNK.items()}
+#: wmma's only lowered shape (f16/bf16 inputs).
+WMMA_MNK = (16, 16, 16)
 LAYOUTS = ("row", "col")
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s8": 1, "u8": 1, "s32": 4}
 
@@ -160,7 +163,13 @@ def _largest_alignment(*row_bytes: int) -> int:
     return next(a for a in (16, 8, 4, 2, 1) if all(b % a == 0 for b in row_bytes))
 
 
+def instruction_shape(g: "Gemm", instruction: str) -> tuple[int, int, int]:
+    """(m, n, k) of the instruction the kernel actually issues: mma.sync's shape follows the input
+    dtype (m16n8k16, m16n8k8 for tf32, m16n8k32 for int8); wmma is m16n16k16. The tiling rules
+    use this, not the schedule's `instruction` name, which only picks mma.sync or wmma."""
+    return WMMA_MNK if instruction == "wmma" else MMA_MNK[g.dtype]
+
+
 def instruction_name(g: "Gemm", instruction: str) -> str:
-    """What the kernel actually issues: mma.sync's shape follows the input dtype (m16n8k16,
-    m16n8k8 for tf32, m16n8k32 for int8); wmma is m16n16k16."""
-    return "wmma m16n16k16" if instruction == "wmma" else f"mma.sync {MMA_SHAPE[g.dtype]}"
+    """What the kernel actually issues, e.g. "mma.sync m16n8k8" for tf32 or "wmma m16n16k16"."""
+    return ("wmma " if instruction == "wmma" else "mma.sync ") + "m{}n{}k{}".format(*instruction_shape(g, instruction))

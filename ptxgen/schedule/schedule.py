@@ -85,4 +85,6 @@ class Schedule:
 
     @property
     def mma_shape(self) -> tuple[int, int, int]:
+        """The shape the instruction name stands for; the k mma.sync issues follows the dtype
+        (`problem.instruction_shape`: k8 for tf32, k32 for int8)."""
         return INSTRUCTIONS[self.instruction]

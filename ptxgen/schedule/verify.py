@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .geometry import operand_tiles, register_estimate, register_limit, smem_bytes, staging_fits
 from .problem import (ACTIVATIONS, INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, QUANTIZED_DTYPES,
-                      VECTOR_KINDS, Epilogue, Gemm)
+                      VECTOR_KINDS, Epilogue, Gemm, instruction_name, instruction_shape)
 from .schedule import DECOMPOSITIONS, INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
 from .streamk import tile_count
 from .targets import TARGETS, target
@@ -117,8 +117,10 @@ def verify_dtype_table(g: Gemm) -> None:
         raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output", "use out_dtype='f32'")
 
 
-def verify_tiling(s: Schedule) -> None:
-    """Block -> warp -> instruction: each level divides the one above."""
+def verify_tiling(g: Gemm, s: Schedule) -> None:
+    """Block -> warp -> instruction: each level divides the one above. The instruction is the one
+    the dtype issues (`instruction_shape`): mma.sync m16n8k16 for f16/bf16, m16n8k8 for tf32,
+    m16n8k32 for s8/u8 (one k-step is 32 bytes of K), wmma m16n16k16."""
     if s.threads > MAX_THREADS:
         raise ScheduleError("schedule.warps", s.warps,
                             f"{s.num_warps} warps = {s.threads} threads exceed {MAX_THREADS} per CTA",
@@ -129,15 +131,17 @@ def verify_tiling(s: Schedule) -> None:
         raise ScheduleError("schedule.warps", s.warps,
                             f"block tile {bm}x{bn} does not divide by the warp grid {wm}x{wn}",
                             "make BM a multiple of WM and BN a multiple of WN")
-    im, in_, ik = s.mma_shape
+    im, in_, ik = instruction_shape(g, s.instruction)
+    name = instruction_name(g, s.instruction)
     tm, tn = s.warp_tile
     if tm % im or tn % in_:
         raise ScheduleError("schedule.block", s.block,
-                            f"warp tile {tm}x{tn} is not a multiple of the mma shape {im}x{in_}",
+                            f"warp tile {tm}x{tn} is not a multiple of the mma shape {im}x{in_} ({name})",
                             f"make BM/WM a multiple of {im} and BN/WN a multiple of {in_}")
     if bk % ik:
-        raise ScheduleError("schedule.block.BK", bk, f"BK is not a multiple of the instruction's k={ik}",
-                            f"make BK a multiple of {ik}, e.g. 32 or 64")
+        raise ScheduleError("schedule.block.BK", bk, f"BK is not a multiple of {ik}, the k of the {name} that "
+                            f"{g.dtype} inputs issue",
+                            f"make BK a multiple of {ik}, e.g. {ik * (2 if ik >= 16 else 4)}")
 
 
 def verify_copies(g: Gemm, s: Schedule) -> None:
@@ -295,13 +299,10 @@ def verify_stream_k(g: Gemm, s: Schedule) -> None:
 def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     """Raise ScheduleError for the first rule (Gemm, Schedule) breaks on `arch`."""
     verify_fields(g, s, arch)
-    verify_tiling(s)
-    if s.instruction != "wmma" and (s.bk * g.in_bytes) % 32:
-        raise ScheduleError("schedule.block.BK", s.bk, f"BK is not a multiple of the {g.dtype} mma k-step "
-                            f"of {g.k_step}", f"make BK a multiple of {g.k_step}")
     if s.instruction == "wmma" and g.dtype not in ("f16", "bf16"):
         raise ScheduleError("schedule.instruction", s.instruction, f"the wmma path takes f16/bf16, not {g.dtype}",
                             "use instruction='m16n8k16' (mma.sync)")
+    verify_tiling(g, s)
     verify_copies(g, s)
     verify_wmma(g, s)
     verify_staging(g, s)

@@ -69,8 +69,8 @@ def test_each_rule_rejects_with_a_fix(label, gemm, sched, arch, field):
 
 
 def test_warp_tile_message_says_how_to_fix():
-    with pytest.raises(ScheduleError, match=r"warp tile 40x64 is not a multiple of the mma shape 16x8: "
-                                            r"make BM/WM a multiple of 16"):
+    with pytest.raises(ScheduleError, match=r"warp tile 40x64 is not a multiple of the mma shape 16x8 "
+                                            r"\(mma\.sync m16n8k16\): make BM/WM a multiple of 16"):
         verify(Gemm(1040, 1024, 1024), Schedule(block=(40, 128, 32), warps=(1, 2)))
 
 

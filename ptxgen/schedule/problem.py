@@ -56,6 +56,9 @@ class Epilogue:
       x sigmoid(z) = x / (1 + 2^(-z log2 e)) with ex2.approx.f32 (relative error about 2^-22) and
       rcp.rn.f32, which keeps relative accuracy where 1 + tanh would cancel.
     * `beta != 0` reads C before overwriting it (an in-place update).
+    * `alpha` and `beta` are f32 in the kernel: each must be finite and, once rounded to f32, 0 or
+      a normal number (magnitude 2^-126 to about 3.4e38). The verifier refuses values that f32
+      would turn into infinity, 0 or a subnormal, rather than change the result silently.
     """
 
     alpha: float = 1.0

@@ -5,7 +5,11 @@ never gets a wrong kernel or an assembler error for a schedule ptxgen could have
 """
 from __future__ import annotations
 
-from .geometry import operand_tiles, register_estimate, register_limit, smem_bytes, staging_fits
+import math
+
+import numpy as np
+
+from .geometry import grid_for, operand_tiles, register_estimate, register_limit, smem_bytes, staging_fits
 from .problem import (ACTIVATIONS, INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, QUANTIZED_DTYPES,
                       VECTOR_KINDS, Epilogue, Gemm, instruction_name, instruction_shape)
 from .schedule import DECOMPOSITIONS, INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
@@ -13,8 +17,11 @@ from .streamk import tile_count
 from .targets import TARGETS, target
 from ..errors import ScheduleError
 
+F32_MAX = float(np.finfo(np.float32).max)
+F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)
 MAX_THREADS = 1024
 MAX_GRID_YZ = 65535
+MAX_GRID_X = 2**31 - 1
 U32_MAX = 2**32 - 1
 #: Stream-K's persistent grid: a few CTAs per SM on the largest parts is plenty.
 MAX_PERSISTENT_CTAS = 4096
@@ -59,9 +66,7 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
         if not isinstance(e, Epilogue):
             raise ScheduleError("gemm.epilogue", e, "must be a ptxgen.Epilogue", "pass Epilogue(alpha=..., ...)")
         for name in ("alpha", "beta"):
-            v = getattr(e, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or abs(v) == float("inf"):
-                raise ScheduleError(f"epilogue.{name}", v, "must be a finite number", f"give {name} a float")
+            verify_f32_factor(f"epilogue.{name}", getattr(e, name))
         for name in ("bias", "scale"):
             if getattr(e, name) is not None:
                 _choice(f"epilogue.{name}", getattr(e, name), VECTOR_KINDS)
@@ -93,6 +98,28 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
         if s.sms > MAX_PERSISTENT_CTAS:
             raise ScheduleError("schedule.sms", s.sms, f"more than {MAX_PERSISTENT_CTAS} persistent CTAs",
                                 "give the number of SMs (or a small multiple), or None for the device's")
+
+
+def verify_f32_factor(field: str, v: object) -> None:
+    """alpha and beta enter the kernel as f32 immediates: a value f32 turns into inf, or into 0 or a
+    subnormal (which keeps fewer than f32's 24 significant bits), would silently change the result."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ScheduleError(field, v, f"must be a number (int or float), not {type(v).__name__}",
+                            f"give {field.split('.')[-1]} a float, e.g. 1.0")
+    if not math.isfinite(v):
+        raise ScheduleError(field, v, "must be a finite number: NaN or inf would reach every output",
+                            f"give {field.split('.')[-1]} a finite float")
+    if v == 0:
+        return
+    with np.errstate(over="ignore", under="ignore"):
+        as_f32 = float(np.float32(v))
+    if not math.isfinite(as_f32) or abs(as_f32) < F32_MIN_NORMAL:
+        what = "overflows to infinity" if not math.isfinite(as_f32) else (
+            "underflows to 0" if as_f32 == 0 else "is an f32 subnormal, with fewer than 24 significant bits")
+        raise ScheduleError(field, v, f"the epilogue computes in f32, where {v!r} {what}; f32 holds 0 and "
+                            f"magnitudes from {F32_MIN_NORMAL:.8g} (smallest normal) to {F32_MAX:.8g}",
+                            "rescale: fold part of the factor into A, B or a scale vector so that it lies "
+                            "in that range (or use 0)")
 
 
 def verify_dtype_table(g: Gemm) -> None:
@@ -247,6 +274,14 @@ def verify_problem(g: Gemm, s: Schedule) -> None:
     if s.raster == "row" and gy > MAX_GRID_YZ:
         raise ScheduleError("schedule.raster", s.raster, f"{gy} CTA rows exceed the grid's y limit {MAX_GRID_YZ}",
                             "use raster='grouped' (a 1-D grid) or a taller BM")
+    gx = grid_for(g, s)[0]
+    if gx > MAX_GRID_X:
+        tiles = f"{-(-g.m // s.bm)} x {-(-g.n // s.bn)} tiles of {s.bm}x{s.bn}"
+        raise ScheduleError("schedule.block", s.block, f"the launch grid's x is {gx} CTAs ({tiles}), past "
+                            f"CUDA's x limit of 2^31-1 = {MAX_GRID_X}",
+                            "use a bigger block tile (BM, BN)"
+                            + (", raster='row' (a 2-D grid)" if s.raster == "grouped" and -(-g.m // s.bm) <= MAX_GRID_YZ
+                               else "") + ", or split the problem across several launches")
 
 
 def verify_split_k(g: Gemm, s: Schedule) -> None:

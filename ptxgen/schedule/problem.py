@@ -1,9 +1,11 @@
 """The GEMM problem: logical shapes, dtypes and storage layouts of the operands."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
+
+from .scalars import normalise
 
 #: Input dtypes lowered today, and the numpy dtype that holds them.
 INPUT_DTYPES = ("f16", "bf16", "tf32", "s8", "u8")
@@ -67,6 +69,9 @@ class Epilogue:
     activation: str | None = None
     scale: str | None = None
 
+    def __post_init__(self) -> None:
+        normalise(self, tuple(f.name for f in fields(self)))
+
     @property
     def is_identity(self) -> bool:
         return (self.alpha == 1.0 and self.beta == 0.0 and self.bias is None and self.activation is None
@@ -105,6 +110,7 @@ class Gemm:
         return "f32" if self.out_dtype in ("s32", *QUANTIZED_DTYPES) else self.out_dtype
 
     #: Leading dimensions in elements; None means dense (K or M for A, N or K for B, N for C).
+    #: 0 is refused, not read as dense.
     lda: int | None = None
     ldb: int | None = None
     ldc: int | None = None
@@ -118,6 +124,9 @@ class Gemm:
     #: Independent GEMMs in one launch: operands (batch, M, K), (batch, K, N), (batch, M, N) with
     #: batch strides given at run time (0 broadcasts one matrix to every batch).
     batch: int = 1
+
+    def __post_init__(self) -> None:
+        normalise(self, tuple(f.name for f in fields(self) if f.name != "epilogue"))
 
     @property
     def accumulator(self) -> str:
@@ -148,9 +157,8 @@ class Gemm:
 
     def leading_dims(self) -> tuple[int, int, int]:
         """(lda, ldb, ldc): the stride between rows ("row") or columns ("col"), in elements."""
-        return (self.lda or (self.k if self.a_layout == "row" else self.m),
-                self.ldb or (self.n if self.b_layout == "row" else self.k),
-                self.ldc or self.n)
+        dense = self.min_leading_dims()
+        return tuple(d if ld is None else ld for ld, d in zip((self.lda, self.ldb, self.ldc), dense))
 
     def min_leading_dims(self) -> tuple[int, int, int]:
         """The logical width each leading dimension must at least cover."""

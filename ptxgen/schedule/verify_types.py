@@ -26,9 +26,9 @@ def choice(field: str, value: object, options: tuple[str, ...], optional: bool =
     listed = ", ".join(map(repr, options)) + (" or None" if optional else "")
     if not isinstance(value, str):
         raise ScheduleTypeError(field, value, f"must be a string, one of {listed}, not {_type_name(value)}",
-                                f"set {field.split('.')[-1]} to one of them")
+                                f"set {field} to one of them")
     if value not in options:
-        raise ScheduleError(field, value, f"must be one of {listed}", f"set {field.split('.')[-1]} to one of them")
+        raise ScheduleError(field, value, f"must be one of {listed}", f"set {field} to one of them")
 
 
 def integer(field: str, value: object, optional: bool = False, example: int = 64, fix: str = "") -> None:

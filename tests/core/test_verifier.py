@@ -167,3 +167,26 @@ def test_cli_refuses_alpha_outside_f32_without_a_traceback(alpha, capsys):
     assert main(["emit", "--shape", "64x64x64", "--block", "64x64x32", "--epilogue", f"alpha={alpha}"]) == 2
     err = capsys.readouterr().err
     assert "epilogue.alpha" in err and "f32" in err and "Traceback" not in err
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_every_accepted_launch_grid_is_within_cudas_limits(data):
+    """Any problem size, raster and decomposition: verify refuses it or its grid fits CUDA's
+    x <= 2^31-1, y, z <= 65535."""
+    from ptxgen.schedule.geometry import grid_for
+
+    size = st.one_of(st.integers(1, 2**16), st.integers(2**24, 2**31 - 1))  # small, or near the limits
+    g = Gemm(data.draw(size, label="M"), data.draw(size, label="N"),
+             data.draw(st.integers(1, 4096), label="K"), batch=data.draw(st.integers(1, 4), label="batch"))
+    decomposition = data.draw(st.sampled_from(["tiles", "stream-k", "stream-k-pure"]), label="decomposition")
+    s = Schedule(block=data.draw(st.sampled_from([(16, 8, 32), (64, 64, 32), (128, 256, 32)]), label="block"),
+                 warps=(1, 1) if data.draw(st.booleans(), label="one warp") else (2, 2),
+                 raster=data.draw(st.sampled_from(["row", "grouped"]), label="raster"), decomposition=decomposition,
+                 split_k=1 if decomposition != "tiles" else data.draw(st.integers(1, 3), label="split_k"))
+    try:
+        verify(g, s)
+    except ScheduleError:
+        return
+    x, y, z = grid_for(g, s)
+    assert x <= 2**31 - 1 and y <= 65535 and z <= 65535

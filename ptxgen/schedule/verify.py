@@ -116,9 +116,12 @@ def verify_tiling(g: Gemm, s: Schedule) -> None:
     name = instruction_name(g, s.instruction)
     tm, tn = s.warp_tile
     if tm % im or tn % in_:
+        fits = [(a, b) for a in range(1, wm + 1) for b in range(1, wn + 1)
+                if bm % (a * im) == 0 and bn % (b * in_) == 0]
+        fewer = f" (e.g. warps={max(fits, key=lambda w: w[0] * w[1])})" if fits else ""
         raise ScheduleError("schedule.block", s.block,
                             f"warp tile {tm}x{tn} is not a multiple of the mma shape {im}x{in_} ({name})",
-                            f"make BM/WM a multiple of {im} and BN/WN a multiple of {in_}")
+                            f"make BM/WM a multiple of {im} and BN/WN a multiple of {in_}{fewer}")
     if bk % ik:
         raise ScheduleError("schedule.block.BK", bk, f"BK is not a multiple of {ik}, the k of the {name} that "
                             f"{g.dtype} inputs issue",

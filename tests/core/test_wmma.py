@@ -85,3 +85,10 @@ def test_wmma_defaults_are_the_layout_and_warps_it_supports():
     c0, bias = random_epilogue_operands(g)
     c, _ = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias)
     assert compare(c, reference(a, b, g.epilogue, c0, bias), g).ok
+
+
+def test_small_wmma_tile_with_default_warps_is_pointed_at_fewer_warps():
+    with pytest.raises(ScheduleError, match=r"warp tile 16x8 is not a multiple of the mma shape 16x16 "
+                                            r"\(wmma m16n16k16\): .* \(e\.g\. warps=\(2, 2\)\)"):
+        ptxgen.verify(Gemm(64, 64, 64), Schedule(block=(32, 32, 32), instruction="wmma"))
+    ptxgen.verify(Gemm(64, 64, 64), Schedule(block=(32, 32, 32), warps=(2, 2), instruction="wmma"))

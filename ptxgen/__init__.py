@@ -9,12 +9,12 @@ Importing needs no GPU and no driver: the CUDA bindings load only when a kernel 
 from __future__ import annotations
 
 from .compile import compile
-from .errors import AssembleError, ScheduleError
+from .errors import AssembleError, ScheduleError, ScheduleTypeError
 from .kernel import Kernel
 from .schedule.problem import Epilogue, Gemm
 from .schedule.schedule import Schedule
 from .schedule.verify import verify
 from . import sim
 
-__all__ = ["Gemm", "Epilogue", "Schedule", "Kernel", "compile", "verify", "ScheduleError", "AssembleError", "sim"]
+__all__ = ["Gemm", "Epilogue", "Schedule", "Kernel", "compile", "verify", "ScheduleError", "ScheduleTypeError", "AssembleError", "sim"]
 __version__ = "0.1.0"

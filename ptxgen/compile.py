@@ -13,6 +13,7 @@ from .schedule.problem import QUANTIZED_DTYPES, Gemm, instruction_name
 from .schedule.schedule import Schedule
 from .schedule.targets import target
 from .schedule.verify import verify
+from .schedule.verify_types import check_arguments
 
 #: Lifetime phases handed to the shared-memory planner.
 PHASE_MAINLOOP, PHASE_EPILOGUE = 0, 1
@@ -74,7 +75,10 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
 
 
 def compile(gemm: Gemm, schedule: Schedule, arch: str = "sm_80") -> Kernel:  # noqa: A001 - public name
-    """Lower (gemm, schedule) to PTX for `arch`. Raises ScheduleError for an invalid schedule."""
+    """Lower (gemm, schedule) to PTX for `arch`. Raises ScheduleError for an invalid schedule
+    (ScheduleTypeError, also a TypeError, for a field of the wrong type) and TypeError for
+    arguments that are not a Gemm, a Schedule and an arch string (e.g. swapped)."""
+    check_arguments("compile", gemm, schedule, arch)
     verify(gemm, schedule, arch)
     plan = plan_tile_buffers(gemm, schedule)
     fn = lower_gemm(gemm, schedule, plan)

@@ -24,3 +24,8 @@ class AssembleError(RuntimeError):
         if log:
             parts.append("assembler log:\n" + log.rstrip())
         super().__init__("\n".join(parts))
+
+
+class ScheduleTypeError(ScheduleError, TypeError):
+    """A Gemm, Epilogue or Schedule field of the wrong type (a str where a bool belongs, a float
+    shape). Both a ScheduleError, so one `except` catches every bad input, and a TypeError."""

@@ -1,9 +1,11 @@
 """The GEMM problem: logical shapes, dtypes and storage layouts of the operands."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
+
+from .scalars import normalise
 
 #: Input dtypes lowered today, and the numpy dtype that holds them.
 INPUT_DTYPES = ("f16", "bf16", "tf32", "s8", "u8")
@@ -11,8 +13,11 @@ OUTPUT_DTYPES = ("f32", "f16", "bf16", "s32", "s8", "u8")
 INTEGER_DTYPES = ("s8", "u8")
 #: Outputs that round the f32 epilogue value to 8 bits (cvt.rni.sat: nearest even, saturated).
 QUANTIZED_DTYPES = ("s8", "u8")
-#: The mma.sync shape of each input dtype: every k-step covers 32 bytes of K.
-MMA_SHAPE = {"f16": "m16n8k16", "bf16": "m16n8k16", "tf32": "m16n8k8", "s8": "m16n8k32", "u8": "m16n8k32"}
+#: The mma.sync shape (m, n, k) each input dtype issues: every k-step covers 32 bytes of K.
+MMA_MNK = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "tf32": (16, 8, 8), "s8": (16, 8, 32), "u8": (16, 8, 32)}
+MMA_SHAPE = {dtype: "m{}n{}k{}".format(*mnk) for dtype, mnk in MMA_MNK.items()}
+#: wmma's only lowered shape (f16/bf16 inputs).
+WMMA_MNK = (16, 16, 16)
 LAYOUTS = ("row", "col")
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s8": 1, "u8": 1, "s32": 4}
 
@@ -53,6 +58,9 @@ class Epilogue:
       x sigmoid(z) = x / (1 + 2^(-z log2 e)) with ex2.approx.f32 (relative error about 2^-22) and
       rcp.rn.f32, which keeps relative accuracy where 1 + tanh would cancel.
     * `beta != 0` reads C before overwriting it (an in-place update).
+    * `alpha` and `beta` are f32 in the kernel: each must be finite and, once rounded to f32, 0 or
+      a normal number (magnitude 2^-126 to about 3.4e38). The verifier refuses values that f32
+      would turn into infinity, 0 or a subnormal, rather than change the result silently.
     """
 
     alpha: float = 1.0
@@ -60,6 +68,9 @@ class Epilogue:
     bias: str | None = None
     activation: str | None = None
     scale: str | None = None
+
+    def __post_init__(self) -> None:
+        normalise(self, tuple(f.name for f in fields(self)))
 
     @property
     def is_identity(self) -> bool:
@@ -99,6 +110,7 @@ class Gemm:
         return "f32" if self.out_dtype in ("s32", *QUANTIZED_DTYPES) else self.out_dtype
 
     #: Leading dimensions in elements; None means dense (K or M for A, N or K for B, N for C).
+    #: 0 is refused, not read as dense.
     lda: int | None = None
     ldb: int | None = None
     ldc: int | None = None
@@ -112,6 +124,9 @@ class Gemm:
     #: Independent GEMMs in one launch: operands (batch, M, K), (batch, K, N), (batch, M, N) with
     #: batch strides given at run time (0 broadcasts one matrix to every batch).
     batch: int = 1
+
+    def __post_init__(self) -> None:
+        normalise(self, tuple(f.name for f in fields(self) if f.name != "epilogue"))
 
     @property
     def accumulator(self) -> str:
@@ -142,9 +157,8 @@ class Gemm:
 
     def leading_dims(self) -> tuple[int, int, int]:
         """(lda, ldb, ldc): the stride between rows ("row") or columns ("col"), in elements."""
-        return (self.lda or (self.k if self.a_layout == "row" else self.m),
-                self.ldb or (self.n if self.b_layout == "row" else self.k),
-                self.ldc or self.n)
+        dense = self.min_leading_dims()
+        return tuple(d if ld is None else ld for ld, d in zip((self.lda, self.ldb, self.ldc), dense))
 
     def min_leading_dims(self) -> tuple[int, int, int]:
         """The logical width each leading dimension must at least cover."""
@@ -160,7 +174,13 @@ def _largest_alignment(*row_bytes: int) -> int:
     return next(a for a in (16, 8, 4, 2, 1) if all(b % a == 0 for b in row_bytes))
 
 
+def instruction_shape(g: "Gemm", instruction: str) -> tuple[int, int, int]:
+    """(m, n, k) of the instruction the kernel actually issues: mma.sync's shape follows the input
+    dtype (m16n8k16, m16n8k8 for tf32, m16n8k32 for int8); wmma is m16n16k16. The tiling rules
+    use this, not the schedule's `instruction` name, which only picks mma.sync or wmma."""
+    return WMMA_MNK if instruction == "wmma" else MMA_MNK[g.dtype]
+
+
 def instruction_name(g: "Gemm", instruction: str) -> str:
-    """What the kernel actually issues: mma.sync's shape follows the input dtype (m16n8k16,
-    m16n8k8 for tf32, m16n8k32 for int8); wmma is m16n16k16."""
-    return "wmma m16n16k16" if instruction == "wmma" else f"mma.sync {MMA_SHAPE[g.dtype]}"
+    """What the kernel actually issues, e.g. "mma.sync m16n8k8" for tf32 or "wmma m16n16k16"."""
+    return ("wmma " if instruction == "wmma" else "mma.sync ") + "m{}n{}k{}".format(*instruction_shape(g, instruction))

@@ -1,7 +1,9 @@
 """The schedule: how a GEMM is tiled onto CTAs, warps and mma instructions, and pipelined."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+
+from .scalars import normalise
 
 #: Instruction shapes (m, n, k) by name: mma.sync m16n8k16, or the opaque-fragment wmma m16n16k16
 #: (IREE's LLVMGPUMatmulTensorCore path, kept for ablation).
@@ -11,14 +13,24 @@ RASTERS = ("row", "grouped")
 SPLIT_K_MODES = ("workspace", "atomic")
 #: How output tiles and their K loops are shared among CTAs (see `Schedule.decomposition`).
 DECOMPOSITIONS = ("tiles", "stream-k", "stream-k-pure")
+#: What `warps=None` and `smem_layout=None` become, per instruction (the CLI's defaults too): the
+#: layout each instruction reads fastest, and a warp grid that fits a 128x128 tile's registers.
+DEFAULT_WARPS = {"m16n8k16": (2, 2), "wmma": (2, 4)}
+DEFAULT_SMEM_LAYOUT = {"m16n8k16": "swizzle", "wmma": "pad"}
 
 
 @dataclass(frozen=True)
 class Schedule:
     """Block tile (BM, BN, BK), warp grid (WM, WN) and pipeline choices.
 
+    * `warps`: the warp grid (WM, WN); None (default) picks (2, 2) for mma.sync and (2, 4) for wmma,
+      whose opaque fragments take about twice the registers (a 128x128 tile needs 8 warps).
     * `stages`: 1 = one buffer, no overlap; 2 = double buffering; >=3 = multistage cp.async pipeline.
-    * `smem_layout`: "swizzle" (XOR on 16-byte chunks), "pad" (+16 B per row) or "plain".
+    * `smem_layout`: "swizzle" (XOR on 16-byte chunks), "pad" (+16 B per row) or "plain"; None
+      (default) picks the best the instruction reads: "swizzle" for mma.sync (ldmatrix), "pad" for
+      wmma (wmma.load reads plain strided rows). The chosen value is what the Schedule holds,
+      prints and compares (Schedule(b) == Schedule(b, smem_layout="swizzle")); note that
+      dataclasses.replace(s, instruction="wmma") keeps s's layout, which wmma then refuses.
     * `raster`: CTA launch order, "row" or "grouped" (groups of `group_m` CTA rows share B tiles in L2).
     * `frag_double_buffer`: load the fragments of k-step s+1 while the mma.sync of step s run; in a
       pipelined loop of 2-4 mma k-steps per k-tile this crosses k-tiles too (the next k-tile's
@@ -42,10 +54,10 @@ class Schedule:
     """
 
     block: tuple[int, int, int]
-    warps: tuple[int, int] = (2, 2)
+    warps: tuple[int, int] | None = None
     instruction: str = "m16n8k16"
     stages: int = 3
-    smem_layout: str = "swizzle"
+    smem_layout: str | None = None
     raster: str = "row"
     group_m: int = 8
     frag_double_buffer: bool = True
@@ -54,6 +66,14 @@ class Schedule:
     epilogue_via_smem: bool | None = None
     decomposition: str = "tiles"
     sms: int | None = None
+
+    def __post_init__(self) -> None:
+        normalise(self, tuple(f.name for f in fields(self) if f.name not in ("block", "warps")), ("block", "warps"))
+        known = "wmma" if self.instruction == "wmma" else "m16n8k16"  # any other name: verify names it
+        if self.warps is None:
+            object.__setattr__(self, "warps", DEFAULT_WARPS[known])
+        if self.smem_layout is None:
+            object.__setattr__(self, "smem_layout", DEFAULT_SMEM_LAYOUT[known])
 
     @property
     def bm(self) -> int:
@@ -85,4 +105,6 @@ class Schedule:
 
     @property
     def mma_shape(self) -> tuple[int, int, int]:
+        """The shape the instruction name stands for; the k mma.sync issues follows the dtype
+        (`problem.instruction_shape`: k8 for tf32, k32 for int8)."""
         return INSTRUCTIONS[self.instruction]

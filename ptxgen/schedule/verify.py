@@ -5,94 +5,75 @@ never gets a wrong kernel or an assembler error for a schedule ptxgen could have
 """
 from __future__ import annotations
 
-from .geometry import operand_tiles, register_estimate, register_limit, smem_bytes, staging_fits
-from .problem import (ACTIVATIONS, INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, QUANTIZED_DTYPES,
-                      VECTOR_KINDS, Epilogue, Gemm)
-from .schedule import DECOMPOSITIONS, INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, SPLIT_K_MODES, Schedule
+import math
+
+import numpy as np
+
+from .geometry import grid_for, operand_tiles, register_estimate, register_limit, smem_bytes, staging_fits
+from .problem import INTEGER_DTYPES, QUANTIZED_DTYPES, Gemm, instruction_name, instruction_shape
+from .schedule import Schedule
 from .streamk import tile_count
 from .targets import TARGETS, target
+from .verify_types import check_arguments, verify_types
 from ..errors import ScheduleError
 
+F32_MAX = float(np.finfo(np.float32).max)
+F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)
 MAX_THREADS = 1024
 MAX_GRID_YZ = 65535
+MAX_GRID_X = 2**31 - 1
 U32_MAX = 2**32 - 1
 #: Stream-K's persistent grid: a few CTAs per SM on the largest parts is plenty.
 MAX_PERSISTENT_CTAS = 4096
 
 
-def _choice(field: str, value: object, options: tuple[str, ...]) -> None:
-    if value not in options:
-        raise ScheduleError(field, value, f"must be one of {', '.join(map(repr, options))}",
-                            f"set {field} to one of them")
-
-
-def _positive_int(field: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ScheduleError(field, value, "must be a positive integer", f"give {field} a value >= 1")
-
-
 def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
-    """Types and enumerations: the things a typo gets wrong."""
+    """Types and enumerations (`verify_types`: the things a typo gets wrong), then field ranges."""
     if arch not in TARGETS:
         raise ScheduleError("arch", arch, "is not a supported target",
                             f"use one of {', '.join(TARGETS)}")
+    verify_types(g, s)
     for f in ("m", "n", "k"):
-        _positive_int(f"gemm.{f}", getattr(g, f))
         if getattr(g, f) > U32_MAX // 2:
             raise ScheduleError(f"gemm.{f}", getattr(g, f), "exceeds the 31-bit kernel parameter range",
                                 "split the problem into smaller GEMMs")
-    _choice("gemm.dtype", g.dtype, INPUT_DTYPES)
-    _choice("gemm.out_dtype", g.out_dtype, OUTPUT_DTYPES)
-    _choice("gemm.a_layout", g.a_layout, LAYOUTS)
-    _choice("gemm.b_layout", g.b_layout, LAYOUTS)
-    _positive_int("gemm.batch", g.batch)
     if g.batch > MAX_GRID_YZ:
         raise ScheduleError("gemm.batch", g.batch, f"exceeds the grid's z limit {MAX_GRID_YZ}",
                             "split the batch into several launches")
-    _choice("gemm.acc_dtype", g.acc_dtype, ("f32", "f16", "s32"))
     if g.acc_dtype == "f16" and (g.dtype, g.out_dtype) != ("f16", "f16"):
         raise ScheduleError("gemm.acc_dtype", g.acc_dtype,
                             f"f16 accumulation takes f16 inputs and gives f16 output, not {g.dtype} -> {g.out_dtype}",
                             "use dtype='f16', out_dtype='f16', or acc_dtype='f32'")
-    if g.epilogue is not None:
-        e = g.epilogue
-        if not isinstance(e, Epilogue):
-            raise ScheduleError("gemm.epilogue", e, "must be a ptxgen.Epilogue", "pass Epilogue(alpha=..., ...)")
-        for name in ("alpha", "beta"):
-            v = getattr(e, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or abs(v) == float("inf"):
-                raise ScheduleError(f"epilogue.{name}", v, "must be a finite number", f"give {name} a float")
-        for name in ("bias", "scale"):
-            if getattr(e, name) is not None:
-                _choice(f"epilogue.{name}", getattr(e, name), VECTOR_KINDS)
-        if e.activation is not None:
-            _choice("epilogue.activation", e.activation, ACTIVATIONS)
+    for name in ("alpha", "beta"):
+        verify_f32_factor(f"epilogue.{name}", getattr(g.epi, name))
     verify_dtype_table(g)
     if g.align not in (None, 2, 4, 8, 16):
         raise ScheduleError("gemm.align", g.align, "must be 2, 4, 8 or 16 bytes",
                             "state the alignment your pointers and leading dimensions guarantee, or None")
-    if not (isinstance(s.block, tuple) and len(s.block) == 3):
-        raise ScheduleError("schedule.block", s.block, "must be a tuple (BM, BN, BK)",
-                            "write e.g. block=(128, 128, 32)")
-    for name, v in zip(("BM", "BN", "BK"), s.block):
-        _positive_int(f"schedule.block.{name}", v)
-    if not (isinstance(s.warps, tuple) and len(s.warps) == 2):
-        raise ScheduleError("schedule.warps", s.warps, "must be a tuple (WM, WN)", "write e.g. warps=(2, 2)")
-    for name, v in zip(("WM", "WN"), s.warps):
-        _positive_int(f"schedule.warps.{name}", v)
-    _choice("schedule.instruction", s.instruction, tuple(INSTRUCTIONS))
-    _positive_int("schedule.stages", s.stages)
-    _choice("schedule.smem_layout", s.smem_layout, SMEM_LAYOUTS)
-    _choice("schedule.raster", s.raster, RASTERS)
-    _positive_int("schedule.group_m", s.group_m)
-    _positive_int("schedule.split_k", s.split_k)
-    _choice("schedule.split_k_mode", s.split_k_mode, SPLIT_K_MODES)
-    _choice("schedule.decomposition", s.decomposition, DECOMPOSITIONS)
-    if s.sms is not None:
-        _positive_int("schedule.sms", s.sms)
-        if s.sms > MAX_PERSISTENT_CTAS:
-            raise ScheduleError("schedule.sms", s.sms, f"more than {MAX_PERSISTENT_CTAS} persistent CTAs",
-                                "give the number of SMs (or a small multiple), or None for the device's")
+    if s.sms is not None and s.sms > MAX_PERSISTENT_CTAS:
+        raise ScheduleError("schedule.sms", s.sms, f"more than {MAX_PERSISTENT_CTAS} persistent CTAs",
+                            "give the number of SMs (or a small multiple), or None for the device's")
+
+
+def verify_f32_factor(field: str, v: int | float) -> None:
+    """alpha and beta enter the kernel as f32 immediates: a value f32 turns into inf, or into 0 or a
+    subnormal (which keeps fewer than f32's 24 significant bits), would silently change the result.
+    (`verify_types` has made sure v is an int or a float.)"""
+    short = field.split(".")[-1]
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ScheduleError(field, v, "must be a finite number: NaN or inf would reach every output",
+                            f"give {short} a finite float")
+    if v == 0:
+        return
+    with np.errstate(over="ignore", under="ignore"):
+        as_f32 = float(np.float32(v)) if abs(v) < 2**1024 else math.inf  # a larger int has no float
+    if not math.isfinite(as_f32) or abs(as_f32) < F32_MIN_NORMAL:
+        what = "overflows to infinity" if not math.isfinite(as_f32) else (
+            "underflows to 0" if as_f32 == 0 else "is an f32 subnormal, with fewer than 24 significant bits")
+        raise ScheduleError(field, v, f"the epilogue computes in f32, where {v!r} {what}; f32 holds 0 and "
+                            f"magnitudes from {F32_MIN_NORMAL:.8g} (smallest normal) to {F32_MAX:.8g}",
+                            "rescale: fold part of the factor into A, B or a scale vector so that it lies "
+                            "in that range (or use 0)")
 
 
 def verify_dtype_table(g: Gemm) -> None:
@@ -117,8 +98,10 @@ def verify_dtype_table(g: Gemm) -> None:
         raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output", "use out_dtype='f32'")
 
 
-def verify_tiling(s: Schedule) -> None:
-    """Block -> warp -> instruction: each level divides the one above."""
+def verify_tiling(g: Gemm, s: Schedule) -> None:
+    """Block -> warp -> instruction: each level divides the one above. The instruction is the one
+    the dtype issues (`instruction_shape`): mma.sync m16n8k16 for f16/bf16, m16n8k8 for tf32,
+    m16n8k32 for s8/u8 (one k-step is 32 bytes of K), wmma m16n16k16."""
     if s.threads > MAX_THREADS:
         raise ScheduleError("schedule.warps", s.warps,
                             f"{s.num_warps} warps = {s.threads} threads exceed {MAX_THREADS} per CTA",
@@ -129,15 +112,20 @@ def verify_tiling(s: Schedule) -> None:
         raise ScheduleError("schedule.warps", s.warps,
                             f"block tile {bm}x{bn} does not divide by the warp grid {wm}x{wn}",
                             "make BM a multiple of WM and BN a multiple of WN")
-    im, in_, ik = s.mma_shape
+    im, in_, ik = instruction_shape(g, s.instruction)
+    name = instruction_name(g, s.instruction)
     tm, tn = s.warp_tile
     if tm % im or tn % in_:
+        fits = [(a, b) for a in range(1, wm + 1) for b in range(1, wn + 1)
+                if bm % (a * im) == 0 and bn % (b * in_) == 0]
+        fewer = f" (e.g. warps={max(fits, key=lambda w: w[0] * w[1])})" if fits else ""
         raise ScheduleError("schedule.block", s.block,
-                            f"warp tile {tm}x{tn} is not a multiple of the mma shape {im}x{in_}",
-                            f"make BM/WM a multiple of {im} and BN/WN a multiple of {in_}")
+                            f"warp tile {tm}x{tn} is not a multiple of the mma shape {im}x{in_} ({name})",
+                            f"make BM/WM a multiple of {im} and BN/WN a multiple of {in_}{fewer}")
     if bk % ik:
-        raise ScheduleError("schedule.block.BK", bk, f"BK is not a multiple of the instruction's k={ik}",
-                            f"make BK a multiple of {ik}, e.g. 32 or 64")
+        raise ScheduleError("schedule.block.BK", bk, f"BK is not a multiple of {ik}, the k of the {name} that "
+                            f"{g.dtype} inputs issue",
+                            f"make BK a multiple of {ik}, e.g. {ik * (2 if ik >= 16 else 4)}")
 
 
 def verify_copies(g: Gemm, s: Schedule) -> None:
@@ -192,9 +180,6 @@ def verify_wmma(g: Gemm, s: Schedule) -> None:
 
 def verify_staging(g: Gemm, s: Schedule) -> None:
     """The staged epilogue splits the C tile into whole chunks per thread, uniformly."""
-    if s.epilogue_via_smem not in (None, True, False):
-        raise ScheduleError("schedule.epilogue_via_smem", s.epilogue_via_smem, "must be True, False or None",
-                            "leave it None to let ptxgen choose")
     if s.epilogue_via_smem and not staging_fits(g, s):
         raise ScheduleError("schedule.epilogue_via_smem", True,
                             f"the {s.bm}x{s.bn} C tile's store chunks cannot be split evenly and uniformly "
@@ -243,6 +228,14 @@ def verify_problem(g: Gemm, s: Schedule) -> None:
     if s.raster == "row" and gy > MAX_GRID_YZ:
         raise ScheduleError("schedule.raster", s.raster, f"{gy} CTA rows exceed the grid's y limit {MAX_GRID_YZ}",
                             "use raster='grouped' (a 1-D grid) or a taller BM")
+    gx = grid_for(g, s)[0]
+    if gx > MAX_GRID_X:
+        tiles = f"{-(-g.m // s.bm)} x {-(-g.n // s.bn)} tiles of {s.bm}x{s.bn}"
+        raise ScheduleError("schedule.block", s.block, f"the launch grid's x is {gx} CTAs ({tiles}), past "
+                            f"CUDA's x limit of 2^31-1 = {MAX_GRID_X}",
+                            "use a bigger block tile (BM, BN)"
+                            + (", raster='row' (a 2-D grid)" if s.raster == "grouped" and -(-g.m // s.bm) <= MAX_GRID_YZ
+                               else "") + ", or split the problem across several launches")
 
 
 def verify_split_k(g: Gemm, s: Schedule) -> None:
@@ -293,15 +286,14 @@ def verify_stream_k(g: Gemm, s: Schedule) -> None:
 
 
 def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
-    """Raise ScheduleError for the first rule (Gemm, Schedule) breaks on `arch`."""
+    """Raise ScheduleError for the first rule (Gemm, Schedule) breaks on `arch` (a TypeError for
+    arguments that are not a Gemm, a Schedule and an arch string, e.g. swapped ones)."""
+    check_arguments("verify", g, s, arch)
     verify_fields(g, s, arch)
-    verify_tiling(s)
-    if s.instruction != "wmma" and (s.bk * g.in_bytes) % 32:
-        raise ScheduleError("schedule.block.BK", s.bk, f"BK is not a multiple of the {g.dtype} mma k-step "
-                            f"of {g.k_step}", f"make BK a multiple of {g.k_step}")
     if s.instruction == "wmma" and g.dtype not in ("f16", "bf16"):
         raise ScheduleError("schedule.instruction", s.instruction, f"the wmma path takes f16/bf16, not {g.dtype}",
                             "use instruction='m16n8k16' (mma.sync)")
+    verify_tiling(g, s)
     verify_copies(g, s)
     verify_wmma(g, s)
     verify_staging(g, s)

@@ -1,11 +1,12 @@
 """Every verifier rule rejects with ScheduleError naming field, value, rule and fix."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import ptxgen
-from ptxgen import Gemm, Schedule, ScheduleError
+from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
 from ptxgen.schedule.verify import verify
 
 G = Gemm(1024, 1024, 1024)
@@ -52,6 +53,13 @@ INVALID = [
     ("2-byte copy map not uniform", Gemm(64, 96, 7, b_layout="row"), Schedule(block=(64, 96, 32)), "sm_80",
      "schedule.block"),
     ("grid y", Gemm(128 * 65536, 128, 32), S, "sm_80", "schedule.raster"),
+    ("grid x, grouped", Gemm(2**30, 2**30, 64), Schedule(block=(128, 128, 32), raster="grouped"), "sm_80",
+     "schedule.block"),
+    ("alpha underflows to 0", Gemm(64, 64, 64, epilogue=Epilogue(alpha=1e-50)), S, "sm_80", "epilogue.alpha"),
+    ("alpha overflows", Gemm(64, 64, 64, epilogue=Epilogue(alpha=1e39)), S, "sm_80", "epilogue.alpha"),
+    ("beta is an f32 subnormal", Gemm(64, 64, 64, epilogue=Epilogue(beta=-1e-40)), S, "sm_80", "epilogue.beta"),
+    ("alpha NaN", Gemm(64, 64, 64, epilogue=Epilogue(alpha=float("nan"))), S, "sm_80", "epilogue.alpha"),
+    ("beta inf", Gemm(64, 64, 64, epilogue=Epilogue(beta=float("-inf"))), S, "sm_80", "epilogue.beta"),
 ]
 
 
@@ -69,8 +77,8 @@ def test_each_rule_rejects_with_a_fix(label, gemm, sched, arch, field):
 
 
 def test_warp_tile_message_says_how_to_fix():
-    with pytest.raises(ScheduleError, match=r"warp tile 40x64 is not a multiple of the mma shape 16x8: "
-                                            r"make BM/WM a multiple of 16"):
+    with pytest.raises(ScheduleError, match=r"warp tile 40x64 is not a multiple of the mma shape 16x8 "
+                                            r"\(mma\.sync m16n8k16\): make BM/WM a multiple of 16"):
         verify(Gemm(1040, 1024, 1024), Schedule(block=(40, 128, 32), warps=(1, 2)))
 
 
@@ -115,3 +123,70 @@ def test_any_schedule_compiles_or_raises_schedule_error(data):
     except ScheduleError:
         return
     assert k.entry in k.ptx and k.smem_bytes > 0
+
+
+def test_grid_x_limit_names_limit_and_fixes():
+    g = Gemm(2**30, 2**30, 64)
+    with pytest.raises(ScheduleError, match=r"grid's x is 70368744177664 CTAs .*CUDA's x limit of 2\^31-1 = "
+                                            r"2147483647: use a bigger block tile .* split the problem"):
+        verify(g, Schedule(block=(128, 128, 32), raster="grouped"))
+    # a grouped grid whose row raster fits is pointed at raster='row'; the row raster is within x
+    g = Gemm(128 * 65535, 2**30, 64)
+    with pytest.raises(ScheduleError, match=r"raster='row'"):
+        verify(g, Schedule(block=(128, 128, 32), raster="grouped"))
+    verify(g, Schedule(block=(128, 128, 32)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_alpha_and_beta_reach_the_kernel_as_f32_or_are_refused(data):
+    """Any float: either it is 0 or an f32 normal after rounding, and the PTX holds that f32 exactly,
+    or the verifier names the field and the f32 range (never an OverflowError, never a silent 0)."""
+    name = data.draw(st.sampled_from(["alpha", "beta"]), label="field")
+    v = data.draw(st.one_of(st.floats(), st.floats(min_value=-1e-36, max_value=1e-36),
+                            st.floats(min_value=1e37, max_value=1e40)), label="value")
+    g = Gemm(64, 64, 64, epilogue=Epilogue(**{name: v}))
+    with np.errstate(over="ignore", under="ignore"):
+        f = np.float32(v)
+    try:
+        k = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
+    except ScheduleError as e:
+        assert e.field == f"epilogue.{name}"
+        assert not np.isfinite(v) or (v != 0 and not (np.isfinite(f) and abs(f) >= np.finfo(np.float32).tiny))
+        assert "finite" in str(e) if not np.isfinite(v) else "3.4028235e+38" in str(e)
+        return
+    assert v == 0 or (np.isfinite(f) and abs(f) >= np.finfo(np.float32).tiny)
+    if (name == "alpha" and v != 1.0) or (name == "beta" and v != 0.0):
+        assert "0f%08X" % f.view(np.uint32) in k.ptx
+
+
+@pytest.mark.parametrize("alpha", ["1e39", "1e-50"])
+def test_cli_refuses_alpha_outside_f32_without_a_traceback(alpha, capsys):
+    from ptxgen.cli import main
+
+    assert main(["emit", "--shape", "64x64x64", "--block", "64x64x32", "--epilogue", f"alpha={alpha}"]) == 2
+    err = capsys.readouterr().err
+    assert "epilogue.alpha" in err and "f32" in err and "Traceback" not in err
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_every_accepted_launch_grid_is_within_cudas_limits(data):
+    """Any problem size, raster and decomposition: verify refuses it or its grid fits CUDA's
+    x <= 2^31-1, y, z <= 65535."""
+    from ptxgen.schedule.geometry import grid_for
+
+    size = st.one_of(st.integers(1, 2**16), st.integers(2**24, 2**31 - 1))  # small, or near the limits
+    g = Gemm(data.draw(size, label="M"), data.draw(size, label="N"),
+             data.draw(st.integers(1, 4096), label="K"), batch=data.draw(st.integers(1, 4), label="batch"))
+    decomposition = data.draw(st.sampled_from(["tiles", "stream-k", "stream-k-pure"]), label="decomposition")
+    s = Schedule(block=data.draw(st.sampled_from([(16, 8, 32), (64, 64, 32), (128, 256, 32)]), label="block"),
+                 warps=(1, 1) if data.draw(st.booleans(), label="one warp") else (2, 2),
+                 raster=data.draw(st.sampled_from(["row", "grouped"]), label="raster"), decomposition=decomposition,
+                 split_k=1 if decomposition != "tiles" else data.draw(st.integers(1, 3), label="split_k"))
+    try:
+        verify(g, s)
+    except ScheduleError:
+        return
+    x, y, z = grid_for(g, s)
+    assert x <= 2**31 - 1 and y <= 65535 and z <= 65535

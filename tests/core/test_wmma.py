@@ -55,7 +55,7 @@ def test_wmma_kernel_structure():
 
 
 @pytest.mark.parametrize("sched,field", [
-    (Schedule(block=(64, 64, 32), instruction="wmma"), "schedule.smem_layout"),  # default swizzle
+    (Schedule(block=(64, 64, 32), instruction="wmma", smem_layout="swizzle"), "schedule.smem_layout"),
     (Schedule(block=(64, 64, 32), instruction="wmma", smem_layout="pad", epilogue_via_smem=False),
      "schedule.epilogue_via_smem"),
     (Schedule(block=(64, 56, 32), warps=(1, 1), instruction="wmma", smem_layout="pad"), "schedule.block"),
@@ -64,3 +64,31 @@ def test_wmma_rules(sched, field):
     with pytest.raises(ScheduleError) as info:
         ptxgen.verify(Gemm(64, 64, 64), sched)
     assert info.value.field == field
+
+
+def test_wmma_defaults_are_the_layout_and_warps_it_supports():
+    """smem_layout=None and warps=None resolve per instruction: wmma gets "pad" (wmma.load reads
+    plain strided rows) and 2x4 warps (a 128x128 tile's opaque fragments do not fit 4 warps'
+    registers); mma.sync keeps "swizzle" and 2x2. The Schedule holds, prints and compares the
+    resolved values, and a default wmma Schedule compiles and computes the right product."""
+    s = Schedule(block=(128, 128, 32), instruction="wmma")
+    assert (s.smem_layout, s.warps) == ("pad", (2, 4))
+    assert s == Schedule(block=(128, 128, 32), warps=(2, 4), instruction="wmma", smem_layout="pad")
+    assert "smem_layout='pad'" in repr(s) and "warps=(2, 4)" in repr(s)
+    m = Schedule(block=(128, 128, 32))
+    assert (m.smem_layout, m.warps) == ("swizzle", (2, 2)) and m == Schedule(block=(128, 128, 32), warps=(2, 2),
+                                                                              smem_layout="swizzle")
+    g = Gemm(100, 72, 33, epilogue=Epilogue(alpha=2.0, bias="col"))
+    k = ptxgen.compile(g, s)
+    assert k.schedule.smem_layout == "pad" and "smem pad" in k.ptx and k.block == (256, 1, 1)
+    a, b = random_operands(g)
+    c0, bias = random_epilogue_operands(g)
+    c, _ = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias)
+    assert compare(c, reference(a, b, g.epilogue, c0, bias), g).ok
+
+
+def test_small_wmma_tile_with_default_warps_is_pointed_at_fewer_warps():
+    with pytest.raises(ScheduleError, match=r"warp tile 16x8 is not a multiple of the mma shape 16x16 "
+                                            r"\(wmma m16n16k16\): .* \(e\.g\. warps=\(2, 2\)\)"):
+        ptxgen.verify(Gemm(64, 64, 64), Schedule(block=(32, 32, 32), instruction="wmma"))
+    ptxgen.verify(Gemm(64, 64, 64), Schedule(block=(32, 32, 32), warps=(2, 2), instruction="wmma"))

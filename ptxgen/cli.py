@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="fused epilogue, e.g. bias=col,act=relu,alpha=1,beta=0 (act: relu, gelu, silu); "
                         "scale=col/row multiplies by an f32 vector (with --dtype s8 --out s8: quantised output)")
     p.add_argument("--align", default=None, type=int,
-                   help="byte alignment of pointers and leading dims: 16, 8, 4 or 2 (default: inferred)")
+                   help="byte alignment of pointers and leading dims: 16, 8, 4, 2, or 1 for s8/u8 (default: inferred)")
     p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
                    help="A and B storage as BLAS letters, t = row-major, n = column-major (default tn)")
     p.add_argument("--a-layout", default="row", choices=LAYOUTS, help="A storage (default row)")

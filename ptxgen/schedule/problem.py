@@ -102,7 +102,8 @@ class Gemm:
     lda: int | None = None
     ldb: int | None = None
     ldc: int | None = None
-    #: Byte alignment guaranteed for every base pointer and leading dimension (2, 4, 8 or 16).
+    #: Byte alignment guaranteed for every base pointer and leading dimension (16, 8, 4, 2, or 1
+    #: for s8/u8).
     #: None picks the largest that the leading dimensions allow; copies narrow to match.
     align: int | None = None
     #: Accumulator dtype: "f32", or "f16" (f16 inputs and output only: the half-precision mma).
@@ -129,8 +130,8 @@ class Gemm:
 
     def alignment(self) -> int:
         """Byte alignment of A and B, which sets the copy width: the stated alignment, or the
-        largest of 16/8/4/2/1 that divides lda and ldb in bytes (1 only for byte-sized elements;
-        the verifier rejects it)."""
+        largest of 16/8/4/2/1 that divides lda and ldb in bytes (1 only for byte-sized elements,
+        whose copies then move single bytes)."""
         lda, ldb, _ = self.leading_dims()
         return self.align if self.align is not None else _largest_alignment(lda * self.in_bytes, ldb * self.in_bytes)
 

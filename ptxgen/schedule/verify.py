@@ -68,8 +68,8 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
         if e.activation is not None:
             _choice("epilogue.activation", e.activation, ACTIVATIONS)
     verify_dtype_table(g)
-    if g.align not in (None, 2, 4, 8, 16):
-        raise ScheduleError("gemm.align", g.align, "must be 2, 4, 8 or 16 bytes",
+    if g.align not in (None, 1, 2, 4, 8, 16):
+        raise ScheduleError("gemm.align", g.align, "must be 1, 2, 4, 8 or 16 bytes",
                             "state the alignment your pointers and leading dimensions guarantee, or None")
     if not (isinstance(s.block, tuple) and len(s.block) == 3):
         raise ScheduleError("schedule.block", s.block, "must be a tuple (BM, BN, BK)",
@@ -223,7 +223,7 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
 def verify_problem(g: Gemm, s: Schedule) -> None:
     """Any M, N, K >= 1 fit (edge tiles are bounds-checked); alignment and leading dims must hold."""
     align = g.alignment()
-    need = 4 if g.in_bytes == 1 else g.in_bytes  # a copy never splits an element; int8 copies use cp.async
+    need = g.in_bytes  # a copy never splits an element (int8 at 1- or 2-byte alignment: ld.global + st.shared)
     if align < need:
         field = "gemm.align" if g.align is not None else "gemm.lda"
         value = g.align if g.align is not None else g.leading_dims()[0]

@@ -113,6 +113,10 @@ def verify_dtype_table(g: Gemm) -> None:
     elif g.out_dtype in ("s32", *QUANTIZED_DTYPES) or g.acc_dtype == "s32":
         raise ScheduleError("gemm.out_dtype", g.out_dtype, f"{g.dtype} inputs give float output; integer outputs "
                             "come from s8/u8 inputs", "use out_dtype 'f32', 'f16' or 'bf16'")
+    bias_types = ("f32", g.out_dtype) if g.out_dtype in ("f16", "bf16") else ("f32",)
+    if g.bias_dtype not in bias_types:
+        raise ScheduleError("gemm.bias_dtype", g.bias_dtype, f"a {g.out_dtype} output takes a bias of dtype "
+                            + " or ".join(bias_types), "use bias_dtype='f32' (the default)")
     if g.dtype == "tf32" and g.out_dtype != "f32":
         raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output", "use out_dtype='f32'")
 

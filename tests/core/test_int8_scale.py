@@ -247,7 +247,7 @@ def test_kernel_parameters_and_header_name_the_scale():
     assert params[-2:] == ["bias", "scale"]
     assert "scale[n] * 0.5 * acc + bias[n] in f32, rounded to s8 (nearest even, saturated)" in k.ptx
     assert "bias (.u64, f32); scale (.u64, f32)" in k.ptx
-    assert g.bias_dtype == "f32" and Gemm(1, 1, 1, out_dtype="bf16").bias_dtype == "bf16"
+    assert g.bias_dtype == "f32" and Gemm(1, 1, 1, out_dtype="bf16").bias_dtype == "f32"
 
 
 ASSEMBLED = [

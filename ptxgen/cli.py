@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--epilogue", default=None, type=_epilogue,
                    help="fused epilogue, e.g. bias=col,act=relu,alpha=1,beta=0 (act: relu, gelu, silu); "
                         "scale=col/row multiplies by an f32 vector (with --dtype s8 --out s8: quantised output)")
+    p.add_argument("--bias-dtype", default="f32", choices=("f32", "f16", "bf16"),
+                   help="dtype of the --epilogue bias vector: f32 for any output, or the f16/bf16 output's "
+                        "(default f32)")
     p.add_argument("--align", default=None, type=int,
                    help="byte alignment of pointers and leading dims: 16, 8, 4, 2, or 1 for s8/u8 (default: inferred)")
     p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
@@ -104,7 +107,8 @@ def _build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ker
     a_layout, b_layout = LAYOUT_LETTERS[args.layout] if args.layout else (args.a_layout, args.b_layout)
     out_dtype = args.out_dtype or ("s32" if args.dtype in INTEGER_DTYPES else "f32")
     gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
-                align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch)
+                align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch,
+                bias_dtype=args.bias_dtype)
     wmma = args.instruction == "wmma"
     sched = Schedule(block=tuple(args.block), warps=tuple(args.warps or ((2, 4) if wmma else (2, 2))),
                      stages=args.stages, instruction=args.instruction,

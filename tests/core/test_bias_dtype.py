@@ -81,3 +81,14 @@ def test_a_bias_dtype_the_output_cannot_take_is_rejected(g, value):
         ptxgen.verify(g, Schedule(block=(64, 64, 32)))
     assert info.value.field == "gemm.bias_dtype" and info.value.value == value
     assert "bias_dtype='f32'" in info.value.fix
+
+
+def test_cli_bias_dtype(capsys):
+    from ptxgen.cli import main
+
+    for dt in ("f32", "f16"):
+        assert main(["run", "--shape", "40x72x32", "--block", "32x64x32", "--warps", "1x2", "--out", "f16",
+                     "--epilogue", "bias=col,act=relu", "--bias-dtype", dt, "--sim"]) == 0
+        assert "PASS" in capsys.readouterr().out
+    assert main(["emit", "--shape", "40x72x32", "--out", "f32", "--epilogue", "bias=col", "--bias-dtype", "f16"]) == 2
+    assert "bias_dtype" in capsys.readouterr().err

@@ -115,3 +115,11 @@ def test_stated_alignment_of_one_byte():
     g = Gemm(16, 16, 32, dtype="s8", out_dtype="s32", batch=2, align=1)
     out = ptxgen.compile(g, s).simulate(a, b)
     assert compare(out, reference(a, b), g).ok
+
+
+def test_the_issue_command_runs(capsys):
+    from ptxgen.cli import main
+
+    assert main(["run", "--shape", "77x131x45", "--dtype", "s8", "--sim"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "32 x 1 B per thread per k-tile (align 1: 16x the copy instructions" in out

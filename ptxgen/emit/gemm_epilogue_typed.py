@@ -156,25 +156,27 @@ class TypedStaging:
         elements of a chunk straddling N one by one. Chunks outside C stage zeros."""
         width = self.st.chunk_elems * self.ob
         for c in chunks:
-            self.move(c.smem, c.gmem, width, c.full, to_shared)
+            self.move(c.smem, c.gmem, width, c.full, to_shared, element=False)
             for j, part in enumerate(c.parts or []):
                 self.move(Addr(c.smem.base, c.smem.offset + j * self.ob),
-                          Addr(c.gmem.base, c.gmem.offset + j * self.ob), self.ob, part, to_shared)
+                          Addr(c.gmem.base, c.gmem.offset + j * self.ob), self.ob, part, to_shared, element=True)
 
-    def move(self, smem: Addr, gmem: Addr, width: int, guard: VReg | None, to_shared: bool) -> None:
+    def move(self, smem: Addr, gmem: Addr, width: int, guard: VReg | None, to_shared: bool, element: bool) -> None:
+        """One access of `width` bytes each way. `guard` always guards the global side; a whole
+        chunk's shared side is unguarded (phase 0 stages zeros where C is not read), a single
+        element's is guarded (it must not overwrite the chunk's staged bytes)."""
         b = self.b
         vec, typ, cls, count = ACCESS[width]
         regs = b.regs(cls, count)
-        dst: VReg | Vec = Vec(tuple(regs)) if count > 1 else regs[0]
+        val: VReg | Vec = Vec(tuple(regs)) if count > 1 else regs[0]
         store_typ = ".b8" if width == 1 else typ
+        shared_guard = guard if element else None
         if to_shared:
             if guard is not None:
                 for r in regs:
                     b.emit(f"mov.{cls}", r, Imm("0"), ndefs=1)
-            b.emit(f"ld.global{vec}{typ}", dst, gmem, ndefs=1, guard=guard)
-            b.emit(f"st.shared{vec}{store_typ}", smem, dst, guard=None if width == self.st.chunk_elems * self.ob
-                   else guard)
+            b.emit(f"ld.global{vec}{typ}", val, gmem, ndefs=1, guard=guard)
+            b.emit(f"st.shared{vec}{store_typ}", smem, val, guard=shared_guard)
         else:
-            b.emit(f"ld.shared{vec}{typ}", dst, smem, ndefs=1, guard=guard if width < self.st.chunk_elems * self.ob
-                   else None)
-            b.emit(f"st.global{vec}{store_typ}", gmem, dst, guard=guard)
+            b.emit(f"ld.shared{vec}{typ}", val, smem, ndefs=1, guard=shared_guard)
+            b.emit(f"st.global{vec}{store_typ}", gmem, val, guard=guard)

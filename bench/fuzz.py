@@ -49,15 +49,15 @@ def draw(rng: np.random.Generator, instruction: str | None = None):
                        scale=pick([None, None, "col", "row"] if dtype in ("s8", "u8") else [None] * 3 + ["col", "row"]))
     m, n, k = pick(SIZES), pick(SIZES), pick(SIZES)
     a_layout, b_layout = pick(["row", "col"]), pick(["row", "col"])
-    # leading dimensions: dense, padded by 8 or 3 elements, or rounded up to 16 elements (the
-    # alignment byte-sized int8 operands need whatever their width)
+    # leading dimensions: dense, padded by 8 or 3 elements, or rounded up to 16 elements (int8
+    # rows of any byte length narrow their copies down to single bytes)
     ld_of = pick([None, None, lambda w: w + 8, lambda w: w + 3, lambda w: -(-w // 16) * 16])
     lds = {}
     if ld_of:
         lds = {"lda": ld_of(k if a_layout == "row" else m), "ldb": ld_of(n if b_layout == "row" else k),
                "ldc": ld_of(n)}
     g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout, acc_dtype=acc,
-             epilogue=epi, batch=pick([1, 1, 1, 2]), align=pick([None, None, 16, 8, 4, 2]), **lds)
+             epilogue=epi, batch=pick([1, 1, 1, 2]), align=pick([None, None, 16, 8, 4, 2, 1]), **lds)
     bk = pick([32, 64, 128] if dtype in ("s8", "u8") else [16, 32, 64])  # 32..128 bytes of K either way
     s = Schedule(block=(pick([32, 64, 128]), pick([32, 64, 128]), bk),
                  warps=(pick([1, 2, 4]), pick([1, 2, 4])), stages=int(rng.integers(1, 6)),

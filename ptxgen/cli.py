@@ -47,8 +47,11 @@ def _parser() -> argparse.ArgumentParser:
                         "bias=col|row adds a vector, scale=col|row multiplies by an f32 vector (with --dtype s8 "
                         "--out s8: quantised output), act=relu|gelu|silu; every field needs its value "
                         "(default none: C = A @ B)")
+    p.add_argument("--bias-dtype", default="f32", choices=("f32", "f16", "bf16"),
+                   help="dtype of the --epilogue bias vector: f32 for any output, or the f16/bf16 output's "
+                        "(default f32)")
     p.add_argument("--align", default=None, type=int,
-                   help="byte alignment of pointers and leading dims: 16, 8, 4 or 2 (default: inferred)")
+                   help="byte alignment of pointers and leading dims: 16, 8, 4, 2, or 1 for s8/u8 (default: inferred)")
     p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
                    help="A and B storage as BLAS letters, t = row-major, n = column-major (default tn); "
                         "cannot contradict --a-layout/--b-layout")
@@ -117,7 +120,8 @@ def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kern
     a_layout, b_layout = layouts(args)
     out_dtype = args.out_dtype or ("s32" if args.dtype in INTEGER_DTYPES else "f32")
     gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
-                align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch)
+                align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch,
+                bias_dtype=args.bias_dtype)
     wmma = args.instruction == "wmma"
     sched = Schedule(block=tuple(args.block), warps=tuple(args.warps or ((2, 4) if wmma else (2, 2))),
                      stages=args.stages, instruction=args.instruction,

@@ -7,7 +7,7 @@ from collections import Counter
 from .cli_flags import flag_text
 from .compile import describe_epilogue
 from .kernel import Kernel
-from .schedule.geometry import OperandTile, fragment_buffering, operand_tiles, register_estimate, staging_layout
+from .schedule.geometry import OperandTile, describe_staging, fragment_buffering, operand_tiles, register_estimate
 from .schedule.problem import instruction_name
 from .schedule.schedule import Schedule
 from .schedule.streamk import stream_k_plan
@@ -41,7 +41,6 @@ def describe(k: Kernel) -> list[str]:
     g, s = k.gemm, k.schedule
     a, b = operand_tiles(g, s)
     est = register_estimate(g, s)
-    st = staging_layout(g, s)
     live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
     return [
         f"kernel     {k.entry} ({k.arch})",
@@ -56,9 +55,7 @@ def describe(k: Kernel) -> list[str]:
         + ("" if a.copy_bytes == 16 else f" (align {g.alignment()}: {16 // a.copy_bytes}x the copy "
                                          "instructions of 16-byte copies)"),
         f"fragments  A {_fragment_source(a, s)}, B {_fragment_source(b, s)}",
-        f"epilogue   {describe_epilogue(g)}; "
-        + (f"staged through shared memory ({st.chunk_elems * g.out_bytes} B stores)" if st else
-           "stored from registers")
+        f"epilogue   {describe_epilogue(g)}; {describe_staging(g, s)}"
         + (f"; split-K {s.split_k} ({s.split_k_mode})" if s.split_k > 1 else ""),
         *([stream_k_summary(k)] if s.stream_k else []),
         f"registers  estimate {est['total']}/thread ({est['accumulators']} accumulators); "

@@ -8,7 +8,7 @@ from .emit.render import render
 from .kernel import PARAM_NAMES, Kernel
 from .regalloc import SmemBuffer, allocate, plan_shared
 from .regalloc.smem import SmemPlan
-from .schedule.geometry import fragment_buffering, grid_for, operand_tiles, staging_layout
+from .schedule.geometry import describe_staging, fragment_buffering, grid_for, operand_tiles, staging_layout
 from .schedule.problem import QUANTIZED_DTYPES, Gemm, instruction_name
 from .schedule.schedule import Schedule
 from .schedule.targets import target
@@ -57,7 +57,7 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
         f"C[M,N] ({g.out_dtype}) = A[M,K] ({g.dtype}, {g.a_layout}-major) @ B[K,N] ({g.dtype}, "
         f"{g.b_layout}-major), {g.accumulator} accumulation, A/B aligned to {g.alignment()} B, "
         f"C to {g.out_alignment()} B",
-        f"epilogue: {describe_epilogue(g)}",
+        f"epilogue: {describe_epilogue(g)}; {describe_staging(g, s)}",
         f"problem {g.m}x{g.n}x{g.k}; target {arch}",
         f"block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile {tm}x{tn}), "
         f"{instruction_name(g, s.instruction)}, stages {s.stages}, smem {s.smem_layout}, raster {s.raster}"

@@ -295,22 +295,34 @@ class GemmLowering:
             if cb >= 4:
                 cp_async(self.b, dst_addr, src_addr, cb, src_size=sizes[it], guard=guard)
             else:
-                self.copy_halfword(dst_addr, src_addr, sizes[it], guard)
+                self.copy_narrow(dst_addr, src_addr, cb, cp.tile.elem_bytes, sizes[it], guard)
         self.b.emit("add.s64", self.gptr[name], self.gptr[name], self.advance[name], ndefs=1,
                     comment=f"{name} pointer -> next k-tile")
 
-    def copy_halfword(self, dst: Addr, src: Addr, size: Operand | None, guard: VReg | None) -> None:
-        """A synchronous 2-byte copy (no cp.async is that narrow), zero outside the matrix."""
+    def copy_narrow(self, dst: Addr, src: Addr, cb: int, eb: int, size: Operand | None,
+                    guard: VReg | None) -> None:
+        """A synchronous 1- or 2-byte copy (no cp.async is that narrow), zero outside the matrix.
+
+        `size` is cp.async's src-size: the unit's bytes inside the matrix. A 2-byte unit of 8-bit
+        elements may straddle the edge (size 1): then only its first byte is loaded (`ld.u8`
+        zero-extends, and the first element is the low byte), so no byte past the edge is read.
+        """
         h = self.b.reg("b16")
-        load_guard = guard
-        if size is not None:
+        typ = ".b16" if cb == 2 else ".u8"
+        if size is not None or guard is not None:
             self.b.emit("mov.b16", h, Imm("0"), ndefs=1)
-            inside = self.pred("setp.ne.u32", size, Imm("0"))
-            load_guard = inside if guard is None else self.pred("and.pred", inside, guard)
-        elif guard is not None:
-            self.b.emit("mov.b16", h, Imm("0"), ndefs=1)
-        self.b.emit("ld.global.b16", h, src, ndefs=1, guard=load_guard)
-        self.b.emit("st.shared.b16", dst, h, guard=guard)
+        if size is None:
+            self.b.emit(f"ld.global{typ}", h, src, ndefs=1, guard=guard)
+        else:
+            full = self.pred("setp.eq.u32", size, Imm(str(cb)))
+            self.b.emit(f"ld.global{typ}", h, src, ndefs=1, guard=self.both(full, guard))
+            if cb == 2 and eb == 1:  # the straddling unit: its first byte only
+                first = self.pred("setp.eq.u32", size, Imm("1"))
+                self.b.emit("ld.global.u8", h, src, ndefs=1, guard=self.both(first, guard))
+        self.b.emit(f"st.shared{typ}", dst, h, guard=guard)
+
+    def both(self, p: VReg, q: VReg | None) -> VReg:
+        return p if q is None else self.pred("and.pred", p, q)
 
     # -- the kernel ---------------------------------------------------------------------------------
     def lower(self) -> Function:

@@ -4,7 +4,8 @@ A dimension that divides its block tile gets no checks at all, so aligned proble
 exactly the unchecked kernel. Otherwise:
 * copies pass cp.async a `src-size`: the bytes of the unit inside the matrix, the rest zero-filled
   (zeros contribute nothing to the dot products), and never touch memory past the matrix;
-* 2-byte copies (operands aligned to 2 bytes only) load through a predicated `ld.global.b16`;
+* 2- and 1-byte copies (operands aligned below 4 bytes) load through a predicated `ld.global.b16`
+  or `ld.global.u8` (a 2-byte unit of int8 straddling the edge: its first byte only, `gemm.copy_narrow`);
 * stores are predicated on row < M and column < N.
 """
 from __future__ import annotations

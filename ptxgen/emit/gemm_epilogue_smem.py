@@ -1,5 +1,7 @@
 """Epilogue staged through shared memory, so global traffic is 16-byte and coalesced.
 
+16- and 8-bit outputs of mma.sync kernels are staged in their own dtype after the epilogue math
+(`gemm_epilogue_typed`); f32 and s32 outputs and the wmma path stage f32 as follows.
 Phase 1: every thread writes its f32 accumulators, straight from the mma fragment layout, into a
 BM x BN f32 staging tile. Rows are padded by 32 bytes, so the 8-byte fragment writes of a
 half-warp (4 rows x 32 bytes) land in distinct banks. The tile reuses the A/B stage buffers'
@@ -18,6 +20,7 @@ import numpy as np
 
 from ..schedule.geometry import StagingLayout, staging_layout
 from .gemm_epilogue import CVT_PACK, EpilogueEmitter
+from .gemm_epilogue_typed import TypedStaging
 from .addressing import RowPointers
 from .gemm_plan import store_plan
 from .index import Expr, Tid, evaluate, share_bases
@@ -48,6 +51,9 @@ class StagedEpilogue(EpilogueEmitter):
     def emit(self, acc) -> None:
         lw, b = self.lw, self.b
         base = lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[STAGE_BUFFER])))
+        if self.st.typed:  # 16- and 8-bit outputs: staged in their own dtype, after the math
+            TypedStaging(self).emit(acc, base)
+            return
         bar_sync(b, comment="every warp is done with the A/B stages the staging tile reuses")
         self.write_fragments(acc, base)
         bar_sync(b, comment="the whole C tile is staged")

@@ -67,15 +67,16 @@ def store_bytes(b: Builder, addr: Addr, quantized: list[VReg], guard: VReg | Non
     b.emit(f"st.global{vec}{typ}", addr, Vec(tuple(words)) if len(words) > 1 else words[0], guard=guard)
 
 
-def load_bytes(b: Builder, dtype: str, addr: Addr, count: int, guard: VReg | None) -> list[VReg]:
-    """`count` adjacent 8-bit elements at `addr` (aligned to the whole width), as exact f32 values;
-    zero where the guard is off."""
+def load_bytes(b: Builder, dtype: str, addr: Addr, count: int, guard: VReg | None,
+               space: str = "global") -> list[VReg]:
+    """`count` adjacent 8-bit elements at `addr` (aligned to the whole width) in the global or shared
+    state space, as exact f32 values; zero where the guard is off."""
     fam = BYTE_FAMILIES[dtype]
     if count == 1:
         words = [b.reg("b32")]
         if guard is not None:
             b.emit("mov.b32", words[0], Imm("0"), ndefs=1)
-        b.emit(fam.load, words[0], addr, ndefs=1, guard=guard)
+        b.emit(fam.load.replace(".global", f".{space}"), words[0], addr, ndefs=1, guard=guard)
         ints = words
     else:
         vec, typ = WORD_ACCESS[count]
@@ -83,7 +84,7 @@ def load_bytes(b: Builder, dtype: str, addr: Addr, count: int, guard: VReg | Non
         if guard is not None:
             for w in words:
                 b.emit("mov.b32", w, Imm("0"), ndefs=1)
-        b.emit(f"ld.global{vec}{typ}", Vec(tuple(words)) if len(words) > 1 else words[0], addr, ndefs=1,
+        b.emit(f"ld.{space}{vec}{typ}", Vec(tuple(words)) if len(words) > 1 else words[0], addr, ndefs=1,
                guard=guard)
         ints = []
         for i in range(count):

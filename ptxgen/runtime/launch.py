@@ -16,7 +16,7 @@ import numpy as np
 from ..schedule.problem import DTYPE_BYTES, numpy_dtype
 from . import driver as drv
 from .batch import check_batched_operand, operand_shape
-from .operands import OperandView, check_no_aliasing, check_operand
+from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .params import ParamBlock, ParamDecl, parse_params
 
 if TYPE_CHECKING:
@@ -272,10 +272,32 @@ def vector_view(kernel: "Kernel", name: str, x: Any, device: int | None) -> Oper
     if tuple(getattr(x, "shape", ())) != (length,) or not (hasattr(x, "reshape") or _cai(x)):
         raise ValueError(f"{name} must be a 1-D array of length {length}, got {type(x).__name__} "
                          f"with shape {getattr(x, 'shape', None)}")
+    if name == "bias":
+        x = bias_as_compiled(g.bias_dtype, x)
     kw = {} if device is None else {"device": device}
     row = x.reshape(1, -1) if hasattr(x, "reshape") else _RowOf(_cai(x))
     return check_operand(row, name=name, shape=(1, length), dtype=dtype, layout="row",
                          align=DTYPE_BYTES[dtype], **kw)
+
+
+def bias_as_compiled(want: str, x: Any) -> Any:
+    """The bias in the dtype the kernel was compiled for: a host f16/bf16 vector is widened exactly
+    for an f32-bias kernel; any other dtype mismatch is an error naming both fixes."""
+    try:
+        found = normalize_dtype(getattr(x, "dtype", None))
+    except TypeError:
+        return x  # not a dtype ptxgen knows: check_operand says so
+    if found == want:
+        return x
+    if want == "f32" and found in ("f16", "bf16") and isinstance(x, np.ndarray):
+        return x.astype(np.float32)  # exact
+    if want == "f32":
+        fix = "pass it as f32 (numpy: bias.astype(np.float32); torch: bias.float())"
+    else:
+        fix = (f"compile with Gemm(bias_dtype='f32') (the default), or pass bias.astype("
+               f"ptxgen.schedule.problem.numpy_dtype({want!r})) if rounding it to {want} is acceptable")
+    raise TypeError(f"bias has dtype {found} but the kernel was compiled for a {want} bias "
+                    f"(Gemm(bias_dtype={want!r})): {fix}")
 
 
 def _cai(x: Any) -> dict | None:

@@ -118,9 +118,12 @@ def edges(g: Gemm, s: Schedule) -> tuple[bool, bool, bool]:
 class StagingLayout:
     """The C staging tile of an epilogue via shared memory, and how threads drain it.
 
-    Elements are f32, except on the wmma path with f16 accumulation: its opaque f16 fragments
-    can only leave through `wmma.store.d.f16`, so that tile holds f16 (converting in registers
-    would need the unspecified fragment mapping).
+    16- and 8-bit outputs of mma.sync kernels are staged `typed`: in the output dtype, after the
+    epilogue math, so the tile holds exactly the bytes that go to C (half or a quarter of an f32
+    tile). Otherwise elements are f32 (the epilogue math runs in the drain), except on the wmma
+    path with f16 accumulation: its opaque f16 fragments can only leave through
+    `wmma.store.d.f16`, so that tile holds f16 (converting in registers would need the
+    unspecified fragment mapping).
     """
 
     rows: int
@@ -136,8 +139,10 @@ class StagingLayout:
 
     #: wmma.store.d writes a plain strided tile, so the XOR below is only for mma fragments.
     plain: bool = False
-    #: Bytes per staged element: 4 (f32), or 2 for wmma's f16 accumulator fragments.
+    #: Bytes per staged element: 4 (f32), 2 for wmma's f16 accumulator fragments, or the output's.
     elem_bytes: int = 4
+    #: Staged in the output dtype after the epilogue math (the drain only copies bytes to C).
+    typed: bool = False
 
     @property
     def swizzle_mask(self) -> int:
@@ -145,7 +150,7 @@ class StagingLayout:
         16-byte reads 32 or 64 bytes apart, hitting only 4 or 2 of the 8 bank groups; XORing the
         unit index's low bits with the bits just above a 128-byte line (u ^= (u >> 3) & mask)
         spreads them over all 8. 0: no swizzle (one-unit chunks, or wmma's plain tile)."""
-        return 0 if self.plain else max(1, self.chunk_elems * 4 // CHUNK_BYTES) - 1
+        return 0 if self.plain or self.typed else max(1, self.chunk_elems * 4 // CHUNK_BYTES) - 1
 
     @property
     def swizzle(self) -> bool:
@@ -169,6 +174,14 @@ def staging_fits(g: Gemm, s: Schedule) -> bool:
     return s.bn % v == 0 and chunks % s.threads == 0 and not (s.threads % cpr and cpr % s.threads)
 
 
+def typed_pitch(row_bytes: int) -> int:
+    """Row pitch of a typed staging tile: whole 16-byte units (the drain's reads), an odd number
+    of them, so the 8 rows of a warp's fragment-pair writes (4 threads x 2 elements each, at most
+    16 bytes per row) start 16 x odd bytes apart and cover distinct banks."""
+    units = -(-row_bytes // CHUNK_BYTES)
+    return (units + 1 - units % 2) * CHUNK_BYTES
+
+
 def staging_layout(g: Gemm, s: Schedule) -> StagingLayout | None:
     """The staging tile, or None when the epilogue stores straight from registers.
 
@@ -176,20 +189,37 @@ def staging_layout(g: Gemm, s: Schedule) -> StagingLayout | None:
     partial sums are not being added atomically (those are scalar reds either way).
     """
     want = s.epilogue_via_smem
-    if s.instruction == "wmma":  # opaque fragments leave the warp only through wmma.store
+    wmma = s.instruction == "wmma"
+    if wmma:  # opaque fragments leave the warp only through wmma.store
         want = True
+    atomic = s.split_k > 1 and s.split_k_mode == "atomic"
     if want is None:
-        atomic = s.split_k > 1 and s.split_k_mode == "atomic"
-        small = s.bm * (s.bn * 4 + 32) <= AUTO_STAGING_MAX_BYTES
-        want = g.out_alignment() >= CHUNK_BYTES and staging_fits(g, s) and not atomic and small
+        want = g.out_alignment() >= CHUNK_BYTES and staging_fits(g, s) and not atomic
     if not want:
         return None
     v = store_chunk_elems(g)
     cpr = s.bn // v
-    wmma = s.instruction == "wmma"
-    eb = 2 if wmma and g.accumulator == "f16" else 4
-    return StagingLayout(s.bm, s.bn * eb + 32, v, cpr, s.bm * cpr // s.threads, s.threads, plain=wmma,
-                         elem_bytes=eb)
+    if not wmma and not atomic and g.out_bytes < 4:
+        st = StagingLayout(s.bm, typed_pitch(s.bn * g.out_bytes), v, cpr, s.bm * cpr // s.threads, s.threads,
+                           elem_bytes=g.out_bytes, typed=True)
+    else:
+        eb = 2 if wmma and g.accumulator == "f16" else 4
+        st = StagingLayout(s.bm, s.bn * eb + 32, v, cpr, s.bm * cpr // s.threads, s.threads, plain=wmma,
+                           elem_bytes=eb)
+    if s.epilogue_via_smem is None and not wmma and st.bytes > AUTO_STAGING_MAX_BYTES:
+        return None
+    return st
+
+
+def describe_staging(g: Gemm, s: Schedule) -> str:
+    """How the epilogue stores C, for PTX headers and `ptxgen info`."""
+    st = staging_layout(g, s)
+    if st is None:
+        return "stored from registers"
+    what = (f"in {g.out_dtype} after the math" if st.typed
+            else f"in {'f16' if st.elem_bytes == 2 else 'f32'} before the math")
+    return (f"staged {what} through {st.bytes} B of shared memory ({st.rows} x {st.pitch} B rows), "
+            f"{st.chunk_elems * g.out_bytes} B stores")
 
 
 def smem_bytes(g: Gemm, s: Schedule) -> int:

@@ -50,7 +50,7 @@ class Epilogue:
       quantisation scales); `"row"`: length M (per-token activation scales). `alpha` is the
       per-tensor scale; both may be given.
     * `bias="col"`: a length-N vector added to every row (a linear layer's bias); `"row"`: length M.
-      The bias has the output dtype, except for 8-bit outputs, whose bias is f32 (`Gemm.bias_dtype`).
+      The bias is f32 (`Gemm.bias_dtype`; f16/bf16 outputs may take a bias of their own dtype).
     * 8-bit outputs (`out_dtype="s8"/"u8"`) round to nearest even and saturate
       (cvt.rni.sat.s8.f32 / .u8.f32); beta != 0 reads C back as 8-bit integers.
     * `activation`: "relu" = max(x, 0); "gelu" = the tanh approximation
@@ -103,18 +103,13 @@ class Gemm:
     def out_bytes(self) -> int:
         return DTYPE_BYTES[self.out_dtype]
 
-    @property
-    def bias_dtype(self) -> str:
-        """The bias vector's dtype: the output's, but f32 for integer outputs (an 8-bit bias could
-        not hold the fractional offsets added before rounding; s32 outputs take no bias)."""
-        return "f32" if self.out_dtype in ("s32", *QUANTIZED_DTYPES) else self.out_dtype
-
     #: Leading dimensions in elements; None means dense (K or M for A, N or K for B, N for C).
     #: 0 is refused, not read as dense.
     lda: int | None = None
     ldb: int | None = None
     ldc: int | None = None
-    #: Byte alignment guaranteed for every base pointer and leading dimension (2, 4, 8 or 16).
+    #: Byte alignment guaranteed for every base pointer and leading dimension (16, 8, 4, 2, or 1
+    #: for s8/u8).
     #: None picks the largest that the leading dimensions allow; copies narrow to match.
     align: int | None = None
     #: Accumulator dtype: "f32", or "f16" (f16 inputs and output only: the half-precision mma).
@@ -124,6 +119,11 @@ class Gemm:
     #: Independent GEMMs in one launch: operands (batch, M, K), (batch, K, N), (batch, M, N) with
     #: batch strides given at run time (0 broadcasts one matrix to every batch).
     batch: int = 1
+    #: The bias vector's dtype (the kernel's `bias` parameter's elements): "f32" for every output,
+    #: as in CUTLASS's bias epilogues (the epilogue adds it in f32), or, for f16/bf16 outputs, the
+    #: output dtype (half the bytes). An f32-bias kernel also takes a host f16/bf16 bias, widened
+    #: exactly at launch.
+    bias_dtype: str = "f32"
 
     def __post_init__(self) -> None:
         normalise(self, tuple(f.name for f in fields(self) if f.name != "epilogue"))
@@ -144,8 +144,8 @@ class Gemm:
 
     def alignment(self) -> int:
         """Byte alignment of A and B, which sets the copy width: the stated alignment, or the
-        largest of 16/8/4/2/1 that divides lda and ldb in bytes (1 only for byte-sized elements;
-        the verifier rejects it)."""
+        largest of 16/8/4/2/1 that divides lda and ldb in bytes (1 only for byte-sized elements,
+        whose copies then move single bytes)."""
         lda, ldb, _ = self.leading_dims()
         return self.align if self.align is not None else _largest_alignment(lda * self.in_bytes, ldb * self.in_bytes)
 

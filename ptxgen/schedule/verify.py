@@ -47,8 +47,8 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     for name in ("alpha", "beta"):
         verify_f32_factor(f"epilogue.{name}", getattr(g.epi, name))
     verify_dtype_table(g)
-    if g.align not in (None, 2, 4, 8, 16):
-        raise ScheduleError("gemm.align", g.align, "must be 2, 4, 8 or 16 bytes",
+    if g.align not in (None, 1, 2, 4, 8, 16):
+        raise ScheduleError("gemm.align", g.align, "must be 1, 2, 4, 8 or 16 bytes",
                             "state the alignment your pointers and leading dimensions guarantee, or None")
     if s.sms is not None and s.sms > MAX_PERSISTENT_CTAS:
         raise ScheduleError("schedule.sms", s.sms, f"more than {MAX_PERSISTENT_CTAS} persistent CTAs",
@@ -94,6 +94,10 @@ def verify_dtype_table(g: Gemm) -> None:
     elif g.out_dtype in ("s32", *QUANTIZED_DTYPES) or g.acc_dtype == "s32":
         raise ScheduleError("gemm.out_dtype", g.out_dtype, f"{g.dtype} inputs give float output; integer outputs "
                             "come from s8/u8 inputs", "use out_dtype 'f32', 'f16' or 'bf16'")
+    bias_types = ("f32", g.out_dtype) if g.out_dtype in ("f16", "bf16") else ("f32",)
+    if g.bias_dtype not in bias_types:
+        raise ScheduleError("gemm.bias_dtype", g.bias_dtype, f"a {g.out_dtype} output takes a bias of dtype "
+                            + " or ".join(bias_types), "use bias_dtype='f32' (the default)")
     if g.dtype == "tf32" and g.out_dtype != "f32":
         raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output", "use out_dtype='f32'")
 
@@ -208,7 +212,7 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
 def verify_problem(g: Gemm, s: Schedule) -> None:
     """Any M, N, K >= 1 fit (edge tiles are bounds-checked); alignment and leading dims must hold."""
     align = g.alignment()
-    need = 4 if g.in_bytes == 1 else g.in_bytes  # a copy never splits an element; int8 copies use cp.async
+    need = g.in_bytes  # a copy never splits an element (int8 at 1- or 2-byte alignment: ld.global + st.shared)
     if align < need:
         field = "gemm.align" if g.align is not None else "gemm.lda"
         value = g.align if g.align is not None else g.leading_dims()[0]

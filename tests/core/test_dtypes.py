@@ -84,10 +84,9 @@ def test_every_layout_is_lowered_for_tf32_and_int8(dtype, layout):
 
 
 @pytest.mark.parametrize("g", [
-    Gemm(64, 64, 7, dtype="s8", out_dtype="s32"),  # 7-byte rows: 1-byte aligned (fuzz found a crash here)
-    Gemm(64, 64, 6, dtype="s8", out_dtype="s32"),  # 2-byte units could straddle K's end
     Gemm(127, 127, 7, dtype="tf32", align=2),  # 2-byte units would split tf32 elements
-], ids=["s8-odd", "s8-2byte", "tf32-align2"])
+    Gemm(64, 64, 64, dtype="f16", align=1),  # 1-byte units would split f16 elements
+], ids=["tf32-align2", "f16-align1"])
 def test_copies_never_split_elements(g):
     with pytest.raises(ScheduleError) as info:
         ptxgen.verify(g, Schedule(block=(64, 64, 64)))
@@ -96,4 +95,6 @@ def test_copies_never_split_elements(g):
 
 def test_narrowest_legal_copies_for_int8_and_tf32():
     run(Gemm(64, 64, 12, dtype="s8", out_dtype="s32"), Schedule(block=(64, 64, 64)))  # 4-byte cp.async
+    run(Gemm(64, 64, 7, dtype="s8", out_dtype="s32"), Schedule(block=(64, 64, 64)))  # 1-byte ld.global.u8
+    run(Gemm(64, 64, 6, dtype="s8", out_dtype="s32"), Schedule(block=(64, 64, 64)))  # 2-byte ld.global.b16
     run(Gemm(50, 60, 7, dtype="tf32"), Schedule(block=(64, 64, 32)))  # 4-byte cp.async, K edge

@@ -23,8 +23,8 @@ EDGES = [1, 7, 17, 63, 64, 100]
 
 
 def padded_operands(g: Gemm, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """A and B as strided views of zero-padded buffers with the gemm's lda/ldb (int8 needs
-    4-byte aligned rows, so odd K is stored with padding)."""
+    """A and B as strided views of zero-padded buffers with the gemm's lda/ldb (16-byte lines keep
+    the fast cp.async copies; odd rows are test_int8_any_shape's)."""
     a, b = random_operands(Gemm(g.m, g.n, g.k, dtype=g.dtype), seed)
     lda, ldb, _ = g.leading_dims()
 
@@ -247,7 +247,7 @@ def test_kernel_parameters_and_header_name_the_scale():
     assert params[-2:] == ["bias", "scale"]
     assert "scale[n] * 0.5 * acc + bias[n] in f32, rounded to s8 (nearest even, saturated)" in k.ptx
     assert "bias (.u64, f32); scale (.u64, f32)" in k.ptx
-    assert g.bias_dtype == "f32" and Gemm(1, 1, 1, out_dtype="bf16").bias_dtype == "bf16"
+    assert g.bias_dtype == "f32" and Gemm(1, 1, 1, out_dtype="bf16").bias_dtype == "f32"
 
 
 ASSEMBLED = [

@@ -116,12 +116,35 @@ def test_main_loop_instruction_mix_groups_and_barriers(case):
         assert stores == mi * ni * 2
         assert count(epi, "cvt.rn") == (0 if g.out_dtype == "f32" else mi * ni * 2)
         assert count(epi, "st.shared") == 0
-    else:  # pairs into the staging tile, then one 16-byte store per chunk
+    elif g.out_dtype == "f32":  # f32 pairs into the staging tile, then one 16-byte store per chunk
         assert count(epi, "st.shared.v2.f32") == mi * ni * 2
         assert stores == st.chunks_per_thread
         assert all(re.search(r"st\.global\.v(4|2)\.(f32|b32)", l) or "v4" in l
                    for l in epi if opcode(l).startswith("st.global"))
         assert count(epi, "bar.sync") == 2
+    else:  # 16-bit outputs staged as packed pairs after the math; each 16 bytes copied out as they are
+        assert count(epi, "st.shared.b32") == mi * ni * 2 and count(epi, "cvt.rn") == mi * ni * 2
+        assert stores == s.bm * s.bn * 2 // 16 // s.threads
+        assert count(epi, "ld.shared.v4.b32") == stores and count(epi, "st.global.v4.b32") == stores
+        assert count(epi, "bar.sync") == 2
+
+
+def test_staged_epilogue_holds_the_output_dtype():
+    """128x128x32, 2x2 warps, 3 stages: the A/B stages are 3 x (128x32 + 128x32) x 2 B = 48 KB.
+    An f32 staging tile is 128 rows x (128 x 4 + 32) B = 68 KB; an f16 one 128 x (128 x 2 + 16) B
+    = 34 KB (17 16-byte units per row: an odd count), so f16 output needs only the 48 KB of stages,
+    as CUTLASS's kernel for the same tile; s8 output: 128 x (128 + 16) B."""
+    s = Schedule(block=(128, 128, 32), warps=(2, 2), stages=3)
+    stages = 3 * (128 * 32 + 128 * 32) * 2
+    for out, staged in [("f32", 128 * (128 * 4 + 32)), ("f16", 128 * (128 * 2 + 16)),
+                        ("bf16", 128 * (128 * 2 + 16))]:
+        k = ptxgen.compile(Gemm(4096, 4096, 4096, out_dtype=out), s)
+        assert k.smem_bytes == max(stages, staged), out
+        assert f"{k.smem_bytes} B dynamic shared memory" in k.ptx
+    assert (stages, 128 * (128 * 2 + 16)) == (49152, 34816)
+    k8 = ptxgen.compile(Gemm(4096, 4096, 4096, dtype="s8", out_dtype="s8"), Schedule(block=(128, 128, 64)))
+    assert k8.smem_plan.offsets and staging_layout(k8.gemm, k8.schedule).bytes == 128 * (128 + 16)
+    assert "staged in s8" in k8.ptx
 
 
 def test_fragment_double_buffer_prefetches_next_k_step():

@@ -118,7 +118,8 @@ def test_torch_bf16_batched_goes_through_dlpack():
         return storage.view(torch.bfloat16)
 
     ta = dev(np.swapaxes(a, 1, 2)).transpose(1, 2)  # col-major A
-    tb, tc, tbias = dev(b), dev(c0), dev(bias)
+    tb, tc = dev(b), dev(c0)
+    tbias = torch.from_numpy(np.ascontiguousarray(bias)).cuda()  # the bias is f32 (Gemm.bias_dtype)
     assert kern(ta, tb, c=tc, bias=tbias) is tc
     torch.cuda.synchronize()
     got = tc.float().cpu().numpy()

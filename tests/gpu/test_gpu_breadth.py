@@ -43,7 +43,7 @@ def draw_problem(data) -> tuple[Gemm, Schedule]:
     a_layout = data.draw(st.sampled_from(["row", "col"]), label="a_layout")
     b_layout = data.draw(st.sampled_from(["row", "col"]), label="b_layout")
     pad = data.draw(st.sampled_from([0, 0, 8, 16]), label="ld padding")
-    round16 = lambda w: -(-w // 16) * 16 + pad  # noqa: E731 - int8 rows must stay 4-byte aligned
+    round16 = lambda w: -(-w // 16) * 16 + pad  # noqa: E731 - 16-byte lines keep int8's cp.async copies
     lds = {"lda": round16(k if a_layout == "row" else m), "ldb": round16(n if b_layout == "row" else k),
            "ldc": round16(n)} if pad or dtype in ("s8", "u8") else {}
     epi = None

@@ -411,7 +411,7 @@ def test_output_overlapping_an_input_is_refused(fake):
     sharing an element are fine."""
     from ptxgen import Epilogue
 
-    g = Gemm(64, 64, 64, out_dtype="f16", epilogue=Epilogue(bias="col"))
+    g = Gemm(64, 64, 64, out_dtype="f16", bias_dtype="f16", epilogue=Epilogue(bias="col"))
     k = make_kernel(g, fake)
     fake.register("gemm", GEMM_TYPES + ["u8"], lambda f, args: None)
     k.ptx = S.gemm_stub().replace(".param .u32 ldc\n", ".param .u32 ldc, .param .u64 bias\n")
@@ -440,3 +440,35 @@ def test_output_overlapping_an_input_is_refused(fake):
         launch_kernel(k, ha, hb, c=host[:, 128:192], bias=host[3, 150:214])
     launch_kernel(k, ha, hb, c=host[:, 128:192], bias=hbias)
     assert len(fake.launches) == 2
+
+
+@pytest.mark.parametrize("compiled", ["f32", "f16"])
+def test_bias_reaches_the_kernel_in_its_compiled_dtype(fake, compiled):
+    """f16 output: an f32-bias kernel (the default) takes an f32 bias as it is and a host f16/bf16
+    bias widened exactly; an f16-bias kernel takes f16. Anything else fails before any launch,
+    naming the fix."""
+    from ptxgen import Epilogue
+
+    g = Gemm(64, 64, 32, out_dtype="f16", bias_dtype=compiled, epilogue=Epilogue(bias="col"))
+    seen = []
+    want = numpy_dtype(compiled)
+    fake.register("gemm", GEMM_TYPES + ["u8"], lambda f, args: seen.append(f.view(args[9], 64 * want.itemsize,
+                                                                                 want).copy()))
+    ptx = S.gemm_stub().replace(".param .u32 ldc\n", ".param .u32 ldc, .param .u64 bias\n")
+    k = Kernel(gemm=g, schedule=Schedule(block=(64, 64, 32)), arch="sm_90", ptx=ptx, entry="gemm", grid=(1, 1, 1),
+               block=(128, 1, 1), smem_bytes=16384, function=None, allocation=None, smem_plan=None)
+    a, b = operands(g)
+    exact = np.arange(64, dtype=np.float32) / 4 - 7.5  # exact in f16 and bf16 too
+    takes = ["f32", "f16", "bf16"] if compiled == "f32" else ["f16"]
+    for dt in takes:
+        k(a, b, bias=exact.astype(numpy_dtype(dt)))
+        assert seen[-1].dtype == want and np.array_equal(seen[-1].astype(np.float32), exact), dt
+    if compiled == "f32":
+        with pytest.raises(TypeError, match=r"bias has dtype f16 .*compiled for a f32 bias.*bias\.float\(\)"):
+            store = drv.DeviceArray.from_host(np.ascontiguousarray(b.T))  # (N, K) row-major
+            db = drv.DeviceArray(b.shape, b.dtype, buffer=store.buffer, strides=(2, 64))
+            k(drv.DeviceArray.from_host(a), db, bias=drv.DeviceArray.from_host(exact.astype(np.float16)))
+    else:
+        with pytest.raises(TypeError, match=r"compile with Gemm\(bias_dtype='f32'\)"):
+            k(a, b, bias=exact)
+    assert len(fake.launches) == len(takes)

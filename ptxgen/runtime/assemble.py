@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import AssembleError
 from . import cache
+from .simdriver import registry
 from .ptxlog import Resources, parse_errors, parse_resources
 
 __all__ = ["Assembled", "Resources", "AssemblerNotFound", "assemble", "assembler_version",
@@ -232,6 +233,7 @@ def assemble(ptx: str, arch: str, entry: str) -> Assembled:
     hit = cache.load(key)
     if hit is not None:
         cubin, log = hit
+        registry.remember(cubin, ptx)
         return Assembled(cubin, log, parse_resources(log, entry), arch, display)
     try:
         cubin, log = (_run_nvjitlink if backend == "nvjitlink" else _run_ptxas)(ptx, arch)
@@ -239,4 +241,5 @@ def assemble(ptx: str, arch: str, entry: str) -> Assembled:
         raise _error(ptx, arch, entry, display, f) from None
     resources = parse_resources(log, entry)  # before caching: never cache an unusable entry
     cache.store(key, cubin, log)
+    registry.remember(cubin, ptx)  # the simulator-backed driver runs a cubin from its PTX
     return Assembled(cubin, log, resources, arch, display)

@@ -6,7 +6,8 @@ a `DriverError` naming the call. Nothing here runs at import time, so `import pt
 works on machines with no driver.
 
 Environment: PTXGEN_DEVICE=n picks the device (default 0); PTXGEN_SYNC=1 synchronizes after
-every launch so asynchronous faults surface at the launch that caused them.
+every launch so asynchronous faults surface at the launch that caused them; PTXGEN_DRIVER=sim
+runs everything on ptxgen's CPU simulator behind a stand-in libcuda (see simdriver/).
 """
 from __future__ import annotations
 
@@ -40,7 +41,14 @@ class DriverError(RuntimeError):
 
 
 def _driver():
-    """The `cuda.bindings.driver` module (imported on first use, never at import time)."""
+    """The `cuda.bindings.driver` module (imported on first use, never at import time).
+
+    With PTXGEN_DRIVER=sim the simulator-backed stand-in libcuda is loaded first, so these same
+    bindings drive it (ptxgen/runtime/simdriver)."""
+    from . import simdriver
+
+    if simdriver.selected() and not simdriver.active():
+        simdriver.activate()
     from cuda.bindings import driver
 
     return driver
@@ -116,9 +124,19 @@ def _device_ordinal() -> int:
 @functools.lru_cache(maxsize=None)
 def _probe(ordinal: int) -> str:
     """'' if a usable device `ordinal` exists, else why not."""
+    from . import simdriver
+
+    try:
+        sim = simdriver.selected()
+    except ValueError as e:
+        return str(e)
+    if sim and simdriver.compiler_unavailable_reason():
+        return simdriver.compiler_unavailable_reason()
     try:
         drv = _driver()
     except Exception as e:
+        if sim:
+            return f"the simulator-backed CUDA driver could not be set up: {type(e).__name__}: {e}"
         return f"cuda-python is not installed ({e}): pip install cuda-python"
     try:
         status = drv.cuInit(0)[0]

@@ -255,6 +255,13 @@ CUresult cuCtxGetDevice(CUdevice *d) {
     return OK;
 }
 
+CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+    NEED_CONTEXT();
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return OK;
+}
+
 CUresult cuCtxSynchronize(void) { NEED_CONTEXT(); return OK; }  /* every launch ran to completion */
 
 /* ---- memory ------------------------------------------------------------------------------- */
@@ -562,7 +569,7 @@ static const struct { const char *name; void *fn; } table[] = {
     ENTRY("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2),
     ENTRY("cuCtxSetCurrent", cuCtxSetCurrent), ENTRY("cuCtxGetCurrent", cuCtxGetCurrent),
     ENTRY("cuCtxPushCurrent", cuCtxPushCurrent_v2), ENTRY("cuCtxPopCurrent", cuCtxPopCurrent_v2),
-    ENTRY("cuCtxGetDevice", cuCtxGetDevice), ENTRY("cuCtxSynchronize", cuCtxSynchronize),
+    ENTRY("cuCtxGetDevice", cuCtxGetDevice), ENTRY("cuCtxGetStreamPriorityRange", cuCtxGetStreamPriorityRange), ENTRY("cuCtxSynchronize", cuCtxSynchronize),
     ENTRY("cuMemAlloc", cuMemAlloc_v2), ENTRY("cuMemFree", cuMemFree_v2),
     ENTRY("cuMemGetInfo", cuMemGetInfo_v2),
     ENTRY("cuMemcpyHtoD", cuMemcpyHtoD_v2), ENTRY("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync_v2),

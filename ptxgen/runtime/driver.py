@@ -263,22 +263,26 @@ class DeviceBuffer:
         host = np.ascontiguousarray(host)
         assert host.nbytes <= self.nbytes, (host.nbytes, self.nbytes)
         if host.nbytes:
+            self.ctx.make_current()  # the calling thread may not be the one that allocated
             _call("cuMemcpyHtoDAsync", self.ptr, host.ctypes.data, host.nbytes, stream)
 
     def download(self, host: np.ndarray, stream: int = 0) -> None:
         assert host.flags.c_contiguous and host.nbytes <= self.nbytes
         if host.nbytes:
+            self.ctx.make_current()
             _call("cuMemcpyDtoHAsync", host.ctypes.data, self.ptr, host.nbytes, stream)
 
     def fill_bytes(self, value: int, stream: int = 0) -> None:
         if self.nbytes:
+            self.ctx.make_current()
             _call("cuMemsetD8Async", self.ptr, value & 0xFF, self.nbytes, stream)
 
     def free(self) -> None:
         if getattr(self, "ptr", 0):
-            try:
+            try:  # from another thread (or the garbage collector's) without this, the free leaks
+                self.ctx.make_current()
                 _driver().cuMemFree(self.ptr)
-            except Exception:
+            except Exception:  # interpreter shutdown, or the context is gone: nothing to free
                 pass
             self.ptr = 0
 
@@ -317,7 +321,7 @@ class DeviceArray:
 
     def to_host(self, stream: int = 0) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
-        self.buffer.download(out, stream)
+        self.buffer.download(out, stream)  # makes the buffer's context current on this thread
         _call("cuStreamSynchronize", stream)
         return out
 

@@ -379,18 +379,20 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
 
 def _split_k_scratch(kernel: "Kernel", grid: tuple[int, int, int], stream: int) -> tuple[Any, Any]:
     """The workspace and counters (or flags) of a split-K / Stream-K kernel for `grid`, allocated
-    once per grid and kept on the kernel: the kernel leaves its counters at zero, and partials are
+    once per (device, context, grid) and kept on the kernel: the kernel leaves its counters at zero, and partials are
     rewritten every launch. Launches of one such kernel on concurrent streams share them, so
     serialize those."""
     cache = kernel.__dict__.setdefault("_split_k_scratch", {})
-    scratch = cache.get(grid)
+    ctx = drv.context()
+    key = (ctx.ordinal, ctx.key, grid)  # device memory belongs to one device's context
+    scratch = cache.get(key)
     if scratch is None:
         elements, count = kernel.scratch_sizes(grid)
         workspace = drv.DeviceBuffer(elements * 4)
         counters = drv.DeviceBuffer(count * 4)
         counters.fill_bytes(0, stream)
         scratch = (workspace, counters)
-        cache[grid] = scratch
+        cache[key] = scratch
     return scratch
 
 
@@ -440,8 +442,10 @@ def prepare_launch(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any = None,
     launch = drv._driver().cuLaunchKernel
     check = drv.check
     addr = params.address
+    make_current = drv.context().make_current
 
     def run() -> None:
+        make_current()  # run may be called from another thread than the one that prepared it
         check("cuLaunchKernel", launch(fn.handle, grid[0], grid[1], grid[2], block[0], block[1],
                                        block[2], smem, s, addr, 0))
 

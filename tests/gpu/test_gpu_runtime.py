@@ -80,3 +80,20 @@ def test_cuda_core_stream_accepted():
     from ptxgen.runtime.driver import resolve_stream
 
     assert resolve_stream(s) == int(s.handle)
+
+
+def test_module_cache_is_bounded_and_unloads(monkeypatch):
+    from ptxgen.runtime import modules
+
+    monkeypatch.setattr(modules, "MODULE_CACHE_LIMIT", 2)
+    ctx = context()
+    ctx.modules.clear()  # earlier tests' modules stay loaded, unreferenced by the cache
+    # distinct code, so distinct cubins: variant i adds 1, 2 or 3
+    variants = [S.add_one().replace("0f3F800000", c) for c in ("0f3F800000", "0f40000000", "0f40400000")]
+    fns = [load_function(assemble(p, ctx.arch, "add1").cubin, "add1") for p in variants]
+    assert fns[0].module.unloaded and not fns[1].module.unloaded and not fns[2].module.unloaded
+    assert len({id(m) for m in ctx.modules.values()}) == 2
+    x = np.zeros(32, np.float32)  # the evicted module loads again when needed
+    launch_ptx(variants[0], "add1", grid=1, block=32, args=[x, 32])
+    np.testing.assert_array_equal(x, np.ones(32, np.float32))
+    assert fns[1].module.unloaded  # least recently used went out

@@ -38,6 +38,7 @@ class FakeDriver:
     func_attrs: dict = field(default_factory=dict)
     modules: dict = field(default_factory=dict)
     freed: int = 0
+    driver_version: int = 13000
 
     CUresult = real.CUresult
     CUdevice_attribute = real.CUdevice_attribute
@@ -126,6 +127,13 @@ class FakeDriver:
 
     def cuStreamSynchronize(self, stream):
         return self._ret("cuStreamSynchronize")
+
+    def cuDriverGetVersion(self):
+        return self._ret("cuDriverGetVersion", self.driver_version)
+
+    def cuModuleUnload(self, mod):
+        self.modules.pop(mod, None)
+        return self._ret("cuModuleUnload")
 
     def cuModuleLoadData(self, image):
         assert isinstance(image, bytes) and image[:4] == b"\x7fELF", "not a cubin"

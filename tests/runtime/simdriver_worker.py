@@ -136,6 +136,37 @@ def old_driver() -> None:
            "load_ptx": code(d.cuModuleLoadDataEx(ptx.encode() + b"\0", 0, [], [])),
            "load_ptx_85": code(d.cuModuleLoadDataEx(PTX.format(version="8.5", target=ctx.arch).encode()
                                                     + b"\0", 0, [], []))}
+    # a refused cubin falls back to the PTX JIT once, and the fallback is remembered
+    import warnings
+
+    from ptxgen.runtime import simdriver
+    from ptxgen.runtime.launch import load_function
+
+    attempts = simdriver.instance().load_attempts
+    cubin = assemble(ptx, ctx.arch, "fill").cubin
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        first = load_function(cubin, "fill", ptx)
+        before = dict(attempts)
+        second = load_function(cubin, "fill", ptx)
+    out["fallback_source"] = first.module.source
+    out["fallback_reused"] = first is second and attempts == before
+    # a ptxgen kernel: the binary is chosen by the driver version, and k.resources says which
+    import ptxgen
+    from ptxgen.check import compare, random_operands, reference
+
+    g = ptxgen.Gemm(64, 64, 32, dtype="f16", out_dtype="f32")
+    k = ptxgen.compile(g, ptxgen.Schedule(block=(64, 64, 32), warps=(2, 2), stages=1), arch="sm_90")
+    a, b = random_operands(g)
+    cubin_loads = attempts["cubin"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ok = compare(k(a, b), reference(a, b), g.out_dtype).ok and compare(k(a, b), reference(a, b),
+                                                                          g.out_dtype).ok
+    out["kernel_ok"] = ok
+    out["kernel_cubin_loads"] = attempts["cubin"] - cubin_loads
+    out["kernel_binary"] = k.resources.binary
+    out["kernel_warning"] = " ".join(str(w.message) for w in caught)
     print(json.dumps(out))
 
 

@@ -41,6 +41,12 @@ def a100(tmp_path_factory) -> dict:
     return _run(tmp_path_factory.mktemp("a100"), PTXGEN_SIM_DEVICE="a100")
 
 
+@pytest.fixture(scope="module")
+def old(tmp_path_factory) -> dict:
+    """A CUDA 12.4 driver, and nvJitLink (13.x) as the only assembler."""
+    return _run(tmp_path_factory.mktemp("old"), PTXGEN_SIM_DRIVER_VERSION="12040", PTXGEN_ASSEMBLER="nvjitlink")
+
+
 @needs_cc
 def test_real_bindings_load_the_standin(h100):
     assert h100["is_standin"] and h100["version"] == 13000
@@ -88,9 +94,16 @@ def test_dynamic_shared_memory_needs_the_opt_in(h100, a100):
 
 
 @needs_cc
-def test_an_old_driver_refuses_cuda13_cubins_but_jits_ptx(tmp_path):
-    old = _run(tmp_path, PTXGEN_SIM_DRIVER_VERSION="12040")
-    assert old == {"version": 12040, "load_cubin": 200, "load_ptx": 0, "load_ptx_85": 222}
+def test_an_old_driver_refuses_cuda13_cubins_but_jits_ptx(old):
+    assert (old["version"], old["load_cubin"], old["load_ptx"], old["load_ptx_85"]) == (12040, 200, 0, 222)
+
+
+@needs_cc
+def test_refused_cubin_falls_back_once_and_kernels_pick_the_jit_on_old_drivers(old):
+    assert old["fallback_source"] == "ptx-jit" and old["fallback_reused"]  # not retried per launch
+    assert old["kernel_ok"] and old["kernel_cubin_loads"] == 0  # chosen by cuDriverGetVersion
+    assert old["kernel_binary"].startswith("PTX JIT by the driver (driver 12.4 cannot read cubins from nvJitLink")
+    assert "PTX JIT" in old["kernel_warning"]
 
 
 @needs_cc

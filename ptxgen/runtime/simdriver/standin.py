@@ -89,6 +89,7 @@ class StandIn:
     functions: dict[int, SimFunction] = field(default_factory=dict)
     last_error: str = ""
     launches: int = 0
+    load_attempts: dict = field(default_factory=lambda: {"cubin": 0, "ptx": 0})  # for tests
     _next: int = 0x1000
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -115,6 +116,7 @@ class StandIn:
     def load(self, image: int, length: int, is_elf: int, out) -> int:
         def body() -> None:
             data = ctypes.string_at(image, length)
+            self.load_attempts["cubin" if is_elf else "ptx"] += 1
             mod = self._load_cubin(data) if is_elf else self._load_ptx(data)
             ident = self._new_id()
             self.modules[ident] = mod

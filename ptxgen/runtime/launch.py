@@ -87,7 +87,8 @@ def _alloc_like(a: Any, shape: tuple[int, ...], dtype: str) -> Any:
     try:
         if fw == "torch":
             torch = importlib.import_module("torch")
-            tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+            tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+                   "s32": torch.int32, "s8": torch.int8, "u8": torch.uint8}[dtype]
             return torch.empty(shape, dtype=tdt, device=a.device)
         if fw == "cupy" and dtype != "bf16":
             cupy = importlib.import_module("cupy")

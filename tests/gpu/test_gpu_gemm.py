@@ -152,3 +152,14 @@ def test_cupy_arrays():
     c = kern(cupy.asarray(a0), cupy.asarray(b0))
     assert isinstance(c, cupy.ndarray)
     _check(g, kern, cupy.asnumpy(c), a0, b0, "cupy")
+
+
+def test_torch_int8_inputs_give_a_torch_s32_output():
+    torch = pytest.importorskip("torch")
+    g = ptxgen.Gemm(128, 128, 64, dtype="s8", out_dtype="s32", b_layout="row")
+    kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 64)), arch=ARCH)
+    a0, b0 = random_operands(g, 7)
+    c = kern(torch.from_numpy(a0).cuda(), torch.from_numpy(np.ascontiguousarray(b0)).cuda())
+    torch.cuda.synchronize()
+    assert isinstance(c, torch.Tensor) and c.dtype == torch.int32 and c.is_cuda
+    _check(g, kern, c.cpu().numpy(), a0, b0, "torch_s32")

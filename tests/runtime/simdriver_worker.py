@@ -48,6 +48,30 @@ def code(result) -> int:
     return int(result[0] if isinstance(result, tuple) else result)
 
 
+def launch_ex(d, fn, cluster: bool):
+    """cuLaunchKernelEx of `fill` (n=16, x=0.5): (status, values right), optionally with a 2x1x1
+    cluster attribute."""
+    err, buf = d.cuMemAlloc(64)
+    vals = [np.array([int(buf)], np.uint64), np.array([16], np.uint32), np.array([0.5], np.float32)]
+    ptrs = np.array([v.ctypes.data for v in vals], np.uint64)
+    cfg = d.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = (2 if cluster else 1), 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 32, 1, 1
+    cfg.sharedMemBytes, cfg.hStream = 1024, 0
+    if cluster:
+        attr = d.CUlaunchAttribute()
+        attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = 2, 1, 1
+        cfg.attrs, cfg.numAttrs = [attr], 1
+    else:
+        cfg.numAttrs = 0
+    status = code(d.cuLaunchKernelEx(cfg, fn, int(ptrs.ctypes.data), 0))
+    res = np.full(16, np.nan, np.float32)
+    d.cuMemcpyDtoH(res.ctypes.data, buf, 64)
+    d.cuMemFree(buf)
+    return status, bool(np.array_equal(res, np.arange(16, dtype=np.float32) + 0.5))
+
+
 def main() -> None:
     from cuda.bindings import driver as d
 
@@ -113,6 +137,7 @@ def main() -> None:
     out["optin_64k"] = code(d.cuFuncSetAttribute(fn, attr, 64 * 1024))
     out["launch_64k_optin"] = launch(64 * 1024)[0]
     out["optin_over_limit"] = code(d.cuFuncSetAttribute(fn, attr, ctx.max_smem_optin + 1))
+    out["launch_ex"], out["launch_ex_cluster"] = launch_ex(d, fn, cluster=False), launch_ex(d, fn, cluster=True)
     out["num_regs"] = d.cuFuncGetAttribute(d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, fn)[1]
     err, ev0 = d.cuEventCreate(0)
     err, ev1 = d.cuEventCreate(0)

@@ -144,3 +144,10 @@ def test_cubin_parameter_records(tmp_path, monkeypatch):
     assert [(p.offset, p.size) for p in params] == [(0, 8), (8, 8), (16, 8)] + [(24 + 4 * i, 4) for i in range(6)]
     with pytest.raises(CubinError, match="not an ELF"):
         parse_cubin(b"//PTX" + bytes(100))
+
+
+@needs_cc
+def test_launch_kernel_ex_and_the_cluster_attribute(h100, a100):
+    assert h100["launch_ex"] == [0, True]
+    assert h100["launch_ex_cluster"][0] == 801  # H100 has clusters, the simulator does not run them
+    assert a100["launch_ex_cluster"][0] == 1    # an A100 has no clusters: INVALID_VALUE

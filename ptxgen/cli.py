@@ -226,7 +226,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if gpu_available() and not args.sim:
         c = k(a, b, c=None if c0 is None else c0.copy(), bias=bias, scale=scale)
         result = compare(c, ref, k.gemm)
-        print("executed   on the GPU, every CTA")
+        from .runtime import simdriver
+
+        where = "through the simulator-backed driver (PTXGEN_DRIVER=sim)" if simdriver.active() else "on the GPU"
+        print(f"executed   {where}, every CTA; runs {k.resources.binary}")
         print(result)
         return 0 if result.ok else 1
     why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"

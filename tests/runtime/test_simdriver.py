@@ -151,3 +151,15 @@ def test_launch_kernel_ex_and_the_cluster_attribute(h100, a100):
     assert h100["launch_ex"] == [0, True]
     assert h100["launch_ex_cluster"][0] == 801  # H100 has clusters, the simulator does not run them
     assert a100["launch_ex_cluster"][0] == 1    # an A100 has no clusters: INVALID_VALUE
+
+
+@needs_cc
+def test_cli_run_says_it_ran_through_the_standin(tmp_path):
+    env = {**os.environ, "PTXGEN_DRIVER": "sim", "PTXGEN_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "ptxgen", "run", "--shape", "64x64x32", "--dtype", "f16",
+                           "--arch", "sm_90"], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "executed   through the simulator-backed driver (PTXGEN_DRIVER=sim), every CTA; runs cubin for " \
+           "sm_90 from nvJitLink" in proc.stdout
+    assert "Traceback" not in proc.stderr

@@ -139,7 +139,8 @@ def load_function(cubin: bytes | None, entry: str, ptx: str | None = None,
 
 # -- which binary ---------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
-def _driver_version(ordinal: int) -> int:
+def _driver_version(ordinal: int, context_key: int) -> int:
+    """cuDriverGetVersion, asked once per context (the driver cannot change under a context)."""
     return int(drv._call("cuDriverGetVersion"))
 
 
@@ -164,7 +165,7 @@ def kernel_binary(kernel: "Kernel", ctx: drv.Context) -> tuple[bytes | None, str
     """
     from .assemble import assemble, available_assemblers
 
-    version = _driver_version(ctx.ordinal)
+    version = _driver_version(ctx.ordinal, ctx.key)
     asm = kernel.assemble() if drv.binary_compatible(kernel.arch, ctx.arch) else None
     if asm is None:
         drv.warn_once(f"arch:{kernel.arch}:{ctx.arch}",

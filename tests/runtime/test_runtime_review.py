@@ -67,3 +67,32 @@ def test_torch_inputs_get_torch_outputs_for_every_output_dtype(monkeypatch, out_
     monkeypatch.setitem(sys.modules, "torch", torch)
     assert _alloc_like(_TorchTensor(), (4, 8), out_dtype) == ("tensor", want)
     assert torch.asked == [((4, 8), want, "cuda:0")]
+
+
+def test_an_old_driver_gets_a_cubin_from_a_ptxas_it_reads_else_the_jit(fake, monkeypatch):
+    """nvJitLink 13 writes CUDA 13 cubins; a 12.4 driver gets ptxas 12.4's (relabelled here: no
+    ptxas on this machine), or the PTX JIT when PTXGEN_ASSEMBLER=nvjitlink rules ptxas out."""
+    from ptxgen.runtime import assemble as A
+    from ptxgen.runtime import modules
+
+    fake.driver_version = 12040
+    kern = _stream_k_kernel()
+    own = kern.assemble()
+    monkeypatch.setattr(A, "available_assemblers",
+                        lambda: {"nvjitlink": ("nvJitLink 13.5", "id"), "ptxas": ("ptxas 12.4", "id")})
+    backends = []
+
+    def assemble(ptx, arch, entry, backend=None):
+        backends.append(backend)
+        return dataclasses.replace(own, assembler="ptxas 12.4" if backend == "ptxas" else own.assembler)
+    monkeypatch.setattr(A, "assemble", assemble)
+    monkeypatch.setattr(type(kern), "assemble", lambda self: dataclasses.replace(own, assembler="nvJitLink 13.5"))
+    cubin, runs, why = modules.kernel_binary(kern, drv.context())
+    assert backends == ["ptxas"] and cubin == own.cubin and runs == "cubin for sm_90 from ptxas 12.4" and not why
+    monkeypatch.setenv("PTXGEN_ASSEMBLER", "nvjitlink")
+    with pytest.warns(RuntimeWarning, match="using the driver's PTX JIT"):
+        cubin, runs, why = modules.kernel_binary(kern, drv.context())
+    assert cubin is None and why == "driver 12.4 cannot read cubins from nvJitLink 13.5 (CUDA 13 format)"
+    fake.driver_version = 13000
+    modules._driver_version.cache_clear()
+    assert modules.kernel_binary(kern, drv.context())[1] == "cubin for sm_90 from nvJitLink 13.5"

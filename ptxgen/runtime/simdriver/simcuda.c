@@ -79,27 +79,35 @@ typedef struct { unsigned magic; } Handle;
 static Handle *handles[MAX_HANDLES];
 
 static int known_handle(void *h, unsigned magic) {
-    for (int i = 0; i < MAX_HANDLES; i++)
-        if (handles[i] == h && h != NULL) return handles[i]->magic == magic;
-    return 0;
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_HANDLES && h; i++)
+        if (handles[i] == h) { found = handles[i]->magic == magic; break; }
+    pthread_mutex_unlock(&lock);
+    return found;
 }
 
 static CUresult new_handle(void **out, unsigned magic) {
     Handle *h = malloc(sizeof(Handle));
     if (!h) return OUT_OF_MEMORY;
     h->magic = magic;
+    pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_HANDLES; i++)
-        if (!handles[i]) { handles[i] = h; *out = h; return OK; }
+        if (!handles[i]) { handles[i] = h; *out = h; pthread_mutex_unlock(&lock); return OK; }
+    pthread_mutex_unlock(&lock);
     free(h);
     return OUT_OF_MEMORY;
 }
 
 static CUresult drop_handle(void *h, unsigned magic) {
-    for (int i = 0; i < MAX_HANDLES; i++)
-        if (handles[i] == h && h != NULL && handles[i]->magic == magic) {
-            free(handles[i]); handles[i] = NULL; return OK;
+    CUresult r = INVALID_HANDLE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_HANDLES && h; i++)
+        if (handles[i] == h && handles[i]->magic == magic) {
+            free(handles[i]); handles[i] = NULL; r = OK; break;
         }
-    return INVALID_HANDLE;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 /* The rule every context-bound call obeys: init done, and a context current on this thread. */
@@ -331,13 +339,16 @@ static CUresult host_range(const void *p, size_t n) {
     return looks_like_device((uint64_t)(uintptr_t)p) ? INVALID_VALUE : OK;  /* a device pointer */
 }
 
+/* Copies run under the lock: another thread may free an allocation or grow the table. */
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
     NEED_CONTEXT();
     CUresult r = check_stream(s);
     if (r != OK) return r;
     unsigned char *d;
-    if ((r = host_range(src, n)) != OK || (r = device_range(dst, n, &d)) != OK) return r;
-    return copy(d, src, n);
+    pthread_mutex_lock(&lock);
+    if ((r = host_range(src, n)) == OK && (r = device_range(dst, n, &d)) == OK) r = copy(d, src, n);
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s) {
@@ -345,8 +356,10 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s) {
     CUresult r = check_stream(s);
     if (r != OK) return r;
     unsigned char *h;
-    if ((r = host_range(dst, n)) != OK || (r = device_range(src, n, &h)) != OK) return r;
-    return copy(dst, h, n);
+    pthread_mutex_lock(&lock);
+    if ((r = host_range(dst, n)) == OK && (r = device_range(src, n, &h)) == OK) r = copy(dst, h, n);
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
@@ -354,8 +367,10 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
     CUresult r = check_stream(s);
     if (r != OK) return r;
     unsigned char *d, *h;
-    if ((r = device_range(dst, n, &d)) != OK || (r = device_range(src, n, &h)) != OK) return r;
-    return copy(d, h, n);
+    pthread_mutex_lock(&lock);
+    if ((r = device_range(dst, n, &d)) == OK && (r = device_range(src, n, &h)) == OK) r = copy(d, h, n);
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 static CUresult memset_n(CUdeviceptr dst, uint32_t value, size_t count, int width, CUstream s) {
@@ -364,9 +379,11 @@ static CUresult memset_n(CUdeviceptr dst, uint32_t value, size_t count, int widt
     if (r != OK) return r;
     unsigned char *d;
     if ((dst % (uint64_t)width) != 0) return INVALID_VALUE;
-    if ((r = device_range(dst, count * (size_t)width, &d)) != OK) return r;
-    for (size_t i = 0; i < count; i++) memcpy(d + i * (size_t)width, &value, (size_t)width);
-    return OK;
+    pthread_mutex_lock(&lock);
+    if ((r = device_range(dst, count * (size_t)width, &d)) == OK)
+        for (size_t i = 0; i < count; i++) memcpy(d + i * (size_t)width, &value, (size_t)width);
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) { return htod(d, h, n, 0); }

@@ -232,7 +232,8 @@ def context() -> Context:
             reason = gpu_unavailable_reason()
             if reason:
                 raise RuntimeError(f"no GPU to run on: {reason}. Use Kernel.simulate() to run on "
-                                   f"ptxgen's CPU simulator instead")
+                                   f"ptxgen's CPU simulator instead, or set PTXGEN_DRIVER=sim to run "
+                                   f"this GPU path on it through a stand-in CUDA driver")
             drv = _driver()
             dev = _call("cuDeviceGet", ordinal)
             handle = _call("cuDevicePrimaryCtxRetain", dev)

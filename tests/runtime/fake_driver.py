@@ -3,6 +3,11 @@
 "Device memory" is host memory (numpy buffers), so device pointers are real addresses and
 copies are `ctypes.memmove`; every device range touched is bounds-checked against the fake
 allocations. Kernels are Python functions registered by entry name with their parameter types.
+
+The simulator-backed stand-in driver (ptxgen/runtime/simdriver, PTXGEN_DRIVER=sim) runs the runtime
+through the real bindings and tests/gpu through it; this fake remains for what the stand-in cannot
+do: several devices and contexts, injected failures of any call (`fail`), a recorded call
+sequence, and instant Python kernels for launch plumbing at sizes the simulator would take minutes on.
 """
 from __future__ import annotations
 

@@ -193,7 +193,8 @@ class StandIn:
             # also holds the 1 KB the system reserves per block, which is not the kernel's
             static = compile_entry(mod.ptx, entry).shared_static
             fn = SimFunction(module, entry, mod.kernels[entry], static, k.registers if k else 0,
-                             k.max_threads if k else 0, binary_version=_arch_number(arch)[0])
+                             k.max_threads if k else 0, max(DEFAULT_DYNAMIC_SMEM - static, 0),
+                             binary_version=_arch_number(arch)[0])  # 48 KB in all without opt-in
             ident = self._new_id()
             self.functions[ident] = fn
             out[0] = ident

@@ -1,4 +1,5 @@
-"""Build simcuda.c with the system C compiler, once per source version, into the cache directory.
+"""Build the stand-in driver (simcuda*.c) with the system C compiler, once per source version,
+into the cache directory.
 
 Why build on first use: the stand-in is a test tool; shipping a prebuilt libcuda.so.1 would tie the
 wheel to one platform. The library is named by the hash of its source (and compiler), written
@@ -15,7 +16,9 @@ from pathlib import Path
 
 from .. import cache
 
-SOURCE = Path(__file__).with_name("simcuda.c")
+HERE = Path(__file__).parent
+SOURCES = [HERE / "simcuda.c", HERE / "simcuda_launch.c"]  # compiled
+HEADERS = [HERE / "simcuda.h"]
 
 __all__ = ["compiler", "compiler_unavailable_reason", "library_path", "SimDriverBuildError"]
 
@@ -43,8 +46,11 @@ def library_path() -> Path:
     cc = compiler()
     if cc is None:
         raise SimDriverBuildError(compiler_unavailable_reason())
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source + b"\0" + cc.encode()).hexdigest()[:16]
+    h = hashlib.sha256(cc.encode())
+    for path in SOURCES + HEADERS:
+        data = path.read_bytes()
+        h.update(len(data).to_bytes(8, "little") + data)
+    digest = h.hexdigest()[:16]
     out_dir = cache.default_dir() / "simdriver"
     target = out_dir / f"libcuda-sim-{digest}.so"
     if target.exists():
@@ -59,8 +65,8 @@ def library_path() -> Path:
             return target
     fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so.part", dir=out_dir)
     os.close(fd)
-    cmd = [cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wl,-soname,libcuda.so.1", "-o", tmp, str(SOURCE),
-           "-lpthread"]
+    cmd = [cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wl,-soname,libcuda.so.1", "-o", tmp,
+           *map(str, SOURCES), "-lpthread"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:

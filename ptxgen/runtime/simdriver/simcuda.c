@@ -5,33 +5,14 @@
  * so every Python -> C argument conversion in ptxgen's runtime is the real one. This file keeps
  * the driver's bookkeeping (init, the device model, the primary context and which thread has it
  * current, "device memory", streams, events) and enforces the driver's rules for it; modules,
- * functions and launches are handed to Python (ptxgen/runtime/simdriver/standin.py) through
+ * functions and launches are handed (simcuda_launch.c) to Python (simdriver/standin.py) through
  * callbacks, because reading cubins and running PTX is Python's job there.
  *
  * Device memory lives in host memory, but the addresses handed out lie in a non-canonical range
  * (SIM_DEVICE_BASE) that no host pointer can have: a host pointer passed where a device pointer
  * belongs, or the reverse, is caught instead of silently working.
  */
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <pthread.h>
-
-typedef int CUresult;
-typedef int CUdevice;
-typedef uint64_t CUdeviceptr;
-typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
-
-enum {
-    OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, INVALID_DEVICE = 101,
-    INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500, NOT_READY = 600,
-    NOT_SUPPORTED = 801, UNKNOWN = 999
-};
-
-#define SIM_DEVICE_BASE 0x7ff0000000000000ull
-#define CTX_MAGIC 0x5C7Cu
-#define STREAM_MAGIC 0x57EAu
-#define EVENT_MAGIC 0xE7E7u
+#include "simcuda.h"
 
 /* ---- configuration, set from Python before cuInit (simcuda_configure) -------------------- */
 typedef struct {
@@ -42,29 +23,13 @@ typedef struct {
 } DeviceModel;
 
 static DeviceModel model;
-static int configured = 0, initialized = 0;
+static int configured = 0;
+HIDDEN int sim_initialized = 0;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* ---- callbacks into Python ---------------------------------------------------------------- */
-typedef int (*load_cb_t)(const void *image, uint64_t len, int is_elf, uint64_t *module);
-typedef int (*unload_cb_t)(uint64_t module);
-typedef int (*getfn_cb_t)(uint64_t module, const char *name, uint64_t *fn);
-typedef int (*fattr_get_cb_t)(uint64_t fn, int attr, int *value);
-typedef int (*fattr_set_cb_t)(uint64_t fn, int attr, int value);
-typedef int (*launch_cb_t)(uint64_t fn, const uint32_t *dims, uint32_t smem, void **params,
-                           const uint32_t *cluster);
-
-static load_cb_t py_load;
-static unload_cb_t py_unload;
-static getfn_cb_t py_getfn;
-static fattr_get_cb_t py_fattr_get;
-static fattr_set_cb_t py_fattr_set;
-static launch_cb_t py_launch;
-
 /* ---- contexts ----------------------------------------------------------------------------- */
-typedef struct { unsigned magic; int device; int retains; } Context;
 static Context primary = {CTX_MAGIC, 0, 0};
-static __thread Context *current = NULL;
+HIDDEN __thread Context *sim_current = NULL;
 
 /* ---- memory ------------------------------------------------------------------------------- */
 typedef struct { CUdeviceptr base; uint64_t size; unsigned char *host; } Allocation;
@@ -110,11 +75,7 @@ static CUresult drop_handle(void *h, unsigned magic) {
     return r;
 }
 
-/* The rule every context-bound call obeys: init done, and a context current on this thread. */
-#define NEED_CONTEXT() do { if (!initialized) return NOT_INITIALIZED; \
-    if (!current || current->retains <= 0) return INVALID_CONTEXT; } while (0)
-
-static CUresult check_stream(CUstream s) {
+HIDDEN CUresult check_stream(CUstream s) {
     /* 0 = legacy default, 1 = CU_STREAM_LEGACY, 2 = CU_STREAM_PER_THREAD */
     if ((uintptr_t)s <= 2 || known_handle(s, STREAM_MAGIC)) return OK;
     return INVALID_HANDLE;
@@ -135,15 +96,10 @@ static int looks_like_device(uint64_t p) { return p >= SIM_DEVICE_BASE; }
 int simcuda_is_standin(void) { return 1; }
 
 int simcuda_configure(const DeviceModel *m) {
-    if (initialized) return INVALID_VALUE;   /* the model is fixed once cuInit ran */
+    if (sim_initialized) return INVALID_VALUE;   /* the model is fixed once cuInit ran */
     model = *m;
     configured = 1;
     return OK;
-}
-
-void simcuda_set_callbacks(load_cb_t l, unload_cb_t u, getfn_cb_t g, fattr_get_cb_t fg,
-                           fattr_set_cb_t fs, launch_cb_t la) {
-    py_load = l; py_unload = u; py_getfn = g; py_fattr_get = fg; py_fattr_set = fs; py_launch = la;
 }
 
 /* Host address and allocation bounds for a device pointer (what a launch's kernel may touch). */
@@ -155,13 +111,13 @@ int simcuda_translate(CUdeviceptr ptr, void **host, CUdeviceptr *base, uint64_t 
     return a ? OK : INVALID_VALUE;
 }
 
-int simcuda_context_is_current(void) { return current != NULL && current->retains > 0; }
+int simcuda_context_is_current(void) { return sim_current != NULL && sim_current->retains > 0; }
 
 /* ---- init, version, devices --------------------------------------------------------------- */
 CUresult cuInit(unsigned flags) {
     if (flags != 0) return INVALID_VALUE;
-    if (!configured || !py_launch) return NOT_INITIALIZED;  /* Python side never attached */
-    initialized = 1;
+    if (!configured || !simcuda_callbacks_set()) return NOT_INITIALIZED;  /* Python side never attached */
+    sim_initialized = 1;
     return OK;
 }
 
@@ -172,14 +128,14 @@ CUresult cuDriverGetVersion(int *v) {
 }
 
 CUresult cuDeviceGetCount(int *n) {
-    if (!initialized) return NOT_INITIALIZED;
+    if (!sim_initialized) return NOT_INITIALIZED;
     if (!n) return INVALID_VALUE;
     *n = 1;
     return OK;
 }
 
 CUresult cuDeviceGet(CUdevice *d, int ordinal) {
-    if (!initialized) return NOT_INITIALIZED;
+    if (!sim_initialized) return NOT_INITIALIZED;
     if (!d) return INVALID_VALUE;
     if (ordinal != 0) return INVALID_DEVICE;
     *d = 0;
@@ -187,7 +143,7 @@ CUresult cuDeviceGet(CUdevice *d, int ordinal) {
 }
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
-    if (!initialized) return NOT_INITIALIZED;
+    if (!sim_initialized) return NOT_INITIALIZED;
     if (d != 0) return INVALID_DEVICE;
     if (!name || len <= 0) return INVALID_VALUE;
     strncpy(name, model.name, (size_t)len - 1);
@@ -196,7 +152,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
 }
 
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
-    if (!initialized) return NOT_INITIALIZED;
+    if (!sim_initialized) return NOT_INITIALIZED;
     if (d != 0) return INVALID_DEVICE;
     if (!v || attr <= 0 || attr >= 160) return INVALID_VALUE;
     *v = model.attrs[attr];
@@ -204,7 +160,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
-    if (!initialized) return NOT_INITIALIZED;
+    if (!sim_initialized) return NOT_INITIALIZED;
     if (d != 0) return INVALID_DEVICE;
     if (!bytes) return INVALID_VALUE;
     *bytes = model.total_mem;
@@ -213,7 +169,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
 
 /* ---- the primary context ------------------------------------------------------------------ */
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
-    if (!initialized) return NOT_INITIALIZED;
+    if (!sim_initialized) return NOT_INITIALIZED;
     if (d != 0) return INVALID_DEVICE;
     if (!ctx) return INVALID_VALUE;
     pthread_mutex_lock(&lock);
@@ -224,7 +180,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
-    if (!initialized) return NOT_INITIALIZED;
+    if (!sim_initialized) return NOT_INITIALIZED;
     if (d != 0) return INVALID_DEVICE;
     pthread_mutex_lock(&lock);
     CUresult r = primary.retains > 0 ? (primary.retains--, OK) : INVALID_CONTEXT;
@@ -233,17 +189,17 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
-    if (!initialized) return NOT_INITIALIZED;
-    if (ctx == NULL) { current = NULL; return OK; }
+    if (!sim_initialized) return NOT_INITIALIZED;
+    if (ctx == NULL) { sim_current = NULL; return OK; }
     if (ctx != &primary || primary.retains <= 0) return INVALID_CONTEXT;
-    current = &primary;
+    sim_current = &primary;
     return OK;
 }
 
 CUresult cuCtxGetCurrent(CUcontext *ctx) {
-    if (!initialized) return NOT_INITIALIZED;
+    if (!sim_initialized) return NOT_INITIALIZED;
     if (!ctx) return INVALID_VALUE;
-    *ctx = current;
+    *ctx = sim_current;
     return OK;
 }
 
@@ -251,8 +207,8 @@ CUresult cuCtxPushCurrent_v2(CUcontext ctx) { return cuCtxSetCurrent(ctx); }
 
 CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
     NEED_CONTEXT();
-    if (ctx) *ctx = current;
-    current = NULL;
+    if (ctx) *ctx = sim_current;
+    sim_current = NULL;
     return OK;
 }
 
@@ -398,7 +354,7 @@ CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n) { return memset_n(d
 CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) { return memset_n(d, v, n, 4, s); }
 
 CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) {
-    if (!initialized) return NOT_INITIALIZED;
+    if (!sim_initialized) return NOT_INITIALIZED;
     if (!data) return INVALID_VALUE;
     pthread_mutex_lock(&lock);
     Allocation *a = looks_like_device(p) ? find(p, 0) : NULL;
@@ -449,131 +405,6 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
 /* Simulated time means nothing: refuse rather than invent a number. */
 CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) { (void)ms; (void)a; (void)b; NEED_CONTEXT(); return NOT_SUPPORTED; }
 CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) { return cuEventElapsedTime(ms, a, b); }
-
-/* ---- modules, functions, launches: handed to Python ---------------------------------------- */
-static uint64_t elf_length(const unsigned char *p) {
-    /* section header table end: e_shoff (0x28) + e_shnum (0x3c) * e_shentsize (0x3a) */
-    uint64_t shoff; uint16_t shentsize, shnum;
-    memcpy(&shoff, p + 0x28, 8); memcpy(&shentsize, p + 0x3a, 2); memcpy(&shnum, p + 0x3c, 2);
-    uint64_t end = shoff + (uint64_t)shentsize * shnum;
-    /* program headers may sit after the sections: e_phoff (0x20) + e_phnum (0x38) * e_phentsize (0x36) */
-    uint64_t phoff; uint16_t phentsize, phnum;
-    memcpy(&phoff, p + 0x20, 8); memcpy(&phentsize, p + 0x36, 2); memcpy(&phnum, p + 0x38, 2);
-    uint64_t pend = phoff + (uint64_t)phentsize * phnum;
-    return pend > end ? pend : end;
-}
-
-static CUresult load(CUmodule *m, const void *image) {
-    NEED_CONTEXT();
-    if (!m || !image) return INVALID_VALUE;
-    const unsigned char *p = image;
-    uint64_t id = 0, len;
-    int is_elf = memcmp(p, "\x7f" "ELF", 4) == 0;
-    len = is_elf ? elf_length(p) : strlen((const char *)p);
-    CUresult r = py_load(image, len, is_elf, &id);
-    if (r == OK) *m = (CUmodule)(uintptr_t)id;
-    return r;
-}
-
-CUresult cuModuleLoadData(CUmodule *m, const void *image) { return load(m, image); }
-CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, int *opts, void **vals) {
-    if (n && (!opts || !vals)) return INVALID_VALUE;
-    return load(m, image);
-}
-CUresult cuModuleUnload(CUmodule m) { NEED_CONTEXT(); return py_unload((uint64_t)(uintptr_t)m); }
-
-CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
-    NEED_CONTEXT();
-    if (!f || !name) return INVALID_VALUE;
-    uint64_t id = 0;
-    CUresult r = py_getfn((uint64_t)(uintptr_t)m, name, &id);
-    if (r == OK) *f = (CUfunction)(uintptr_t)id;
-    return r;
-}
-
-CUresult cuFuncGetAttribute(int *v, int attr, CUfunction f) {
-    NEED_CONTEXT();
-    if (!v) return INVALID_VALUE;
-    return py_fattr_get((uint64_t)(uintptr_t)f, attr, v);
-}
-
-CUresult cuFuncSetAttribute(CUfunction f, int attr, int value) {
-    NEED_CONTEXT();
-    return py_fattr_set((uint64_t)(uintptr_t)f, attr, value);
-}
-
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
-                        void **extra) {
-    NEED_CONTEXT();
-    CUresult r = check_stream(s);
-    if (r != OK) return r;
-    if (extra != NULL) return INVALID_VALUE;  /* ptxgen passes kernelParams only */
-    uint32_t dims[6] = {gx, gy, gz, bx, by, bz}, cluster[3] = {1, 1, 1};
-    return py_launch((uint64_t)(uintptr_t)f, dims, smem, params, cluster);
-}
-
-/* CUlaunchConfig / CUlaunchAttribute as the driver headers lay them out */
-typedef struct { int id; int pad; union { unsigned char raw[64]; struct { unsigned x, y, z; } dim; } value; } LaunchAttribute;
-typedef struct { unsigned gx, gy, gz, bx, by, bz, smem; CUstream stream; LaunchAttribute *attrs; unsigned nattrs; } LaunchConfig;
-
-CUresult cuLaunchKernelEx(const LaunchConfig *cfg, CUfunction f, void **params, void **extra) {
-    NEED_CONTEXT();
-    if (!cfg) return INVALID_VALUE;
-    CUresult r = check_stream(cfg->stream);
-    if (r != OK) return r;
-    if (extra != NULL || (cfg->nattrs && !cfg->attrs)) return INVALID_VALUE;
-    uint32_t dims[6] = {cfg->gx, cfg->gy, cfg->gz, cfg->bx, cfg->by, cfg->bz}, cluster[3] = {1, 1, 1};
-    for (unsigned i = 0; i < cfg->nattrs; i++) {
-        if (cfg->attrs[i].id == 4) {  /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
-            cluster[0] = cfg->attrs[i].value.dim.x; cluster[1] = cfg->attrs[i].value.dim.y;
-            cluster[2] = cfg->attrs[i].value.dim.z;
-        } else {
-            return NOT_SUPPORTED;  /* an attribute the stand-in cannot honour */
-        }
-    }
-    return py_launch((uint64_t)(uintptr_t)f, dims, cfg->smem, params, cluster);
-}
-
-/* ---- errors ------------------------------------------------------------------------------- */
-static const struct { int code; const char *name, *text; } errors[] = {
-    {0, "CUDA_SUCCESS", "no error"},
-    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
-    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
-    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
-    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
-    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
-    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
-    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
-    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
-    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
-    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
-    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
-    {600, "CUDA_ERROR_NOT_READY", "device not ready"},
-    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
-    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
-    {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
-    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
-    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
-};
-
-static int error_index(int code) {
-    for (unsigned i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
-        if (errors[i].code == code) return (int)i;
-    return -1;
-}
-CUresult cuGetErrorString(int code, const char **s) {
-    int i = error_index(code);
-    if (!s || i < 0) return INVALID_VALUE;
-    *s = errors[i].text;
-    return OK;
-}
-CUresult cuGetErrorName(int code, const char **s) {
-    int i = error_index(code);
-    if (!s || i < 0) return INVALID_VALUE;
-    *s = errors[i].name;
-    return OK;
-}
 
 /* ---- cuGetProcAddress: how cuda.bindings finds every entry point --------------------------- */
 #define ENTRY(base, fn) {base, (void *)fn}

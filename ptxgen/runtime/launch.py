@@ -303,8 +303,8 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
 
 def _split_k_scratch(kernel: "Kernel", grid: tuple[int, int, int], stream: int) -> tuple[Any, Any]:
     """The workspace and counters (or flags) of a split-K / Stream-K kernel for `grid`, allocated
-    once per (device, context, grid) and kept on the kernel: the kernel leaves its counters at zero, and partials are
-    rewritten every launch. Launches of one such kernel on concurrent streams share them, so
+    once per (device, context, grid) and kept on the kernel: the kernel leaves its counters at
+    zero, and partials are rewritten every launch. Launches of one such kernel on concurrent streams share them, so
     serialize those."""
     cache = kernel.__dict__.setdefault("_split_k_scratch", {})
     ctx = drv.context()

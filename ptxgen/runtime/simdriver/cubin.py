@@ -16,7 +16,8 @@ EIATTR_PARAM_CBANK = 0x0A
 EIATTR_KPARAM_INFO = 0x17
 EIATTR_REGCOUNT = 0x2F
 EIATTR_MAX_THREADS = 0x05
-_FMT_SIZE = {1: 2, 2: 2, 3: 2}  # EIFMT_NVAL, BVAL, HVAL: 2 value bytes (records stay 4-aligned); 4 (SVAL) has a u16 size
+# EIFMT_NVAL, BVAL, HVAL records carry 2 value bytes (records stay 4-aligned); SVAL (4) a u16 size
+_FMT_SIZE = {1: 2, 2: 2, 3: 2}
 
 
 class CubinError(ValueError):

@@ -210,7 +210,8 @@ class StandIn:
     def get_attribute(self, ident: int, attr: int, out) -> int:
         def body() -> None:
             fn = self._function(ident, "cuFuncGetAttribute")
-            regs_limit = 1024 if not fn.registers else min(1024, self.model.regs_per_block // fn.registers // 32 * 32)
+            regs_limit = 1024 if not fn.registers else \
+                min(1024, self.model.regs_per_block // fn.registers // 32 * 32)
             values = {0: fn.max_threads or regs_limit, 1: fn.static_smem, 2: 0, 3: 0, 4: fn.registers,
                       5: fn.binary_version, 6: fn.binary_version, 7: 0, 8: fn.max_dynamic_smem, 9: -1}
             if attr not in values:
@@ -284,6 +285,8 @@ class StandIn:
             if decl.size != rec.size:
                 raise Refused(INVALID_IMAGE, f"{fn.name}: parameter {i} is {rec.size} B in the cubin but "
                                              f"{decl.size} B in its PTX")
+            if not params[i]:
+                raise Refused(INVALID_VALUE, f"cuLaunchKernel: kernelParams[{i}] of {fn.name} is NULL")
             raw = ctypes.string_at(params[i], rec.size)
             args.append(self._argument(decl, raw))
         return args

@@ -42,7 +42,7 @@ class CubinKernel:
 
 @dataclass
 class Cubin:
-    arch: str         # "sm_90", "sm_90a", ...
+    arch: str         # "sm_90", "sm_86", ... (see _arch)
     abi_version: int  # 7 (CUDA 12 ELF) or 8 (CUDA 13 ELF)
     kernels: dict[str, CubinKernel]
 
@@ -81,10 +81,11 @@ def _attributes(blob: bytes):
 
 
 def _arch(flags: int, abi: int) -> str:
+    """The SM version in e_flags. Arch-specific targets are read as their base arch: nvJitLink
+    13.5 writes the same e_flags for sm_90a as for sm_90 (checked), so e_flags cannot tell them
+    apart, and the base arch's compatibility rule is the looser one."""
     sm = (flags >> 8) & 0xFF if abi >= 8 else flags & 0xFF
-    # arch-specific ("a") targets set a feature bit: 0x8 in the CUDA 13 layout, 0x800 in CUDA 12's
-    specific = bool(flags & 0x8) if abi >= 8 else bool(flags & 0x800)
-    return f"sm_{sm}" + ("a" if specific else "")
+    return f"sm_{sm}"
 
 
 def parse_cubin(data: bytes) -> Cubin:

@@ -181,7 +181,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     total = k.grid[0] * k.grid[1] * k.grid[2]
     if on_gpu:
         c = k(a, b, c=None if c0 is None else c0.copy(), bias=bias, scale=scale)
-        print("executed   on the GPU, every CTA")
+        from .runtime import simdriver
+
+        where = "through the simulator-backed driver (PTXGEN_DRIVER=sim)" if simdriver.active() else "on the GPU"
+        print(f"executed   {where}, every CTA; runs {k.resources.binary}")
         result = check_regions(k, regions, c, a, b, c0, bias, scale)
         print(f"{result}; checked {checked} of {tiles} tiles")
         return 0 if result.ok else 1

@@ -14,6 +14,7 @@ Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,8 +61,12 @@ class Kernel:
 
     @property
     def resources(self) -> "Resources":
-        """Registers/thread, spill bytes, shared bytes and stack, from the assembler's log."""
-        return self.assemble().resources
+        """Registers/thread, spill bytes, shared bytes and stack, from the assembler's log, and
+        (`binary`) which binary the last GPU launch ran: this cubin, one re-assembled for the
+        device, or the driver's PTX JIT ('' before a launch)."""
+        res = self.assemble().resources
+        runs = self.__dict__.get("_runs", "")
+        return dataclasses.replace(res, binary=runs) if runs else res
 
     @property
     def peak_live(self) -> dict[str, int]:

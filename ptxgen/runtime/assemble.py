@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import AssembleError
 from . import cache
+from .simdriver import registry
 from .ptxlog import Resources, parse_errors, parse_resources
 
 __all__ = ["Assembled", "Resources", "AssemblerNotFound", "assemble", "assembler_version",
@@ -92,9 +93,9 @@ def available_assemblers() -> dict[str, tuple[str, str] | str]:
     return {"nvjitlink": _nvjitlink_probe(), "ptxas": _ptxas_probe(_ptxas_path())}
 
 
-def _select() -> tuple[str, str, str]:
-    """(backend, display version, cache id), honouring PTXGEN_ASSEMBLER."""
-    forced = os.environ.get("PTXGEN_ASSEMBLER", "").strip().lower()
+def _select(backend: str | None = None) -> tuple[str, str, str]:
+    """(backend, display version, cache id), honouring `backend`, else PTXGEN_ASSEMBLER."""
+    forced = backend or os.environ.get("PTXGEN_ASSEMBLER", "").strip().lower()
     if forced not in ("", "auto", "nvjitlink", "ptxas"):
         raise AssemblerNotFound(f"PTXGEN_ASSEMBLER={forced!r} is not one of 'nvjitlink', 'ptxas', "
                                 f"'auto'")
@@ -220,18 +221,21 @@ def check_arch(arch: str) -> str:
     return arch
 
 
-def assemble(ptx: str, arch: str, entry: str) -> Assembled:
+def assemble(ptx: str, arch: str, entry: str, backend: str | None = None) -> Assembled:
     """Assemble `ptx` for `arch`; returns the cubin, the verbose log and `entry`'s resources.
 
     Raises AssembleError (with log, offending lines and a repro command) when the PTX is
     rejected, and AssemblerNotFound when no assembler can be used. Results are cached on disk.
+    `backend` ("nvjitlink" or "ptxas") overrides PTXGEN_ASSEMBLER, e.g. to write a cubin format
+    an older driver reads.
     """
     check_arch(arch)
-    backend, display, ident = _select()
+    backend, display, ident = _select(backend)
     key = cache.make_key(ptx, arch, entry, ident)
     hit = cache.load(key)
     if hit is not None:
         cubin, log = hit
+        registry.remember(cubin, ptx)
         return Assembled(cubin, log, parse_resources(log, entry), arch, display)
     try:
         cubin, log = (_run_nvjitlink if backend == "nvjitlink" else _run_ptxas)(ptx, arch)
@@ -239,4 +243,5 @@ def assemble(ptx: str, arch: str, entry: str) -> Assembled:
         raise _error(ptx, arch, entry, display, f) from None
     resources = parse_resources(log, entry)  # before caching: never cache an unusable entry
     cache.store(key, cubin, log)
+    registry.remember(cubin, ptx)  # the simulator-backed driver runs a cubin from its PTX
     return Assembled(cubin, log, resources, arch, display)

@@ -6,7 +6,8 @@ a `DriverError` naming the call. Nothing here runs at import time, so `import pt
 works on machines with no driver.
 
 Environment: PTXGEN_DEVICE=n picks the device (default 0); PTXGEN_SYNC=1 synchronizes after
-every launch so asynchronous faults surface at the launch that caused them.
+every launch so asynchronous faults surface at the launch that caused them; PTXGEN_DRIVER=sim
+runs everything on ptxgen's CPU simulator behind a stand-in libcuda (see simdriver/).
 """
 from __future__ import annotations
 
@@ -40,7 +41,14 @@ class DriverError(RuntimeError):
 
 
 def _driver():
-    """The `cuda.bindings.driver` module (imported on first use, never at import time)."""
+    """The `cuda.bindings.driver` module (imported on first use, never at import time).
+
+    With PTXGEN_DRIVER=sim the simulator-backed stand-in libcuda is loaded first, so these same
+    bindings drive it (ptxgen/runtime/simdriver)."""
+    from . import simdriver
+
+    if simdriver.selected() and not simdriver.active():
+        simdriver.activate()
     from cuda.bindings import driver
 
     return driver
@@ -116,9 +124,19 @@ def _device_ordinal() -> int:
 @functools.lru_cache(maxsize=None)
 def _probe(ordinal: int) -> str:
     """'' if a usable device `ordinal` exists, else why not."""
+    from . import simdriver
+
+    try:
+        sim = simdriver.selected()
+    except ValueError as e:
+        return str(e)
+    if sim and simdriver.compiler_unavailable_reason():
+        return simdriver.compiler_unavailable_reason()
     try:
         drv = _driver()
     except Exception as e:
+        if sim:
+            return f"the simulator-backed CUDA driver could not be set up: {type(e).__name__}: {e}"
         return f"cuda-python is not installed ({e}): pip install cuda-python"
     try:
         status = drv.cuInit(0)[0]
@@ -214,7 +232,8 @@ def context() -> Context:
             reason = gpu_unavailable_reason()
             if reason:
                 raise RuntimeError(f"no GPU to run on: {reason}. Use Kernel.simulate() to run on "
-                                   f"ptxgen's CPU simulator instead")
+                                   f"ptxgen's CPU simulator instead, or set PTXGEN_DRIVER=sim to run "
+                                   f"this GPU path on it through a stand-in CUDA driver")
             drv = _driver()
             dev = _call("cuDeviceGet", ordinal)
             handle = _call("cuDevicePrimaryCtxRetain", dev)
@@ -245,22 +264,26 @@ class DeviceBuffer:
         host = np.ascontiguousarray(host)
         assert host.nbytes <= self.nbytes, (host.nbytes, self.nbytes)
         if host.nbytes:
+            self.ctx.make_current()  # the calling thread may not be the one that allocated
             _call("cuMemcpyHtoDAsync", self.ptr, host.ctypes.data, host.nbytes, stream)
 
     def download(self, host: np.ndarray, stream: int = 0) -> None:
         assert host.flags.c_contiguous and host.nbytes <= self.nbytes
         if host.nbytes:
+            self.ctx.make_current()
             _call("cuMemcpyDtoHAsync", host.ctypes.data, self.ptr, host.nbytes, stream)
 
     def fill_bytes(self, value: int, stream: int = 0) -> None:
         if self.nbytes:
+            self.ctx.make_current()
             _call("cuMemsetD8Async", self.ptr, value & 0xFF, self.nbytes, stream)
 
     def free(self) -> None:
         if getattr(self, "ptr", 0):
-            try:
+            try:  # from another thread (or the garbage collector's) without this, the free leaks
+                self.ctx.make_current()
                 _driver().cuMemFree(self.ptr)
-            except Exception:
+            except Exception:  # interpreter shutdown, or the context is gone: nothing to free
                 pass
             self.ptr = 0
 
@@ -299,7 +322,7 @@ class DeviceArray:
 
     def to_host(self, stream: int = 0) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
-        self.buffer.download(out, stream)
+        self.buffer.download(out, stream)  # makes the buffer's context current on this thread
         _call("cuStreamSynchronize", stream)
         return out
 

@@ -16,6 +16,7 @@ import numpy as np
 from ..schedule.problem import DTYPE_BYTES, numpy_dtype
 from . import driver as drv
 from .batch import check_batched_operand, operand_shape
+from .modules import Function, Module, kernel_binary, load_function, pin  # noqa: F401 (re-exported)
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .params import ParamBlock, ParamDecl, parse_params
 
@@ -24,77 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ["launch_kernel", "launch_ptx", "prepare_launch", "load_function", "Function"]
 
-_DEFAULT_SMEM = 48 * 1024
 _POISON = 0xFF  # all-ones bytes: NaN in f16, bf16 and f32, so unwritten outputs show
 
 
-# -- modules ------------------------------------------------------------------------------------
-@dataclass
-class Module:
-    handle: Any
-    source: str  # "cubin" or "ptx-jit"
-    functions: dict = field(default_factory=dict)  # name -> Function
-
-
-@dataclass
-class Function:
-    """A kernel handle plus the dynamic shared memory it was opted in to."""
-
-    handle: Any
-    name: str
-    module: Module
-    smem_optin: int = _DEFAULT_SMEM
-
-    def ensure_smem(self, ctx: drv.Context, nbytes: int) -> None:
-        """Opt in to `nbytes` of dynamic shared memory (needed above 48 KiB, per handle)."""
-        if nbytes > ctx.max_smem_optin:
-            raise ValueError(f"kernel {self.name} needs {nbytes} B of dynamic shared memory but "
-                             f"{ctx.name} allows at most {ctx.max_smem_optin} B per block: use "
-                             f"fewer stages or a smaller block tile")
-        if nbytes > _DEFAULT_SMEM and nbytes > self.smem_optin:
-            attr = drv._driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            drv._call("cuFuncSetAttribute", self.handle, attr, int(nbytes))
-            self.smem_optin = int(nbytes)
-
-
-def _load_module(ctx: drv.Context, cubin: bytes | None, ptx: str | None) -> Module:
-    """Load (once per context) a cubin; on failure fall back to the driver's PTX JIT."""
-    if cubin is not None:
-        key = ("cubin", cubin)
-        mod = ctx.modules.get(key)
-        if mod is not None:
-            return mod
-        try:
-            mod = Module(drv._call("cuModuleLoadData", cubin), "cubin")
-            ctx.modules[key] = mod
-            return mod
-        except drv.DriverError as e:
-            if ptx is None:
-                raise
-            drv.warn_once(f"jit:{e.name}", f"loading the assembled cubin failed ({e}); falling "
-                                           f"back to the driver's PTX JIT")
-    assert ptx is not None
-    key = ("ptx", ptx)
-    mod = ctx.modules.get(key)
-    if mod is None:
-        mod = Module(drv._call("cuModuleLoadDataEx", ptx.encode() + b"\0", 0, [], []), "ptx-jit")
-        ctx.modules[key] = mod
-    return mod
-
-
-def load_function(cubin: bytes | None, entry: str, ptx: str | None = None,
-                  smem_bytes: int = 0) -> Function:
-    """The CUfunction for `entry`, loading its module if needed and opting in to `smem_bytes`."""
-    ctx = drv.context()
-    mod = _load_module(ctx, cubin, ptx)
-    fn = mod.functions.get(entry)
-    if fn is None:
-        fn = Function(drv._call("cuModuleGetFunction", mod.handle, entry.encode()), entry, mod)
-        mod.functions[entry] = fn
-    fn.ensure_smem(ctx, smem_bytes)
-    return fn
-
-
+# -- modules: see modules.py ------------------------------------------------------------------
 def _dim3(v: int | tuple[int, ...], what: str) -> tuple[int, int, int]:
     t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
     if not 1 <= len(t) <= 3 or any(int(x) < 1 for x in t):
@@ -116,19 +50,6 @@ def _sync_if_asked(stream: int) -> None:
 
 
 # -- architecture -------------------------------------------------------------------------------
-def _kernel_binary(kernel: "Kernel", ctx: drv.Context) -> tuple[bytes, str]:
-    """(cubin, its arch) runnable on this device: the kernel's own, or re-assembled for it."""
-    if drv.binary_compatible(kernel.arch, ctx.arch):
-        return kernel.cubin, kernel.arch
-    from .assemble import assemble
-
-    drv.warn_once(f"arch:{kernel.arch}:{ctx.arch}",
-                  f"kernel compiled for {kernel.arch} cannot run natively on {ctx.name} "
-                  f"({ctx.arch}); assembling its PTX for {ctx.arch}. Compile with "
-                  f"arch='{ctx.arch}' to avoid this")
-    return assemble(kernel.ptx, ctx.arch, kernel.entry).cubin, ctx.arch
-
-
 def _ptx_target(ptx: str) -> str | None:
     m = re.search(r"^\s*\.target\s+(sm_\d+[af]?)", ptx, re.M)
     return m.group(1) if m else None
@@ -166,7 +87,8 @@ def _alloc_like(a: Any, shape: tuple[int, ...], dtype: str) -> Any:
     try:
         if fw == "torch":
             torch = importlib.import_module("torch")
-            tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+            tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+                   "s32": torch.int32, "s8": torch.int8, "u8": torch.uint8}[dtype]
             return torch.empty(shape, dtype=tdt, device=a.device)
         if fw == "cupy" and dtype != "bf16":
             cupy = importlib.import_module("cupy")
@@ -353,8 +275,10 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
     if stream is None and not host:
         s = _current_stream(a) or 0
 
-    cubin, _ = _kernel_binary(kernel, ctx)
-    fn = load_function(cubin, kernel.entry, kernel.ptx, kernel.smem_bytes)
+    cubin, runs, why_jit = kernel_binary(kernel, ctx)
+    fn = load_function(cubin, kernel.entry, kernel.ptx, kernel.smem_bytes, why_jit)
+    kernel.__dict__["_runs"] = runs if fn.module.source == "cubin" else \
+        f"PTX JIT by the driver ({fn.module.why_jit})"  # what k.resources reports
     decls = _check_params(kernel)
 
     grid = kernel.launch_grid(ctx.sm_count)  # Stream-K with sms=None fills this device's SMs
@@ -402,18 +326,20 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
 
 def _split_k_scratch(kernel: "Kernel", grid: tuple[int, int, int], stream: int) -> tuple[Any, Any]:
     """The workspace and counters (or flags) of a split-K / Stream-K kernel for `grid`, allocated
-    once per grid and kept on the kernel: the kernel leaves its counters at zero, and partials are
-    rewritten every launch. Launches of one such kernel on concurrent streams share them, so
+    once per (device, context, grid) and kept on the kernel: the kernel leaves its counters at
+    zero, and partials are rewritten every launch. Launches of one such kernel on concurrent streams share them, so
     serialize those."""
     cache = kernel.__dict__.setdefault("_split_k_scratch", {})
-    scratch = cache.get(grid)
+    ctx = drv.context()
+    key = (ctx.ordinal, ctx.key, grid)  # device memory belongs to one device's context
+    scratch = cache.get(key)
     if scratch is None:
         elements, count = kernel.scratch_sizes(grid)
         workspace = drv.DeviceBuffer(elements * 4)
         counters = drv.DeviceBuffer(count * 4)
         counters.fill_bytes(0, stream)
         scratch = (workspace, counters)
-        cache[grid] = scratch
+        cache[key] = scratch
     return scratch
 
 
@@ -463,11 +389,14 @@ def prepare_launch(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any = None,
     launch = drv._driver().cuLaunchKernel
     check = drv.check
     addr = params.address
+    make_current = drv.context().make_current
 
     def run() -> None:
+        make_current()  # run may be called from another thread than the one that prepared it
         check("cuLaunchKernel", launch(fn.handle, grid[0], grid[1], grid[2], block[0], block[1],
                                        block[2], smem, s, addr, 0))
 
+    pin(run, fn)  # the module stays loaded while the prepared launch exists
     run.params = params  # type: ignore[attr-defined]  # keep the parameter storage alive
     run.plan = plan  # type: ignore[attr-defined]
     return run

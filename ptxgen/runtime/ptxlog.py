@@ -38,6 +38,7 @@ class Resources:
     shared_bytes: int = 0  # static shared memory declared by the kernel (not the dynamic part)
     stack_bytes: int = 0  # local-memory stack frame, including callees where reported
     constant_bytes: int = 0  # sum over cmem banks
+    binary: str = ""  # what the last launch ran: "cubin for sm_90 from nvJitLink 13.5" or "PTX JIT ..."
 
     @property
     def spill_bytes(self) -> int:
@@ -46,7 +47,8 @@ class Resources:
     def __str__(self) -> str:
         return (f"{self.registers} registers, {self.spill_store_bytes} B spill stores, "
                 f"{self.spill_load_bytes} B spill loads, {self.shared_bytes} B static smem, "
-                f"{self.stack_bytes} B stack, {self.constant_bytes} B cmem")
+                f"{self.stack_bytes} B stack, {self.constant_bytes} B cmem"
+                + (f"; runs {self.binary}" if self.binary else ""))
 
 
 _NAME = r"([A-Za-z_$%][\w$.]*)"

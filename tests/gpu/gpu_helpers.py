@@ -19,6 +19,26 @@ def require_gpu() -> None:
         pytest.skip(f"needs a CUDA GPU: {gpu_unavailable_reason()}", allow_module_level=True)
 
 
+def on_simulator() -> bool:
+    """True when the "GPU" is ptxgen's simulator behind the stand-in driver (PTXGEN_DRIVER=sim)."""
+    from ptxgen.runtime import simdriver
+
+    return simdriver.active() or simdriver.selected()
+
+
+def sim_or(hardware: Any, simulated: Any) -> Any:
+    """`hardware` on a GPU, `simulated` under the stand-in driver: the simulator runs a 128x128x32
+    tile step in about 0.2 s on one core, so draw counts and problem sizes shrink there to keep
+    tests/gpu within minutes; what is checked stays the same."""
+    return simulated if on_simulator() else hardware
+
+
+def require_hardware(why: str) -> None:
+    """Skip the calling test under the stand-in driver, saying what only real hardware shows."""
+    if on_simulator():
+        pytest.skip(f"needs real hardware, not the simulator-backed driver: {why}")
+
+
 def report_path() -> Path:
     """Where observations go: $PTXGEN_GPU_REPORT, else $OUT/gpu_report.jsonl, else a temp file."""
     if os.environ.get("PTXGEN_GPU_REPORT"):

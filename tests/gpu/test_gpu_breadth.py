@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu_helpers import compile_or_reject, device_compile_arch, record, require_gpu
+from gpu_helpers import compile_or_reject, device_compile_arch, record, require_gpu, sim_or
 
 require_gpu()
 
@@ -71,7 +71,7 @@ def draw_problem(data) -> tuple[Gemm, Schedule]:
     return g, s
 
 
-@settings(max_examples=80, deadline=None, print_blob=True,
+@settings(max_examples=sim_or(80, 5), deadline=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
 @given(st.data())
 def test_whole_space_on_hardware(data):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_helpers import record, require_gpu
+from gpu_helpers import device_compile_arch, record, require_gpu
 
 require_gpu()
 
@@ -80,3 +80,42 @@ def test_cuda_core_stream_accepted():
     from ptxgen.runtime.driver import resolve_stream
 
     assert resolve_stream(s) == int(s.handle)
+
+
+def test_module_cache_is_bounded_and_unloads(monkeypatch):
+    from ptxgen.runtime import modules
+
+    monkeypatch.setattr(modules, "MODULE_CACHE_LIMIT", 2)
+    ctx = context()
+    ctx.modules.clear()  # earlier tests' modules stay loaded, unreferenced by the cache
+    # distinct code, so distinct cubins: variant i adds 1, 2 or 3
+    variants = [S.add_one().replace("0f3F800000", c) for c in ("0f3F800000", "0f40000000", "0f40400000")]
+    fns = [load_function(assemble(p, ctx.arch, "add1").cubin, "add1") for p in variants]
+    assert fns[0].module.unloaded and not fns[1].module.unloaded and not fns[2].module.unloaded
+    assert len({id(m) for m in ctx.modules.values()}) == 2
+    x = np.zeros(32, np.float32)  # the evicted module loads again when needed
+    launch_ptx(variants[0], "add1", grid=1, block=32, args=[x, 32])
+    np.testing.assert_array_equal(x, np.ones(32, np.float32))
+    assert fns[1].module.unloaded  # least recently used went out
+
+
+class _HostPosingAsDevice:
+    """A CUDA-array-interface object whose pointer is host memory (a common binding mistake)."""
+
+    def __init__(self, host: np.ndarray):
+        self.host = host
+        self.shape = host.shape
+        self.__cuda_array_interface__ = {"shape": host.shape, "typestr": host.dtype.str, "strides": None,
+                                         "data": (host.ctypes.data, False), "version": 3}
+
+
+def test_host_memory_passed_as_device_memory_is_refused():
+    import ptxgen
+
+    g = ptxgen.Gemm(64, 64, 32, dtype="f16", out_dtype="f32", b_layout="row")
+    kern = ptxgen.compile(g, ptxgen.Schedule(block=(64, 64, 32), warps=(2, 2), stages=1),
+                          arch=device_compile_arch())
+    a = _HostPosingAsDevice(np.ones((64, 32), np.float16))
+    b = DeviceArray.from_host(np.ones((32, 64), np.float16))
+    with pytest.raises(ValueError, match="not CUDA device memory the driver knows"):
+        kern(a, b)

@@ -4,6 +4,7 @@ import pytest
 
 from fake_driver import FakeDriver
 from ptxgen.runtime import driver as drv
+from ptxgen.runtime import modules
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +22,8 @@ def fake(monkeypatch):
     drv._probe.cache_clear()
     drv._contexts.clear()
     drv._warned.clear()
+    modules._driver_version.cache_clear()
     yield f
     drv._contexts.clear()
     drv._probe.cache_clear()
+    modules._driver_version.cache_clear()

@@ -3,6 +3,11 @@
 "Device memory" is host memory (numpy buffers), so device pointers are real addresses and
 copies are `ctypes.memmove`; every device range touched is bounds-checked against the fake
 allocations. Kernels are Python functions registered by entry name with their parameter types.
+
+The simulator-backed stand-in driver (ptxgen/runtime/simdriver, PTXGEN_DRIVER=sim) runs the runtime
+through the real bindings and tests/gpu through it; this fake remains for what the stand-in cannot
+do: several devices and contexts, injected failures of any call (`fail`), a recorded call
+sequence, and instant Python kernels for launch plumbing at sizes the simulator would take minutes on.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ class FakeDriver:
     func_attrs: dict = field(default_factory=dict)
     modules: dict = field(default_factory=dict)
     freed: int = 0
+    driver_version: int = 13000
 
     CUresult = real.CUresult
     CUdevice_attribute = real.CUdevice_attribute
@@ -126,6 +132,13 @@ class FakeDriver:
 
     def cuStreamSynchronize(self, stream):
         return self._ret("cuStreamSynchronize")
+
+    def cuDriverGetVersion(self):
+        return self._ret("cuDriverGetVersion", self.driver_version)
+
+    def cuModuleUnload(self, mod):
+        self.modules.pop(mod, None)
+        return self._ret("cuModuleUnload")
 
     def cuModuleLoadData(self, image):
         assert isinstance(image, bytes) and image[:4] == b"\x7fELF", "not a cubin"

@@ -19,14 +19,14 @@ def add_one(target: str = "sm_80", version: str = "7.8") -> str:
     ld.param.u64 %rd1, [p];
     ld.param.u32 %r1, [n];
     mov.u32 %r2, %tid.x;
-    setp.ge.u32 %p1, %r2, %r1;
-    @%p1 bra DONE;
+    setp.lt.u32 %p1, %r2, %r1;
     cvta.to.global.u64 %rd1, %rd1;
     mul.wide.u32 %rd2, %r2, 4;
     add.s64 %rd3, %rd1, %rd2;
-    ld.global.f32 %f1, [%rd3];
+    // predicated, not branched: ptxgen's simulator (and the sim driver) needs uniform branches
+    @%p1 ld.global.f32 %f1, [%rd3];
     add.f32 %f2, %f1, 0f3F800000;
-    st.global.f32 [%rd3], %f2;
+    @%p1 st.global.f32 [%rd3], %f2;
 DONE:
     ret;
 }

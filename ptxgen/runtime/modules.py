@@ -1,0 +1,187 @@
+"""Loaded modules and functions: a bounded per-context cache, the binary each kernel runs.
+
+Why bounded: a process that compiles many kernels (a tuner, the property tests) would otherwise
+keep every module loaded for its whole life; the oldest unpinned modules are unloaded instead.
+Why remember a PTX-JIT fallback under the cubin's key: a cubin the driver refused once (e.g.
+CUDA 13's ELF format on an older driver) is refused every time, so the load is not retried on
+every launch. Why choose the binary by `cuDriverGetVersion`: a cubin from an assembler newer than
+the driver cannot load; ptxas of a version the driver reads, or else the driver's JIT, can.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import driver as drv
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+
+__all__ = ["Module", "Function", "load_function", "kernel_binary", "MODULE_CACHE_LIMIT", "pin"]
+
+_DEFAULT_SMEM = 48 * 1024
+#: loaded modules kept per context; the least recently used unpinned ones are unloaded
+MODULE_CACHE_LIMIT = 64
+
+
+@dataclass
+class Module:
+    handle: Any
+    source: str  # "cubin" or "ptx-jit"
+    functions: dict = field(default_factory=dict)  # name -> Function
+    why_jit: str = ""  # for "ptx-jit": why the cubin was not used
+    pins: int = 0  # prepared launches holding it: never unloaded while pinned
+    unloaded: bool = False
+
+
+@dataclass
+class Function:
+    """A kernel handle plus the dynamic shared memory it was opted in to."""
+
+    handle: Any
+    name: str
+    module: Module
+    smem_optin: int = _DEFAULT_SMEM
+
+    def ensure_smem(self, ctx: drv.Context, nbytes: int) -> None:
+        """Opt in to `nbytes` of dynamic shared memory (needed above 48 KiB, per handle)."""
+        if nbytes > ctx.max_smem_optin:
+            raise ValueError(f"kernel {self.name} needs {nbytes} B of dynamic shared memory but "
+                             f"{ctx.name} allows at most {ctx.max_smem_optin} B per block: use "
+                             f"fewer stages or a smaller block tile")
+        if nbytes > _DEFAULT_SMEM and nbytes > self.smem_optin:
+            attr = drv._driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            drv._call("cuFuncSetAttribute", self.handle, attr, int(nbytes))
+            self.smem_optin = int(nbytes)
+
+
+# -- the cache ------------------------------------------------------------------------------------
+def _get(ctx: drv.Context, key: tuple) -> Module | None:
+    mod = ctx.modules.pop(key, None)
+    if mod is not None:
+        ctx.modules[key] = mod  # most recently used last
+    return mod
+
+
+def _put(ctx: drv.Context, key: tuple, mod: Module) -> None:
+    ctx.modules[key] = mod
+    _evict(ctx)
+
+
+def _evict(ctx: drv.Context) -> None:
+    """Unload least recently used unpinned modules until at most MODULE_CACHE_LIMIT remain."""
+    while len({id(m) for m in ctx.modules.values()}) > MODULE_CACHE_LIMIT:
+        victim = next((m for m in ctx.modules.values() if not m.pins), None)
+        if victim is None:
+            return  # everything is pinned by a prepared launch
+        for key in [k for k, m in ctx.modules.items() if m is victim]:
+            del ctx.modules[key]
+        victim.unloaded = True
+        ctx.make_current()
+        drv._call("cuModuleUnload", victim.handle)
+
+
+def pin(owner: object, fn: Function) -> None:
+    """Keep fn's module loaded while `owner` (a prepared launch) is alive."""
+    mod = fn.module
+    mod.pins += 1
+
+    def unpin() -> None:
+        mod.pins -= 1
+    weakref.finalize(owner, unpin)
+
+
+def _load_module(ctx: drv.Context, cubin: bytes | None, ptx: str | None, why_jit: str = "") -> Module:
+    """Load (once per context) a cubin; on failure fall back to the driver's PTX JIT and
+    remember that for this cubin."""
+    if cubin is not None:
+        key = ("cubin", cubin)
+        mod = _get(ctx, key)
+        if mod is not None:
+            return mod
+        try:
+            mod = Module(drv._call("cuModuleLoadData", cubin), "cubin")
+            _put(ctx, key, mod)
+            return mod
+        except drv.DriverError as e:
+            if ptx is None:
+                raise
+            drv.warn_once(f"jit:{e.name}", f"loading the assembled cubin failed ({e}); falling "
+                                           f"back to the driver's PTX JIT")
+            why_jit = f"the driver refused the cubin ({e.name})"
+    assert ptx is not None
+    mod = _get(ctx, ("ptx", ptx))
+    if mod is None:
+        mod = Module(drv._call("cuModuleLoadDataEx", ptx.encode() + b"\0", 0, [], []), "ptx-jit",
+                     why_jit=why_jit or "no cubin was given")
+        _put(ctx, ("ptx", ptx), mod)
+    if cubin is not None:
+        _put(ctx, ("cubin", cubin), mod)  # the refused cubin is not tried again
+    return mod
+
+
+def load_function(cubin: bytes | None, entry: str, ptx: str | None = None,
+                  smem_bytes: int = 0, why_jit: str = "") -> Function:
+    """The CUfunction for `entry`, loading its module if needed and opting in to `smem_bytes`."""
+    ctx = drv.context()
+    mod = _load_module(ctx, cubin, ptx, why_jit)
+    fn = mod.functions.get(entry)
+    if fn is None:
+        fn = Function(drv._call("cuModuleGetFunction", mod.handle, entry.encode()), entry, mod)
+        mod.functions[entry] = fn
+    fn.ensure_smem(ctx, smem_bytes)
+    return fn
+
+
+# -- which binary ---------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _driver_version(ordinal: int, context_key: int) -> int:
+    """cuDriverGetVersion, asked once per context (the driver cannot change under a context)."""
+    return int(drv._call("cuDriverGetVersion"))
+
+
+def _cuda_major(assembler: str) -> int | None:
+    """13 for "nvJitLink 13.5" or "ptxas 13.0"; the CUDA release whose cubin format it writes."""
+    m = re.search(r"(\d+)\.\d+", assembler)
+    return int(m.group(1)) if m else None
+
+
+def _readable(assembler: str, version: int) -> bool:
+    major = _cuda_major(assembler)
+    return major is None or version >= major * 1000
+
+
+def kernel_binary(kernel: "Kernel", ctx: drv.Context) -> tuple[bytes | None, str, str]:
+    """(cubin or None, what runs, why not a cubin) for this device and driver.
+
+    The kernel's own cubin when its arch runs here and the driver reads its format; else one
+    re-assembled for the device's arch, by ptxas when only an older ptxas writes a format the
+    driver reads (unless PTXGEN_ASSEMBLER=nvjitlink); else None: the driver's PTX JIT compiles
+    the PTX.
+    """
+    from .assemble import assemble, available_assemblers
+
+    version = _driver_version(ctx.ordinal, ctx.key)
+    asm = kernel.assemble() if drv.binary_compatible(kernel.arch, ctx.arch) else None
+    if asm is None:
+        drv.warn_once(f"arch:{kernel.arch}:{ctx.arch}",
+                      f"kernel compiled for {kernel.arch} cannot run natively on {ctx.name} "
+                      f"({ctx.arch}); assembling its PTX for {ctx.arch}. Compile with "
+                      f"arch='{ctx.arch}' to avoid this")
+        asm = assemble(kernel.ptx, ctx.arch, kernel.entry)
+    if _readable(asm.assembler, version):
+        return asm.cubin, f"cubin for {asm.arch} from {asm.assembler}", ""
+    ptxas = available_assemblers().get("ptxas")
+    forced = os.environ.get("PTXGEN_ASSEMBLER", "").strip().lower()
+    if forced != "nvjitlink" and isinstance(ptxas, tuple) and _readable(ptxas[0], version):
+        older = assemble(kernel.ptx, asm.arch, kernel.entry, backend="ptxas")
+        return older.cubin, f"cubin for {older.arch} from {older.assembler}", ""
+    why = (f"driver {version // 1000}.{version % 1000 // 10} cannot read cubins from {asm.assembler}"
+           f" (CUDA {_cuda_major(asm.assembler)} format)")
+    drv.warn_once(f"driver:{version}:{asm.assembler}", f"{why}; using the driver's PTX JIT instead. "
+                  f"Update the driver, or put a ptxas no newer than the driver on PATH")
+    return None, "", why

@@ -1,0 +1,68 @@
+/* simcuda.h: what the stand-in driver's two halves share. simcuda.c keeps the bookkeeping (init,
+ * devices, the primary context, memory, streams, events) and the cuGetProcAddress table;
+ * simcuda_launch.c hands modules, functions and launches to Python and names the errors.
+ */
+#ifndef SIMCUDA_H
+#define SIMCUDA_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef uint64_t CUdeviceptr;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
+
+enum {
+    OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, INVALID_DEVICE = 101,
+    INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500, NOT_READY = 600,
+    NOT_SUPPORTED = 801, UNKNOWN = 999
+};
+
+#define SIM_DEVICE_BASE 0x7ff0000000000000ull
+#define CTX_MAGIC 0x5C7Cu
+#define STREAM_MAGIC 0x57EAu
+#define EVENT_MAGIC 0xE7E7u
+
+#define HIDDEN __attribute__((visibility("hidden")))  /* not exported from "libcuda.so.1" */
+
+typedef struct { unsigned magic; int device; int retains; } Context;
+extern HIDDEN int sim_initialized;
+extern HIDDEN __thread Context *sim_current;
+
+/* The rule every context-bound call obeys: init done, and a context current on this thread. */
+#define NEED_CONTEXT() do { if (!sim_initialized) return NOT_INITIALIZED; \
+    if (!sim_current || sim_current->retains <= 0) return INVALID_CONTEXT; } while (0)
+
+HIDDEN CUresult check_stream(CUstream s);
+
+/* callbacks into Python (simcuda_launch.c) */
+typedef int (*load_cb_t)(const void *image, uint64_t len, int is_elf, uint64_t *module);
+typedef int (*unload_cb_t)(uint64_t module);
+typedef int (*getfn_cb_t)(uint64_t module, const char *name, uint64_t *fn);
+typedef int (*fattr_get_cb_t)(uint64_t fn, int attr, int *value);
+typedef int (*fattr_set_cb_t)(uint64_t fn, int attr, int value);
+typedef int (*launch_cb_t)(uint64_t fn, const uint32_t *dims, uint32_t smem, void **params,
+                           const uint32_t *cluster);
+
+HIDDEN int simcuda_callbacks_set(void);
+void simcuda_set_callbacks(load_cb_t l, unload_cb_t u, getfn_cb_t g, fattr_get_cb_t fg,
+                           fattr_set_cb_t fs, launch_cb_t la);
+
+/* entry points defined in simcuda_launch.c, for the table in simcuda.c */
+typedef struct LaunchConfig LaunchConfig;
+CUresult cuModuleLoadData(CUmodule *m, const void *image);
+CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, int *opts, void **vals);
+CUresult cuModuleUnload(CUmodule m);
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name);
+CUresult cuFuncGetAttribute(int *v, int attr, CUfunction f);
+CUresult cuFuncSetAttribute(CUfunction f, int attr, int value);
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
+CUresult cuLaunchKernelEx(const LaunchConfig *cfg, CUfunction f, void **params, void **extra);
+CUresult cuGetErrorString(int code, const char **s);
+CUresult cuGetErrorName(int code, const char **s);
+
+#endif

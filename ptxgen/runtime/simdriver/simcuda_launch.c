@@ -1,0 +1,145 @@
+/* simcuda_launch.c: the stand-in driver's modules, functions and launches, handed to Python
+ * (ptxgen/runtime/simdriver/standin.py), which reads cubins and runs PTX on ptxgen.sim; and the
+ * driver's error names and strings. See simcuda.c for the rest.
+ */
+#include "simcuda.h"
+
+static load_cb_t py_load;
+static unload_cb_t py_unload;
+static getfn_cb_t py_getfn;
+static fattr_get_cb_t py_fattr_get;
+static fattr_set_cb_t py_fattr_set;
+static launch_cb_t py_launch;
+
+HIDDEN int simcuda_callbacks_set(void) { return py_launch != NULL; }
+
+void simcuda_set_callbacks(load_cb_t l, unload_cb_t u, getfn_cb_t g, fattr_get_cb_t fg,
+                           fattr_set_cb_t fs, launch_cb_t la) {
+    py_load = l; py_unload = u; py_getfn = g; py_fattr_get = fg; py_fattr_set = fs; py_launch = la;
+}
+
+/* ---- modules, functions, launches: handed to Python ---------------------------------------- */
+static uint64_t elf_length(const unsigned char *p) {
+    /* section header table end: e_shoff (0x28) + e_shnum (0x3c) * e_shentsize (0x3a) */
+    uint64_t shoff; uint16_t shentsize, shnum;
+    memcpy(&shoff, p + 0x28, 8); memcpy(&shentsize, p + 0x3a, 2); memcpy(&shnum, p + 0x3c, 2);
+    uint64_t end = shoff + (uint64_t)shentsize * shnum;
+    /* program headers may sit after the sections: e_phoff (0x20) + e_phnum (0x38) * e_phentsize (0x36) */
+    uint64_t phoff; uint16_t phentsize, phnum;
+    memcpy(&phoff, p + 0x20, 8); memcpy(&phentsize, p + 0x36, 2); memcpy(&phnum, p + 0x38, 2);
+    uint64_t pend = phoff + (uint64_t)phentsize * phnum;
+    return pend > end ? pend : end;
+}
+
+static CUresult load(CUmodule *m, const void *image) {
+    NEED_CONTEXT();
+    if (!m || !image) return INVALID_VALUE;
+    const unsigned char *p = image;
+    uint64_t id = 0, len;
+    int is_elf = memcmp(p, "\x7f" "ELF", 4) == 0;
+    len = is_elf ? elf_length(p) : strlen((const char *)p);
+    CUresult r = py_load(image, len, is_elf, &id);
+    if (r == OK) *m = (CUmodule)(uintptr_t)id;
+    return r;
+}
+
+CUresult cuModuleLoadData(CUmodule *m, const void *image) { return load(m, image); }
+CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, int *opts, void **vals) {
+    if (n && (!opts || !vals)) return INVALID_VALUE;
+    return load(m, image);
+}
+CUresult cuModuleUnload(CUmodule m) { NEED_CONTEXT(); return py_unload((uint64_t)(uintptr_t)m); }
+
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+    NEED_CONTEXT();
+    if (!f || !name) return INVALID_VALUE;
+    uint64_t id = 0;
+    CUresult r = py_getfn((uint64_t)(uintptr_t)m, name, &id);
+    if (r == OK) *f = (CUfunction)(uintptr_t)id;
+    return r;
+}
+
+CUresult cuFuncGetAttribute(int *v, int attr, CUfunction f) {
+    NEED_CONTEXT();
+    if (!v) return INVALID_VALUE;
+    return py_fattr_get((uint64_t)(uintptr_t)f, attr, v);
+}
+
+CUresult cuFuncSetAttribute(CUfunction f, int attr, int value) {
+    NEED_CONTEXT();
+    return py_fattr_set((uint64_t)(uintptr_t)f, attr, value);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                        void **extra) {
+    NEED_CONTEXT();
+    CUresult r = check_stream(s);
+    if (r != OK) return r;
+    if (extra != NULL) return INVALID_VALUE;  /* ptxgen passes kernelParams only */
+    uint32_t dims[6] = {gx, gy, gz, bx, by, bz}, cluster[3] = {1, 1, 1};
+    return py_launch((uint64_t)(uintptr_t)f, dims, smem, params, cluster);
+}
+
+/* CUlaunchConfig / CUlaunchAttribute as the driver headers lay them out */
+typedef struct { int id; int pad; union { unsigned char raw[64]; struct { unsigned x, y, z; } dim; } value; } LaunchAttribute;
+struct LaunchConfig { unsigned gx, gy, gz, bx, by, bz, smem; CUstream stream; LaunchAttribute *attrs; unsigned nattrs; };
+
+CUresult cuLaunchKernelEx(const LaunchConfig *cfg, CUfunction f, void **params, void **extra) {
+    NEED_CONTEXT();
+    if (!cfg) return INVALID_VALUE;
+    CUresult r = check_stream(cfg->stream);
+    if (r != OK) return r;
+    if (extra != NULL || (cfg->nattrs && !cfg->attrs)) return INVALID_VALUE;
+    uint32_t dims[6] = {cfg->gx, cfg->gy, cfg->gz, cfg->bx, cfg->by, cfg->bz}, cluster[3] = {1, 1, 1};
+    for (unsigned i = 0; i < cfg->nattrs; i++) {
+        if (cfg->attrs[i].id == 4) {  /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+            cluster[0] = cfg->attrs[i].value.dim.x; cluster[1] = cfg->attrs[i].value.dim.y;
+            cluster[2] = cfg->attrs[i].value.dim.z;
+        } else {
+            return NOT_SUPPORTED;  /* an attribute the stand-in cannot honour */
+        }
+    }
+    return py_launch((uint64_t)(uintptr_t)f, dims, cfg->smem, params, cluster);
+}
+
+/* ---- errors ------------------------------------------------------------------------------- */
+static const struct { int code; const char *name, *text; } errors[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {600, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static int error_index(int code) {
+    for (unsigned i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        if (errors[i].code == code) return (int)i;
+    return -1;
+}
+CUresult cuGetErrorString(int code, const char **s) {
+    int i = error_index(code);
+    if (!s || i < 0) return INVALID_VALUE;
+    *s = errors[i].text;
+    return OK;
+}
+CUresult cuGetErrorName(int code, const char **s) {
+    int i = error_index(code);
+    if (!s || i < 0) return INVALID_VALUE;
+    *s = errors[i].name;
+    return OK;
+}
+

@@ -168,9 +168,18 @@ MUTANTS: list[Mutant] = [
 ]
 
 
+#: A root conftest for the scratch copy: a Hypothesis profile without the shrink phase (a
+#: mutant's first failure is all this needs; shrinking it can take minutes) and without the
+#: example database (each mutant starts clean).
+CONFTEST = """from hypothesis import Phase, settings
+settings.register_profile("mutants", phases=[Phase.explicit, Phase.generate], database=None)
+"""
+
+
 def scratch_copy() -> Path:
     """The tracked (and untracked, not ignored) files of the repository in a fresh directory."""
     dest = Path(tempfile.mkdtemp(prefix="ptxgen-mutants-"))
+    (dest / "conftest.py").write_text(CONFTEST)
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout.split("\n")
     for f in filter(None, files):
@@ -193,7 +202,7 @@ def run_one(mu: Mutant, work: Path, timeout: int) -> tuple[str, str, float]:
     target.write_text(original.replace(mu.old, mu.new))
     env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider", "-W", "ignore",
-           *mu.tests]
+           "--hypothesis-profile=mutants", *mu.tests]
     start = time.time()
     try:
         proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)

@@ -74,6 +74,19 @@ def test_issue_example_112_kib_on_sm_86_is_rejected():
     assert ptxgen.compile(g, s, "sm_80").smem_bytes >= 112 * KIB
 
 
+def test_smem_limit_counts_the_staged_c_tile():
+    """One stage of operands is small, but the staged epilogue holds the whole BM x BN f32 C tile,
+    each row padded by 32 bytes against bank conflicts (README: the staging tile reuses the stage
+    bytes, so the larger of the two counts): 128 x (128*4 + 32) = 69632 B fits sm_86's 99 KiB,
+    192 x (128*4 + 32) = 104448 B does not."""
+    g = Gemm(1024, 1024, 1024, out_dtype="f32")
+    k = ptxgen.compile(g, Schedule(block=(128, 128, 32), stages=1, epilogue_via_smem=True), "sm_86")
+    assert k.smem_bytes == 128 * (128 * 4 + 32)
+    err = rejected(g, Schedule(block=(192, 128, 32), warps=(2, 2), stages=1, epilogue_via_smem=True), "sm_86",
+                   "schedule.stages")
+    assert "104448" in str(err)
+
+
 # --- threads per block ------------------------------------------------------------------------
 def test_threads_at_1024_compile_and_1056_are_rejected():
     """32 warps (8 x 4) = 1024 threads compile: a 128x128x64 block, 16x32 warp tiles. 33 warps do not."""

@@ -200,7 +200,8 @@ def rtol(g: Gemm | str) -> float:
 def accumulation_error(g: Gemm | str) -> float:
     """Error of one dot product relative to the reference's RMS, for never-zero random operands.
 
-    A K-long sum rounds K partial sums of the size of the result (u_acc * sqrt(K) in RMS), and
+    A K-long sum rounds K partial sums of the size of the result (u_acc * sqrt(K) in RMS; plus
+    2 K u for f32, the bias if the hardware truncates instead of rounding), and
     tf32 rounds each input (2 * 2^-11 per product, independent: about that times the result's
     RMS). Without the Gemm (dtype string only) K is unknown: the per-dtype `TOLERANCE` stands in.
     """
@@ -209,6 +210,8 @@ def accumulation_error(g: Gemm | str) -> float:
     if g.accumulator == "s32":
         return 0.0  # exact integer sums; the f32 epilogue is in rtol
     err = ERROR_SIGMAS * UNIT_ROUNDOFF[g.accumulator] * np.sqrt(g.k)
+    if g.accumulator == "f32":  # tensor cores may truncate: up to 1 ulp (2u) per add, all of one
+        err += 2 * g.k * UNIT_ROUNDOFF["f32"]  # sign while a partial sum keeps its sign
     if g.dtype == "tf32":  # bounded by 2^-10 |p| per product; RMS 2^-11 sqrt(2/3) of the sum's: 7 sigma
         err += TF32_INPUT_SIGMAS * UNIT_ROUNDOFF["tf32"]
     return float(err)
@@ -229,11 +232,11 @@ def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
 
 def gamma(g: Gemm) -> float:
     """The worst-case relative error of the K-long sum and the epilogue: gamma_n = n u / (1 - n u)
-    over K + EPILOGUE_ROUNDINGS roundings, plus tf32's input rounding (Higham, Accuracy and
-    Stability of Numerical Algorithms, 3.1)."""
+    over K + EPILOGUE_ROUNDINGS roundings (u doubled: tensor cores may truncate rather than round),
+    plus tf32's input rounding (Higham, Accuracy and Stability of Numerical Algorithms, 3.1)."""
     if g.accumulator == "s32":
         return EPILOGUE_ROUNDINGS * UNIT_ROUNDOFF["f32"]
-    nu = (g.k + EPILOGUE_ROUNDINGS) * UNIT_ROUNDOFF[g.accumulator]
+    nu = (g.k + EPILOGUE_ROUNDINGS) * 2 * UNIT_ROUNDOFF[g.accumulator]  # 2u: hardware may truncate
     out = nu / (1 - nu) if nu < 1 else np.inf
     return float(out + (2 * UNIT_ROUNDOFF["tf32"] if g.dtype == "tf32" else 0.0))
 

@@ -191,7 +191,7 @@ def scratch_copy() -> Path:
     return dest
 
 
-FAILED = re.compile(r"^(FAILED|ERROR) (\S+)", re.M)
+FAILED = re.compile(r"^(FAILED|ERROR) (.+?)(?: - |$)", re.M)
 
 
 def run_one(mu: Mutant, work: Path, timeout: int) -> tuple[str, str, float]:

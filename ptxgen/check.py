@@ -1,8 +1,9 @@
 """Correctness checking shared by the tests, the CLI and the benchmarks.
 
 Inputs are random and never zero (a zero would hide a dropped element), the output is poisoned
-before a run, and results are compared with a float64 numpy reference at a per-dtype tolerance.
-8-bit outputs are compared element by element after rounding the reference (`compare`).
+before a run, and every element of a result is compared with a float64 numpy reference within
+the error a correct kernel can make there (`compare`). 8-bit outputs are compared element by
+element after rounding the reference.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import numpy as np
 
 from .schedule.problem import INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
-#: Relative Frobenius error allowed per output dtype: f32 accumulation error, plus the
-#: output's own rounding (f16 keeps 11 significant bits, bf16 8).
+#: atol in units of the reference's RMS when `compare` gets only a dtype name (K unknown), and
+#: the relative Frobenius error `tolerance` reports: f32 accumulation error plus the output's
+#: own rounding (f16 keeps 11 significant bits, bf16 8).
 TOLERANCE = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2, "s32": 0.0, "s8": 0.0, "u8": 0.0}
 #: tf32 keeps 10 mantissa bits of each f32 input (cvt.rna), so products err by about 2^-11.
 TF32_TOLERANCE = 5e-3
@@ -177,22 +179,108 @@ def random_scale(g: Gemm, seed: int = 2) -> np.ndarray | None:
     return (target / typical * rng.uniform(0.25, 2.5, n)).astype(np.float32)
 
 
+#: Unit roundoff (half an ulp, relative) of each float dtype: a correctly rounded cast is within
+#: u * |x| of x. tf32 keeps 10 mantissa bits (cvt.rna: 2^-11 relative per input).
+UNIT_ROUNDOFF = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8, "tf32": 2.0 ** -11}
+#: Largest finite value and the overflow threshold (max + half an ulp: anything at or beyond it
+#: rounds to inf) of each float output dtype.
+OVERFLOW = {"f32": float(np.finfo(np.float32).max) * (1 + 2.0 ** -24), "f16": 65520.0,
+            "bf16": float.fromhex("0x1.ffp127")}
+#: f32 roundings in the epilogue (int->f32, alpha*scale, * acc, beta*C fma, + bias, activation).
+EPILOGUE_ROUNDINGS = 8
+#: ex2.approx.f32 and the f32 steps around it (GELU, SiLU): relative error about 2^-21 at worst.
+APPROX_ACTIVATION_RTOL = 2.0 ** -18
+#: Accumulation error allowed per element, in standard deviations of the random-operand model
+#: (`atol`): the largest of ~10^6 gaussian errors stays under 6 sigma; 16 leaves room for
+#: hardware that truncates inside the mma rather than rounding.
+ERROR_SIGMAS = 16.0
+#: tf32's input rounding, in units of 2^-11 times the result's RMS (see accumulation_error).
+TF32_INPUT_SIGMAS = 6.0
+#: How many of the worst elements a failing comparison names.
+WORST_SHOWN = 5
+
+
+def rtol(g: Gemm | str) -> float:
+    """Relative error per element: the output cast, the f32 epilogue, approximate activations."""
+    dtype = g.out_dtype if isinstance(g, Gemm) else g
+    if dtype not in UNIT_ROUNDOFF:
+        return 0.0  # s32: exact
+    r = UNIT_ROUNDOFF[dtype] + EPILOGUE_ROUNDINGS * UNIT_ROUNDOFF["f32"]
+    if isinstance(g, Gemm) and g.epi.activation in ("gelu", "silu"):
+        r += APPROX_ACTIVATION_RTOL
+    return r
+
+
+def accumulation_error(g: Gemm | str) -> float:
+    """Error of one dot product relative to the reference's RMS, for never-zero random operands.
+
+    A K-long sum rounds K partial sums of the size of the result (u_acc * sqrt(K) in RMS; plus
+    2 K u for f32, the bias if the hardware truncates instead of rounding), and
+    tf32 rounds each input (2 * 2^-11 per product, independent: about that times the result's
+    RMS). Without the Gemm (dtype string only) K is unknown: the per-dtype `TOLERANCE` stands in.
+    """
+    if not isinstance(g, Gemm):
+        return TOLERANCE[g]
+    if g.accumulator == "s32":
+        return 0.0  # exact integer sums; the f32 epilogue is in rtol
+    err = ERROR_SIGMAS * UNIT_ROUNDOFF[g.accumulator] * np.sqrt(g.k)
+    if g.accumulator == "f32":  # tensor cores may truncate: up to 1 ulp (2u) per add, all of one
+        err += 2 * g.k * UNIT_ROUNDOFF["f32"]  # sign while a partial sum keeps its sign
+    if g.dtype == "tf32":  # bounded by 2^-10 |p| per product; RMS 2^-11 sqrt(2/3) of the sum's: 7 sigma
+        err += TF32_INPUT_SIGMAS * UNIT_ROUNDOFF["tf32"]
+    return float(err)
+
+
+def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
+              bias: np.ndarray | None = None, scale: np.ndarray | None = None) -> np.ndarray:
+    """|alpha * scale| * (|A| @ |B|) + |beta * C| + |bias|: the size of every term of each element,
+    for the standard GEMM error bound gamma_K * magnitude (pass it to `compare` as `bound=`)."""
+    e = epilogue or Epilogue()
+    lipschitz = 1.2 if e.activation in ("gelu", "silu") else 1.0  # |d act/dx| <= 1.13 (GELU), 1.1 (SiLU)
+    absolute = Epilogue(alpha=abs(e.alpha), beta=abs(e.beta), bias=e.bias, scale=e.scale)
+    return reference(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)), absolute,
+                     None if c is None else np.abs(np.asarray(c, dtype=np.float64)),
+                     None if bias is None else np.abs(np.asarray(bias, dtype=np.float64)),
+                     None if scale is None else np.abs(np.asarray(scale, dtype=np.float64))) * lipschitz
+
+
+def gamma(g: Gemm) -> float:
+    """The worst-case relative error of the K-long sum and the epilogue: gamma_n = n u / (1 - n u)
+    over K + EPILOGUE_ROUNDINGS roundings (u doubled: tensor cores may truncate rather than round),
+    plus tf32's input rounding (Higham, Accuracy and Stability of Numerical Algorithms, 3.1)."""
+    if g.accumulator == "s32":
+        return EPILOGUE_ROUNDINGS * UNIT_ROUNDOFF["f32"]
+    nu = (g.k + EPILOGUE_ROUNDINGS) * 2 * UNIT_ROUNDOFF[g.accumulator]  # 2u: hardware may truncate
+    out = nu / (1 - nu) if nu < 1 else np.inf
+    return float(out + (2 * UNIT_ROUNDOFF["tf32"] if g.dtype == "tf32" else 0.0))
+
+
 @dataclass(frozen=True)
 class Comparison:
-    max_abs_error: float
-    rel_frobenius: float
-    tolerance: float
-    unwritten: int  # NaN-poisoned elements the kernel never wrote
+    max_abs_error: float  # over elements both finite (information)
+    rel_frobenius: float  # information only: every element is checked (`bad`)
+    tolerance: float  # the atol (float outputs; 0 for exact ones)
+    unwritten: int  # NaN-poisoned elements the kernel never wrote (NaN where the reference is not)
     #: 8-bit outputs only: elements off by more than the tie rule allows, and those off by one at a tie.
     mismatches: int | None = None
     at_ties: int = 0
+    #: Float and s32 outputs: elements outside |got - want| <= atol + rtol |want| (or a wrong inf/NaN).
+    bad: int = 0
+    rtol: float = 0.0
+    #: The worst elements: (index, got, want), worst first.
+    worst: tuple = ()
 
     @property
     def ok(self) -> bool:
         if self.mismatches is not None:
             return self.unwritten == 0 and self.mismatches == 0
-        exact = self.tolerance == 0.0 and self.max_abs_error == 0.0  # integer results are exact
-        return self.unwritten == 0 and (self.rel_frobenius < self.tolerance or exact)
+        return self.unwritten == 0 and self.bad == 0
+
+    def _worst_text(self) -> str:
+        if not self.worst:
+            return ""
+        items = ", ".join(f"{list(i) if len(i) > 1 else i[0]}: got {g:.6g} want {w:.6g}" for i, g, w in self.worst)
+        return f"; worst: {items}"
 
     def __str__(self) -> str:
         verdict = "PASS" if self.ok else "FAIL"
@@ -201,12 +289,29 @@ class Comparison:
             return (f"{verdict}: max abs error {self.max_abs_error:g} after rounding the float64 reference; "
                     f"{self.mismatches} elements wrong, {self.at_ties} off by one at a rounding tie "
                     f"(allowed){extra}")
-        return (f"{verdict}: max abs error {self.max_abs_error:.3e}, relative Frobenius error "
-                f"{self.rel_frobenius:.3e} (tolerance {self.tolerance:.0e}){extra}")
+        return (f"{verdict}: {self.bad} elements outside |got - want| <= atol + rtol |want| "
+                f"(atol {self.tolerance:.2e}, rtol {self.rtol:.2e}){extra}; max abs error {self.max_abs_error:.3e}, "
+                f"relative Frobenius error {self.rel_frobenius:.3e}{self._worst_text()}")
 
 
-def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, cols=None) -> Comparison:
-    """Compare C with the reference (tolerance by out dtype, or by `tolerance(gemm)`).
+def _worst(score: np.ndarray, got: np.ndarray, want: np.ndarray) -> tuple:
+    """The WORST_SHOWN elements with the largest score (inf for wrong inf/NaN), worst first."""
+    flat = np.nan_to_num(score.ravel(), nan=np.inf)
+    order = np.argsort(-flat, kind="stable")[:WORST_SHOWN]
+    return tuple((tuple(int(x) for x in np.unravel_index(i, score.shape)), float(got.ravel()[i]),
+                  float(want.ravel()[i])) for i in order if flat[i] > 0)
+
+
+def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, cols=None, *,
+            bound: np.ndarray | None = None) -> Comparison:
+    """Check every element of C against the float64 reference.
+
+    Float and s32 outputs: |got - want| <= atol + rtol |want| per element, as
+    numpy.testing.assert_allclose does. rtol covers the output cast and the f32 epilogue (`rtol`);
+    atol the accumulation: `gamma(gemm) * bound` where `bound` (see `magnitude`) is given, else
+    `accumulation_error` times the reference's RMS. Where the reference is +-inf (or beyond the
+    output dtype's range, so the cast overflows) the element must be the same inf; where it is
+    NaN, NaN. A NaN elsewhere is poison never overwritten (`unwritten`).
 
     8-bit outputs are compared element by element with the rounded, saturated reference: equal,
     or the tie's other neighbour within TIE_WINDOW of a rounding tie (see there). They have no unwritable poison,
@@ -231,12 +336,39 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
     got = np.where(missing, np.nan, raw.astype(np.float64))
     if rows is not None:
         got, ref = got[np.ix_(rows, cols)], ref[np.ix_(rows, cols)]
-    unwritten_count = int(np.isnan(got).sum())
-    diff = np.nan_to_num(got - ref, nan=0.0)
-    norm = float(np.linalg.norm(ref)) or 1.0
-    return Comparison(float(np.abs(diff).max(initial=0.0)), float(np.linalg.norm(diff)) / norm,
-                      tolerance(out_dtype) if isinstance(out_dtype, Gemm) else TOLERANCE[out_dtype],
-                      unwritten_count)
+        bound = None if bound is None else np.asarray(bound)[np.ix_(rows, cols)]
+    if dtype in OVERFLOW:  # the cast of a finite value beyond the range is inf
+        want = np.where(np.abs(ref) >= OVERFLOW[dtype], np.copysign(np.inf, ref), ref)
+    else:
+        want = ref
+    finite = np.isfinite(want)
+    relative = rtol(out_dtype)
+    if dtype not in UNIT_ROUNDOFF:  # s32: exact
+        atol = np.zeros_like(want)
+    elif bound is not None:
+        if not isinstance(out_dtype, Gemm):
+            raise ValueError("compare(..., bound=) needs the Gemm (for K and the accumulator), not a dtype "
+                             "name: pass the kernel's gemm as the third argument")
+        atol = gamma(out_dtype) * np.asarray(bound, dtype=np.float64)
+    else:
+        rms = float(np.sqrt(np.mean(np.square(want[finite])))) if finite.any() else 0.0
+        atol = np.full_like(want, accumulation_error(out_dtype) * rms)
+    never_written = np.isnan(got) & ~np.isnan(want)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got - want)
+        allowed = atol + relative * np.abs(want)
+        right_special = ~finite & (np.isnan(got) & np.isnan(want) | (got == want))
+        score = np.where(finite, err / np.where(allowed > 0, allowed, 1.0) * (err > allowed), np.inf)
+        score = np.where(right_special | never_written, 0.0, np.nan_to_num(score, nan=np.inf))
+    outside = score > 0
+    both = finite & np.isfinite(got)
+    with np.errstate(invalid="ignore"):  # inf - inf where both are special; masked out
+        diff = np.where(both, got - want, 0.0)
+    norm = float(np.linalg.norm(np.where(finite, want, 0.0))) or 1.0
+    atol_shown = float(np.max(atol, initial=0.0))
+    return Comparison(float(np.abs(diff).max(initial=0.0)), float(np.linalg.norm(diff)) / norm, atol_shown,
+                      int(never_written.sum()), bad=int(outside.sum()), rtol=relative,
+                      worst=_worst(score, got, want))
 
 
 def check_simulated(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
@@ -255,6 +387,7 @@ def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = No
     run = run or kernel.simulate
     g = kernel.gemm
     ref = reference(a, b, g.epilogue, c, bias, scale)
+    bound = None if g.out_dtype in QUANTIZED_DTYPES else magnitude(a, b, g.epilogue, c, bias, scale)
     result = None
     for variant in range(len(BYTE_POISON.get(g.out_dtype, (None,)))):
         lead = (g.batch,) if g.batch > 1 else ()
@@ -262,7 +395,7 @@ def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = No
         if c is not None:
             out[...] = c
         run(a, b, c=out, bias=bias, scale=scale)  # written in place (a strided view when ldc > N)
-        result = compare(out, ref, g)
+        result = compare(out, ref, g, bound=bound)
         if not result.ok:
             return result
     assert result is not None

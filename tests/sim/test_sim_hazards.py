@@ -307,3 +307,84 @@ def test_null_pointer_access_is_not_blamed_on_an_argument_bound():
     ret;""")
     err = expect_hazard(ptx, "out-of-bounds", "// ST", [np.zeros(4, np.uint32)], block=(1,))
     assert "wild or null pointer" in str(err) and "0x40" in str(err)
+
+
+# ---- every case the shared-memory race detector distinguishes, each planted and then fixed ----
+# One word (buf[0]) seeded with 7 by thread 0, then a barrier; the CASE lines touch it; SYNC is the
+# fix (bar.sync) or nothing (the planted race). Every thread finally reads the word after a
+# barrier and stores it to out[tid], so the fixed kernels' results are checked too.
+WORD = """
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, buf;
+    setp.eq.u32 %p1, %r1, 0;
+    setp.eq.u32 %p2, %r1, 1;
+    setp.eq.u32 %p3, %r1, 31;
+    mov.u32 %r9, 7;
+    @%p1 st.shared.u32 [%r2], %r9;
+    bar.sync 0;
+CASE
+    bar.sync 0;
+    ld.shared.u32 %r8, [%r2];
+    ld.param.u64 %rd1, [pOut];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd1, %rd1, %rd2;
+    st.global.u32 [%rd1], %r8;
+    ret;"""
+
+RACE_CASES = {
+    # read-after-write: thread 1 reads what thread 0 just wrote (one writer, one reader)
+    "read after write": ("""
+    @%p1 st.shared.u32 [%r2], %r1;       // FIRST
+    SYNC
+    @%p2 ld.shared.u32 %r5, [%r2];       // SECOND""", 0),
+    # write-after-read, one reader: thread 0 reads, thread 1 overwrites
+    "write after one reader": ("""
+    @%p1 ld.shared.u32 %r5, [%r2];       // FIRST
+    SYNC
+    @%p2 st.shared.u32 [%r2], %r1;       // SECOND""", 1),
+    # write-after-read, several readers in one instruction: all 32 lanes read, lane 31 (one of them) writes
+    "write after several readers in one instruction": ("""
+    ld.shared.u32 %r5, [%r2];            // FIRST
+    SYNC
+    @%p3 st.shared.u32 [%r2], %r1;       // SECOND""", 31),
+    # write-after-read, readers across instructions: lane 0 reads, then lane 1 reads, then lane 1 writes
+    "write after readers across instructions": ("""
+    @%p1 ld.shared.u32 %r5, [%r2];       // FIRST
+    @%p2 ld.shared.u32 %r6, [%r2];
+    SYNC
+    @%p2 st.shared.u32 [%r2], %r1;       // SECOND""", 1),
+    # write-after-write across instructions: lane 0 writes, then lane 1 writes
+    "write after write": ("""
+    @%p1 st.shared.u32 [%r2], %r1;       // FIRST
+    SYNC
+    @%p2 st.shared.u32 [%r2], %r1;       // SECOND""", 1),
+}
+
+
+@pytest.mark.parametrize("case", RACE_CASES, ids=list(RACE_CASES))
+def test_each_race_case_is_caught_and_its_fix_is_clean(case):
+    body, final = RACE_CASES[case]
+    planted = kernel(WORD.replace("CASE", body.replace("SYNC", "")), shared=SHARED)
+    err = expect_hazard(planted, "race", "// SECOND", [np.zeros(32, np.uint32)])
+    if "several" in case:
+        assert "several threads" in str(err), str(err)
+    fixed = kernel(WORD.replace("CASE", body.replace("SYNC", "bar.sync 0;")), shared=SHARED)
+    out = np.zeros(32, np.uint32)
+    sim.launch(fixed, "k", block=(32,), args=[out])
+    assert out.tolist() == [final] * 32
+
+
+def test_write_after_write_in_one_instruction_is_caught_and_distinct_words_are_clean():
+    """Two lanes of one st.shared writing the same word race; giving each lane its own word fixes it."""
+    same = kernel("""
+    mov.u32 %r1, %tid.x;
+    and.b32 %r3, %r1, 1;                 // lanes 0 and 1 -> offset 0 and 4: no clash...
+    shl.b32 %r3, %r3, 2;
+    setp.lt.u32 %p1, %r1, 3;             // ...but lane 2 writes offset 0 too
+    mov.u32 %r2, buf;
+    add.u32 %r2, %r2, %r3;
+    @%p1 st.shared.u32 [%r2], %r1;       // ST
+    ret;""", shared=SHARED)
+    expect_hazard(same, "race", "// ST", [np.zeros(1)])
+    sim.launch(same.replace("setp.lt.u32 %p1, %r1, 3;", "setp.lt.u32 %p1, %r1, 2;"), "k", block=(32,),
+               args=[np.zeros(1)])

@@ -2,6 +2,8 @@
 
     PYTHONPATH=. python3 bench/gemm.py --out bench/results          # one device call (< 10 min)
     PYTHONPATH=. python3 bench/gemm.py --dry-run                     # the plan + verifier verdicts
+    PYTHONPATH=. python3 bench/gemm.py --check-only                  # every candidate right? (no timing;
+                                                                     # PTXGEN_DRIVER=sim: without a GPU)
 
 Problems: f16 and bf16 inputs, f32 accumulation; ptxgen's out_dtype is the input dtype, like
 torch.matmul's output. A row-major (M×K), B column-major (stored N×K) for every system.
@@ -391,6 +393,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="compile processes")
     ap.add_argument("--arch", default=None, help="arch for --dry-run (default sm_90)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and verifier verdicts; no GPU")
+    ap.add_argument("--check-only", action="store_true",
+                    help="run every distinct candidate once on a reduced problem through the driver and check it; "
+                         "no timing, no torch (PTXGEN_DRIVER=sim: the simulator-backed driver)")
+    ap.add_argument("--max-candidates", type=int, default=None, help="--check-only: the first N candidates")
     return ap.parse_args(argv)
 
 
@@ -403,6 +409,10 @@ def main(argv=None) -> int:
         jobs = build_plan(arch, dtypes)[: args.max_problems]
         print_plan(jobs, arch)
         return 0
+    if args.check_only:
+        from gemm_check import run_check
+
+        return run_check(args.arch, dtypes, args.max_candidates)
     from ptxgen.runtime import gpu_available, gpu_unavailable_reason
     from ptxgen.runtime.driver import context
     from ptxgen.schedule.targets import TARGETS

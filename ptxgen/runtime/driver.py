@@ -159,6 +159,13 @@ def _probe(ordinal: int) -> str:
 def gpu_unavailable_reason() -> str:
     """Why no GPU can be used ('' if one can). Never raises."""
     try:
+        from . import simdriver
+
+        if simdriver.active() and not simdriver.selected():
+            # The stand-in stays loaded once a test session or script loaded it; code that did not
+            # ask for it (PTXGEN_DRIVER=sim) must not take it for a GPU.
+            return ("the only CUDA driver in this process is ptxgen's simulator-backed stand-in, and "
+                    "PTXGEN_DRIVER is not 'sim'")
         return _probe(_device_ordinal())
     except Exception as e:
         return f"GPU probe failed: {e}"

@@ -26,7 +26,13 @@ def _choose_driver() -> None:
             simdriver.activate()
         except Exception:
             return
-        del os.environ["PTXGEN_DRIVER"]
+        # PTXGEN_DRIVER=sim stays set for tests/gpu (module-level code too); tests/conftest.py
+        # unsets it around every other test, which then runs on the CPU simulator as it would alone.
+        os.environ["PTXGEN_TESTS_AUTO_SIM"] = "1"
+        _AUTO_SIM.append(True)
+
+
+_AUTO_SIM: list[bool] = []  # non-empty when this conftest chose the stand-in for tests/gpu
 
 
 _choose_driver()
@@ -35,6 +41,8 @@ _choose_driver()
 def _driver_description() -> str:
     from ptxgen.runtime import gpu_available, gpu_unavailable_reason, simdriver
 
+    if _AUTO_SIM:
+        return simdriver.driver_description()
     if not gpu_available():
         return f"none ({gpu_unavailable_reason()})"
     return simdriver.driver_description()

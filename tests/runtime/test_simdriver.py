@@ -163,3 +163,22 @@ def test_cli_run_says_it_ran_through_the_standin(tmp_path):
     assert "executed   through the simulator-backed driver (PTXGEN_DRIVER=sim), every CTA; runs cubin for " \
            "sm_90 from nvJitLink" in proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+@needs_cc
+def test_a_loaded_standin_is_a_gpu_only_while_asked_for(tmp_path):
+    """The stand-in cannot be unloaded; code that did not ask for it (PTXGEN_DRIVER unset) must see
+    no GPU, so `ptxgen run` in the same process keeps running on the CPU simulator."""
+    script = (
+        "import os\n"
+        "from ptxgen.runtime import gpu_available, gpu_unavailable_reason, simdriver\n"
+        "simdriver.activate()\n"
+        "asked = gpu_available()\n"
+        "del os.environ['PTXGEN_DRIVER']\n"
+        "print(asked, gpu_available(), '|', gpu_unavailable_reason())\n")
+    env = {**os.environ, "PTXGEN_DRIVER": "sim", "PTXGEN_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    flags, reason = proc.stdout.strip().splitlines()[-1].split(" | ")
+    assert flags == "True False" and "PTXGEN_DRIVER is not 'sim'" in reason

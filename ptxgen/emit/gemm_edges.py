@@ -100,9 +100,11 @@ class EdgeChecks:
         return lw.pred("setp.lt.u32", row, limit)
 
     def _clamp_bytes(self, elems: VReg, eb: int, cb: int) -> VReg:
+        """clamp(elems, 0, cb / eb) * eb: clamped in elements first, since elems * eb overflows
+        32 bits once 2^31 / eb elements remain (2^29 tf32 elements of M, N or K)."""
         lw = self.lw
-        bytes_ = lw.u32("mul.lo.s32", elems, Imm(str(eb)))
-        return lw.u32("min.s32", lw.u32("max.s32", bytes_, Imm("0")), Imm(str(cb)))
+        clamped = lw.u32("min.s32", lw.u32("max.s32", elems, Imm("0")), Imm(str(cb // eb)))
+        return clamped if eb == 1 else lw.u32("shl.b32", clamped, Imm(str(eb.bit_length() - 1)))
 
     def k_remaining(self, k_tile: VReg | int) -> VReg | None:
         """K - k_tile*BK: elements of K left from this k-tile's start (only with a K edge)."""

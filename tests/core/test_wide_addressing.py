@@ -98,3 +98,19 @@ def test_column_origin_past_four_gib():
     pid = (m - 16) // 16  # grouped raster with one n-tile: CTA x = m-tile
     k.simulate(a, b, c=c, ctas=[(pid, 0, 0)])
     np.testing.assert_allclose(c[last].astype(np.float64), a[last].astype(np.float64) * 1.25, rtol=1e-3)
+
+
+def test_edge_bytes_left_past_two_to_the_31():
+    """A column-major tf32 A with an M edge: each copy's src-size is the bytes of M left, which a
+    32-bit `(M - first) * 4` turned negative (clamped to 0: a zero A) 2^29 elements from the end."""
+    rng = np.random.default_rng(5)
+    m = 2**29 + 17
+    g = Gemm(m, 1, 1, dtype="tf32", a_layout="col", b_layout="col")
+    s = Schedule(block=(16, 8, 16), warps=(1, 1), stages=1, raster="grouped")
+    a = strided((m, 1), (4, 4 * m), "tf32", None)
+    a[:16] = nonzero(rng, (16, 1), "tf32")
+    b = np.array([[1.25]], dtype=np.float32)
+    c = strided((m, 1), (4, 4), "f32", None)
+    c[:16] = np.nan
+    ptxgen.compile(g, s).simulate(a, b, c=c, ctas=[(0, 0, 0)])
+    np.testing.assert_allclose(c[:16].astype(np.float64), a[:16].astype(np.float64) * 1.25, rtol=1e-3)

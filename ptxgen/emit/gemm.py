@@ -244,30 +244,17 @@ class GemmLowering:
         return [self.u32("add.u32", start, self.ex.emit(e)) for e in bases]
 
     # -- pipeline pieces --------------------------------------------------------------------------
-    def k_advance(self) -> dict[str, VReg | Imm | None]:
-        """Bytes a global tile pointer moves per k-tile; None where the copies' row chain reaches
-        the next k-tile with a row step it already holds (`chained_gap`) and nothing skips k-tiles."""
-        out: dict[str, VReg | Imm | None] = {}
-        skips = self.s.split_k > 1 or self.s.stream_k
+    def k_advance(self) -> dict[str, VReg | Imm]:
+        """Bytes a global tile pointer moves per k-tile."""
+        out: dict[str, VReg | Imm] = {}
         for name in ("A", "B"):
             tile = self.copy[name].tile
-            if tile.k_along_rows and self.chained_gap(name) is not None and not skips:
-                out[name] = None
-            elif tile.k_along_rows:
+            if tile.k_along_rows:
                 ld = self.dim("lda" if name == "A" else "ldb")
                 out[name] = self.wide_mul(ld, Imm(str(self.s.bk * tile.elem_bytes)))
             else:
                 out[name] = Imm(str(self.s.bk * tile.elem_bytes))
         return out
-
-    def chained_gap(self, name: str) -> int | None:
-        """For tiles whose rows run along K: the rows from a thread's last copy to its first row of
-        the next k-tile, if that gap already has a loop-invariant step. Then the pointer moves on
-        from the last row's pointer, and the 64-bit ld * BK advance need not stay live in the loop
-        (two registers: what keeps 64x128x64 NT/TT tiles from spilling)."""
-        cp = self.copy[name]
-        gap = self.s.bk - max(cp.rows)
-        return gap if cp.tile.k_along_rows and gap in self.steps[name] else None
 
     def skip_k_tiles(self, first: VReg, what: str) -> None:
         """Move both global tile pointers forward by `first` k-tiles (split-K, Stream-K units)."""
@@ -313,14 +300,8 @@ class GemmLowering:
                 cp_async(self.b, dst_addr, src_addr, cb, src_size=sizes[it], guard=guard)
             else:
                 self.copy_halfword(dst_addr, src_addr, sizes[it], guard)
-        gap = self.chained_gap(name)
-        if gap is not None:
-            last = row_ptr[max(cp.rows)]
-            self.b.emit("add.s64", self.gptr[name], last, self.steps[name][gap], ndefs=1,
-                        comment=f"{name} pointer -> next k-tile ({gap} rows past the last copy's)")
-        else:
-            self.b.emit("add.s64", self.gptr[name], self.gptr[name], self.advance[name], ndefs=1,
-                        comment=f"{name} pointer -> next k-tile")
+        self.b.emit("add.s64", self.gptr[name], self.gptr[name], self.advance[name], ndefs=1,
+                    comment=f"{name} pointer -> next k-tile")
 
     def copy_halfword(self, dst: Addr, src: Addr, size: Operand | None, guard: VReg | None) -> None:
         """A synchronous 2-byte copy (no cp.async is that narrow), zero outside the matrix."""

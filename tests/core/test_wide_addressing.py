@@ -18,8 +18,8 @@ FOUR_GIB = 2**32
 SMALL = Schedule(block=(16, 8, 32), warps=(1, 1), stages=1)
 
 
-def strided(shape: tuple[int, int], strides_bytes: tuple[int, int], dtype: str, values: np.ndarray | None,
-            ) -> np.ndarray:
+def strided(shape: tuple[int, int], strides_bytes: tuple[int, int], dtype: str,
+            values: np.ndarray | None) -> np.ndarray:
     """A (rows, cols) view with the given byte strides over a zeroed buffer just long enough."""
     dt = numpy_dtype(dtype)
     span = ((shape[0] - 1) * strides_bytes[0] + (shape[1] - 1) * strides_bytes[1]) // dt.itemsize + 1

@@ -15,7 +15,11 @@ and for the main loop (the backward branch whose body holds the most HMMA/IMMA):
 instructions per iteration, the ldmatrix/scalar shared loads, the cp.async copies, barriers,
 and every other instruction per tensor instruction (integer and address overhead the tensor
 pipe cannot hide). `mma@bar` is how many tensor instructions the loop issues before its
-barrier: with the cross-tile fragment prefetch the barrier sits behind in-flight mma.
+barrier: with the cross-tile fragment prefetch the barrier sits behind in-flight mma. `total`
+counts every instruction of the loop body, i.e. per k-tile. A second table (SHAPE_ROWS) puts the
+same tile on a divisible and an edge problem, where the K remainder shows in the main loop.
+
+cuobjdump needs nvdisasm beside it (`pip install nvidia-cuda-nvdisasm`, bench-only as well).
 """
 from __future__ import annotations
 
@@ -42,6 +46,18 @@ SHARED_LOADS = ("LDSM", "LDS")
 #: Representative problems: a large square one for the tile schedules, a decode-like one for the
 #: candidates `candidates_for` adds only for small M (the code does not depend on the sizes).
 PROBLEMS = ((8192, 8192, 8192), (64, 4096, 4096))
+#: Rows where the shape matters: the same tile on a divisible problem and on one with M, N and K
+#: edges (the K remainder costs main-loop instructions), TN f16 -> f32 as in issue 10's
+#: comparison with CUTLASS 2.x and Triton; and the 2-stage padded tile that ptxas 13.0 squeezed
+#: to 128 registers (NT, f16 -> f16). (label, Gemm keyword arguments, Schedule keyword arguments)
+SHAPE_ROWS = (
+    ("4096^3 tn, f32 out", dict(m=4096, n=4096, k=4096), dict(block=(128, 128, 32), warps=(2, 2), stages=3)),
+    ("4000x4000x4008 tn, f32 out", dict(m=4000, n=4000, k=4008), dict(block=(128, 128, 32), warps=(2, 2), stages=3)),
+    ("4000x4000x4008 tn, f32 out, s4", dict(m=4000, n=4000, k=4008), dict(block=(128, 128, 32), warps=(2, 2), stages=4)),
+    ("4096^3 nt 64x128x64 s2 pad", dict(m=4096, n=4096, k=4096, out_dtype="f16", a_layout="col",
+                                               b_layout="row"),
+     dict(block=(64, 128, 64), warps=(2, 2), stages=2, smem_layout="pad")),
+)
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
 
 
@@ -137,30 +153,39 @@ def report(arch: str, dtype: str) -> list[str]:
     tool = cuobjdump()
     head = (f"{'schedule':34s} {'regs':>4s} {'spill':>5s} {'smem KB':>7s} {'CTA/SM':>6s} {'limit':>9s} "
             f"{'warps':>5s} | {'mma':>4s} {'ldsm':>4s} {'lds':>4s} {'cp.as':>5s} {'bar':>3s} "
-            f"{'other':>5s} {'oth/mma':>7s} {'mma@bar':>7s}")
+            f"{'other':>5s} {'oth/mma':>7s} {'mma@bar':>7s} {'total':>5s}")
     lines = [head, "-" * len(head)]
     for spec, (m, n, k) in specs():
         g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=dtype)
-        try:
-            kern = ptxgen.compile(g, spec.schedule(), arch=arch)
-        except ptxgen.ScheduleError as e:
-            lines.append(f"{spec.name:34s} unsupported: {e}")
-            continue
-        r = kern.resources
-        threads = kern.block[0] * kern.block[1] * kern.block[2]
-        occ = occupancy(arch, r.registers, kern.smem_bytes + r.shared_bytes, threads)
-        ctas, limit = occ.ctas_per_sm, {"shared memory": "smem", "CTA slots": "ctas"}.get(occ.limiter, occ.limiter)
-        row = (f"{spec.name:34s} {r.registers:4d} {r.spill_bytes:5d} {kern.smem_bytes / 1024:7.1f} {ctas:6d} "
-               f"{limit:>9s} {ctas * threads // 32:5d} |")
-        loop = main_loop(sass_of(kern.cubin, tool)) if tool else None
-        if loop is not None:
-            row += (f" {loop.tensor:4d} {loop.of('LDSM'):4d} {loop.of('LDS'):4d} {loop.of('LDGSTS'):5d} "
-                    f"{loop.of('BAR'):3d} {loop.other:5d} {loop.other / max(loop.tensor, 1):7.2f} "
-                    f"{loop.tensor_before_barrier:7d}")
-        lines.append(row)
+        lines.append(row_of(spec.name, g, spec.schedule(), arch, tool))
+    lines += ["", f"shapes: the same tile divisible and with edges ({dtype} inputs; 'total' = SASS per k-tile)"]
+    for label, gemm_kw, sched_kw in SHAPE_ROWS:
+        lines.append(row_of(label, ptxgen.Gemm(dtype=dtype, **gemm_kw), ptxgen.Schedule(**sched_kw), arch, tool))
     if tool is None:
         lines.append("(no cuobjdump: `pip install nvidia-cuda-cuobjdump` for the main-loop columns)")
     return lines
+
+
+def row_of(label: str, g, schedule, arch: str, tool: str | None) -> str:
+    """One report row: the assembler's resources, occupancy and (with cuobjdump) the main loop."""
+    import ptxgen
+
+    try:
+        kern = ptxgen.compile(g, schedule, arch=arch)
+    except ptxgen.ScheduleError as e:
+        return f"{label:34s} unsupported: {e}"
+    r = kern.resources
+    threads = kern.block[0] * kern.block[1] * kern.block[2]
+    occ = occupancy(arch, r.registers, kern.smem_bytes + r.shared_bytes, threads)
+    ctas, limit = occ.ctas_per_sm, {"shared memory": "smem", "CTA slots": "ctas"}.get(occ.limiter, occ.limiter)
+    row = (f"{label:34s} {r.registers:4d} {r.spill_bytes:5d} {kern.smem_bytes / 1024:7.1f} {ctas:6d} "
+           f"{limit:>9s} {ctas * threads // 32:5d} |")
+    loop = main_loop(sass_of(kern.cubin, tool)) if tool else None
+    if loop is not None:
+        row += (f" {loop.tensor:4d} {loop.of('LDSM'):4d} {loop.of('LDS'):4d} {loop.of('LDGSTS'):5d} "
+                f"{loop.of('BAR'):3d} {loop.other:5d} {loop.other / max(loop.tensor, 1):7.2f} "
+                f"{loop.tensor_before_barrier:7d} {sum(loop.counts.values()):5d}")
+    return row
 
 
 def tools() -> str:

@@ -219,19 +219,23 @@ class GemmLowering:
         cp: CopyPlan = self.copy[name]
         tile = cp.tile
         eb = tile.elem_bytes
-        ld = self.dim("lda" if name == "A" else "ldb")
         self.b.comment(f"{name}: thread's first {tile.copy_bytes}-byte copy of k-tile 0 in global memory")
         row = self.ex.reg(cp.row0)
-        col_bytes = self.ex.reg(cp.col0 * tile.copy_bytes)
+        col = self.ex.reg(cp.col0 * (tile.copy_bytes // eb))
         origin = self.bm0 if name == "A" else self.bn0  # the CTA's first row of A / column of B
         if tile.k_along_rows:  # tile rows run along K: the CTA origin is a column offset
-            col_bytes = self.u32("mad.lo.u32", origin, Imm(str(eb)), col_bytes)
+            col = self.u32("add.u32", col, origin)
         else:
             row = self.u32("add.u32", row, origin)
-        ld_bytes = self.u32("mul.lo.u32", ld, Imm(str(eb)))
-        off = self.wide_mul(row, ld_bytes)
-        off = self.u64("add.s64", off, self.u64("cvt.u64.u32", col_bytes))
-        return self.u64("add.s64", self.ptr[name], off)
+        return self.element_pointer(self.ptr[name], "lda" if name == "A" else "ldb", row, col, eb)
+
+    def element_pointer(self, base: VReg, ld: str, row: VReg, col: VReg, eb: int) -> VReg:
+        """base + (row * ld + col) * eb, all in 64 bits: ld * eb (and row * ld * eb) reach 2^32
+        bytes for large leading dimensions, where 32-bit products would alias rows."""
+        off = self.u64("mad.wide.u32", row, self.dim(ld), self.u64("cvt.u64.u32", col))
+        if eb > 1:
+            off = self.u64("shl.b64", off, Imm(str(eb.bit_length() - 1)))
+        return self.u64("add.s64", base, off)
 
     def shared_bases(self, name: str, bases) -> list[VReg]:
         """Absolute shared addresses in stage 0 of `name`, one per per-thread offset expression."""

@@ -162,9 +162,7 @@ class EpilogueEmitter:
         b.comment(f"C pointer of this thread's first fragment element ({g.out_dtype})")
         row = lw.u32("add.u32", lw.ex.reg(sp.row0), lw.bm0)
         col = lw.u32("add.u32", lw.ex.reg(sp.col0), lw.bn0)
-        ldc_bytes = lw.u32("mul.lo.u32", lw.dim("ldc"), Imm(str(ob)))
-        off = lw.u64("add.s64", lw.wide_mul(row, ldc_bytes), lw.wide_mul(col, Imm(str(ob))))
-        base = lw.u64("add.s64", lw.ptr["C"], off)
+        base = lw.element_pointer(lw.ptr["C"], "ldc", row, col, ob)
         # Pair stores need an even N (so a pair never straddles the edge) and pair-aligned rows.
         pair = g.n % 2 == 0 and g.out_alignment() >= 2 * ob and not self.atomic
         widths = [0] if pair else [0, 1]
@@ -172,7 +170,7 @@ class EpilogueEmitter:
         self.describe()
         bias = self.site_vectors(sp, row, col, "bias")
         factor = self.site_vectors(sp, row, col, "scale")
-        row_ptr = RowPointers(b, base, ldc_bytes)
+        row_ptr = RowPointers(b, base, lw.dim("ldc"), ob)
         for m, n, h, dr, dc in sp.sites:
             if n == 0:
                 b.comment(f"epilogue rows m-tile {m} {'g+8' if h else 'g'}")

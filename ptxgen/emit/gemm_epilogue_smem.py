@@ -91,12 +91,10 @@ class StagedEpilogue(EpilogueEmitter):
         row0, col0 = lw.ex.reg(rows[0]), lw.ex.reg(cols[0] * v)
         grow = lw.u32("add.u32", row0, lw.bm0)
         gcol = lw.u32("add.u32", col0, lw.bn0)
-        ldc_bytes = lw.u32("mul.lo.u32", lw.dim("ldc"), Imm(str(ob)))
-        ptr0 = lw.u64("add.s64", lw.ptr["C"], lw.u64("add.s64", lw.wide_mul(grow, ldc_bytes),
-                                                      lw.wide_mul(gcol, Imm(str(ob)))))
+        ptr0 = lw.element_pointer(lw.ptr["C"], "ldc", grow, gcol, ob)  # 64-bit: ldc * ob may pass 2^32
         tid = np.arange(threads)
         r0v, c0v = evaluate(rows[0], tid), evaluate(cols[0], tid)
-        row_ptr = RowPointers(b, ptr0, ldc_bytes)
+        row_ptr = RowPointers(b, ptr0, lw.dim("ldc"), ob)
         edge = lw.edge
         straddle = edge.n_edge and g.n % v != 0
         kinds = (g.epi.bias, g.epi.scale)  # the row/column vectors the epilogue reads

@@ -90,7 +90,9 @@ class MainLoop:
                 self.lw.issue_tile(name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
             commit_group(b, comment=f"group of k-tile {st}")
         rd = self.lw.u32("mov.u32", Imm("0"), comment="stage read this iteration: i % S")
-        wr = self.lw.u32("mov.u32", Imm(str(S - 1)), comment="stage written this iteration: (i + S - 1) % S")
+        # With two stages the written stage is the other one: derived, not carried (a register less)
+        wr = None if S == 2 else self.lw.u32("mov.u32", Imm(str(S - 1)),
+                                             comment="stage written this iteration: (i + S - 1) % S")
         first = None
         if prefetch:
             wait_group(b, S - 2, comment=f"k-tile 0 has landed (at most {S - 2} newer groups in flight)")
@@ -105,7 +107,7 @@ class MainLoop:
             bar_sync(b, comment="k-tile i visible to all threads; stage (i-1) % S is free")
         nxt = self.lw.u32("add.u32", i, Imm(str(S - 1)))
         more = self.lw.pred("setp.lt.u32", nxt, self.lw.kt)
-        wr_off = self.stage_offsets(wr, stage_bytes)
+        wr_off = self.stage_offsets(self.lw.u32("xor.b32", rd, Imm("1")) if wr is None else wr, stage_bytes)
         rem = self.lw.edge.k_remaining(nxt)
         if prefetch:
             b.comment(f"stage (i+{S - 1}) % {S} held k-tile i-1, which every warp read before the last barrier")
@@ -124,7 +126,7 @@ class MainLoop:
         b.banner("Epilogue: drain the copy pipeline, store the accumulators")
         wait_group(b, 0, comment="drain: every remaining group is empty")
 
-    def prefetched_tile(self, rd: VReg, wr: VReg, stage_bytes: dict[str, int], first: tuple[list, list],
+    def prefetched_tile(self, rd: VReg, wr: VReg | None, stage_bytes: dict[str, int], first: tuple[list, list],
                         acc) -> None:
         """k-tile i's mma, with its first fragments already in `first`; loads k-tile i+1's into
         `first` again before the last k-step's mma (after the barrier that makes k-tile i+1 visible).
@@ -147,8 +149,12 @@ class MainLoop:
             self.mma_step(ks, frags, acc)
             frags = nxt
 
-    def rotate(self, rd: VReg, wr: VReg) -> None:
-        """Move the read and write stage indices on by one, modulo the stage count."""
+    def rotate(self, rd: VReg, wr: VReg | None) -> None:
+        """Move the read and write stage indices on by one, modulo the stage count (two stages:
+        the read index flips, and the write index is derived from it)."""
+        if wr is None:
+            self.b.emit("xor.b32", rd, rd, Imm("1"), ndefs=1)
+            return
         for reg in (rd, wr):
             self.b.emit("add.u32", reg, reg, Imm("1"), ndefs=1)
             wrap = self.lw.pred("setp.eq.u32", reg, Imm(str(self.s.stages)))

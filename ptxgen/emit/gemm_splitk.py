@@ -84,12 +84,14 @@ class SplitK:
     def thread_base(self, z: VReg) -> VReg:
         """Workspace address, in slice z, of this thread's (mma) or warp's (wmma) first element."""
         lw = self.lw
-        if self.within is None:  # the same in every slice
-            tile = lw.u32("mad.lo.u32", lw.bm0, Imm(str(self.npad)), lw.bn0)
-            elem = lw.u32("add.u32", tile, lw.ex.emit(self.io.partial_origin(self.npad)))
-            self.within = lw.wide_mul(elem, Imm("4"))
-        off = lw.u64("add.s64", lw.wide_mul(z, Imm(str(self.mpad * self.npad * 4))), self.within)
-        return lw.u64("add.s64", lw.ptr["workspace"], off)
+        if self.within is None:  # the same in every slice; 64-bit, since Mpad * Npad may pass 2^32
+            col = lw.u32("add.u32", lw.bn0, lw.ex.emit(self.io.partial_origin(self.npad)))
+            elem = lw.u64("mad.wide.u32", lw.bm0, Imm(str(self.npad)), lw.u64("cvt.u64.u32", col))
+            self.within = lw.u64("shl.b64", elem, Imm("2"))
+        slice_bytes = self.mpad * self.npad * 4
+        skip = (lw.wide_mul(z, Imm(str(slice_bytes))) if slice_bytes < 2**32
+                else lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", z), Imm(str(slice_bytes))))
+        return lw.u64("add.s64", lw.ptr["workspace"], lw.u64("add.s64", skip, self.within))
 
     def reduce(self, acc) -> None:
         """Store the partial, synchronise with the other splits, and (last CTA) sum all of them."""

@@ -21,7 +21,8 @@ def ld_param(b: Builder, cls: str, ptx_type: str, name: str) -> VReg:
 
 def cp_async(b: Builder, dst: Addr, src: Addr, size: int = 16, src_size: Operand | None = None,
              guard: VReg | None = None, comment: str | None = None) -> None:
-    """One asynchronous global->shared copy of `size` bytes (zero-filled past `src_size`)."""
+    """One asynchronous global->shared copy of `size` bytes, zero-filled past `src_size`: a .u32
+    byte count, or a predicate (cp.async's ignore-src, PTX 7.5) that zero-fills the whole copy."""
     ops: tuple[Operand, ...] = (dst, src, Imm(str(size)))
     if src_size is not None:
         ops += (src_size,)

@@ -63,7 +63,8 @@ def test_aligned_problems_carry_no_bounds_code():
     assert not re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, ", aligned)
     assert "selp" not in aligned and "@%p" not in aligned.split("Epilogue")[1]
     edged = ptxgen.compile(Gemm(250, 248, 120), Schedule(block=(128, 128, 32))).ptx  # 16-byte aligned
-    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", edged)
+    # a src-size register, or (units wholly in or out) an ignore-src predicate
+    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, %[rp]\d+;", edged)
     assert re.search(r"@%p\d+ st\.global", edged.split("Epilogue")[1])
 
 
@@ -74,4 +75,40 @@ def test_nothing_outside_the_operands_is_touched():
     a, b = random_operands(g)
     c, _ = run_simulation(k, a, b)
     assert not np.isnan(c).any()
+    assert compare(c, reference(a, b), "f32").ok
+
+
+def main_loop_lines(ptx: str) -> list[str]:
+    body = ptx.split("$L_main_loop:", 1)[1]
+    return [line.split("//")[0].strip() for line in body.split("bra.uni $L_main_loop")[0].splitlines()]
+
+
+def test_k_edge_copies_take_one_setp_when_units_cannot_straddle():
+    """K * 2 bytes a multiple of 16 (4008): each 16-byte unit is wholly in or out of K, so the
+    main loop zero-fills with cp.async's ignore-src predicate, one setp per distinct limit and no
+    clamp (min/max) arithmetic; the M/N edge is folded into each copy's loop-invariant limit."""
+    g, s = Gemm(4000, 4000, 4008), Schedule(block=(128, 128, 32), warps=(2, 2), stages=3)
+    loop = main_loop_lines(ptxgen.compile(g, s).ptx)
+    copies = [line for line in loop if "cp.async.cg" in line]
+    assert len(copies) == 8 and all(re.search(r", 16, %p\d+;$", c) for c in copies), copies
+    assert not any(re.match(r"(min|max|selp)\.", line) for line in loop)
+    assert sum(line.startswith("setp.ge.s32") for line in loop) == 8  # one per copy (M edge: per row)
+    # Without an M/N edge a thread's copies of one operand share one k limit (one k offset).
+    loop = main_loop_lines(ptxgen.compile(Gemm(4096, 4096, 4008), s).ptx)
+    assert sum(line.startswith("setp.ge.s32") for line in loop) == 2
+
+
+def test_k_edge_units_that_can_straddle_keep_the_clamp():
+    """lda padded to 4008 but K = 4001: a 16-byte unit can hold the end of K, so its src-size is
+    clamped to the bytes inside; the simulation proves the partial units are zero-filled."""
+    g = Gemm(40, 24, 41, lda=48, ldb=48)
+    s = Schedule(block=(32, 16, 32), warps=(1, 1), stages=2)
+    loop = main_loop_lines(ptxgen.compile(g, s).ptx)
+    assert any(line.startswith("min.s32") for line in loop)
+    a, b = random_operands(Gemm(40, 24, 41), seed=5)
+    a_padded = np.full((40, 48), np.nan, np.float16)  # a stray read past K would poison C
+    a_padded[:, :41] = a
+    b_padded = np.full((24, 48), np.nan, np.float16)
+    b_padded[:, :41] = b.T
+    c, _ = run_simulation(ptxgen.compile(g, s), a_padded[:, :41], b_padded[:, :41].T)
     assert compare(c, reference(a, b), "f32").ok

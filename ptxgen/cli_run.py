@@ -191,7 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .simulate import run_simulation
 
     why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"
-    why = why if len(why) <= 90 else why[:87] + "..."
+    why = short_reason(why)
     c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias, scale=scale,
                             progress=_progress_arg(args))
     scope = "every CTA" if ctas is None else f"{len(ctas)} of {total} CTAs {ctas}"
@@ -205,3 +205,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("\n".join(bank_summary(k, res.smem_wavefronts)))
     return 0 if result.ok and not strays else 1
 
+
+def short_reason(why: str, width: int = 90) -> str:
+    """`why` in at most `width` characters: a trailing "(...)" (the loader's own message) is
+    dropped whole rather than cut mid-word."""
+    if len(why) <= width or not why.endswith(")"):
+        return why if len(why) <= width else why[: width - 3] + "..."
+    depth = 0
+    for i in range(len(why) - 1, -1, -1):  # the "(" that the final ")" closes
+        depth += {")": 1, "(": -1}.get(why[i], 0)
+        if depth == 0:
+            head = why[:i].rstrip()
+            return head if len(head) <= width else head[: width - 3] + "..."
+    return why[: width - 3] + "..."

@@ -143,3 +143,15 @@ def test_simulator_hazards_are_one_line_naming_a_bug(monkeypatch, capsys):
     assert main(["info"]) == 1
     err = capsys.readouterr().err
     assert "the simulator stopped the kernel" in err and "line 12" in err and "Traceback" not in err
+
+
+def test_long_no_gpu_reason_drops_the_loader_message_whole():
+    """`run` says why it simulates in one line: a long reason loses its trailing "(...)" whole,
+    never half a word or an unbalanced parenthesis."""
+    from ptxgen.cli_run import short_reason
+
+    loader = ("no GPU: the CUDA driver library (libcuda) could not be loaded: no NVIDIA driver here "
+              "(libcuda.so.1: cannot open (shared) object file: No such file or directory)")
+    assert short_reason(loader) == "no GPU: the CUDA driver library (libcuda) could not be loaded: no NVIDIA driver here"
+    assert short_reason("requested with --sim") == "requested with --sim"
+    assert short_reason("z" * 120) == "z" * 87 + "..."

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -115,13 +115,25 @@ def _batch(x: np.ndarray | None, b: int, batched: bool) -> np.ndarray | None:
 def check_regions(k: Kernel, regions: list[Region], c, a, b, c0, bias, scale):
     """Compare C with the float64 reference on the regions only."""
     batched = k.gemm.batch > 1
-    got, ref = [], []
+    got, ref, starts = [], [], []
     for r in regions:
         cb = _batch(c, r.batch, batched)
+        starts.append(sum(x.size for x in got))
         got.append(np.asarray(cb[r.rows, r.cols]).ravel())
         ref.append(reference_tile(_batch(a, r.batch, batched), _batch(b, r.batch, batched), k.gemm.epilogue,
                                   r.rows, r.cols, _batch(c0, r.batch, batched), bias, scale).ravel())
-    return compare(np.concatenate(got), np.concatenate(ref), k.gemm)
+    result = compare(np.concatenate(got), np.concatenate(ref), k.gemm)
+    return replace(result, worst=tuple((_matrix_index(regions, starts, i[0], batched), g, w)
+                                       for i, g, w in result.worst))
+
+
+def _matrix_index(regions: list[Region], starts: list[int], flat: int, batched: bool) -> tuple[int, ...]:
+    """Where element `flat` of the concatenated regions sits in C: (row, column), batch first if batched."""
+    at = max(j for j, s in enumerate(starts) if s <= flat)
+    r, off = regions[at], flat - starts[at]
+    width = r.cols.stop - r.cols.start
+    row, col = r.rows.start + off // width, r.cols.start + off % width
+    return (r.batch, row, col) if batched else (row, col)
 
 
 def stray_writes(k: Kernel, c: np.ndarray, c0: np.ndarray | None, regions: list[Region]) -> int:

@@ -244,6 +244,16 @@ def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
                      None if scale is None else np.abs(np.asarray(scale, dtype=np.float64))) * lipschitz
 
 
+def underflow_floor(dtype: str) -> float:
+    """The absolute error underflow allows whatever the problem's scale: the f32 epilogue may
+    flush a result below f32's smallest normal to zero (e.g. SiLU of a large negative sum, 1e-137
+    in float64), and the cast to a 16-bit output rounds to its subnormal spacing."""
+    import ml_dtypes  # its finfo knows bfloat16 as well as numpy's floats
+
+    out = numpy_dtype(dtype) if dtype != "tf32" else np.dtype(np.float32)
+    return float(np.finfo(np.float32).tiny) + float(ml_dtypes.finfo(out).smallest_subnormal) / 2
+
+
 def gamma(g: Gemm) -> float:
     """The worst-case relative error of the K-long sum and the epilogue: gamma_n = n u / (1 - n u)
     over K + EPILOGUE_ROUNDINGS roundings (u doubled: tensor cores may truncate rather than round),
@@ -353,6 +363,8 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
     else:
         rms = float(np.sqrt(np.mean(np.square(want[finite])))) if finite.any() else 0.0
         atol = np.full_like(want, accumulation_error(out_dtype) * rms)
+    if dtype in UNIT_ROUNDOFF:  # underflow: the f32 epilogue flushes below f32's smallest normal, and
+        atol = atol + underflow_floor(dtype)  # the cast rounds to the output's subnormal grid
     never_written = np.isnan(got) & ~np.isnan(want)
     with np.errstate(invalid="ignore"):
         err = np.abs(got - want)

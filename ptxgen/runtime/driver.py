@@ -40,6 +40,10 @@ class DriverError(RuntimeError):
         super().__init__(msg)
 
 
+class StandInNotSelected(RuntimeError):
+    """The loaded libcuda is ptxgen's stand-in, but this code did not ask for it."""
+
+
 def _driver():
     """The `cuda.bindings.driver` module (imported on first use, never at import time).
 
@@ -47,8 +51,14 @@ def _driver():
     bindings drive it (ptxgen/runtime/simdriver)."""
     from . import simdriver
 
-    if simdriver.selected() and not simdriver.active():
-        simdriver.activate()
+    if simdriver.selected():
+        if not simdriver.active():
+            simdriver.activate()
+    elif simdriver.active():
+        # The stand-in stays loaded once a test session or script loaded it; code that did not
+        # ask for it (PTXGEN_DRIVER=sim) must not take it for a GPU.
+        raise StandInNotSelected("the only CUDA driver in this process is ptxgen's simulator-backed stand-in, "
+                                 "and PTXGEN_DRIVER is not 'sim'")
     from cuda.bindings import driver
 
     return driver
@@ -122,8 +132,8 @@ def _device_ordinal() -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _probe(ordinal: int) -> str:
-    """'' if a usable device `ordinal` exists, else why not."""
+def _probe(ordinal: int, driver_choice: str = "") -> str:
+    """'' if a usable device `ordinal` exists with the driver PTXGEN_DRIVER chooses, else why not."""
     from . import simdriver
 
     try:
@@ -134,6 +144,8 @@ def _probe(ordinal: int) -> str:
         return simdriver.compiler_unavailable_reason()
     try:
         drv = _driver()
+    except StandInNotSelected as e:
+        return str(e)
     except Exception as e:
         if sim:
             return f"the simulator-backed CUDA driver could not be set up: {type(e).__name__}: {e}"
@@ -159,14 +171,8 @@ def _probe(ordinal: int) -> str:
 def gpu_unavailable_reason() -> str:
     """Why no GPU can be used ('' if one can). Never raises."""
     try:
-        from . import simdriver
-
-        if simdriver.active() and not simdriver.selected():
-            # The stand-in stays loaded once a test session or script loaded it; code that did not
-            # ask for it (PTXGEN_DRIVER=sim) must not take it for a GPU.
-            return ("the only CUDA driver in this process is ptxgen's simulator-backed stand-in, and "
-                    "PTXGEN_DRIVER is not 'sim'")
-        return _probe(_device_ordinal())
+        # Keyed by the driver choice too: a process may ask for the stand-in only part of the time.
+        return _probe(_device_ordinal(), os.environ.get("PTXGEN_DRIVER", "").strip().lower())
     except Exception as e:
         return f"GPU probe failed: {e}"
 
@@ -235,12 +241,12 @@ def context() -> Context:
     ordinal = _device_ordinal()
     with _lock:
         ctx = _contexts.get(ordinal)
+        reason = gpu_unavailable_reason()  # cached; asked each time since PTXGEN_DRIVER may change
+        if reason:
+            raise RuntimeError(f"no GPU to run on: {reason}. Use Kernel.simulate() to run on "
+                               f"ptxgen's CPU simulator instead, or set PTXGEN_DRIVER=sim to run "
+                               f"this GPU path on it through a stand-in CUDA driver")
         if ctx is None:
-            reason = gpu_unavailable_reason()
-            if reason:
-                raise RuntimeError(f"no GPU to run on: {reason}. Use Kernel.simulate() to run on "
-                                   f"ptxgen's CPU simulator instead, or set PTXGEN_DRIVER=sim to run "
-                                   f"this GPU path on it through a stand-in CUDA driver")
             drv = _driver()
             dev = _call("cuDeviceGet", ordinal)
             handle = _call("cuDevicePrimaryCtxRetain", dev)

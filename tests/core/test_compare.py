@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ptxgen import Gemm
+from ptxgen import Epilogue, Gemm
 from ptxgen.check import compare, magnitude, poisoned, random_operands, reference
 from ptxgen.schedule.problem import numpy_dtype
 
@@ -151,3 +151,15 @@ def test_overflow_the_reference_shares_is_correct(out):
     below = ref.copy()
     below[0, 0] = 60000.0 if out == "f16" else 3.0e38  # representable: inf is wrong here
     assert not compare(c, below, out).ok
+
+
+@pytest.mark.parametrize("out", ["f32", "f16", "bf16"])
+def test_underflow_to_zero_is_right_but_a_small_error_is_not(out):
+    """SiLU of a large negative sum is about -1e-137 in float64 and 0 after the f32 epilogue:
+    right, whatever the (tiny) scale of the result. A real error at that output's scale is not."""
+    g = Gemm(1, 2, 33, dtype="s8", out_dtype=out, epilogue=Epilogue(activation="silu"))
+    ref = np.array([[-1.25e-137, 3.0]])
+    ok = np.array([[-0.0, 3.0]], dtype=numpy_dtype(out))
+    assert compare(ok, ref, g).ok
+    bad = np.array([[-0.0, 3.01]], dtype=numpy_dtype(out))
+    assert not compare(bad, ref, g).ok

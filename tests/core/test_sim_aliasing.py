@@ -22,7 +22,8 @@ def _operands(host: np.ndarray, g: Gemm):
 
 
 def test_output_overlapping_an_input_is_refused_by_simulate():
-    g = Gemm(64, 64, 64, out_dtype="f16", epilogue=Epilogue(bias="col"))
+    # An f16 bias kernel reads the bias array itself (an f32-bias kernel would get a widened copy).
+    g = Gemm(64, 64, 64, out_dtype="f16", bias_dtype="f16", epilogue=Epilogue(bias="col"))
     k = ptxgen.compile(g, SCHEDULE)
     host = np.zeros((64, 256), np.float16)
     a, b = _operands(host, g)

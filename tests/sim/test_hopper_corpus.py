@@ -120,3 +120,37 @@ def test_tensor_map_arg_names_the_missing_api():
             harness.tensor_map_arg(a, [8, 8], "none")
     else:
         assert isinstance(harness.tensor_map_arg(a, [8, 8], "none"), sim.TensorMap)
+
+
+def test_launch_arguments_follow_the_parameter_roles(monkeypatch):
+    """For every entry (TMA ones too, with a stand-in TensorMap) the harness builds one argument
+    per PTX parameter: descriptor maps over the right array with Triton's box and swizzle, then
+    that array's shape and element strides; pointers are the operands, scalars the sizes."""
+    from ptxgen import sim
+
+    class FakeMap:
+        def __init__(self, array, box, *, swizzle):
+            self.array, self.box, self.swizzle = array, box, swizzle
+    monkeypatch.setattr(sim, "TensorMap", FakeMap, raising=False)
+    for e in ENTRIES:
+        case = harness.build_case(e)
+        params, descs, p = e.meta["params"], e.meta["tensor_descriptors"], e.meta["problem"]
+        assert len(case.args) == len(params), e.name
+        for i, (param, arg) in enumerate(zip(params, case.args)):
+            role = param["role"].split(":")
+            if role[0] == "tensormap":
+                d = descs[role[1]]
+                assert (list(arg.box), arg.swizzle) == (d["block_size"], d["swizzle"]), e.name
+                rank = arg.array.ndim
+                assert case.args[i + 1:i + 1 + rank] == list(arg.array.shape)
+                assert case.args[i + 1 + rank:i + 1 + 2 * rank] == [s // arg.array.itemsize
+                                                                    for s in arg.array.strides]
+                assert arg.array.dtype.itemsize == d["elem_size"], e.name
+            elif role[0] == "pointer":
+                assert isinstance(arg, np.ndarray)
+            elif role[0] == "scalar":
+                assert arg == {**p, "stride_ak": 1, "stride_bn": 1, "stride_cn": 1,
+                               "stride_am": p.get("K"), "stride_bk": p.get("N"),
+                               "stride_cm": p.get("N")}[role[1]], (e.name, role)
+        assert np.isnan(case.out.astype(np.float64)).all(), "the output starts poisoned"
+        assert case.ref.shape == case.out.shape

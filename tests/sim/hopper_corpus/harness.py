@@ -42,6 +42,8 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
     "stmatrix": ("stmatrix.",),
     "shfl": ("shfl.sync",),
     "warp-sync": ("bar.warp.sync",),
+    "fp8-cvt": ("cvt.rn.f16x2.e4m3x2", "cvt.rn.f16x2.e5m2x2", "cvt.rn.satfinite.e4m3x2",
+                "cvt.rn.satfinite.e5m2x2"),
     "debug-info": (".section", ".loc", ".file"),   # DWARF line info, which ptxas accepts
 }
 

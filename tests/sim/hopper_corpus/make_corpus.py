@@ -158,6 +158,8 @@ def main() -> None:
         ("fp16", "fp32", 128, 64, 64, 4, 4),
         ("fp8e4nv", "fp16", 128, 64, 64, 8, 2),
         ("fp16", "fp16", 16, 16, 16, 1, 2),   # one warp: too small for wgmma, Triton uses mma.sync
+        ("bf16", "fp32", 32, 32, 32, 2, 2),   # two warps: mma.sync too
+        ("fp8e4nv", "fp16", 16, 16, 32, 1, 2),  # mma.sync on f16 after cvt.rn.f16x2.e4m3x2
     ]
     for dt, odt, bm, bn, bk, w, s in ptr_tiles:
         sig = {"a_ptr": ptr(dt), "b_ptr": ptr(dt), "c_ptr": ptr(odt), **{n: "i32" for n in ptr_sig}}

@@ -65,7 +65,9 @@ def test_corpus_is_complete_and_consistent():
     assert sorted(p.stem for p in here.glob("*.ptx")) == [e.name for e in ENTRIES]
     assert len(ENTRIES) >= 10
     for e in ENTRIES:
-        assert e.meta["needs"] == harness.features_of(e.ptx), e.name
+        assert e.meta["needs"] == harness.features_of(e.ptx), (
+            f"{e.name}: json needs {e.meta['needs']} but its PTX uses {harness.features_of(e.ptx)}; after "
+            "changing FEATURE_OPCODES run `PYTHONPATH=$PWD python tests/sim/hopper_corpus/harness.py`")
         assert e.meta["triton_version"] and e.meta["block"] == [32 * e.meta["num_warps"], 1, 1]
         assert f".entry {e.meta['entry']}(" in e.ptx and ".target sm_90a" in e.ptx
     assert sum(p.stat().st_size for p in here.iterdir() if p.is_file()) < 2 << 20

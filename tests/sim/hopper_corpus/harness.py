@@ -192,3 +192,20 @@ def run_entry(entry: Entry, seed: int = 0) -> check.Comparison:
     sim.launch(entry.ptx, meta["entry"], grid=tuple(meta["grid"]), block=tuple(meta["block"]),
                args=case.args, dynamic_smem=meta["shared"])
     return check.compare(case.out.astype(np.float64), case.ref, case.out_dtype)
+
+
+def refresh_needs() -> list[str]:
+    """Rewrite each json's `needs` from its PTX after FEATURE_OPCODES changed (no Triton needed);
+    returns the names of the entries that changed."""
+    changed = []
+    for entry in load_entries():
+        needs = features_of(entry.ptx)
+        if needs != entry.meta["needs"]:
+            entry.meta["needs"] = needs
+            (HERE / f"{entry.name}.json").write_text(json.dumps(entry.meta, indent=1) + "\n")
+            changed.append(entry.name)
+    return changed
+
+
+if __name__ == "__main__":     # PYTHONPATH=$PWD python tests/sim/hopper_corpus/harness.py
+    print("updated needs of:", ", ".join(refresh_needs()) or "none")

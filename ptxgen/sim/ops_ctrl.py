@@ -1,4 +1,4 @@
-"""Control flow (bra, ret, exit) and CTA barriers.
+"""Control flow (bra, ret, exit), CTA barriers and bar.warp.sync.
 
 The CTA runs in lock step with one program counter, so a branch must go the same way for every
 active thread; a predicated ret/exit just retires the threads whose predicate is true. A barrier
@@ -77,5 +77,33 @@ def compile_barrier(ins: Instr, ctx):
     return mark(run, yields=True)
 
 
+def compile_warp_barrier(ins: Instr, ctx):
+    """bar.warp.sync with a full-warp mask: every lane of each warp must reach it, and it orders
+    the warp's memory accesses. Race detection keeps one epoch per CTA, so the ordering is
+    credited only where the warp is the whole CTA (exact there); in a larger CTA the race
+    checker does not credit it, so a race it alone would prevent is reported, never hidden."""
+    ops = ins.operands
+    if len(ops) != 1 or not (isinstance(ops[0], Lit) and ops[0].kind == "int"
+                             and ops[0].value & 0xFFFFFFFF == 0xFFFFFFFF):
+        raise ctx.fail("bar.warp.sync is simulated with an immediate full-warp mask (-1 or 0xffffffff) only")
+
+    def run(cta: CtaState, mask):
+        if mask is not None and int(np.count_nonzero(mask)) != cta.n_active:
+            raise Fault("divergence", "bar.warp.sync reached by only some of the active threads")
+        lanes = cta.active.reshape(-1, 32)
+        if (lanes.any(axis=1) & ~lanes.all(axis=1)).any():
+            raise Fault("divergence", "bar.warp.sync with a full mask in a warp some of whose lanes exited")
+        if cta.n == 32:
+            cta.epoch += 1
+            cta.sync.barrier()
+    return mark(run, yields=True)
+
+
+def compile_bar(ins: Instr, ctx):
+    if tuple(ins.mods) == ("warp", "sync"):
+        return compile_warp_barrier(ins, ctx)
+    return compile_barrier(ins, ctx)
+
+
 OPS = {"bra": compile_bra, "ret": compile_exit, "exit": compile_exit,
-       "bar": compile_barrier, "barrier": compile_barrier}
+       "bar": compile_bar, "barrier": compile_barrier}

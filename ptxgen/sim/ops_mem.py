@@ -91,8 +91,12 @@ def _parse_ldst(ins: Instr, ctx):
 
 def _vector_items(op, vec: int, ctx, what: str) -> tuple:
     if vec == 1:
+        # ptxas takes a one-element brace as the scalar (`ld.global.b32 { %r1 }, [...]`: Triton
+        # writes every unvectorised load and store so); two or more need .v2/.v4.
+        if isinstance(op, Vec) and len(op.items) == 1:
+            return op.items
         if isinstance(op, Vec):
-            raise ctx.fail(f"{what} is a vector but the instruction has no .v2/.v4")
+            raise ctx.fail(f"{what} is a vector of {len(op.items)} but the instruction has no .v2/.v4")
         return (op,)
     return ctx.vec(op, vec, what)
 

@@ -388,3 +388,24 @@ def test_write_after_write_in_one_instruction_is_caught_and_distinct_words_are_c
     expect_hazard(same, "race", "// ST", [np.zeros(1)])
     sim.launch(same.replace("setp.lt.u32 %p1, %r1, 3;", "setp.lt.u32 %p1, %r1, 2;"), "k", block=(32,),
                args=[np.zeros(1)])
+
+
+def test_bar_warp_sync_orders_the_lanes_of_a_one_warp_cta():
+    """Triton's one-warp mma.sync kernels exchange through shared memory with bar.warp.sync -1."""
+    out = np.zeros(32, dtype=np.uint32)
+    sim.launch(exchange("bar.warp.sync -1;", "bar.warp.sync 0xffffffff;"), "k", block=(32,), args=[out])
+    assert out.tolist() == [t ^ 1 for t in range(32)]
+
+
+def test_bar_warp_sync_is_not_credited_as_ordering_in_a_larger_cta():
+    """Race detection keeps one epoch per CTA: in a two-warp CTA a warp barrier orders nothing it
+    can credit, so the exchange is reported (never hidden)."""
+    expect_hazard(exchange("bar.warp.sync -1;", "bar.sync 0;"), "race", "// READ",
+                  [np.zeros(64, np.uint32)], block=(64,))
+
+
+def test_bar_warp_sync_needs_a_full_immediate_mask_and_every_lane():
+    ptx = exchange("bar.warp.sync %r1;   // PARTIAL", "bar.sync 0;")
+    expect_hazard(ptx, "unsupported", "// PARTIAL", [np.zeros(32, np.uint32)])
+    guard = "setp.lt.u32 %p1, %r1, 16;\n    @%p1 bar.warp.sync -1;   // HALF"
+    expect_hazard(exchange(guard, "bar.sync 0;"), "divergence", "// HALF", [np.zeros(32, np.uint32)])

@@ -348,3 +348,26 @@ def test_shared_byte_column_gathered_with_u8_loads_and_packed_with_prmt():
     assert out[:, 0].tolist() == img[0, :32].tolist()  # zero-extended byte
     assert out[:, 1].tolist() == img[:, :32].T.copy().view(np.uint32).reshape(-1).tolist()
     assert res.smem_wavefronts[line_of(ptx, "// ROW0")] == (1, 1)  # 32 bytes of one row: 8 words, 8 banks
+
+
+def test_one_element_brace_is_the_scalar_as_ptxas_takes_it():
+    """Triton writes unvectorised loads/stores as `ld.global.b32 { %r1 }, [...]`; ptxas reads a
+    one-element brace as the scalar. Two elements still need .v2."""
+    src = np.arange(1, 33, dtype=np.uint32)
+    out = np.zeros(32, dtype=np.uint32)
+    body = """
+    ld.param.u64 %rd1, [pIn];
+    ld.param.u64 %rd2, [pOut];
+    mov.u32 %r0, %tid.x;
+    mul.wide.u32 %rd3, %r0, 4;
+    add.u64 %rd1, %rd1, %rd3;
+    add.u64 %rd2, %rd2, %rd3;
+    ld.global.b32 { %r1 }, [ %rd1 + 0 ];
+    add.u32 %r1, %r1, 100;
+    st.global.b32 [ %rd2 + 0 ], { %r1 };
+    ret;"""
+    run(kernel(body, params=".param .u64 pOut, .param .u64 pIn"), out, src)
+    assert np.array_equal(out, src + 100)
+    two = body.replace("ld.global.b32 { %r1 }", "ld.global.b32 { %r1, %r2 }")
+    with pytest.raises(sim.HazardError, match="vector of 2 but the instruction has no .v2/.v4"):
+        run(kernel(two, params=".param .u64 pOut, .param .u64 pIn"), out, src)

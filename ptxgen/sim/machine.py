@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
-               ops_warp, ops_wmma, scheduler)
+               ops_warp, ops_wgmma, ops_wmma, scheduler)
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
 from .program import SMEM_LIMIT, Program, build_program
@@ -19,7 +19,8 @@ from .sync import CtaSync, SyncModel
 RESIDENT_BUDGET = 2 << 30     # bytes of simulator state for CTAs alive at once (interleaved runs)
 MIN_RESIDENT = 132            # one CTA per SM on an H100
 REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_cvt.OPS, **ops_math.OPS, **ops_bits.OPS, **ops_mem.OPS,
-            **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS}
+            **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS,
+            **ops_wgmma.OPS}
 
 
 @dataclass

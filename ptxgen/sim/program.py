@@ -62,6 +62,8 @@ class CompileContext:
                  params: dict[str, tuple[int, ParamDecl]], labels: dict[str, int]):
         self.regs, self.symbols, self.params, self.labels = regs, symbols, params, labels
         self.line = 0
+        # whole-program passes an op compiler registers (by key, once): fn(instrs, ops) -> ops
+        self.passes: dict[str, Callable] = {}
 
     @staticmethod
     def fail(detail: str) -> Fault:
@@ -208,9 +210,11 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
     ctx = CompileContext(regs, symbols, params, labels)
     ops: list[tuple[Executor, int, bool]] = []
     op_lines: list[int] = []
+    instrs = []
     for item in entry.body:
         if isinstance(item, Label):
             continue
+        instrs.append(item)
         ctx.line = item.line
         try:
             compile_fn = registry.get(item.opcode)
@@ -227,6 +231,8 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
             raise hazard(item.line, f) from None
         ops.append((executor, guard, item.guard_negated))
         op_lines.append(item.line)
+    for run_pass in ctx.passes.values():
+        ops = run_pass(instrs, ops)
     executors = [op[0] for op in ops]
     return Program(entry, lines, ops, op_lines, slot_bits, special_slots, list(entry.params),
                    offsets, offset, end, dynamic_offset, symbols,

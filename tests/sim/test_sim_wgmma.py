@@ -87,10 +87,10 @@ def copy_in(nbytes: int, dst: int, src_reg: str) -> str:
 
 
 def wgmma_ptx(n: int, steps: list[str], a_bytes: int, b_bytes: int, a_regs: bool = False,
-              before_store: str = "", after_fence: str = "") -> str:
+              before_store: str = "", after_fence: str = "", nd: int | None = None) -> str:
     """One warpgroup: copy A and B images to shared memory, run `steps` (wgmma lines using %rd10 =
     A desc / %rd11 = B desc, %p1 = true, %p2 = false), commit, wait, store the accumulators."""
-    nd = n // 2
+    nd = n // 2 if nd is None else nd
     dregs = ", ".join(f"%d{i}" for i in range(nd))
     body = f"""
     mov.u32 %r0, %tid.x;
@@ -126,11 +126,11 @@ def wgmma_ptx(n: int, steps: list[str], a_bytes: int, b_bytes: int, a_regs: bool
                        shared=".shared .align 1024 .b8 buf[32768];"))
 
 
-def run(ptx, n, a_img, b_img, da, db):
-    out = np.zeros((128, n // 2), dtype=np.float32)
+def run(ptx, n, a_img, b_img, da, db, raw: bool = False, nd: int | None = None):
+    out = np.zeros((128, n // 2 if nd is None else nd), dtype=np.float32)
     pad = lambda x: np.concatenate([x.view(np.uint8), np.zeros(16384 - x.nbytes, np.uint8)])  # noqa: E731
     sim.launch(ptx, "k", block=(128,), args=[out, pad(a_img), pad(b_img), da, db])
-    return d_unpack(out, n)
+    return out if raw else d_unpack(out, n)
 
 
 # ------------------------------------------------------------------ numerics and layouts
@@ -290,3 +290,60 @@ def test_accumulator_fragment_cell():
     table = wl.d_fragment(16)          # thread 37: warp 1, lane 5 (g 1, t 1); d6
     assert tuple(table[37, 6]) == (16 + 1 + 8, 8 + 2)
     assert tuple(table[127, 0]) == (48 + 7, 6)
+
+
+def image_sw128_bytes(rows: np.ndarray) -> np.ndarray:
+    """(r, 128) bytes per row, 128B swizzle: chunk c of row r at c ^ (r % 8)."""
+    img = np.zeros((rows.shape[0], 8, 16), dtype=np.uint8)
+    for r in range(rows.shape[0]):
+        for c in range(8):
+            img[r, c ^ (r % 8)] = rows[r, 16 * c:16 * c + 16]
+    return img.reshape(-1)
+
+
+def _values(rng, typ, shape):
+    import ml_dtypes
+    v = rng.integers(1, 4, shape) * rng.choice([-1, 1], shape)
+    if typ in ("u8",):
+        v = np.abs(v)
+    enc = {"bf16": ml_dtypes.bfloat16, "tf32": np.float32, "e4m3": ml_dtypes.float8_e4m3fn,
+           "e5m2": ml_dtypes.float8_e5m2, "s8": np.int8, "u8": np.uint8, "f16": np.float16}[typ]
+    return v.astype(np.float64), v.astype(enc).view(np.uint8).reshape(shape[0], -1)
+
+
+@pytest.mark.parametrize("dtype,atype,btype,k", [
+    ("f32", "bf16", "bf16", 16), ("f32", "tf32", "tf32", 8), ("f32", "e4m3", "e5m2", 32),
+    ("f16", "e4m3", "e4m3", 32), ("f16", "f16", "f16", 16), ("s32", "s8", "u8", 32)])
+def test_other_types_one_step(dtype, atype, btype, k):
+    """One wgmma m64n16 per type combination, K-major 128B swizzle, exact small integers."""
+    n = 16
+    rng = np.random.default_rng(hash((atype, btype)) & 0xFFFF)
+    esize = {"bf16": 2, "f16": 2, "tf32": 4}.get(atype, 1)
+    a, a_bytes = _values(rng, atype, (64, 128 // esize))
+    bt, b_bytes = _values(rng, btype, (n, 128 // esize))
+    nd = n // 4 if dtype == "f16" else n // 2
+    ints = dtype == "s32"
+    tail = "" if ints else (", 1, 1, 0, 0" if esize == 2 else ", 1, 1")
+    sat = ".satfinite" if ints else ""
+    step = [f"wgmma.mma_async.sync.aligned.m64n{n}k{k}{sat}.{dtype}.{atype}.{btype} {{D}}, %rd10, %rd11, %p2{tail};"]
+    ptx = wgmma_ptx(n, step, 8192, 2048, nd=nd)
+    out = run(ptx, n, image_sw128_bytes(a_bytes), image_sw128_bytes(b_bytes),
+              desc(A_OFF, 16, 1024, 1), desc(B_OFF, 16, 1024, 1), raw=True, nd=nd)
+    want = a[:, :k] @ bt[:, :k].T
+    if dtype == "f16":
+        vals = d_unpack(out.view(np.float16).reshape(128, n // 2), n).astype(np.float64)
+    elif ints:
+        vals = d_unpack(out.view(np.int32), n).astype(np.float64)
+    else:
+        vals = d_unpack(out, n).astype(np.float64)
+    np.testing.assert_array_equal(vals, want)
+
+
+def test_bad_type_combinations_are_rejected():
+    for bad in ("m64n16k16.f16.bf16.bf16", "m64n12k16.f32.f16.f16", "m64n16k8.f32.f16.f16",
+                "m64n16k32.f32.s8.s8"):
+        ptx = wgmma_ptx(16, [f"wgmma.mma_async.sync.aligned.{bad} {{D}}, %rd10, %rd11, %p2, 1, 1, 0, 0;"],
+                        8192, 2048)
+        with pytest.raises(sim.HazardError) as e:
+            _launch(ptx, 16)
+        assert e.value.kind == "unsupported", bad

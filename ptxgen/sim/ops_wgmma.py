@@ -22,6 +22,7 @@ from . import numerics as nx
 from . import wgmma_layouts as wl
 from .errors import Fault
 from .operands import Lit, Vec
+from .ops_sm90_misc import require_sm90a
 from .ops_warp import participating_warps, read_warp_regs, write_warp_regs
 from .parse import Instr
 from .state import CtaState
@@ -94,6 +95,7 @@ def _imm(op, allowed: tuple, what: str, ctx) -> int:
 
 
 def compile_wgmma(ins: Instr, ctx):
+    require_sm90a(ctx, "wgmma")
     head = ins.mods[0] if ins.mods else ""
     if head in ("fence", "commit_group", "wait_group"):
         return _compile_sync(ins, ctx, head)

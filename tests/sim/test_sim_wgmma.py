@@ -347,3 +347,10 @@ def test_bad_type_combinations_are_rejected():
         with pytest.raises(sim.HazardError) as e:
             _launch(ptx, 16)
         assert e.value.kind == "unsupported", bad
+
+
+def test_wgmma_needs_target_sm90a():
+    ptx = _simple().replace(".version 8.0\n.target sm_90a\n", ".version 8.0\n.target sm_90\n")
+    with pytest.raises(sim.HazardError) as e:
+        _launch(ptx)
+    assert e.value.kind == "unsupported" and "sm_90a" in e.value.detail

@@ -183,6 +183,18 @@ def test_b_mn_major_128b_swizzle_transpose():
     np.testing.assert_array_equal(got, want.astype(np.float32))
 
 
+def test_a_mn_major_128b_swizzle_transpose():
+    """A 64 x 16 stored M-contiguous (16 rows of 64 m = 128 B), swizzled; imm-trans-a = 1, scale-a -1."""
+    rng = np.random.default_rng(8)
+    a, bt = nonzero(rng, (64, 16)), nonzero(rng, (8, 64))
+    step = ["wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {D}, %rd10, %rd11, %p2, -1, 1, 1, 0;"]
+    ptx = wgmma_ptx(8, step, 2048, 2048)
+    got = run(ptx, 8, image_kmajor_sw128(np.ascontiguousarray(a.T)), image_kmajor_sw128(bt),
+              desc(A_OFF, 8192, 1024, 1), desc(B_OFF, 16, 1024, 1))
+    want = -(a.astype(np.float64) @ bt[:, :16].astype(np.float64).T)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
 # ------------------------------------------------------------------ hazards, each with its fixed twin
 def _simple(n=8, **kw):
     step = [f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{D}}, %rd10, %rd11, %p2, 1, 1, 0, 0;"]
@@ -267,6 +279,8 @@ CELLS = [
     (3, False, 0, 256, 2, (5, 9), 162),       # 32-byte rows: 160 + chunk 1 ^ (bit 7 = 1) = 0, elem 1
     (1, True, 8192, 1024, 2, (10, 9), 1156),  # k row 9 at 1152, n chunk 1 ^ 1 = 0, elem 2
     (0, True, 512, 256, 2, (10, 9), 788),     # n block 1 (SBO 256), k8 1 (16), k group 1 (LBO 512), elem 2
+    (2, False, 16, 512, 2, (3, 9), 194),      # 64-byte rows: row 3 at 192, chunk 1 ^ 1 = 0, elem 1
+    (3, True, 0, 512, 2, (10, 9), 564),       # MN 32B: k group 1 (512) + k row 1 (32) + n chunk 1 (16), bit 7 clear
     (1, False, 16, 1024, 4, (3, 5), 420),     # tf32 (4 per chunk): row 3 at 384, chunk 1 ^ 3 = 2 (32), elem 1 (4)
 ]
 

@@ -77,17 +77,19 @@ def a_pack(a: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ kernel text
-def copy_in(nbytes: int, dst: int, src_reg: str) -> str:
-    """All 128 threads copy nbytes from global [src_reg] to shared buf+dst, 16 bytes at a time."""
+def copy_in(nbytes: int, dst: int, src_reg: str, threads: int = 128) -> str:
+    """All threads copy nbytes from global [src_reg] to shared buf+dst, 16 bytes at a time."""
     lines = []
-    for j in range(nbytes // 2048):
-        lines += [f"    ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [{src_reg}+{2048 * j}];",
-                  f"    st.shared.v4.u32 [%r3+{dst + 2048 * j}], {{%r4, %r5, %r6, %r7}};"]
+    step = 16 * threads
+    for j in range(nbytes // step):
+        lines += [f"    ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [{src_reg}+{step * j}];",
+                  f"    st.shared.v4.u32 [%r3+{dst + step * j}], {{%r4, %r5, %r6, %r7}};"]
     return "\n".join(lines)
 
 
 def wgmma_ptx(n: int, steps: list[str], a_bytes: int, b_bytes: int, a_regs: bool = False,
-              before_store: str = "", after_fence: str = "", nd: int | None = None) -> str:
+              before_store: str = "", after_fence: str = "", nd: int | None = None,
+              threads: int = 128) -> str:
     """One warpgroup: copy A and B images to shared memory, run `steps` (wgmma lines using %rd10 =
     A desc / %rd11 = B desc, %p1 = true, %p2 = false), commit, wait, store the accumulators."""
     nd = n // 2 if nd is None else nd
@@ -105,8 +107,8 @@ def wgmma_ptx(n: int, steps: list[str], a_bytes: int, b_bytes: int, a_regs: bool
     mul.wide.u32 %rd3, %r0, 16;
     add.u64 %rd4, %rd1, %rd3;
     add.u64 %rd5, %rd2, %rd3;
-{copy_in(a_bytes, A_OFF, "%rd4") if not a_regs else ""}
-{copy_in(b_bytes, B_OFF, "%rd5")}
+{copy_in(a_bytes, A_OFF, "%rd4", threads) if not a_regs else ""}
+{copy_in(b_bytes, B_OFF, "%rd5", threads)}
     ld.global.v4.u32 {{%a0, %a1, %a2, %a3}}, [%rd4];
     bar.sync 0;
     setp.eq.u32 %p1, %r0, %r0;
@@ -193,6 +195,27 @@ def test_a_mn_major_128b_swizzle_transpose():
               desc(A_OFF, 8192, 1024, 1), desc(B_OFF, 16, 1024, 1))
     want = -(a.astype(np.float64) @ bt[:, :16].astype(np.float64).T)
     np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("only_second", [False, True])
+def test_two_warpgroups_use_their_own_descriptors(only_second):
+    """256 threads: warpgroup w reads A image w (A desc + w * 8192 B); optionally only warpgroup 1
+    executes the wgmma (a guard on whole warpgroups), leaving warpgroup 0's accumulators alone."""
+    rng = np.random.default_rng(9)
+    a0, a1, bt = nonzero(rng, (64, 64)), nonzero(rng, (64, 64)), nonzero(rng, (8, 64))
+    guard = "@%p5 " if only_second else ""
+    steps = ["shr.u32 %r9, %r0, 7;", "setp.ne.u32 %p5, %r9, 0;", "mul.wide.u32 %rd14, %r9, 512;",
+             "add.u64 %rd12, %rd10, %rd14;",
+             guard + "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {D}, %rd12, %rd11, %p2, 1, 1, 0, 0;"]
+    ptx = wgmma_ptx(8, steps, 16384, 4096, threads=256)
+    out = np.zeros((256, 4), dtype=np.float32)
+    a_img = np.concatenate([image_kmajor_sw128(a0), image_kmajor_sw128(a1)]).view(np.uint8)
+    b_img = np.concatenate([image_kmajor_sw128(bt).view(np.uint8), np.zeros(3072, np.uint8)])
+    sim.launch(ptx, "k", block=(256,), args=[out, a_img, b_img, desc(A_OFF, 16, 1024, 1), desc(B_OFF, 16, 1024, 1)])
+    b = bt[:, :16].astype(np.float64).T
+    want0 = np.zeros((64, 8)) if only_second else a0[:, :16].astype(np.float64) @ b
+    np.testing.assert_array_equal(d_unpack(out[:128], 8), want0.astype(np.float32))
+    np.testing.assert_array_equal(d_unpack(out[128:], 8), (a1[:, :16].astype(np.float64) @ b).astype(np.float32))
 
 
 # ------------------------------------------------------------------ hazards, each with its fixed twin

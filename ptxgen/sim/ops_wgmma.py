@@ -81,7 +81,7 @@ def _types(ins: Instr, ctx):
 
 
 def _shape_n(shape: str, k: int, ctx, text: str) -> int:
-    prefix, tail = f"m64n", f"k{k}"
+    prefix, tail = "m64n", f"k{k}"
     body = shape[len(prefix):-len(tail)] if shape.startswith(prefix) and shape.endswith(tail) else ""
     if not body.isdigit() or not 8 <= int(body) <= 256 or int(body) % 8:
         raise ctx.fail(f"{text}: shape .{shape} is not m64nNk{k} with N = 8, 16, ..., 256")

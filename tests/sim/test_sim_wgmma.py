@@ -14,7 +14,6 @@ import pytest
 from ptxgen import sim
 from sim_util import kernel, line_of
 
-HEADER_90 = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 A_OFF, B_OFF = 0, 16384
 
 
@@ -280,13 +279,11 @@ def test_wait_group_keeps_the_newest_groups_in_flight():
 
 def test_partial_warpgroup_is_divergence():
     ptx = _simple()
-    rng = np.random.default_rng(1)
     out = np.zeros((128, 4), dtype=np.float32)
     img = np.zeros(16384, np.uint8)
     with pytest.raises(sim.HazardError) as e:
         sim.launch(ptx, "k", block=(64,), args=[out, img, img, desc(A_OFF, 16, 1024, 1), desc(B_OFF, 16, 1024, 1)])
     assert e.value.kind == "divergence" and "warpgroup" in e.value.detail
-    del rng
 
 
 # ------------------------------------------------------------------ address map, cell by cell

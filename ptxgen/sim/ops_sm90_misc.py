@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import Fault
-from .memory import SHARED_GENERIC_BASE
+from .memory import SHARED_GENERIC_BASE, bank_wavefronts
 from .operands import Lit, PredPair
 from .ops_mem import address_getter, check_aligned
 from .ops_warp import LDMATRIX_FLAT, participating_warps
@@ -43,6 +43,7 @@ def compile_stmatrix(ins: Instr, ctx):
     getters = [ctx.src(r, "b32") for r in ctx.vec(ins.operands[1], nmat, "stmatrix source")]
     flat = LDMATRIX_FLAT["trans" in mods]
     nlanes = 8 * nmat
+    line = ctx.line
 
     def run(cta: CtaState, mask):
         warps = participating_warps(cta, mask)
@@ -65,6 +66,7 @@ def compile_stmatrix(ins: Instr, ctx):
         data = mats.reshape(-1, 8).view(np.uint8)   # one 16-byte row per supplier
         suppliers = (warp_ids[:, None] * 32 + np.arange(nlanes)).reshape(-1)
         cta.smem.write(suppliers, rows, data, cta.epoch, "stmatrix writes")
+        cta.add_smem_stat(line, *bank_wavefronts(suppliers >> 5, suppliers & 31, rows, 16, 8))
     return run
 
 

@@ -52,7 +52,10 @@ def stmatrix_kernel(count: int, trans: bool) -> str:
 def test_stmatrix_places_fragments_as_the_sheet_says(count, trans):
     regs = np.random.default_rng(count + 3 * trans).integers(1, 1 << 16, (32, count, 2), dtype=np.uint16)
     out = np.zeros(1024, dtype=np.uint8)
-    sim.launch(stmatrix_kernel(count, trans), "k", block=(32,), args=[out, regs.copy()])
+    ptx = stmatrix_kernel(count, trans)
+    res = sim.launch(ptx, "k", block=(32,), args=[out, regs.copy()])
+    # rows 32 bytes apart: 8 rows of a matrix cover 256 bytes, two rows share each bank quad
+    assert res.smem_wavefronts[line_of(ptx, "STM")] == (2 * count, count)
     halves = out.view(np.uint16)
     for j in range(count):
         for lane in range(32):

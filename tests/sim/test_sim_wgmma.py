@@ -388,3 +388,29 @@ def test_wgmma_needs_target_sm90a():
     with pytest.raises(sim.HazardError) as e:
         _launch(ptx)
     assert e.value.kind == "unsupported" and "sm_90a" in e.value.detail
+
+
+def test_a_register_written_after_fence_is_a_hazard():
+    step = ["wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {D}, {%a0, %a1, %a2, %a3}, %rd11, %p2, 1, 1, 0;"]
+    ok = wgmma_ptx(8, step, 0, 2048, a_regs=True)
+    _launch(ok)
+    bad = wgmma_ptx(8, step, 0, 2048, a_regs=True, after_fence="    mov.b32 %a2, 0;   // ALATE")
+    with pytest.raises(sim.HazardError) as e:
+        _launch(bad)
+    assert e.value.kind == "missing-fence" and "%a2" in e.value.detail
+
+
+def test_other_shape_on_in_flight_accumulators_is_a_hazard():
+    """Only a same-shape wgmma into the same registers may follow without a wait."""
+    first = "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {D}, %rd10, %rd11, %p2, 1, 1, 0, 0;"
+    same = first.replace("%p2", "%p1")
+    other = ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%d0, %d1, %d2, %d3}, %rd10, %rd11, "
+             "%p1, 1, 1, 0, 0;   // OTHER")
+    _launch(wgmma_ptx(16, [first, same], 8192, 4096), 16)
+    bad = wgmma_ptx(16, [first, other], 8192, 4096)
+    with pytest.raises(sim.HazardError) as e:
+        _launch(bad, 16)
+    assert e.value.kind == "async-pending" and e.value.line == line_of(bad, "OTHER")
+    fixed = wgmma_ptx(16, [first, "wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;",
+                           other.replace("// OTHER", "")], 8192, 4096)
+    _launch(fixed, 16)

@@ -2,20 +2,25 @@
 from __future__ import annotations
 
 HAZARD_KINDS = frozenset(
-    {"race", "async-pending", "out-of-bounds", "misaligned", "divergence", "unsupported", "deadlock"}
+    {"race", "async-pending", "out-of-bounds", "misaligned", "divergence", "unsupported", "deadlock",
+     "missing-fence"}
 )
 """The kinds of HazardError:
 
 race           two threads (or two CTAs) touch the same bytes without synchronisation: shared memory
                with no bar.sync in between; global memory between CTAs with no release/acquire
                (happens-before) edge (sync.py), or ordinary stores by two CTAs to the same bytes.
-async-pending  a cp.async destination is read or overwritten before a wait covered it.
+async-pending  a cp.async destination is read or overwritten before a wait covered it; a register
+               or shared byte that a wgmma still in flight uses is accessed before the
+               wgmma.wait_group that retires it.
 out-of-bounds  an access outside the argument array its address was derived from (named, with the
                distance and its bounds), outside the shared window or a parameter, or a store
                into a read-only argument.
 misaligned     an address (or a wmma stride) breaks the instruction's alignment rule.
 divergence     a branch, barrier or .sync.aligned warp instruction that threads disagree on.
 unsupported    text the simulator does not implement (reported before anything runs).
+missing-fence  a wgmma uses registers (A fragments, accumulators) accessed since the last
+               wgmma.fence of its warpgroup, or it is the warpgroup's first wgmma without one.
 deadlock       every unfinished CTA keeps spinning on loads that return the same values
                (scheduler.py); the line is the load the first such CTA keeps repeating.
 """

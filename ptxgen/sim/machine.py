@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
-               ops_warp, ops_wmma, scheduler)
+               ops_sm90_misc, ops_warp, ops_wgmma, ops_wmma, scheduler)
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
 from .program import SMEM_LIMIT, Program, build_program
@@ -19,7 +19,8 @@ from .sync import CtaSync, SyncModel
 RESIDENT_BUDGET = 2 << 30     # bytes of simulator state for CTAs alive at once (interleaved runs)
 MIN_RESIDENT = 132            # one CTA per SM on an H100
 REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_cvt.OPS, **ops_math.OPS, **ops_bits.OPS, **ops_mem.OPS,
-            **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS}
+            **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS,
+            **ops_wgmma.OPS, **ops_sm90_misc.OPS}
 
 
 @dataclass
@@ -203,8 +204,16 @@ def _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, st
         special[f"%ntid.{axis}"] = np.full(n, block[i])
         special[f"%ctaid.{axis}"] = np.full(n, xyz[i])
         special[f"%nctaid.{axis}"] = np.full(n, grid[i])
+    # without a cluster launch every CTA is a cluster of one (PTX ISA: implicit 1x1x1 clusters)
+    for i, axis in enumerate("xyz"):
+        special[f"%cluster_ctaid.{axis}"] = np.zeros(n)
+        special[f"%cluster_nctaid.{axis}"] = np.ones(n)
+        special[f"%clusterid.{axis}"] = special[f"%ctaid.{axis}"]
+        special[f"%nclusterid.{axis}"] = special[f"%nctaid.{axis}"]
+    special["%cluster_ctarank"], special["%cluster_nctarank"] = np.zeros(n), np.ones(n)
+    special["%is_explicit_cluster"] = np.zeros(n)
     for name, slot in program.special_slots.items():
-        regs[slot] = special[name].astype(np.uint32)
+        regs[slot] = special[name].astype(bool if program.slot_bits[slot] == 1 else np.uint32)
     active = tids < nthreads
     cta_index = xyz[0] + grid[0] * (xyz[1] + grid[1] * xyz[2])
     cta = CtaState(R=regs, n=n, nthreads=nthreads, active=active, n_active=nthreads, tids=tids,

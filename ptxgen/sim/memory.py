@@ -234,6 +234,7 @@ class SharedMemory:
         self.r_thread = np.full(size, NOBODY, dtype=np.int32)
         self.r_epoch = np.full(size, -1, dtype=np.int32)
         self.pending = np.zeros(size, dtype=np.int16)
+        self.async_reads: np.ndarray | None = None   # per byte: wgmmas in flight reading it
         # duplicate detection, no meaning between calls, so CTAs alive at once may share it
         self.scratch = np.zeros(size, dtype=np.int32) if scratch is None else scratch
 
@@ -244,6 +245,7 @@ class SharedMemory:
         self.r_thread.fill(NOBODY)
         self.r_epoch.fill(-1)
         self.pending.fill(0)
+        self.async_reads = None
 
     def check_bounds(self, addrs: np.ndarray, width: int, what: str) -> None:
         bad = (addrs < 0) | (addrs + width > self.size)
@@ -289,6 +291,10 @@ class SharedMemory:
 
     def check_write(self, idx: np.ndarray, tid: np.ndarray, epoch: int, what: str) -> None:
         """Race check of a write without recording it (cp.async at issue time)."""
+        if self.async_reads is not None and self.async_reads[idx].any():
+            k = int(np.flatnonzero(self.async_reads[idx])[0])
+            raise Fault("async-pending", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} that a "
+                        "wgmma still in flight reads; retire it with wgmma.wait_group first")
         wt = self.w_thread[idx]
         rt = self.r_thread[idx]
         by_writer = (self.w_epoch[idx] == epoch) & (wt != tid) & (wt != NOBODY)

@@ -24,7 +24,10 @@ Executor = Callable[..., "int | None"]
 
 SPECIAL_REGISTERS = tuple(
     f"%{base}.{axis}" for base in ("tid", "ntid", "ctaid", "nctaid") for axis in "xyz"
-) + ("%laneid", "%warpid", "%nwarpid")
+) + ("%laneid", "%warpid", "%nwarpid") + tuple(
+    f"%{base}.{axis}" for base in ("cluster_ctaid", "cluster_nctaid", "clusterid", "nclusterid")
+    for axis in "xyz") + ("%cluster_ctarank", "%cluster_nctarank")
+SPECIAL_PREDICATES = ("%is_explicit_cluster",)
 
 SMEM_LIMIT = 232448  # max shared bytes per block on sm_90 (facts §10); larger launches fail
 
@@ -62,6 +65,8 @@ class CompileContext:
                  params: dict[str, tuple[int, ParamDecl]], labels: dict[str, int]):
         self.regs, self.symbols, self.params, self.labels = regs, symbols, params, labels
         self.line = 0
+        # whole-program passes an op compiler registers (by key, once): fn(instrs, ops) -> ops
+        self.passes: dict[str, Callable] = {}
 
     @staticmethod
     def fail(detail: str) -> Fault:
@@ -172,10 +177,11 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
     regs: dict[str, tuple[int, int]] = {}
     slot_bits: list[int] = []
     special_slots: dict[str, int] = {}
-    for name in SPECIAL_REGISTERS:
+    for name in SPECIAL_REGISTERS + SPECIAL_PREDICATES:
+        bits = 1 if name in SPECIAL_PREDICATES else 32
         special_slots[name] = len(slot_bits)
-        regs[name] = (len(slot_bits), 32)
-        slot_bits.append(32)
+        regs[name] = (len(slot_bits), bits)
+        slot_bits.append(bits)
     for decl in entry.regs:
         bits = TYPE_BITS[decl.type]
         if decl.name in regs:
@@ -206,11 +212,14 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
             index += 1
 
     ctx = CompileContext(regs, symbols, params, labels)
+    ctx.target = module.target          # sm_90a-only instructions check it
     ops: list[tuple[Executor, int, bool]] = []
     op_lines: list[int] = []
+    instrs = []
     for item in entry.body:
         if isinstance(item, Label):
             continue
+        instrs.append(item)
         ctx.line = item.line
         try:
             compile_fn = registry.get(item.opcode)
@@ -227,6 +236,8 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
             raise hazard(item.line, f) from None
         ops.append((executor, guard, item.guard_negated))
         op_lines.append(item.line)
+    for run_pass in ctx.passes.values():
+        ops = run_pass(instrs, ops)
     executors = [op[0] for op in ops]
     return Program(entry, lines, ops, op_lines, slot_bits, special_slots, list(entry.params),
                    offsets, offset, end, dynamic_offset, symbols,

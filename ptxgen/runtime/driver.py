@@ -69,7 +69,10 @@ def _describe(status: Any) -> tuple[int, str, str]:
     code = int(status)
     name, desc = "", ""
     try:
-        drv = _driver()
+        try:
+            drv = _driver()
+        except StandInNotSelected:  # the enum and its strings need no particular driver
+            from cuda.bindings import driver as drv
         enum = drv.CUresult(code)
         name = enum.name
         try:

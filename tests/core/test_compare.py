@@ -163,3 +163,19 @@ def test_underflow_to_zero_is_right_but_a_small_error_is_not(out):
     assert compare(ok, ref, g).ok
     bad = np.array([[-0.0, 3.01]], dtype=numpy_dtype(out))
     assert not compare(bad, ref, g).ok
+
+
+def test_gelu_reference_keeps_its_precision_in_the_far_negative_tail():
+    """GELU(-7) = -7 * sigmoid(2y) is about -2.3e-15: the tanh form loses it to cancellation
+    (1 + tanh(-17.8) on float64's 1.1e-16 grid); the reference must not."""
+    from fractions import Fraction
+    import math
+
+    from ptxgen.check import reference
+
+    x = -7.0
+    y = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+    exact = x / (1 + math.exp(-2 * y))  # e^(35.65): no cancellation anywhere
+    got = reference(np.array([[x]]), np.array([[1.0]]), Epilogue(activation="gelu"))[0, 0]
+    assert abs(Fraction(got) - Fraction(exact)) <= abs(Fraction(exact)) * Fraction(1, 10**12)
+    assert got != 0.5 * x * (1.0 + math.tanh(y))  # the cancelling form is measurably off here

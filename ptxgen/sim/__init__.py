@@ -20,5 +20,6 @@ line; errors.HAZARD_KINDS lists them. Like ptxas, it rejects a module that does 
 """
 from .errors import HazardError
 from .machine import SimResult, launch
+from .tensormap import TensorMap
 
-__all__ = ["launch", "HazardError", "SimResult"]
+__all__ = ["launch", "HazardError", "SimResult", "TensorMap"]

@@ -49,6 +49,7 @@ class CtaState:
     backedge: bool = False               # the last slice ended at a taken backward branch
     streak: int = 0                      # consecutive waiting iterations (scheduler back-off)
     skip: int = 0                        # scheduler turns still to skip
+    hopper: object = None                # mbarriers, TMA and bulk groups (async_proxy.HopperState)
 
     @property
     def nwarps(self) -> int:

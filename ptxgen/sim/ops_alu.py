@@ -306,11 +306,11 @@ def compile_mov(ins: Instr, ctx):
     bits = TYPE_BITS[typ]
     if isinstance(dst, Vec) or isinstance(src, Vec):
         return _compile_pack(ins, ctx, typ, dst, src)
-    if isinstance(src, Name) and src.name in ctx.params:   # a tensor map's address (facts §9d)
-        if typ not in ("b64", "u64", "s64"):
-            raise ctx.fail(f"mov of .param symbol {src.name}'s address needs a 64-bit type")
+    if isinstance(src, Name) and src.name in ctx.params:   # a tensor map's .param address (facts §9d)
+        if bits not in (32, 64):
+            raise ctx.fail(f"mov of .param symbol {src.name}'s address needs a 32- or 64-bit type")
         slot, _ = ctx.dst(dst, typ)
-        address = np.array([PARAM_BASE + ctx.params[src.name][0]], dtype=np.uint64)
+        address = np.array([ctx.params[src.name][0]], dtype=STORAGE_DTYPE[bits])
         return lambda cta, mask: store(cta, slot, address, mask)
     slot, _ = ctx.dst(dst, typ)
     storage = STORAGE_DTYPE[bits]
@@ -366,11 +366,12 @@ def compile_cvta(ins: Instr, ctx):
     if to:
         mods.pop(0)
     space = mods[0].split("::")[0] if len(mods) == 1 else None
-    if space == "param" and typ == "u64":     # the parameter window is its own generic address range
+    if space == "param" and typ == "u64":     # .param address <-> generic (memory.PARAM_BASE + offset)
         ops = _operands(ins, ctx, 2)
         pslot, _ = ctx.dst(ops[0], typ)
         pget = ctx.src(ops[1], "u64")
-        return lambda cta, mask: store(cta, pslot, pget(cta.R), mask)
+        shift = np.uint64((-PARAM_BASE if to else PARAM_BASE) & 0xFFFFFFFFFFFFFFFF)
+        return lambda cta, mask: store(cta, pslot, pget(cta.R) + shift, mask)
     if space not in ("global", "shared") or (len(mods) == 1 and mods[0] not in ("global", "shared", "shared::cta")):
         raise ctx.fail(f"cvta.{'.'.join(ins.mods)} is not supported (global and shared only)")
     ops = _operands(ins, ctx, 2)

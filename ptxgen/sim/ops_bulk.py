@@ -122,15 +122,17 @@ def _compile_tensor(ins: Instr, ctx, mods: tuple):
 
 def _map_getter(ctx, mem: Mem):
     if mem.base is not None and mem.base.name in ctx.params:
-        const = np.array([PARAM_BASE + ctx.params[mem.base.name][0] + mem.offset], dtype=np.int64)
+        const = np.array([ctx.params[mem.base.name][0] + mem.offset], dtype=np.int64)
         return lambda R: const
     return address_getter(ctx, mem, "global")
 
 
 def _resolve(cta: CtaState, addr: int, rank: int, what: str) -> DecodedMap:
+    """The map at a generic address (cvta.param of a .param address, or global memory) or at a
+    .param address (a `mov` of the parameter's name without cvta)."""
     if addr % 64:
         raise Fault("misaligned", f"{what}: tensor map address {addr:#x} is not 64-byte aligned")
-    start = addr - PARAM_BASE
+    start = addr - PARAM_BASE if addr >= PARAM_BASE else addr
     if 0 <= start <= len(cta.param_bytes) - MAP_BYTES:
         raw = cta.param_bytes[start:start + MAP_BYTES]
     else:

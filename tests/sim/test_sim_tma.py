@@ -318,3 +318,20 @@ def test_unsupported_tma_forms_are_rejected(mods):
         sim.launch(ptx, "k", block=(64,), args=[np.zeros(1024, np.uint8), sim.TensorMap(np.zeros((8, 64), np.float16), (8, 64)), 0, 0],
                    dynamic_smem=2048)
     assert e.value.kind == "unsupported"
+
+
+def test_triton_style_map_address_and_scoped_wait_loop():
+    """Triton 3.9 takes the map's address with a 32-bit mov of the .param name, widens it and
+    converts it with cvta.param; its wait loop sits in a { .reg .pred ...; } block."""
+    ptx = load_kernel(2, 2048).replace(
+        "    mov.b64 %rd1, tmap;\n    cvta.param.u64 %rd1, %rd1;\n",
+        "    mov.b32 %r9, tmap;\n    cvt.u64.u32 %rd3, %r9;\n    cvta.param.u64 %rd1, %rd3;\n").replace(
+        "WAIT:\n    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;\n    @!%p1 bra WAIT;\n",
+        "    mov.b32 %r5, 0;\n{\n    .reg .pred complete;\n    waitLoop:\n"
+        "    mbarrier.try_wait.parity.shared::cta.b64 complete, [%r2], %r5;\n    @!complete bra.uni waitLoop;\n}\n")
+    assert "cvta.param" in ptx and "waitLoop" in ptx
+    a = (np.arange(20 * 64) % 113 + 1).astype(np.float16).reshape(20, 64)
+    raw = np.zeros(2048, dtype=np.uint8)
+    sim.launch(ptx, "k", block=(128,), args=[raw, sim.TensorMap(a, (16, 64), swizzle="128B"), 0, 8],
+               dynamic_smem=2048 + 8)
+    assert np.array_equal(unswizzle(raw, "128B", np.float16, (16, 64)), expected_box(a, (8, 0), (16, 64)))

@@ -9,7 +9,11 @@ HAZARD_KINDS = frozenset(
 race           two threads (or two CTAs) touch the same bytes without synchronisation: shared memory
                with no bar.sync in between; global memory between CTAs with no release/acquire
                (happens-before) edge (sync.py), or ordinary stores by two CTAs to the same bytes.
-async-pending  a cp.async destination is read or overwritten before a wait covered it.
+               Also: an mbarrier arrived on more often than its phase expects, or used uninitialised;
+               generic-proxy shared writes read by a TMA store with no fence.proxy.async between.
+async-pending  a cp.async destination is read or overwritten before a wait covered it; likewise a
+               TMA/bulk destination before a wait saw its mbarrier phase complete, and a bulk
+               store's shared source before cp.async.bulk.wait_group{.read} covered it.
 out-of-bounds  an access outside the argument array its address was derived from (named, with the
                distance and its bounds), outside the shared window or a parameter, or a store
                into a read-only argument.
@@ -17,7 +21,8 @@ misaligned     an address (or a wmma stride) breaks the instruction's alignment 
 divergence     a branch, barrier or .sync.aligned warp instruction that threads disagree on.
 unsupported    text the simulator does not implement (reported before anything runs).
 deadlock       every unfinished CTA keeps spinning on loads that return the same values
-               (scheduler.py); the line is the load the first such CTA keeps repeating.
+               (scheduler.py); the line is the load the first such CTA keeps repeating. Also an
+               mbarrier wait polled unchanged while its phase cannot complete (async_proxy.py).
 """
 
 

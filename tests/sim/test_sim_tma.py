@@ -335,3 +335,22 @@ def test_triton_style_map_address_and_scoped_wait_loop():
     sim.launch(ptx, "k", block=(128,), args=[raw, sim.TensorMap(a, (16, 64), swizzle="128B"), 0, 8],
                dynamic_smem=2048 + 8)
     assert np.array_equal(unswizzle(raw, "128B", np.float16, (16, 64)), expected_box(a, (8, 0), (16, 64)))
+
+
+@pytest.mark.parametrize("shape, box, start", [((100,), (64,), (-16,)), ((3, 4, 5, 6, 8), (1, 2, 2, 2, 8), (2, 3, 4, 5, 4))])
+def test_rank_1_and_rank_5_boxes(shape, box, start):
+    a = (np.arange(int(np.prod(shape)), dtype=np.float32) + 1).reshape(shape)
+    raw = tma_load(a, box, start)
+    assert np.array_equal(raw.view(np.float32).reshape(box), expected_box(a, start, box))
+
+
+def test_fences_that_order_nothing_here_are_accepted():
+    ptx = load_kernel(2, 1024).replace(
+        "    @%p0 prefetch.param.tensormap [%rd1];\n",
+        "    fence.proxy.tensormap::generic.release.gpu;\n"
+        "    fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;\n"
+        "    fence.mbarrier_init.release.cluster;\n    prefetch.tensormap [%rd1];\n")
+    a = np.ones((8, 64), dtype=np.float16)
+    raw = np.zeros(1024, dtype=np.uint8)
+    sim.launch(ptx, "k", block=(64,), args=[raw, sim.TensorMap(a, (8, 64)), 0, 0], dynamic_smem=2048)
+    assert (raw.view(np.float16) == 1).all()

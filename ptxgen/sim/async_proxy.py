@@ -16,6 +16,7 @@ that saw no change in between are reported as a deadlock naming the barrier.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,6 +69,17 @@ class HopperState:
     bulk_commits: dict[int, int] = field(default_factory=dict)     # thread -> committed bulk groups
     stalls: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # line -> (addr, version, count)
     fenced: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # smem writer state at the last proxy fence
+
+
+def require(ctx, what: str, version: tuple[int, int], arch: int) -> None:
+    """Reject `what` in a module whose .version or .target predates it (ptxas would; facts §10)."""
+    m = re.match(r"sm_(\d+)", ctx.target or "")
+    have = tuple(int(x) for x in ctx.version.split(".")) if re.fullmatch(r"\d+\.\d+", ctx.version or "") else None
+    if m is not None and int(m.group(1)) < arch:
+        raise ctx.fail(f"{what} needs .target sm_{arch} or newer, the module says .target {ctx.target}")
+    if have is not None and have < version:
+        raise ctx.fail(f"{what} needs PTX ISA {version[0]}.{version[1]} or newer, the module says "
+                       f".version {ctx.version}")
 
 
 def hopper(cta) -> HopperState:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops_async, ops_atomic
-from .async_proxy import BulkRead, InFlight, barrier_at, check_async_read, check_barrier_address, hopper, proxy_fence
+from .async_proxy import (BulkRead, InFlight, barrier_at, check_async_read, check_barrier_address, hopper, proxy_fence,
+                          require)
 from .errors import Fault
 from .memory import PARAM_BASE
 from .operands import Lit, Mem, Name, TensorRef
@@ -32,6 +33,10 @@ IGNORED = ("L2::cache_hint",)
 def compile_cp(ins: Instr, ctx):
     if ins.mods[:2] != ("async", "bulk"):
         return ops_async.compile_cp(ins, ctx)
+    require(ctx, "cp.async.bulk", (8, 0), 90)
+    if "tensor" in ins.mods and len(ins.mods) > 4 and ins.mods[4] == "shared::cta":
+        require(ctx, "a cp.async.bulk.tensor load into .shared::cta (use .shared::cluster before PTX 8.6)",
+                (8, 6), 90)
     rest = ins.mods[2:]
     if rest == ("commit_group",):
         if ins.operands:
@@ -283,9 +288,11 @@ def _wait(cta: CtaState, mask, keep: int) -> None:
 # ------------------------------------------------------------------ fences and prefetch
 def compile_fence(ins: Instr, ctx):
     mods = ins.mods
-    if mods and mods[0] == "proxy" or (mods and mods[0].startswith("proxy.")):
+    if mods and mods[0] == "proxy":
         mods = mods[1:]
+        require(ctx, f"fence.{'.'.join(ins.mods)}", (8, 3) if mods[:1] == ("tensormap::generic",) else (8, 0), 90)
     elif mods and mods[0] == "mbarrier_init":
+        require(ctx, "fence.mbarrier_init", (8, 0), 90)
         if mods[1:] != ("release", "cluster") or ins.operands:
             raise ctx.fail("fence.mbarrier_init takes .release.cluster and no operands")
         return lambda cta, mask: None          # a lone CTA is its own cluster; bar.sync orders init
@@ -308,7 +315,7 @@ def compile_fence(ins: Instr, ctx):
 def compile_prefetch(ins: Instr, ctx):
     mods = ins.mods
     if mods and mods[-1] == "tensormap" and mods[:-1] in ((), ("const",), ("param",)):
-        pass
+        require(ctx, "prefetch.tensormap", (8, 0), 90)
     elif mods not in (("global", "L1"), ("global", "L2"), ("L1",), ("L2",)):
         raise ctx.fail(f"prefetch.{'.'.join(mods)} is not supported (prefetch{{.param,.const}}.tensormap, "
                        "prefetch{.global}.L1/.L2)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .async_proxy import (MAX_COUNT, Barrier, add_tx, arrive, barrier_at, check_barrier_address, hopper,
-                          note_stall, try_complete)
+                          note_stall, require, try_complete)
 from .errors import Fault
 from .memory import SHARED_GENERIC_BASE
 from .operands import Lit, Mem, Name
@@ -24,7 +24,7 @@ SEMS = {"release", "relaxed", "acquire"}
 SCOPES = {"cta", "cluster"}
 SPACES = {"shared": "shared", "shared::cta": "shared", "shared::cluster": "shared"}
 KINDS = {("init",), ("inval",), ("arrive",), ("arrive", "expect_tx"), ("expect_tx",), ("complete_tx",),
-         ("test_wait",), ("test_wait", "parity"), ("try_wait",), ("try_wait", "parity"), ("pending_count",)}
+         ("test_wait",), ("test_wait", "parity"), ("try_wait",), ("try_wait", "parity")}
 
 
 def _split_mods(ins: Instr, ctx) -> tuple[tuple[str, ...], str]:
@@ -43,8 +43,15 @@ def _split_mods(ins: Instr, ctx) -> tuple[tuple[str, ...], str]:
             kind.append(m)
     if tuple(kind) not in KINDS:
         raise ctx.fail(f"mbarrier.{'.'.join(ins.mods)} is not supported (init, inval, arrive{{.expect_tx}}, "
-                       "expect_tx, complete_tx, test_wait/try_wait{.parity}, pending_count; "
+                       "expect_tx, complete_tx, test_wait/try_wait{.parity}; pending_count, "
                        ".noComplete and remote-CTA barriers are not simulated)")
+    if kind[-1] in ("expect_tx", "complete_tx") or "shared::cluster" in mods or any(m in SEMS or m in SCOPES for m in mods):
+        require(ctx, f"mbarrier.{'.'.join(ins.mods)}", (8, 0), 90)
+    elif kind[0] == "try_wait":
+        require(ctx, "mbarrier.try_wait", (7, 8), 90)
+    else:
+        cta_space = "shared::cta" in mods
+        require(ctx, "mbarrier" + (" with .shared::cta" if cta_space else ""), (7, 8) if cta_space else (7, 0), 80)
     return tuple(kind), space
 
 
@@ -92,8 +99,6 @@ def compile_mbarrier(ins: Instr, ctx):
             get_addr, get_n, name, kind)
     if kind[0] == "arrive":
         return _compile_arrive(ctx, ops, space, kind, name)
-    if kind == ("pending_count",):
-        raise ctx.fail("mbarrier.pending_count is not supported")
     return _compile_wait(ctx, ops, space, kind, name)
 
 

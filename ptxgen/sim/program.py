@@ -62,6 +62,7 @@ class CompileContext:
                  params: dict[str, tuple[int, ParamDecl]], labels: dict[str, int]):
         self.regs, self.symbols, self.params, self.labels = regs, symbols, params, labels
         self.line = 0
+        self.version, self.target = "", ""   # the module's .version and .target (feature floors)
 
     @staticmethod
     def fail(detail: str) -> Fault:
@@ -206,6 +207,7 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
             index += 1
 
     ctx = CompileContext(regs, symbols, params, labels)
+    ctx.version, ctx.target = module.version, module.target
     ops: list[tuple[Executor, int, bool]] = []
     op_lines: list[int] = []
     for item in entry.body:

@@ -350,7 +350,34 @@ def test_fences_that_order_nothing_here_are_accepted():
         "    fence.proxy.tensormap::generic.release.gpu;\n"
         "    fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;\n"
         "    fence.mbarrier_init.release.cluster;\n    prefetch.tensormap [%rd1];\n")
+    ptx = ptx.replace(".version 8.0", ".version 8.3")       # fence.proxy.tensormap is PTX 8.3
     a = np.ones((8, 64), dtype=np.float16)
     raw = np.zeros(1024, dtype=np.uint8)
     sim.launch(ptx, "k", block=(64,), args=[raw, sim.TensorMap(a, (8, 64)), 0, 0], dynamic_smem=2048)
     assert (raw.view(np.float16) == 1).all()
+
+
+@pytest.mark.parametrize("version, target, ok", [("8.0", "sm_90a", True), ("7.8", "sm_90", False),
+                                                 ("8.0", "sm_80", False)])
+def test_feature_floors_of_the_module_header(version, target, ok):
+    ptx = load_kernel(2, 1024).replace(".version 8.0\n.target sm_90a", f".version {version}\n.target {target}")
+    args = [np.zeros(1024, np.uint8), sim.TensorMap(np.ones((8, 64), np.float16), (8, 64)), 0, 0]
+    if ok:
+        sim.launch(ptx, "k", block=(64,), args=args, dynamic_smem=2048)
+        return
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(ptx, "k", block=(64,), args=args, dynamic_smem=2048)
+    assert e.value.kind == "unsupported" and ("needs PTX ISA 8.0" in e.value.detail or "needs .target sm_90" in e.value.detail)
+
+
+@pytest.mark.parametrize("version, ok", [("8.6", True), ("8.5", False)])
+def test_tma_load_into_shared_cta_needs_ptx_8_6(version, ok):
+    ptx = load_kernel(2, 1024).replace(".version 8.0", f".version {version}").replace(
+        "bulk.tensor.2d.shared::cluster.global", "bulk.tensor.2d.shared::cta.global")
+    args = [np.zeros(1024, np.uint8), sim.TensorMap(np.ones((8, 64), np.float16), (8, 64)), 0, 0]
+    if ok:
+        sim.launch(ptx, "k", block=(64,), args=args, dynamic_smem=2048)
+        return
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(ptx, "k", block=(64,), args=args, dynamic_smem=2048)
+    assert "use .shared::cluster before PTX 8.6" in e.value.detail

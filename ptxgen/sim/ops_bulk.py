@@ -203,8 +203,18 @@ def _store_box(cta: CtaState, tid: int, tmap: DecodedMap, start, src: int, what:
 
 
 def _read_source(cta: CtaState, tid: int, idx: np.ndarray, what: str) -> np.ndarray:
+    """The store's source bytes; another store still reading them is no conflict (two reads), so
+    their holds are lifted while the read checks for in-flight writes into the bytes."""
     check_async_read(cta, idx, what + " reads")
-    return cta.smem.read(np.full(len(idx), tid), idx, 1, cta.epoch, what + " reads").reshape(-1)
+    smem = cta.smem
+    holds = [r.idx for r in hopper(cta).bulk_reads]
+    for h in holds:
+        smem.pending[h] -= 1
+    try:
+        return smem.read(np.full(len(idx), tid), idx, 1, cta.epoch, what + " reads").reshape(-1)
+    finally:
+        for h in holds:
+            smem.pending[h] += 1
 
 
 def _hold_source(cta: CtaState, tid: int, idx: np.ndarray) -> None:

@@ -381,3 +381,18 @@ def test_tma_load_into_shared_cta_needs_ptx_8_6(version, ok):
     with pytest.raises(sim.HazardError) as e:
         sim.launch(ptx, "k", block=(64,), args=args, dynamic_smem=2048)
     assert "use .shared::cluster before PTX 8.6" in e.value.detail
+
+
+def test_one_source_stored_twice_before_waiting_is_fine():
+    """Two bulk stores reading the same shared bytes are two reads, not a conflict."""
+    raw = np.arange(2048, dtype=np.uint32).astype(np.uint8)
+    dst = np.zeros((32, 64), dtype=np.float16)
+    ptx = store_kernel(2048).replace(
+        "    @%p0 cp.async.bulk.commit_group;\n",
+        "    add.u32 %r12, %r11, 16;\n"
+        "    @%p0 cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group.L2::cache_hint [tmap, {%r10, %r12}], [%r1], %rd4;\n"
+        "    @%p0 cp.async.bulk.commit_group;\n")
+    sim.launch(ptx, "k", block=(128,), args=[raw, sim.TensorMap(dst, (16, 64)), 0, 0], dynamic_smem=2048)
+    box = raw.view(np.uint16).reshape(16, 64)
+    bits = dst.view(np.uint16)
+    assert np.array_equal(bits[:16], box) and np.array_equal(bits[16:], box)

@@ -24,7 +24,7 @@ import numpy as np
 from .errors import Fault
 from .memory import NOBODY
 
-STALL_LIMIT = 100          # polls of an unchanged, incomplete barrier before reporting deadlock
+STALL_LIMIT = 1000         # polls of an unchanged, incomplete barrier before reporting deadlock
 MAX_COUNT = (1 << 20) - 1  # mbarrier expected count and tx-count range (PTX ISA mbarrier)
 
 

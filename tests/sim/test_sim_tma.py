@@ -396,3 +396,16 @@ def test_one_source_stored_twice_before_waiting_is_fine():
     box = raw.view(np.uint16).reshape(16, 64)
     bits = dst.view(np.uint16)
     assert np.array_equal(bits[:16], box) and np.array_equal(bits[16:], box)
+
+
+def test_tma_in_interleaved_ctas():
+    """With an atomic in the program, CTAs run interleaved (scheduler.py); each keeps its own
+    mbarriers and in-flight copies."""
+    ptx = load_kernel(2, 1024).replace(
+        "    ld.param.u64 %rd4, [pOut];\n",
+        "    ld.param.u64 %rd4, [pOut];\n    mov.u32 %r30, %ctaid.x;\n    mul.wide.u32 %rd6, %r30, 1024;\n"
+        "    add.u64 %rd4, %rd4, %rd6;\n    @%p0 atom.global.add.u32 %r31, [%rd4], 0;\n")
+    a = (np.arange(8 * 64) % 97 + 1).astype(np.float16).reshape(8, 64)
+    raw = np.zeros(2048, dtype=np.uint8)
+    sim.launch(ptx, "k", grid=(2,), block=(64,), args=[raw, sim.TensorMap(a, (8, 64)), 0, 0], dynamic_smem=2048)
+    assert np.array_equal(raw.view(np.float16).reshape(2, 8, 64), np.stack([a, a]))

@@ -50,7 +50,27 @@ def compile_cp(ins: Instr, ctx):
         return lambda cta, mask: _wait(cta, mask, keep)
     if rest and rest[0] == "tensor":
         return _compile_tensor(ins, ctx, rest[1:])
+    if rest and rest[0] == "prefetch":
+        return _compile_prefetch(ins, ctx, rest[1:])
     return _compile_plain(ins, ctx, rest)
+
+
+def _compile_prefetch(ins: Instr, ctx, mods: tuple):
+    """cp.async.bulk.prefetch{.tensor.Nd}.L2.global: a hint to fill L2, no effect on results; the
+    operands are still checked for form."""
+    mods = tuple(m for m in mods if m not in IGNORED)
+    ops = _drop_hint(ctx, ins, list(ins.operands))
+    if mods == ("L2", "global") and len(ops) == 2 and isinstance(ops[0], Mem):
+        ctx.src(ops[1], "u32")
+        return lambda cta, mask: None
+    if (len(mods) >= 4 and mods[0] == "tensor" and mods[1] in ("1d", "2d", "3d", "4d", "5d")
+            and mods[2:4] == ("L2", "global") and mods[4:] in ((), ("tile",)) and len(ops) == 1
+            and isinstance(ops[0], TensorRef) and len(ops[0].coords) == int(mods[1][0])):
+        for c in ops[0].coords:
+            ctx.src(c, "s32")
+        return lambda cta, mask: None
+    raise ctx.fail(f"cp.async.bulk.prefetch.{'.'.join(mods)} is not supported (.L2.global [src], size; "
+                   ".tensor.Nd.L2.global{.tile} [tensorMap, {coords}])")
 
 
 def _directions(ctx, mods, what: str):

@@ -349,7 +349,9 @@ def test_fences_that_order_nothing_here_are_accepted():
         "    @%p0 prefetch.param.tensormap [%rd1];\n",
         "    fence.proxy.tensormap::generic.release.gpu;\n"
         "    fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;\n"
-        "    fence.mbarrier_init.release.cluster;\n    prefetch.tensormap [%rd1];\n")
+        "    fence.mbarrier_init.release.cluster;\n    prefetch.tensormap [%rd1];\n"
+        "    @%p0 cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%rd1, {%r10, %r11}];\n"
+        "    @%p0 cp.async.bulk.prefetch.L2.global [%rd1], 128;\n")
     ptx = ptx.replace(".version 8.0", ".version 8.3")       # fence.proxy.tensormap is PTX 8.3
     a = np.ones((8, 64), dtype=np.float16)
     raw = np.zeros(1024, dtype=np.uint8)

@@ -411,3 +411,21 @@ def test_tma_in_interleaved_ctas():
     raw = np.zeros(2048, dtype=np.uint8)
     sim.launch(ptx, "k", grid=(2,), block=(64,), args=[raw, sim.TensorMap(a, (8, 64)), 0, 0], dynamic_smem=2048)
     assert np.array_equal(raw.view(np.float16).reshape(2, 8, 64), np.stack([a, a]))
+
+
+def test_tensor_map_copied_to_global_memory():
+    """A kernel may copy the map to global memory (as CUTLASS does to modify it on the device) and
+    point the copy at it."""
+    copy = "\n".join(f"    ld.param.b64 %rd10, [tmap+{8 * i}];\n    @%p0 st.global.b64 [%rd20+{8 * i}], %rd10;"
+                     for i in range(16))
+    ptx = load_kernel(2, 1024).replace(".param .align 64 .b8 tmap[128]",
+                                       ".param .align 64 .b8 tmap[128], .param .u64 pMap").replace(
+        "    @%p0 prefetch.param.tensormap [%rd1];\n",
+        "    .reg .b64 %rd<24>;\n    ld.param.u64 %rd20, [pMap];\n" + copy + "\n"
+        "    fence.proxy.tensormap::generic.release.gpu;\n"
+        "    fence.proxy.tensormap::generic.acquire.gpu [%rd20], 128;\n    mov.b64 %rd1, %rd20;\n")
+    ptx = ptx.replace(".version 8.0", ".version 8.3")
+    a = (np.arange(8 * 64) % 89 + 1).astype(np.float16).reshape(8, 64)
+    raw, scratch = np.zeros(1024, dtype=np.uint8), np.zeros(128, dtype=np.uint8)
+    sim.launch(ptx, "k", block=(64,), args=[raw, sim.TensorMap(a, (8, 64)), scratch, 0, 0], dynamic_smem=2048)
+    assert np.array_equal(raw.view(np.float16).reshape(8, 64), a)

@@ -19,10 +19,9 @@ from .async_proxy import (BulkRead, InFlight, barrier_at, check_async_read, chec
                           require)
 from .errors import Fault
 from .memory import PARAM_BASE
-from .operands import Lit, Mem, Name, TensorRef
+from .operands import Lit, Mem, TensorRef
 from .ops_mem import address_getter, check_aligned, global_write, per_thread
 from .parse import Instr
-from .program import mark
 from .state import CtaState
 from .tensormap import MAP_BYTES, DecodedMap, decode, swizzle_addresses
 

@@ -14,7 +14,7 @@ from .async_proxy import (MAX_COUNT, Barrier, add_tx, arrive, barrier_at, check_
                           note_stall, require, try_complete)
 from .errors import Fault
 from .memory import SHARED_GENERIC_BASE
-from .operands import Lit, Mem, Name
+from .operands import Lit, Name
 from .ops_mem import address_getter, per_thread
 from .parse import Instr
 from .program import mark

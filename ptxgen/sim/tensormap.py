@@ -61,6 +61,12 @@ class TensorMap:
         if span and box[-1] * esize > span:
             raise ValueError(f"inner box of {box[-1] * esize} bytes exceeds the {swizzle} swizzle span; use a "
                              f"box of at most {span // esize} elements innermost or a wider swizzle")
+        if span and box[-1] * esize < span:
+            raise ValueError(f"inner box of {box[-1] * esize} bytes is narrower than the {swizzle} swizzle span: "
+                             "the driver accepts that, but the shared-memory layout TMA gives such rows is "
+                             "not verified, so the simulator does not model it; use a box of "
+                             f"{span // esize} elements innermost, or the swizzle as wide as the row "
+                             "(Triton and CUTLASS always do)")
         if array.shape[-1] > 1 and array.strides[-1] != esize:
             raise ValueError("the innermost axis of a TensorMap array must be contiguous "
                              f"(stride {array.strides[-1]} bytes, element {esize} bytes)")

@@ -17,8 +17,13 @@ happens-before model (sync.py). Hazards (races, pending cp.async reads, out-of-b
 accesses, divergent branches, unsupported instructions, deadlock) raise HazardError naming the PTX
 line; errors.HAZARD_KINDS lists them. Like ptxas, it rejects a module that does not start with
 `.version`, `.target` and `.address_size 64` in that order (header.py). This package imports nothing else from ptxgen on purpose.
+
+Hopper: mbarriers (ops_mbarrier.py), TMA tile copies and bulk copies (ops_bulk.py) with their
+phase/transaction semantics and hazards in async_proxy.py. A `sim.TensorMap(array, box, swizzle=...,
+oob_fill=...)` argument fills a `.param .align 64 .b8 name[128]` parameter (tensormap.py).
 """
 from .errors import HazardError
 from .machine import SimResult, launch
+from .tensormap import TensorMap
 
-__all__ = ["launch", "HazardError", "SimResult"]
+__all__ = ["launch", "HazardError", "SimResult", "TensorMap"]

@@ -10,7 +10,11 @@ HAZARD_KINDS = frozenset(
 race           two threads (or two CTAs) touch the same bytes without synchronisation: shared memory
                with no bar.sync in between; global memory between CTAs with no release/acquire
                (happens-before) edge (sync.py), or ordinary stores by two CTAs to the same bytes.
-async-pending  a cp.async destination is read or overwritten before a wait covered it; a register
+               Also: an mbarrier arrived on more often than its phase expects, or used uninitialised;
+               generic-proxy shared writes read by a TMA store with no fence.proxy.async between.
+async-pending  a cp.async destination is read or overwritten before a wait covered it; likewise a
+               TMA/bulk destination before a wait saw its mbarrier phase complete, and a bulk
+               store's shared source before cp.async.bulk.wait_group{.read} covered it; a register
                or shared byte that a wgmma still in flight uses is accessed before the
                wgmma.wait_group that retires it.
 out-of-bounds  an access outside the argument array its address was derived from (named, with the
@@ -22,7 +26,8 @@ unsupported    text the simulator does not implement (reported before anything r
 missing-fence  a wgmma uses registers (A fragments, accumulators) accessed since the last
                wgmma.fence of its warpgroup, or it is the warpgroup's first wgmma without one.
 deadlock       every unfinished CTA keeps spinning on loads that return the same values
-               (scheduler.py); the line is the load the first such CTA keeps repeating.
+               (scheduler.py); the line is the load the first such CTA keeps repeating. Also an
+               mbarrier wait polled unchanged while its phase cannot complete (async_proxy.py).
 """
 
 

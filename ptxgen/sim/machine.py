@@ -9,11 +9,13 @@ import numpy as np
 
 from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
                ops_sm90_misc, ops_warp, ops_wgmma, ops_wmma, scheduler)
+from . import ops_bulk, ops_mbarrier, ops_shfl
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
 from .program import SMEM_LIMIT, Program, build_program
 from .ptxtypes import SIGNED, STORAGE_DTYPE, TYPE_BITS, UNSIGNED
 from .state import CtaState
+from .tensormap import MAP_BYTES, TensorMap
 from .sync import CtaSync, SyncModel
 
 RESIDENT_BUDGET = 2 << 30     # bytes of simulator state for CTAs alive at once (interleaved runs)
@@ -21,6 +23,7 @@ MIN_RESIDENT = 132            # one CTA per SM on an H100
 REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_cvt.OPS, **ops_math.OPS, **ops_bits.OPS, **ops_mem.OPS,
             **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS,
             **ops_wgmma.OPS, **ops_sm90_misc.OPS}
+REGISTRY.update({**ops_mbarrier.OPS, **ops_bulk.OPS, **ops_shfl.OPS})   # after ops_async/ops_atomic: wraps "cp", "fence"
 
 
 @dataclass
@@ -138,6 +141,9 @@ def _bind_args(program: Program, args, track: bool):
         raise ValueError(f"entry {program.entry.name} takes {len(params)} arguments "
                          f"({', '.join(p.name for p in params)}), got {len(args)}")
     buffers = [(p.name, a) for p, a in zip(params, args) if isinstance(a, np.ndarray) and p.count is None]
+    for p, a in zip(params, args):    # a tensor map's array is device memory too (one buffer per allocation)
+        if isinstance(a, TensorMap) and not any(a.root is b for _, b in buffers):
+            buffers.append((f"{p.name} (tensor map array)", a.root))
     for p, a in zip(params, args):
         if isinstance(a, np.ndarray) and p.count is None and (p.type not in ("u64", "b64", "s64")):
             raise TypeError(f"parameter {p.name} is .{p.type}; only .u64/.b64 parameters take an array")
@@ -145,6 +151,13 @@ def _bind_args(program: Program, args, track: bool):
     address_of = {name: gmem.base_of(i) for i, (name, _) in enumerate(buffers)}
     raw = np.zeros(max(program.param_size, 1), dtype=np.uint8)
     for p, offset, a in zip(params, program.param_offsets, args):
+        if isinstance(a, TensorMap):
+            if p.count is None or p.size != MAP_BYTES or p.align < 64:
+                raise TypeError(f"parameter {p.name} takes a TensorMap only if declared "
+                                f"`.param .align 64 .b8 {p.name}[128]`")
+            root = next(i for i, (_, b) in enumerate(buffers) if b is a.root)
+            raw[offset:offset + p.size] = a.encode(gmem.base_of(root))
+            continue
         raw[offset:offset + p.size] = _encode_param(p, a, address_of.get(p.name))
     return gmem, raw, address_of
 

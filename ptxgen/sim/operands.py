@@ -34,6 +34,13 @@ class Mem:
 
 
 @dataclass(frozen=True)
+class TensorRef:
+    """[tmap, {c0, c1, ...}]: a tensor map address and coordinates (cp.async.bulk.tensor)."""
+    base: Mem
+    coords: tuple
+
+
+@dataclass(frozen=True)
 class PredPair:
     """setp's `p|q` destination."""
     first: Name | None
@@ -46,7 +53,7 @@ class NotPred:
     name: Name
 
 
-Operand = Name | Lit | Vec | Mem | PredPair | NotPred
+Operand = Name | Lit | Vec | Mem | TensorRef | PredPair | NotPred
 
 
 # ---------------------------------------------------------------- operand parsing
@@ -120,6 +127,10 @@ def parse_operand(tok: str) -> Operand | None:
         items = [parse_operand(t) for t in split_top_level(tok[1:-1])]
         return None if any(i is None for i in items) else Vec(tuple(items))
     if tok.startswith("[") and tok.endswith("]"):
+        parts = split_top_level(tok[1:-1])
+        if len(parts) == 2 and parts[1].startswith("{"):
+            base, coords = _parse_address(parts[0]), parse_operand(parts[1])
+            return None if base is None or not isinstance(coords, Vec) else TensorRef(base, coords.items)
         return _parse_address(tok[1:-1])
     if "|" in tok:
         a, b = (t.strip() for t in tok.split("|", 1))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops_float, ops_math
-from .memory import SHARED_GENERIC_BASE
+from .memory import PARAM_BASE, SHARED_GENERIC_BASE
 from .operands import Name, PredPair, Vec
 from .parse import Instr
 from .ptxtypes import SIGNED, STORAGE_DTYPE, TYPE_BITS, UNSIGNED, BITS, VIEW_DTYPE, storage_dtype
@@ -306,8 +306,12 @@ def compile_mov(ins: Instr, ctx):
     bits = TYPE_BITS[typ]
     if isinstance(dst, Vec) or isinstance(src, Vec):
         return _compile_pack(ins, ctx, typ, dst, src)
-    if isinstance(src, Name) and src.name in ctx.params:
-        raise ctx.fail("mov of a .param symbol's address is not supported; use ld.param")
+    if isinstance(src, Name) and src.name in ctx.params:   # a tensor map's .param address (facts §9d)
+        if bits not in (32, 64):
+            raise ctx.fail(f"mov of .param symbol {src.name}'s address needs a 32- or 64-bit type")
+        slot, _ = ctx.dst(dst, typ)
+        address = np.array([ctx.params[src.name][0]], dtype=STORAGE_DTYPE[bits])
+        return lambda cta, mask: store(cta, slot, address, mask)
     slot, _ = ctx.dst(dst, typ)
     storage = STORAGE_DTYPE[bits]
     get = ctx.src(src, typ)
@@ -362,6 +366,12 @@ def compile_cvta(ins: Instr, ctx):
     if to:
         mods.pop(0)
     space = mods[0].split("::")[0] if len(mods) == 1 else None
+    if space == "param" and typ == "u64":     # .param address <-> generic (memory.PARAM_BASE + offset)
+        ops = _operands(ins, ctx, 2)
+        pslot, _ = ctx.dst(ops[0], typ)
+        pget = ctx.src(ops[1], "u64")
+        shift = np.uint64((-PARAM_BASE if to else PARAM_BASE) & 0xFFFFFFFFFFFFFFFF)
+        return lambda cta, mask: store(cta, pslot, pget(cta.R) + shift, mask)
     if space not in ("global", "shared") or (len(mods) == 1 and mods[0] not in ("global", "shared", "shared::cta")):
         raise ctx.fail(f"cvta.{'.'.join(ins.mods)} is not supported (global and shared only)")
     ops = _operands(ins, ctx, 2)

@@ -67,6 +67,7 @@ class CompileContext:
         self.line = 0
         # whole-program passes an op compiler registers (by key, once): fn(instrs, ops) -> ops
         self.passes: dict[str, Callable] = {}
+        self.version, self.target = "", ""   # the module's .version and .target (feature floors)
 
     @staticmethod
     def fail(detail: str) -> Fault:
@@ -212,7 +213,7 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
             index += 1
 
     ctx = CompileContext(regs, symbols, params, labels)
-    ctx.target = module.target          # sm_90a-only instructions check it
+    ctx.version, ctx.target = module.version, module.target
     ops: list[tuple[Executor, int, bool]] = []
     op_lines: list[int] = []
     instrs = []

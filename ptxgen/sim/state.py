@@ -50,6 +50,7 @@ class CtaState:
     streak: int = 0                      # consecutive waiting iterations (scheduler back-off)
     skip: int = 0                        # scheduler turns still to skip
     wgmma: object | None = None          # wgmma groups in flight (ops_wgmma.WgmmaState), lazily
+    hopper: object = None                # mbarriers, TMA and bulk groups (async_proxy.HopperState)
 
     @property
     def nwarps(self) -> int:

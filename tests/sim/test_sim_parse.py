@@ -66,7 +66,7 @@ def test_two_entries_in_one_module_and_unknown_entry():
     (kernel("    ld.local.u32 %r1, [%rd1];\n    ret;"), "ld.local"),
     (kernel("    atom.shared.add.u32 %r1, [%r2], 1;\n    ret;"), "atom"),
     (kernel("    atom.global.add.noftz.f16 %h1, [%rd1], %h2;\n    ret;"), "atom"),
-    (kernel("    fence.proxy.async;\n    ret;"), "fence"),
+    (kernel("    fence.proxy.alias;\n    ret;"), "fence"),
     (kernel("    ld.relaxed.cluster.global.u32 %r1, [%rd1];\n    ret;"), "ld.relaxed"),
     (kernel("    prmt.b32.f4e %r1, %r2, %r3, %r4;\n    ret;"), "prmt"),
     (kernel("    wmma.load.a.sync.aligned.row.m8n32k16.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, "

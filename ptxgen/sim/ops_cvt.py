@@ -56,7 +56,44 @@ def compile_cvt(ins: Instr, ctx):
     if dtyp == "f32" and atyp == "f64":
         _require(ctx, mods, {"rn"}, set())
         return _unary(ins, ctx, "f32", "f64", lambda x: nx.canonical_nan_f32(x.astype(np.float32)))
+    if dtyp == "f16x2" and atyp in FP8X2:
+        _require(ctx, mods, {"rn"}, {"relu"})
+        return _cvt_fp8x2_to_f16x2(ins, ctx, atyp, "relu" in mods)
     raise ctx.fail(f"cvt.{'.'.join(ins.mods)} is not supported")
+
+
+#: fp8 pair formats -> ml_dtypes type name. e4m3 is the "fn" variant (no inf, NaN = S.1111.111).
+FP8X2 = {"e4m3x2": "float8_e4m3fn", "e5m2x2": "float8_e5m2"}
+
+
+def fp8_to_f16_table(atyp: str) -> np.ndarray:
+    """f16 bits of each of the 256 fp8 bytes: exact (every e4m3/e5m2 value is an f16), NaN as
+    the canonical f16 NaN 0x7FFF."""
+    import ml_dtypes
+
+    values = np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, FP8X2[atyp])).astype(np.float32)
+    bits = values.astype(np.float16).view(np.uint16).copy()
+    bits[np.isnan(values)] = 0x7FFF
+    return bits
+
+
+def _cvt_fp8x2_to_f16x2(ins: Instr, ctx, atyp: str, relu: bool):
+    """cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2} d, a: a .b16 holds two fp8 values; the one in a's upper
+    8 bits lands in d's upper 16 bits (PTX ISA, cvt). .relu clamps negatives (not NaN) to +0."""
+    if len(ins.operands) != 2:
+        raise ctx.fail("cvt.f16x2 from an fp8 pair takes d, a")
+    slot = ctx.dst(ins.operands[0], "b32")[0]
+    get = ctx.src(ins.operands[1], "b16")
+    table = fp8_to_f16_table(atyp)
+    if relu:
+        negative = (table & 0x8000).astype(bool) & (table != 0x7FFF)
+        table = np.where(negative, np.uint16(0), table).astype(np.uint16)
+
+    def run(cta, mask):
+        a = np.asarray(get(cta.R)).astype(np.uint32)
+        lo, hi = table[a & 0xFF].astype(np.uint32), table[(a >> 8) & 0xFF].astype(np.uint32)
+        store(cta, slot, np.broadcast_to((hi << 16) | lo, (cta.n,)).astype(np.uint32), mask)
+    return run
 
 
 def _require(ctx, mods: set[str], required: set[str], optional: set[str]) -> None:

@@ -9,6 +9,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
+from .debuginfo import strip_debug_info
 from .errors import HazardError
 from .header import HeaderState
 from .operands import IDENT, parse_operand, split_top_level
@@ -294,7 +295,7 @@ def _parse_param(src: _Source, line: int, item: str) -> ParamDecl:
 # ---------------------------------------------------------------- module
 def parse_module(text: str) -> Module:
     """Parse PTX text; raises HazardError("unsupported") naming the line on anything not understood."""
-    src = _Source(text)
+    src = _Source(strip_debug_info(text))  # .file/.loc/.section: line info only
     module = Module(src.lines, [], {})
     header = HeaderState()
     depth = 0

@@ -29,7 +29,7 @@ from ptxgen.sim.machine import compile_entry
 HERE = Path(__file__).resolve().parent
 
 #: Hopper features ptxgen.sim models today (extend as the simulator learns them; issue 12).
-SUPPORTED: set[str] = {"warp-sync", "wgmma", "elect", "stmatrix", "tma", "mbarrier", "async-proxy", "shfl"}
+SUPPORTED: set[str] = {"warp-sync", "wgmma", "elect", "stmatrix", "tma", "mbarrier", "async-proxy", "shfl", "fp8-cvt", "debug-info"}
 
 #: feature -> the opcode prefixes that use it. make_corpus.py derives each entry's `needs` from
 #: these, and a failing entry must fail on one of them (an unsupported-instruction HazardError).

@@ -131,7 +131,9 @@ MUTANTS: list[Mutant] = [
     m("cp.async zero-fill dropped", "ptxgen/sim/ops_async.py", "data = np.zeros((len(tids), cp_size), dtype=np.uint8)",
       "data = np.full((len(tids), cp_size), 0x3C, dtype=np.uint8)", "tests/sim/test_sim_async.py",
       "bytes past src-size are not zero-filled"),
-    m("barrier opens no new epoch", "ptxgen/sim/ops_ctrl.py", "cta.epoch += 1", "cta.epoch += 0",
+    m("barrier opens no new epoch", "ptxgen/sim/ops_ctrl.py",
+      'raise Fault("divergence", "barrier reached by only some of the active threads")\n        cta.epoch += 1',
+      'raise Fault("divergence", "barrier reached by only some of the active threads")\n        cta.epoch += 0',
       "tests/sim/test_sim_hazards.py", "bar.sync does not order shared accesses: every exchange is a race"),
     # ---- schedule ------------------------------------------------------------------------
     m("smem limit relaxed 1.25x", "ptxgen/schedule/verify.py", "if need > t.smem_per_block:",

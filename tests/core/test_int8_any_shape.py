@@ -29,7 +29,7 @@ def stored(x: np.ndarray, layout: str, ld: int, fill: int) -> np.ndarray:
     return view if layout == "row" else view.T
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_int8_gemms_at_any_shape_and_layout_are_exact(data):
     dtype = data.draw(st.sampled_from(["s8", "u8"]), label="dtype")

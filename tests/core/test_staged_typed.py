@@ -27,7 +27,7 @@ def with_ldc(c0: np.ndarray | None, g: Gemm) -> np.ndarray | None:
     return big[..., :g.n]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_typed_staging_matches_float64(data):
     out = data.draw(st.sampled_from(["f16", "bf16", "s8", "u8"]), label="out")

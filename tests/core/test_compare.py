@@ -179,3 +179,18 @@ def test_gelu_reference_keeps_its_precision_in_the_far_negative_tail():
     got = reference(np.array([[x]]), np.array([[1.0]]), Epilogue(activation="gelu"))[0, 0]
     assert abs(Fraction(got) - Fraction(exact)) <= abs(Fraction(exact)) * Fraction(1, 10**12)
     assert got != 0.5 * x * (1.0 + math.tanh(y))  # the cancelling form is measurably off here
+
+
+def test_dequantised_int8_allows_epilogue_cancellation_at_the_terms_scale():
+    """s8 -> f32 with beta: acc * scale and beta * C are each about 1 and round in f32; their sum
+    may cancel to 0.0088, whose rounding error is then an ulp of the terms (6e-8), far beyond
+    rtol * 0.0088. Allowed; an error of 1e-4 is not."""
+    g = Gemm(1, 16, 16, dtype="s8", out_dtype="f32", epilogue=Epilogue(beta=1.0, scale="row"))
+    ref = np.linspace(-2.0, 2.0, 16)[None, :]
+    ref[0, 12] = 0.008779485709965229
+    ok = ref.astype(np.float32)
+    ok[0, 12] = np.float32(0.008779466152191162)  # what the kernel computed: 6.3e-8 off
+    assert compare(ok, ref, g).ok
+    bad = ok.copy()
+    bad[0, 12] += np.float32(1e-4)
+    assert not compare(bad, ref, g).ok

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import Fault
-from .memory import SHARED_GENERIC_BASE, bank_wavefronts
+from .memory import bank_wavefronts
 from .operands import Lit, PredPair
-from .ops_mem import address_getter, check_aligned
-from .ops_warp import LDMATRIX_FLAT, participating_warps
+from .ops_mem import address_getter
+from .ops_warp import LDMATRIX_FLAT, matrix_row_offsets, participating_warps
 from .parse import Instr
 from .state import CtaState, store
 from .wgmma_hazards import warpgroups_of
@@ -51,13 +51,7 @@ def compile_stmatrix(ins: Instr, ctx):
         if len(warp_ids) == 0:
             return
         addr = np.broadcast_to(get_addr(cta.R), (cta.n,)).reshape(cta.nwarps, 32)[warp_ids]
-        rows = addr[:, :nlanes].reshape(-1)
-        if space == "generic":
-            inside = (rows >= SHARED_GENERIC_BASE) & (rows < SHARED_GENERIC_BASE + cta.smem.size)
-            if not inside.all():
-                raise Fault("out-of-bounds", "stmatrix generic address outside the shared window")
-            rows = rows - SHARED_GENERIC_BASE
-        check_aligned(rows, 16, "stmatrix row address")
+        rows = matrix_row_offsets(cta, addr[:, :nlanes].reshape(-1), space, "stmatrix")
         mats = np.empty((len(warp_ids), nmat, 64), dtype=np.uint16)
         for j, get in enumerate(getters):
             vals = np.broadcast_to(get(cta.R), (cta.n,)).reshape(cta.nwarps, 32)[warp_ids]

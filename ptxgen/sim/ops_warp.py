@@ -52,6 +52,18 @@ def read_warp_regs(cta: CtaState, getters, warps) -> np.ndarray:
     return stacked if warps is None else stacked[warps]
 
 
+def matrix_row_offsets(cta: CtaState, rows: np.ndarray, space: str, what: str) -> np.ndarray:
+    """Shared-memory offsets of the 16-byte matrix rows that ldmatrix/stmatrix lanes supply:
+    generic addresses must fall in the shared window, and every row is 16-byte aligned."""
+    if space == "generic":
+        inside = (rows >= SHARED_GENERIC_BASE) & (rows < SHARED_GENERIC_BASE + cta.smem.size)
+        if not inside.all():
+            raise Fault("out-of-bounds", f"{what} generic address outside the shared window")
+        rows = rows - SHARED_GENERIC_BASE
+    check_aligned(rows, 16, f"{what} row address")
+    return rows
+
+
 # ------------------------------------------------------------------ ldmatrix
 LDMATRIX_FLAT = {trans: (t[..., 0] * 8 + t[..., 1]) for trans, t in
                  ((False, layouts.ldmatrix_source(False)), (True, layouts.ldmatrix_source(True)))}
@@ -82,13 +94,7 @@ def compile_ldmatrix(ins: Instr, ctx):
         if warps is not None:
             addr = addr[warps]
         warp_ids = np.arange(cta.nwarps) if warps is None else warps
-        rows = addr[:, :nlanes].reshape(-1)
-        if space_name == "generic":
-            inside = (rows >= SHARED_GENERIC_BASE) & (rows < SHARED_GENERIC_BASE + cta.smem.size)
-            if not inside.all():
-                raise Fault("out-of-bounds", "ldmatrix generic address outside the shared window")
-            rows = rows - SHARED_GENERIC_BASE
-        check_aligned(rows, 16, "ldmatrix row address")
+        rows = matrix_row_offsets(cta, addr[:, :nlanes].reshape(-1), space_name, "ldmatrix")
         suppliers = (warp_ids[:, None] * 32 + np.arange(nlanes)).reshape(-1)
         data = cta.smem.read(suppliers, rows, 16, cta.epoch, "ldmatrix reads")
         cta.add_smem_stat(line, *bank_wavefronts(suppliers >> 5, suppliers & 31, rows, 16, 8))

@@ -1,0 +1,176 @@
+"""The wgmma shared-memory matrix descriptor and the canonical layouts it describes
+(docs/ptx_facts/wgmma.md, "Matrix descriptor" and "Canonical layouts"; PTX ISA "Matrix Descriptor
+Format" and "Shared Memory Matrix Layout").
+
+A descriptor is a 64-bit value, identical across the warpgroup:
+  bits 13-0  start address >> 4 (shared window, 18-bit address)
+  bits 29-16 leading-dimension byte offset (LBO) >> 4
+  bits 45-32 stride-dimension byte offset (SBO) >> 4
+  bits 51-49 base offset (0 when the swizzle pattern starts on its natural boundary)
+  bits 63-62 swizzle: 0 none, 1 128B, 2 64B, 3 32B (NOT the CUtensorMapSwizzle order)
+All other bits are 0 on sm_90 (the sm_100 descriptor's fixed 0b001 at bits 48-46 is not Hopper's).
+
+The layouts here are the ones a TMA box of the same swizzle writes, so the producer (TMA) and the
+consumer (wgmma) agree by construction; tests check them against ptxgen.sim's own decoder.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Descriptor bits 63-62 per swizzle mode.
+DESCRIPTOR_SWIZZLE: dict[str, int] = {"none": 0, "128B": 1, "64B": 2, "32B": 3}
+#: CUtensorMapSwizzle enum per swizzle mode (a different order: keep the two apart).
+TENSORMAP_SWIZZLE: dict[str, int] = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+#: Width of one swizzled row in bytes (the span the XOR pattern covers; 16 = one core-matrix row).
+SWIZZLE_BYTES: dict[str, int] = {"none": 16, "32B": 32, "64B": 64, "128B": 128}
+#: Address alignment at which each pattern starts (8 rows of its width): base offset 0 there.
+SWIZZLE_ALIGN: dict[str, int] = {"none": 16, "32B": 256, "64B": 512, "128B": 1024}
+
+_FIELD_LIMIT = 1 << 18     # the 14-bit fields hold bits 17..4 of a byte quantity
+
+
+def _enc(value: int, what: str) -> int:
+    if value < 0 or value % 16 or value >= _FIELD_LIMIT:
+        raise ValueError(f"descriptor {what} = {value} bytes: it must be a multiple of 16 below 2**18 "
+                         f"(the field keeps bits 17..4); align the shared tile or shrink the offset")
+    return value >> 4
+
+
+@dataclass(frozen=True)
+class SmemDescriptor:
+    """The fields of one descriptor, in bytes (start is a shared-window address)."""
+
+    start: int
+    lbo: int
+    sbo: int
+    swizzle: str = "128B"
+    base_offset: int = 0
+
+    def encode(self) -> int:
+        if self.swizzle not in DESCRIPTOR_SWIZZLE:
+            raise ValueError(f"swizzle {self.swizzle!r} is not one of {sorted(DESCRIPTOR_SWIZZLE)}")
+        if not 0 <= self.base_offset <= 7:
+            raise ValueError(f"base offset {self.base_offset} must be 0..7 (3 bits)")
+        return (_enc(self.start % _FIELD_LIMIT, "start address") | _enc(self.lbo, "LBO") << 16
+                | _enc(self.sbo, "SBO") << 32 | self.base_offset << 49
+                | DESCRIPTOR_SWIZZLE[self.swizzle] << 62)
+
+    def hi_lo(self) -> tuple[int, int]:
+        """(high 32 bits, low 32 bits): the emitter builds the 64-bit value with mov.b64 {lo, hi}
+        from a fixed high word and a low word that carries the (run-time) start address."""
+        v = self.encode()
+        return v >> 32, v & 0xFFFFFFFF
+
+
+def decode(value: int) -> SmemDescriptor:
+    """The fields of a 64-bit descriptor (for reports and round-trip tests)."""
+    names = {v: k for k, v in DESCRIPTOR_SWIZZLE.items()}
+    return SmemDescriptor(start=(value & 0x3FFF) << 4, lbo=((value >> 16) & 0x3FFF) << 4,
+                          sbo=((value >> 32) & 0x3FFF) << 4, swizzle=names[(value >> 62) & 3],
+                          base_offset=(value >> 49) & 7)
+
+
+def base_offset_for(pattern_start: int, swizzle: str) -> int:
+    """Base offset field for a swizzled tile whose pattern starts at `pattern_start`: 0 on the
+    pattern's natural boundary, else (addr >> 7) & 7 (PTX ISA "Matrix Descriptor Format")."""
+    if swizzle == "none" or pattern_start % SWIZZLE_ALIGN[swizzle] == 0:
+        return 0
+    return (pattern_start >> 7) & 7
+
+
+def swizzle_address(addr: int, swizzle: str) -> int:
+    """The physical shared byte of logical byte address `addr` (absolute, as the hardware sees it):
+    CuTe's Swizzle<B,4,3> in bytes, bits [4, 4+B) ^= bits [7, 7+B) with B = log2(width / 16)."""
+    bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[swizzle]
+    return addr ^ (((addr >> 7) & ((1 << bits) - 1)) << 4)
+
+
+# ---------------------------------------------------------------------------- canonical layouts
+@dataclass(frozen=True)
+class CanonicalTile:
+    """An operand tile `mn x k` (A: M x K, B: N x K) of `esize`-byte elements in shared memory,
+    laid out as wgmma's canonical layout for `major` ("K" or "MN") and `swizzle`.
+
+    K-major, swizzled (width W bytes): each row holds W bytes of K; 8 rows form one 8*W-byte atom;
+    atoms stack along MN (SBO = 8*W); K beyond W bytes continues in a new block of mn*W bytes.
+    LBO is unused with a swizzle; 16 is written (the encoded 1 CUTLASS writes).
+    K-major, none: 8x16-byte core matrices of 128 contiguous bytes, adjacent along K (LBO = 128),
+    one row of them per 8 MN rows (SBO = 128 * k*esize/16).
+    MN-major, swizzled: each row holds W bytes of MN; 8 rows (8 consecutive k) form an atom,
+    atoms stack along K (SBO = 8*W); MN beyond W bytes continues in a block of k*W bytes (LBO).
+    MN-major, none: core matrices of 8 k-rows x 16 bytes of MN; along MN they are SBO = 128 apart,
+    along K (groups of 8) LBO = 128 * mn*esize/16 apart (the roles of LBO and SBO swap).
+    """
+
+    mn: int
+    k: int
+    esize: int
+    major: str = "K"
+    swizzle: str = "128B"
+
+    def __post_init__(self) -> None:
+        if self.major not in ("K", "MN"):
+            raise ValueError(f"major {self.major!r} must be 'K' or 'MN'")
+        w = SWIZZLE_BYTES[self.swizzle]
+        along = self.k if self.major == "K" else self.mn
+        other = self.mn if self.major == "K" else self.k
+        if (along * self.esize) % w or other % 8:
+            raise ValueError(f"a {self.major}-major {self.swizzle} tile needs the contiguous extent "
+                             f"({along} x {self.esize} B) to be a multiple of {w} B and the other extent "
+                             f"({other}) a multiple of 8")
+
+    @property
+    def width(self) -> int:
+        return SWIZZLE_BYTES[self.swizzle]
+
+    @property
+    def nbytes(self) -> int:
+        return self.mn * self.k * self.esize
+
+    @property
+    def lbo(self) -> int:
+        w = self.width
+        if self.major == "K":
+            return 128 if self.swizzle == "none" else 16
+        return 128 * (self.mn * self.esize // 16) if self.swizzle == "none" else self.k * w
+
+    @property
+    def sbo(self) -> int:
+        if self.major == "K":
+            return 8 * self.k * self.esize if self.swizzle == "none" else 8 * self.width
+        return 128 if self.swizzle == "none" else 8 * self.width
+
+    def offset(self, mn: int, k: int) -> int:
+        """Logical byte offset of element (mn, k) from the tile base, before the swizzle."""
+        e, w = self.esize, self.width
+        if self.major == "K":
+            kb = k * e
+            if self.swizzle == "none":
+                return (mn // 8) * self.sbo + (kb // 16) * self.lbo + (mn % 8) * 16 + kb % 16
+            return (kb // w) * self.mn * w + (mn // 8) * self.sbo + (mn % 8) * w + kb % w
+        mb = mn * e
+        if self.swizzle == "none":
+            return (mb // 16) * self.sbo + (k // 8) * self.lbo + (k % 8) * 16 + mb % 16
+        return (mb // w) * self.lbo + (k // 8) * self.sbo + (k % 8) * w + mb % w
+
+    def address(self, base: int, mn: int, k: int) -> int:
+        """Physical shared byte of element (mn, k) for a tile at `base` (aligned to the pattern)."""
+        if base % SWIZZLE_ALIGN[self.swizzle]:
+            raise ValueError(f"a {self.swizzle} tile must start on a {SWIZZLE_ALIGN[self.swizzle]}-byte "
+                             f"boundary (base offset 0); got {base:#x}")
+        return swizzle_address(base + self.offset(mn, k), self.swizzle)
+
+    def descriptor(self, base: int, mn0: int = 0, k0: int = 0) -> SmemDescriptor:
+        """Descriptor of the sub-tile starting at (mn0, k0) (mn0 a multiple of 8 for K-major, of
+        the swizzle width for MN-major; k0 a multiple of one wgmma's K): the start address is the
+        unswizzled logical offset, which is how CuTe's descriptor iterator advances along K."""
+        if base % SWIZZLE_ALIGN[self.swizzle]:
+            raise ValueError(f"a {self.swizzle} tile must start on a {SWIZZLE_ALIGN[self.swizzle]}-byte "
+                             f"boundary; got {base:#x}")
+        return SmemDescriptor(base + self.offset(mn0, k0), self.lbo, self.sbo, self.swizzle, 0)
+
+    def k_step_bytes(self, k_elems: int) -> int:
+        """Start-address advance for k_elems more K inside one swizzle row (K-major only)."""
+        if self.major != "K" or (k_elems * self.esize) % 16:
+            raise ValueError("k steps inside a row apply to K-major tiles, in 16-byte multiples")
+        return k_elems * self.esize

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..builder import Builder
+from ..ir import Vec, VReg
+
 #: Descriptor bits 63-62 per swizzle mode.
 DESCRIPTOR_SWIZZLE: dict[str, int] = {"none": 0, "128B": 1, "64B": 2, "32B": 3}
 #: CUtensorMapSwizzle enum per swizzle mode (a different order: keep the two apart).
@@ -174,3 +177,29 @@ class CanonicalTile:
         if self.major != "K" or (k_elems * self.esize) % 16:
             raise ValueError("k steps inside a row apply to K-major tiles, in 16-byte multiples")
         return k_elems * self.esize
+
+
+# ---------------------------------------------------------------------------- emission
+def emit_descriptor(b: Builder, smem_addr: VReg, tile: CanonicalTile) -> VReg:
+    """The 64-bit descriptor of `tile` at the run-time shared-window address `smem_addr` (aligned to
+    its swizzle pattern): a constant high word (SBO, swizzle) and a low word of the start field
+    ((addr >> 4) & 0x3FFF) or'ed with the LBO field, joined with mov.b64 {lo, hi}."""
+    hi, lo_fields = SmemDescriptor(0, tile.lbo, tile.sbo, tile.swizzle).hi_lo()
+    start, low, high, desc = b.reg("b32"), b.reg("b32"), b.reg("b32"), b.reg("b64")
+    b.emit("bfe.u32", start, smem_addr, 4, 14, ndefs=1, comment="descriptor start field: addr[17:4]")
+    b.emit("or.b32", low, start, lo_fields, ndefs=1, comment=f"| LBO {tile.lbo} B")
+    b.emit("mov.u32", high, hi, ndefs=1, comment=f"SBO {tile.sbo} B, {tile.swizzle} swizzle")
+    b.emit("mov.b64", desc, Vec((low, high)), ndefs=1)
+    return desc
+
+
+def advance_descriptor(b: Builder, desc: VReg, byte_offset: int, comment: str | None = None) -> VReg:
+    """The descriptor `byte_offset` bytes further (as CuTe's descriptor iterator: add offset >> 4 to
+    the 64-bit value). Exact while start + offset stays below 2**18, which all shared memory does."""
+    if byte_offset % 16:
+        raise ValueError(f"descriptor offsets are in 16-byte units; {byte_offset} is not a multiple of 16")
+    if byte_offset == 0:
+        return desc
+    d = b.reg("b64")
+    b.emit("add.s64", d, desc, byte_offset >> 4, ndefs=1, comment=comment)
+    return d

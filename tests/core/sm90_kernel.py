@@ -1,0 +1,111 @@
+"""A hand-assembled sm_90a kernel built only from the ptxgen.emit.sm90 wrappers and the Builder:
+one warpgroup copies A (64 x K, row-major) and B (K-major N x K, or MN-major K x N) into shared
+memory in the canonical 128B-swizzled layouts, issues wgmma from descriptors, and stores the f32
+accumulators row-major through the accumulator layout table.
+
+Registers get one physical register per virtual register (no allocator), so the test depends on
+nothing but the wrappers, the IR, the renderer and the machine that runs the text.
+"""
+from __future__ import annotations
+
+from ptxgen.emit.builder import Builder
+from ptxgen.emit.index import ExprEmitter, Tid
+from ptxgen.emit.ir import REG_CLASSES, Addr, Function, Param, Sym, Vec, VReg
+from ptxgen.emit.render import render
+from ptxgen.emit.sm90 import descriptors as dsc
+from ptxgen.emit.sm90 import mbarrier_isa as mb
+from ptxgen.emit.sm90 import wgmma_isa as wi
+from ptxgen.emit.sm90.wgmma_layouts import accumulator_table
+from ptxgen.schedule.targets import Target
+
+SM90A = Target("sm_90a", (8, 0), 227 * 1024, sms=132)
+ENTRY = "wgmma_tile"
+TILES = "tiles"          # static shared array holding A then B
+M = 64
+
+
+def render_plain(fn: Function, target: Target = SM90A) -> str:
+    """Render with virtual register i of class c named <prefix of c><i>."""
+    used: dict[str, int] = {}
+    for ins in fn.instructions():
+        for r in ins.defs() + ins.uses():
+            used[r.cls] = max(used.get(r.cls, 0), r.id)
+
+    def name(v: VReg) -> str:
+        return f"{REG_CLASSES[v.cls][1]}{v.id}"
+
+    decls = [f".reg {REG_CLASSES[c][0]} {REG_CLASSES[c][1]}<{n + 1}>;" for c, n in sorted(used.items())]
+    return render(fn, target, ["hand-assembled wgmma tile (tests/core/sm90_kernel.py)"], decls, name)
+
+
+def build(n: int, k: int, b_major: str) -> str:
+    """PTX for D(64 x n, f32) = A(64 x k, f16) @ B(k x n, f16), one CTA of 128 threads."""
+    a_tile = dsc.CanonicalTile(M, k, 2, "K", "128B")
+    b_tile = dsc.CanonicalTile(n, k, 2, b_major, "128B")
+    b_base = a_tile.nbytes                      # a multiple of 1024: B's pattern starts aligned
+    b = Builder(ENTRY, [Param(".u64", "pA"), Param(".u64", "pB"), Param(".u64", "pD")])
+    b.function.shared.append((TILES, 1024, a_tile.nbytes + b_tile.nbytes))
+    tid = b.reg("b32")
+    b.emit("mov.u32", tid, Sym("%tid.x"), ndefs=1)
+    ex = ExprEmitter(b, tid)
+    ptrs = []
+    for p in ("pA", "pB", "pD"):
+        r, g = b.reg("b64"), b.reg("b64")
+        b.emit("ld.param.u64", r, Addr(Sym(p)), ndefs=1)
+        b.emit("cvta.to.global.u64", g, r, ndefs=1)
+        ptrs.append(g)
+    smem = b.reg("b32")
+    b.emit("mov.u32", smem, Sym(TILES), ndefs=1)
+
+    b.banner("copy A and B to shared memory in the canonical 128B-swizzled layouts")
+    _copy(b, ex, tid, ptrs[0], smem, a_tile, 0, rows_along_mn=True, row_elems=k)
+    _copy(b, ex, tid, ptrs[1], smem, b_tile, b_base, rows_along_mn=b_major == "K",
+          row_elems=k if b_major == "K" else n)
+    mb.fence_proxy_async(b, comment="st.shared (generic proxy) before wgmma reads (async proxy)")
+    b.emit("bar.sync", 0)
+
+    b.banner("wgmma chain from shared-memory descriptors")
+    shape = wi.wgmma_shape("f32", "f16", "f16", n)
+    b_addr = b.reg("b32")
+    b.emit("add.u32", b_addr, smem, b_base, ndefs=1)
+    desc_a = dsc.emit_descriptor(b, smem, a_tile)
+    desc_b = dsc.emit_descriptor(b, b_addr, b_tile)
+    d = b.regs("f32", shape.d_registers)
+    wi.fence(b, comment="before the first wgmma")
+    for kk in range(0, k, shape.k):
+        da = dsc.advance_descriptor(b, desc_a, a_tile.descriptor(0, 0, kk).start, comment=f"A k={kk}")
+        db = dsc.advance_descriptor(b, desc_b, b_tile.descriptor(0, 0, kk).start, comment=f"B k={kk}")
+        wi.wgmma(b, shape, d, da, db, scale_d=0 if kk == 0 else 1, trans_b=int(b_major == "MN"))
+    wi.commit_group(b)
+    wi.wait_group(b, 0, comment="accumulators are read below")
+
+    b.banner("store the accumulators row-major through the layout table")
+    for reg, (row, col) in zip(d, accumulator_table(n)):
+        off = ex.reg((row * n + col) * 4)
+        wide, addr = b.reg("b64"), b.reg("b64")
+        b.emit("cvt.u64.u32", wide, off, ndefs=1)
+        b.emit("add.u64", addr, ptrs[2], wide, ndefs=1)
+        b.emit("st.global.f32", Addr(addr), reg)
+    b.emit("ret")
+    return render_plain(b.function)
+
+
+def _copy(b: Builder, ex: ExprEmitter, tid: VReg, gptr: VReg, smem: VReg, tile: dsc.CanonicalTile,
+          base: int, rows_along_mn: bool, row_elems: int) -> None:
+    """Each thread copies 16-byte chunks of a dense row-major global matrix (rows of `row_elems`
+    f16) to the element's swizzled shared address."""
+    chunks_per_row = row_elems * 2 // 16
+    total = tile.nbytes // 16
+    for j in range(0, total, 128):
+        c = Tid() + j
+        row, col = c // chunks_per_row, (c % chunks_per_row) * 8
+        mn, kk = (row, col) if rows_along_mn else (col, row)
+        sh = ex.reg(dsc.swizzle_address(tile.offset(mn, kk), tile.swizzle) + base)
+        goff = ex.reg(c * 16)
+        wide, gaddr, saddr = b.reg("b64"), b.reg("b64"), b.reg("b32")
+        b.emit("cvt.u64.u32", wide, goff, ndefs=1)
+        b.emit("add.u64", gaddr, gptr, wide, ndefs=1)
+        b.emit("add.u32", saddr, smem, sh, ndefs=1)
+        vals = b.regs("b32", 4)
+        b.emit("ld.global.v4.u32", Vec(vals), Addr(gaddr), ndefs=1)
+        b.emit("st.shared.v4.u32", Addr(saddr), Vec(vals))

@@ -97,6 +97,10 @@ def _copy(b: Builder, ex: ExprEmitter, tid: VReg, gptr: VReg, smem: VReg, tile: 
     chunks_per_row = row_elems * 2 // 16
     total = tile.nbytes // 16
     for j in range(0, total, 128):
+        guard = None
+        if total - j < 128:                     # a partial last round: threads past the end idle
+            guard = b.reg("pred")
+            b.emit("setp.lt.u32", guard, tid, total - j, ndefs=1)
         c = Tid() + j
         row, col = c // chunks_per_row, (c % chunks_per_row) * 8
         mn, kk = (row, col) if rows_along_mn else (col, row)
@@ -107,5 +111,5 @@ def _copy(b: Builder, ex: ExprEmitter, tid: VReg, gptr: VReg, smem: VReg, tile: 
         b.emit("add.u64", gaddr, gptr, wide, ndefs=1)
         b.emit("add.u32", saddr, smem, sh, ndefs=1)
         vals = b.regs("b32", 4)
-        b.emit("ld.global.v4.u32", Vec(vals), Addr(gaddr), ndefs=1)
-        b.emit("st.shared.v4.u32", Addr(saddr), Vec(vals))
+        b.emit("ld.global.v4.u32", Vec(vals), Addr(gaddr), ndefs=1, guard=guard)
+        b.emit("st.shared.v4.u32", Addr(saddr), Vec(vals), guard=guard)

@@ -14,6 +14,7 @@ from ptxgen.emit.ir import REG_CLASSES, Addr, Function, Param, Sym, Vec, VReg
 from ptxgen.emit.render import render
 from ptxgen.emit.sm90 import descriptors as dsc
 from ptxgen.emit.sm90 import mbarrier_isa as mb
+from ptxgen.emit.sm90 import tma_isa as tma
 from ptxgen.emit.sm90 import wgmma_isa as wi
 from ptxgen.emit.sm90.wgmma_layouts import accumulator_table
 from ptxgen.schedule.targets import Target
@@ -64,6 +65,12 @@ def build(n: int, k: int, b_major: str) -> str:
     mb.fence_proxy_async(b, comment="st.shared (generic proxy) before wgmma reads (async proxy)")
     b.emit("bar.sync", 0)
 
+    _mma_and_store(b, ex, smem, ptrs[2], a_tile, b_tile, b_base, n, k, b_major)
+    return render_plain(b.function)
+
+
+def _mma_and_store(b: Builder, ex: ExprEmitter, smem: VReg, d_ptr: VReg, a_tile: dsc.CanonicalTile,
+                   b_tile: dsc.CanonicalTile, b_base: int, n: int, k: int, b_major: str) -> None:
     b.banner("wgmma chain from shared-memory descriptors")
     shape = wi.wgmma_shape("f32", "f16", "f16", n)
     b_addr = b.reg("b32")
@@ -84,10 +91,9 @@ def build(n: int, k: int, b_major: str) -> str:
         off = ex.reg((row * n + col) * 4)
         wide, addr = b.reg("b64"), b.reg("b64")
         b.emit("cvt.u64.u32", wide, off, ndefs=1)
-        b.emit("add.u64", addr, ptrs[2], wide, ndefs=1)
+        b.emit("add.u64", addr, d_ptr, wide, ndefs=1)
         b.emit("st.global.f32", Addr(addr), reg)
     b.emit("ret")
-    return render_plain(b.function)
 
 
 def _copy(b: Builder, ex: ExprEmitter, tid: VReg, gptr: VReg, smem: VReg, tile: dsc.CanonicalTile,
@@ -113,3 +119,67 @@ def _copy(b: Builder, ex: ExprEmitter, tid: VReg, gptr: VReg, smem: VReg, tile: 
         vals = b.regs("b32", 4)
         b.emit("ld.global.v4.u32", Vec(vals), Addr(gaddr), ndefs=1, guard=guard)
         b.emit("st.shared.v4.u32", Addr(saddr), Vec(vals), guard=guard)
+
+
+TMA_ENTRY = "wgmma_tma_tile"
+
+
+def build_tma(n: int, k: int, b_major: str) -> str:
+    """As `build`, but thread 0 loads the tiles with TMA (128B-swizzled boxes of 64 elements along
+    the contiguous dimension) completing on one mbarrier, and every thread waits on phase 0.
+
+    The TMA copies are spliced in as text from tma_isa (the IR has no tensor-coordinate operand):
+    the builder leaves a marker comment where each goes."""
+    a_tile = dsc.CanonicalTile(M, k, 2, "K", "128B")
+    b_tile = dsc.CanonicalTile(n, k, 2, b_major, "128B")
+    b_base = a_tile.nbytes
+    bar_off = b_base + b_tile.nbytes
+    b = Builder(TMA_ENTRY, [Param(".align 64 .b8", "tmapA[128]"), Param(".align 64 .b8", "tmapB[128]"),
+                            Param(".u64", "pD")])
+    b.function.shared.append((TILES, 1024, bar_off + 8))
+    tid = b.reg("b32")
+    b.emit("mov.u32", tid, Sym("%tid.x"), ndefs=1)
+    ex = ExprEmitter(b, tid)
+    r, d_ptr = b.reg("b64"), b.reg("b64")
+    b.emit("ld.param.u64", r, Addr(Sym("pD")), ndefs=1)
+    b.emit("cvta.to.global.u64", d_ptr, r, ndefs=1)
+    maps = []
+    for name in ("tmapA", "tmapB"):
+        p, g = b.reg("b64"), b.reg("b64")
+        b.emit("mov.b64", p, Sym(name), ndefs=1)
+        b.emit("cvta.param.u64", g, p, ndefs=1, comment="generic address of the by-value tensor map")
+        maps.append(g)
+    smem = b.reg("b32")
+    b.emit("mov.u32", smem, Sym(TILES), ndefs=1)
+    bar = b.reg("b32")
+    b.emit("add.u32", bar, smem, bar_off, ndefs=1)
+    leader = b.reg("pred")
+    b.emit("setp.eq.u32", leader, tid, 0, ndefs=1)
+
+    b.banner("TMA: thread 0 loads A and B; all threads wait on the full barrier, phase 0")
+    mb.init(b, Addr(bar), 1, guard=leader)
+    b.emit("bar.sync", 0, comment="the barrier is initialised before anyone uses it")
+    for m in maps:
+        tma.prefetch_tensormap(b, Addr(m))
+    mb.arrive_expect_tx(b, Addr(bar), a_tile.nbytes + b_tile.nbytes, guard=leader)
+    splices: dict[str, str] = {}
+    boxes = [(maps[0], 0, a_tile, "K"), (maps[1], b_base, b_tile, b_major)]
+    for which, (tmap, base, tile, major) in enumerate(boxes):
+        # K-major: a box of 64 k x mn rows per 64-wide k block; MN-major: 64 mn x k rows
+        blocks = tile.k // 64 if major == "K" else tile.mn // 64
+        for blk in range(blocks):
+            dst, c0 = b.reg("b32"), b.reg("b32")
+            b.emit("add.u32", dst, smem, base + blk * tile.nbytes // blocks, ndefs=1)
+            b.emit("mov.u32", c0, 64 * blk, ndefs=1)
+            marker = f"@@tma_{which}_{blk}@@"
+            b.comment(marker)
+            names = {v: f"{REG_CLASSES[v.cls][1]}{v.id}" for v in (dst, c0, tmap, bar, leader)}
+            splices[marker] = "@" + names[leader] + " " + tma.load_text(
+                names[dst], names[tmap], (names[c0], "0"), names[bar])
+    mb.wait_parity(b, Addr(bar), 0, "wait_full")
+    _mma_and_store(b, ex, smem, d_ptr, a_tile, b_tile, b_base, n, k, b_major)
+    text = render_plain(b.function)
+    for marker, line in splices.items():
+        assert f"// {marker}" in text
+        text = text.replace(f"// {marker}", line)
+    return text

@@ -56,6 +56,36 @@ def test_wgmma_tile_kernel_assembles_for_sm90a(b_major):
     assert "warning" not in r.log.lower(), r.log          # no C7515 "wgmma serialized" etc.
 
 
+def _tma_args(a, b, b_major: str, n: int, k: int):
+    b_in = np.ascontiguousarray(b.T) if b_major == "K" else b
+    return [sim.TensorMap(a, (64, 64), swizzle="128B"),
+            sim.TensorMap(b_in, (n, 64) if b_major == "K" else (k, 64), swizzle="128B")]
+
+
+@pytest.mark.parametrize("n, k, b_major", [(64, 128, "K"), (64, 128, "MN"), (128, 64, "MN"), (16, 64, "K")])
+def test_tma_mbarrier_wgmma_kernel_matches_numpy(n, k, b_major):
+    """TMA writes the 128B pattern and the descriptors read it: the two sides of the swizzle agree."""
+    a, b = _operands(np.random.default_rng(7 * n + k), k, n)
+    d = np.full((64, n), np.nan, dtype=np.float32)
+    sim.launch(kern.build_tma(n, k, b_major), kern.TMA_ENTRY, block=(128,), args=_tma_args(a, b, b_major, n, k) + [d])
+    assert np.array_equal(d, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32))
+
+
+def test_tma_kernel_without_the_mbarrier_wait_is_caught():
+    ptx = kern.build_tma(64, 64, "K")
+    bad = "\n".join(line for line in ptx.split("\n") if "try_wait" not in line and "$L_wait_full;" not in line)
+    a, b = _operands(np.random.default_rng(1), 64, 64)
+    d = np.zeros((64, 64), dtype=np.float32)
+    with pytest.raises(sim.HazardError, match="not been waited for"):
+        sim.launch(bad, kern.TMA_ENTRY, block=(128,), args=_tma_args(a, b, "K", 64, 64) + [d])
+
+
+@pytest.mark.parametrize("b_major", ["K", "MN"])
+def test_tma_kernel_assembles_for_sm90a(b_major):
+    r = assemble(kern.build_tma(64, 128, b_major), "sm_90a", kern.TMA_ENTRY)
+    assert r.resources.spill_store_bytes == 0 and "warning" not in r.log.lower(), r.log
+
+
 # ------------------------------------------------------------------ ptxas as the oracle for the table
 def _module(shapes: list[wi.WgmmaShape], version: tuple[int, int] = (8, 0)) -> str:
     """One wgmma per shape (descriptor A) through the Builder, rendered for sm_90a."""
@@ -105,3 +135,62 @@ def test_ptxas_rejects_what_the_table_leaves_out():
     mixed = wi.WGMMA_TYPES[("s32", "s8", "u8")]
     with pytest.raises(AssembleError, match="8.4"):
         assemble(_module([wi.WgmmaShape(mixed, 8)], (8, 0)), "sm_90a", "k")
+
+
+def test_every_sync_and_cluster_wrapper_assembles():
+    """One module holding each mbarrier / fence / setmaxnreg / stmatrix / cluster wrapper and the
+    text-level TMA store, multicast load and elect.sync: ptxas for sm_90a accepts the spellings."""
+    from ptxgen.emit.ir import REG_CLASSES
+    from ptxgen.emit.sm90 import mbarrier_isa as mb
+    from ptxgen.emit.sm90 import tma_isa as tma
+
+    b = Builder("k", [Param(".align 64 .b8", "tmap[128]")])
+    b.function.shared.append(("buf", 1024, 4096))
+    b.function.directives.append(".maxnreg 168")
+    name = lambda v: f"{REG_CLASSES[v.cls][1]}{v.id}"       # noqa: E731 - render_plain's naming
+    smem, bar, tm, x, mask = b.reg("b32"), b.reg("b32"), b.reg("b64"), b.reg("b32"), b.reg("b16")
+    b.emit("mov.u32", smem, Sym("buf"), ndefs=1)
+    b.emit("add.u32", bar, smem, 2048, ndefs=1)
+    b.emit("mov.b64", tm, Sym("tmap"), ndefs=1)
+    b.emit("mov.u32", x, 0, ndefs=1)
+    b.emit("mov.u16", mask, 3, ndefs=1)
+    mb.setmaxnreg(b, 40, increase=False)
+    mb.setmaxnreg(b, 168, increase=True)
+    mb.init(b, Addr(bar), 2)
+    mb.fence_mbarrier_init(b)
+    mb.cluster_arrive(b)
+    mb.cluster_wait(b)
+    mb.cluster_arrive(b, relaxed=True)
+    mb.cluster_wait(b)
+    rank = mb.cluster_ctarank(b)
+    remote = mb.mapa(b, bar, rank)
+    mb.arrive(b, Addr(bar))
+    mb.arrive(b, Addr(bar), count=1)
+    mb.arrive_remote(b, Addr(remote))
+    mb.arrive_expect_tx(b, Addr(bar), 1024)
+    b.comment("@@multicast@@")
+    mb.wait_parity(b, Addr(bar), 0, "wait_full")
+    regs = b.regs("b32", 4)
+    for r in regs:
+        b.emit("mov.u32", r, 0, ndefs=1)
+    mb.stmatrix(b, Addr(smem), regs)
+    mb.stmatrix(b, Addr(smem), regs[:2], trans=True)
+    mb.fence_proxy_async(b)
+    b.emit("bar.sync", 0)
+    tma.prefetch_tensormap(b, Addr(tm))
+    b.comment("@@store@@")
+    tma.bulk_commit_group(b)
+    tma.bulk_wait_group(b, 0)
+    tma.bulk_wait_group(b, 0, read_only=False)
+    b.comment("@@elect@@")
+    p, y = b.reg("pred"), b.reg("b32")
+    b.emit("selp.u32", y, 1, 0, p, ndefs=1)
+    b.emit("st.shared.u32", Addr(smem), y)
+    b.emit("ret")
+    text = kern.render_plain(b.function)
+    text = text.replace("// @@multicast@@", tma.load_text(name(smem), name(tm), (name(x), name(x)), name(bar),
+                                                         multicast_mask=name(mask)))
+    text = text.replace("// @@store@@", tma.store_text(name(tm), (name(x), name(x)), name(smem)))
+    text = text.replace("// @@elect@@", mb.elect_sync_text(name(p)))
+    r = assemble(text, "sm_90a", "k")
+    assert r.resources.spill_store_bytes == 0

@@ -17,12 +17,13 @@ MAX_TX = (1 << 20) - 1
 SINK = Sym("_")
 
 
-def init(b: Builder, bar: Addr, count: int | VReg, comment: str | None = None) -> Instr:
+def init(b: Builder, bar: Addr, count: int | VReg, guard: VReg | None = None,
+         comment: str | None = None) -> Instr:
     """Initialise the 8-byte-aligned .b64 mbarrier at `bar` to `count` expected arrivals, phase 0.
     Other threads may use it only after a bar.sync (or, across a cluster, fence.mbarrier_init)."""
     if isinstance(count, int) and not 1 <= count <= MAX_ARRIVALS:
         raise ValueError(f"mbarrier.init count {count} must be 1..{MAX_ARRIVALS}")
-    return b.emit("mbarrier.init.shared::cta.b64", bar, count, comment=comment)
+    return b.emit("mbarrier.init.shared::cta.b64", bar, count, guard=guard, comment=comment)
 
 
 def arrive(b: Builder, bar: Addr, count: int | None = None, guard: VReg | None = None,

@@ -196,6 +196,47 @@ def test_canonical_tile_matches_simulator_decode(major, swizzle, esize):
     assert len(seen) == mn * k and min(seen) >= base and max(seen) < base + tile.nbytes
 
 
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_any_subtile_descriptor_matches_simulator_decode(data):
+    """A wgmma anywhere inside a larger tile (a later M block, a later K step or K block)."""
+    major, swizzle, esize = data.draw(st.sampled_from(LAYOUTS), label="major, swizzle, esize")
+    w = dsc.SWIZZLE_BYTES[swizzle]
+    if major == "K":
+        mn = 8 * data.draw(st.integers(8, 24), label="mn / 8")
+        k = (w // esize) * data.draw(st.integers(1, 3), label="k blocks") * max(1, 32 // w)
+        mn_extent = data.draw(st.sampled_from([64, 8, 24]), label="wgmma rows (A: 64, B: N)")
+        mn0 = 8 * data.draw(st.integers(0, (mn - mn_extent) // 8), label="mn0 / 8")
+    else:
+        per = w // esize if swizzle != "none" else 8
+        mn = per * data.draw(st.integers(1, 4), label="mn blocks") * max(1, 64 // per)
+        k = 8 * data.draw(st.integers(2, 6), label="k / 8")
+        mn_extent = 64
+        mn0 = per * data.draw(st.integers(0, (mn - mn_extent) // per), label="mn0 / block")
+    k_inst = 32 // esize
+    k0 = k_inst * data.draw(st.integers(0, k // k_inst - 1), label="k step")
+    base = 1024 * data.draw(st.integers(0, 100), label="base / 1024")
+    tile = dsc.CanonicalTile(mn, k, esize, major, swizzle)
+    value = tile.descriptor(base, mn0, k0).encode()
+    got = sim_layouts.operand_addresses(sim_layouts.decode_descriptor(value), mn_extent, k_inst, esize,
+                                        major == "MN")
+    want = np.array([[tile.address(base, mn0 + i, k0 + j) for j in range(k_inst)] for i in range(mn_extent)])
+    assert np.array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_encode_matches_the_simulators_decoder(data):
+    start = 16 * data.draw(st.integers(0, (1 << 14) - 1), label="start / 16")
+    lbo = 16 * data.draw(st.integers(0, (1 << 14) - 1), label="lbo / 16")
+    sbo = 16 * data.draw(st.integers(0, (1 << 14) - 1), label="sbo / 16")
+    swizzle = data.draw(st.sampled_from(sorted(dsc.DESCRIPTOR_SWIZZLE)), label="swizzle")
+    base_offset = data.draw(st.integers(0, 7), label="base offset")
+    theirs = sim_layouts.decode_descriptor(dsc.SmemDescriptor(start, lbo, sbo, swizzle, base_offset).encode())
+    assert (theirs.start, theirs.lbo, theirs.sbo, theirs.base_offset) == (start, lbo, sbo, base_offset)
+    assert sim_layouts.SWIZZLE_NAMES[theirs.swizzle] == swizzle
+
+
 def test_kmajor_128b_f16_matches_the_fact_sheet_formula():
     """Element (r, c) of a 64-wide f16 tile at r*128 + (((c>>3) ^ (r&7)) << 4) + (c&7)*2."""
     tile = dsc.CanonicalTile(64, 64, 2, "K", "128B")
@@ -211,6 +252,10 @@ def test_canonical_tile_rejects_what_the_layout_cannot_hold():
         dsc.CanonicalTile(64, 32, 2, "K", "128B")
     with pytest.raises(ValueError, match="1024-byte boundary"):
         dsc.CanonicalTile(64, 64, 2, "K", "128B").descriptor(512)
+    with pytest.raises(ValueError, match="multiple of 8 along MN"):
+        dsc.CanonicalTile(64, 64, 2, "K", "128B").descriptor(0, 4, 0)
+    with pytest.raises(ValueError, match="and of 8 along K"):
+        dsc.CanonicalTile(128, 64, 2, "MN", "128B").descriptor(0, 0, 4)
 
 
 # ------------------------------------------------------------------ fragment layouts vs the simulator

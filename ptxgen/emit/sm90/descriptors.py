@@ -170,6 +170,12 @@ class CanonicalTile:
         if base % SWIZZLE_ALIGN[self.swizzle]:
             raise ValueError(f"a {self.swizzle} tile must start on a {SWIZZLE_ALIGN[self.swizzle]}-byte "
                              f"boundary; got {base:#x}")
+        mn_step = 8 if self.major == "K" else max(self.width, 16) // self.esize
+        k_step = 16 // self.esize if self.major == "K" else 8
+        if mn0 % mn_step or k0 % k_step or not (0 <= mn0 < self.mn and 0 <= k0 < self.k):
+            raise ValueError(f"a {self.major}-major {self.swizzle} sub-tile starts at a multiple of {mn_step} "
+                             f"along MN and of {k_step} along K inside the {self.mn} x {self.k} tile; "
+                             f"got ({mn0}, {k0})")
         return SmemDescriptor(base + self.offset(mn0, k0), self.lbo, self.sbo, self.swizzle, 0)
 
     def k_step_bytes(self, k_elems: int) -> int:

@@ -183,3 +183,75 @@ def build_tma(n: int, k: int, b_major: str) -> str:
         assert f"// {marker}" in text
         text = text.replace(f"// {marker}", line)
     return text
+
+
+LOOP_ENTRY = "wgmma_k_loop"
+
+
+def build_loop(n: int, k: int, accum: str) -> Function:
+    """A k-loop kernel: descriptors recomputed in fresh registers each iteration, one wgmma with
+    scale-d = 1 accumulating into registers zeroed before the loop, then f32 (or packed f16) stores.
+    Returns the Function so tests can render it with ptxgen's register allocator: the IR does not
+    mark D as read by the wgmma, and this is the shape where that could go wrong."""
+    a_tile = dsc.CanonicalTile(M, k, 2, "K", "128B")
+    b_tile = dsc.CanonicalTile(n, k, 2, "K", "128B")
+    b = Builder(LOOP_ENTRY, [Param(".u64", "pA"), Param(".u64", "pB"), Param(".u64", "pD")])
+    b.function.shared.append((TILES, 1024, a_tile.nbytes + b_tile.nbytes))
+    tid = b.reg("b32")
+    b.emit("mov.u32", tid, Sym("%tid.x"), ndefs=1)
+    ex = ExprEmitter(b, tid)
+    ptrs = []
+    for p in ("pA", "pB", "pD"):
+        r, g = b.reg("b64"), b.reg("b64")
+        b.emit("ld.param.u64", r, Addr(Sym(p)), ndefs=1)
+        b.emit("cvta.to.global.u64", g, r, ndefs=1)
+        ptrs.append(g)
+    smem = b.reg("b32")
+    b.emit("mov.u32", smem, Sym(TILES), ndefs=1)
+    _copy(b, ex, tid, ptrs[0], smem, a_tile, 0, True, k)
+    _copy(b, ex, tid, ptrs[1], smem, b_tile, a_tile.nbytes, True, k)
+    mb.fence_proxy_async(b)
+    b.emit("bar.sync", 0)
+    shape = wi.wgmma_shape(accum, "f16", "f16", n)
+    cls = "f32" if accum == "f32" else "b32"
+    d = b.regs(cls, shape.d_registers)
+    for r in d:
+        b.emit(f"mov.{cls}", r, Sym("0f00000000") if cls == "f32" else 0, ndefs=1)
+    step = b.reg("b32")
+    b.emit("mov.u32", step, 0, ndefs=1)
+    b.banner("main loop: one k16 step per iteration")
+    loop = b.label("k_loop")
+    b.place(loop)
+    per_row = 128 // (2 * shape.k)                    # k16 steps inside one 128-byte row
+    blk, inrow, t1, t2, off, a_addr, b_addr = b.regs("b32", 7)
+    b.emit("shr.u32", blk, step, per_row.bit_length() - 1, ndefs=1)
+    b.emit("and.b32", inrow, step, per_row - 1, ndefs=1)
+    b.emit("shl.b32", t1, inrow, 5, ndefs=1)
+    b.emit("mul.lo.u32", t2, blk, M * 128, ndefs=1)
+    b.emit("add.u32", off, t1, t2, ndefs=1)
+    b.emit("add.u32", a_addr, smem, off, ndefs=1)
+    b2 = b.reg("b32")
+    b.emit("mul.lo.u32", b2, blk, n * 128, ndefs=1)
+    b.emit("add.u32", b2, b2, t1, ndefs=1)
+    b.emit("add.u32", b_addr, smem, b2, ndefs=1)
+    b.emit("add.u32", b_addr, b_addr, a_tile.nbytes, ndefs=1)
+    da = dsc.emit_descriptor(b, a_addr, a_tile)
+    db = dsc.emit_descriptor(b, b_addr, b_tile)
+    wi.fence(b)
+    wi.wgmma(b, shape, d, da, db, scale_d=1)
+    wi.commit_group(b)
+    wi.wait_group(b, 0)
+    b.emit("add.u32", step, step, 1, ndefs=1)
+    more = b.reg("pred")
+    b.emit("setp.lt.u32", more, step, k // shape.k, ndefs=1)
+    b.emit("bra", Sym(loop), guard=more)
+    table = accumulator_table(n)
+    per_reg = 1 if cls == "f32" else 2                # f16: d_{2j} low half, d_{2j+1} high half
+    for reg, (row, col) in zip(d, table[::per_reg]):
+        off_d = ex.reg((row * n + col) * (4 if cls == "f32" else 2))
+        wide, addr = b.reg("b64"), b.reg("b64")
+        b.emit("cvt.u64.u32", wide, off_d, ndefs=1)
+        b.emit("add.u64", addr, ptrs[2], wide, ndefs=1)
+        b.emit(f"st.global.{cls}", Addr(addr), reg)
+    b.emit("ret")
+    return b.function

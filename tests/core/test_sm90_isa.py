@@ -38,7 +38,7 @@ def test_the_table_has_exactly_the_isa_type_rows():
         assert wi.WGMMA_TYPES[key].k * wi.WGMMA_TYPES[key].esize == 32, key   # one K step = 32 bytes
 
 
-@pytest.mark.parametrize("key", sorted(ISA_ROWS))
+@pytest.mark.parametrize("key", sorted(ISA_ROWS), ids=".".join)
 def test_legal_n_per_type(key):
     row = wi.WGMMA_TYPES[key]
     assert list(row.n_values) == (INT_N if key[0] == "s32" else FLOAT_N)
@@ -51,7 +51,7 @@ def test_legal_n_per_type(key):
                 wi.wgmma_shape(*key, n)
 
 
-@pytest.mark.parametrize("key", sorted(ISA_ROWS))
+@pytest.mark.parametrize("key", sorted(ISA_ROWS), ids=".".join)
 def test_register_counts(key):
     for n in wi.WGMMA_TYPES[key].n_values:
         shape = wi.wgmma_shape(*key, n)

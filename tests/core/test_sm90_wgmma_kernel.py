@@ -105,7 +105,7 @@ def _module(shapes: list[wi.WgmmaShape], version: tuple[int, int] = (8, 0)) -> s
     return kern.render_plain(b.function, target)
 
 
-@pytest.mark.parametrize("key", sorted(wi.WGMMA_TYPES))
+@pytest.mark.parametrize("key", sorted(wi.WGMMA_TYPES), ids=".".join)
 def test_ptxas_accepts_every_legal_shape(key):
     row = wi.WGMMA_TYPES[key]
     shapes = [wi.WgmmaShape(row, n) for n in row.n_values]
@@ -192,3 +192,22 @@ def test_every_sync_and_cluster_wrapper_assembles():
     text = text.replace("// @@elect@@", mb.elect_sync_text(name(p)))
     r = assemble(text, "sm_90a", "k")
     assert r.resources.spill_store_bytes == 0
+
+
+@pytest.mark.parametrize("accum", ["f32", "f16"])
+def test_k_loop_through_the_register_allocator(accum):
+    """wgmma reads D as well as writing it, which the IR does not record: the allocator must still
+    keep the accumulators apart from the loop's address temporaries (f16 D shares their class)."""
+    from ptxgen.emit.render import render
+    from ptxgen.regalloc import allocate
+
+    n, k = 64, 128
+    fn = kern.build_loop(n, k, accum)
+    alloc = allocate(fn.body)
+    ptx = render(fn, kern.SM90A, ["k loop"], alloc.declarations(), alloc.name)
+    a, b = _operands(np.random.default_rng(11), k, n)
+    dt = np.float32 if accum == "f32" else np.float16
+    d = np.full((64, n), np.nan, dtype=dt)
+    sim.launch(ptx, kern.LOOP_ENTRY, block=(128,), args=[a, np.ascontiguousarray(b.T), d])
+    assert np.array_equal(d, (a.astype(np.float64) @ b.astype(np.float64)).astype(dt))
+    assemble(ptx, "sm_90a", kern.LOOP_ENTRY)

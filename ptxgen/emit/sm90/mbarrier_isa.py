@@ -1,5 +1,5 @@
 """mbarrier, proxy fences, setmaxnreg, stmatrix and cluster helpers through the Builder
-(docs/ptx_facts/mbarrier.md, sync.md and clusters.md; PTX ISA "mbarrier", "membar/fence",
+(docs/ptx_facts/mbarrier.md, warp_specialisation.md and clusters.md; PTX ISA "mbarrier", "membar/fence",
 "setmaxnreg", "stmatrix", "mapa", "barrier.cluster").
 
 Every function emits one instruction on the builder it is given (no hidden state) and checks the

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..builder import Builder
 from ..ir import Addr, Imm, Instr
+from .descriptors import SWIZZLE_BYTES
 
 #: Tensor ranks a tile-mode tensor map may have.
 RANKS = (1, 2, 3, 4, 5)
@@ -31,7 +32,6 @@ class TensorTile:
     swizzle: str = "128B"
 
     def __post_init__(self) -> None:
-        from .descriptors import SWIZZLE_BYTES
         if len(self.box) not in RANKS:
             raise ValueError(f"a TMA box has rank 1..5, got {len(self.box)}")
         if any(not 1 <= b <= MAX_BOX for b in self.box):

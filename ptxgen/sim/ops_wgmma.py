@@ -20,6 +20,7 @@ import numpy as np
 
 from . import numerics as nx
 from . import wgmma_layouts as wl
+from .async_proxy import check_async_read
 from .errors import Fault
 from .operands import Lit, Vec
 from .ops_sm90_misc import require_sm90a
@@ -76,15 +77,23 @@ def _types(ins: Instr, ctx):
         raise ctx.fail(f"{text}: .{dtype}.{atype}.{btype} is not a wgmma type combination the simulator "
                        "supports (f16/bf16 -> f16/f32 k16, tf32 -> f32 k8, e4m3/e5m2 -> f16/f32 k32, "
                        "s8/u8 -> s32 k32; .b1 is not simulated)")
-    n = _shape_n(shape, K_OF[cls], ctx, text)
+    n = _shape_n(shape, K_OF[cls], ctx, text, integer=dtype == "s32")
     return n, K_OF[cls], dtype, atype, btype, satfinite
 
 
-def _shape_n(shape: str, k: int, ctx, text: str) -> int:
+INTEGER_N = (8, 16, 24) + tuple(range(32, 257, 16))   # PTX ISA 9.7.15.2 matrix shapes, s8/u8 rows
+
+
+def _shape_n(shape: str, k: int, ctx, text: str, integer: bool) -> int:
+    """N of m64nNkK: a multiple of 8 up to 256, and for s8/u8 only 8, 16, 24 and multiples of 16
+    (the ISA's shape table; ptxas rejects e.g. m64n40k32.s32)."""
     prefix, tail = "m64n", f"k{k}"
     body = shape[len(prefix):-len(tail)] if shape.startswith(prefix) and shape.endswith(tail) else ""
     if not body.isdigit() or not 8 <= int(body) <= 256 or int(body) % 8:
         raise ctx.fail(f"{text}: shape .{shape} is not m64nNk{k} with N = 8, 16, ..., 256")
+    if integer and int(body) not in INTEGER_N:
+        raise ctx.fail(f"{text}: shape .{shape} is not an integer wgmma shape; for s8/u8 N is 8, 16, 24 "
+                       "or a multiple of 16 up to 256")
     return int(body)
 
 
@@ -201,7 +210,9 @@ def _read_tile(cta: CtaState, desc_value: int, mn: int, k: int, esize: int, typ:
                     "models base offset 0 only (align swizzled tiles to the pattern: 1024 B for 128B)")
     addrs = wl.operand_addresses(desc, mn, k, esize, mn_major).reshape(-1)
     raw = cta.smem.read(np.repeat(reader, addrs.size), addrs, esize, cta.epoch, f"wgmma reads {which} from")
-    return decode_elements(raw, typ).reshape(mn, k), cta.smem.byte_index(addrs, esize)
+    idx = cta.smem.byte_index(addrs, esize)
+    check_async_read(cta, idx, f"wgmma (async proxy) operand {which} reads")
+    return decode_elements(raw, typ).reshape(mn, k), idx
 
 
 def _mark_reads(cta: CtaState, idx: np.ndarray) -> None:

@@ -109,6 +109,7 @@ def wgmma_ptx(n: int, steps: list[str], a_bytes: int, b_bytes: int, a_regs: bool
 {copy_in(a_bytes, A_OFF, "%rd4", threads) if not a_regs else ""}
 {copy_in(b_bytes, B_OFF, "%rd5", threads)}
     ld.global.v4.u32 {{%a0, %a1, %a2, %a3}}, [%rd4];
+    fence.proxy.async.shared::cta;
     bar.sync 0;
     setp.eq.u32 %p1, %r0, %r0;
     setp.ne.u32 %p2, %r0, %r0;
@@ -414,3 +415,30 @@ def test_other_shape_on_in_flight_accumulators_is_a_hazard():
     fixed = wgmma_ptx(16, [first, "wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;",
                            other.replace("// OTHER", "")], 8192, 4096)
     _launch(fixed, 16)
+
+
+def test_generic_writes_read_by_wgmma_need_a_proxy_fence():
+    """st.shared data read by wgmma (async proxy) without fence.proxy.async is a race; the same
+    kernel with the fence (every other test here) runs."""
+    bad = _simple().replace("    fence.proxy.async.shared::cta;\n", "")
+    assert bad != _simple()
+    with pytest.raises(sim.HazardError) as e:
+        _launch(bad)
+    assert e.value.kind == "race" and "fence.proxy.async" in e.value.detail
+
+
+def test_integer_wgmma_shapes_follow_the_isa_table():
+    """s8/u8 wgmma has N = 8, 16, 24 and multiples of 16 only (ptxas rejects m64n40k32.s32)."""
+    from ptxgen.sim.machine import compile_entry
+    for n, legal in ((40, False), (24, True), (48, True), (248, False), (256, True)):
+        dregs = ", ".join(f"%d{i}" for i in range(n // 2))
+        ptx = sm90(kernel(f"""
+    mov.u64 %rd1, 0;
+    wgmma.fence.sync.aligned;
+    wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8 {{{dregs}}}, %rd1, %rd1, 0;
+    ret;""", regs=f"    .reg .s32 %d<{n // 2}>;\n"))
+        if legal:
+            compile_entry(ptx, "k")
+        else:
+            with pytest.raises(sim.HazardError, match="integer wgmma shape"):
+                compile_entry(ptx, "k")

@@ -1,0 +1,255 @@
+"""Thread block clusters on the simulator: launch shapes and directives, the cluster special
+registers, distributed shared memory (mapa + ld/st .shared::cluster), barrier.cluster, remote
+mbarrier arrives and TMA multicast. Expected values are computed here from the PTX ISA's
+definitions (rank = x + nx * (y + ny * z) inside the cluster), not from the simulator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ptxgen import sim
+from sim_util import line_of
+
+HEADER = ".version 8.0\n.target sm_90a\n.address_size 64\n"
+REGS = "    .reg .pred %p<8>;\n    .reg .b32 %r<64>;\n    .reg .b64 %rd<16>;\n"
+
+
+def module(body: str, directives: str = "", params: str = ".param .u64 pOut", shared: str = "") -> str:
+    return (HEADER + shared + f".visible .entry k({params}){directives}\n{{\n" + REGS + body + "\n    ret;\n}\n")
+
+
+# ------------------------------------------------------------------ special registers
+SPECIALS = """
+    ld.param.u64 %rd1, [pOut];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ctaid.y;
+    mov.u32 %r3, %ctaid.z;
+    mov.u32 %r4, %nctaid.x;
+    mov.u32 %r5, %nctaid.y;
+    mad.lo.u32 %r6, %r3, %r5, %r2;
+    mad.lo.u32 %r6, %r6, %r4, %r1;
+    mul.wide.u32 %rd2, %r6, 64;
+    add.u64 %rd3, %rd1, %rd2;
+    mov.u32 %r10, %cluster_ctaid.x;
+    mov.u32 %r11, %cluster_ctaid.y;
+    mov.u32 %r12, %cluster_ctaid.z;
+    mov.u32 %r13, %cluster_nctaid.x;
+    mov.u32 %r14, %cluster_nctaid.y;
+    mov.u32 %r15, %cluster_nctaid.z;
+    mov.u32 %r16, %clusterid.x;
+    mov.u32 %r17, %clusterid.y;
+    mov.u32 %r18, %clusterid.z;
+    mov.u32 %r19, %nclusterid.x;
+    mov.u32 %r20, %nclusterid.y;
+    mov.u32 %r21, %nclusterid.z;
+    mov.u32 %r22, %cluster_ctarank;
+    mov.u32 %r23, %cluster_nctarank;
+    selp.u32 %r24, 1, 0, %is_explicit_cluster;
+    st.global.v4.u32 [%rd3], {%r10, %r11, %r12, %r13};
+    st.global.v4.u32 [%rd3+16], {%r14, %r15, %r16, %r17};
+    st.global.v4.u32 [%rd3+32], {%r18, %r19, %r20, %r21};
+    st.global.v4.u32 [%rd3+48], {%r22, %r23, %r24, %r24};"""
+
+
+def expected_specials(grid, dims, explicit: bool) -> np.ndarray:
+    rows = []
+    for z in range(grid[2]):
+        for y in range(grid[1]):
+            for x in range(grid[0]):
+                c = (x % dims[0], y % dims[1], z % dims[2])
+                rank = c[0] + dims[0] * (c[1] + dims[1] * c[2])
+                rows.append([*c, *dims, x // dims[0], y // dims[1], z // dims[2],
+                             grid[0] // dims[0], grid[1] // dims[1], grid[2] // dims[2],
+                             rank, dims[0] * dims[1] * dims[2], int(explicit), int(explicit)])
+    return np.array(rows, dtype=np.uint32)
+
+
+@pytest.mark.parametrize("dims", [(1, 1, 1), (2, 1, 1), (4, 1, 1), (2, 2, 1), (1, 2, 2), (2, 2, 2), (1, 1, 2)])
+def test_cluster_special_registers_for_several_shapes(dims):
+    grid = (4, 2, 2)
+    out = np.zeros((16, 16), dtype=np.uint32)
+    sim.launch(module(SPECIALS), "k", grid=grid, block=(1,), args=[out], cluster=dims)
+    assert out.tolist() == expected_specials(grid, dims, True).tolist()
+
+
+def test_reqnctapercluster_sets_the_cluster_without_a_launch_argument():
+    grid = (4, 2, 1)
+    out = np.zeros((8, 16), dtype=np.uint32)
+    sim.launch(module(SPECIALS, " .reqnctapercluster 2, 2, 1"), "k", grid=grid, block=(1,), args=[out])
+    assert out.tolist() == expected_specials(grid, (2, 2, 1), True).tolist()
+    out[:] = 0
+    sim.launch(module(SPECIALS), "k", grid=grid, block=(1,), args=[out])     # implicit 1x1x1 clusters
+    assert out.tolist() == expected_specials(grid, (1, 1, 1), False).tolist()
+
+
+@pytest.mark.parametrize("directives, grid, cluster, kwargs, words", [
+    ("", (6, 1, 1), (4, 1, 1), {}, "not divisible by cluster (4, 1, 1) along x"),
+    ("", (4, 4, 1), (4, 4, 1), {}, "non-portable opt-in"),
+    ("", (32, 1, 1), (32, 1, 1), {"non_portable_cluster": True}, "the limit is 16"),
+    ("", (4, 1, 1), (0, 1, 1), {}, "positive integers"),
+    (" .reqnctapercluster 2, 1, 1", (4, 1, 1), (4, 1, 1), {}, "requires .reqnctapercluster 2, 1, 1"),
+    (" .explicitcluster", (4, 1, 1), None, {}, "must be launched with cluster dimensions"),
+    (" .maxclusterrank 2", (4, 1, 1), (4, 1, 1), {}, ".maxclusterrank 2"),
+    (" .reqnctapercluster 2, 1, 1 .maxclusterrank 2", (4, 1, 1), None, {}, "cannot both be given"),
+])
+def test_bad_cluster_launches_are_clear_errors(directives, grid, cluster, kwargs, words):
+    with pytest.raises(ValueError) as e:
+        sim.launch(module(SPECIALS, directives), "k", grid=grid, block=(1,), args=[np.zeros((64, 16), np.uint32)],
+                   cluster=cluster, **kwargs)
+    assert words in str(e.value)
+
+
+def test_sixteen_cta_cluster_with_the_non_portable_opt_in():
+    grid = (16, 1, 1)
+    out = np.zeros((16, 16), dtype=np.uint32)
+    sim.launch(module(SPECIALS), "k", grid=grid, block=(1,), args=[out], cluster=16, non_portable_cluster=True)
+    assert out.tolist() == expected_specials(grid, (16, 1, 1), True).tolist()
+
+
+def test_ctas_subset_runs_whole_clusters():
+    out = np.zeros((8, 16), dtype=np.uint32)
+    res = sim.launch(module(SPECIALS), "k", grid=(8, 1, 1), block=(1,), args=[out], cluster=(4, 1, 1),
+                     ctas=[(5, 0, 0)])
+    assert res.ctas == 4
+    assert out[4:].tolist() == expected_specials((8, 1, 1), (4, 1, 1), True)[4:].tolist()
+    assert not out[:4].any()
+
+
+# ------------------------------------------------------------------ DSMEM exchange
+NT = 64
+EXCHANGE = """
+    ld.param.u64 %rd1, [pOut];
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, %cluster_ctarank;
+    mov.u32 %r2, %cluster_nctarank;
+    mov.u32 %r3, buf;
+    shl.b32 %r4, %r0, 2;
+    add.u32 %r5, %r3, %r4;
+    mad.lo.u32 %r6, %r1, 1000, %r0;
+    st.shared.u32 [%r5], %r6;                              // WRITE
+    barrier.cluster.arrive.release.aligned;                // ARRIVE1
+    barrier.cluster.wait.acquire.aligned;                  // WAIT1
+    add.u32 %r7, %r1, 1;
+    rem.u32 %r7, %r7, %r2;
+    mapa.shared::cluster.u32 %r8, %r5, %r7;
+    ld.shared::cluster.u32 %r9, [%r8];                     // REMOTE
+    barrier.cluster.arrive.aligned;                        // ARRIVE2
+    barrier.cluster.wait.aligned;                          // WAIT2
+    mov.u32 %r10, %ctaid.x;
+    mad.lo.u32 %r11, %r10, 64, %r0;
+    mul.wide.u32 %rd2, %r11, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r9;"""
+BUF = ".shared .align 16 .b8 buf[256];\n"
+
+
+def run_exchange(ptx: str, ctas: int = 4, size: int = 2) -> np.ndarray:
+    out = np.full((ctas, NT), 0xDEAD, dtype=np.uint32)
+    sim.launch(ptx, "k", grid=(ctas,), block=(NT,), args=[out], cluster=(size,))
+    return out
+
+
+def exchange_expected(ctas: int, size: int) -> list:
+    return [[((c % size + 1) % size) * 1000 + t for t in range(NT)] for c in range(ctas)]
+
+
+@pytest.mark.parametrize("size", [2, 4, 8])
+def test_dsmem_exchange_through_mapa_and_the_cluster_barrier(size):
+    out = run_exchange(module(EXCHANGE, shared=BUF), ctas=8, size=size)
+    assert out.tolist() == exchange_expected(8, size)
+
+
+def test_dsmem_exchange_through_generic_mapa():
+    ptx = module(EXCHANGE.replace(
+        "    mapa.shared::cluster.u32 %r8, %r5, %r7;\n    ld.shared::cluster.u32 %r9, [%r8];",
+        "    cvt.u64.u32 %rd4, %r5;\n    cvta.shared.u64 %rd5, %rd4;\n    mapa.u64 %rd6, %rd5, %r7;\n"
+        "    ld.u32 %r9, [%rd6];"), shared=BUF)
+    assert run_exchange(ptx).tolist() == exchange_expected(4, 2)
+
+
+def test_dsmem_remote_store_then_local_read():
+    """Each CTA writes into the next CTA's buffer; after the cluster barrier each reads its own."""
+    body = EXCHANGE.replace("    st.shared.u32 [%r5], %r6;                              // WRITE\n", "").replace(
+        "    barrier.cluster.arrive.release.aligned;                // ARRIVE1\n"
+        "    barrier.cluster.wait.acquire.aligned;                  // WAIT1\n", "").replace(
+        "    ld.shared::cluster.u32 %r9, [%r8];                     // REMOTE\n",
+        "    st.shared::cluster.u32 [%r8], %r6;\n").replace(
+        "    barrier.cluster.wait.aligned;                          // WAIT2\n",
+        "    barrier.cluster.wait.aligned;                          // WAIT2\n    ld.shared.u32 %r9, [%r5];\n")
+    out = run_exchange(module(body, shared=BUF), ctas=4, size=4)
+    assert out.tolist() == [[((c - 1) % 4) * 1000 + t for t in range(NT)] for c in range(4)]
+
+
+def test_planted_missing_cluster_barrier_before_the_remote_read_is_a_race():
+    ptx = module(EXCHANGE.replace("    barrier.cluster.arrive.release.aligned;                // ARRIVE1\n", "")
+                 .replace("    barrier.cluster.wait.acquire.aligned;                  // WAIT1\n", ""), shared=BUF)
+    with pytest.raises(sim.HazardError) as e:
+        run_exchange(ptx)
+    assert e.value.kind == "race" and "barrier.cluster" in e.value.detail
+    assert e.value.line in (line_of(ptx, "// WRITE"), line_of(ptx, "// REMOTE"))
+
+
+def test_planted_relaxed_arrive_without_fence_is_a_race_and_the_fence_fixes_it():
+    relaxed = EXCHANGE.replace("arrive.release.aligned;                // ARRIVE1",
+                               "arrive.relaxed.aligned;                // ARRIVE1")
+    with pytest.raises(sim.HazardError) as e:
+        run_exchange(module(relaxed, shared=BUF))
+    assert e.value.kind == "race"
+    fenced = relaxed.replace("    barrier.cluster.arrive.relaxed", "    fence.acq_rel.cluster;\n    barrier.cluster.arrive.relaxed")
+    assert run_exchange(module(fenced, shared=BUF)).tolist() == exchange_expected(4, 2)
+
+
+def test_planted_exit_while_a_peer_reads_its_shared_memory():
+    """Without the final cluster barrier a CTA may exit while its peer still reads its buffer."""
+    ptx = module(EXCHANGE.replace("    barrier.cluster.arrive.aligned;                        // ARRIVE2\n", "")
+                 .replace("    barrier.cluster.wait.aligned;                          // WAIT2\n", ""), shared=BUF)
+    with pytest.raises(sim.HazardError) as e:
+        run_exchange(ptx)
+    assert e.value.kind == "out-of-bounds" and "has exited" in e.value.detail
+    assert e.value.line == line_of(ptx, "// REMOTE")
+
+
+def test_remote_rank_outside_the_cluster_is_a_clear_fault():
+    ptx = module(EXCHANGE.replace("rem.u32 %r7, %r7, %r2;", "add.u32 %r7, %r7, 4;  // BADRANK"), shared=BUF)
+    with pytest.raises(sim.HazardError) as e:
+        run_exchange(ptx)
+    assert e.value.kind == "out-of-bounds" and "outside this cluster of 2" in e.value.detail
+    assert e.value.line == line_of(ptx, "mapa")
+
+
+def test_cluster_wait_without_arrive_and_a_missing_arrival_deadlock():
+    no_arrive = module(EXCHANGE.replace("    barrier.cluster.arrive.release.aligned;                // ARRIVE1\n", ""),
+                       shared=BUF)
+    with pytest.raises(sim.HazardError) as e:
+        run_exchange(no_arrive)
+    assert e.value.kind == "race" and "without a barrier.cluster.arrive" in e.value.detail
+    # rank 1 spins on a flag that rank 0 sets only after the cluster barrier: neither can go on
+    spin = module("""
+    ld.param.u64 %rd1, [pOut];
+    mov.u32 %r1, %cluster_ctarank;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra SPIN;
+    barrier.cluster.arrive;
+    barrier.cluster.wait;                 // WAITS
+    st.volatile.global.u32 [%rd1], 1;
+    bra DONE;
+SPIN:
+    ld.volatile.global.u32 %r2, [%rd1];
+    setp.eq.u32 %p2, %r2, 0;
+    @%p2 bra SPIN;
+DONE:""")
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(spin, "k", grid=(2,), block=(32,), args=[np.zeros(1, np.uint32)], cluster=(2,))
+    assert e.value.kind == "deadlock"
+
+
+def test_one_cta_cluster_barrier_is_a_cta_barrier():
+    """Without a cluster launch every CTA is its own cluster: arrive + wait completes locally and
+    orders the CTA's own shared accesses like bar.sync."""
+    body = EXCHANGE.replace("rem.u32 %r7, %r7, %r2;", "mov.u32 %r7, 0;").replace(
+        "    add.u32 %r5, %r3, %r4;\n", "    add.u32 %r5, %r3, %r4;\n    xor.b32 %r12, %r4, 4;\n"
+        "    add.u32 %r13, %r3, %r12;\n").replace("mapa.shared::cluster.u32 %r8, %r5, %r7;",
+                                                 "mapa.shared::cluster.u32 %r8, %r13, %r7;")
+    out = np.zeros((2, NT), dtype=np.uint32)
+    sim.launch(module(body, shared=BUF), "k", grid=(2,), block=(NT,), args=[out])
+    assert out.tolist() == [[t ^ 1 for t in range(NT)]] * 2

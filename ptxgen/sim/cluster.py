@@ -194,7 +194,7 @@ class CrossTags:
         wr = self.w_rank[idx]
         other = (wr != NO_RANK) & (wr != rank)
         if other.any():
-            self._check(idx, other, wr, self.w_arr[idx], waits, cluster, who, "written", what)
+            self._check(idx, other, wr, self.w_arr[idx], waits, cluster, who, "wrote", what)
         rr = self.r_rank[idx]
         if write:
             other = (rr != NO_RANK) & (rr != rank)

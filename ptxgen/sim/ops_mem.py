@@ -27,6 +27,7 @@ MEM_TYPES = {"b8", "u8", "s8", "b16", "u16", "s16", "b32", "u32", "s32", "f32", 
 CACHE_OPS = {"ca", "cg", "cs", "lu", "cv", "nc", "wb", "wt"}
 SEMS = {"weak", "volatile", "relaxed", "acquire", "release"}
 SCOPES = {"cta", "cluster", "gpu", "sys"}
+SPACE_NAMES = {"cluster": "shared::cluster"}    # the state space the internal name "cluster" stands for
 
 
 def lanes_per_phase(width: int) -> int:
@@ -238,7 +239,7 @@ def compile_ld(ins: Instr, ctx):
     view = VIEW_DTYPE[typ]
     mem = ctx.mem(ins.operands[1])
     line = ctx.line
-    what = f"ld.{space}" if space != "generic" else "ld (generic)"
+    what = f"ld.{SPACE_NAMES.get(space, space)}" if space != "generic" else "ld (generic)"
     if space == "param":
         return _compile_ld_param(ctx, mem, dests, typ, width, esize)
     get_addr = address_getter(ctx, mem, space)
@@ -323,7 +324,7 @@ def compile_st(ins: Instr, ctx):
     storage = STORAGE_DTYPE[esize * 8]
     get_addr = address_getter(ctx, ctx.mem(ins.operands[0]), space)
     line = ctx.line
-    what = f"st.{space}" if space != "generic" else "st (generic)"
+    what = f"st.{SPACE_NAMES.get(space, space)}" if space != "generic" else "st (generic)"
 
     if sem is not None:
         return _compile_sync_st(ctx, space, sem, scope, get_addr, getters, storage, width)

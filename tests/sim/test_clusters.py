@@ -253,3 +253,127 @@ def test_one_cta_cluster_barrier_is_a_cta_barrier():
     out = np.zeros((2, NT), dtype=np.uint32)
     sim.launch(module(body, shared=BUF), "k", grid=(2,), block=(NT,), args=[out])
     assert out.tolist() == [[t ^ 1 for t in range(NT)]] * 2
+
+
+# ------------------------------------------------------------------ remote mbarrier arrive
+REMOTE_ARRIVE = """
+    ld.param.u64 %rd1, [pOut];
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, %cluster_ctarank;
+    mov.u32 %r2, bar;
+    setp.eq.u32 %p0, %r0, 0;
+    @%p0 mbarrier.init.shared::cta.b64 [%r2], 32;          // INIT
+    @%p0 fence.mbarrier_init.release.cluster;
+    barrier.cluster.arrive.relaxed.aligned;                // INITSYNC1
+    barrier.cluster.wait.aligned;                          // INITSYNC2
+    xor.b32 %r3, %r1, 1;
+    mapa.shared::cluster.u32 %r4, %r2, %r3;
+    mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r4];   // REMOTE_ARRIVE
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;
+    @!%p1 bra WAIT;
+    mov.u32 %r5, %ctaid.x;
+    mad.lo.u32 %r6, %r5, 32, %r0;
+    mul.wide.u32 %rd2, %r6, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    add.u32 %r7, %r1, 100;
+    st.global.u32 [%rd3], %r7;
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;"""
+BAR = ".shared .align 8 .b8 bar[8];\n"
+
+
+def test_remote_mbarrier_arrive_completes_the_peer_phase():
+    out = np.zeros((4, 32), dtype=np.uint32)
+    sim.launch(module(REMOTE_ARRIVE, shared=BAR), "k", grid=(4,), block=(32,), args=[out], cluster=(2,))
+    assert out.tolist() == [[100 + c % 2] * 32 for c in range(4)]
+
+
+@pytest.mark.parametrize("change, kind", [
+    (("    barrier.cluster.arrive.relaxed.aligned;                // INITSYNC1\n", ""), "race"),
+    (("    @%p0 fence.mbarrier_init.release.cluster;\n", ""), "race"),
+    (("[%r2], 32;          // INIT", "[%r2], 31;          // INIT"), "race"),
+    (("[%r2], 32;          // INIT", "[%r2], 33;          // INIT"), "deadlock"),
+])
+def test_planted_remote_arrive_bugs(change, kind):
+    body = REMOTE_ARRIVE.replace(*change)
+    if "INITSYNC1" not in body:
+        body = body.replace("    barrier.cluster.wait.aligned;                          // INITSYNC2\n", "")
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(module(body, shared=BAR), "k", grid=(2,), block=(32,), args=[np.zeros((2, 32), np.uint32)],
+                   cluster=(2,))
+    assert e.value.kind == kind
+
+
+# ------------------------------------------------------------------ TMA multicast
+MULTICAST = """
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry k(.param .u64 pOut, .param .align 64 .b8 tmap[128], .param .u32 c0, .param .u32 c1)
+{
+    .reg .pred %p<8>; .reg .b16 %h<4>; .reg .b32 %r<40>; .reg .b64 %rd<8>;
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r30, %cluster_ctarank;
+    mov.u32 %r1, smem;
+    add.u32 %r2, %r1, 1024;
+    setp.eq.u32 %p0, %r0, 0;
+    @%p0 mbarrier.init.shared::cta.b64 [%r2], 1;
+    @%p0 fence.mbarrier_init.release.cluster;
+    barrier.cluster.arrive.relaxed.aligned;
+    barrier.cluster.wait.aligned;
+    mov.b64 %rd1, tmap;
+    cvta.param.u64 %rd1, %rd1;
+    ld.param.u32 %r10, [c0];
+    ld.param.u32 %r11, [c1];
+    @%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 1024;     // EXPECT
+    setp.eq.u32 %p3, %r30, 0;
+    and.pred %p4, %p0, %p3;
+    mov.b16 %h1, MASK;
+    @%p4 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd1, {%r10, %r11}], [%r2], %h1;   // MCAST
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;
+    @!%p1 bra WAIT;
+    shl.b32 %r3, %r0, 4;
+    add.u32 %r4, %r1, %r3;
+    ld.shared.v4.b32 {%r20, %r21, %r22, %r23}, [%r4];
+    ld.param.u64 %rd4, [pOut];
+    mad.lo.u32 %r5, %r30, 1024, %r3;
+    cvt.u64.u32 %rd5, %r5;
+    add.u64 %rd4, %rd4, %rd5;
+    st.global.v4.b32 [%rd4], {%r20, %r21, %r22, %r23};
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    ret;
+}
+"""
+SPAN = {"none": 0, "128B": 7}
+
+
+def multicast(swizzle: str, mask: int = 3, body: str = MULTICAST):
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((20, 80)) + 4).astype(np.float16)
+    box, start = (8, 64), (5, 8)
+    raw = np.zeros((2, 1024), dtype=np.uint8)
+    sim.launch(HEADER + body.replace("MASK", str(mask)), "k", grid=(2,), block=(64,), cluster=(2,),
+               args=[raw, sim.TensorMap(a, box, swizzle=swizzle), start[1], start[0]], dynamic_smem=2048)
+    return a, box, start, raw
+
+
+@pytest.mark.parametrize("swizzle", ["none", "128B"])
+def test_tma_multicast_lands_the_box_in_every_masked_cta(swizzle):
+    a, box, (r, c), raw = multicast(swizzle)
+    offs = np.arange(1024)
+    physical = offs ^ (((offs >> 7) & SPAN[swizzle]) << 4)      # 16-byte chunk XOR row (facts §9d)
+    want = a[r:r + box[0], c:c + box[1]]
+    for rank in range(2):
+        assert np.array_equal(raw[rank][physical].view(np.float16).reshape(box), want)
+
+
+def test_planted_multicast_bugs():
+    with pytest.raises(sim.HazardError) as e:      # rank 2 is outside a 2-CTA cluster
+        multicast("none", mask=5)
+    assert e.value.kind == "out-of-bounds" and "ctaMask" in e.value.detail
+    no_expect = MULTICAST.replace("    @%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 1024;     // EXPECT",
+                                  "    @%p0 mbarrier.arrive.shared::cta.b64 _, [%r2];")
+    with pytest.raises(sim.HazardError) as e:      # without expect-tx the phase completes before the data lands
+        multicast("none", body=no_expect)
+    assert e.value.kind == "async-pending" and "CTA (1, 0, 0)" in e.value.detail

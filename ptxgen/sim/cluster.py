@@ -333,7 +333,7 @@ def compile_barrier_cluster(ins: Instr, ctx, index: int):
     line = ctx.line
     if mods[0] == "arrive":
         return _arrive(mods[-1] != "relaxed", aligned)
-    return mark(_wait(aligned, index, line), yields=True, communicates=True)
+    return mark(_wait(aligned, index, line), yields=True)   # clusters of 2+ CTAs always interleave (machine.py)
 
 
 def _check_aligned(cta, mask, what: str) -> None:

@@ -318,6 +318,33 @@ def compile_mapa(ins: Instr, ctx):
     return run
 
 
+def compile_getctarank(ins: Instr, ctx):
+    """getctarank{.shared::cluster}.u32|u64 d, a: the cluster rank of the CTA whose shared window
+    holds `a` (the executing CTA's for a .shared::cta address)."""
+    mods = tuple(ins.mods)
+    if mods not in (("shared::cluster", "u32"), ("shared::cluster", "u64"), ("u32",), ("u64",)):
+        raise ctx.fail(f"getctarank.{'.'.join(mods)} is not supported (getctarank{{.shared::cluster}}.u32|.u64 d, a)")
+    if len(ins.operands) != 2:
+        raise ctx.fail("getctarank takes d, a")
+    generic = len(mods) == 1
+    get_a = ctx.src(ins.operands[1], mods[-1])
+    slot, _ = ctx.dst(ins.operands[0], "u32")
+    from .state import store
+
+    def run(cta, mask):
+        a = np.broadcast_to(get_a(cta.R).astype(np.int64), (cta.n,))
+        off = a - SHARED_GENERIC_BASE if generic else a
+        live = (np.ones(cta.n, dtype=bool) if mask is None else mask) & cta.active
+        rank = np.where(off >= CLUSTER_STRIDE, off // CLUSTER_STRIDE - 1, cta.cluster.rank)
+        wild = live & ((off < 0) | ((off < CLUSTER_STRIDE) & (off >= cta.smem.size))
+                       | (rank >= cta.cluster.cluster.size))
+        if wild.any():
+            raise Fault("out-of-bounds", f"getctarank: address {int(a[wild][0]):#x} is in no shared window of "
+                        "this cluster")
+        store(cta, slot, rank.astype(np.uint32), mask)
+    return run
+
+
 def compile_barrier_cluster(ins: Instr, ctx, index: int):
     """barrier.cluster.arrive{.release|.relaxed}{.aligned} / barrier.cluster.wait{.acquire}{.aligned}."""
     mods = list(ins.mods[1:])
@@ -411,4 +438,4 @@ def compile_barrier(ins: Instr, ctx):
     return ops_ctrl.OPS["barrier"](ins, ctx)
 
 
-OPS = {"mapa": compile_mapa, "barrier": compile_barrier}
+OPS = {"mapa": compile_mapa, "getctarank": compile_getctarank, "barrier": compile_barrier}

@@ -377,3 +377,21 @@ def test_planted_multicast_bugs():
     with pytest.raises(sim.HazardError) as e:      # without expect-tx the phase completes before the data lands
         multicast("none", body=no_expect)
     assert e.value.kind == "async-pending" and "CTA (1, 0, 0)" in e.value.detail
+
+
+def test_mapa_of_a_symbol_and_getctarank():
+    """mapa takes the shared variable's name directly; getctarank names the CTA an address is in."""
+    body = """
+    ld.param.u64 %rd1, [pOut];
+    mov.u32 %r1, %cluster_ctarank;
+    mov.u32 %r2, buf;
+    mapa.shared::cluster.u32 %r3, buf, 2;
+    getctarank.shared::cluster.u32 %r4, %r3;
+    getctarank.shared::cluster.u32 %r5, %r2;
+    mov.u32 %r8, %ctaid.x;
+    mul.wide.u32 %rd2, %r8, 16;
+    add.u64 %rd3, %rd1, %rd2;
+    st.global.v4.u32 [%rd3], {%r1, %r4, %r5, %r8};"""
+    out = np.zeros((4, 4), dtype=np.uint32)
+    sim.launch(module(body, shared=BUF), "k", grid=(4,), block=(1,), args=[out], cluster=(4,))
+    assert out.tolist() == [[r, 2, r, r] for r in range(4)]

@@ -283,6 +283,8 @@ def compile_mapa(ins: Instr, ctx):
         raise ctx.fail(f"mapa.{'.'.join(mods)} is not supported (mapa{{.shared::cluster}}.u32|.u64 d, a, rank)")
     if len(ins.operands) != 3:
         raise ctx.fail("mapa takes d, a, rank")
+    from .async_proxy import require
+    require(ctx, "mapa", (7, 8), 90)
     generic = len(mods) == 1
     typ = mods[-1]
     from .ops_mem import address_getter
@@ -326,6 +328,8 @@ def compile_getctarank(ins: Instr, ctx):
         raise ctx.fail(f"getctarank.{'.'.join(mods)} is not supported (getctarank{{.shared::cluster}}.u32|.u64 d, a)")
     if len(ins.operands) != 2:
         raise ctx.fail("getctarank takes d, a")
+    from .async_proxy import require
+    require(ctx, "getctarank", (7, 8), 90)
     generic = len(mods) == 1
     get_a = ctx.src(ins.operands[1], mods[-1])
     slot, _ = ctx.dst(ins.operands[0], "u32")

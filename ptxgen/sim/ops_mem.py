@@ -14,6 +14,7 @@ import numpy as np
 
 from .cluster import CLUSTER_STRIDE, NON_PORTABLE_CLUSTER, remote_read, remote_write
 from .cluster import targets as cluster_targets
+from .async_proxy import require
 from .errors import Fault
 from .memory import SHARED_GENERIC_BASE, bank_wavefronts
 from .operands import Mem, Vec
@@ -67,6 +68,7 @@ def _parse_ldst(ins: Instr, ctx):
             space = m.split("::")[0]
         elif m == "shared::cluster":
             space = "cluster"
+            require(ctx, f"{ins.opcode}.shared::cluster", (7, 8), 90)
         elif m in ("v2", "v4"):
             vec = int(m[1])
         elif m in MEM_TYPES and typ is None:

@@ -395,3 +395,12 @@ def test_mapa_of_a_symbol_and_getctarank():
     out = np.zeros((4, 4), dtype=np.uint32)
     sim.launch(module(body, shared=BUF), "k", grid=(4,), block=(1,), args=[out], cluster=(4,))
     assert out.tolist() == [[r, 2, r, r] for r in range(4)]
+
+
+@pytest.mark.parametrize("text", ["mapa.shared::cluster.u32 %r2, %r1, 0;", "getctarank.shared::cluster.u32 %r2, %r1;",
+                                  "ld.shared::cluster.u32 %r2, [%r1];", "barrier.cluster.arrive;"])
+def test_cluster_instructions_need_sm90(text):
+    ptx = module(f"    mov.u32 %r1, 0;\n    {text}  // OLD").replace(".target sm_90a", ".target sm_80")
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(ptx, "k", args=[np.zeros(1, np.uint32)])
+    assert e.value.kind == "unsupported" and "sm_90" in e.value.detail and e.value.line == line_of(ptx, "// OLD")

@@ -189,6 +189,15 @@ def test_planted_missing_cluster_barrier_before_the_remote_read_is_a_race():
     assert e.value.line in (line_of(ptx, "// WRITE"), line_of(ptx, "// REMOTE"))
 
 
+def test_planted_bar_sync_does_not_order_another_ctas_shared_memory():
+    ptx = module(EXCHANGE.replace("    barrier.cluster.arrive.release.aligned;                // ARRIVE1\n", "")
+                 .replace("    barrier.cluster.wait.acquire.aligned;                  // WAIT1\n", "    bar.sync 0;\n"),
+                 shared=BUF)
+    with pytest.raises(sim.HazardError) as e:
+        run_exchange(ptx)
+    assert e.value.kind == "race" and "barrier.cluster" in e.value.detail
+
+
 def test_planted_relaxed_arrive_without_fence_is_a_race_and_the_fence_fixes_it():
     relaxed = EXCHANGE.replace("arrive.release.aligned;                // ARRIVE1",
                                "arrive.relaxed.aligned;                // ARRIVE1")

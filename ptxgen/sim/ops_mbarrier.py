@@ -75,6 +75,12 @@ def _count_getter(ctx, op, what: str):
 def _barriers(cta: CtaState, tids, get_addr, what: str):
     """[(barrier address, thread positions)] for the acting threads."""
     addrs = per_thread(get_addr(cta.R), tids)
+    if (addrs >= CLUSTER_STRIDE).any():     # a .shared::cluster address (mapa): only this CTA's here
+        own = [(peer is cta) for peer, _, _ in cluster_targets(cta, addrs, 8, what)]
+        if not all(own):
+            raise Fault("unsupported", f"{what} on another CTA's mbarrier: the simulator reaches a peer's "
+                        "mbarrier with mbarrier.arrive{.expect_tx}.shared::cluster only")
+        addrs = addrs % CLUSTER_STRIDE
     check_barrier_address(cta, addrs, what)
     first = int(addrs[0])
     if (addrs == first).all():

@@ -413,3 +413,12 @@ def test_cluster_instructions_need_sm90(text):
     with pytest.raises(sim.HazardError) as e:
         sim.launch(ptx, "k", args=[np.zeros(1, np.uint32)])
     assert e.value.kind == "unsupported" and "sm_90" in e.value.detail and e.value.line == line_of(ptx, "// OLD")
+
+
+def test_waiting_on_a_peer_mbarrier_is_refused_clearly():
+    body = REMOTE_ARRIVE.replace("    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;",
+                                 "    mbarrier.try_wait.parity.shared::cluster.b64 %p1, [%r4], 0;   // PEERWAIT")
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(module(body, shared=BAR), "k", grid=(2,), block=(32,), args=[np.zeros((2, 32), np.uint32)],
+                   cluster=(2,))
+    assert e.value.kind == "unsupported" and "another CTA's mbarrier" in e.value.detail

@@ -2,7 +2,7 @@
 
     from ptxgen import sim
     res = sim.launch(ptx_text, "entry", grid=(gx, gy, gz), block=(bx, by, bz), args=[...],
-                     dynamic_smem=0, ctas=None)
+                     dynamic_smem=0, ctas=None, cluster=None)
     res.instructions       # thread-instructions executed
     res.smem_wavefronts    # {ptx line: (wavefronts, ideal)} for shared-memory bank conflicts
 
@@ -21,6 +21,9 @@ line; errors.HAZARD_KINDS lists them. Like ptxas, it rejects a module that does 
 Hopper: mbarriers (ops_mbarrier.py), TMA tile copies and bulk copies (ops_bulk.py) with their
 phase/transaction semantics and hazards in async_proxy.py. A `sim.TensorMap(array, box, swizzle=...,
 oob_fill=...)` argument fills a `.param .align 64 .b8 name[128]` parameter (tensormap.py).
+Thread block clusters (`cluster=(x, y, z)`, cluster.py): a cluster's CTAs start together and reach
+each other's shared memory (mapa, .shared::cluster, remote mbarrier arrive, TMA multicast),
+ordered by barrier.cluster.
 """
 from .errors import HazardError
 from .machine import SimResult, launch

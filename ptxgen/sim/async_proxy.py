@@ -157,8 +157,10 @@ def note_stall(cta, line: int, bar: Barrier, done: bool) -> None:
     count = prev[2] + 1 if prev is not None and prev[:2] == (bar.addr, bar.version) else 0
     stalls[line] = (bar.addr, bar.version, count)
     if count >= STALL_LIMIT:
+        alone = cta.cluster is None or cta.cluster.cluster.size == 1
         why = ("the transaction count is not paid off by the copies in flight" if not bar.pending
-               else "every thread of the CTA is waiting, so no arrival can come")
+               else "every thread of the CTA is waiting, so no arrival can come" if alone
+               else "no thread of this CTA or of another CTA of its cluster arrived meanwhile")
         raise Fault("deadlock", f"wait on {bar.describe()} can never complete: {why} "
                     f"({STALL_LIMIT} polls saw no change)")
     cta.sync.note_load(line, np.array([bar.addr, bar.version], dtype=np.int64))

@@ -11,7 +11,9 @@ race           two threads (or two CTAs) touch the same bytes without synchronis
                with no bar.sync in between; global memory between CTAs with no release/acquire
                (happens-before) edge (sync.py), or ordinary stores by two CTAs to the same bytes.
                Also: an mbarrier arrived on more often than its phase expects, or used uninitialised;
-               generic-proxy shared writes read by a TMA store with no fence.proxy.async between.
+               generic-proxy shared writes read by a TMA store with no fence.proxy.async between;
+               a CTA's shared bytes touched by another CTA of its cluster with no barrier.cluster
+               arrive (release) / wait (acquire) between (cluster.py).
 async-pending  a cp.async destination is read or overwritten before a wait covered it; likewise a
                TMA/bulk destination before a wait saw its mbarrier phase complete, and a bulk
                store's shared source before cp.async.bulk.wait_group{.read} covered it; a register
@@ -19,7 +21,8 @@ async-pending  a cp.async destination is read or overwritten before a wait cover
                wgmma.wait_group that retires it.
 out-of-bounds  an access outside the argument array its address was derived from (named, with the
                distance and its bounds), outside the shared window or a parameter, or a store
-               into a read-only argument.
+               into a read-only argument; a .shared::cluster address of a rank outside the cluster
+               or of a CTA that has exited.
 misaligned     an address (or a wmma stride) breaks the instruction's alignment rule.
 divergence     a branch, barrier or .sync.aligned warp instruction that threads disagree on.
 unsupported    text the simulator does not implement (reported before anything runs).
@@ -27,7 +30,8 @@ missing-fence  a wgmma uses registers (A fragments, accumulators) accessed since
                wgmma.fence of its warpgroup, or it is the warpgroup's first wgmma without one.
 deadlock       every unfinished CTA keeps spinning on loads that return the same values
                (scheduler.py); the line is the load the first such CTA keeps repeating. Also an
-               mbarrier wait polled unchanged while its phase cannot complete (async_proxy.py).
+               mbarrier wait polled unchanged while its phase cannot complete (async_proxy.py), and
+               a barrier.cluster.wait some thread of the cluster never arrives at.
 """
 
 

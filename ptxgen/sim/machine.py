@@ -9,7 +9,7 @@ import numpy as np
 
 from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
                ops_sm90_misc, ops_warp, ops_wgmma, ops_wmma, scheduler)
-from . import ops_bulk, ops_mbarrier, ops_shfl
+from . import cluster as clusters, ops_bulk, ops_mbarrier, ops_shfl
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
 from .program import SMEM_LIMIT, Program, build_program
@@ -24,6 +24,7 @@ REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_cvt.OPS, **ops_math.OPS, **ops
             **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS,
             **ops_wgmma.OPS, **ops_sm90_misc.OPS}
 REGISTRY.update({**ops_mbarrier.OPS, **ops_bulk.OPS, **ops_shfl.OPS})   # after ops_async/ops_atomic: wraps "cp", "fence"
+REGISTRY.update(clusters.OPS)   # after ops_ctrl: "barrier.cluster" here, other barriers there
 
 
 @dataclass
@@ -47,17 +48,23 @@ def compile_entry(ptx_text: str, entry: str) -> Program:
 
 
 def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
-           dynamic_smem: int = 0, ctas=None, on_cta_done: Callable[[int], None] | None = None) -> SimResult:
+           dynamic_smem: int = 0, ctas=None, on_cta_done: Callable[[int], None] | None = None,
+           cluster=None, non_portable_cluster: bool = False) -> SimResult:
     """Run `entry` of `ptx_text` over `grid` x `block` threads on the given arguments.
 
     Array arguments are device buffers written in place; see the package docstring.
     `on_cta_done(n)` is called each time a CTA finishes, n counting the finished ones (progress).
+    `cluster=(x, y, z)` launches thread block clusters (cluster.py): the CTAs of a cluster run
+    together and share their shared memory; `ctas=` then runs the whole cluster of each listed CTA.
+    More than 8 CTAs per cluster (up to 16) needs `non_portable_cluster=True`.
     """
     program = compile_entry(ptx_text, entry)
     grid, block = _dims(grid, "grid"), _dims(block, "block")
     _check_block(program, block)
     smem_size = _shared_size(program, dynamic_smem)
-    names = _cta_list(grid, ctas)
+    cdims, explicit = clusters.cluster_shape(program.entry.perf, grid, cluster, non_portable_cluster)
+    csize = cdims[0] * cdims[1] * cdims[2]
+    names = clusters.cluster_order(_cta_list(grid, ctas), grid, cdims)
     model = SyncModel(names, logging=program.releases and len(names) > 1)
     gmem, param_bytes, addresses = _bind_args(program, args, track=len(names) > 1)
     nthreads = block[0] * block[1] * block[2]
@@ -65,10 +72,20 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
     result = SimResult(global_addresses=addresses)
     stats: dict[int, list[int]] = {}
 
+    running: dict[int, clusters.Cluster] = {}
+
     def make(slot: int, smem: SharedMemory) -> CtaState:
-        return _new_cta(program, grid, block, names[slot], n, nthreads, smem, gmem, param_bytes, stats,
-                        CtaSync(model, slot, n))
-    if program.communicates:
+        cta = _new_cta(program, grid, block, names[slot], n, nthreads, smem, gmem, param_bytes, stats,
+                       CtaSync(model, slot, n), cdims, explicit)
+        key = slot // csize
+        group = running.get(key)
+        if group is None:
+            group = running[key] = clusters.Cluster(cdims, [None] * csize)
+        clusters.join(group, slot % csize, cta)
+        if slot % csize == csize - 1:
+            del running[key]                 # fully started: its members hold it from now on
+        return cta
+    if program.communicates or csize > 1:
         scratch = np.zeros(smem_size, dtype=np.int32)
 
         def start(slot: int, smem: SharedMemory | None) -> CtaState:
@@ -78,8 +95,10 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
                 smem.reset()
             return make(slot, smem)
         window = resident_window(smem_size, n, len(program.slot_bits), len(names))
+        window = max(csize, window // csize * csize)     # whole clusters are resident together
         result.instructions += scheduler.run_interleaved(program, start, len(names), window,
-                                                         subset=ctas is not None, on_done=on_cta_done)
+                                                         subset=ctas is not None, on_done=on_cta_done,
+                                                         group=csize)
     else:
         smem = SharedMemory(smem_size)
         for slot in range(len(names)):
@@ -203,7 +222,8 @@ def _cta_list(grid, ctas):
     return out
 
 
-def _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, stats, sync) -> CtaState:
+def _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, stats, sync, cdims,
+             explicit) -> CtaState:
     zeros = {bits: np.zeros(n, dtype=STORAGE_DTYPE[bits]) for bits in set(program.slot_bits)}
     regs = [zeros[bits] for bits in program.slot_bits]
     tids = np.arange(n, dtype=np.int64)
@@ -218,13 +238,7 @@ def _new_cta(program, grid, block, xyz, n, nthreads, smem, gmem, param_bytes, st
         special[f"%ctaid.{axis}"] = np.full(n, xyz[i])
         special[f"%nctaid.{axis}"] = np.full(n, grid[i])
     # without a cluster launch every CTA is a cluster of one (PTX ISA: implicit 1x1x1 clusters)
-    for i, axis in enumerate("xyz"):
-        special[f"%cluster_ctaid.{axis}"] = np.zeros(n)
-        special[f"%cluster_nctaid.{axis}"] = np.ones(n)
-        special[f"%clusterid.{axis}"] = special[f"%ctaid.{axis}"]
-        special[f"%nclusterid.{axis}"] = special[f"%nctaid.{axis}"]
-    special["%cluster_ctarank"], special["%cluster_nctarank"] = np.zeros(n), np.ones(n)
-    special["%is_explicit_cluster"] = np.zeros(n)
+    special.update(clusters.special_registers(xyz, grid, cdims, explicit, n))
     for name, slot in program.special_slots.items():
         regs[slot] = special[name].astype(bool if program.slot_bits[slot] == 1 else np.uint32)
     active = tids < nthreads

@@ -236,6 +236,7 @@ class SharedMemory:
         self.r_epoch = np.full(size, -1, dtype=np.int32)
         self.pending = np.zeros(size, dtype=np.int16)
         self.async_reads: np.ndarray | None = None   # per byte: wgmmas in flight reading it
+        self.cross = None     # cluster.CrossTags in a launch with clusters of 2+ CTAs (DSMEM ordering)
         # duplicate detection, no meaning between calls, so CTAs alive at once may share it
         self.scratch = np.zeros(size, dtype=np.int32) if scratch is None else scratch
 
@@ -247,6 +248,7 @@ class SharedMemory:
         self.r_epoch.fill(-1)
         self.pending.fill(0)
         self.async_reads = None
+        self.cross = None
 
     def check_bounds(self, addrs: np.ndarray, width: int, what: str) -> None:
         bad = (addrs < 0) | (addrs + width > self.size)
@@ -278,6 +280,8 @@ class SharedMemory:
             raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} written by "
                         f"thread {int(wt[k])} with no bar.sync in between")
         self._note_readers(idx, tid, epoch)
+        if self.cross is not None:
+            self.cross.local(idx, tid, False, what)
         return self.data[idx].reshape(len(addrs), width)
 
     def _note_readers(self, idx: np.ndarray, tid: np.ndarray, epoch: int) -> None:
@@ -324,6 +328,8 @@ class SharedMemory:
 
     def record_write(self, idx: np.ndarray, tid: np.ndarray, epoch: int, what: str) -> None:
         self.check_write(idx, tid, epoch, what)
+        if self.cross is not None:
+            self.cross.local(idx, tid, True, what)
         self.w_thread[idx] = tid
         self.w_epoch[idx] = epoch
         dup = self.w_thread[idx] != tid

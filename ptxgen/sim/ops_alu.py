@@ -372,7 +372,7 @@ def compile_cvta(ins: Instr, ctx):
         pget = ctx.src(ops[1], "u64")
         shift = np.uint64((-PARAM_BASE if to else PARAM_BASE) & 0xFFFFFFFFFFFFFFFF)
         return lambda cta, mask: store(cta, pslot, pget(cta.R) + shift, mask)
-    if space not in ("global", "shared") or (len(mods) == 1 and mods[0] not in ("global", "shared", "shared::cta")):
+    if space not in ("global", "shared") or (len(mods) == 1 and mods[0] not in ("global", "shared", "shared::cta", "shared::cluster")):
         raise ctx.fail(f"cvta.{'.'.join(ins.mods)} is not supported (global and shared only)")
     ops = _operands(ins, ctx, 2)
     slot, _ = ctx.dst(ops[0], typ)

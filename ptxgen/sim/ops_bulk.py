@@ -17,11 +17,14 @@ import numpy as np
 from . import ops_async, ops_atomic
 from .async_proxy import (BulkRead, InFlight, barrier_at, check_async_read, check_barrier_address, hopper, proxy_fence,
                           require)
+from .cluster import CLUSTER_STRIDE, note_fence
+from .cluster import targets as cluster_targets
 from .errors import Fault
 from .memory import PARAM_BASE
 from .operands import Lit, Mem, TensorRef
 from .ops_mem import address_getter, check_aligned, global_write, per_thread
 from .parse import Instr
+from .program import mark
 from .state import CtaState
 from .tensormap import MAP_BYTES, DecodedMap, decode, swizzle_addresses
 
@@ -109,16 +112,21 @@ def _compile_tensor(ins: Instr, ctx, mods: tuple):
         raise ctx.fail("cp.async.bulk.tensor needs a dimension .1d .. .5d")
     rank = int(mods[0][0])
     direction, rest = _directions(ctx, mods[1:], "cp.async.bulk.tensor")
-    rest = [m for m in rest if m != "tile"]
+    multicast = direction == "load" and "multicast::cluster" in rest
+    rest = [m for m in rest if m not in ("tile", "multicast::cluster")]
     if rest:
         raise ctx.fail(f"cp.async.bulk.tensor modifier(s) .{' .'.join(rest)} not supported (tile mode only; "
-                       "im2col, .multicast::cluster and .cta_group are not simulated)")
+                       "im2col and .cta_group are not simulated)")
     ops = _drop_hint(ctx, ins, list(ins.operands))
     line = ctx.line
+    get_mask = None
     if direction == "load":
-        if len(ops) != 3 or not isinstance(ops[1], TensorRef):
-            raise ctx.fail("cp.async.bulk.tensor load takes [dstMem], [tensorMap, {coords}], [mbar]")
+        if len(ops) != 3 + multicast or not isinstance(ops[1], TensorRef):
+            raise ctx.fail("cp.async.bulk.tensor load takes [dstMem], [tensorMap, {coords}], [mbar]"
+                           + (", ctaMask" if multicast else ""))
         get_dst, tref, get_bar = _shared_getter(ctx, ops[0]), ops[1], _shared_getter(ctx, ops[2])
+        if multicast:
+            get_mask = ctx.src(ops[3], "b16")
     else:
         if len(ops) != 2 or not isinstance(ops[0], TensorRef):
             raise ctx.fail("cp.async.bulk.tensor store takes [tensorMap, {coords}], [srcMem]")
@@ -138,7 +146,9 @@ def _compile_tensor(ins: Instr, ctx, mods: tuple):
             start = tuple(int(c) for c in cs[k][::-1])
             if direction == "load":
                 dst = int(per_thread(get_dst(cta.R), tids)[k])
-                _load_box(cta, tid, tmap, start, dst, int(per_thread(get_bar(cta.R), tids)[k]), line, what)
+                mbar = int(per_thread(get_bar(cta.R), tids)[k])
+                cta_mask = None if get_mask is None else int(per_thread(get_mask(cta.R), tids)[k])
+                _load_box(cta, tid, tmap, start, dst, mbar, line, what, cta_mask)
             else:
                 _store_box(cta, tid, tmap, start, int(per_thread(get_src(cta.R), tids)[k]), what)
     return run
@@ -188,7 +198,8 @@ def _smem_box(cta: CtaState, base: int, nbytes: int, swizzle: int, what: str) ->
     return swizzle_addresses(base + np.arange(nbytes, dtype=np.int64), swizzle)
 
 
-def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: int, line: int, what: str):
+def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: int, line: int, what: str,
+              cta_mask: int | None = None):
     offs, valid = _box_elements(tmap, start)
     es = tmap.esize
     elems = np.zeros((len(offs), es), dtype=np.uint8)
@@ -197,14 +208,45 @@ def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: 
     if valid.any():
         elems[valid] = cta.gmem.read(tmap.address + offs[valid], es, cta.sync, what + " reads",
                                      np.full(int(valid.sum()), tid))
-    _in_flight(cta, tid, dst, elems.reshape(-1), tmap.swizzle, mbar, line, what)
+    data = elems.reshape(-1)
+    for peer, dst_off, mbar_off in _destinations(cta, dst, mbar, len(data), cta_mask, what):
+        _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what)
+
+
+def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int | None, what: str):
+    """[(CTA, shared offset, mbarrier offset)] a load lands in: the CTA a .shared::cluster `dst`
+    names (its mbarrier must be in the same CTA), or with .multicast::cluster every CTA in
+    `cta_mask` at the same CTA-relative offsets (PTX ISA cp.async.bulk.tensor)."""
+    if cta_mask is None:
+        (peer, _, offs), = cluster_targets(cta, np.array([dst], dtype=np.int64), nbytes, what + " destination")
+        (bpeer, _, boffs), = cluster_targets(cta, np.array([mbar], dtype=np.int64), 8, what + " mbarrier")
+        if bpeer is not peer:
+            raise Fault("out-of-bounds", f"{what}: the destination is in cluster CTA rank {peer.cluster.rank} "
+                        f"but the mbarrier in rank {bpeer.cluster.rank}; they must be in the same CTA")
+        return [(peer, int(offs[0]), int(boffs[0]))]
+    size = cta.cluster.cluster.size
+    if cta_mask >> size:
+        raise Fault("out-of-bounds", f"{what}: ctaMask {cta_mask:#06x} names CTA ranks outside this cluster of "
+                    f"{size} CTA(s)")
+    if cta_mask == 0:
+        raise Fault("out-of-bounds", f"{what}: ctaMask is 0, so the copy lands nowhere and its mbarrier "
+                    "never receives the bytes")
+    out = []
+    for r in range(size):
+        if cta_mask >> r & 1:
+            rel_dst = dst % CLUSTER_STRIDE
+            (peer, _, offs), = cluster_targets(cta, np.array([(r + 1) * CLUSTER_STRIDE + rel_dst], dtype=np.int64),
+                                                nbytes, what + " destination")
+            out.append((peer, int(offs[0]), mbar % CLUSTER_STRIDE))
+    return out
 
 
 def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int, mbar: int, line: int,
                what: str) -> None:
     mbars = np.array([mbar], dtype=np.int64)
     check_barrier_address(cta, mbars, what)
-    bar = barrier_at(cta, mbar, what)
+    bar = barrier_at(cta, mbar, what if cta.cluster is None or cta.cluster.cluster.size == 1 else
+                     f"{what} (cluster CTA rank {cta.cluster.rank})")
     idx = _smem_box(cta, dst, len(data), swizzle, what)
     cta.smem.check_not_pending(idx, np.full(len(idx), tid), 1, what + " writes")
     cta.smem.pending[idx] += 1
@@ -324,9 +366,22 @@ def compile_fence(ins: Instr, ctx):
         require(ctx, "fence.mbarrier_init", (8, 0), 90)
         if mods[1:] != ("release", "cluster") or ins.operands:
             raise ctx.fail("fence.mbarrier_init takes .release.cluster and no operands")
-        return lambda cta, mask: None          # a lone CTA is its own cluster; bar.sync orders init
+        return lambda cta, mask: note_fence(cta)   # makes a following relaxed cluster arrive a release
+    elif ins.opcode == "fence" and mods and mods[-1] == "cluster" and not ins.operands and (
+            mods[:-1] in ((), ("sc",), ("acq_rel",), ("release",), ("acquire",))):
+        require(ctx, f"fence.{'.'.join(mods)}", (7, 8), 90)
+        if mods[:-1] == ("acquire",):          # barrier.cluster.wait is an acquire already
+            return lambda cta, mask: None
+        return lambda cta, mask: note_fence(cta)   # orders DSMEM before a relaxed cluster arrive
     else:
-        return ops_atomic.compile_fence(ins, ctx)
+        inner = ops_atomic.compile_fence(ins, ctx)
+        if not mods or mods[0] == "acquire" or mods[-1] not in ("gpu", "sys"):
+            return inner
+
+        def wider(cta: CtaState, mask):        # a .gpu/.sys release fence covers cluster scope too
+            inner(cta, mask)
+            note_fence(cta)
+        return mark(wider, yields=inner.yields, communicates=inner.communicates, releases=inner.releases)
     if mods and mods[0] == "async":
         if mods[1:] not in ((), ("shared::cta",), ("shared::cluster",), ("global",)):
             raise ctx.fail(f"fence.proxy.async.{'.'.join(mods[1:])} is not supported")

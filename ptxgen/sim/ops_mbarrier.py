@@ -1,8 +1,10 @@
 """mbarrier: init, inval, arrive (with count, expect_tx), expect_tx, complete_tx, test_wait/try_wait
 with a state token or a phase parity (facts §9e; semantics in async_proxy.py).
 
-Accepted spaces: .shared / .shared::cta, .shared::cluster addressing this CTA's own barriers (a
-lone CTA is its own cluster), and generic addresses inside the shared window. The .sem/.scope
+Accepted spaces: .shared / .shared::cta, generic addresses inside the shared window, and for
+arrive (with or without expect_tx) .shared::cluster addresses of any CTA of the cluster (mapa; a
+remote arrive, ordered against the owner's init by cluster.CrossTags). Other operations take
+.shared::cluster addresses of the executing CTA's own barriers only. The .sem/.scope
 qualifiers (.release/.relaxed/.acquire, .cta/.cluster) are accepted: in a lock-step CTA every
 ordering they give already holds. The state token is the phase number the arrival belonged to.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cluster import CLUSTER_STRIDE, targets as cluster_targets
 from .async_proxy import (MAX_COUNT, Barrier, add_tx, arrive, barrier_at, check_barrier_address, hopper,
                           note_stall, require, try_complete)
 from .errors import Fault
@@ -72,6 +75,12 @@ def _count_getter(ctx, op, what: str):
 def _barriers(cta: CtaState, tids, get_addr, what: str):
     """[(barrier address, thread positions)] for the acting threads."""
     addrs = per_thread(get_addr(cta.R), tids)
+    if (addrs >= CLUSTER_STRIDE).any():     # a .shared::cluster address (mapa): only this CTA's here
+        own = [(peer is cta) for peer, _, _ in cluster_targets(cta, addrs, 8, what)]
+        if not all(own):
+            raise Fault("unsupported", f"{what} on another CTA's mbarrier: the simulator reaches a peer's "
+                        "mbarrier with mbarrier.arrive{.expect_tx}.shared::cluster only")
+        addrs = addrs % CLUSTER_STRIDE
     check_barrier_address(cta, addrs, what)
     first = int(addrs[0])
     if (addrs == first).all():
@@ -98,7 +107,7 @@ def compile_mbarrier(ins: Instr, ctx):
         return {"init": _init, "inval": _inval, "expect_tx": _tx, "complete_tx": _tx}[kind[0]](
             get_addr, get_n, name, kind)
     if kind[0] == "arrive":
-        return _compile_arrive(ctx, ops, space, kind, name)
+        return _compile_arrive(ctx, ops, space, kind, name, "shared::cluster" in ins.mods)
     return _compile_wait(ctx, ops, space, kind, name)
 
 
@@ -149,7 +158,7 @@ def _tx(get_addr, get_n, name, kind):
     return run
 
 
-def _compile_arrive(ctx, ops, space, kind, name):
+def _compile_arrive(ctx, ops, space, kind, name, cluster_space: bool):
     expect = kind == ("arrive", "expect_tx")
     if len(ops) not in ((3,) if expect else (2, 3)):
         raise ctx.fail(f"{name} takes state|_, [addr]" + (", txCount" if expect else "{, count}"))
@@ -164,6 +173,11 @@ def _compile_arrive(ctx, ops, space, kind, name):
     def run(cta: CtaState, mask):
         tids = cta.threads(mask)
         n = per_thread(get_n(cta.R), tids).astype(np.int64) if get_n is not None else None
+        if cluster_space:
+            addrs = per_thread(get_addr(cta.R), tids)
+            if (addrs >= CLUSTER_STRIDE).any():
+                _cluster_arrive(cta, tids, addrs, n)
+                return
         tokens = np.zeros(len(tids), dtype=np.uint64)
         for addr, rows in _barriers(cta, tids, get_addr, name):
             bar = barrier_at(cta, addr, name)
@@ -176,6 +190,29 @@ def _compile_arrive(ctx, ops, space, kind, name):
                 arrive(bar, int(n[rows].sum()) if n is not None else len(rows), name)
         if state_slot is not None:
             scatter(cta, state_slot, tids, tokens, mask)
+
+    def _cluster_arrive(cta: CtaState, tids, addrs, n) -> None:
+        """Arrive on barriers named by .shared::cluster addresses (this CTA's or a peer's)."""
+        if state_slot is not None:
+            raise Fault("unsupported", f"{name} on a .shared::cluster address returns no state; write `_` "
+                        "as the destination")
+        for peer, sel, offs in cluster_targets(cta, addrs, 8, name):
+            rows_all = np.arange(len(tids)) if sel is None else np.flatnonzero(sel)
+            check_barrier_address(peer, offs, name)
+            for off in np.unique(offs).tolist():
+                rows = rows_all[offs == off]
+                bar = barrier_at(peer, off, f"{name} (cluster CTA rank {peer.cluster.rank})")
+                idx = off + np.arange(8)
+                if peer is cta:
+                    _touch(cta, tids[rows], off, name)
+                elif peer.smem.cross is not None:
+                    peer.smem.cross.access(np.tile(idx, len(rows)), np.repeat(tids[rows], 8), cta.cluster,
+                                           False, name)
+                if expect:
+                    add_tx(bar, int(n[rows].sum()), name)
+                    arrive(bar, len(rows), name)
+                else:
+                    arrive(bar, int(n[rows].sum()) if n is not None else len(rows), name)
     return run
 
 

@@ -1,4 +1,7 @@
-"""ld / st on .param, .global, .shared and generic addresses, weak or synchronising.
+"""ld / st on .param, .global, .shared, .shared::cluster and generic addresses, weak or synchronising.
+
+.shared::cluster (space "cluster" here) and generic addresses in a peer CTA's window (cluster.py)
+reach the shared memory of another CTA of the cluster (distributed shared memory).
 
 Every access is checked for alignment (to its total width), bounds, races and pending cp.async
 bytes, and shared accesses are charged bank-conflict wavefronts (memory.bank_wavefronts).
@@ -9,6 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cluster import CLUSTER_STRIDE, NON_PORTABLE_CLUSTER, remote_read, remote_write
+from .cluster import targets as cluster_targets
+from .async_proxy import require
 from .errors import Fault
 from .memory import SHARED_GENERIC_BASE, bank_wavefronts
 from .operands import Mem, Vec
@@ -22,6 +28,7 @@ MEM_TYPES = {"b8", "u8", "s8", "b16", "u16", "s16", "b32", "u32", "s32", "f32", 
 CACHE_OPS = {"ca", "cg", "cs", "lu", "cv", "nc", "wb", "wt"}
 SEMS = {"weak", "volatile", "relaxed", "acquire", "release"}
 SCOPES = {"cta", "cluster", "gpu", "sys"}
+SPACE_NAMES = {"cluster": "shared::cluster"}    # the state space the internal name "cluster" stands for
 
 
 def lanes_per_phase(width: int) -> int:
@@ -45,7 +52,7 @@ def address_getter(ctx, mem: Mem, space: str):
             return lambda R: R[slot].astype(np.int64) + off
         return lambda R: R[slot].view(np.int64) + off
     if name in ctx.symbols:
-        if space not in ("shared", "generic"):
+        if space not in ("shared", "generic", "cluster"):
             raise ctx.fail(f"shared symbol {name} used with a .{space} access")
         base = ctx.symbols[name] + (SHARED_GENERIC_BASE if space == "generic" else 0)
         const = np.array([base + offset], dtype=np.int64)
@@ -59,6 +66,9 @@ def _parse_ldst(ins: Instr, ctx):
     for m in ins.mods:
         if m in ("global", "shared", "shared::cta", "param", "param::entry"):
             space = m.split("::")[0]
+        elif m == "shared::cluster":
+            space = "cluster"
+            require(ctx, f"{ins.opcode}.shared::cluster", (7, 8), 90)
         elif m in ("v2", "v4"):
             vec = int(m[1])
         elif m in MEM_TYPES and typ is None:
@@ -108,6 +118,12 @@ def check_aligned(addrs: np.ndarray, align: int, what: str) -> None:
         raise Fault("misaligned", f"{what} at address {int(addrs[k]):#x} is not {align}-byte aligned")
 
 
+def in_peer_window(addrs: np.ndarray) -> np.ndarray:
+    """Boolean per generic address: a .shared::cluster address (mapa's generic form)."""
+    lo = SHARED_GENERIC_BASE + CLUSTER_STRIDE
+    return (addrs >= lo) & (addrs < lo + NON_PORTABLE_CLUSTER * CLUSTER_STRIDE)
+
+
 def split_generic(cta: CtaState, addrs: np.ndarray) -> np.ndarray:
     """Boolean per address: inside the generic shared window."""
     return (addrs >= SHARED_GENERIC_BASE) & (addrs < SHARED_GENERIC_BASE + cta.smem.size)
@@ -117,7 +133,25 @@ def read_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, 
                 line: int, what: str, strong: bool = False) -> np.ndarray:
     """(k, width) bytes for the threads `tids` from shared, global or generic addresses."""
     check_aligned(addrs, width, what)
+    if space == "cluster":
+        out = np.empty((len(addrs), width), dtype=np.uint8)
+        for peer, sel, offs in cluster_targets(cta, addrs, width, what):
+            t = tids if sel is None else tids[sel]
+            data = (read_memory(cta, "shared", t, offs, width, line, what) if peer is cta
+                    else remote_read(cta, peer, t, offs, width, what))
+            if sel is None:
+                return data
+            out[sel] = data
+        return out
     if space == "generic":
+        remote = in_peer_window(addrs)
+        if remote.any():
+            out = np.empty((len(addrs), width), dtype=np.uint8)
+            out[remote] = read_memory(cta, "cluster", tids[remote], addrs[remote] - SHARED_GENERIC_BASE,
+                                      width, line, what)
+            if not remote.all():
+                out[~remote] = read_memory(cta, space, tids[~remote], addrs[~remote], width, line, what, strong)
+            return out
         in_shared = split_generic(cta, addrs)
         if in_shared.all():
             return read_memory(cta, "shared", tids, addrs - SHARED_GENERIC_BASE, width, line, what)
@@ -140,7 +174,22 @@ def write_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray,
                  line: int, what: str, strong: bool = False) -> None:
     width = data.shape[1]
     check_aligned(addrs, width, what)
+    if space == "cluster":
+        for peer, sel, offs in cluster_targets(cta, addrs, width, what):
+            t, d = (tids, data) if sel is None else (tids[sel], data[sel])
+            if peer is cta:
+                write_memory(cta, "shared", t, offs, d, line, what)
+            else:
+                remote_write(cta, peer, t, offs, d, what)
+        return
     if space == "generic":
+        remote = in_peer_window(addrs)
+        if remote.any():
+            write_memory(cta, "cluster", tids[remote], addrs[remote] - SHARED_GENERIC_BASE, data[remote], line,
+                         what)
+            if not remote.all():
+                write_memory(cta, space, tids[~remote], addrs[~remote], data[~remote], line, what, strong)
+            return
         in_shared = split_generic(cta, addrs)
         if in_shared.any():
             write_memory(cta, "shared", tids[in_shared], addrs[in_shared] - SHARED_GENERIC_BASE,
@@ -192,7 +241,7 @@ def compile_ld(ins: Instr, ctx):
     view = VIEW_DTYPE[typ]
     mem = ctx.mem(ins.operands[1])
     line = ctx.line
-    what = f"ld.{space}" if space != "generic" else "ld (generic)"
+    what = f"ld.{SPACE_NAMES.get(space, space)}" if space != "generic" else "ld (generic)"
     if space == "param":
         return _compile_ld_param(ctx, mem, dests, typ, width, esize)
     get_addr = address_getter(ctx, mem, space)
@@ -277,7 +326,7 @@ def compile_st(ins: Instr, ctx):
     storage = STORAGE_DTYPE[esize * 8]
     get_addr = address_getter(ctx, ctx.mem(ins.operands[0]), space)
     line = ctx.line
-    what = f"st.{space}" if space != "generic" else "st (generic)"
+    what = f"st.{SPACE_NAMES.get(space, space)}" if space != "generic" else "st (generic)"
 
     if sem is not None:
         return _compile_sync_st(ctx, space, sem, scope, get_addr, getters, storage, width)

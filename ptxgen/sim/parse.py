@@ -86,7 +86,8 @@ class Module:
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _DELIM = re.compile(r"[;{}]")
 _LABEL = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*:(?!:)")
-_PERF = {"maxntid", "reqntid", "minnctapersm", "maxnctapersm", "maxnreg", "noreturn", "pragma"}
+_PERF = {"maxntid", "reqntid", "minnctapersm", "maxnctapersm", "maxnreg", "noreturn", "pragma",
+         "reqnctapercluster", "explicitcluster", "maxclusterrank"}
 _IGNORED_DIRECTIVES = {"pragma"}
 
 

@@ -65,6 +65,7 @@ class CompileContext:
                  params: dict[str, tuple[int, ParamDecl]], labels: dict[str, int]):
         self.regs, self.symbols, self.params, self.labels = regs, symbols, params, labels
         self.line = 0
+        self.index = 0                       # the op's position in Program.ops (a branch target)
         # whole-program passes an op compiler registers (by key, once): fn(instrs, ops) -> ops
         self.passes: dict[str, Callable] = {}
         self.version, self.target = "", ""   # the module's .version and .target (feature floors)
@@ -221,7 +222,7 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
         if isinstance(item, Label):
             continue
         instrs.append(item)
-        ctx.line = item.line
+        ctx.line, ctx.index = item.line, len(ops)
         try:
             compile_fn = registry.get(item.opcode)
             if compile_fn is None:

@@ -9,6 +9,8 @@ synchronising load, store or atomic, and every taken backward branch, so a CTA s
 lets the CTA that will set it make progress. A persistent grid (one CTA per SM) runs whole. At
 most a window of CTAs is resident at once (as many as the memory budget allows, at least 132):
 the next CTA in launch order starts when one finishes, so waiting for an earlier CTA always works.
+The CTAs of a thread block cluster (cluster.py) start together, as a group, once the window has
+room for all of them: they are co-scheduled on hardware and may wait for each other.
 
 A CTA whose iterations keep waiting (see below) backs off exponentially, skipping up to
 MAX_BACKOFF - 1 of its turns, so hundreds of spinning CTAs cost little while one computes.
@@ -89,11 +91,12 @@ def run_sequential(program: Program, cta: CtaState) -> int:
 
 
 def run_interleaved(program: Program, make: Callable[[int, SharedMemory | None], CtaState], count: int,
-                    window: int, subset: bool, on_done: Callable[[int], None] | None = None) -> int:
+                    window: int, subset: bool, on_done: Callable[[int], None] | None = None,
+                    group: int = 1) -> int:
     """Round-robin over CTAs 0..count-1 until all finish; raises HazardError("deadlock") if they cannot.
 
     At most `window` CTAs are resident; the next one starts (in launch order, reusing a finished
-    CTA's shared window) when one finishes, as on hardware."""
+    CTA's shared window) when one finishes, as on hardware; CTAs start `group` at a time (a cluster)."""
     live: deque[CtaState] = deque()
     pool: list[SharedMemory] = []
     started = 0
@@ -101,9 +104,10 @@ def run_interleaved(program: Program, make: Callable[[int, SharedMemory | None],
     quiet = 0
     finished = 0
     while live or started < count:
-        while started < count and len(live) < window:
-            live.append(make(started, pool.pop() if pool else None))
-            started += 1
+        while started < count and len(live) + group <= window:
+            for _ in range(group):
+                live.append(make(started, pool.pop() if pool else None))
+                started += 1
         cta = live.popleft()
         if cta.skip:                 # backing off after waiting iterations (like nanosleep)
             cta.skip -= 1

@@ -51,6 +51,7 @@ class CtaState:
     skip: int = 0                        # scheduler turns still to skip
     wgmma: object | None = None          # wgmma groups in flight (ops_wgmma.WgmmaState), lazily
     hopper: object = None                # mbarriers, TMA and bulk groups (async_proxy.HopperState)
+    cluster: object = None               # cluster.ClusterMember: rank, barrier.cluster counts
 
     @property
     def nwarps(self) -> int:

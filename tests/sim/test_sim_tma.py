@@ -312,8 +312,8 @@ def test_tensor_map_needs_a_128_byte_param():
         sim.launch(ptx, "k", args=[sim.TensorMap(np.zeros((8, 64), np.float16), (8, 64))])
 
 
-@pytest.mark.parametrize("mods", ["2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster",
-                                  "2d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"])
+@pytest.mark.parametrize("mods", ["2d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes",
+                                  "2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2"])
 def test_unsupported_tma_forms_are_rejected(mods):
     ptx = load_kernel(2, 1024).replace("2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", mods)
     with pytest.raises(sim.HazardError) as e:

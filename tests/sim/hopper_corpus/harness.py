@@ -29,7 +29,8 @@ from ptxgen.sim.machine import compile_entry
 HERE = Path(__file__).resolve().parent
 
 #: Hopper features ptxgen.sim models today (extend as the simulator learns them; issue 12).
-SUPPORTED: set[str] = {"warp-sync", "wgmma", "elect", "stmatrix", "tma", "mbarrier", "async-proxy", "shfl", "fp8-cvt", "debug-info"}
+SUPPORTED: set[str] = {"warp-sync", "wgmma", "elect", "stmatrix", "tma", "mbarrier", "async-proxy", "shfl", "fp8-cvt",
+                       "debug-info", "cluster"}
 
 #: feature -> the opcode prefixes that use it. make_corpus.py derives each entry's `needs` from
 #: these, and a failing entry must fail on one of them (an unsupported-instruction HazardError).
@@ -45,6 +46,7 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
     "fp8-cvt": ("cvt.rn.f16x2.e4m3x2", "cvt.rn.f16x2.e5m2x2", "cvt.rn.satfinite.e4m3x2",
                 "cvt.rn.satfinite.e5m2x2"),
     "debug-info": (".section", ".loc", ".file"),   # DWARF line info, which ptxas accepts
+    "cluster": ("barrier.cluster", "mapa", "getctarank", ".reqnctapercluster", ".explicitcluster"),
 }
 
 #: numpy dtype name (json) -> ptxgen.check dtype name, for the tolerance of an output.

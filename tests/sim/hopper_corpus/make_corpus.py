@@ -81,7 +81,7 @@ def roles_of(signature: dict[str, str], constexprs: dict) -> list[str]:
 
 
 def compile_entry(name: str, fn, signature: dict[str, str], constexprs: dict, num_warps: int,
-                  num_stages: int, aligned: set[str], line_info: bool):
+                  num_stages: int, aligned: set[str], line_info: bool, num_ctas: int = 1):
     """Triton's own compile. Line info (.loc/.file and the DWARF .section blocks) is off except
     where an entry asks for it: it is most of the text and says nothing about the kernel."""
     triton.knobs.compilation.disable_line_info = not line_info
@@ -89,15 +89,18 @@ def compile_entry(name: str, fn, signature: dict[str, str], constexprs: dict, nu
     for k in constexprs:
         sig[k] = "constexpr"
     src = ASTSource(fn, sig, constexprs, attrs=attrs_for(sig, aligned))
-    return triton.compile(src, target=TARGET, options=dict(num_warps=num_warps, num_stages=num_stages))
+    return triton.compile(src, target=TARGET, options=dict(num_warps=num_warps, num_stages=num_stages,
+                                                           num_ctas=num_ctas))
 
 
 def write_entry(name: str, fn, signature: dict[str, str], constexprs: dict, *, num_warps: int,
                 num_stages: int, problem: dict, grid: list[str], aligned: set[str], arrays: dict,
-                line_info: bool = False) -> None:
+                line_info: bool = False, num_ctas: int = 1) -> None:
     """Compile one entry and write its .ptx and .json. `grid` holds Python expressions over the
-    problem and constexprs; `arrays` describes each pointer/descriptor operand for the harness."""
-    k = compile_entry(name, fn, signature, constexprs, num_warps, num_stages, aligned, line_info)
+    problem and constexprs; `arrays` describes each pointer/descriptor operand for the harness.
+    With num_ctas > 1 Triton writes a cluster kernel (.reqnctapercluster num_ctas) that its
+    launcher runs on a grid num_ctas times wider in x; `grid` must include that factor."""
+    k = compile_entry(name, fn, signature, constexprs, num_warps, num_stages, aligned, line_info, num_ctas)
     ptx, md = k.asm["ptx"], k.metadata
     entry = md.name
     params = entry_params(ptx, entry)
@@ -125,6 +128,7 @@ def write_entry(name: str, fn, signature: dict[str, str], constexprs: dict, *, n
         command="TRITON_DEFAULT_FP_FUSION=1 python tests/sim/hopper_corpus/make_corpus.py",
         line_info=line_info,
         signature=signature, constexprs=constexprs, num_warps=num_warps, num_stages=num_stages,
+        **({"num_ctas": num_ctas} if num_ctas > 1 else {}),
         block=[32 * num_warps, 1, 1], grid_formula=grid, problem=problem, grid=concrete,
         shared=md.shared, global_scratch_size=getattr(md, "global_scratch_size", 0),
         params=params, arrays=arrays, tensor_descriptors=descs, needs=needs_of(ptx),
@@ -190,6 +194,14 @@ def main() -> None:
                     problem=shape, grid=["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)", "1"], aligned=set(),
                     arrays=dict(kind="matmul", a=NP_DTYPE[dt], b=NP_DTYPE[dt], c=NP_DTYPE[odt],
                                 b_layout="NxK" if bt else "KxN"))
+    # A cluster kernel: num_ctas=2 makes each CTA pair of a 2x1x1 cluster share one 128x128 tile
+    # (each CTA computes half of N; barrier.cluster before exit). Grid x doubles, as in Triton's launcher.
+    write_entry("dot_tma_fp16_128x128x64_w8_s3_ctas2", kernels.dot_tma_kernel,
+                {"a_desc": "tensordesc<fp16[128, 64]>", "b_desc": "tensordesc<fp16[64, 128]>",
+                 "c_desc": "tensordesc<fp16[128, 128]>", "K": "i32"},
+                {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, num_stages=3, num_ctas=2,
+                problem=SHAPE_TMA, grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], aligned=set(),
+                arrays=dict(kind="matmul", a="float16", b="float16", c="float16", b_layout="KxN"))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
 enum {
     OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, INVALID_DEVICE = 101,
     INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500, NOT_READY = 600,
-    NOT_SUPPORTED = 801, UNKNOWN = 999
+    NOT_SUPPORTED = 801, INVALID_CLUSTER_SIZE = 912, UNKNOWN = 999
 };
 
 #define SIM_DEVICE_BASE 0x7ff0000000000000ull
@@ -63,6 +63,10 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
 CUresult cuLaunchKernelEx(const LaunchConfig *cfg, CUfunction f, void **params, void **extra);
 CUresult cuGetErrorString(int code, const char **s);
+/* simcuda_tensormap.c */
+CUresult cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *address, const uint64_t *dims,
+                                const uint64_t *strides, const uint32_t *box, const uint32_t *estrides,
+                                int interleave, int swizzle, int l2, int oob);
 CUresult cuGetErrorName(int code, const char **s);
 
 #endif

@@ -27,6 +27,7 @@ API (all shapes, strides and boxes in numpy order, outermost dimension first):
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,8 +167,6 @@ def encode_tiled(array: Any, box, *, swizzle: str = "128B", oob_fill: str = "zer
                      getattr(d.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
                      getattr(d.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{_L2_PROMOTION[l2_promotion]}"),
                      getattr(d.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{fill}"))
-    import ctypes
-
     raw = ctypes.string_at(int(tmap.getPtr()), MAP_BYTES)
     return TensorMap(raw, address, shape, strides, box, dtype, swizzle, oob_fill)
 

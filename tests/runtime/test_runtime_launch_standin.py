@@ -122,3 +122,29 @@ def test_launch_ptx_device_array_and_the_smem_opt_in(standin):
     d = drv.DeviceArray.from_host(np.zeros(8, np.float32))
     launch_ptx(S.add_one(), "add1", 1, 8, [d, 8], dynamic_smem=80 * 1024)
     np.testing.assert_array_equal(d.to_host(), np.ones(8, np.float32))
+
+
+def test_a_refused_call_says_which_rule(standin):
+    """A bare CUresult hides which rule was broken; the stand-in's reason joins the DriverError."""
+    from ptxgen.runtime import simdriver
+    from ptxgen.runtime.assemble import assemble
+    from ptxgen.runtime.launch import load_function
+    from ptxgen.runtime.params import ParamBlock, parse_params
+
+    ctx = drv.context()
+    ptx = S.add_one()
+    fn = load_function(assemble(ptx, ctx.arch, "add1").cubin, "add1", ptx)
+    buf = drv.DeviceBuffer(64)
+    params = ParamBlock(parse_params(ptx, "add1"), [buf.ptr, 16])
+    with pytest.raises(drv.DriverError, match=r"CUDA_ERROR_INVALID_VALUE.*says: cuLaunchKernel: 65536 B of dynamic "
+                                              r"shared memory .* must opt in"):
+        drv._call("cuLaunchKernel", fn.handle, 1, 1, 1, 16, 1, 1, 64 * 1024, 0, params.address, 0)
+    drv._call("cuLaunchKernel", fn.handle, 1, 1, 1, 16, 1, 1, 0, 0, params.address, 0)
+    assert simdriver.reason() == ""  # each call starts without the last one's reason
+    with pytest.raises(drv.DriverError, match=r"says: cuTensorMapEncodeTiled: boxDim must be 1..256 \(got 300\)"):
+        d = drv._driver()
+        drv._call("cuTensorMapEncodeTiled", d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, buf.ptr,
+                  [d.cuuint64_t(16)], [], [d.cuuint32_t(300)], [d.cuuint32_t(1)],
+                  d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+                  d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                  d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)

@@ -38,6 +38,11 @@ extern HIDDEN __thread Context *sim_current;
 
 HIDDEN CUresult check_stream(CUstream s);
 
+/* Why the calling thread's last call was refused (both halves set it; Python reads it for
+ * DriverError messages, since a CUresult alone hides which rule was broken). */
+void simcuda_set_reason(const char *why);
+const char *simcuda_reason(void);
+
 /* callbacks into Python (simcuda_launch.c) */
 typedef int (*load_cb_t)(const void *image, uint64_t len, int is_elf, uint64_t *module);
 typedef int (*unload_cb_t)(uint64_t module);

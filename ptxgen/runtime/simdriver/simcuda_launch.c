@@ -90,7 +90,10 @@ enum { ATTR_IGNORE = 0, ATTR_COOPERATIVE = 2, ATTR_CLUSTER_DIMENSION = 4, ATTR_P
        ATTR_LAUNCH_COMPLETION_EVENT = 12, ATTR_DEVICE_UPDATABLE_KERNEL_NODE = 13, ATTR_LAST = 18 };
 
 static CUresult refuse_attribute(CUresult code, int id, const char *why) {
-    fprintf(stderr, "[ptxgen sim driver] cuLaunchKernelEx: launch attribute %d %s\n", id, why);
+    char text[300];
+    snprintf(text, sizeof(text), "cuLaunchKernelEx: launch attribute %d %s", id, why);
+    simcuda_set_reason(text);
+    fprintf(stderr, "[ptxgen sim driver] %s\n", text);
     return code;
 }
 

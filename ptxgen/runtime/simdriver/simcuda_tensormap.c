@@ -34,7 +34,10 @@ static uint64_t nan_pattern(int type) {
 }
 
 static CUresult refuse(CUresult code, const char *why, unsigned long long value) {
-    fprintf(stderr, "[ptxgen sim driver] cuTensorMapEncodeTiled: %s (got %llu)\n", why, value);
+    char text[400];
+    snprintf(text, sizeof(text), "cuTensorMapEncodeTiled: %s (got %llu)", why, value);
+    simcuda_set_reason(text);
+    fprintf(stderr, "[ptxgen sim driver] %s\n", text);
     return code;
 }
 

@@ -87,6 +87,7 @@ class StandIn:
     model: DeviceModel
     driver_version: int
     translate: object  # simcuda_translate from the C library
+    set_reason: object = None  # simcuda_set_reason: why the calling thread's last call failed
     modules: dict[int, SimModule] = field(default_factory=dict)
     functions: dict[int, SimFunction] = field(default_factory=dict)
     last_error: str = ""
@@ -102,6 +103,8 @@ class StandIn:
 
     def _fail(self, status: int, why: str) -> int:
         self.last_error = why
+        if self.set_reason is not None:
+            self.set_reason(why.encode(errors="replace"))
         print(f"[ptxgen sim driver] {why}", file=sys.stderr)
         return status
 

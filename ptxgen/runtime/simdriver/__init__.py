@@ -23,7 +23,7 @@ from .build import SimDriverBuildError, compiler_unavailable_reason, library_pat
 from .models import CDeviceModel, chosen_driver_version, chosen_model
 
 __all__ = ["activate", "active", "instance", "selected", "driver_description", "SimDriverBuildError",
-           "compiler_unavailable_reason"]
+           "compiler_unavailable_reason", "reason", "clear_reason"]
 
 _state: dict = {}
 _lock = threading.Lock()

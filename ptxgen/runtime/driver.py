@@ -32,6 +32,7 @@ class DriverError(RuntimeError):
     def __init__(self, call: str, status: int, name: str = "", description: str = "",
                  hint: str = ""):
         self.call, self.status, self.name, self.description = call, int(status), name, description
+        self.hint = hint
         msg = f"{call} failed with {name or 'CUresult'} ({int(status)})"
         if description:
             msg += f": {description}"
@@ -122,7 +123,19 @@ def check(call: str, result: Any) -> Any:
 
 
 def _call(name: str, *args: Any) -> Any:
-    return check(name, getattr(_driver(), name)(*args))
+    from . import simdriver
+
+    fn = getattr(_driver(), name)
+    simdriver.clear_reason()
+    try:
+        return check(name, fn(*args))
+    except DriverError as e:
+        why = simdriver.reason()  # the stand-in names the rule a bare CUresult hides
+        if not why:
+            raise
+        hint = f"{e.hint}. " if e.hint else ""
+        raise DriverError(name, e.status, e.name, e.description,
+                          f"{hint}The simulator-backed driver says: {why}") from None
 
 
 # -- availability ------------------------------------------------------------------------------

@@ -5,9 +5,27 @@ copies are `ctypes.memmove`; every device range touched is bounds-checked agains
 allocations. Kernels are Python functions registered by entry name with their parameter types.
 
 The simulator-backed stand-in driver (ptxgen/runtime/simdriver, PTXGEN_DRIVER=sim) runs the runtime
-through the real bindings and tests/gpu through it; this fake remains for what the stand-in cannot
-do: several devices and contexts, injected failures of any call (`fail`), a recorded call
-sequence, and instant Python kernels for launch plumbing at sizes the simulator would take minutes on.
+through the real bindings with ptxgen's real kernels: tests/gpu, test_simdriver*.py,
+test_runtime_launch_standin.py and test_runtime_tensormaps.py use it. This fake remains only where
+a test needs what the stand-in cannot give (issue 11, item 4):
+
+- test_runtime_launch_fake.py: Python "kernels" that report exactly which pointers, leading
+  dimensions, grid, block and shared memory reached them (48 layout cases in milliseconds), and
+  deliberately broken kernels (writing nothing, or half of C) for the poisoning rules: the stand-in
+  runs only PTX ptxgen assembled. The recorded call sequence (the producer's stream waited on
+  before the launch, the opt-in made once, prepare_launch's run being only cuCtxSetCurrent +
+  cuLaunchKernel, no synchronisation on the device path), which the stand-in does not record.
+  Injected failures (`fail`: a refused cubin falling back to the PTX JIT, a driver error naming
+  its call, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES). Other device models inside one process (an sm_80
+  device for re-assembly, Stream-K grids over three SM counts): the stand-in's model is fixed
+  per process.
+- test_runtime_launch_batched.py: the per-batch strides each launch received and that staging
+  buffers are freed (`launches`, `allocs`), which the stand-in does not expose; its kernels are
+  ptxgen's real PTX on the simulator.
+- test_runtime_review.py: the split-K/Stream-K workspace cache keyed by device and context needs
+  two devices and two contexts (the stand-in has one of each), and choosing ptxas or the JIT by
+  cuDriverGetVersion needs the version to change within a test (the stand-in fixes it per
+  process; test_simdriver.py runs a 12.4 driver in a subprocess for the JIT fallback itself).
 """
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 The fake's "device memory" is host memory and its GEMM "kernel" computes C = A @ B from the
 pointers and leading dimensions it is passed, so these tests check what reaches the kernel:
 pointers, lda/ldb/ldc from real strides, grid/block/smem, streams, copies and poisoning.
+What the stand-in driver can check with real kernels is in test_runtime_launch_standin.py.
 """
 from __future__ import annotations
 
@@ -67,26 +68,6 @@ def test_numpy_inputs_layouts_and_leading_dims(fake, a_layout, b_layout, dtype, 
                           (64 if b_layout == "row" else 96) + pad, 64]
     assert (L.grid, L.block, L.smem) == ((1, 2, 1), (128, 1, 1), 16384)
     assert fake.allocs == {}  # temporaries freed
-
-
-def test_kernel_call_uses_launch_kernel(fake):
-    g = Gemm(64, 64, 64)
-    k = make_kernel(g, fake)
-    a, b = operands(g)
-    np.testing.assert_array_equal(k(a, b), expected(a, b, "f32"))
-    np.testing.assert_array_equal(k.run(a, b), expected(a, b, "f32"))
-
-
-def test_padded_output_ldc_and_into_c(fake):
-    g = Gemm(64, 64, 32)
-    k = make_kernel(g, fake)
-    a, b = operands(g)
-    store = np.full((64, 72), -7.0, np.float32)
-    out = launch_kernel(k, a, b, c=store[:, :64])
-    assert fake.launches[0].args[8] == 72
-    np.testing.assert_array_equal(store[:, :64], expected(a, b, "f32"))
-    assert (store[:, 64:] == -7.0).all()
-    assert out.base is store or out.base is store.base
 
 
 def half_writer(fake, args):
@@ -169,42 +150,6 @@ def test_device_arrays_return_device_c(fake):
     np.testing.assert_array_equal(c.to_host(), expected(a, b, "f32"))
 
 
-def test_mixed_host_and_device_rejected(fake):
-    g = Gemm(64, 64, 64)
-    k = make_kernel(g, fake)
-    a, b = operands(g)
-    with pytest.raises(TypeError, match="A is a host numpy array but B is a device array"):
-        launch_kernel(k, a, drv.DeviceArray.from_host(np.ascontiguousarray(b.T)).__class__(
-            b.shape, b.dtype, strides=(2, 128)))
-    with pytest.raises(TypeError, match="C is a device array"):
-        launch_kernel(k, a, b, c=drv.DeviceArray((64, 64), np.float32))
-
-
-def test_operand_errors_surface_before_launch(fake):
-    g = Gemm(64, 64, 64)
-    k = make_kernel(g, fake)
-    a, b = operands(g)
-    with pytest.raises(ValueError, match="B must be stored column-major"):
-        launch_kernel(k, a, np.ascontiguousarray(b))
-    with pytest.raises(TypeError, match="C must have dtype f32"):
-        launch_kernel(k, a, b, c=np.empty((64, 64), np.float16))
-    assert fake.launches == []
-
-
-def test_unknown_device_pointer_rejected(fake):
-    g = Gemm(64, 64, 64)
-    k = make_kernel(g, fake)
-
-    class Foreign:
-        def __init__(self, shape, strides):
-            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f2",
-                                             "data": (0x10000, False), "strides": strides,
-                                             "version": 3}
-
-    with pytest.raises(ValueError, match="not CUDA device memory"):
-        launch_kernel(k, Foreign((64, 64), None), Foreign((64, 64), (2, 128)))
-
-
 def test_producer_stream_is_waited_on(fake):
     g = Gemm(64, 64, 64)
     k = make_kernel(g, fake)
@@ -239,14 +184,6 @@ def test_small_smem_needs_no_opt_in(fake):
     g = Gemm(64, 64, 64)
     launch_kernel(make_kernel(g, fake, smem=48 * 1024), *operands(g))
     assert fake.func_attrs == {}
-
-
-def test_smem_beyond_device_limit(fake):
-    g = Gemm(64, 64, 64)
-    k = make_kernel(g, fake, smem=228 * 1024)
-    with pytest.raises(ValueError, match=r"needs 233472 B of dynamic shared memory but Fake H100 "
-                                         r"allows at most 232448 B.*fewer stages"):
-        launch_kernel(k, *operands(g))
 
 
 def test_cubin_failure_falls_back_to_ptx_jit(fake):
@@ -316,40 +253,6 @@ def add1_impl(fake, args):
     p, n = args
     v = fake.view(p, n * 4, np.float32)
     v += 1.0
-
-
-def test_launch_ptx_copies_back_into_numpy(fake):
-    fake.register("add1", ["u8", "u4"], add1_impl)
-    x = np.arange(32, dtype=np.float32)
-    launch_ptx(S.add_one(), "add1", grid=1, block=32, args=[x, 32])
-    np.testing.assert_array_equal(x, np.arange(32, dtype=np.float32) + 1)
-    L = fake.launches[-1]
-    assert (L.grid, L.block, L.smem, L.args[1]) == ((1, 1, 1), (32, 1, 1), 0, 32)
-    assert fake.allocs == {}
-
-
-def test_launch_ptx_readonly_not_written_back_and_errors(fake):
-    fake.register("add1", ["u8", "u4"], add1_impl)
-    x = np.zeros(4, np.float32)
-    x.flags.writeable = False
-    launch_ptx(S.add_one(), "add1", grid=(1,), block=(4, 1), args=[x, np.uint32(4)])
-    assert (x == 0).all()
-    with pytest.raises(ValueError, match="takes 2 parameters"):
-        launch_ptx(S.add_one(), "add1", 1, 4, [x])
-    with pytest.raises(TypeError, match="an integer"):
-        launch_ptx(S.add_one(), "add1", 1, 4, [np.zeros(4, np.float32), 4.0])
-    with pytest.raises(ValueError, match="C-contiguous"):
-        launch_ptx(S.add_one(), "add1", 1, 4, [np.zeros((4, 4), np.float32).T, 4])
-    with pytest.raises(ValueError, match="positive sizes"):
-        launch_ptx(S.add_one(), "add1", (1, 0), 4, [np.zeros(4, np.float32), 4])
-
-
-def test_launch_ptx_device_array_and_smem(fake):
-    fake.register("add1", ["u8", "u4"], add1_impl)
-    d = drv.DeviceArray.from_host(np.zeros(8, np.float32))
-    launch_ptx(S.add_one(), "add1", 1, 8, [d, 8], dynamic_smem=80 * 1024)
-    np.testing.assert_array_equal(d.to_host(), np.ones(8, np.float32))
-    assert list(fake.func_attrs.values()) == [80 * 1024]
 
 
 def test_launch_ptx_picks_arch_from_device_and_target(fake, monkeypatch):

@@ -149,8 +149,14 @@ def test_cubin_parameter_records(tmp_path, monkeypatch):
 @needs_cc
 def test_launch_kernel_ex_and_the_cluster_attribute(h100, a100):
     assert h100["launch_ex"] == [0, True]
-    assert h100["launch_ex_cluster"][0] == 801  # H100 has clusters, the simulator does not run them
     assert a100["launch_ex_cluster"][0] == 1    # an A100 has no clusters: INVALID_VALUE
+
+
+@needs_cc
+def test_launch_kernel_ex_on_h100_runs_the_cluster(h100):
+    """Needs sim.launch(..., cluster=) (issue 13, added by another change); until then the
+    simulator refuses the keyword and the launch fails with CUDA_ERROR_LAUNCH_FAILED (719)."""
+    assert h100["launch_ex_cluster"] == [0, True]
 
 
 @needs_cc

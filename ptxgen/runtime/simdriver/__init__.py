@@ -23,7 +23,7 @@ from .build import SimDriverBuildError, compiler_unavailable_reason, library_pat
 from .models import CDeviceModel, chosen_driver_version, chosen_model
 
 __all__ = ["activate", "active", "instance", "selected", "driver_description", "SimDriverBuildError",
-           "compiler_unavailable_reason"]
+           "compiler_unavailable_reason", "reason", "clear_reason"]
 
 _state: dict = {}
 _lock = threading.Lock()
@@ -79,16 +79,31 @@ def activate() -> None:
         lib.simcuda_translate.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p),
                                           ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)]
         lib.simcuda_missing_symbols.restype = ctypes.c_char_p
+        lib.simcuda_reason.restype = ctypes.c_char_p
+        lib.simcuda_set_reason.argtypes = [ctypes.c_char_p]
         model, version = chosen_model(), chosen_driver_version()
         ids = {name: int(getattr(bindings.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"))
                for name in model.attributes()}
         cmodel = CDeviceModel.of(model, version, ids)
         if lib.simcuda_configure(ctypes.byref(cmodel)) != 0:
             raise RuntimeError("the stand-in driver was already initialised with another model")
-        sim = StandIn(model, version, lib.simcuda_translate)
+        sim = StandIn(model, version, lib.simcuda_translate, lib.simcuda_set_reason)
         callbacks = sim.callbacks()
         lib.simcuda_set_callbacks(*callbacks)
         _state.update(lib=lib, standin=sim, callbacks=callbacks, model=cmodel)
+
+
+def clear_reason() -> None:
+    """Forget why this thread's last stand-in call failed (before a new call)."""
+    if active():
+        _state["lib"].simcuda_set_reason(b"")
+
+
+def reason() -> str:
+    """Why this thread's last stand-in call failed ('' if it did not, or no stand-in is loaded)."""
+    if not active():
+        return ""
+    return _state["lib"].simcuda_reason().decode(errors="replace")
 
 
 def missing_symbols() -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import cache
 
 HERE = Path(__file__).parent
-SOURCES = [HERE / "simcuda.c", HERE / "simcuda_launch.c"]  # compiled
+SOURCES = [HERE / "simcuda.c", HERE / "simcuda_launch.c", HERE / "simcuda_tensormap.c"]  # compiled
 HEADERS = [HERE / "simcuda.h"]
 
 __all__ = ["compiler", "compiler_unavailable_reason", "library_path", "SimDriverBuildError"]

@@ -12,6 +12,7 @@
  * (SIM_DEVICE_BASE) that no host pointer can have: a host pointer passed where a device pointer
  * belongs, or the reverse, is caught instead of silently working.
  */
+#include <stdio.h>
 #include "simcuda.h"
 
 /* ---- configuration, set from Python before cuInit (simcuda_configure) -------------------- */
@@ -436,8 +437,14 @@ static const struct { const char *name; void *fn; } table[] = {
     ENTRY("cuModuleUnload", cuModuleUnload), ENTRY("cuModuleGetFunction", cuModuleGetFunction),
     ENTRY("cuFuncGetAttribute", cuFuncGetAttribute), ENTRY("cuFuncSetAttribute", cuFuncSetAttribute),
     ENTRY("cuLaunchKernel", cuLaunchKernel), ENTRY("cuLaunchKernelEx", cuLaunchKernelEx),
+    ENTRY("cuTensorMapEncodeTiled", cuTensorMapEncodeTiled),
     ENTRY("cuGetErrorString", cuGetErrorString), ENTRY("cuGetErrorName", cuGetErrorName),
 };
+
+static __thread char reason[512];
+
+void simcuda_set_reason(const char *why) { snprintf(reason, sizeof(reason), "%s", why ? why : ""); }
+const char *simcuda_reason(void) { return reason; }
 
 /* Names the stand-in was asked for but does not have, for the Python side's diagnostics. */
 static char missing[8192];

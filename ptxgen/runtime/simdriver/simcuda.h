@@ -18,7 +18,7 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
 enum {
     OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, INVALID_DEVICE = 101,
     INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500, NOT_READY = 600,
-    NOT_SUPPORTED = 801, UNKNOWN = 999
+    NOT_SUPPORTED = 801, INVALID_CLUSTER_SIZE = 912, UNKNOWN = 999
 };
 
 #define SIM_DEVICE_BASE 0x7ff0000000000000ull
@@ -37,6 +37,11 @@ extern HIDDEN __thread Context *sim_current;
     if (!sim_current || sim_current->retains <= 0) return INVALID_CONTEXT; } while (0)
 
 HIDDEN CUresult check_stream(CUstream s);
+
+/* Why the calling thread's last call was refused (both halves set it; Python reads it for
+ * DriverError messages, since a CUresult alone hides which rule was broken). */
+void simcuda_set_reason(const char *why);
+const char *simcuda_reason(void);
 
 /* callbacks into Python (simcuda_launch.c) */
 typedef int (*load_cb_t)(const void *image, uint64_t len, int is_elf, uint64_t *module);
@@ -63,6 +68,10 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
 CUresult cuLaunchKernelEx(const LaunchConfig *cfg, CUfunction f, void **params, void **extra);
 CUresult cuGetErrorString(int code, const char **s);
+/* simcuda_tensormap.c */
+CUresult cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *address, const uint64_t *dims,
+                                const uint64_t *strides, const uint32_t *box, const uint32_t *estrides,
+                                int interleave, int swizzle, int l2, int oob);
 CUresult cuGetErrorName(int code, const char **s);
 
 #endif

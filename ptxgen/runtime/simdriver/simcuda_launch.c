@@ -2,6 +2,7 @@
  * (ptxgen/runtime/simdriver/standin.py), which reads cubins and runs PTX on ptxgen.sim; and the
  * driver's error names and strings. See simcuda.c for the rest.
  */
+#include <stdio.h>
 #include "simcuda.h"
 
 static load_cb_t py_load;
@@ -82,8 +83,44 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 }
 
 /* CUlaunchConfig / CUlaunchAttribute as the driver headers lay them out */
-typedef struct { int id; int pad; union { unsigned char raw[64]; struct { unsigned x, y, z; } dim; } value; } LaunchAttribute;
+typedef struct { int id; int pad; union { unsigned char raw[64]; int flag; struct { unsigned x, y, z; } dim; } value; } LaunchAttribute;
 struct LaunchConfig { unsigned gx, gy, gz, bx, by, bz, smem; CUstream stream; LaunchAttribute *attrs; unsigned nattrs; };
+
+enum { ATTR_IGNORE = 0, ATTR_COOPERATIVE = 2, ATTR_CLUSTER_DIMENSION = 4, ATTR_PROGRAMMATIC_EVENT = 7,
+       ATTR_LAUNCH_COMPLETION_EVENT = 12, ATTR_DEVICE_UPDATABLE_KERNEL_NODE = 13, ATTR_LAST = 18 };
+
+static CUresult refuse_attribute(CUresult code, int id, const char *why) {
+    char text[300];
+    snprintf(text, sizeof(text), "cuLaunchKernelEx: launch attribute %d %s", id, why);
+    simcuda_set_reason(text);
+    fprintf(stderr, "[ptxgen sim driver] %s\n", text);
+    return code;
+}
+
+/* What each CUlaunchAttributeID means here. Scheduling, cache, priority and memory-domain hints
+ * (access policy window, synchronization policy, cluster scheduling, priority, memory sync domains,
+ * preferred cluster, carveout, NVLink, portable-size and shared-memory modes) change no result, so
+ * they are accepted and ignored; programmatic stream serialisation holds trivially because each
+ * launch runs to completion. Cooperative launches, events triggered from a kernel and graph-node
+ * attributes are refused (NOT_SUPPORTED: the stand-in does not model them); an ID the driver does
+ * not define is INVALID_VALUE. */
+static CUresult launch_attribute(const LaunchAttribute *a, uint32_t *cluster) {
+    switch (a->id) {
+    case ATTR_CLUSTER_DIMENSION:
+        cluster[0] = a->value.dim.x; cluster[1] = a->value.dim.y; cluster[2] = a->value.dim.z;
+        return OK;
+    case ATTR_COOPERATIVE:
+        return a->value.flag ? refuse_attribute(NOT_SUPPORTED, a->id, "(cooperative launch) is not simulated") : OK;
+    case ATTR_PROGRAMMATIC_EVENT: case ATTR_LAUNCH_COMPLETION_EVENT:
+        return refuse_attribute(NOT_SUPPORTED, a->id, "(an event the kernel triggers) is not simulated");
+    case ATTR_DEVICE_UPDATABLE_KERNEL_NODE:
+        return refuse_attribute(INVALID_VALUE, a->id, "applies to graph kernel nodes, not stream launches");
+    default:
+        if (a->id < ATTR_IGNORE || a->id > ATTR_LAST || a->id == 15)
+            return refuse_attribute(INVALID_VALUE, a->id, "is not a CUlaunchAttributeID");
+        return OK;  /* a hint that changes no result */
+    }
+}
 
 CUresult cuLaunchKernelEx(const LaunchConfig *cfg, CUfunction f, void **params, void **extra) {
     NEED_CONTEXT();
@@ -92,14 +129,9 @@ CUresult cuLaunchKernelEx(const LaunchConfig *cfg, CUfunction f, void **params, 
     if (r != OK) return r;
     if (extra != NULL || (cfg->nattrs && !cfg->attrs)) return INVALID_VALUE;
     uint32_t dims[6] = {cfg->gx, cfg->gy, cfg->gz, cfg->bx, cfg->by, cfg->bz}, cluster[3] = {1, 1, 1};
-    for (unsigned i = 0; i < cfg->nattrs; i++) {
-        if (cfg->attrs[i].id == 4) {  /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
-            cluster[0] = cfg->attrs[i].value.dim.x; cluster[1] = cfg->attrs[i].value.dim.y;
-            cluster[2] = cfg->attrs[i].value.dim.z;
-        } else {
-            return NOT_SUPPORTED;  /* an attribute the stand-in cannot honour */
-        }
-    }
+    for (unsigned i = 0; i < cfg->nattrs; i++)
+        if ((r = launch_attribute(&cfg->attrs[i], cluster)) != OK) return r;
+    /* the cluster's checks (device support, size, grid divisibility) are the Python side's */
     return py_launch((uint64_t)(uintptr_t)f, dims, cfg->smem, params, cluster);
 }
 
@@ -122,6 +154,7 @@ static const struct { int code; const char *name, *text; } errors[] = {
     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {912, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "invalid cluster size"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .cubin import Cubin, CubinError, KernelParam, parse_cubin
+from .launch_maps import LaunchRefused, check_cluster, tensor_map_argument
 from .models import FIRST_DRIVER_WITH_ABI8, PTX_ISA_OF_DRIVER, DeviceModel
 from .registry import source_of
 
@@ -62,6 +63,7 @@ class SimFunction:
     max_threads: int = 0
     max_dynamic_smem: int = DEFAULT_DYNAMIC_SMEM  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     binary_version: int = 0
+    non_portable_cluster: int = 0  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 
 
 def _arch_number(arch: str) -> tuple[int, bool]:
@@ -85,6 +87,7 @@ class StandIn:
     model: DeviceModel
     driver_version: int
     translate: object  # simcuda_translate from the C library
+    set_reason: object = None  # simcuda_set_reason: why the calling thread's last call failed
     modules: dict[int, SimModule] = field(default_factory=dict)
     functions: dict[int, SimFunction] = field(default_factory=dict)
     last_error: str = ""
@@ -100,6 +103,8 @@ class StandIn:
 
     def _fail(self, status: int, why: str) -> int:
         self.last_error = why
+        if self.set_reason is not None:
+            self.set_reason(why.encode(errors="replace"))
         print(f"[ptxgen sim driver] {why}", file=sys.stderr)
         return status
 
@@ -213,7 +218,9 @@ class StandIn:
             regs_limit = 1024 if not fn.registers else \
                 min(1024, self.model.regs_per_block // fn.registers // 32 * 32)
             values = {0: fn.max_threads or regs_limit, 1: fn.static_smem, 2: 0, 3: 0, 4: fn.registers,
-                      5: fn.binary_version, 6: fn.binary_version, 7: 0, 8: fn.max_dynamic_smem, 9: -1}
+                      5: fn.binary_version, 6: fn.binary_version, 7: 0, 8: fn.max_dynamic_smem, 9: -1,
+                      # no cluster directives in the PTX (the simulator reads none): nothing required
+                      10: 0, 11: 0, 12: 0, 13: 0, 14: fn.non_portable_cluster}
             if attr not in values:
                 raise Refused(INVALID_VALUE, f"cuFuncGetAttribute: attribute {attr} is not simulated")
             out[0] = values[attr]
@@ -232,6 +239,11 @@ class StandIn:
             elif attr == 9:  # PREFERRED_SHARED_MEMORY_CARVEOUT: a hint
                 if not -1 <= value <= 100:
                     raise Refused(INVALID_VALUE, f"cuFuncSetAttribute: carveout {value} is not -1..100")
+            elif attr == 14:  # NON_PORTABLE_CLUSTER_SIZE_ALLOWED: clusters of up to 16 CTAs
+                if value not in (0, 1) or not self.model.cluster_launch:
+                    raise Refused(INVALID_VALUE, f"cuFuncSetAttribute: non-portable cluster size {value} "
+                                                 f"on {self.model.name}")
+                fn.non_portable_cluster = value
             else:
                 raise Refused(INVALID_VALUE, f"cuFuncSetAttribute: attribute {attr} is not settable here")
         return self._guard(body)
@@ -241,10 +253,11 @@ class StandIn:
         def body() -> None:
             fn = self._function(ident, "cuLaunchKernel")
             grid, block = tuple(dims[i] for i in range(3)), tuple(dims[i] for i in range(3, 6))
-            self._check_shape(fn, grid, block, smem, tuple(cluster[i] for i in range(3)))
+            clusters = tuple(int(cluster[i]) for i in range(3))
+            self._check_shape(fn, grid, block, smem, clusters)
             mod = self.modules[fn.module]
             args = self._arguments(fn, mod.ptx, params)
-            self._run(fn, mod.ptx, grid, block, smem, args)
+            self._run(fn, mod.ptx, grid, block, smem, args, clusters)
         return self._guard(body)
 
     def _check_shape(self, fn: SimFunction, grid, block, smem: int, cluster) -> None:
@@ -264,10 +277,10 @@ class StandIn:
                    "MAX_DYNAMIC_SHARED_SIZE_BYTES))" if smem > DEFAULT_DYNAMIC_SMEM else ""
             raise Refused(INVALID_VALUE, f"cuLaunchKernel: {smem} B of dynamic shared memory but {fn.name} "
                                          f"allows {fn.max_dynamic_smem} B{hint}")
-        if cluster != (1, 1, 1):
-            if not self.model.cluster_launch:
-                raise Refused(INVALID_VALUE, f"cuLaunchKernelEx: {self.model.name} has no thread block clusters")
-            raise Refused(NOT_SUPPORTED, "cuLaunchKernelEx: ptxgen's simulator does not run clusters")
+        try:
+            check_cluster(cluster, grid, self.model.cluster_launch, bool(fn.non_portable_cluster), self.model.name)
+        except LaunchRefused as e:
+            raise Refused(e.status, str(e)) from None
 
     def _arguments(self, fn: SimFunction, ptx: str, params) -> list:
         """kernelParams decoded with the sizes the binary records, then typed by the PTX."""
@@ -281,6 +294,7 @@ class StandIn:
             raise Refused(INVALID_VALUE, f"cuLaunchKernel: {fn.name} takes {len(fn.params)} parameters "
                                          f"but kernelParams is NULL")
         args: list = []
+        roots: dict = {}  # allocation base -> its array, shared by the launch's tensor maps
         for i, (decl, rec) in enumerate(zip(program.params, fn.params)):
             if decl.size != rec.size:
                 raise Refused(INVALID_IMAGE, f"{fn.name}: parameter {i} is {rec.size} B in the cubin but "
@@ -288,12 +302,16 @@ class StandIn:
             if not params[i]:
                 raise Refused(INVALID_VALUE, f"cuLaunchKernel: kernelParams[{i}] of {fn.name} is NULL")
             raw = ctypes.string_at(params[i], rec.size)
-            args.append(self._argument(decl, raw))
+            args.append(self._argument(decl, raw, roots))
         return args
 
-    def _argument(self, decl, raw: bytes):
-        if decl.count is not None:  # .b8 name[N]: bytes as given
-            return raw
+    def _argument(self, decl, raw: bytes, roots: dict):
+        if decl.count is not None:  # .b8 name[N]: a tensor map the stand-in encoded, or bytes as given
+            try:
+                tmap = tensor_map_argument(raw, self.translate, roots)
+            except LaunchRefused as e:
+                raise Refused(e.status, f"cuLaunchKernel: parameter {decl.name}: {e}") from None
+            return raw if tmap is None else tmap
         if decl.type in ("f32", "f64"):
             return float(np.frombuffer(raw, np.float32 if decl.type == "f32" else np.float64)[0])
         value = int.from_bytes(raw, "little", signed=decl.type.startswith("s"))
@@ -306,11 +324,12 @@ class StandIn:
                 return np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(host.value))
         return value  # a scalar, or an address no allocation holds: any access to it faults
 
-    def _run(self, fn: SimFunction, ptx: str, grid, block, smem: int, args: list) -> None:
+    def _run(self, fn: SimFunction, ptx: str, grid, block, smem: int, args: list, cluster) -> None:
         from ptxgen import sim
 
+        extra = {"cluster": cluster} if cluster != (1, 1, 1) else {}  # sim.launch's cluster keyword
         try:
-            sim.launch(ptx, fn.name, grid=grid, block=block, args=args, dynamic_smem=smem)
+            sim.launch(ptx, fn.name, grid=grid, block=block, args=args, dynamic_smem=smem, **extra)
         except sim.HazardError as e:
             kind = getattr(e, "kind", "")
             status = ILLEGAL_ADDRESS if kind in ("out-of-bounds", "misaligned") else LAUNCH_FAILED

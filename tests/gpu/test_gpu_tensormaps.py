@@ -36,7 +36,7 @@ def test_tma_kernels_with_runtime_tensor_maps(name, padded):
 
 
 def test_tma_kernel_launch_with_a_cluster():
-    """Under the stand-in this needs sim.launch(..., cluster=) (issue 13, another change)."""
+    """A TMA kernel launched as 2-CTA clusters (through the stand-in: sim.launch(..., cluster=))."""
     result = run("tma_copy_fp16_64x64_w4", cluster=(2, 1, 1))
     record("tensormaps::cluster", **result)
     assert result == {"ok": True}

@@ -177,8 +177,11 @@ CLUSTER_PTX = """
 .address_size 64
 .visible .entry where(.param .u64 out)
 {
-    .reg .b32 %r<5>;
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
     .reg .b64 %rd<4>;
+    mov.u32 %r5, %tid.x;
+    setp.eq.u32 %p1, %r5, 0;        // lane 0 writes the CTA's row (32 writers would race)
     ld.param.u64 %rd1, [out];
     mov.u32 %r1, %ctaid.x;
     mov.u32 %r2, %cluster_ctarank;
@@ -186,8 +189,9 @@ CLUSTER_PTX = """
     mov.u32 %r4, %clusterid.x;
     mul.wide.u32 %rd2, %r1, 12;
     add.s64 %rd3, %rd1, %rd2;
-    st.global.v2.u32 [%rd3], {%r2, %r3};
-    st.global.u32 [%rd3+8], %r4;
+    @%p1 st.global.u32 [%rd3], %r2;
+    @%p1 st.global.u32 [%rd3+4], %r3;
+    @%p1 st.global.u32 [%rd3+8], %r4;
     ret;
 }
 """

@@ -23,7 +23,7 @@ PTX = """
 .visible .entry fill(.param .u64 out, .param .u32 n, .param .f32 x)
 {{
     .reg .pred %p;
-    .reg .b32 %r<4>;
+    .reg .b32 %r<5>;
     .reg .f32 %f<3>;
     .reg .b64 %rd<5>;
     ld.param.u64 %rd1, [out];
@@ -31,6 +31,8 @@ PTX = """
     ld.param.f32 %f1, [x];
     mov.u32 %r2, %tid.x;
     setp.lt.u32 %p, %r2, %r1;
+    mov.u32 %r4, %ctaid.x;
+    setp.eq.and.u32 %p, %r4, 0, %p;   // CTA 0 writes (the cluster launch has two CTAs)
     cvt.rn.f32.u32 %f2, %r2;
     add.f32 %f2, %f2, %f1;
     mov.u32 %r3, dsm;

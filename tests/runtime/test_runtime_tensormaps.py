@@ -73,8 +73,7 @@ def test_maps_for_device_arrays_drive_triton_tma_kernels(through_standin):
 
 
 def test_launch_with_a_cluster(through_standin):
-    """Needs sim.launch(..., cluster=) (issue 13, added by another change); until then the
-    stand-in's simulator refuses the keyword and the launch fails with CUDA_ERROR_LAUNCH_FAILED."""
+    """tensormaps.launch with cluster=(2, 1, 1) goes through cuLaunchKernelEx and runs on the simulator."""
     assert through_standin["copy_cluster"] == {"ok": True}
 
 

@@ -62,8 +62,7 @@ def test_cluster_size_rules(tma):
 
 
 def test_launch_kernel_ex_runs_a_cluster(tma):
-    """Needs sim.launch(..., cluster=) (issue 13; another change adds it). Until then the launch
-    fails (CUDA_ERROR_LAUNCH_FAILED, the simulator refusing the keyword)."""
+    """A 2-CTA cluster launch runs on sim.launch(..., cluster=): each CTA sees its cluster rank and id."""
     assert tma["cluster_2"][0] == 0
     # per CTA: cluster rank, CTAs per cluster, cluster id
     assert tma["cluster_2"][1] == [[0, 2, 0], [1, 2, 0], [0, 2, 1], [1, 2, 1]]

@@ -327,7 +327,9 @@ class StandIn:
     def _run(self, fn: SimFunction, ptx: str, grid, block, smem: int, args: list, cluster) -> None:
         from ptxgen import sim
 
-        extra = {"cluster": cluster} if cluster != (1, 1, 1) else {}  # sim.launch's cluster keyword
+        extra = {}
+        if cluster != (1, 1, 1):   # the driver already checked the size against the function's opt-in
+            extra = {"cluster": cluster, "non_portable_cluster": bool(fn.non_portable_cluster)}
         try:
             sim.launch(ptx, fn.name, grid=grid, block=block, args=args, dynamic_smem=smem, **extra)
         except sim.HazardError as e:

@@ -85,6 +85,13 @@ def _touch(cta: CtaState, tids, addr: int, what: str) -> None:
     cta.smem.read(tids, np.full(len(tids), addr, dtype=np.int64), 8, cta.epoch, what)
 
 
+def _completed(cta: CtaState, bar: Barrier, phase: int) -> None:
+    """A phase that completed orders the arrivals' earlier shared accesses before the accesses of
+    the threads that then observe it: a new race-detection epoch (one per CTA, as for bar.sync)."""
+    if bar.phase != phase:
+        cta.epoch += 1
+
+
 def compile_mbarrier(ins: Instr, ctx):
     kind, space = _split_mods(ins, ctx)
     ops = ins.operands
@@ -145,7 +152,9 @@ def _tx(get_addr, get_n, name, kind):
         for addr, rows in _barriers(cta, tids, get_addr, name):
             bar = barrier_at(cta, addr, name)
             _touch(cta, tids[rows], addr, name)
+            phase = bar.phase
             add_tx(bar, sign * int(n[rows].sum()), name)
+            _completed(cta, bar, phase)
     return run
 
 
@@ -168,12 +177,13 @@ def _compile_arrive(ctx, ops, space, kind, name):
         for addr, rows in _barriers(cta, tids, get_addr, name):
             bar = barrier_at(cta, addr, name)
             _touch(cta, tids[rows], addr, name)
-            tokens[rows] = bar.phase
+            tokens[rows] = phase = bar.phase
             if expect:
                 add_tx(bar, int(n[rows].sum()), name)
                 arrive(bar, len(rows), name)
             else:
                 arrive(bar, int(n[rows].sum()) if n is not None else len(rows), name)
+            _completed(cta, bar, phase)
         if state_slot is not None:
             scatter(cta, state_slot, tids, tokens, mask)
     return run
@@ -196,7 +206,9 @@ def _compile_wait(ctx, ops, space, kind, name):
         for addr, rows in _barriers(cta, tids, get_addr, name):
             bar = barrier_at(cta, addr, name)
             _touch(cta, tids[rows], addr, name)
+            phase = bar.phase
             try_complete(bar, land=cta.smem)
+            _completed(cta, bar, phase)
             if parity:
                 if ((want[rows] & ~1) != 0).any():
                     raise Fault("out-of-bounds", f"{name}: phaseParity must be 0 or 1, got "
@@ -210,6 +222,8 @@ def _compile_wait(ctx, ops, space, kind, name):
             ok[rows] = done
             note_stall(cta, line, bar, bool(done.all()))
         scatter(cta, pred_slot, tids, ok, mask)
+        if not ok.all():
+            cta.polled = True      # a waiting thread group lets the others run (warps.py)
     return mark(run, yields=True)
 
 

@@ -236,3 +236,45 @@ def test_producer_waiting_on_the_wrong_empty_parity_is_a_deadlock_naming_the_bar
     data = np.ones((3, 32), dtype=np.uint32)
     e = hazard(ptx, 64, "deadlock", "// WAIT_EMPTY", data)
     assert "mbarrier" in e.detail and "can never complete" in e.detail
+
+
+# ------------------------------------------------------------------ what Triton's warp-specialised PTX needs
+def test_labels_in_nested_blocks_are_local_to_their_block():
+    """Triton and CUTLASS inline each mbarrier wait as `{ .reg .pred complete; waitLoop: ... }`:
+    the same label in several blocks, each branch going to its own block's label."""
+    wait = """
+    {{
+    .reg .pred complete;
+    waitLoop:
+    mbarrier.try_wait.parity.shared::cta.b64 complete, [{bar}], 0;
+    @!complete bra.uni waitLoop;
+    }}"""
+    ptx = entry("""
+    setp.eq.u32 %p0, %r0, 0;
+    @%p0 mbarrier.init.shared::cta.b64 [bars], 64;
+    @%p0 mbarrier.init.shared::cta.b64 [bars+8], 32;
+    bar.sync 0;
+    mbarrier.arrive.shared::cta.b64 _, [bars];
+""" + wait.format(bar="bars") + """
+    setp.ne.u32 %p1, %r31, 0;
+    @%p1 mbarrier.arrive.shared::cta.b64 _, [bars+8];
+""" + wait.format(bar="bars+8") + """
+    st.global.u32 [%rd0], %r0;
+""", shared=".shared .align 8 .b64 bars[2];\n")
+    assert run(ptx, 64).tolist() == list(range(64))
+
+
+@pytest.mark.parametrize("value, ok", [("7", True), ("%r0", False)])
+def test_threads_storing_one_shared_word_in_one_instruction_need_the_same_value(value, ok):
+    """Triton's warp-specialised prologue has every thread store one constant to the same word."""
+    ptx = entry(f"""
+    st.shared.u32 [word], {value};       // ST
+    bar.sync 0;
+    ld.shared.u32 %r4, [word];
+    st.global.u32 [%rd0], %r4;
+""", shared=".shared .align 4 .b32 word;\n")
+    if ok:
+        assert run(ptx, 64).tolist() == [7] * 64
+    else:
+        e = hazard(ptx, 64, "race", "// ST")
+        assert "same instruction" in e.detail

@@ -3,8 +3,10 @@ with a state token or a phase parity (facts §9e; semantics in async_proxy.py).
 
 Accepted spaces: .shared / .shared::cta, .shared::cluster addressing this CTA's own barriers (a
 lone CTA is its own cluster), and generic addresses inside the shared window. The .sem/.scope
-qualifiers (.release/.relaxed/.acquire, .cta/.cluster) are accepted: in a lock-step CTA every
-ordering they give already holds. The state token is the phase number the arrival belonged to.
+qualifiers (.release/.relaxed/.acquire, .cta/.cluster) are accepted: the ordering they give is
+modelled by starting a new race-detection epoch when a phase completes (_completed). A failed wait
+sets cta.polled, so a spinning thread group lets the others run (warps.py). The state token is the
+phase number the arrival belonged to.
 """
 from __future__ import annotations
 

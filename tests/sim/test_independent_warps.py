@@ -278,3 +278,27 @@ def test_threads_storing_one_shared_word_in_one_instruction_need_the_same_value(
     else:
         e = hazard(ptx, 64, "race", "// ST")
         assert "same instruction" in e.detail
+
+
+# ------------------------------------------------------------------ wgmma: the whole warpgroup together
+def _wgmma(after_fence: str, tail: str = ""):
+    from test_sim_wgmma import _launch, wgmma_ptx
+    step = ["wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {D}, %rd10, %rd11, %p2, 1, 1, 0, 0;   // WGMMA"]
+    ptx = wgmma_ptx(8, step + ([tail] if tail else []), 8192, 2048, after_fence=after_fence)
+    return ptx, lambda: _launch(ptx)
+
+
+def test_warps_of_a_warpgroup_that_reconverge_before_wgmma_are_fine():
+    _, go = _wgmma("    setp.ge.u32 %p4, %r0, 64;\n    @%p4 bra JOIN;       // warps 2-3 skip ahead\n"
+                   "    add.u32 %r9, %r0, 1;\nJOIN:")
+    _, plain = _wgmma("")
+    np.testing.assert_array_equal(go(), plain())
+
+
+def test_wgmma_by_part_of_a_warpgroup_is_divergence():
+    ptx, go = _wgmma("    setp.ge.u32 %p4, %r0, 64;\n    @%p4 bra SKIP;       // warps 2-3 skip the wgmma",
+                     "SKIP:")
+    with pytest.raises(sim.HazardError) as e:
+        go()
+    assert e.value.kind == "divergence" and e.value.line == line_of(ptx, "// WGMMA")
+    assert "2 of the 4 warps of warpgroup 0" in e.value.detail

@@ -9,12 +9,14 @@
 Array arguments act as device buffers (written in place); each gets a fake global address
 (SimResult.global_addresses) in the middle of its own 1 TiB region, so an out-of-bounds access is
 reported against the argument it strayed from and can never land in another argument's array;
-a store into a read-only (numpy `writeable=False`) argument is reported too. Threads of a CTA run in lock step, vectorised with
-numpy. CTAs run one after another unless the program synchronises between CTAs (atomics,
-.relaxed/.acquire/.release/.volatile accesses, fences): then they run interleaved, so spin-waits
-make progress (scheduler.py), and global accesses between CTAs are checked against a
-happens-before model (sync.py). Hazards (races, pending cp.async reads, out-of-bounds or misaligned
-accesses, divergent branches, unsupported instructions, deadlock) raise HazardError naming the PTX
+a store into a read-only (numpy `writeable=False`) argument is reported too. The threads of a CTA
+run as thread groups vectorised with numpy: all in lock step until a branch divides them, then
+each group with its own program counter until they reconverge (warps.py). CTAs run one after
+another unless the program synchronises between CTAs (atomics, .relaxed/.acquire/.release/.volatile
+accesses, fences): then they run interleaved, so spin-waits make progress (scheduler.py), and
+global accesses between CTAs are checked against a happens-before model (sync.py). Hazards (races,
+pending cp.async reads, out-of-bounds or misaligned accesses, warp instructions reached by part of
+a warp, unsupported instructions, deadlock) raise HazardError naming the PTX
 line; errors.HAZARD_KINDS lists them. Like ptxas, it rejects a module that does not start with
 `.version`, `.target` and `.address_size 64` in that order (header.py). This package imports nothing else from ptxgen on purpose.
 

@@ -10,7 +10,7 @@ are issued, but their bytes stay "in flight": the destination is marked pending 
 (so any generic read of it is an `async-pending` hazard) until a wait on the barrier observes the
 phase complete. Only then do the bytes land and the copies' complete-tx is applied, so data is
 visible exactly when a waiting thread may rely on it (the wait's acquire). A wait whose phase can
-never complete (arrivals still pending with every thread of the lock-step CTA at the wait, or a
+never complete (arrivals still pending with every thread group of the CTA waiting, or a
 transaction count the in-flight copies cannot pay off) spins; STALL_LIMIT polls of one barrier
 that saw no change in between are reported as a deadlock naming the barrier.
 """
@@ -159,7 +159,8 @@ def note_stall(cta, line: int, bar: Barrier, done: bool) -> None:
     if count >= STALL_LIMIT:
         alone = cta.cluster is None or cta.cluster.cluster.size == 1
         why = ("the transaction count is not paid off by the copies in flight" if not bar.pending
-               else "every thread of the CTA is waiting, so no arrival can come" if alone
+               else "every thread of the CTA is waiting (here, at another wait or at a barrier), so no "
+               "arrival can come" if alone
                else "no thread of this CTA or of another CTA of its cluster arrived meanwhile")
         raise Fault("deadlock", f"wait on {bar.describe()} can never complete: {why} "
                     f"({STALL_LIMIT} polls saw no change)")

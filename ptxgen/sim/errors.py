@@ -24,14 +24,18 @@ out-of-bounds  an access outside the argument array its address was derived from
                into a read-only argument; a .shared::cluster address of a rank outside the cluster
                or of a CTA that has exited.
 misaligned     an address (or a wmma stride) breaks the instruction's alignment rule.
-divergence     a branch, barrier or .sync.aligned warp instruction that threads disagree on.
+divergence     a .sync.aligned warp instruction or aligned barrier reached by part of a warp (a wgmma
+               by part of a warpgroup), a bra.uni that splits a warp, barrier participants that
+               give different thread counts, or operands that must be uniform and are not.
 unsupported    text the simulator does not implement (reported before anything runs).
 missing-fence  a wgmma uses registers (A fragments, accumulators) accessed since the last
                wgmma.fence of its warpgroup, or it is the warpgroup's first wgmma without one.
 deadlock       every unfinished CTA keeps spinning on loads that return the same values
                (scheduler.py); the line is the load the first such CTA keeps repeating. Also an
                mbarrier wait polled unchanged while its phase cannot complete (async_proxy.py), and
-               a barrier.cluster.wait some thread of the cluster never arrives at.
+               a barrier.cluster.wait some thread of the cluster never arrives at. Also every thread
+               group of a CTA waiting at named barriers that cannot complete (warps.py); the line is
+               the first group's barrier.
 """
 
 

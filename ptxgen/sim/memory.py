@@ -323,16 +323,24 @@ class SharedMemory:
         tid = np.repeat(threads, width)
         if check_pending:
             self.check_not_pending(idx, threads, width, what)
-        self.record_write(idx, tid, epoch, what)
+        self.record_write(idx, tid, epoch, what, data.reshape(-1))
         self.data[idx] = data.reshape(-1)
 
-    def record_write(self, idx: np.ndarray, tid: np.ndarray, epoch: int, what: str) -> None:
+    def record_write(self, idx: np.ndarray, tid: np.ndarray, epoch: int, what: str,
+                     values: np.ndarray | None = None) -> None:
+        """Record the writers; several threads storing one byte in the same instruction is a race
+        unless they all store the same value (`values`), as Triton's all-threads constant stores do."""
         self.check_write(idx, tid, epoch, what)
         if self.cross is not None:
             self.cross.local(idx, tid, True, what)
         self.w_thread[idx] = tid
         self.w_epoch[idx] = epoch
         dup = self.w_thread[idx] != tid
+        if dup.any() and values is not None:
+            order = np.argsort(idx, kind="stable")
+            same_byte = idx[order][1:] == idx[order][:-1]
+            if (values[order][1:][same_byte] == values[order][:-1][same_byte]).all():
+                return
         if dup.any():
             k = int(np.flatnonzero(dup)[0])
             raise Fault("race", f"threads {int(tid[k])} and {int(self.w_thread[idx[k]])} {what} shared byte "

@@ -4,9 +4,11 @@ with a state token or a phase parity (facts §9e; semantics in async_proxy.py).
 Accepted spaces: .shared / .shared::cta, generic addresses inside the shared window, and for
 arrive (with or without expect_tx) .shared::cluster addresses of any CTA of the cluster (mapa; a
 remote arrive, ordered against the owner's init by cluster.CrossTags). Other operations take
-.shared::cluster addresses of the executing CTA's own barriers only. The .sem/.scope
-qualifiers (.release/.relaxed/.acquire, .cta/.cluster) are accepted: in a lock-step CTA every
-ordering they give already holds. The state token is the phase number the arrival belonged to.
+.shared::cluster addresses of the executing CTA's own barriers only. The .sem/.scope qualifiers
+(.release/.relaxed/.acquire, .cta/.cluster) are accepted: the ordering they give is modelled by
+starting a new race-detection epoch when a phase completes (_completed). A failed wait sets
+cta.polled, so a spinning thread group lets the others run (warps.py). The state token is the
+phase number the arrival belonged to.
 """
 from __future__ import annotations
 
@@ -94,6 +96,13 @@ def _touch(cta: CtaState, tids, addr: int, what: str) -> None:
     cta.smem.read(tids, np.full(len(tids), addr, dtype=np.int64), 8, cta.epoch, what)
 
 
+def _completed(cta: CtaState, bar: Barrier, phase: int) -> None:
+    """A phase that completed orders the arrivals' earlier shared accesses before the accesses of
+    the threads that then observe it: a new race-detection epoch (one per CTA, as for bar.sync)."""
+    if bar.phase != phase:
+        cta.epoch += 1
+
+
 def compile_mbarrier(ins: Instr, ctx):
     kind, space = _split_mods(ins, ctx)
     ops = ins.operands
@@ -154,7 +163,9 @@ def _tx(get_addr, get_n, name, kind):
         for addr, rows in _barriers(cta, tids, get_addr, name):
             bar = barrier_at(cta, addr, name)
             _touch(cta, tids[rows], addr, name)
+            phase = bar.phase
             add_tx(bar, sign * int(n[rows].sum()), name)
+            _completed(cta, bar, phase)
     return run
 
 
@@ -182,12 +193,13 @@ def _compile_arrive(ctx, ops, space, kind, name, cluster_space: bool):
         for addr, rows in _barriers(cta, tids, get_addr, name):
             bar = barrier_at(cta, addr, name)
             _touch(cta, tids[rows], addr, name)
-            tokens[rows] = bar.phase
+            tokens[rows] = phase = bar.phase
             if expect:
                 add_tx(bar, int(n[rows].sum()), name)
                 arrive(bar, len(rows), name)
             else:
                 arrive(bar, int(n[rows].sum()) if n is not None else len(rows), name)
+            _completed(cta, bar, phase)
         if state_slot is not None:
             scatter(cta, state_slot, tids, tokens, mask)
 
@@ -233,7 +245,9 @@ def _compile_wait(ctx, ops, space, kind, name):
         for addr, rows in _barriers(cta, tids, get_addr, name):
             bar = barrier_at(cta, addr, name)
             _touch(cta, tids[rows], addr, name)
+            phase = bar.phase
             try_complete(bar, land=cta.smem)
+            _completed(cta, bar, phase)
             if parity:
                 if ((want[rows] & ~1) != 0).any():
                     raise Fault("out-of-bounds", f"{name}: phaseParity must be 0 or 1, got "
@@ -247,6 +261,8 @@ def _compile_wait(ctx, ops, space, kind, name):
             ok[rows] = done
             note_stall(cta, line, bar, bool(done.all()))
         scatter(cta, pred_slot, tids, ok, mask)
+        if not ok.all():
+            cta.polled = True      # a waiting thread group lets the others run (warps.py)
     return mark(run, yields=True)
 
 

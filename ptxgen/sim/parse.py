@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import bisect
 import re
+import dataclasses
 from dataclasses import dataclass, field
 
 from .debuginfo import strip_debug_info
 from .errors import HazardError
 from .header import HeaderState
-from .operands import IDENT, parse_operand, split_top_level
+from .operands import IDENT, Name, parse_operand, split_top_level
 from .ptxtypes import TYPE_BITS, type_bytes
 
 
@@ -302,6 +303,7 @@ def parse_module(text: str) -> Module:
     depth = 0
     entry: Entry | None = None
     pending_header: tuple[int, str] | None = None
+    blocks: list[int] = []          # where each open nested { } block starts in entry.body
     for kind, offset, piece in _chunks(src):
         line = src.line_at(offset)
         if kind == "open":
@@ -313,6 +315,8 @@ def parse_module(text: str) -> Module:
                     raise src.fail(line, f"entry {entry.name} defined twice", True)
                 module.entries[entry.name] = entry
                 pending_header = None
+            else:
+                blocks.append(len(entry.body))
             depth += 1
             continue
         if kind == "close":
@@ -321,6 +325,8 @@ def parse_module(text: str) -> Module:
                 raise src.fail(line, "unbalanced '}'", True)
             if depth == 0:
                 entry = None
+            else:
+                _scope_labels(entry, blocks.pop(), len(blocks) + 1, line)
             continue
         if depth == 0:
             pending_header = _module_statement(src, module, header, offset, line, piece, pending_header)
@@ -334,6 +340,25 @@ def parse_module(text: str) -> Module:
     if (problem := header.missing()) is not None:
         raise src.fail(1, problem, True)
     return module
+
+
+def _scope_labels(entry: Entry, start: int, depth: int, line: int) -> None:
+    """Labels declared in a nested { } block are local to it (PTX scoping; inline-asm blocks such as
+    CUTLASS/Triton's `waitLoop:` mbarrier loops repeat the same name): rename them, and the
+    references inside the block, to a name unique in the entry."""
+    body = entry.body
+    local = {item.name for item in body[start:] if isinstance(item, Label)}
+    if not local:
+        return
+    rename = {name: f"{name}%block{line}.{depth}" for name in local}
+    for i in range(start, len(body)):
+        item = body[i]
+        if isinstance(item, Label):
+            body[i] = Label(item.line, rename[item.name])
+        elif any(isinstance(op, Name) and op.name in rename for op in item.operands):
+            ops = tuple(Name(rename[op.name]) if isinstance(op, Name) and op.name in rename else op
+                        for op in item.operands)
+            body[i] = dataclasses.replace(item, operands=ops)
 
 
 _LINE_DIRECTIVES = (".version", ".target", ".address_size", ".file", ".loc")

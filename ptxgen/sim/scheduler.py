@@ -1,8 +1,10 @@
 """Running CTAs: one after another, or interleaved when they can talk to each other.
 
-Threads of a CTA run in lock step (one program counter per CTA). A program without synchronising
-operations (no atom/red, no .relaxed/.acquire/.release/.volatile accesses, no fence) cannot wait
-for another CTA, so its CTAs simply run to completion one after another (the fast path).
+Inside a CTA, thread groups with their own program counters run one at a time (warps.py); a
+CTA whose threads all follow one path is one group and runs in lock step. A program without
+synchronising operations (no atom/red, no .relaxed/.acquire/.release/.volatile accesses, no
+fence) cannot wait for another CTA, so its CTAs simply run to completion one after another (the
+fast path).
 
 Otherwise the CTAs run cooperatively, round-robin: a CTA gives way after every bar.sync, every
 synchronising load, store or atomic, and every taken backward branch, so a CTA spinning on a flag
@@ -30,6 +32,7 @@ from .errors import Fault, HazardError
 from .memory import SharedMemory
 from .program import Program
 from .state import CtaState
+from . import warps
 
 MAX_STEPS_PER_CTA = 5_000_000
 DEADLOCK_SWITCHES = 10_000
@@ -39,7 +42,10 @@ MAX_BACKOFF = 32             # a waiting CTA is run at most every this many turn
 def run_slice(program: Program, cta: CtaState, switching: bool) -> int:
     """Run `cta` from cta.pc until it finishes or (if switching) reaches a switch point.
 
-    Returns the thread-instructions executed; sets cta.done / cta.backedge."""
+    Returns the thread-instructions executed; sets cta.done / cta.backedge. While the CTA is one
+    thread group, `stop` is the program's end and this is the lock-step loop; otherwise the running
+    group also stops where a parked group waits, and executors' DIVERGE/BLOCK results and yield
+    points hand over between groups (warps.py)."""
     ops = program.ops
     yields = program.yields
     nops = len(ops)
@@ -47,41 +53,65 @@ def run_slice(program: Program, cta: CtaState, switching: bool) -> int:
     pc = cta.pc
     steps = cta.steps
     executed = 0
-    while pc < nops:
-        fn, guard, negated = ops[pc]
-        if guard < 0:
-            mask = cta.mask_all
-        else:
-            g = R[guard]
-            if negated:
-                g = ~g
-            mask = g if cta.mask_all is None else g & cta.mask_all
-            if not mask.any():
-                executed += cta.n_active
+    stop = warps.stop_pc(cta, nops)
+    while True:
+        while pc < stop:
+            fn, guard, negated = ops[pc]
+            if guard < 0:
+                mask = cta.mask_all
+            else:
+                g = R[guard]
+                if negated:
+                    g = ~g
+                mask = g if cta.mask_all is None else g & cta.mask_all
+                if not mask.any():
+                    executed += cta.n_active
+                    pc += 1
+                    continue
+                if cta.mask_all is None and mask.all():
+                    mask = None
+            executed += cta.n_active
+            steps += 1
+            try:
+                nxt = fn(cta, mask)
+            except Fault as f:
+                raise hazard(program, pc, cta, f) from None
+            if nxt is None:
                 pc += 1
-                continue
-            if cta.mask_all is None and mask.all():
-                mask = None
-        executed += cta.n_active
-        steps += 1
-        try:
-            nxt = fn(cta, mask)
-        except Fault as f:
-            raise hazard(program, pc, cta, f) from None
-        if nxt is None:
-            pc += 1
-            if switching and yields[pc - 1]:
-                cta.pc, cta.steps = pc, steps
-                return executed
-        else:
-            back = nxt <= pc
-            pc = nxt
-            if switching and back:
-                cta.pc, cta.steps, cta.backedge = pc, steps, True
-                return executed
-        if steps > MAX_STEPS_PER_CTA:
-            raise RuntimeError(f"CTA {cta.cta_xyz} ran more than {MAX_STEPS_PER_CTA} instructions; "
-                               f"infinite loop near PTX line {program.op_lines[min(pc, nops - 1)]}?")
+                if yields[pc - 1]:
+                    if cta.groups:
+                        warps.after_yield(cta, program, pc)
+                        pc, stop = cta.pc, warps.stop_pc(cta, nops)
+                    if switching:
+                        cta.pc, cta.steps = pc, steps
+                        return executed
+            elif nxt >= 0:
+                back = nxt <= pc
+                pc = nxt
+                if back:
+                    if cta.groups:
+                        warps.after_backedge(cta, program, pc)
+                        pc, stop = cta.pc, warps.stop_pc(cta, nops)
+                    if switching:
+                        cta.pc, cta.steps, cta.backedge = pc, steps, True
+                        return executed
+            else:                           # the group splits (branch) or waits (barrier)
+                back = nxt == warps.DIVERGE and cta.split[0] <= pc
+                if nxt == warps.DIVERGE:
+                    warps.diverge(cta, program, pc)
+                else:
+                    warps.block(cta, program, pc + 1)
+                pc, stop = cta.pc, warps.stop_pc(cta, nops)
+                if switching and (back or nxt == warps.BLOCK):
+                    cta.pc, cta.steps, cta.backedge = pc, steps, back
+                    return executed
+            if steps > MAX_STEPS_PER_CTA:
+                raise RuntimeError(f"CTA {cta.cta_xyz} ran more than {MAX_STEPS_PER_CTA} instructions; "
+                                   f"infinite loop near PTX line {program.op_lines[min(pc, nops - 1)]}?")
+        if pc >= nops and not cta.groups:
+            break
+        warps.reached(cta, program, pc, nops)   # this group ended, or met a parked group's pc
+        pc, stop = cta.pc, warps.stop_pc(cta, nops)
     cta.pc, cta.steps, cta.done = pc, steps, True
     return executed
 

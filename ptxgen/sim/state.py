@@ -52,6 +52,13 @@ class CtaState:
     wgmma: object | None = None          # wgmma groups in flight (ops_wgmma.WgmmaState), lazily
     hopper: object = None                # mbarriers, TMA and bulk groups (async_proxy.HopperState)
     cluster: object = None               # cluster.ClusterMember: rank, barrier.cluster counts
+    # independent warps (warps.py): while the CTA runs as one group these stay empty, and pc /
+    # mask_all / n_active describe the whole CTA; otherwise they describe the running group
+    groups: list = field(default_factory=list)   # parked thread groups (warps.Group)
+    bars: dict | None = None             # named barrier phases in progress (named_barriers.py)
+    split: object = None                 # what a DIVERGE/BLOCK executor result refers to
+    polled: bool = False                 # an mbarrier wait failed since the last group switch
+    fair: int = 0                        # backward branches since the last group switch
 
     @property
     def nwarps(self) -> int:
@@ -63,13 +70,17 @@ class CtaState:
             return self.tids
         return np.flatnonzero(mask)
 
+    def group_mask(self) -> np.ndarray:
+        """The running group's threads (all threads while mask_all is None)."""
+        return np.ones(self.n, dtype=bool) if self.mask_all is None else self.mask_all
+
     def exit_threads(self, mask: np.ndarray | None) -> None:
+        """Retire `mask` (None: the whole running group); the running group keeps the rest."""
         if mask is None:
-            self.active = np.zeros(self.n, dtype=bool)
-        else:
-            self.active = self.active & ~mask
-        self.n_active = int(self.active.sum())
-        self.mask_all = self.active
+            mask = self.group_mask()
+        self.active = self.active & ~mask
+        self.mask_all = self.active if self.mask_all is None else self.mask_all & ~mask
+        self.n_active = int(np.count_nonzero(self.mask_all))
 
     def add_smem_stat(self, line: int, wavefronts: int, ideal: int) -> None:
         if ideal == 0:

@@ -80,3 +80,19 @@ def dot_tma_bt_kernel(a_desc, bt_desc, c_desc, K,
         bt = bt_desc.load([off_n, k])
         acc = tl.dot(a, bt.T, acc)
     c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def dot_tma_ws_kernel(a_desc, b_desc, c_desc, K,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """dot_tma_kernel with a warp-specialised K loop (`tl.range(..., warp_specialize=True)`):
+    Triton gives the TMA loads to a producer partition and the wgmma to consumer warps, which hand
+    stages over through mbarriers, with setmaxnreg and named barriers (`bar.sync 0, 128`)."""
+    off_m = tl.program_id(0) * BLOCK_M
+    off_n = tl.program_id(1) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in tl.range(0, K, BLOCK_K, warp_specialize=True):
+        a = a_desc.load([off_m, k])
+        b = b_desc.load([k, off_n])
+        acc = tl.dot(a, b, acc)
+    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))

@@ -93,6 +93,13 @@ def compile_entry(name: str, fn, signature: dict[str, str], constexprs: dict, nu
                                                            num_ctas=num_ctas))
 
 
+def block_threads(ptx: str, num_warps: int) -> int:
+    """Threads per CTA: the PTX's .reqntid where Triton set one (a warp-specialised kernel adds
+    its partitions' warps to num_warps), else 32 x num_warps."""
+    m = re.search(r"\.reqntid\s+(\d+)", ptx)
+    return int(m.group(1)) if m else 32 * num_warps
+
+
 def write_entry(name: str, fn, signature: dict[str, str], constexprs: dict, *, num_warps: int,
                 num_stages: int, problem: dict, grid: list[str], aligned: set[str], arrays: dict,
                 line_info: bool = False, num_ctas: int = 1) -> None:
@@ -129,7 +136,7 @@ def write_entry(name: str, fn, signature: dict[str, str], constexprs: dict, *, n
         line_info=line_info,
         signature=signature, constexprs=constexprs, num_warps=num_warps, num_stages=num_stages,
         **({"num_ctas": num_ctas} if num_ctas > 1 else {}),
-        block=[32 * num_warps, 1, 1], grid_formula=grid, problem=problem, grid=concrete,
+        block=[block_threads(ptx, num_warps), 1, 1], grid_formula=grid, problem=problem, grid=concrete,
         shared=md.shared, global_scratch_size=getattr(md, "global_scratch_size", 0),
         params=params, arrays=arrays, tensor_descriptors=descs, needs=needs_of(ptx),
     )
@@ -202,6 +209,21 @@ def main() -> None:
                 {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, num_stages=3, num_ctas=2,
                 problem=SHAPE_TMA, grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], aligned=set(),
                 arrays=dict(kind="matmul", a="float16", b="float16", c="float16", b_layout="KxN"))
+
+
+    write_ws_entries()
+
+
+def write_ws_entries() -> None:
+    """Warp-specialised TMA matmul: Triton 3.9 specialises this tile for sm_90a (larger tiles
+    failed its NVGPUWarpSpecialization pass or came out without partitions)."""
+    dt, bm, bn, bk, w, s = "fp16", 64, 64, 64, 4, 3
+    sig = {"a_desc": f"tensordesc<{dt}[{bm}, {bk}]>", "b_desc": f"tensordesc<{dt}[{bk}, {bn}]>",
+           "c_desc": f"tensordesc<{dt}[{bm}, {bn}]>", "K": "i32"}
+    write_entry(f"dot_tma_ws_{dt}_{bm}x{bn}x{bk}_w{w}_s{s}", kernels.dot_tma_ws_kernel, sig,
+                {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s,
+                problem=SHAPE_TMA, grid=["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)", "1"], aligned=set(),
+                arrays=dict(kind="matmul", a=NP_DTYPE[dt], b=NP_DTYPE[dt], c=NP_DTYPE[dt], b_layout="KxN"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,134 @@
+"""The CTA's sixteen named barriers (bar.sync / barrier.sync / bar.arrive) and bar.warp.sync.
+
+PTX ISA (barrier): a barrier instruction makes the executing thread wait for the non-exited threads
+of its warp and then marks the WARP's arrival. The barrier completes when `b` threads (b / 32 warps)
+have arrived, or without `b` when every warp of the CTA with a non-exited thread has; then the
+waiting threads restart and the barrier is reset for the next phase. bar.sync and barrier.sync wait;
+bar.arrive / barrier.arrive only arrive. bar.sync, bar.arrive and barrier.*.aligned are `.aligned`:
+every non-exited thread of a warp must execute the same instruction together (a part of a warp is a
+divergence hazard). All participants must give the same thread count; a warp arriving twice in one
+phase (bar.arrive followed by another barrier instruction on that barrier before it completed) is a
+race. bar.warp.sync with a full mask is a barrier of one warp (key 16 + warp).
+
+Race detection keeps one epoch per CTA (memory.SharedMemory), so a completing barrier starts a new
+epoch for every thread, also those that did not take part: a race between two threads that no
+barrier orders but that are separated by another group's barrier is not reported (never the
+other way round).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import Fault
+from .warps import BLOCK, release
+
+WARP_KEY = 16           # bar.warp.sync of warp w is barrier key WARP_KEY + w
+
+
+@dataclass
+class NamedBarrier:
+    """The phase of one barrier in progress."""
+    count: int | None      # thread count the phase was started with (None: all threads)
+    lanes: np.ndarray      # threads that executed a barrier instruction on it in this phase
+    warps: np.ndarray      # warps whose arrival is marked
+    waiting: np.ndarray    # threads that wait for the phase to complete
+    line: int              # the first arrival's PTX line
+    what: str
+
+
+def _name(key: int) -> str:
+    return f"barrier {key}" if key < WARP_KEY else f"bar.warp.sync of warp {key - WARP_KEY}"
+
+
+def describe(cta, key: int) -> str:
+    """What barrier `key` waits for, for deadlock messages."""
+    b = (cta.bars or {}).get(key)
+    if b is None:
+        return _name(key)
+    want = f"{b.count} threads" if b.count is not None else "all non-exited threads of the CTA"
+    return (f"{b.what} {_name(key)} (phase started at line {b.line}): {int(b.warps.sum())} warp(s) "
+            f"arrived, the barrier needs {want}")
+
+
+def arrive(cta, mask, key: int, count: int | None, wait: bool, aligned: bool, what: str, line: int):
+    """The threads in `mask` execute a barrier instruction on `key`; None to go on, or BLOCK with
+    cta.split naming the threads of the running group that must wait."""
+    n = cta.n
+    execd = np.ones(n, dtype=bool) if mask is None else mask
+    if cta.bars is None:
+        cta.bars = {}
+    b = cta.bars.get(key)
+    if b is None:
+        z = np.zeros(n, dtype=bool)
+        b = cta.bars[key] = NamedBarrier(count, z, np.zeros(n // 32, dtype=bool), z, line, what)
+    elif b.lanes.any() and b.count != count:
+        have = "no count (all threads)" if b.count is None else f"count {b.count}"
+        mine = "no count (all threads)" if count is None else f"count {count}"
+        raise Fault("divergence", f"{what} on {_name(key)} with {mine}, but its current phase was started "
+                    f"at line {b.line} with {have}: every participant must give the same thread count")
+    if (b.lanes & execd).any():
+        t = int(np.flatnonzero(b.lanes & execd)[0])
+        raise Fault("race", f"warp {t // 32} arrives at {_name(key)} a second time in one phase (first at "
+                    f"line {b.line}): a bar.arrive followed by another barrier instruction on the same "
+                    "barrier before it completed")
+    lanes = execd.reshape(-1, 32)
+    live = cta.active.reshape(-1, 32)
+    touched = lanes.any(axis=1)
+    if aligned or not wait:
+        partial = touched & (lanes != live).any(axis=1)
+        if partial.any():
+            w = int(np.flatnonzero(partial)[0])
+            raise Fault("divergence", f"{what} is executed by {int(lanes[w].sum())} of the "
+                        f"{int(live[w].sum())} non-exited threads of warp {w}; an aligned barrier (and bar.arrive) must be "
+                        "executed by the whole warp together (use barrier.sync without .aligned in "
+                        "divergent code, or reconverge the warp first)")
+    if not b.lanes.any():
+        b.count, b.line, b.what = count, line, what
+    b.lanes = b.lanes | execd
+    if wait:
+        b.waiting = b.waiting | execd
+    _advance(cta, key, b)
+    if wait:
+        still = b.waiting & execd
+        if still.any():
+            cta.split = (key, still, line)
+            return BLOCK
+    return None
+
+
+def _advance(cta, key: int, b: NamedBarrier) -> None:
+    """Mark warps whose non-exited threads have all arrived; complete phases as they fill up."""
+    live = cta.active.reshape(-1, 32)
+    arrived = (b.lanes.reshape(-1, 32) | ~live).all(axis=1) & live.any(axis=1) & ~b.warps
+    for w in np.flatnonzero(arrived).tolist():
+        b.warps[w] = True
+        if b.count is not None and int(b.warps.sum()) == b.count // 32:
+            _complete(cta, key, b)
+    if b.count is None and b.warps.any() and int(b.warps.sum()) >= int(live.any(axis=1).sum()):
+        _complete(cta, key, b)
+
+
+def _complete(cta, key: int, b: NamedBarrier) -> None:
+    done = np.repeat(b.warps, 32)
+    freed = b.waiting & done
+    b.waiting = b.waiting & ~done
+    b.lanes = b.lanes & ~done
+    b.warps = np.zeros_like(b.warps)
+    if not b.lanes.any():
+        del cta.bars[key]               # idle again: bar.sync 0 may take the fast path
+    if key < WARP_KEY or cta.n == 32:   # one epoch per CTA: a warp barrier orders only a 1-warp CTA
+        cta.epoch += 1
+        cta.sync.barrier()
+    if cta.groups and freed.any():
+        release(cta, key, freed)
+
+
+def recheck(cta) -> None:
+    """Threads exited: barriers waiting for them may complete now."""
+    if not cta.bars:
+        return
+    for key, b in list(cta.bars.items()):
+        if key in cta.bars and b.lanes.any():
+            _advance(cta, key, b)

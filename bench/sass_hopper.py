@@ -72,6 +72,14 @@ def setmaxnreg_values(instrs: list[Instr]) -> list[tuple[str, int]]:
     return out
 
 
+def setmaxnreg_summary(values: list[tuple[str, int]]) -> str:
+    """'dec 40, inc 232': each distinct setmaxnreg target once (a warp-specialised kernel repeats
+    them on several paths), decreases (the producer's budget) first; '-' when there are none."""
+    dec = sorted({v for d, v in values if d == "dealloc"})
+    inc = sorted({v for d, v in values if d == "alloc"})
+    return ", ".join([*(f"dec {v}" for v in dec), *(f"inc {v}" for v in inc)]) or "-"
+
+
 @dataclass
 class HopperSass:
     """What the SASS of one kernel shows of the Hopper machinery."""

@@ -8,7 +8,10 @@ kernels are set beside (issue 13).
 The kernel is the tensor-descriptor matmul of Triton's tutorials (host-side descriptors, so A, B
 and C move by TMA with mbarriers, and `tl.dot` becomes wgmma), f16 inputs, f32 accumulation and
 f32 output, A as [M, K] and B as [K, N], for 128x128x64 (4 stages) and 128x256x64 (3 stages)
-with 4 and 8 warps, each with and without `tl.range(..., warp_specialize=True)`.
+with 4 and 8 warps, each with and without `tl.range(..., warp_specialize=True)` (which Triton 3.9
+ignores on sm_90a with 8 warps and fails on with 4), and the warp-specialised Gluon kernel of
+bench/gluon_ws_matmul.py (one producer warp, 4 or 8 consumer warps, setmaxnreg) for a
+producer/consumer baseline.
 
 Triton's PTX is assembled here by ptxgen's own assembler (nvJitLink, like every ptxgen kernel),
 so both sides of the comparison come from the same ptxas; the rows marked `triton-ptxas` read
@@ -35,13 +38,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sass import commit, cuobjdump, sass_text, tools  # noqa: E402
-from sass_hopper import analyse_sass, hgmma_per_ktile, loop_columns, perf_notes  # noqa: E402
+from sass_hopper import analyse_sass, hgmma_per_ktile, loop_columns, perf_notes, setmaxnreg_summary  # noqa: E402
 
 from ptxgen.schedule.occupancy import occupancy  # noqa: E402
 
 #: (BM, BN, BK, stages): Triton's usual Hopper configurations for these tiles.
 TILES = ((128, 128, 64, 4), (128, 256, 64, 3))
 WARPS = (4, 8)
+#: Registers the Gluon kernel's producer warp keeps (setmaxnreg.dec); the consumers get the rest.
+PRODUCER_REGS = 40
 COMMAND = "TRITON_DEFAULT_FP_FUSION=1 PYTHONPATH=. python3 bench/triton_hopper.py --out bench/results"
 
 
@@ -72,13 +77,12 @@ class Compiled:
     cubin: bytes | None     # Triton's own (bundled ptxas)
     shared: int             # Triton's dynamic shared memory
     entry: str
+    warps: int              # every warp of the CTA (Gluon adds its worker warps, rounded up)
     error: str = ""
 
 
 def compile_triton(bm: int, bn: int, bk: int, stages: int, warps: int, ws: bool) -> Compiled:
     """One Triton compile for sm_90a (GPUTarget cuda 90: Triton appends the `a`)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     label = f"{bm}x{bn}x{bk} w{warps} s{stages}" + (" ws" if ws else "")
@@ -86,6 +90,25 @@ def compile_triton(bm: int, bn: int, bk: int, stages: int, warps: int, ws: bool)
            "c_desc": f"tensordesc<fp32[{bm}, {bn}]>", "K": "i32", "BLOCK_M": "constexpr",
            "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "WARP_SPECIALIZE": "constexpr"}
     consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "WARP_SPECIALIZE": ws}
+    return _compile(label, ASTSource(_kernel(), sig, consts), dict(num_warps=warps, num_stages=stages))
+
+
+def compile_gluon(bm: int, bn: int, bk: int, stages: int, warps: int) -> Compiled:
+    """bench/gluon_ws_matmul.py: `warps` consumer warps plus one producer warp (40 registers)."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    import gluon_ws_matmul as g
+
+    label = f"gluon {bm}x{bn}x{bk} w{warps}+1 s{stages}"
+    src = GluonASTSource(g.ws_matmul, g.signature(bm, bn, bk),
+                         {"STAGES": stages, "WARPS": warps, "PRODUCER_REGS": PRODUCER_REGS})
+    return _compile(label, src, dict(num_warps=warps))
+
+
+def _compile(label: str, src, options: dict) -> Compiled:
+    import triton
+    from triton.backends.compiler import GPUTarget
+
     triton.knobs.compilation.disable_line_info = True
     # MLIR prints a failing pass's diagnostics (and a whole reproducer) on file descriptor 2:
     # catch them there, so that the table can quote the one line that says what went wrong.
@@ -94,23 +117,22 @@ def compile_triton(bm: int, bn: int, bk: int, stages: int, warps: int, ws: bool)
         sys.stderr.flush()
         os.dup2(err.fileno(), 2)
         try:
-            k = triton.compile(ASTSource(_kernel(), sig, consts), target=GPUTarget("cuda", 90, 32),
-                               options=dict(num_warps=warps, num_stages=stages))
+            k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
         except Exception as e:
             os.dup2(saved, 2)
             err.seek(0)
             said = [ln for ln in (err.read() + "\n" + str(e)).splitlines() if " error: " in ln]
             why = said[0].split(" error: ", 1)[1] if said else str(e).splitlines()[-1]
-            return Compiled(label, None, None, 0, "", f"Triton failed: {why[:200]}")
+            return Compiled(label, None, None, 0, "", 0, f"Triton failed: {why[:200]}")
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-    return Compiled(label, k.asm["ptx"], k.asm["cubin"], k.metadata.shared, k.metadata.name)
+    return Compiled(label, k.asm["ptx"], k.asm["cubin"], k.metadata.shared, k.metadata.name, k.metadata.num_warps)
 
 
-HEAD = (f"{'kernel':24s} {'assembler':13s} {'regs':>4s} {'spill':>5s} {'smem KB':>7s} {'CTA/SM':>6s} "
+HEAD = (f"{'kernel':28s} {'assembler':13s} {'regs':>4s} {'spill':>5s} {'smem KB':>7s} {'CTA/SM':>6s} "
         f"{'limit':>9s} | {'HGMMA':>5s} {'shape':>9s} | per k-tile: {'hgmma':>5s} {'tma':>4s} {'syncs':>5s} "
-        f"{'wg':>4s} {'bar':>4s} {'other':>5s} {'total':>5s} {'cold':>4s} | {'prod':>4s} {'maxnreg':>7s} "
+        f"{'wg':>4s} {'bar':>4s} {'other':>5s} {'total':>5s} {'cold':>4s} | {'prod':>4s} {'maxnreg':>15s} "
         f"{'notes':>5s}")
 
 
@@ -122,7 +144,7 @@ def row(label: str, asm: str, regs: int, spill: int, shared: int, threads: int, 
     limit = {"shared memory": "smem", "CTA slots": "ctas"}.get(occ.limiter, occ.limiter)
     found = perf_notes(log)
     notes += [f"{label or kernel} [{asm}]: ({n.code}) {n.text}" for n in found]
-    out = (f"{label:24s} {asm:13s} {regs:4d} {spill:5d} {shared / 1024:7.1f} {occ.ctas_per_sm:6d} {limit:>9s} |")
+    out = (f"{label:28s} {asm:13s} {regs:4d} {spill:5d} {shared / 1024:7.1f} {occ.ctas_per_sm:6d} {limit:>9s} |")
     hs = analyse_sass(text)
     h = hs[0] if hs else None
     if h is None or h.consumer is None:
@@ -132,15 +154,13 @@ def row(label: str, asm: str, regs: int, spill: int, shared: int, threads: int, 
     ktiles = h.consumer.classes["hgmma"] / per
     c = loop_columns(h.consumer, ktiles)
     prod = f"{h.producer.total / ktiles:4.0f}" if h.producer else f"{'-':>4s}"
-    maxnreg = "/".join(str(v) for _, v in h.setmaxnreg) or "-"
+    maxnreg = setmaxnreg_summary(h.setmaxnreg)
     return out + (f" {h.counts['hgmma']:5d} {shape:>9s} |             {c['hgmma']:5.0f} {c['tma']:4.0f} "
                   f"{c['syncs']:5.0f} {c['wg.arr'] + c['wg.dep']:4.0f} {c['bar']:4.0f} {c['other']:5.0f} "
-                  f"{c['total']:5.0f} {c['cold']:4d} | {prod} {maxnreg:>7s} {len(found):5d}")
+                  f"{c['total']:5.0f} {c['cold']:4d} | {prod} {maxnreg:>15s} {len(found):5d}")
 
 
 def report() -> list[str]:
-    import ptxgen.runtime.assemble as asm
-
     tool = cuobjdump()
     lines = [HEAD, "-" * len(HEAD)]
     notes: list[str] = []
@@ -150,27 +170,15 @@ def report() -> list[str]:
         for warps in WARPS:
             for ws in (False, True):
                 c = compile_triton(bm, bn, bk, stages, warps, ws)
-                if c.error:
-                    lines.append(f"{c.label:24s} {c.error}")
-                    continue
                 key = (bm, bn, bk, stages, warps)
-                if ws and plain_ptx.get(key) == c.ptx:
+                if ws and c.ptx is not None and plain_ptx.get(key) == c.ptx:
                     remarks.append(f"{c.label}: PTX identical to the kernel without warp_specialize "
                                    "(tl.range's docstring: warp specialization is only supported on Blackwell)")
-                if not ws:
+                if not ws and c.ptx is not None:
                     plain_ptx[key] = c.ptx
-                threads = 32 * warps
-                a = asm.assemble(c.ptx, "sm_90a", c.entry)
-                r = a.resources
-                lines.append(row(c.label, a.assembler, r.registers, r.spill_bytes, c.shared + r.shared_bytes,
-                                 threads, sass_text(a.cubin, tool) if tool else "", a.log, (bm, bn, bk),
-                                 warps // 4, notes))
-                own = triton_ptxas_log(c.ptx)
-                if own is not None:
-                    regs, spill, log = own
-                    lines.append(row("", "triton-ptxas", regs, spill, c.shared + r.shared_bytes, threads,
-                                     sass_text(c.cubin, tool) if tool else "", log, (bm, bn, bk),
-                                     warps // 4, notes, kernel=c.label))
+                lines += rows_of(c, (bm, bn, bk), warps // 4, tool, notes)
+        for warps in WARPS:
+            lines += rows_of(compile_gluon(bm, bn, bk, stages, warps), (bm, bn, bk), warps // 4, tool, notes)
     lines += ["", "per k-tile: one pass of the consumer loop (the loop with the most HGMMA) divided by the "
               "64-wide k-tiles it covers (its HGMMA over the HGMMA one warpgroup issues per k-tile), i.e. what "
               "each consumer warpgroup issues per k-tile (with 8 warps both warpgroups run the loop); "
@@ -179,7 +187,31 @@ def report() -> list[str]:
               "warp-specialised kernel (- when the consumer loop issues its own TMA loads)."]
     lines += remarks
     lines += notes or ["no C75xx performance notes"]
+    if any("(C7504)" in n for n in notes):
+        lines.append("C7504 comes from compiling the PTX as a relocatable unit (`ptxas -c`, which nvJitLink "
+                     "does): the same PTX through whole-program ptxas (Triton's, or ptxas 13.0 without -c) "
+                     "keeps setmaxnreg, so a kernel that relies on setmaxnreg needs that path.")
     return lines
+
+
+def rows_of(c: Compiled, block: tuple[int, int, int], consumer_wgs: int, tool: str | None,
+            notes: list[str]) -> list[str]:
+    """A compiled kernel's rows: assembled by ptxgen's assembler, then as Triton assembled it."""
+    import ptxgen.runtime.assemble as asm
+
+    if c.error:
+        return [f"{c.label:28s} {c.error}"]
+    threads = 32 * c.warps
+    a = asm.assemble(c.ptx, "sm_90a", c.entry)
+    r = a.resources
+    out = [row(c.label, a.assembler, r.registers, r.spill_bytes, c.shared + r.shared_bytes, threads,
+               sass_text(a.cubin, tool) if tool else "", a.log, block, consumer_wgs, notes)]
+    own = triton_ptxas_log(c.ptx)
+    if own is not None:
+        regs, spill, log = own
+        out.append(row("", "triton-ptxas", regs, spill, c.shared + r.shared_bytes, threads,
+                       sass_text(c.cubin, tool) if tool else "", log, block, consumer_wgs, notes, kernel=c.label))
+    return out
 
 
 def triton_ptxas_log(ptx: str) -> tuple[int, int, str] | None:

@@ -190,3 +190,29 @@ def test_perf_notes_capture_wgmma_serialisation_and_ignored_setmaxnreg():
     (only,) = sass_hopper.perf_notes(NVJITLINK_LOG)
     assert (only.code, only.kind) == ("C7504", "setmaxnreg ignored")
     assert sass_hopper.perf_notes("ptxas info    : Used 154 registers, used 1 barriers\n") == []
+
+
+def test_setmaxnreg_summary_lists_each_target_once():
+    hs, = sass_hopper.analyse_sass(WARP_SPECIALISED)
+    assert sass_hopper.setmaxnreg_summary(hs.setmaxnreg) == "dec 40, inc 232"
+    assert sass_hopper.setmaxnreg_summary([("alloc", 256), ("dealloc", 40), ("alloc", 256)]) == "dec 40, inc 256"
+    assert sass_hopper.setmaxnreg_summary([]) == "-"
+
+
+def test_sass_report_hopper_columns_for_a_warp_specialised_kernel():
+    """bench/sass.py's sm_90a columns (ptxgen does not emit sm_90a yet, so they are checked on the
+    synthetic listing): TMA loads, SYNCS and WARPGROUP of the consumer loop, the producer loop's
+    length, setmaxnreg, and the notes' count with their text collected."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_sass", ROOT / "bench" / "sass.py")
+    sass = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = sass
+    spec.loader.exec_module(sass)
+    notes: dict[str, list[str]] = {}
+    cols = sass.hopper_columns("ws", WARP_SPECIALISED, "ws_gemm", PTXAS_LOG, notes)
+    assert cols.split() == ["|", "0", "2", "2", "7", "dec", "40,", "inc", "232", "2"]
+    assert notes["ws"][0].startswith("(C7511) Potential Performance Loss: wgmma.mma_async")
+    assert sass.limits_arch("sm_90a") == "sm_90" and sass.is_hopper("sm_90a") and not sass.is_hopper("sm_90")
+    loop = sass.main_loop(sass_cfg.parse_instructions(WARP_SPECIALISED))
+    assert loop.tensor == 3 and sum(loop.counts.values()) == 9 and loop.tensor_before_barrier == 3

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_cases import Spec, candidates_for  # noqa: E402
 from sass_cfg import Instr, busiest_loop, find_loops, parse_functions  # noqa: E402
-from sass_hopper import analyse_sass, perf_notes, setmaxnreg_summary  # noqa: E402
+from sass_hopper import analyse_sass, perf_notes  # noqa: E402
 
 from ptxgen.schedule.occupancy import SM_LIMITS, occupancy  # noqa: E402  (the limits `ptxgen info` uses)
 
@@ -129,7 +129,7 @@ def specs() -> list[tuple[Spec, tuple[int, int, int]]]:
     return list(seen.values())
 
 
-HOPPER_HEAD = f" | {'tma':>3s} {'syncs':>5s} {'wg':>3s} {'prod':>4s} {'maxnreg':>15s} {'notes':>5s}"
+HOPPER_HEAD = f" | {'tma':>3s} {'syncs':>5s} {'wg':>3s} {'prod':>4s} {'setmaxnreg':>25s} {'notes':>5s}"
 
 
 def report(arch: str, dtype: str) -> list[str]:
@@ -153,7 +153,8 @@ def report(arch: str, dtype: str) -> list[str]:
     if is_hopper(arch):
         lines += ["", "Hopper columns: TMA loads, mbarrier (SYNCS) and wgmma fence/wait (WARPGROUP) instructions of "
                   "the main loop; 'prod' = SASS of one pass of the producer's TMA loop (- when the main loop "
-                  "issues its own loads); 'maxnreg' = setmaxnreg dealloc/alloc targets; 'notes' = ptxas "
+                  "issues its own loads); 'setmaxnreg' = the register budget each loop runs under (the "
+                  "setmaxnreg that dominates it); 'notes' = ptxas "
                   "C75xx performance notes (below)."]
         lines += [f"{label}: {text}" for label, texts in notes.items() for text in texts] or ["no C75xx notes"]
     if tool is None:
@@ -206,13 +207,13 @@ def hopper_columns(label: str, text: str, entry: str, log: str, notes: dict[str,
         notes[label] = [f"({n.code}) {n.text}" for n in found]
     hs = analyse_sass(text)
     if not hs:
-        return f" | {'':>3s} {'':>5s} {'':>3s} {'':>4s} {'':>15s} {len(found):5d}"
+        return f" | {'':>3s} {'':>5s} {'':>3s} {'':>4s} {'':>25s} {len(found):5d}"
     h = next((x for x in hs if x.function == entry), hs[0])
     c = h.consumer.classes if h.consumer else Counter()
     prod = f"{h.producer.total:4d}" if h.producer else f"{'-':>4s}"
-    maxnreg = setmaxnreg_summary(h.setmaxnreg)
+    maxnreg = h.registers_per_role
     return (f" | {c['tma_load']:3d} {c['mbarrier']:5d} {c['wg_arrive'] + c['wg_depbar']:3d} {prod} "
-            f"{maxnreg:>15s} {len(found):5d}")
+            f"{maxnreg:>25s} {len(found):5d}")
 
 
 def tools() -> str:

@@ -23,7 +23,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from sass_cfg import Instr, Loop, busiest_loop, classify, find_loops, hgmma_shape, parse_functions
+from sass_cfg import (Instr, Loop, basic_blocks, busiest_loop, classify, dominators, find_loops, hgmma_shape,
+                      parse_functions)
 
 _NOTE = re.compile(r"\((C\d{4})\)\s*(.*?)\s*$")
 
@@ -80,6 +81,23 @@ def setmaxnreg_summary(values: list[tuple[str, int]]) -> str:
     return ", ".join([*(f"dec {v}" for v in dec), *(f"inc {v}" for v in inc)]) or "-"
 
 
+def registers_in_loop(instrs: list[Instr], loop: Loop | None) -> int | None:
+    """The register budget a loop runs under after setmaxnreg: the last USETMAXREG on the chain of
+    blocks that dominate the loop's header (every path into the loop passed it), e.g. 40 for a
+    producer that gave registers back, 232 for a consumer that took them; None if none does."""
+    if loop is None:
+        return None
+    blocks = basic_blocks(instrs)
+    dom = dominators(blocks)
+    value = None
+    for b in sorted(dom.get(loop.header, ()), key=lambda d: len(dom[d])):  # entry first, header last
+        if b == loop.header:
+            break
+        for _, v in setmaxnreg_values(blocks[b].instrs):
+            value = v
+    return value
+
+
 @dataclass
 class HopperSass:
     """What the SASS of one kernel shows of the Hopper machinery."""
@@ -90,6 +108,16 @@ class HopperSass:
     setmaxnreg: list[tuple[str, int]]
     consumer: Loop | None    # the loop with the most HGMMA
     producer: Loop | None    # the loop with the most UTMALDG and no HGMMA (warp-specialised only)
+    consumer_registers: int | None = None  # setmaxnreg budget the consumer loop runs under
+    producer_registers: int | None = None
+
+    @property
+    def registers_per_role(self) -> str:
+        """'producer 40, consumer 232' where setmaxnreg reaches the loops, else the plain summary."""
+        if self.consumer_registers is None and self.producer_registers is None:
+            return setmaxnreg_summary(self.setmaxnreg)
+        return ", ".join(f"{role} {r}" for role, r in (("producer", self.producer_registers),
+                                                         ("consumer", self.consumer_registers)) if r is not None)
 
     @property
     def warp_specialised(self) -> bool:
@@ -101,13 +129,17 @@ def analyse_sass(text: str) -> list[HopperSass]:
     out = []
     for name, instrs in parse_functions(text).items():
         loops = find_loops(instrs)
+        consumer = busiest_loop(loops, "hgmma")
+        producer = busiest_loop(loops, "tma_load", without="hgmma")
         out.append(HopperSass(
             function=name,
             counts=Counter(classify(i) for i in instrs),
             hgmma_shapes=Counter(s for s in map(hgmma_shape, instrs) if s),
             setmaxnreg=setmaxnreg_values(instrs),
-            consumer=busiest_loop(loops, "hgmma"),
-            producer=busiest_loop(loops, "tma_load", without="hgmma"),
+            consumer=consumer,
+            producer=producer,
+            consumer_registers=registers_in_loop(instrs, consumer),
+            producer_registers=registers_in_loop(instrs, producer),
         ))
     return out
 

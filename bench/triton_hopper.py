@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sass import commit, cuobjdump, sass_text, tools  # noqa: E402
-from sass_hopper import analyse_sass, hgmma_per_ktile, loop_columns, perf_notes, setmaxnreg_summary  # noqa: E402
+from sass_hopper import analyse_sass, hgmma_per_ktile, loop_columns, perf_notes  # noqa: E402
 
 from ptxgen.schedule.occupancy import occupancy  # noqa: E402
 
@@ -132,7 +132,7 @@ def _compile(label: str, src, options: dict) -> Compiled:
 
 HEAD = (f"{'kernel':28s} {'assembler':13s} {'regs':>4s} {'spill':>5s} {'smem KB':>7s} {'CTA/SM':>6s} "
         f"{'limit':>9s} | {'HGMMA':>5s} {'shape':>9s} | per k-tile: {'hgmma':>5s} {'tma':>4s} {'syncs':>5s} "
-        f"{'wg':>4s} {'bar':>4s} {'other':>5s} {'total':>5s} {'cold':>4s} | {'prod':>4s} {'maxnreg':>15s} "
+        f"{'wg':>4s} {'bar':>4s} {'other':>5s} {'total':>5s} {'cold':>4s} | {'prod':>4s} {'setmaxnreg':>25s} "
         f"{'notes':>5s}")
 
 
@@ -154,10 +154,10 @@ def row(label: str, asm: str, regs: int, spill: int, shared: int, threads: int, 
     ktiles = h.consumer.classes["hgmma"] / per
     c = loop_columns(h.consumer, ktiles)
     prod = f"{h.producer.total / ktiles:4.0f}" if h.producer else f"{'-':>4s}"
-    maxnreg = setmaxnreg_summary(h.setmaxnreg)
+    maxnreg = h.registers_per_role
     return out + (f" {h.counts['hgmma']:5d} {shape:>9s} |             {c['hgmma']:5.0f} {c['tma']:4.0f} "
                   f"{c['syncs']:5.0f} {c['wg.arr'] + c['wg.dep']:4.0f} {c['bar']:4.0f} {c['other']:5.0f} "
-                  f"{c['total']:5.0f} {c['cold']:4d} | {prod} {maxnreg:>15s} {len(found):5d}")
+                  f"{c['total']:5.0f} {c['cold']:4d} | {prod} {maxnreg:>25s} {len(found):5d}")
 
 
 def report() -> list[str]:
@@ -184,7 +184,9 @@ def report() -> list[str]:
               "each consumer warpgroup issues per k-tile (with 8 warps both warpgroups run the loop); "
               "'wg' = WARPGROUP.ARRIVE + WARPGROUP.DEPBAR (wgmma fence and wait); 'cold' = instructions of "
               "the loop's out-of-line mbarrier retry path (not per k-tile); 'prod' = the producer loop of a "
-              "warp-specialised kernel (- when the consumer loop issues its own TMA loads)."]
+              "warp-specialised kernel (- when the consumer loop issues its own TMA loads); 'setmaxnreg' = "
+              "the register budget each loop runs under: the last setmaxnreg on the blocks that dominate "
+              "it (- when the SASS has none)."]
     lines += remarks
     lines += notes or ["no C75xx performance notes"]
     if any("(C7504)" in n for n in notes):

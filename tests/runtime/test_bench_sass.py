@@ -211,8 +211,21 @@ def test_sass_report_hopper_columns_for_a_warp_specialised_kernel():
     spec.loader.exec_module(sass)
     notes: dict[str, list[str]] = {}
     cols = sass.hopper_columns("ws", WARP_SPECIALISED, "ws_gemm", PTXAS_LOG, notes)
-    assert cols.split() == ["|", "0", "2", "2", "7", "dec", "40,", "inc", "232", "2"]
+    assert cols.split() == ["|", "0", "2", "2", "7", "producer", "40,", "consumer", "232", "2"]
     assert notes["ws"][0].startswith("(C7511) Potential Performance Loss: wgmma.mma_async")
     assert sass.limits_arch("sm_90a") == "sm_90" and sass.is_hopper("sm_90a") and not sass.is_hopper("sm_90")
     loop = sass.main_loop(sass_cfg.parse_instructions(WARP_SPECIALISED))
     assert loop.tensor == 3 and sum(loop.counts.values()) == 9 and loop.tensor_before_barrier == 3
+
+
+def test_registers_per_role_follow_the_setmaxnreg_that_dominates_each_loop():
+    hs, = sass_hopper.analyse_sass(WARP_SPECIALISED)
+    assert (hs.producer_registers, hs.consumer_registers) == (40, 232)
+    assert hs.registers_per_role == "producer 40, consumer 232"
+    # Swap the two budgets' places: each loop follows the one on its own path, not the address order.
+    swapped = WARP_SPECIALISED.replace("USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe8", "USETMAXREG.DEALLOC.CTAPOOL 0x18") \
+        .replace("USETMAXREG.DEALLOC.CTAPOOL 0x28", "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xf0")
+    hs2, = sass_hopper.analyse_sass(swapped)
+    assert (hs2.producer_registers, hs2.consumer_registers) == (240, 24)
+    single, = sass_hopper.analyse_sass(SINGLE)
+    assert single.consumer_registers is None and single.registers_per_role == "-"

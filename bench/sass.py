@@ -4,6 +4,7 @@ before a device run, and explains a slow row after one.
 
     PYTHONPATH=. python3 bench/sass.py                      # bench/gemm.py's candidates, sm_90
     PYTHONPATH=. python3 bench/sass.py --arch sm_80 --out bench/results
+    PYTHONPATH=. python3 bench/sass.py --arch sm_90a        # adds the Hopper columns
 
 The SASS comes from `cuobjdump -sass` (on PATH, or from the `nvidia-cuda-cuobjdump` wheel:
 `pip install nvidia-cuda-cuobjdump`, a bench-only extra). Without it the SASS columns are blank
@@ -16,7 +17,14 @@ instructions per iteration, the ldmatrix/scalar shared loads, the cp.async copie
 and every other instruction per tensor instruction (integer and address overhead the tensor
 pipe cannot hide). `mma@bar` is how many tensor instructions the loop issues before its
 barrier: with the cross-tile fragment prefetch the barrier sits behind in-flight mma. `total`
-counts every instruction of the loop body, i.e. per k-tile. A second table (SHAPE_ROWS) puts the
+counts every instruction of the loop body, i.e. per k-tile. Loops are found from the SASS
+control-flow graph (bench/sass_cfg.py: back edges to a dominating block), and the main loop is
+the one with the most tensor instructions (HMMA/IMMA/HGMMA), the innermost on a tie.
+
+With --arch sm_90a each row also shows the Hopper machinery (bench/sass_hopper.py): TMA loads and
+mbarrier (SYNCS) instructions in the main (consumer) loop, the producer loop's length when the
+kernel is warp-specialised, setmaxnreg, and ptxas's C-numbered performance notes (wgmma
+serialized, setmaxnreg ignored), listed in full under the table. A second table (SHAPE_ROWS) puts the
 same tile on a divisible and an edge problem, where the K remainder shows in the main loop.
 
 cuobjdump needs nvdisasm beside it (`pip install nvidia-cuda-nvdisasm`, bench-only as well).
@@ -26,7 +34,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -38,10 +45,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_cases import Spec, candidates_for  # noqa: E402
+from sass_cfg import Instr, busiest_loop, find_loops, parse_functions  # noqa: E402
+from sass_hopper import analyse_sass, perf_notes  # noqa: E402
 
 from ptxgen.schedule.occupancy import SM_LIMITS, occupancy  # noqa: E402  (the limits `ptxgen info` uses)
 
-TENSOR_OPS = ("HMMA", "IMMA")
+TENSOR_OPS = ("HMMA", "IMMA", "HGMMA")
 SHARED_LOADS = ("LDSM", "LDS")
 #: Representative problems: a large square one for the tile schedules, a decode-like one for the
 #: candidates `candidates_for` adds only for small M (the code does not depend on the sizes).
@@ -58,9 +67,6 @@ SHAPE_ROWS = (
                                                b_layout="row"),
      dict(block=(64, 128, 64), warps=(2, 2), stages=2, smem_layout="pad")),
 )
-_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
-
-
 @dataclass
 class Loop:
     """Instruction mix of one loop body (straight-line SASS between a label and its back edge)."""
@@ -96,46 +102,22 @@ def cuobjdump() -> str | None:
     return None
 
 
-def sass_of(cubin: bytes, tool: str) -> list[tuple[int, str]]:
-    """The cubin's instructions, disassembled by `tool` (cuobjdump)."""
+def sass_text(cubin: bytes, tool: str) -> str:
+    """cuobjdump -sass of a cubin."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        text = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
-    return parse_sass(text)
+        return subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
 
 
-def parse_sass(text: str) -> list[tuple[int, str]]:
-    """(address, opcode) of every instruction that can execute; the opcode keeps only its family
-    (`HMMA`, `LDSM`), and a branch its target (`BRA 0x1f0`)."""
-    out = []
-    for m in _LINE.finditer(text):
-        if (m.group(2) or "").strip() in ("@!PT", "@!UPT"):
-            continue  # never executes: the assembler's padding
-        op = m.group(3).split(".")[0]
-        out.append((int(m.group(1), 16), op if op != "BRA" else f"BRA {m.group(4).strip()}"))
-    return out
-
-
-def main_loop(sass: list[tuple[int, str]]) -> Loop | None:
-    """The backward branch whose body holds the most tensor instructions."""
-    best = None
-    for addr, op in sass:
-        if not op.startswith("BRA "):
-            continue
-        try:
-            target = int(op.split()[1], 16)
-        except (IndexError, ValueError):
-            continue
-        if target >= addr:
-            continue
-        body = [o.split()[0] for a, o in sass if target <= a <= addr]
-        counts = Counter(body)
-        first_bar = next((i for i, o in enumerate(body) if o == "BAR"), len(body))
-        loop = Loop(counts, sum(1 for o in body[:first_bar] if o in TENSOR_OPS))
-        if best is None or loop.tensor > best.tensor:
-            best = loop
-    return best
+def main_loop(instrs: list[Instr]) -> Loop | None:
+    """The loop (from the control-flow graph) whose body holds the most tensor instructions."""
+    found = busiest_loop(find_loops(instrs), ("mma", "hgmma"))
+    if found is None:
+        return None
+    body = [i.family for i in found.hot]
+    first_bar = next((k for k, o in enumerate(body) if o == "BAR"), len(body))
+    return Loop(Counter(body), sum(1 for o in body[:first_bar] if o in TENSOR_OPS))
 
 
 def specs() -> list[tuple[Spec, tuple[int, int, int]]]:
@@ -147,6 +129,9 @@ def specs() -> list[tuple[Spec, tuple[int, int, int]]]:
     return list(seen.values())
 
 
+HOPPER_HEAD = f" | {'tma':>3s} {'syncs':>5s} {'wg':>3s} {'prod':>4s} {'setmaxnreg':>25s} {'notes':>5s}"
+
+
 def report(arch: str, dtype: str) -> list[str]:
     import ptxgen
 
@@ -154,20 +139,42 @@ def report(arch: str, dtype: str) -> list[str]:
     head = (f"{'schedule':34s} {'regs':>4s} {'spill':>5s} {'smem KB':>7s} {'CTA/SM':>6s} {'limit':>9s} "
             f"{'warps':>5s} | {'mma':>4s} {'ldsm':>4s} {'lds':>4s} {'cp.as':>5s} {'bar':>3s} "
             f"{'other':>5s} {'oth/mma':>7s} {'mma@bar':>7s} {'total':>5s}")
+    if is_hopper(arch):
+        head += HOPPER_HEAD
     lines = [head, "-" * len(head)]
+    notes: dict[str, list[str]] = {}
     for spec, (m, n, k) in specs():
         g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=dtype)
-        lines.append(row_of(spec.name, g, spec.schedule(), arch, tool))
+        lines.append(row_of(spec.name, g, spec.schedule(), arch, tool, notes))
     lines += ["", f"shapes: the same tile divisible and with edges ({dtype} inputs; 'total' = SASS per k-tile)"]
     for label, gemm_kw, sched_kw in SHAPE_ROWS:
-        lines.append(row_of(label, ptxgen.Gemm(dtype=dtype, **gemm_kw), ptxgen.Schedule(**sched_kw), arch, tool))
+        lines.append(row_of(label, ptxgen.Gemm(dtype=dtype, **gemm_kw), ptxgen.Schedule(**sched_kw), arch, tool,
+                            notes))
+    if is_hopper(arch):
+        lines += ["", "Hopper columns: TMA loads, mbarrier (SYNCS) and wgmma fence/wait (WARPGROUP) instructions of "
+                  "the main loop; 'prod' = SASS of one pass of the producer's TMA loop (- when the main loop "
+                  "issues its own loads); 'setmaxnreg' = the register budget each loop runs under (the "
+                  "setmaxnreg that dominates it); 'notes' = ptxas "
+                  "C75xx performance notes (below)."]
+        lines += [f"{label}: {text}" for label, texts in notes.items() for text in texts] or ["no C75xx notes"]
     if tool is None:
         lines.append("(no cuobjdump: `pip install nvidia-cuda-cuobjdump` for the main-loop columns)")
     return lines
 
 
-def row_of(label: str, g, schedule, arch: str, tool: str | None) -> str:
-    """One report row: the assembler's resources, occupancy and (with cuobjdump) the main loop."""
+def is_hopper(arch: str) -> bool:
+    """sm_90a: the target whose kernels use wgmma, TMA and setmaxnreg."""
+    return arch == "sm_90a"
+
+
+def limits_arch(arch: str) -> str:
+    """The occupancy limits of an arch-specific target are its family's (sm_90a -> sm_90)."""
+    return arch[:-1] if arch.endswith("a") else arch
+
+
+def row_of(label: str, g, schedule, arch: str, tool: str | None, notes: dict[str, list[str]] | None = None) -> str:
+    """One report row: the assembler's resources, occupancy and (with cuobjdump) the main loop;
+    for sm_90a also the Hopper columns, with ptxas's performance notes collected in `notes`."""
     import ptxgen
 
     try:
@@ -176,16 +183,37 @@ def row_of(label: str, g, schedule, arch: str, tool: str | None) -> str:
         return f"{label:34s} unsupported: {e}"
     r = kern.resources
     threads = kern.block[0] * kern.block[1] * kern.block[2]
-    occ = occupancy(arch, r.registers, kern.smem_bytes + r.shared_bytes, threads)
+    occ = occupancy(limits_arch(arch), r.registers, kern.smem_bytes + r.shared_bytes, threads)
     ctas, limit = occ.ctas_per_sm, {"shared memory": "smem", "CTA slots": "ctas"}.get(occ.limiter, occ.limiter)
     row = (f"{label:34s} {r.registers:4d} {r.spill_bytes:5d} {kern.smem_bytes / 1024:7.1f} {ctas:6d} "
            f"{limit:>9s} {ctas * threads // 32:5d} |")
-    loop = main_loop(sass_of(kern.cubin, tool)) if tool else None
+    text = sass_text(kern.cubin, tool) if tool else ""
+    funcs = parse_functions(text)
+    instrs = funcs.get(kern.entry) or next(iter(funcs.values()), [])
+    loop = main_loop(instrs) if tool else None
     if loop is not None:
         row += (f" {loop.tensor:4d} {loop.of('LDSM'):4d} {loop.of('LDS'):4d} {loop.of('LDGSTS'):5d} "
                 f"{loop.of('BAR'):3d} {loop.other:5d} {loop.other / max(loop.tensor, 1):7.2f} "
                 f"{loop.tensor_before_barrier:7d} {sum(loop.counts.values()):5d}")
+    if is_hopper(arch):
+        row += hopper_columns(label, text, kern.entry, kern.assemble().log, notes if notes is not None else {})
     return row
+
+
+def hopper_columns(label: str, text: str, entry: str, log: str, notes: dict[str, list[str]]) -> str:
+    """The sm_90a columns of one row (see HOPPER_HEAD); the notes' full text goes to `notes`."""
+    found = perf_notes(log)
+    if found:
+        notes[label] = [f"({n.code}) {n.text}" for n in found]
+    hs = analyse_sass(text)
+    if not hs:
+        return f" | {'':>3s} {'':>5s} {'':>3s} {'':>4s} {'':>25s} {len(found):5d}"
+    h = next((x for x in hs if x.function == entry), hs[0])
+    c = h.consumer.classes if h.consumer else Counter()
+    prod = f"{h.producer.total:4d}" if h.producer else f"{'-':>4s}"
+    maxnreg = h.registers_per_role
+    return (f" | {c['tma_load']:3d} {c['mbarrier']:5d} {c['wg_arrive'] + c['wg_depbar']:3d} {prod} "
+            f"{maxnreg:>25s} {len(found):5d}")
 
 
 def tools() -> str:
@@ -210,7 +238,7 @@ def commit() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", default="sm_90", choices=sorted(SM_LIMITS))
+    ap.add_argument("--arch", default="sm_90", choices=sorted([*SM_LIMITS, "sm_90a"]))
     ap.add_argument("--dtype", default="f16", choices=("f16", "bf16"))
     ap.add_argument("--out", type=Path, default=None, help="folder for <date>-sass-<arch>-<commit>.txt")
     args = ap.parse_args(argv)

@@ -237,12 +237,12 @@ def test_sass_report_finds_the_main_loop():
     """bench/sass.py: the loop is the back edge with the most tensor instructions; the
     assembler's never-executed `@!PT` padding is not counted."""
     sass = _load("sass")
-    ops = sass.parse_sass(SASS)
-    assert (0x120, "LDS") not in ops and (0x190, "BRA 0x150") in ops
-    loop = sass.main_loop(ops)
+    ops = {i.addr: i for i in sass.parse_functions(SASS)[""]}
+    assert 0x120 not in ops and ops[0x190].family == "BRA" and ops[0x190].target == 0x150
+    loop = sass.main_loop(list(ops.values()))
     assert loop.tensor == 4 and loop.tensor_before_barrier == 2  # 0x110..0x1b0 beats 0x150..0x190 (2)
     assert loop.of("LDSM") == 1 and loop.of("LDGSTS") == 1 and loop.of("BAR") == 1 and loop.other == 1
-    assert sass.main_loop(sass.parse_sass("/*0000*/ EXIT ;")) is None
+    assert sass.main_loop(sass.parse_functions("/*0000*/ EXIT ;")[""]) is None
 
 
 @pytest.mark.parametrize("arch,regs,smem,threads,expect", [

@@ -228,6 +228,31 @@ def cluster_launch(d, cluster, grid=(4, 1, 1), non_portable: bool = False):
     return status, rows.tolist() if status == 0 else None
 
 
+def required_cluster_attributes(d) -> dict:
+    """cuFuncGetAttribute's cluster attributes of `where` as written, and with .reqnctapercluster 2,1,1;
+    and a classic cuLaunchKernel of the latter (the cluster comes from the directive)."""
+    out = {}
+    names = ("REQUIRED_CLUSTER_WIDTH", "REQUIRED_CLUSTER_HEIGHT", "REQUIRED_CLUSTER_DEPTH",
+             "CLUSTER_SIZE_MUST_BE_SET")
+    for label, ptx in (("plain", CLUSTER_PTX),
+                       ("required", CLUSTER_PTX.replace("(.param .u64 out)", "(.param .u64 out)\n.reqnctapercluster 2, 1, 1"))):
+        err, mod = d.cuModuleLoadData(assemble(ptx, "sm_90", "where").cubin)
+        err, fn = d.cuModuleGetFunction(mod, b"where")
+        out[label] = [int(d.cuFuncGetAttribute(getattr(d.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + n), fn)[1])
+                      for n in names]
+        if label == "required":
+            err, buf = d.cuMemAlloc(48)
+            val = np.array([int(buf)], np.uint64)
+            ptrs = np.array([val.ctypes.data], np.uint64)
+            out["classic_launch"] = code(d.cuLaunchKernel(fn, 4, 1, 1, 32, 1, 1, 0, 0, int(ptrs.ctypes.data), 0))
+            rows = np.zeros((4, 3), np.uint32)
+            d.cuMemcpyDtoH(rows.ctypes.data, buf, rows.nbytes)
+            out["classic_rows"] = rows.tolist()
+            d.cuMemFree(buf)
+        d.cuModuleUnload(mod)
+    return out
+
+
 def refused_attribute(d, attribute: str) -> int:
     """cuLaunchKernelEx of `where` with one launch attribute of id `attribute` set to 1."""
     cubin = assemble(CLUSTER_PTX, "sm_90", "where").cubin
@@ -268,6 +293,7 @@ def main() -> None:
     out["cluster_32_non_portable"] = cluster_launch(d, (32, 1, 1), grid=(32, 1, 1), non_portable=True)[0]
     out["cluster_zero"] = cluster_launch(d, (0, 1, 1))[0]
     out["attribute_cooperative"] = refused_attribute(d, "COOPERATIVE")
+    out["cluster_attributes"] = required_cluster_attributes(d)
     print(json.dumps(out))
 
 

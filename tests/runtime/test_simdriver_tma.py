@@ -68,3 +68,13 @@ def test_launch_kernel_ex_runs_a_cluster(tma):
     assert tma["cluster_2"][1] == [[0, 2, 0], [1, 2, 0], [0, 2, 1], [1, 2, 1]]
     assert tma["cluster_16_non_portable"] == 0
     assert tma["launch_ex_cluster"]["status"] == 0 and tma["launch_ex_cluster"]["ok"]
+
+
+def test_function_attributes_report_the_entrys_required_cluster(tma):
+    """CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_* and CLUSTER_SIZE_MUST_BE_SET come from .reqnctapercluster,
+    and a classic cuLaunchKernel of such an entry runs it in those clusters."""
+    attrs = tma["cluster_attributes"]
+    assert attrs["plain"] == [0, 0, 0, 0]
+    assert attrs["required"] == [2, 1, 1, 1]   # (width, height, depth, must-be-set)
+    assert attrs["classic_launch"] == 0
+    assert attrs["classic_rows"] == [[0, 2, 0], [1, 2, 0], [0, 2, 1], [1, 2, 1]]

@@ -64,6 +64,8 @@ class SimFunction:
     max_dynamic_smem: int = DEFAULT_DYNAMIC_SMEM  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     binary_version: int = 0
     non_portable_cluster: int = 0  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+    required_cluster: tuple[int, int, int] = (0, 0, 0)  # the entry's .reqnctapercluster (0: none)
+    cluster_must_be_set: int = 0     # .explicitcluster or .reqnctapercluster
 
 
 def _arch_number(arch: str) -> tuple[int, bool]:
@@ -196,10 +198,15 @@ class StandIn:
             arch = mod.info.arch if mod.info else f"sm_{self.model.cc[0]}{self.model.cc[1]}"
             # static shared memory as the PTX declares it: an sm_90 cubin's .nv.shared section
             # also holds the 1 KB the system reserves per block, which is not the kernel's
-            static = compile_entry(mod.ptx, entry).shared_static
+            program = compile_entry(mod.ptx, entry)
+            static = program.shared_static
+            perf = program.entry.perf
+            req = tuple(perf.get("reqnctapercluster", ()))
             fn = SimFunction(module, entry, mod.kernels[entry], static, k.registers if k else 0,
                              k.max_threads if k else 0, max(DEFAULT_DYNAMIC_SMEM - static, 0),
-                             binary_version=_arch_number(arch)[0])  # 48 KB in all without opt-in
+                             binary_version=_arch_number(arch)[0],  # 48 KB in all without opt-in
+                             required_cluster=(req + (1,) * (3 - len(req))) if req else (0, 0, 0),
+                             cluster_must_be_set=int(bool(req) or "explicitcluster" in perf))
             ident = self._new_id()
             self.functions[ident] = fn
             out[0] = ident
@@ -219,8 +226,9 @@ class StandIn:
                 min(1024, self.model.regs_per_block // fn.registers // 32 * 32)
             values = {0: fn.max_threads or regs_limit, 1: fn.static_smem, 2: 0, 3: 0, 4: fn.registers,
                       5: fn.binary_version, 6: fn.binary_version, 7: 0, 8: fn.max_dynamic_smem, 9: -1,
-                      # no cluster directives in the PTX (the simulator reads none): nothing required
-                      10: 0, 11: 0, 12: 0, 13: 0, 14: fn.non_portable_cluster}
+                      # the entry's cluster directives: must-be-set, required width/height/depth
+                      10: fn.cluster_must_be_set, 11: fn.required_cluster[0], 12: fn.required_cluster[1],
+                      13: fn.required_cluster[2], 14: fn.non_portable_cluster}
             if attr not in values:
                 raise Refused(INVALID_VALUE, f"cuFuncGetAttribute: attribute {attr} is not simulated")
             out[0] = values[attr]

@@ -76,14 +76,14 @@ def arrive(cta, mask, key: int, count: int | None, wait: bool, aligned: bool, wh
     lanes = execd.reshape(-1, 32)
     live = cta.active.reshape(-1, 32)
     touched = lanes.any(axis=1)
-    if aligned or not wait:
+    if aligned:
         partial = touched & (lanes != live).any(axis=1)
         if partial.any():
             w = int(np.flatnonzero(partial)[0])
             raise Fault("divergence", f"{what} is executed by {int(lanes[w].sum())} of the "
-                        f"{int(live[w].sum())} non-exited threads of warp {w}; an aligned barrier (and bar.arrive) must be "
-                        "executed by the whole warp together (use barrier.sync without .aligned in "
-                        "divergent code, or reconverge the warp first)")
+                        f"{int(live[w].sum())} non-exited threads of warp {w}; an aligned barrier (bar.sync, bar.arrive, "
+                        "barrier.*.aligned) must be executed by the whole warp together (use barrier.sync / "
+                        "barrier.arrive without .aligned in divergent code, or reconverge the warp first)")
     if not b.lanes.any():
         b.count, b.line, b.what = count, line, what
     b.lanes = b.lanes | execd

@@ -168,3 +168,40 @@ def test_bar_sync_with_a_count_larger_than_the_cta_is_a_deadlock():
     e = hazard(ptx, 64, "deadlock", "// BAR")
     assert "barrier 1" in e.detail and "128 threads" in e.detail
     assert run(ptx.replace("128", "64"), 64).tolist() == list(range(64))
+
+
+SPLIT_ARRIVE = """
+    mov.u32 %r3, buf;
+    setp.ne.u32 %p1, %r31, 0;
+    @%p1 bra CONSUMER;
+    shl.b32 %r4, %r30, 2;
+    add.u32 %r5, %r3, %r4;
+    mul.lo.u32 %r6, %r30, 7;
+    st.shared.u32 [%r5], %r6;
+    setp.lt.u32 %p2, %r30, 16;
+    @%p2 bra LOW;
+    {arrive} 1, 64;                      // HIGH
+    bra DONE;
+LOW:
+    {arrive} 1, 64;                      // LOW
+    bra DONE;
+CONSUMER:
+    barrier.sync 1, 64;
+    shl.b32 %r4, %r30, 2;
+    add.u32 %r5, %r3, %r4;
+    ld.shared.u32 %r7, [%r5];
+    st.global.u32 [%rd0], %r7;
+DONE:
+"""
+
+
+def test_non_aligned_barrier_arrive_by_a_split_warp_counts_the_warp_once_all_lanes_arrived():
+    """barrier.arrive without .aligned may be executed by a warp's lanes at different places (PTX ISA
+    barrier: non-aligned forms); the warp arrives once all its non-exited lanes did. bar.arrive
+    (aligned) by half a warp is a divergence hazard."""
+    ptx = entry(SPLIT_ARRIVE.format(arrive="barrier.arrive"), shared=".shared .align 4 .b32 buf[32];\n")
+    out = run(ptx, 64)
+    assert out[32:].tolist() == [7 * lane for lane in range(32)]
+    bad = entry(SPLIT_ARRIVE.format(arrive="bar.arrive"), shared=".shared .align 4 .b32 buf[32];\n")
+    e = hazard(bad, 64, "divergence", "// HIGH")
+    assert "16 of the 32" in e.detail

@@ -170,13 +170,12 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
         grid = stream_k_grid(g, s, dev.sms)
         plan = stream_k_plan(g, s, grid)
         ctas = grid
-        iters = [sum(u.k_count for u in plan.units(c)) for c in range(min(grid, 2))]  # CTA 0 is busiest
-        kt = max(iters)
+        units = [plan.units(c) for c in range(grid)]
+        kt = max(sum(u.k_count for u in us) for us in units)  # the busiest CTA sets the time
         split_tiles = plan.sk_tiles
         partial_bytes = 2 * 4 * s.bm * s.bn * min(plan.sk_ctas, split_tiles * 2)
-        epilogue += 2 * 4 * s.bm * s.bn / sm_bytes_per_clk  # a partial written, one read back
-        units_per_cta = _ceil(tiles, grid) + 1
-        epilogue *= units_per_cta / max(1, _ceil(tiles, grid))
+        # each unit ends in an epilogue or a published partial (written, and read back by its owner)
+        epilogue = max(len(us) for us in units) * (epilogue + 2 * 4 * s.bm * s.bn / sm_bytes_per_clk)
     else:
         ctas = tiles * s.split_k
         kt = _ceil(kt_total, s.split_k)

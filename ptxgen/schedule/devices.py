@@ -28,7 +28,10 @@ class DeviceModel:
     l2_bytes_per_clk: int               # whole-chip L2 -> SM read bandwidth
     smem_bytes_per_clk_sm: int = 128    # 32 banks x 4 B
     schedulers_per_sm: int = 4          # warp schedulers (sub-partitions), one issue per clock each
-    dram_latency_clk: int = 600         # a global load that misses L2, as a kernel sees it
+    #: A global load that misses L2 under load (queues included), in clocks. With the pipeline depth
+    #: it bounds a CTA's bytes in flight (Little's law), so a grid of few CTAs cannot reach the
+    #: DRAM bandwidth: the reason split-K pays for decode shapes.
+    dram_latency_clk: int = 1000
     launch_s: float = 3e-6              # launch + teardown of one kernel, as a kernel sees it
 
     def peak_flops(self, dtype: str, instruction_share: bool = True) -> float:
@@ -40,8 +43,8 @@ class DeviceModel:
 #: A100 SXM4 80 GB. Sources: NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), table 3
 #: and "L2 cache": 108 SMs, 1410 MHz boost, 312 TFLOPS dense FP16/BF16 (= 108 x 1410 MHz x 2048
 #: flop/clk/SM), 156 TF32, 624 INT8 TOPS; 40 MB L2 with 5120 B/clk read bandwidth; A100 80 GB
-#: datasheet: 2039 GB/s HBM2e. The 600-clock DRAM latency is an estimate from published Ampere
-#: microbenchmarks (a few hundred ns), not an NVIDIA figure.
+#: datasheet: 2039 GB/s HBM2e. The loaded DRAM latency (1000 clocks, about 700 ns) is an estimate:
+#: unloaded latencies in published Ampere microbenchmarks are a few hundred ns and grow under load.
 A100 = DeviceModel(
     name="A100-SXM4-80GB", arch="sm_80", sms=108, clock_hz=1.41e9,
     tensor_flops_per_clk_sm={"f16": 2048, "bf16": 2048, "tf32": 1024, "s8": 4096, "u8": 4096},
@@ -56,7 +59,8 @@ A100 = DeviceModel(
 H100 = DeviceModel(
     name="H100-SXM5-80GB", arch="sm_90", sms=132, clock_hz=1.83e9,
     tensor_flops_per_clk_sm={"f16": 4096, "bf16": 4096, "tf32": 2048, "s8": 8192, "u8": 8192},
-    mma_sync_share=0.5, dram_bytes_per_s=3.35e12, l2_bytes=50 * 2**20, l2_bytes_per_clk=6258)
+    mma_sync_share=0.5, dram_bytes_per_s=3.35e12, l2_bytes=50 * 2**20, l2_bytes_per_clk=6258,
+    dram_latency_clk=1200)  # the same ~700 ns as A100's estimate, at 1830 MHz
 
 #: RTX A6000 (sm_86, 84 SMs as `Target.sms`). Source: NVIDIA RTX A6000 datasheet: 1800 MHz boost,
 #: 309.7 TFLOPS FP16 tensor with sparsity (154.8 dense = 84 x 1800 MHz x 1024), 768 GB/s GDDR6;

@@ -153,8 +153,9 @@ def _dram_bytes(g: Gemm, s: Schedule, dev: DeviceModel, wave_ctas: int) -> int:
 
 
 def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:
-    """The model's time for (g, s) on `arch`'s flagship part. `registers`: the assembler's count
-    per thread (default: the register estimate, rounded up to the allocation unit of 8)."""
+    """The model's time for (g, s), a schedule the verifier accepts, on `arch`'s flagship part.
+    `registers`: the assembler's count per thread (default: the register estimate, rounded up to
+    the allocation unit of 8)."""
     dev = device_model(arch)
     regs = registers if registers is not None else min(255, _ceil(register_estimate(g, s)["total"], 8) * 8)
     occ = occupancy(arch, regs, smem_bytes(g, s), s.threads, dev.sms)

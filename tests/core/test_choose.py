@@ -116,3 +116,10 @@ def test_prediction_waves_and_limiter_match_occupancy():
     # 232 registers x 128 threads: 2 CTAs/SM by registers; 1024 tiles over 216 per wave
     assert (p.ctas_per_sm, p.limiter, p.ctas) == (2, "registers", 1024)
     assert p.waves == pytest.approx(1024 / 216)
+
+
+def test_the_readme_quickstart_runs_without_schedule_flags(capsys):
+    """README quickstart: `ptxgen run --shape 256x256x128 --dtype f16` chooses, runs and passes."""
+    assert main(["run", "--shape", "256x256x128", "--dtype", "f16", "--sim"]) == 0
+    out = capsys.readouterr().out
+    assert "chosen     --block" in out and "PASS" in out and " 0 B spill stores" in out

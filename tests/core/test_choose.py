@@ -123,3 +123,24 @@ def test_the_readme_quickstart_runs_without_schedule_flags(capsys):
     assert main(["run", "--shape", "256x256x128", "--dtype", "f16", "--sim"]) == 0
     out = capsys.readouterr().out
     assert "chosen     --block" in out and "PASS" in out and " 0 B spill stores" in out
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_long_k_on_few_tiles_shares_k_and_big_problems_do_not(arch):
+    """Split-K or Stream-K when M*N cannot fill the GPU and K is long; whole tiles when it can."""
+    small = choose(Gemm(128, 128, 65536), arch).schedule
+    assert small.split_k > 1 or small.stream_k, small
+    big = choose(Gemm(4096, 4096, 4096), arch).schedule
+    assert big.split_k == 1 and big.bm >= 64 and big.bn >= 64, big
+
+
+def test_without_an_assembler_the_model_alone_chooses(monkeypatch):
+    from ptxgen.runtime.assemble import AssemblerNotFound
+
+    def missing(gemm, s, arch):
+        raise AssemblerNotFound("no nvJitLink here")
+
+    monkeypatch.setattr(choose_module, "assembled_resources", missing)
+    c = choose(Gemm(64, 64, 64), "sm_80")
+    assert not c.registers_checked and c.schedule == rank(Gemm(64, 64, 64), "sm_80")[0].schedule
+    assert any("spills unchecked" in line for line in c.lines())

@@ -78,6 +78,7 @@ class KTileCost:
     smem: float
     issue: float
     latency: float           # the floor set by the pipeline depth
+    serial: bool = False     # one stage: the load's latency adds to the compute instead of hiding under it
 
     @property
     def throughput(self) -> float:
@@ -115,15 +116,14 @@ def ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel, warps_per_sm: int) -> KTi
     ldmatrix = reads / 512  # an ldmatrix.x4 moves 512 B per warp
     issue = (s.num_warps * (mmas_per_warp + LOOP_OVERHEAD_INSTRUCTIONS) + copies + ldmatrix) / dev.schedulers_per_sm
     if s.stages > 1:
-        latency = dev.dram_latency_clk / (s.stages - 1) + BARRIER_CLOCKS
-    else:
-        latency = dev.dram_latency_clk + max(mma, smem, issue) + BARRIER_CLOCKS
-    return KTileCost(mma, smem, issue, latency)
+        return KTileCost(mma, smem, issue, dev.dram_latency_clk / (s.stages - 1) + BARRIER_CLOCKS)
+    return KTileCost(mma, smem, issue, dev.dram_latency_clk + BARRIER_CLOCKS, serial=True)
 
 
 def _wave_clocks(cost: KTileCost, ctas_on_sm: int, kt: int, tile_epilogue: float, dev: DeviceModel) -> float:
     """Clocks for `ctas_on_sm` CTAs sharing one SM to run `kt` k-tiles each and their epilogues."""
-    per_ktile = max(ctas_on_sm * cost.throughput, cost.latency)
+    shared = ctas_on_sm * cost.throughput  # the SM's units, shared by its CTAs
+    per_ktile = cost.latency + shared if cost.serial else max(shared, cost.latency)
     return dev.dram_latency_clk + kt * per_ktile + ctas_on_sm * tile_epilogue + dev.dram_latency_clk
 
 
@@ -171,12 +171,14 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
         grid = stream_k_grid(g, s, dev.sms)
         plan = stream_k_plan(g, s, grid)
         ctas = grid
-        units = [plan.units(c) for c in range(grid)]
-        kt = max(sum(u.k_count for u in us) for us in units)  # the busiest CTA sets the time
-        split_tiles = plan.sk_tiles
-        partial_bytes = 2 * 4 * s.bm * s.bn * min(plan.sk_ctas, split_tiles * 2)
+        kt_tile = plan.iters_per_tile
+        dp = _ceil(plan.dp_tiles, grid)                           # whole tiles of the busiest CTA
+        sk = _ceil(plan.sk_iters, plan.sk_ctas) if plan.sk_ctas else 0  # its Stream-K iterations
+        kt = dp * kt_tile + sk                                      # the busiest CTA sets the time
+        partial_bytes = 2 * 4 * s.bm * s.bn * min(plan.sk_ctas, plan.sk_tiles * 2)
         # each unit ends in an epilogue or a published partial (written, and read back by its owner)
-        epilogue = max(len(us) for us in units) * (epilogue + 2 * 4 * s.bm * s.bn / sm_bytes_per_clk)
+        units = dp + (_ceil(sk, kt_tile) + 1 if sk else 0)
+        epilogue = units * (epilogue + 2 * 4 * s.bm * s.bn / sm_bytes_per_clk)
     else:
         ctas = tiles * s.split_k
         kt = _ceil(kt_total, s.split_k)

@@ -1,6 +1,6 @@
 """Properties of the static cost model that any sane model must keep, over drawn problems and
 legal schedules: more work is never predicted faster, nothing beats the peak, DRAM traffic is at
-least the compulsory bytes, and fewer CTAs per SM (more registers) never speeds a grid up."""
+least the compulsory bytes, and more registers never fit more CTAs on an SM."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -48,14 +48,17 @@ PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 def test_more_rows_or_longer_k_is_never_predicted_faster(data):
     """More tiles (more waves, or a fuller tail) or more k-tiles never make the same schedule faster."""
     g, s, arch = draw_case(data)
-    base = predict(g, s, arch).time_s
+    # the alignment held fixed: a longer row may allow wider copies, a real saving the model prices
+    g = replace(g, align=min(g.alignment(), g.out_alignment()))
     grow = data.draw(st.sampled_from(["m", "n", "k"]), label="grown")
     factor = data.draw(st.sampled_from([2, 3]), label="factor")
     bigger = replace(g, **{grow: getattr(g, grow) * factor})
     try:
+        verify(g, s, arch)
         verify(bigger, s, arch)
     except ScheduleError:
         assume(False)
+    base = predict(g, s, arch).time_s
     assert predict(bigger, s, arch).time_s >= base * (1 - 1e-9), (g, bigger, s)
 
 
@@ -81,12 +84,15 @@ def test_dram_traffic_is_at_least_the_compulsory_bytes(data):
 
 @PROPERTY
 @given(st.data())
-def test_more_registers_never_predicted_faster(data):
-    """Fewer CTAs per SM (more registers per thread) cannot speed up a grid in the model."""
+def test_more_registers_never_raise_occupancy_and_one_wave_is_not_sped_up(data):
+    """More registers per thread never fit more CTAs on an SM; and while the grid fits one wave
+    either way, they never make it faster. (Over several waves they can: a smaller wave can leave
+    a fuller tail, the wave quantisation the model prices on purpose.)"""
     g, s, arch = draw_case(data)
     regs = data.draw(st.sampled_from([32, 64, 96, 128, 168, 200, 255]), label="registers")
     more = data.draw(st.sampled_from([8, 32, 64]), label="extra registers")
     fewer = predict(g, s, arch, registers=regs)
     many = predict(g, s, arch, registers=min(255, regs + more))
     assert many.ctas_per_sm <= fewer.ctas_per_sm
-    assert many.time_s >= fewer.time_s * (1 - 1e-9)
+    if many.waves <= 1.0:
+        assert many.time_s >= fewer.time_s * (1 - 1e-9)

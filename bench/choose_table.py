@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ptxgen  # noqa: E402
 from ptxgen import Gemm, Schedule, verify  # noqa: E402
-from ptxgen.schedule.choose import describe_schedule  # noqa: E402
 from ptxgen.schedule.costmodel import predict  # noqa: E402
 from ptxgen.schedule.devices import device_model  # noqa: E402
 
@@ -152,7 +151,8 @@ def summary(rows: list[tuple[Gemm, str, Schedule]]) -> list[str]:
         f"# - CUTLASS sm_80 default 128x256x64: chosen in {cutlass} of "
         f"{sum(1 for _, a, _ in f16 if a == 'sm_80')} sm_80 f16 rows; the model predicts it "
         + (f"{ratios[0]:.2f}x to {ratios[-1]:.2f}x the chosen one's time (median "
-           f"{ratios[len(ratios) // 2]:.2f}x) over the {len(ratios)} rows it is legal for." if ratios else "nowhere legal."),
+           f"{ratios[len(ratios) // 2]:.2f}x) over the {len(ratios)} rows it is legal for."
+           if ratios else "nowhere legal."),
         f"# - vLLM int8 sm_80 dispatch: same BM in {bm_agree} of {len(int8)} int8 rows, same BK in "
         f"{bk_agree} of {len(int8)}.",
         f"# - split-K or Stream-K chosen in {split} of {len(rows)} rows (decode and long-K shapes).",
@@ -175,7 +175,8 @@ def row(kind: str, g: Gemm, arch: str, chosen: list | None = None) -> str:
 
 
 HEADER = (f"{'class':<9} {'problem':<22} {'arch':<5} {'chosen':<30} {'pred us':>9} {'eff':>5} {'CTA':>3} "
-          f"{'limiter':<13} {'regs':>4} {'waves':>7} {'spill':>5} {'bound':<13} | {'old default 128x128x32 w2x2 s3':<29} | peer")
+          f"{'limiter':<13} {'regs':>4} {'waves':>7} {'spill':>5} {'bound':<13} | "
+          f"{'old default 128x128x32 w2x2 s3':<29} | peer")
 
 
 def main() -> int:

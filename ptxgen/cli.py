@@ -63,14 +63,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--a-layout", default=None, choices=LAYOUTS, help="A storage (default row, or from --layout)")
     p.add_argument("--b-layout", default=None, choices=LAYOUTS, help="B storage (default col, or from --layout)")
     s = common.add_argument_group(
-        "schedule", "Without any of these flags the cost model chooses the schedule for the shape and arch "
-                    "(`info` says why); with any of them, the others take the defaults shown.")
+        "schedule", "Without any of these flags (--arch aside) the cost model chooses the schedule for the "
+                    "shape and arch (`info` says why); with any of them, the others take the defaults shown.")
     s.add_argument("--block", default=None, type=lambda t: dims(t, 3, "block"),
                    help="BMxBNxBK (default: chosen; 128x128x32 with other schedule flags)")
     s.add_argument("--warps", default=None, type=lambda t: dims(t, 2, "warps"),
                    help="WMxWN (default: chosen; 2x2 with other schedule flags, 2x4 for wmma, whose f16 "
                         "fragments hold each element twice)")
-    s.add_argument("--stages", default=None, type=int, help="pipeline stages (default: chosen; 3 with other schedule flags)")
+    s.add_argument("--stages", default=None, type=int,
+                   help="pipeline stages (default: chosen; 3 with other schedule flags)")
     s.add_argument("--instruction", default=None, choices=tuple(INSTRUCTIONS),
                    help="mma.sync m16n8k16 (default) or wmma m16n16k16")
     s.add_argument("--smem-layout", default=None, choices=SMEM_LAYOUTS,

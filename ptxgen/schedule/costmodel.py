@@ -211,11 +211,3 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
         ctas_per_sm=occ.ctas_per_sm, limiter=occ.limiter, registers=regs,
         waves=ctas / wave_ctas, edge_waste=1 - useful / computed, dram_bytes=int(dram), l2_bytes=int(l2),
         bound=bound, terms=terms)
-
-
-def waves_and_tail(ctas: int, ctas_per_sm: int, sms: int) -> tuple[int, float]:
-    """(full waves, the last wave's fill in 0..1; 0 when the grid is whole waves)."""
-    per_wave = max(1, ctas_per_sm) * sms
-    full, rest = divmod(ctas, per_wave)
-    return full, rest / per_wave
-

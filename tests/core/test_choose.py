@@ -38,7 +38,8 @@ def test_chosen_schedule_is_legal_spill_free_and_correct(data):
     assert result.ok, f"{g} {k.schedule}: {result}"
 
 
-@pytest.mark.parametrize("shape,extra", [((77, 131, 45), {}), ((100, 72, 7), {"batch": 3, "a_layout": "col", "b_layout": "col"})])
+@pytest.mark.parametrize("shape,extra", [((77, 131, 45), {}),
+                                         ((100, 72, 7), {"batch": 3, "a_layout": "col", "b_layout": "col"})])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_issue_shapes_that_spilled_on_the_old_default_do_not_spill(shape, extra, arch):
     g = Gemm(*shape, **extra)

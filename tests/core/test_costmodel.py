@@ -16,7 +16,8 @@ SIZES = [1, 16, 33, 100, 256, 1000, 4096, 11008]
 
 def draw_case(data) -> tuple[Gemm, Schedule, str]:
     g = Gemm(data.draw(st.sampled_from(SIZES), label="M"), data.draw(st.sampled_from(SIZES), label="N"),
-             data.draw(st.sampled_from(SIZES), label="K"), dtype=data.draw(st.sampled_from(["f16", "tf32", "s8"]), label="dtype"),
+             data.draw(st.sampled_from(SIZES), label="K"),
+             dtype=data.draw(st.sampled_from(["f16", "tf32", "s8"]), label="dtype"),
              out_dtype="f32")
     if g.dtype == "s8":
         g = replace(g, out_dtype="s32")
@@ -40,7 +41,8 @@ def draw_case(data) -> tuple[Gemm, Schedule, str]:
     return g, s, arch
 
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+PROPERTY = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 @PROPERTY

@@ -28,6 +28,11 @@ DEBUG_ENV = "PTXGEN_DEBUG"
 _resources = resources_line  # the name tests and older scripts use
 
 
+#: The argparse names of the schedule flags: when none is given, the cost model chooses the schedule.
+SCHEDULE_FLAGS = ("block", "warps", "stages", "instruction", "smem_layout", "raster", "group_m",
+                  "no_frag_double_buffer", "epilogue_via", "split_k", "split_k_mode", "stream_k", "sms")
+
+
 class UsageError(Exception):
     """Flags that contradict each other or ask for something impossible (exit status 2)."""
 
@@ -57,29 +62,35 @@ def _parser() -> argparse.ArgumentParser:
                         "cannot contradict --a-layout/--b-layout")
     p.add_argument("--a-layout", default=None, choices=LAYOUTS, help="A storage (default row, or from --layout)")
     p.add_argument("--b-layout", default=None, choices=LAYOUTS, help="B storage (default col, or from --layout)")
-    s = common.add_argument_group("schedule")
-    s.add_argument("--block", default=(128, 128, 32), type=lambda t: dims(t, 3, "block"),
-                   help="BMxBNxBK (default 128x128x32)")
+    s = common.add_argument_group(
+        "schedule", "Without any of these flags (--arch aside) the cost model chooses the schedule for the "
+                    "shape and arch (`info` says why); with any of them, the others take the defaults shown.")
+    s.add_argument("--block", default=None, type=lambda t: dims(t, 3, "block"),
+                   help="BMxBNxBK (default: chosen; 128x128x32 with other schedule flags)")
     s.add_argument("--warps", default=None, type=lambda t: dims(t, 2, "warps"),
-                   help="WMxWN (default 2x2; 2x4 for wmma, whose f16 fragments hold each element twice)")
-    s.add_argument("--stages", default=3, type=int, help="pipeline stages (default 3)")
-    s.add_argument("--instruction", default="m16n8k16", choices=tuple(INSTRUCTIONS),
+                   help="WMxWN (default: chosen; 2x2 with other schedule flags, 2x4 for wmma, whose f16 "
+                        "fragments hold each element twice)")
+    s.add_argument("--stages", default=None, type=int,
+                   help="pipeline stages (default: chosen; 3 with other schedule flags)")
+    s.add_argument("--instruction", default=None, choices=tuple(INSTRUCTIONS),
                    help="mma.sync m16n8k16 (default) or wmma m16n16k16")
     s.add_argument("--smem-layout", default=None, choices=SMEM_LAYOUTS,
                    help="shared-memory tile layout (default swizzle; pad for wmma, which cannot read a swizzled tile)")
-    s.add_argument("--raster", default="row", choices=RASTERS, help="CTA order over output tiles (default row)")
-    s.add_argument("--group-m", default=8, type=int, help="m-tiles per group for --raster grouped (default 8)")
-    s.add_argument("--no-frag-double-buffer", action="store_true",
+    s.add_argument("--raster", default=None, choices=RASTERS,
+                   help="CTA order over output tiles (default: chosen; row with other schedule flags)")
+    s.add_argument("--group-m", default=None, type=int, help="m-tiles per group for --raster grouped (default 8)")
+    s.add_argument("--no-frag-double-buffer", action="store_true", default=None,
                    help="load fragments just in time (default: double-buffer them)")
-    s.add_argument("--epilogue-via", choices=("auto", "smem", "registers"), default="auto",
+    s.add_argument("--epilogue-via", choices=("auto", "smem", "registers"), default=None,
                    help="stage C through shared memory for 16-byte stores, or store from registers (default auto)")
-    s.add_argument("--split-k", type=int, default=1, help="CTAs sharing each output tile along K (default 1)")
-    s.add_argument("--split-k-mode", choices=("workspace", "atomic"), default="workspace",
+    s.add_argument("--split-k", type=int, default=None,
+                   help="CTAs sharing each output tile along K (default: chosen; 1 with other schedule flags)")
+    s.add_argument("--split-k-mode", choices=("workspace", "atomic"), default=None,
                    help="how split-K partial sums meet (default workspace: deterministic)")
     s.add_argument("--stream-k", nargs="?", const="hybrid", default=None, choices=("hybrid", "pure"),
                    help="persistent Stream-K grid: 'hybrid' (the default when given: whole-tile waves, "
                         "then a Stream-K wave) or 'pure' (every tile shared as MAC iterations) "
-                        "(default: not given, one CTA per tile)")
+                        "(default: chosen; not given with other schedule flags: one CTA per tile)")
     s.add_argument("--sms", type=int, default=None,
                    help="persistent CTAs for --stream-k (default: the GPU's SM count, or the arch's)")
     s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS), help="target architecture (default sm_80)")
@@ -122,14 +133,17 @@ def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kern
     gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
                 align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch,
                 bias_dtype=args.bias_dtype)
-    wmma = args.instruction == "wmma"
-    sched = Schedule(block=tuple(args.block), warps=tuple(args.warps or ((2, 4) if wmma else (2, 2))),
-                     stages=args.stages, instruction=args.instruction,
-                     smem_layout=args.smem_layout or ("pad" if wmma else "swizzle"), raster=args.raster,
-                     group_m=args.group_m,
+    if all(getattr(args, flag) is None for flag in SCHEDULE_FLAGS):
+        return compile_kernel(gemm, None, arch=args.arch)
+    instruction = args.instruction or "m16n8k16"
+    wmma = instruction == "wmma"
+    sched = Schedule(block=tuple(args.block or (128, 128, 32)), warps=tuple(args.warps or ((2, 4) if wmma else (2, 2))),
+                     stages=3 if args.stages is None else args.stages, instruction=instruction,
+                     smem_layout=args.smem_layout or ("pad" if wmma else "swizzle"), raster=args.raster or "row",
+                     group_m=8 if args.group_m is None else args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer,
-                     epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via],
-                     split_k=args.split_k, split_k_mode=args.split_k_mode,
+                     epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via or "auto"],
+                     split_k=1 if args.split_k is None else args.split_k, split_k_mode=args.split_k_mode or "workspace",
                      decomposition={None: "tiles", "hybrid": "stream-k", "pure": "stream-k-pure"}[args.stream_k],
                      sms=args.sms)
     return compile_kernel(gemm, sched, arch=args.arch)

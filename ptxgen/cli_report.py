@@ -60,6 +60,7 @@ def describe(k: Kernel) -> list[str]:
         *([stream_k_summary(k)] if s.stream_k else []),
         f"registers  estimate {est['total']}/thread ({est['accumulators']} accumulators); "
         f"ptxgen peak live: {live}",
+        *(k.choice.lines() if k.choice is not None else []),
     ]
 
 

@@ -74,10 +74,15 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
     ]
 
 
-def compile(gemm: Gemm, schedule: Schedule, arch: str = "sm_80") -> Kernel:  # noqa: A001 - public name
+def compile(gemm: Gemm, schedule: Schedule | None = None, arch: str = "sm_80") -> Kernel:  # noqa: A001
     """Lower (gemm, schedule) to PTX for `arch`. Raises ScheduleError for an invalid schedule
     (ScheduleTypeError, also a TypeError, for a field of the wrong type) and TypeError for
-    arguments that are not a Gemm, a Schedule and an arch string (e.g. swapped)."""
+    arguments that are not a Gemm, a Schedule and an arch string (e.g. swapped).
+
+    Without a schedule the cost model chooses one (`schedule.choose`): the fastest predicted legal
+    schedule that assembles without spilling; `kernel.choice` says why."""
+    if schedule is None:
+        return compile_chosen(gemm, arch)
     check_arguments("compile", gemm, schedule, arch)
     verify(gemm, schedule, arch)
     plan = plan_tile_buffers(gemm, schedule)
@@ -91,3 +96,19 @@ def compile(gemm: Gemm, schedule: Schedule, arch: str = "sm_80") -> Kernel:  # n
     return Kernel(gemm=gemm, schedule=schedule, arch=arch, ptx=ptx, entry=fn.name, grid=grid,
                   block=(schedule.threads, 1, 1), smem_bytes=smem, function=fn, allocation=alloc,
                   smem_plan=plan)
+
+
+def compile_chosen(gemm: Gemm, arch: str = "sm_80") -> Kernel:
+    """`compile(gemm, arch=arch)` with no schedule: the chooser's pick, with `kernel.choice` set."""
+    from .schedule.choose import choose
+
+    if not isinstance(gemm, Gemm):
+        raise TypeError(f"compile(gemm, schedule=None, arch): the first argument must be a ptxgen.Gemm, got "
+                        f"{type(gemm).__name__}")
+    if not isinstance(arch, str):
+        raise TypeError(f"compile(gemm, schedule=None, arch): arch must be a string, got {type(arch).__name__}")
+    choice = choose(gemm, arch)
+    kernel = choice.kernel or compile(gemm, choice.schedule, arch)
+    choice.kernel = None  # the kernel holds its choice, not the other way round
+    kernel.choice = choice
+    return kernel

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .regalloc.allocate import Allocation
     from .regalloc.smem import SmemPlan
     from .runtime.assemble import Assembled, Resources
+    from .schedule.choose import Choice
 
 #: Parameter names in kernel order; `args_for` builds values in this order.
 PARAM_NAMES = ("A", "B", "C", "M", "N", "K", "lda", "ldb", "ldc")
@@ -45,6 +46,9 @@ class Kernel:
     allocation: "Allocation"  # virtual -> physical registers, peak live per class
     smem_plan: "SmemPlan"  # offsets of the shared buffers
     _assembled: "Assembled | None" = field(default=None, repr=False)
+    #: Why this schedule, when `compile` chose it (no schedule given): the predicted time, waves,
+    #: occupancy limiter and runners-up (`Choice.lines()`); None for a schedule the caller gave.
+    choice: "Choice | None" = field(default=None, repr=False)
 
     # -- assembly ---------------------------------------------------------------------------
     def assemble(self) -> "Assembled":

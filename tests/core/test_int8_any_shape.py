@@ -120,6 +120,7 @@ def test_stated_alignment_of_one_byte():
 def test_the_issue_command_runs(capsys):
     from ptxgen.cli import main
 
-    assert main(["run", "--shape", "77x131x45", "--dtype", "s8", "--sim"]) == 0
+    # the old CLI default block, which the copy count below is for (no flags: the cost model chooses)
+    assert main(["run", "--shape", "77x131x45", "--dtype", "s8", "--sim", "--block", "128x128x32"]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "32 x 1 B per thread per k-tile (align 1: 16x the copy instructions" in out

@@ -34,7 +34,7 @@ def test_waves():
 def test_info_reports_occupancy_and_waves(capsys):
     from ptxgen.cli import main
 
-    assert main(["info", "--shape", "4096x4096x4096", "--arch", "sm_90"]) == 0
+    assert main(["info", "--shape", "4096x4096x4096", "--arch", "sm_90", "--block", "128x128x32"]) == 0
     out = capsys.readouterr().out
     line = next(l for l in out.splitlines() if l.startswith("occupancy"))
     assert "CTAs/SM" in line and "limited by" in line and "registers" in line and "CTA slots 32" in line

@@ -79,7 +79,7 @@ def verify_warpgroups(g: Gemm, s: Schedule) -> None:
     if s.warps != (4 * s.consumers, 1):
         raise ScheduleError("schedule.warps", s.warps, f"a wgmma schedule's warps are its consumer warpgroups' "
                             f"warps, ({4 * s.consumers}, 1) for consumers={s.consumers}",
-                            "leave warps=None and choose consumers=1 or 2")
+                            "leave warps unset (None) and choose consumers=1 or 2 instead")
     if s.smem_layout != "swizzle":
         raise ScheduleError("schedule.smem_layout", s.smem_layout, "TMA writes and wgmma descriptors read "
                             "swizzled tiles", "leave smem_layout=None (or 'swizzle'); pick the width with swizzle=")

@@ -17,7 +17,7 @@ SPLIT_K_MODES = ("workspace", "atomic")
 DECOMPOSITIONS = ("tiles", "stream-k", "stream-k-pure")
 #: What `warps=None` and `smem_layout=None` become, per instruction (the CLI's defaults too): the
 #: layout each instruction reads fastest, and a warp grid that fits a 128x128 tile's registers.
-DEFAULT_WARPS = {"m16n8k16": (2, 2), "wmma": (2, 4)}
+DEFAULT_WARPS = {"m16n8k16": (2, 2), "wmma": (2, 4), "wgmma": (4, 1)}  # wgmma: (4 * consumers, 1)
 DEFAULT_SMEM_LAYOUT = {"m16n8k16": "swizzle", "wmma": "pad", "wgmma": "swizzle"}
 #: The fields only wgmma schedules use (None on every other schedule; see `Schedule`).
 HOPPER_FIELDS = ("consumers", "warp_specialized", "producer_regs", "consumer_regs", "persistent", "cluster",

@@ -192,8 +192,11 @@ def verify_registers(g: Gemm, s: Schedule, plan: HopperPlan) -> None:
         raise ScheduleError(field, value, f"each consumer thread holds {plan.accumulator_regs} {g.accumulator} "
                             f"accumulator registers ({plan.rows_per_consumer}x{s.bn} per warpgroup) plus about "
                             f"{CONSUMER_OVERHEAD_REGS} others, over its {have} registers",
-                            "use consumers=2" if s.consumers == 1 and s.bm % 128 == 0 else
-                            "use a smaller BN or BM" + (", or raise consumer_regs" if field.endswith("regs") else ""))
+                            "; ".join(fix for fix, applies in (
+                                (f"raise consumer_regs to {-(-need // SETMAXNREG_STEP) * SETMAXNREG_STEP}",
+                                 field.endswith("regs") and need <= SETMAXNREG_MAX),
+                                ("use consumers=2", s.consumers == 1 and s.bm % 128 == 0),
+                                ("use a smaller BN or BM", True)) if applies))
 
 
 def verify_hopper_smem(s: Schedule, plan: HopperPlan, arch: str) -> None:
@@ -203,7 +206,7 @@ def verify_hopper_smem(s: Schedule, plan: HopperPlan, arch: str) -> None:
         per_stage = plan.smem.a_stage + plan.smem.b_stage
         fits = max(0, (limit - plan.smem.total + plan.smem.ring) // (per_stage + 16))
         raise ScheduleError("schedule.stages", s.stages, f"{plan.smem.describe()} of shared memory, over {arch}'s "
-                            f"{limit} B per block", f"use stages <= {fits}" if fits else "use a smaller block tile"
+                            f"{limit} B per block", (f"use stages <= {fits}" if fits else "use a smaller block tile")
                             + (", or epilogue_via_smem=False (no C staging)" if plan.smem.epilogue_store else ""))
 
 

@@ -117,7 +117,8 @@ class Schedule:
         normalise(self, tuple(f.name for f in fields(self) if f.name not in tuples), tuples)
         if self.instruction == "wgmma":
             self._hopper_defaults()
-        known = self.instruction if self.instruction in DEFAULT_SMEM_LAYOUT else "m16n8k16"  # else verify names it
+        known = (self.instruction if isinstance(self.instruction, str) and self.instruction in DEFAULT_SMEM_LAYOUT
+                 else "m16n8k16")  # any other value: the verifier names it
         if self.warps is None:
             object.__setattr__(self, "warps", DEFAULT_WARPS[known])
         if self.smem_layout is None:

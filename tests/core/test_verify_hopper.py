@@ -235,3 +235,22 @@ def test_cli_says_not_built_and_names_flags(capsys):
     assert "--arch sm_90a" in err and "Traceback" not in err
     assert main(["info", "--arch", "sm_90a"]) == 2
     assert "--instruction wgmma" in capsys.readouterr().err
+
+
+def test_persistent_grid_is_whole_clusters_within_the_work():
+    s = _h(cluster=(2, 1))
+    assert persistent_ctas(G, s, 132) == 132                     # 1024 tiles: one CTA per SM
+    assert persistent_ctas(G, _h(cluster=(2, 1), sms=8), 132) == 8
+    assert persistent_ctas(_g(m=256, n=256), s, 132) == 4         # 2 x 2 tiles: no idle CTAs
+    assert persistent_ctas(G, Schedule(block=(128, 128, 64), instruction="wgmma", cluster=(2, 2)), 131) == 128
+
+
+def test_epilogue_path_follows_c_alignment():
+    assert hopper_plan(G, H).epilogue == "tma"
+    odd = _g(n=1000, out_dtype="f16", ldc=1004)                   # 2008-byte rows: TMA cannot store them
+    p = hopper_plan(odd, H)
+    assert p.epilogue == "direct" and p.smem.epilogue_store == 0
+    verify_rules(odd, H, ARCH)
+    assert hopper_plan(G, _h(epilogue_via_smem=False)).epilogue == "direct"
+    beta = hopper_plan(_g(epilogue=Epilogue(beta=1.0)), H)
+    assert beta.smem.epilogue_load == beta.smem.epilogue_store > 0  # C read through TMA as well

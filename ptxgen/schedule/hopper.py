@@ -109,7 +109,7 @@ class SmemBudget:
         epi = (f" + {self.epilogue_store} B epilogue staging" if self.epilogue_store else "") + (
             f" + {self.epilogue_load} B C staging" if self.epilogue_load else "")
         return (f"{self.stages} stages x ({self.a_stage} B of A + {self.b_stage} B of B){epi} + "
-                f"{self.barriers} B mbarriers + {self.align_slack} B 1024-byte alignment = {self.total} B")
+                f"{self.barriers} B mbarriers + {self.align_slack} B to align the base to 1024 B = {self.total} B")
 
 
 @dataclass(frozen=True)

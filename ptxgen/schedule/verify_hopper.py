@@ -9,7 +9,7 @@ sent to the sm_80 path (arch="sm_90", instruction="m16n8k16") where it exists.
 """
 from __future__ import annotations
 
-from .hopper import (CONSUMER_OVERHEAD_REGS, FP8_DTYPES, SETMAXNREG_MAX, SETMAXNREG_MIN, SETMAXNREG_STEP,
+from .hopper import (CONSUMER_OVERHEAD_REGS, FP8_DTYPES, MBARRIER_BYTES, SETMAXNREG_MAX, SETMAXNREG_MIN, SETMAXNREG_STEP,
                      TMA_BOX_MAX, TMA_STRIDE_ALIGN, TRANSPOSABLE, WARPGROUP_THREADS, WGMMA_N, HopperPlan,
                      hopper_plan)
 from .problem import DTYPE_BYTES, WGMMA_K, WGMMA_M, Gemm
@@ -203,8 +203,9 @@ def verify_hopper_smem(s: Schedule, plan: HopperPlan, arch: str) -> None:
     """stages x (A + B tiles) + epilogue staging + mbarriers + alignment fit the target."""
     limit = target(arch).smem_per_block
     if plan.smem.total > limit:
-        per_stage = plan.smem.a_stage + plan.smem.b_stage
-        fits = max(0, (limit - plan.smem.total + plan.smem.ring) // (per_stage + 16))
+        per_stage = plan.smem.a_stage + plan.smem.b_stage + 2 * MBARRIER_BYTES  # tiles, full + empty barrier
+        fixed = plan.smem.total - s.stages * per_stage
+        fits = max(0, (limit - fixed) // per_stage)
         raise ScheduleError("schedule.stages", s.stages, f"{plan.smem.describe()} of shared memory, over {arch}'s "
                             f"{limit} B per block", (f"use stages <= {fits}" if fits else "use a smaller block tile")
                             + (", or epilogue_via_smem=False (no C staging)" if plan.smem.epilogue_store else ""))

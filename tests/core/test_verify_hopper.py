@@ -254,3 +254,21 @@ def test_epilogue_path_follows_c_alignment():
     assert hopper_plan(G, _h(epilogue_via_smem=False)).epilogue == "direct"
     beta = hopper_plan(_g(epilogue=Epilogue(beta=1.0)), H)
     assert beta.smem.epilogue_load == beta.smem.epilogue_store > 0  # C read through TMA as well
+
+
+@settings(max_examples=40, deadline=None)
+@given(bm=st.sampled_from([64, 128, 256]), bn=st.sampled_from([64, 128, 192, 256]), bk=st.sampled_from([64, 128]),
+       beta=st.sampled_from([0.0, 1.0]), out=st.sampled_from(["f32", "bf16"]))
+def test_the_stage_count_the_smem_rule_suggests_is_the_largest_that_fits(bm, bn, bk, beta, out):
+    g = _g(out_dtype=out, epilogue=Epilogue(beta=beta))
+    consumers = 2 if bm % 128 == 0 and bm * bn // 256 + 40 > 232 else (2 if bm == 256 else 1)
+    base = dict(block=(bm, bn, bk), consumers=consumers)
+    with pytest.raises(ScheduleError) as info:
+        verify_rules(g, _h(stages=40, **base), ARCH)
+    if info.value.field != "schedule.stages":  # another rule (registers) comes first for this tile
+        return
+    fits = int(info.value.fix.split("stages <= ")[1].split(",")[0]) if "stages <=" in info.value.fix else 0
+    if fits:
+        verify_rules(g, _h(stages=fits, **base), ARCH)
+    with pytest.raises(ScheduleError, match="stages"):
+        verify_rules(g, _h(stages=fits + 1, **base), ARCH)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .schedule.problem import INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
+from .schedule.problem import FP8_DTYPES, INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
 #: atol in units of the reference's RMS when `compare` gets only a dtype name (K unknown), and
 #: the relative Frobenius error `tolerance` reports: f32 accumulation error plus the output's
@@ -21,6 +21,13 @@ TOLERANCE = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2, "s32": 0.0, "s8": 0.0, "u8"
 TF32_TOLERANCE = 5e-3
 #: f16 accumulation rounds the running sum to 11 bits after every mma (K/16 roundings).
 F16_ACC_TOLERANCE = 1e-2
+#: fp8 inputs: Hopper's fp8 wgmma is reported to keep about 14 bits when it adds each k32 product
+#: group into the f32 accumulator (DeepSeek-V3 technical report, arXiv 2412.19437, §3.3.2: about
+#: 2% worst relative error at K = 4096 on H800; not verified here, no GPU). `FP8_ACC_UNIT_ROUNDOFF`
+#: once per `FP8_K_GROUP` of K models it; the products themselves are exact.
+FP8_ACC_UNIT_ROUNDOFF = 2.0 ** -14
+FP8_K_GROUP = 32
+FP8_TOLERANCE = 1e-2
 #: GELU and SiLU use ex2.approx.f32 (about 2^-22 relative) and f32 arithmetic on the way.
 APPROX_ACTIVATION_TOLERANCE = 2e-3
 #: 8-bit outputs must equal the float64 value x rounded to nearest even and saturated, except that
@@ -39,6 +46,8 @@ def tolerance(g: Gemm) -> float:
         tol = max(tol, TF32_TOLERANCE)
     if g.acc_dtype == "f16":
         tol = max(tol, F16_ACC_TOLERANCE)
+    if g.dtype in FP8_DTYPES:
+        tol = max(tol, FP8_TOLERANCE)
     if g.epi.activation in ("gelu", "silu"):
         tol = max(tol, APPROX_ACTIVATION_TOLERANCE)
     return tol
@@ -71,7 +80,10 @@ def unwritten(c: np.ndarray) -> np.ndarray:
 
 
 def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Logical A (M x K) and B (K x N) in the gemm's storage layouts, values in ±[0.5, 1.5).
+    """Logical A (M x K) and B (K x N) in the gemm's storage layouts, values in ±[0.5, 1.5].
+
+    Float inputs are drawn in float64 and rounded to the input dtype, so every value is exactly
+    representable there (fp8: 13 e4m3 or 7 e5m2 magnitudes from 0.5 to 1.5), never zero, finite.
 
     Batched problems get (batch, M, K) and (batch, K, N) arrays, each matrix in its layout.
     """
@@ -234,6 +246,9 @@ def accumulation_error(g: Gemm | str) -> float:
         err += 2 * g.k * UNIT_ROUNDOFF["f32"]  # sign while a partial sum keeps its sign
     if g.dtype == "tf32":  # bounded by 2^-10 |p| per product; RMS 2^-11 sqrt(2/3) of the sum's: 7 sigma
         err += TF32_INPUT_SIGMAS * UNIT_ROUNDOFF["tf32"]
+    if g.dtype in FP8_DTYPES:  # ~14-bit adds of each k32 group (FP8_ACC_UNIT_ROUNDOFF), may truncate
+        groups = -(-g.k // FP8_K_GROUP)
+        err += ERROR_SIGMAS * FP8_ACC_UNIT_ROUNDOFF * np.sqrt(groups) + 2 * groups * FP8_ACC_UNIT_ROUNDOFF
     return float(err)
 
 
@@ -267,6 +282,8 @@ def gamma(g: Gemm) -> float:
     if g.accumulator == "s32":
         return EPILOGUE_ROUNDINGS * UNIT_ROUNDOFF["f32"]
     nu = (g.k + EPILOGUE_ROUNDINGS) * 2 * UNIT_ROUNDOFF[g.accumulator]  # 2u: hardware may truncate
+    if g.dtype in FP8_DTYPES:  # plus one ~14-bit add per k32 group (FP8_ACC_UNIT_ROUNDOFF)
+        nu += -(-g.k // FP8_K_GROUP) * 2 * FP8_ACC_UNIT_ROUNDOFF
     out = nu / (1 - nu) if nu < 1 else np.inf
     return float(out + (2 * UNIT_ROUNDOFF["tf32"] if g.dtype == "tf32" else 0.0))
 

@@ -15,7 +15,7 @@ from . import __version__
 from .cli_flags import dims, epilogue, flag_text, non_negative, schedule_error_text
 from .cli_report import bank_summary, describe, instruction_mix, resources_line, stream_k_summary  # noqa: F401
 from .compile import compile as compile_kernel
-from .errors import AssembleError, ScheduleError
+from .errors import AssembleError, LoweringNotBuilt, ScheduleError
 from .kernel import Kernel
 from .schedule.problem import INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Gemm
 from .schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     p = common.add_argument_group("problem")
     p.add_argument("--shape", default=None, type=lambda t: dims(t, 3, "shape"),
                    help="MxNxK (default 4096x4096x4096 for emit and info; 256x256x128 for run)")
-    p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES, help="input dtype (default f16)")
+    p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES,
+                   help="input dtype (default f16; e4m3/e5m2 are fp8, which only the sm_90a wgmma path takes)")
     p.add_argument("--out", "--out-dtype", dest="out_dtype", default=None, choices=OUTPUT_DTYPES,
                    help="output dtype (default f32; s32 for s8/u8 inputs)")
     p.add_argument("--batch", default=1, type=int, help="independent GEMMs in one launch (default 1)")
@@ -73,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--stages", default=None, type=int,
                    help="pipeline stages (default: chosen; 3 with other schedule flags)")
     s.add_argument("--instruction", default=None, choices=tuple(INSTRUCTIONS),
-                   help="mma.sync m16n8k16 (default) or wmma m16n16k16")
+                   help="mma.sync m16n8k16 (default), wmma m16n16k16, or wgmma (--arch sm_90a only; the Hopper "
+                        "lowering is not built yet, so such schedules are verified and refused)")
     s.add_argument("--smem-layout", default=None, choices=SMEM_LAYOUTS,
                    help="shared-memory tile layout (default swizzle; pad for wmma, which cannot read a swizzled tile)")
     s.add_argument("--raster", default=None, choices=RASTERS,
@@ -135,11 +137,10 @@ def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kern
                 bias_dtype=args.bias_dtype)
     if all(getattr(args, flag) is None for flag in SCHEDULE_FLAGS):
         return compile_kernel(gemm, None, arch=args.arch)
-    instruction = args.instruction or "m16n8k16"
-    wmma = instruction == "wmma"
-    sched = Schedule(block=tuple(args.block or (128, 128, 32)), warps=tuple(args.warps or ((2, 4) if wmma else (2, 2))),
-                     stages=3 if args.stages is None else args.stages, instruction=instruction,
-                     smem_layout=args.smem_layout or ("pad" if wmma else "swizzle"), raster=args.raster or "row",
+    # warps and smem_layout left None take the instruction's defaults (Schedule.__post_init__)
+    sched = Schedule(block=tuple(args.block or (128, 128, 32)), warps=tuple(args.warps) if args.warps else None,
+                     stages=3 if args.stages is None else args.stages, instruction=args.instruction or "m16n8k16",
+                     smem_layout=args.smem_layout, raster=args.raster or "row",
                      group_m=8 if args.group_m is None else args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer,
                      epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via or "auto"],
@@ -201,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("interrupted (Ctrl-C); nothing was checked", 130)
     except UsageError as e:
         return _fail(str(e), 2)
+    except LoweringNotBuilt as e:  # a legal schedule ptxgen cannot lower yet (sm_90a)
+        return _fail(f"not built yet: {schedule_error_text(e)}", 2)
     except ScheduleError as e:
         return _fail(f"invalid schedule: {schedule_error_text(e)}", 2)
     except AssembleError as e:

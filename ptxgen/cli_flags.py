@@ -24,7 +24,7 @@ FIELD_FLAGS: dict[str, str] = {
     "instruction": "--instruction", "smem_layout": "--smem-layout", "raster": "--raster",
     "group_m": "--group-m", "frag_double_buffer": "--no-frag-double-buffer",
     "epilogue_via_smem": "--epilogue-via", "split_k": "--split-k", "split_k_mode": "--split-k-mode",
-    "decomposition": "--stream-k", "sms": "--sms",
+    "decomposition": "--stream-k", "sms": "--sms", "arch": "--arch",
 }
 #: Single-letter fields, translated only when named as gemm.m/n/k (prose says "k=16" of instructions).
 DIMENSIONS = ("m", "n", "k")

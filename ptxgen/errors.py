@@ -29,3 +29,9 @@ class AssembleError(RuntimeError):
 class ScheduleTypeError(ScheduleError, TypeError):
     """A Gemm, Epilogue or Schedule field of the wrong type (a str where a bool belongs, a float
     shape). Both a ScheduleError, so one `except` catches every bad input, and a TypeError."""
+
+
+class LoweringNotBuilt(ScheduleError, NotImplementedError):
+    """A schedule every rule accepts but whose lowering ptxgen does not have yet (the sm_90a
+    wgmma pipeline). A ScheduleError too, so code that skips unlowerable schedules skips it,
+    and a NotImplementedError, which is what it is; the message says what to use instead."""

@@ -85,6 +85,13 @@ DEVICES: dict[str, DeviceModel] = {"sm_80": A100, "sm_86": A6000, "sm_89": RTX40
 def device_model(arch: str) -> DeviceModel:
     """The flagship model for `arch`; a ValueError naming the modelled archs for any other."""
     target(arch)  # an unknown arch gets the targets' message
+    if arch == "sm_90a":
+        from ..errors import LoweringNotBuilt
+
+        raise LoweringNotBuilt("arch", arch, "there is nothing to choose for sm_90a yet: its Hopper lowering "
+                               "(TMA + mbarrier + wgmma) is not built",
+                               "use arch 'sm_90' (the mma.sync path, which runs on Hopper); a wgmma schedule "
+                               "(--instruction wgmma / instruction='wgmma') is verified but not yet lowered")
     try:
         return DEVICES[arch]
     except KeyError:

@@ -7,27 +7,36 @@ import numpy as np
 
 from .scalars import normalise
 
-#: Input dtypes lowered today, and the numpy dtype that holds them.
-INPUT_DTYPES = ("f16", "bf16", "tf32", "s8", "u8")
+#: Input dtypes, and the numpy dtype that holds them. e4m3/e5m2 (fp8) are wgmma-only (sm_90a).
+INPUT_DTYPES = ("f16", "bf16", "tf32", "s8", "u8", "e4m3", "e5m2")
 OUTPUT_DTYPES = ("f32", "f16", "bf16", "s32", "s8", "u8")
 INTEGER_DTYPES = ("s8", "u8")
+#: 8-bit floats (PTX .e4m3 / .e5m2; numpy: ml_dtypes float8_e4m3fn, float8_e5m2): f32 accumulation,
+#: f32/f16/bf16 output. Only wgmma multiplies them, so only arch="sm_90a" takes them.
+FP8_DTYPES = ("e4m3", "e5m2")
 #: Outputs that round the f32 epilogue value to 8 bits (cvt.rni.sat: nearest even, saturated).
 QUANTIZED_DTYPES = ("s8", "u8")
 #: The mma.sync shape (m, n, k) each input dtype issues: every k-step covers 32 bytes of K.
 MMA_MNK = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "tf32": (16, 8, 8), "s8": (16, 8, 32), "u8": (16, 8, 32)}
 MMA_SHAPE = {dtype: "m{}n{}k{}".format(*mnk) for dtype, mnk in MMA_MNK.items()}
+#: The K of one wgmma per input dtype (32 bytes of K, docs/ptx_facts/wgmma.md §9a); M is always 64
+#: per warpgroup and N is the block's BN.
+WGMMA_M = 64
+WGMMA_K = {"f16": 16, "bf16": 16, "tf32": 8, "s8": 32, "u8": 32, "e4m3": 32, "e5m2": 32}
 #: wmma's only lowered shape (f16/bf16 inputs).
 WMMA_MNK = (16, 16, 16)
 LAYOUTS = ("row", "col")
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s8": 1, "u8": 1, "s32": 4}
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s8": 1, "u8": 1, "s32": 4, "e4m3": 1, "e5m2": 1}
 
 
 def numpy_dtype(name: str) -> np.dtype:
-    """The numpy dtype that holds a ptxgen dtype (bf16 comes from ml_dtypes)."""
-    if name == "bf16":
+    """The numpy dtype that holds a ptxgen dtype (bf16, e4m3 and e5m2 come from ml_dtypes; e4m3 is
+    the "fn" variant PTX uses: no infinities, NaN = S.1111.111, largest finite 448)."""
+    if name in ("bf16", "e4m3", "e5m2"):
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype({"bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
+                         "e5m2": ml_dtypes.float8_e5m2}[name])
     return np.dtype({"f16": np.float16, "f32": np.float32, "tf32": np.float32, "s8": np.int8,
                      "u8": np.uint8, "s32": np.int32}[name])
 
@@ -174,13 +183,20 @@ def _largest_alignment(*row_bytes: int) -> int:
     return next(a for a in (16, 8, 4, 2, 1) if all(b % a == 0 for b in row_bytes))
 
 
-def instruction_shape(g: "Gemm", instruction: str) -> tuple[int, int, int]:
+def instruction_shape(g: "Gemm", instruction: str, block_n: int | None = None) -> tuple[int, int, int]:
     """(m, n, k) of the instruction the kernel actually issues: mma.sync's shape follows the input
-    dtype (m16n8k16, m16n8k8 for tf32, m16n8k32 for int8); wmma is m16n16k16. The tiling rules
-    use this, not the schedule's `instruction` name, which only picks mma.sync or wmma."""
+    dtype (m16n8k16, m16n8k8 for tf32, m16n8k32 for int8); wmma is m16n16k16; wgmma is
+    m64nNk(32 bytes) with N = the block's BN (`block_n`, required for wgmma). The tiling rules
+    use this, not the schedule's `instruction` name, which only picks the instruction family."""
+    if instruction == "wgmma":
+        if block_n is None:
+            raise ValueError("instruction_shape(g, 'wgmma', block_n): wgmma's N is the block's BN; pass it")
+        return WGMMA_M, block_n, WGMMA_K[g.dtype]
     return WMMA_MNK if instruction == "wmma" else MMA_MNK[g.dtype]
 
 
-def instruction_name(g: "Gemm", instruction: str) -> str:
-    """What the kernel actually issues, e.g. "mma.sync m16n8k8" for tf32 or "wmma m16n16k16"."""
-    return ("wmma " if instruction == "wmma" else "mma.sync ") + "m{}n{}k{}".format(*instruction_shape(g, instruction))
+def instruction_name(g: "Gemm", instruction: str, block_n: int | None = None) -> str:
+    """What the kernel actually issues, e.g. "mma.sync m16n8k8" for tf32, "wmma m16n16k16" or
+    "wgmma m64n128k32" (e4m3 with BN = 128)."""
+    family = {"wmma": "wmma ", "wgmma": "wgmma "}.get(instruction, "mma.sync ")
+    return family + "m{}n{}k{}".format(*instruction_shape(g, instruction, block_n))

@@ -7,7 +7,9 @@ from .scalars import normalise
 
 #: Instruction shapes (m, n, k) by name: mma.sync m16n8k16, or the opaque-fragment wmma m16n16k16
 #: (IREE's LLVMGPUMatmulTensorCore path, kept for ablation).
-INSTRUCTIONS = {"m16n8k16": (16, 8, 16), "wmma": (16, 16, 16)}
+#: "wgmma" is Hopper's warpgroup m64nNk(32 bytes) (sm_90a only; N = BN, so its entry holds the
+#: fixed M and the f16 K: `problem.instruction_shape` gives the real shape).
+INSTRUCTIONS = {"m16n8k16": (16, 8, 16), "wmma": (16, 16, 16), "wgmma": (64, 0, 16)}
 SMEM_LAYOUTS = ("swizzle", "pad", "plain")
 RASTERS = ("row", "grouped")
 SPLIT_K_MODES = ("workspace", "atomic")
@@ -15,8 +17,16 @@ SPLIT_K_MODES = ("workspace", "atomic")
 DECOMPOSITIONS = ("tiles", "stream-k", "stream-k-pure")
 #: What `warps=None` and `smem_layout=None` become, per instruction (the CLI's defaults too): the
 #: layout each instruction reads fastest, and a warp grid that fits a 128x128 tile's registers.
-DEFAULT_WARPS = {"m16n8k16": (2, 2), "wmma": (2, 4)}
-DEFAULT_SMEM_LAYOUT = {"m16n8k16": "swizzle", "wmma": "pad"}
+DEFAULT_WARPS = {"m16n8k16": (2, 2), "wmma": (2, 4), "wgmma": (4, 1)}  # wgmma: (4 * consumers, 1)
+DEFAULT_SMEM_LAYOUT = {"m16n8k16": "swizzle", "wmma": "pad", "wgmma": "swizzle"}
+#: The fields only wgmma schedules use (None on every other schedule; see `Schedule`).
+HOPPER_FIELDS = ("consumers", "warp_specialized", "producer_regs", "consumer_regs", "persistent", "cluster",
+                 "multicast", "swizzle")
+#: TMA / wgmma-descriptor swizzle widths in bytes (docs/ptx_facts/tma.md "Swizzle modes").
+SWIZZLE_WIDTHS = (128, 64, 32)
+#: CUTLASS's warp-specialised register split (docs/ptx_facts/warp_specialisation.md §9g): the
+#: producer keeps 40; consumers take what the CTA's registers at launch leave (`hopper.py`).
+DEFAULT_PRODUCER_REGS = 40
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,32 @@ class Schedule:
       fixed up in K order through a workspace with flags, so results are deterministic.
     * `sms`: persistent CTAs for Stream-K; None uses the device's SM count on the GPU and the
       target's flagship count (`Target.sms`) in the simulator.
+
+    Hopper (`instruction="wgmma"`, arch "sm_90a"): TMA loads into swizzled shared memory on a
+    full/empty mbarrier ring of `stages`, wgmma from shared-memory descriptors. `block` is the CTA
+    tile (BM a multiple of 64 per consumer warpgroup, BN a legal wgmma N, BK*element bytes a
+    multiple of the swizzle width); `raster`/`group_m` order the tiles a persistent CTA walks;
+    `split_k`/`decomposition`/`sms` as above; `epilogue_via_smem` True stages C through shared
+    memory for a TMA store, False stores from the accumulators (None: TMA when C's rows are
+    16-byte aligned). `warps` is derived ((4 * consumers, 1): the consumer warps), `smem_layout`
+    is "swizzle" and `frag_double_buffer` does not apply (wgmma reads shared memory itself). The
+    fields below are for wgmma only (None elsewhere); None picks the sm_90a default shown, so
+    `Schedule(block=(128, 128, 64), instruction="wgmma", stages=4)` is a complete schedule:
+
+    * `consumers`: consumer warpgroups (1 or 2), splitting BM: each owns BM/consumers rows (a
+      multiple of 64). Default 2 when BM is a multiple of 128, else 1.
+    * `warp_specialized`: a producer warpgroup (one elected thread) issues the TMA copies while
+      the consumers only wait, multiply and release stages (default True); False: the consumers
+      issue the copies themselves, ahead by `stages - 1` k-tiles.
+    * `producer_regs` / `consumer_regs`: `setmaxnreg.dec` / `.inc` register counts (warp
+      specialised only): multiples of 8 in 24..256. Default 40 for the producer and the most the
+      CTA's registers leave each consumer (232 with two consumers, 256 with one).
+    * `persistent`: one CTA per SM walks the output tiles (default True); False: one CTA per tile.
+    * `cluster`: (CM, CN) CTAs per thread-block cluster, CM * CN <= 8 (default (1, 1)).
+    * `multicast`: the CTAs of a cluster that share an operand tile load it once with TMA
+      multicast (B along CM, A along CN); default True when the cluster has more than one CTA.
+    * `swizzle`: 128, 64 or 32 bytes, the TMA box and wgmma descriptor swizzle; None (default)
+      takes the widest the operand tiles' contiguous extents allow (`hopper.hopper_plan`).
     """
 
     block: tuple[int, int, int]
@@ -66,14 +102,50 @@ class Schedule:
     epilogue_via_smem: bool | None = None
     decomposition: str = "tiles"
     sms: int | None = None
+    # -- Hopper only (instruction="wgmma", arch="sm_90a"): see above; None elsewhere ------------
+    consumers: int | None = None
+    warp_specialized: bool | None = None
+    producer_regs: int | None = None
+    consumer_regs: int | None = None
+    persistent: bool | None = None
+    cluster: tuple[int, int] | None = None
+    multicast: bool | None = None
+    swizzle: int | None = None
 
     def __post_init__(self) -> None:
-        normalise(self, tuple(f.name for f in fields(self) if f.name not in ("block", "warps")), ("block", "warps"))
-        known = "wmma" if self.instruction == "wmma" else "m16n8k16"  # any other name: verify names it
+        tuples = ("block", "warps", "cluster")
+        normalise(self, tuple(f.name for f in fields(self) if f.name not in tuples), tuples)
+        if self.instruction == "wgmma":
+            self._hopper_defaults()
+        known = (self.instruction if isinstance(self.instruction, str) and self.instruction in DEFAULT_SMEM_LAYOUT
+                 else "m16n8k16")  # any other value: the verifier names it
         if self.warps is None:
             object.__setattr__(self, "warps", DEFAULT_WARPS[known])
         if self.smem_layout is None:
             object.__setattr__(self, "smem_layout", DEFAULT_SMEM_LAYOUT[known])
+
+    def _hopper_defaults(self) -> None:
+        """Fill the wgmma fields left None with the sm_90a defaults (the ones that need the Gemm,
+        `swizzle` and `epilogue_via_smem`, are resolved by `hopper.hopper_plan`). Values of a wrong
+        type are left as given, for the verifier to name."""
+        def default(name: str, value: object) -> None:
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+
+        bm = self.block[0] if isinstance(self.block, tuple) and self.block and isinstance(self.block[0], int) else 0
+        default("consumers", 2 if bm % 128 == 0 and bm > 0 else 1)
+        default("warp_specialized", True)
+        default("persistent", True)
+        default("cluster", (1, 1))
+        default("multicast", isinstance(self.cluster, tuple) and self.cluster != (1, 1))
+        if isinstance(self.consumers, int) and not isinstance(self.consumers, bool):
+            default("warps", (4 * self.consumers, 1))
+        if self.warp_specialized is True and isinstance(self.consumers, int) and 1 <= self.consumers <= 2:
+            from .hopper import default_consumer_regs  # hopper.py imports this module
+
+            default("producer_regs", DEFAULT_PRODUCER_REGS)
+            if isinstance(self.producer_regs, int):
+                default("consumer_regs", default_consumer_regs(self.consumers, self.producer_regs))
 
     @property
     def bm(self) -> int:
@@ -88,8 +160,19 @@ class Schedule:
         return self.block[2]
 
     @property
+    def hopper(self) -> bool:
+        """Whether this is a Hopper (wgmma) schedule, which the sm_90a pipeline lowers."""
+        return self.instruction == "wgmma"
+
+    @property
+    def producer_warpgroups(self) -> int:
+        """1 for a warp-specialised wgmma schedule (the TMA producer), else 0."""
+        return 1 if self.hopper and self.warp_specialized else 0
+
+    @property
     def num_warps(self) -> int:
-        return self.warps[0] * self.warps[1]
+        """All warps of the CTA: the warp grid, plus a wgmma schedule's producer warpgroup."""
+        return self.warps[0] * self.warps[1] + 4 * self.producer_warpgroups
 
     @property
     def threads(self) -> int:

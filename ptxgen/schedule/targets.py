@@ -1,4 +1,4 @@
-"""Per-architecture facts the verifier and the PTX header need (ptx_facts.md §10)."""
+"""Per-architecture facts the verifier and the PTX header need (docs/ptx_facts/module.md §10)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,6 +17,16 @@ class Target:
     #: SMs of the family's flagship part (A100, A10/RTX 3090-class, L40/RTX 4090-class, H100 SXM):
     #: the persistent Stream-K grid when neither the schedule nor a device says otherwise.
     sms: int = 108
+    #: Hopper features the target string and PTX version give the lowering. wgmma and setmaxnreg
+    #: exist only for the architecture-specific `sm_90a` target (PTX 8.0); TMA
+    #: (cp.async.bulk.tensor), mbarrier expect_tx and multicast need PTX 8.0 too, so `sm_90`
+    #: at `.version 7.8` (the mma.sync path, kept unchanged) has none of them
+    #: (docs/ptx_facts/module.md §10, wgmma.md §9a, warp_specialisation.md §9g).
+    wgmma: bool = False
+    tma: bool = False
+    setmaxnreg: bool = False
+    #: CTAs a cluster may hold (the portable limit, clusters.md); 1 where the lowering makes none.
+    max_cluster: int = 1
 
 
 TARGETS: dict[str, Target] = {
@@ -24,7 +34,13 @@ TARGETS: dict[str, Target] = {
     "sm_86": Target("sm_86", (7, 8), 99 * 1024, sms=84),
     "sm_89": Target("sm_89", (7, 8), 99 * 1024, sms=128),
     "sm_90": Target("sm_90", (7, 8), 227 * 1024, sms=132),
+    # The Hopper path (wgmma + TMA + mbarrier): 227 KB = 232 448 B per block with the opt-in.
+    "sm_90a": Target("sm_90a", (8, 0), 227 * 1024, sms=132, wgmma=True, tma=True, setmaxnreg=True,
+                     max_cluster=8),
 }
+
+#: The targets that lower `instruction="wgmma"` schedules (the Hopper pipeline).
+HOPPER_TARGETS = tuple(name for name, t in TARGETS.items() if t.wgmma)
 
 
 def target(arch: str) -> Target:

@@ -14,8 +14,9 @@ from .problem import INTEGER_DTYPES, QUANTIZED_DTYPES, Gemm, instruction_name, i
 from .schedule import Schedule
 from .streamk import tile_count
 from .targets import TARGETS, target
+from .verify_hopper import verify_hopper, verify_target
 from .verify_types import check_arguments, verify_types
-from ..errors import ScheduleError
+from ..errors import LoweringNotBuilt, ScheduleError
 
 F32_MAX = float(np.finfo(np.float32).max)
 F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)
@@ -289,11 +290,19 @@ def verify_stream_k(g: Gemm, s: Schedule) -> None:
                             "tiles x k-tiles exceeds the 31-bit iteration counter", "use a larger block tile")
 
 
-def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
+def verify_rules(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     """Raise ScheduleError for the first rule (Gemm, Schedule) breaks on `arch` (a TypeError for
-    arguments that are not a Gemm, a Schedule and an arch string, e.g. swapped ones)."""
+    arguments that are not a Gemm, a Schedule and an arch string, e.g. swapped ones). Hopper
+    (wgmma, sm_90a) schedules get the rules of verify_hopper.py; the rest the sm_80 rules."""
     check_arguments("verify", g, s, arch)
     verify_fields(g, s, arch)
+    verify_target(g, s, arch)
+    if s.hopper:
+        verify_hopper(g, s, arch)
+        verify_problem(g, s)
+        verify_split_k(g, s)
+        verify_stream_k(g, s)
+        return
     if s.instruction == "wmma" and g.dtype not in ("f16", "bf16"):
         raise ScheduleError("schedule.instruction", s.instruction, f"the wmma path takes f16/bf16, not {g.dtype}",
                             "use instruction='m16n8k16' (mma.sync)")
@@ -305,3 +314,16 @@ def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     verify_problem(g, s)
     verify_split_k(g, s)
     verify_stream_k(g, s)
+
+
+def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
+    """`verify_rules`, and then whether ptxgen can lower the schedule: a legal sm_90a (wgmma)
+    schedule raises LoweringNotBuilt (a ScheduleError) until the Hopper lowering exists, so that
+    `compile` stops here instead of handing it to the mma.sync lowering."""
+    verify_rules(g, s, arch)
+    if s.hopper:
+        raise LoweringNotBuilt("arch", arch, "the Hopper lowering (TMA + mbarrier + wgmma pipeline) is not built "
+                               "yet: this schedule passes every sm_90a rule, but ptxgen cannot emit it",
+                               "compile for arch='sm_90' with instruction='m16n8k16' (the mma.sync path runs on "
+                               "Hopper)" + (f"; {g.dtype} needs its operands converted to f16 first (exact)"
+                                            if g.dtype in ("e4m3", "e5m2") else ""))

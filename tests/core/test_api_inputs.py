@@ -92,6 +92,10 @@ FIELDS = {
     ("schedule", "smem_layout"): BAD_CHOICE,  # None picks the instruction's layout
     **{("schedule", f): BAD_CHOICE + [None] for f in ("instruction", "raster", "split_k_mode", "decomposition")},
     ("schedule", "frag_double_buffer"): BAD_BOOL + [None], ("schedule", "epilogue_via_smem"): BAD_BOOL,
+    # the Hopper (wgmma) fields: type-checked on every schedule, before any rule about where they apply
+    **{("schedule", f): BAD_INT for f in ("consumers", "producer_regs", "consumer_regs", "swizzle")},
+    **{("schedule", f): BAD_BOOL for f in ("warp_specialized", "persistent", "multicast")},
+    ("schedule", "cluster"): BAD_TUPLE,
 }
 
 

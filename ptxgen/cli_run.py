@@ -19,6 +19,7 @@ from .cli import UsageError, build
 from .cli_report import bank_summary, describe, resources_line
 from .kernel import Kernel
 from .progress import duration
+from .scaleout import Workers
 from .schedule.problem import numpy_dtype
 
 #: Warn before a simulation expected to take longer than this many seconds.
@@ -167,6 +168,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runtime.driver import gpu_available, gpu_unavailable_reason
     from .simulate import SECONDS_PER_CTA_STEP, estimate_seconds, sample_ctas
 
+    spread_over = workers_from(args)
     k = build(args, (256, 256, 128))
     print("\n".join(describe(k)))
     print(resources_line(k))
@@ -176,8 +178,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     regions = tile_regions(k, ctas)
     tiles = -(-g.m // k.schedule.bm) * -(-g.n // k.schedule.bn) * g.batch
     checked = tiles if ctas is None else len(regions)
+    if on_gpu and spread_over.parallel:
+        print("ptxgen: note: --workers and --ray spread the CPU simulator's CTAs; this run is on the GPU "
+              "(add --sim to simulate)", file=sys.stderr)
     if not on_gpu:
         estimate = estimate_seconds(k, ctas)
+        if spread_over.processes > 1:  # Ray's CPU count is the cluster's: not known before connecting
+            n = len(ctas) if ctas else k.grid[0] * k.grid[1] * k.grid[2]
+            estimate /= min(spread_over.processes, n)
         if estimate > SLOW_RUN_S:
             n = len(ctas) if ctas else k.grid[0] * k.grid[1] * k.grid[2]
             count = f"{n} sampled CTAs" if ctas else ("the grid's one CTA" if n == 1 else f"all {n} CTAs")
@@ -205,9 +213,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"
     why = short_reason(why)
     c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias, scale=scale,
-                            progress=_progress_arg(args))
+                            progress=_progress_arg(args), workers=spread_over)
     scope = "every CTA" if ctas is None else f"{len(ctas)} of {total} CTAs {ctas}"
-    print(f"executed   on the CPU simulator ({why}): {scope}, {res.instructions} thread-instructions")
+    over = f" over {spread_over.describe()}" if spread_over.parallel else ""
+    print(f"executed   on the CPU simulator ({why}): {scope}{over}, {res.instructions} thread-instructions")
     result = check_regions(k, regions, c, a, b, c0, bias, scale)
     strays = stray_writes(k, c, c0, regions)
     print(f"{result}; checked {checked} of {tiles} tiles" + ("" if ctas is None else f" ({len(ctas)} of {total} CTAs)"))
@@ -216,6 +225,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("shared-memory bank conflicts:")
     print("\n".join(bank_summary(k, res.smem_wavefronts)))
     return 0 if result.ok and not strays else 1
+
+
+def workers_from(args: argparse.Namespace) -> Workers:
+    """Where the simulator's CTAs run: --workers N local processes, or --ray [ADDRESS]."""
+    workers, address = getattr(args, "workers", 1), getattr(args, "ray", None)
+    if address is not None and workers > 1:
+        raise UsageError(f"--workers {workers} and --ray both ask where to simulate: pass one (--workers N for "
+                         "local processes, --ray [ADDRESS] for a Ray cluster)")
+    return Workers.of("ray", address or None) if address is not None else Workers.of(workers)
 
 
 def short_reason(why: str, width: int = 90) -> str:

@@ -41,6 +41,10 @@ CLUSTER_EXTRA = 'pip install -e ".[cluster]"'
 OnResult = Callable[[int, Any], None]
 
 
+class WorkerLost(RuntimeError):
+    """A pool worker process died (killed, or out of memory) before finishing its item."""
+
+
 @dataclass(frozen=True)
 class Workers:
     """Where `spread` runs jobs: `processes` local processes, or Ray tasks when `ray` is set."""
@@ -130,8 +134,8 @@ def process_map(fn: Callable[[Any, Any], Any], items: Sequence[Any], processes: 
         results = _collect(futures, lambda f: f.result(), on_result, len(items), _cancel_futures)
     except BrokenProcessPool as e:
         _terminate(pool)
-        raise RuntimeError(f"a worker process died ({e}); it may have run out of memory: fix: fewer "
-                           "workers, or a smaller problem") from None
+        raise WorkerLost(f"a worker process died ({e}); it may have run out of memory: fix: fewer "
+                         "workers, or a smaller problem") from None
     except BaseException:
         _terminate(pool)
         raise

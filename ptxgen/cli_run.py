@@ -38,8 +38,9 @@ class Region:
     cols: slice
 
 
-def host_bytes(k: Kernel, checked_elements: int) -> dict[str, int]:
-    """Host memory a run needs at its peak, by what needs it (bytes)."""
+def host_bytes(k: Kernel, checked_elements: int, workers: int = 1) -> dict[str, int]:
+    """Host memory a run needs at its peak, by what needs it (bytes); `workers` local processes
+    each hold a private copy of C (and of the split-K workspace)."""
     g = k.gemm
     elem, out = np.dtype(numpy_dtype(g.dtype)).itemsize, np.dtype(numpy_dtype(g.out_dtype)).itemsize
     mk, kn, mn = g.batch * g.m * g.k, g.batch * g.k * g.n, g.batch * g.m * g.leading_dims()[2]
@@ -50,6 +51,8 @@ def host_bytes(k: Kernel, checked_elements: int) -> dict[str, int]:
         need["C's input for beta"] = (2 * out + 8) * mn
     if k.workspace_elements:
         need["split-K workspace"] = 4 * k.workspace_elements + 4 * k.counter_count
+    if workers > 1:
+        need[f"C in each of {workers} workers"] = workers * (need["C"] + need.get("split-K workspace", 0))
     rows = min(g.m, max(k.schedule.bm, BAND_ELEMENTS // max(g.n, 1)))  # one region's A rows, at most
     # the reference and C of the checked elements in float64 (a few copies inside compare), and one
     # region's float64 rows of A and columns of B
@@ -76,10 +79,10 @@ def _gb(n: float) -> str:
     return f"{n / 2**30:.1f} GB"
 
 
-def check_memory(k: Kernel, checked_elements: int, available: int | None = None) -> None:
+def check_memory(k: Kernel, checked_elements: int, available: int | None = None, workers: int = 1) -> None:
     """Refuse, naming the fix, a run whose arrays cannot fit in host memory."""
     available = available_bytes() if available is None else available
-    need = host_bytes(k, checked_elements)
+    need = host_bytes(k, checked_elements, workers)
     total = sum(need.values())
     if available is None or total <= 0.9 * available:
         return
@@ -87,7 +90,8 @@ def check_memory(k: Kernel, checked_elements: int, available: int | None = None)
     parts = ", ".join(f"{what} {_gb(n)}" for what, n in sorted(need.items(), key=lambda kv: -kv[1]) if n >= 2**28)
     raise UsageError(
         f"run --shape {g.m}x{g.n}x{g.k}{f' --batch {g.batch}' if g.batch > 1 else ''} needs about {_gb(total)} of "
-        f"host memory ({parts}), more than the {_gb(available)} available. Fix: a smaller --shape; "
+        f"host memory ({parts}), more than the {_gb(available)} available. Fix: a smaller --shape"
+        + (", fewer --workers" if workers > 1 else "") + "; "
         "the simulator checks only sampled tiles, but A, B and C are allocated whole")
 
 
@@ -194,7 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   "a smaller --shape (K sets the k-loop's length)"
                   + (", or drop --all-ctas to check sampled tiles" if args.all_ctas else "")
                   + "; Ctrl-C stops it", file=sys.stderr, flush=True)
-    check_memory(k, sum((r.rows.stop - r.rows.start) * (r.cols.stop - r.cols.start) for r in regions))
+    check_memory(k, sum((r.rows.stop - r.rows.start) * (r.cols.stop - r.cols.start) for r in regions),
+                 workers=1 if on_gpu else spread_over.processes)
     a, b = random_operands(g, seed=args.seed)
     c0, bias = random_epilogue_operands(g, seed=args.seed + 1)
     scale = random_scale(g, seed=args.seed + 2)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -110,6 +111,8 @@ def _init_worker(shared: Any) -> None:
     global _WORKER_SHARED
     _WORKER_SHARED = shared
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: no N tracebacks
+    if hasattr(signal, "pthread_sigmask"):  # blocked by process_map while the worker started
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _call_in_worker(fn: Callable[[Any, Any], Any], item: Any) -> Any:
@@ -126,10 +129,22 @@ def process_map(fn: Callable[[Any, Any], Any], items: Sequence[Any], processes: 
     (macOS, Windows) the workers are spawned, and the guard is needed."""
     if processes < 1:
         raise ValueError(f"processes={processes}: need at least 1")
-    pool = ProcessPoolExecutor(max_workers=min(processes, max(len(items), 1)),
-                               mp_context=multiprocessing.get_context(start_method()),
-                               initializer=_init_worker, initargs=(shared,))
-    futures = {pool.submit(_call_in_worker, fn, item): i for i, item in enumerate(items)}
+    # Workers start during the submits (they inherit this signal mask): SIGINT stays blocked until
+    # each has set it to ignored, and the parent takes a Ctrl-C of that moment right after.
+    masked = hasattr(signal, "pthread_sigmask")
+    if masked:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with warnings.catch_warnings():  # Python >= 3.12 warns of fork() beside threads (a progress
+            # bar); the workers use none of the parent's threads or locks
+            warnings.filterwarnings("ignore", message=".*fork", category=DeprecationWarning)
+            pool = ProcessPoolExecutor(max_workers=min(processes, max(len(items), 1)),
+                                       mp_context=multiprocessing.get_context(start_method()),
+                                       initializer=_init_worker, initargs=(shared,))
+            futures = {pool.submit(_call_in_worker, fn, item): i for i, item in enumerate(items)}
+    finally:
+        if masked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         results = _collect(futures, lambda f: f.result(), on_result, len(items), _cancel_futures)
     except BrokenProcessPool as e:

@@ -73,3 +73,36 @@ def test_run_on_local_ray_reports_what_a_serial_run_does(capsys):
     finally:
         if started:
             ray.shutdown()
+
+
+def test_memory_check_counts_a_copy_of_c_per_worker():
+    import ptxgen
+    from ptxgen.cli import UsageError
+    from ptxgen.cli_run import check_memory, host_bytes
+
+    k = ptxgen.compile(ptxgen.Gemm(4096, 4096, 64), ptxgen.Schedule(block=(128, 128, 32)))
+    serial = sum(host_bytes(k, 128 * 128).values())
+    assert host_bytes(k, 128 * 128, workers=4)["C in each of 4 workers"] == 4 * 4 * 4096 * 4096
+    check_memory(k, 128 * 128, available=2 * serial)
+    with pytest.raises(UsageError, match="fewer --workers"):
+        check_memory(k, 128 * 128, available=2 * serial, workers=4)
+
+
+def test_ctrl_c_with_workers_exits_130_with_one_line():
+    import os
+    import pathlib
+    import subprocess
+    import time
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    p = subprocess.Popen([sys.executable, "-m", "ptxgen", "run", "--sim", "--shape", "128x128x400000", "--block",
+                          "64x64x32", "--workers", "2", "--progress", "off"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env,
+                         start_new_session=True)
+    line = p.stderr.readline()  # the time warning comes just before the operands and the simulation
+    assert "will take about" in line
+    time.sleep(3.0)
+    os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the parent and its workers
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "Traceback" not in err and "interrupted" in err, err

@@ -113,11 +113,11 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     """Simulate; return (C, sim result). A new C is poisoned (`check.poisoned`) where no
     simulated CTA wrote. `progress`, `workers`, `ray_address`: see `Kernel.simulate`."""
     from . import sim
+    from .runtime.launch import check_epilogue_operands, vector_view
+    from .runtime.operands import check_no_aliasing
     from .scaleout import Workers
 
     spread_over = Workers.of(workers, ray_address)  # bad values fail before any work
-    from .runtime.launch import check_epilogue_operands, vector_view
-    from .runtime.operands import check_no_aliasing
 
     g = kernel.gemm
     align = g.alignment()
@@ -149,6 +149,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         c[covered(kernel, ctas)] = 0  # the rest stays poisoned and stray writes still show
     total = kernel.grid[0] * kernel.grid[1] * kernel.grid[2] if ctas is None else len(ctas)
     estimate = estimate_seconds(kernel, ctas) if progress is not False and not callable(progress) else None
+    if estimate is not None and spread_over.processes > 1:  # the bar's ETA before the first CTA is done
+        estimate /= min(spread_over.processes, total)
     on_done, bar = progress_callback(progress, total, estimate)
     try:
         if spread_over.parallel:

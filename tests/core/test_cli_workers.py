@@ -62,17 +62,9 @@ def test_ray_without_ray_installed_names_the_extra(monkeypatch, capsys):
     assert 'pip install -e ".[cluster]"' in err and "Traceback" not in err
 
 
-def test_run_on_local_ray_reports_what_a_serial_run_does(capsys):
-    ray = pytest.importorskip("ray", reason='Ray is not installed (pip install -e ".[cluster]")')
+def test_run_on_local_ray_reports_what_a_serial_run_does(local_ray, capsys):
     serial = report(RUN, capsys)
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        same_report(serial, report([*RUN, "--ray"], capsys), "Ray")
-    finally:
-        if started:
-            ray.shutdown()
+    same_report(serial, report([*RUN, "--ray"], capsys), "Ray")
 
 
 def test_memory_check_counts_a_copy_of_c_per_worker():

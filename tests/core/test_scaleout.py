@@ -97,17 +97,6 @@ def test_a_ray_option_without_ray_names_the_extra(monkeypatch):
 
 
 # -- Ray ---------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray", reason='Ray is not installed (pip install -e ".[cluster]")')
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def test_ray_map_returns_results_in_item_order(local_ray):
     seen = []
     got = ray_map(scaled_square, ITEMS, shared=3, num_gpus=0, on_result=lambda i, r: seen.append(i))

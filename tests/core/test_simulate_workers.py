@@ -178,14 +178,6 @@ def test_ray_without_ray_installed_names_the_extra(monkeypatch):
         k.simulate(a, b, workers="ray")
 
 
-def test_simulate_on_local_ray_is_bit_identical():
-    ray = pytest.importorskip("ray", reason='Ray is not installed (pip install -e ".[cluster]")')
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        assert_identical(ptxgen.compile(Gemm(100, 70, 300, batch=2), Schedule(block=(64, 64, 32), split_k=2)),
-                         workers="ray")
-    finally:
-        if started:
-            ray.shutdown()
+def test_simulate_on_local_ray_is_bit_identical(local_ray):
+    assert_identical(ptxgen.compile(Gemm(100, 70, 300, batch=2), Schedule(block=(64, 64, 32), split_k=2)),
+                     workers="ray")

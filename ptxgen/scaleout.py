@@ -27,6 +27,7 @@ local one (or joins $RAY_ADDRESS); "auto" joins a cluster started with `ray star
 """
 from __future__ import annotations
 
+import operator
 import os
 import signal
 import sys
@@ -67,9 +68,13 @@ class Workers:
             workers = 1
         if workers == "ray" or (ray_address is not None and workers == 1):
             return cls(ray=True, ray_address=ray_address, num_cpus=num_cpus, num_gpus=num_gpus)
-        if isinstance(workers, bool) or not isinstance(workers, int):
+        try:
+            if isinstance(workers, (bool, str, float)):
+                raise TypeError
+            workers = operator.index(workers)  # an int, or numpy's
+        except TypeError:
             raise ValueError(f"workers={workers!r}: expected a number of local processes (an int >= 1) or "
-                             "'ray'; fix: workers=4, or workers='ray' with ray_address=")
+                             "'ray'; fix: workers=4, or workers='ray' with ray_address=") from None
         if workers < 1:
             raise ValueError(f"workers={workers}: at least 1 process is needed; fix: workers=1 runs serially")
         if ray_address is not None:
@@ -218,7 +223,8 @@ def require_ray(what: str = "a Ray option") -> Any:
 
 
 def connect_ray(address: str | None = None) -> Any:
-    """Join Ray (see the module docstring for `address`); returns the ray module."""
+    """Join Ray (see the module docstring for `address`); returns the ray module. A process
+    already joined to Ray stays on that instance, whatever `address` says."""
     ray = require_ray()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"address": address} if address else {}

@@ -75,12 +75,15 @@ def test_workers_of_reads_the_user_facing_pair():
     assert Workers.of("ray").ray and Workers.of("ray").ray_address is None
     assert Workers.of(1, "auto") == Workers(ray=True, ray_address="auto")
     assert Workers.of(None) == Workers()
+    import numpy as np
+    assert Workers.of(np.int64(3)).processes == 3
 
 
 @pytest.mark.parametrize("workers,address,message", [
     (0, None, "at least 1 process"),
     ("many", None, "workers=4, or workers='ray'"),
     (True, None, "an int >= 1"),
+    (2.0, None, "an int >= 1"),
     (2, "auto", "pass one"),
 ])
 def test_bad_worker_options_name_the_fix(workers, address, message):

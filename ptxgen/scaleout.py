@@ -174,11 +174,16 @@ def _cancel_futures(pending: list[Future]) -> None:
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:
-    """Stop a pool now (an error or Ctrl-C): cancel queued items and end the worker processes."""
+    """Stop a pool now (an error or Ctrl-C): cancel queued items and end the worker processes
+    (taken before shutdown, which forgets them, and terminated rather than waited for: a CTA may
+    take minutes)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+    for proc in procs:
         if proc.is_alive():
             proc.terminate()
+    for proc in procs:
+        proc.join(timeout=5)
 
 
 def _collect(handles: dict[Any, int], get: Callable[[Any], Any], on_result: OnResult | None, count: int,

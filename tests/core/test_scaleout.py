@@ -50,6 +50,17 @@ def fail_some(shared: dict, x: int) -> int:
     return x
 
 
+def fail_or_linger(pid_file: str, x: int) -> int:
+    """Item 0 fails once item 1 (which then sleeps a minute) has written its process id."""
+    if x == 1:
+        with open(pid_file, "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(60)
+    while not os.path.getsize(pid_file):
+        time.sleep(0.05)
+    raise ValueError("item 0 failed")
+
+
 ITEMS = list(range(12))
 EXPECTED = [3 * x * x for x in ITEMS]
 
@@ -67,6 +78,17 @@ def test_spread_raises_the_earliest_failing_items_error(workers):
     # item 7 fails at once, item 3 only after a pause: a serial loop would raise item 3's error
     with pytest.raises(ValueError, match="item 3 failed"):
         spread(fail_some, ITEMS, workers, shared={"fail": {3, 7}, "slow": 3})
+
+
+def test_a_failure_ends_the_workers_still_running(tmp_path):
+    pid_file = tmp_path / "pid"
+    pid_file.write_text("")
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="item 0 failed"):
+        process_map(fail_or_linger, [0, 1], 2, shared=str(pid_file))
+    assert time.monotonic() - t0 < 30
+    with pytest.raises(ProcessLookupError):  # terminated and reaped, not left sleeping
+        os.kill(int(pid_file.read_text()), 0)
 
 
 def test_workers_of_reads_the_user_facing_pair():

@@ -1,6 +1,12 @@
 """Fuzz ptxgen end to end: random (Gemm, Schedule) draws, compiled and run on the CPU simulator.
 
-    python bench/fuzz.py [--draws 2000] [--seed 0] [--jobs 2] [--instruction wmma]
+    python bench/fuzz.py [--draws 2000] [--seed 0] [--workers 2 | --ray [ADDRESS]] [--instruction wmma]
+
+`--workers N` spreads the draws over N local processes (default: one per core; `--jobs` is the old
+name), `--ray [ADDRESS]` over a Ray cluster (`pip install -e ".[cluster]"`; no ADDRESS: a local
+instance, `auto`: the cluster `ray start` made). Every draw is a function of its seed alone and
+results are gathered in seed order, so the same --seed and --draws print the same report however
+the draws are spread (only the first line's wall time and "on ..." differ).
 
 Each draw ends as one of:
   rejected  the verifier raised ScheduleError (a clear message; fine)
@@ -23,8 +29,6 @@ import sys
 import time
 import traceback
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from functools import partial
 
 import numpy as np
 
@@ -118,22 +122,41 @@ def run_one(seed: int, instruction: str | None = None) -> tuple[str, str, str]:
         return "error", f"seed {seed}: {g} {s}:\n{traceback.format_exc(limit=3)}", kind
 
 
+#: Draws per task: enough to amortise a task's overhead, few enough to balance the workers.
+CHUNK = 4
+
+
+def run_chunk(instruction: str | None, seeds: range) -> list[tuple[str, str, str]]:
+    """run_one for each seed (a task for ptxgen.scaleout.spread: fn(shared, item))."""
+    return [run_one(seed, instruction) for seed in seeds]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", "--jobs", dest="workers", type=int, default=None,
+                    help="local processes (default: one per core)")
+    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="spread the draws over a Ray cluster instead (no ADDRESS: a local instance)")
     ap.add_argument("--show", type=int, default=5, help="bug reports to print")
     ap.add_argument("--instruction", choices=("m16n8k16", "wmma"), default=None,
                     help="pin every draw to one instruction path (default: drawn, 1 in 5 wmma)")
     args = ap.parse_args()
+    from ptxgen.scaleout import Workers, spread
+
+    if args.ray is not None and args.workers is not None:
+        ap.error("--workers and --ray both say where to run the draws: pass one")
+    workers = (Workers.of("ray", args.ray or None) if args.ray is not None
+               else Workers.of(args.workers or os.cpu_count() or 1))
     t0 = time.perf_counter()
-    seeds = range(args.seed, args.seed + args.draws)
+    end = args.seed + args.draws
+    chunks = [range(at, min(at + CHUNK, end)) for at in range(args.seed, end, CHUNK)]
     counts: Counter = Counter()
     correct_by_kind: Counter = Counter()
     bugs: list[str] = []
-    with ProcessPoolExecutor(args.jobs) as pool:
-        for outcome, detail, kind in pool.map(partial(run_one, instruction=args.instruction), seeds, chunksize=4):
+    for chunk in spread(run_chunk, chunks, workers, shared=args.instruction):
+        for outcome, detail, kind in chunk:
             counts[outcome] += 1
             if outcome == "correct":
                 correct_by_kind[kind] += 1
@@ -144,7 +167,7 @@ def main() -> int:
     for detail in bugs[: args.show]:
         print(detail, file=sys.stderr)
     pinned = f", instruction {args.instruction}" if args.instruction else ""
-    print(f"fuzz: {args.draws} draws{pinned}, seeds {args.seed}..{args.seed + args.draws - 1}, {args.jobs} jobs, "
+    print(f"fuzz: {args.draws} draws{pinned}, seeds {args.seed}..{args.seed + args.draws - 1}, on {workers.describe()}, "
           f"{wall:.0f} s on {platform.machine()} ({os.cpu_count()} cores), commit {commit or '?'}")
     print(f"{'outcome':<10}{'count':>7}")
     for outcome in ("rejected", "correct", "wrong", "error"):

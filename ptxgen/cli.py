@@ -12,7 +12,7 @@ import sys
 import warnings
 
 from . import __version__
-from .cli_flags import dims, epilogue, flag_text, non_negative, schedule_error_text
+from .cli_flags import dims, epilogue, flag_text, non_negative, positive, schedule_error_text
 from .cli_report import bank_summary, describe, instruction_mix, resources_line, stream_k_summary  # noqa: F401
 from .compile import compile as compile_kernel
 from .errors import AssembleError, LoweringNotBuilt, ScheduleError
@@ -113,6 +113,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", default=0, type=non_negative("--seed"), help="random seed of the operands (default 0)")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="simulator progress bar on stderr (default auto: when stderr is a terminal)")
+    r.add_argument("--workers", default=1, type=positive("--workers"),
+                   help="spread the simulated CTAs over N local processes (default 1: this process); "
+                        "the result is bit-identical")
+    r.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="spread the simulated CTAs over a Ray cluster (needs pip install -e \".[cluster]\"): "
+                        "ADDRESS of `ray start --head` (host:6379, or auto), or none for a local instance "
+                        "(default: no Ray)")
     return top
 
 
@@ -186,7 +193,9 @@ def _fail(message: str, status: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from .runtime.assemble import AssemblerNotFound
+    from .scaleout import WorkerLost
     from .sim.errors import HazardError
+    from .simulate_spread import OverlappingWrites
 
     try:
         with warnings.catch_warnings():
@@ -216,9 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         return _fail("out of host memory: the operands, C and the reference do not fit. Fix: a smaller "
                      "--shape (or --batch); the simulator samples tiles, but C is allocated whole", 1)
-    except HazardError as e:
+    except (HazardError, OverlappingWrites) as e:
         return _fail(f"the simulator stopped the kernel: {e}\nThis is a bug in the generated code: please "
                      "report it as a ptxgen issue, with the command line", 1)
+    except ImportError as e:  # an optional extra (Ray) that is not installed: the message names it
+        return _fail(str(e), 2)
+    except WorkerLost as e:
+        return _fail(str(e), 1)
     except (OSError, ValueError, TypeError) as e:
         if os.environ.get(DEBUG_ENV) == "1":
             raise

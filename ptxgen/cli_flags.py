@@ -101,6 +101,19 @@ def dims(text: str, count: int, what: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+def positive(flag: str) -> Callable[[str], int]:
+    """An argparse type for a count of at least 1, naming the flag in its error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be a positive integer, got {text!r}: e.g. {flag} 2")
+        return value
+    return parse
+
+
 def non_negative(flag: str) -> Callable[[str], int]:
     """An argparse type for a count that may be 0, naming the flag in its error."""
     def parse(text: str) -> int:

@@ -19,6 +19,7 @@ from .cli import UsageError, build
 from .cli_report import bank_summary, describe, resources_line
 from .kernel import Kernel
 from .progress import duration
+from .scaleout import Workers
 from .schedule.problem import numpy_dtype
 
 #: Warn before a simulation expected to take longer than this many seconds.
@@ -37,8 +38,9 @@ class Region:
     cols: slice
 
 
-def host_bytes(k: Kernel, checked_elements: int) -> dict[str, int]:
-    """Host memory a run needs at its peak, by what needs it (bytes)."""
+def host_bytes(k: Kernel, checked_elements: int, workers: int = 1) -> dict[str, int]:
+    """Host memory a run needs at its peak, by what needs it (bytes); `workers` local processes
+    each hold a private copy of C (and of the split-K workspace)."""
     g = k.gemm
     elem, out = np.dtype(numpy_dtype(g.dtype)).itemsize, np.dtype(numpy_dtype(g.out_dtype)).itemsize
     mk, kn, mn = g.batch * g.m * g.k, g.batch * g.k * g.n, g.batch * g.m * g.leading_dims()[2]
@@ -49,6 +51,8 @@ def host_bytes(k: Kernel, checked_elements: int) -> dict[str, int]:
         need["C's input for beta"] = (2 * out + 8) * mn
     if k.workspace_elements:
         need["split-K workspace"] = 4 * k.workspace_elements + 4 * k.counter_count
+    if workers > 1:
+        need[f"C in each of {workers} workers"] = workers * (need["C"] + need.get("split-K workspace", 0))
     rows = min(g.m, max(k.schedule.bm, BAND_ELEMENTS // max(g.n, 1)))  # one region's A rows, at most
     # the reference and C of the checked elements in float64 (a few copies inside compare), and one
     # region's float64 rows of A and columns of B
@@ -75,10 +79,10 @@ def _gb(n: float) -> str:
     return f"{n / 2**30:.1f} GB"
 
 
-def check_memory(k: Kernel, checked_elements: int, available: int | None = None) -> None:
+def check_memory(k: Kernel, checked_elements: int, available: int | None = None, workers: int = 1) -> None:
     """Refuse, naming the fix, a run whose arrays cannot fit in host memory."""
     available = available_bytes() if available is None else available
-    need = host_bytes(k, checked_elements)
+    need = host_bytes(k, checked_elements, workers)
     total = sum(need.values())
     if available is None or total <= 0.9 * available:
         return
@@ -86,7 +90,8 @@ def check_memory(k: Kernel, checked_elements: int, available: int | None = None)
     parts = ", ".join(f"{what} {_gb(n)}" for what, n in sorted(need.items(), key=lambda kv: -kv[1]) if n >= 2**28)
     raise UsageError(
         f"run --shape {g.m}x{g.n}x{g.k}{f' --batch {g.batch}' if g.batch > 1 else ''} needs about {_gb(total)} of "
-        f"host memory ({parts}), more than the {_gb(available)} available. Fix: a smaller --shape; "
+        f"host memory ({parts}), more than the {_gb(available)} available. Fix: a smaller --shape"
+        + (", fewer --workers" if workers > 1 else "") + "; "
         "the simulator checks only sampled tiles, but A, B and C are allocated whole")
 
 
@@ -167,6 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runtime.driver import gpu_available, gpu_unavailable_reason
     from .simulate import SECONDS_PER_CTA_STEP, estimate_seconds, sample_ctas
 
+    spread_over = workers_from(args)
     k = build(args, (256, 256, 128))
     print("\n".join(describe(k)))
     print(resources_line(k))
@@ -176,8 +182,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     regions = tile_regions(k, ctas)
     tiles = -(-g.m // k.schedule.bm) * -(-g.n // k.schedule.bn) * g.batch
     checked = tiles if ctas is None else len(regions)
+    if on_gpu and spread_over.parallel:
+        print("ptxgen: note: --workers and --ray spread the CPU simulator's CTAs; this run is on the GPU "
+              "(add --sim to simulate)", file=sys.stderr)
     if not on_gpu:
         estimate = estimate_seconds(k, ctas)
+        if spread_over.processes > 1:  # Ray's CPU count is the cluster's: not known before connecting
+            n = len(ctas) if ctas else k.grid[0] * k.grid[1] * k.grid[2]
+            estimate /= min(spread_over.processes, n)
         if estimate > SLOW_RUN_S:
             n = len(ctas) if ctas else k.grid[0] * k.grid[1] * k.grid[2]
             count = f"{n} sampled CTAs" if ctas else ("the grid's one CTA" if n == 1 else f"all {n} CTAs")
@@ -186,7 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   "a smaller --shape (K sets the k-loop's length)"
                   + (", or drop --all-ctas to check sampled tiles" if args.all_ctas else "")
                   + "; Ctrl-C stops it", file=sys.stderr, flush=True)
-    check_memory(k, sum((r.rows.stop - r.rows.start) * (r.cols.stop - r.cols.start) for r in regions))
+    check_memory(k, sum((r.rows.stop - r.rows.start) * (r.cols.stop - r.cols.start) for r in regions),
+                 workers=1 if on_gpu else spread_over.processes)
     a, b = random_operands(g, seed=args.seed)
     c0, bias = random_epilogue_operands(g, seed=args.seed + 1)
     scale = random_scale(g, seed=args.seed + 2)
@@ -205,9 +218,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"
     why = short_reason(why)
     c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias, scale=scale,
-                            progress=_progress_arg(args))
+                            progress=_progress_arg(args), workers=spread_over)
     scope = "every CTA" if ctas is None else f"{len(ctas)} of {total} CTAs {ctas}"
-    print(f"executed   on the CPU simulator ({why}): {scope}, {res.instructions} thread-instructions")
+    over = f" over {spread_over.describe()}" if spread_over.parallel else ""
+    print(f"executed   on the CPU simulator ({why}): {scope}{over}, {res.instructions} thread-instructions")
     result = check_regions(k, regions, c, a, b, c0, bias, scale)
     strays = stray_writes(k, c, c0, regions)
     print(f"{result}; checked {checked} of {tiles} tiles" + ("" if ctas is None else f" ({len(ctas)} of {total} CTAs)"))
@@ -216,6 +230,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("shared-memory bank conflicts:")
     print("\n".join(bank_summary(k, res.smem_wavefronts)))
     return 0 if result.ok and not strays else 1
+
+
+def workers_from(args: argparse.Namespace) -> Workers:
+    """Where the simulator's CTAs run: --workers N local processes, or --ray [ADDRESS]."""
+    workers, address = getattr(args, "workers", 1), getattr(args, "ray", None)
+    if address is not None and workers > 1:
+        raise UsageError(f"--workers {workers} and --ray both ask where to simulate: pass one (--workers N for "
+                         "local processes, --ray [ADDRESS] for a Ray cluster)")
+    return Workers.of("ray", address or None) if address is not None else Workers.of(workers)
 
 
 def short_reason(why: str, width: int = 90) -> str:

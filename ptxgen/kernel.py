@@ -121,7 +121,8 @@ class Kernel:
 
     # -- execution --------------------------------------------------------------------------
     def simulate(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
-                 ctas: list[tuple[int, int, int]] | None = None, progress: Any = None):
+                 ctas: list[tuple[int, int, int]] | None = None, progress: Any = None,
+                 workers: int | str = 1, ray_address: str | None = None):
         """Run on ptxgen's CPU simulator and return C.
 
         A new C is poisoned (NaN for floats, `check.poisoned`), so elements no simulated CTA wrote
@@ -130,10 +131,17 @@ class Kernel:
         `progress`: a bar on stderr (CTAs done, elapsed, ETA) for runs over two seconds: None (the
         default) when stderr is a terminal, True always, False never; or a function called as
         fn(ctas_done, ctas_total) after each CTA.
+        `workers`: 1 (default) runs here; N spreads the CTAs over N local processes; "ray" over a Ray
+        cluster (`pip install -e ".[cluster]"`) at `ray_address` (which alone implies Ray; None: the
+        instance this process joined with ray.init, else a new local one; "auto": `ray start`'s).
+        C is bit-identical to a serial run: CTAs that wait on each other (split-K's splits of a
+        tile, Stream-K's chains) run in one task; what cannot be reproduced is refused
+        (`ptxgen.simulate_spread`).
         """
         from .simulate import simulate_kernel
 
-        return simulate_kernel(self, a, b, c=c, bias=bias, scale=scale, ctas=ctas, progress=progress)
+        return simulate_kernel(self, a, b, c=c, bias=bias, scale=scale, ctas=ctas, progress=progress,
+                               workers=workers, ray_address=ray_address)
 
     def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None, stream: Any = None):
         """Run on the GPU through the CUDA driver API and return C (written into `c` if given)."""

@@ -108,12 +108,16 @@ def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, lay
 
 
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
-                   scale: Any = None, progress: ProgressArg = False):
+                   scale: Any = None, progress: ProgressArg = False, workers: Any = 1,
+                   ray_address: str | None = None):
     """Simulate; return (C, sim result). A new C is poisoned (`check.poisoned`) where no
-    simulated CTA wrote. `progress`: see `Kernel.simulate`."""
+    simulated CTA wrote. `progress`, `workers`, `ray_address`: see `Kernel.simulate`."""
     from . import sim
     from .runtime.launch import check_epilogue_operands, vector_view
     from .runtime.operands import check_no_aliasing
+    from .scaleout import Workers
+
+    spread_over = Workers.of(workers, ray_address)  # bad values fail before any work
 
     g = kernel.gemm
     align = g.alignment()
@@ -138,16 +142,25 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     if g.batch > 1:
         args += [sa, sb, sc]
     args += inputs[2:]
+    readonly = (0, 1) + tuple(range(len(args) - len(inputs) + 2, len(args)))
     if kernel.workspace_elements:
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
     if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so
         c[covered(kernel, ctas)] = 0  # the rest stays poisoned and stray writes still show
     total = kernel.grid[0] * kernel.grid[1] * kernel.grid[2] if ctas is None else len(ctas)
     estimate = estimate_seconds(kernel, ctas) if progress is not False and not callable(progress) else None
+    if estimate is not None and spread_over.processes > 1:  # the bar's ETA before the first CTA is done
+        estimate /= min(spread_over.processes, total)
     on_done, bar = progress_callback(progress, total, estimate)
     try:
-        res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
-                         dynamic_smem=kernel.smem_bytes, ctas=ctas, on_cta_done=on_done)
+        if spread_over.parallel:
+            from .simulate_spread import launch_spread
+
+            scratch = tuple(range(len(args) - 2, len(args))) if kernel.workspace_elements else ()
+            res = launch_spread(kernel, args, 2, readonly, scratch, ctas, spread_over, on_done)
+        else:
+            res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
+                             dynamic_smem=kernel.smem_bytes, ctas=ctas, on_cta_done=on_done)
     finally:
         if bar is not None:
             bar.close()
@@ -155,5 +168,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
 
 
 def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
-                    ctas=None, progress: ProgressArg = None) -> np.ndarray:
-    return run_simulation(kernel, a, b, ctas, c=c, bias=bias, scale=scale, progress=progress)[0]
+                    ctas=None, progress: ProgressArg = None, workers: Any = 1,
+                    ray_address: str | None = None) -> np.ndarray:
+    return run_simulation(kernel, a, b, ctas, c=c, bias=bias, scale=scale, progress=progress, workers=workers,
+                          ray_address=ray_address)[0]

@@ -52,6 +52,11 @@ class HazardError(Exception):
         self.kind, self.line, self.detail, self.line_text = kind, line, detail, line_text.strip()
         super().__init__(f"{kind} at PTX line {line}: {detail}\n    {line}| {self.line_text}")
 
+    def __reduce__(self):
+        """Pickle by the constructor's arguments, so a hazard raised in a worker process (a spread
+        simulation) reaches the caller whole."""
+        return type(self), (self.kind, self.line, self.detail, self.line_text)
+
 
 class Fault(Exception):
     """Raised inside an executor, which does not know its line; the caller turns it into a HazardError."""

@@ -78,6 +78,8 @@ def test_corpus_is_complete_and_consistent():
     names = {e.name for e in ENTRIES}
     assert {"wgmma", "tma", "mbarrier"} <= set().union(*(e.meta["needs"] for e in ENTRIES))
     assert any(n.startswith("dot_ptr_") for n in names) and any(n.startswith("dot_tma_") for n in names)
+    gluon = [e for e in ENTRIES if e.name.startswith("gluon_")]
+    assert all(e.meta["tile"] and "setmaxnreg" in e.ptx for e in gluon)
 
 
 def test_descriptor_params_follow_the_map_shape_stride_layout():
@@ -94,8 +96,8 @@ def test_descriptor_params_follow_the_map_shape_stride_layout():
 
 
 def test_problem_shapes_do_not_divide_the_tiles():
-    for e in ENTRIES:
-        c, p = e.meta["constexprs"], e.meta["problem"]
+    for e in ENTRIES:   # a Gluon entry's tile comes from its descriptors: the json's `tile`
+        c, p = {**e.meta["constexprs"], **e.meta.get("tile", {})}, e.meta["problem"]
         for size, block in (("M", "BLOCK_M"), ("N", "BLOCK_N"), ("K", "BLOCK_K")):
             if block in c:
                 assert p[size] % c[block] != 0, (e.name, size)

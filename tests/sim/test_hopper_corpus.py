@@ -173,3 +173,18 @@ def test_launch_arguments_follow_the_parameter_roles(monkeypatch):
                                "stride_cm": p.get("N")}[role[1]], (e.name, role)
         assert np.isnan(case.out.astype(np.float64)).all(), "the output starts poisoned"
         assert case.ref.shape == case.out.shape
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.name.startswith("gluon_")], ids=lambda e: e.name)
+def test_gluon_consumer_that_skips_its_ready_wait_is_caught(entry: harness.Entry):
+    """The Gluon entries pass because the simulator orders TMA and wgmma through the mbarriers,
+    not by luck: without the consumers' retry branch on the `ready` mbarrier (the first wait loop
+    in the PTX), their wgmma reads shared memory a TMA copy has not completed into."""
+    loop = "@!complete bra.uni waitLoop;"
+    assert entry.ptx.count(loop) == 2      # the consumers' wait on `ready`, the producer's on `empty`
+    first = entry.ptx.index(loop)
+    assert "wgmma.mma_async" in entry.ptx[first:entry.ptx.index(loop, first + 1)]   # the consumers' loop
+    bad = harness.Entry(entry.name, entry.ptx.replace(loop, "", 1), entry.meta)
+    with pytest.raises(HazardError) as err:
+        harness.run_entry(bad)
+    assert err.value.kind == "async-pending" and "wgmma" in err.value.detail

@@ -14,6 +14,7 @@ import numpy as np
 from . import named_barriers
 from .errors import Fault
 from .operands import Lit
+from .ops_sm90_misc import check_setmaxnreg_at_exit
 from .parse import Instr
 from .program import mark
 from .state import CtaState
@@ -64,6 +65,8 @@ def compile_exit(ins: Instr, ctx):
 
     def run(cta: CtaState, mask):
         cta.exit_threads(mask)
+        if cta.setmaxnreg:
+            check_setmaxnreg_at_exit(cta)   # an exiting warp owes its warpgroup no setmaxnreg
         if cta.bars:
             named_barriers.recheck(cta)     # barriers waiting for the exited threads may complete
         return EXIT if cta.n_active == 0 else None

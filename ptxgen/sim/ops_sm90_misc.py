@@ -3,12 +3,15 @@
 stmatrix (facts §4) is the inverse of ldmatrix: the same address-supplying lanes and the same
 register/lane tables (ops_warp.LDMATRIX_FLAT), data flowing the other way. elect.sync elects the
 lowest lane of membermask; every lane of membermask must execute it. setmaxnreg (facts §9g) only
-redistributes registers, which the simulator does not model: it checks N and that whole
-warpgroups execute it. griddepcontrol (programmatic dependent launch) is a no-op on one launch.
+redistributes registers, which the simulator does not model: it checks N and that every warp of a
+warpgroup executes the same setmaxnreg sequence (SetmaxnregLog). griddepcontrol (programmatic
+dependent launch) is a no-op on one launch.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from dataclasses import dataclass, field
 
 from .errors import Fault
 from .memory import bank_wavefronts
@@ -94,6 +97,62 @@ def compile_elect(ins: Instr, ctx):
     return run
 
 
+@dataclass
+class SetmaxnregLog:
+    """The setmaxnreg operations one warpgroup's warps have executed, for the uniformity check.
+
+    The k-th setmaxnreg of each of the 4 warps must be the same operation (action and count): that
+    is what the warpgroup agrees on. Warps need not execute it at the same PTX line or at the same
+    moment (independent warps): Gluon's warp_specialize sends a warpgroup's producer warp and its
+    idle warps through different blocks, each with its own `setmaxnreg.dec 40`. `ops` keeps the
+    operations some warp has executed and another has not yet, from index `base` on."""
+    counts: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    ops: list[tuple[str, int, int]] = field(default_factory=list)   # (action, N, PTX line)
+    base: int = 0
+
+
+def log_setmaxnreg(cta: CtaState, warps, action: str, n: int, line: int) -> None:
+    """Record that `warps` (whole warpgroups' members, any subset) execute setmaxnreg.action n."""
+    warp_ids = np.arange(cta.nwarps) if warps is None else np.asarray(warps)
+    logs = cta.setmaxnreg if cta.setmaxnreg is not None else {}
+    cta.setmaxnreg = logs
+    for w in warp_ids.tolist():
+        wg = w // 4
+        if cta.nwarps - 4 * wg < 4:
+            warpgroups_of(cta, [w], f"setmaxnreg.{action}")    # names the partial warpgroup
+        log = logs.setdefault(wg, SetmaxnregLog())
+        k = log.counts[w % 4] - log.base
+        if k < len(log.ops):
+            first = log.ops[k]
+            if first[:2] != (action, n):
+                raise Fault("divergence", f"warp {w} executes setmaxnreg.{action} {n} where another warp of "
+                            f"warpgroup {wg} executed setmaxnreg.{first[0]} {first[1]} (line {first[2]}): the "
+                            "4 warps of a warpgroup must execute the same setmaxnreg")
+        else:
+            log.ops.append((action, n, line))
+        log.counts[w % 4] += 1
+        while log.ops and min(log.counts) > log.base:
+            log.ops.pop(0)
+            log.base += 1
+
+
+def check_setmaxnreg_at_exit(cta: CtaState) -> None:
+    """After threads exit: a warp that has exited must have executed every setmaxnreg the other
+    warps of its warpgroup executed (and they all of its own, once they have exited too)."""
+    if not cta.setmaxnreg:
+        return
+    gone = ~cta.active.reshape(cta.nwarps, 32).any(axis=1)
+    for wg, log in cta.setmaxnreg.items():
+        top = max(log.counts)
+        for i, count in enumerate(log.counts):
+            w = 4 * wg + i
+            if gone[w] and count < top:
+                action, n, line = log.ops[count - log.base]
+                raise Fault("divergence", f"warp {w} exits without executing setmaxnreg.{action} {n}, which "
+                            f"another warp of warpgroup {wg} executed (line {line}): all 4 warps of a "
+                            "warpgroup must execute the same setmaxnreg")
+
+
 def compile_setmaxnreg(ins: Instr, ctx):
     require_sm90a(ctx, "setmaxnreg")
     mods = tuple(ins.mods)
@@ -103,8 +162,10 @@ def compile_setmaxnreg(ins: Instr, ctx):
     if not isinstance(op, Lit) or op.kind != "int" or not 24 <= op.value <= 256 or op.value % 8:
         raise ctx.fail("setmaxnreg needs one immediate register count N, a multiple of 8 in 24..256")
 
+    action, n, line = mods[0], int(op.value), ctx.line
+
     def run(cta: CtaState, mask):
-        warpgroups_of(cta, participating_warps(cta, mask), f"setmaxnreg.{mods[0]}")
+        log_setmaxnreg(cta, participating_warps(cta, mask), action, n, line)
     return run
 
 

@@ -78,6 +78,8 @@ def test_corpus_is_complete_and_consistent():
     names = {e.name for e in ENTRIES}
     assert {"wgmma", "tma", "mbarrier"} <= set().union(*(e.meta["needs"] for e in ENTRIES))
     assert any(n.startswith("dot_ptr_") for n in names) and any(n.startswith("dot_tma_") for n in names)
+    gluon = [e for e in ENTRIES if e.name.startswith("gluon_")]
+    assert all(e.meta["tile"] and "setmaxnreg" in e.ptx for e in gluon)
 
 
 def test_descriptor_params_follow_the_map_shape_stride_layout():
@@ -94,8 +96,8 @@ def test_descriptor_params_follow_the_map_shape_stride_layout():
 
 
 def test_problem_shapes_do_not_divide_the_tiles():
-    for e in ENTRIES:
-        c, p = e.meta["constexprs"], e.meta["problem"]
+    for e in ENTRIES:   # a Gluon entry's tile comes from its descriptors: the json's `tile`
+        c, p = {**e.meta["constexprs"], **e.meta.get("tile", {})}, e.meta["problem"]
         for size, block in (("M", "BLOCK_M"), ("N", "BLOCK_N"), ("K", "BLOCK_K")):
             if block in c:
                 assert p[size] % c[block] != 0, (e.name, size)
@@ -171,3 +173,18 @@ def test_launch_arguments_follow_the_parameter_roles(monkeypatch):
                                "stride_cm": p.get("N")}[role[1]], (e.name, role)
         assert np.isnan(case.out.astype(np.float64)).all(), "the output starts poisoned"
         assert case.ref.shape == case.out.shape
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.name.startswith("gluon_")], ids=lambda e: e.name)
+def test_gluon_consumer_that_skips_its_ready_wait_is_caught(entry: harness.Entry):
+    """The Gluon entries pass because the simulator orders TMA and wgmma through the mbarriers,
+    not by luck: without the consumers' retry branch on the `ready` mbarrier (the first wait loop
+    in the PTX), their wgmma reads shared memory a TMA copy has not completed into."""
+    loop = "@!complete bra.uni waitLoop;"
+    assert entry.ptx.count(loop) == 2      # the consumers' wait on `ready`, the producer's on `empty`
+    first = entry.ptx.index(loop)
+    assert "wgmma.mma_async" in entry.ptx[first:entry.ptx.index(loop, first + 1)]   # the consumers' loop
+    bad = harness.Entry(entry.name, entry.ptx.replace(loop, "", 1), entry.meta)
+    with pytest.raises(HazardError) as err:
+        harness.run_entry(bad)
+    assert err.value.kind == "async-pending" and "wgmma" in err.value.detail

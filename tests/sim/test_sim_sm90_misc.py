@@ -136,3 +136,43 @@ def test_cluster_special_registers_describe_one_cta_clusters(version):
     out = np.zeros((3, 8), dtype=np.uint32)
     sim.launch(sm90(kernel(body), version), "k", grid=(3,), block=(1,), args=[out])
     assert out.tolist() == [[c, 3, 0, 1, 0, 1, 0, c] for c in range(3)]
+
+
+def _split_setmaxnreg(idle: str, producer: str) -> str:
+    """Gluon's warp_specialize shape: warpgroup 1 holds one producer warp (4) and three idle warps,
+    which reach their setmaxnreg at different PTX lines; warpgroup 0 raises its registers."""
+    return sm90(kernel(f"""
+    mov.u32 %r1, %tid.x;
+    shr.u32 %r2, %r1, 5;
+    setp.lt.u32 %p1, %r2, 4;
+    @%p1 bra CONSUMER;
+    setp.eq.u32 %p2, %r2, 4;
+    @%p2 bra PRODUCER;
+    {idle}   // IDLE
+    bra.uni DONE;
+PRODUCER:
+    {producer}
+    ret;   // PRODUCER_RET
+CONSUMER:
+    setmaxnreg.inc.sync.aligned.u32 232;
+DONE:
+    ret;"""))
+
+
+def test_setmaxnreg_may_be_reached_at_different_lines_by_the_warps_of_a_warpgroup():
+    """What the warpgroup must agree on is the setmaxnreg each warp executes (action and count, in
+    order), not its PTX line: Gluon's idle and producer warps of one warpgroup reach theirs in
+    different blocks. A different count, or a warp that exits without it, is still a hazard."""
+    dec40 = "setmaxnreg.dec.sync.aligned.u32 40;"
+    sim.launch(_split_setmaxnreg(dec40, dec40), "k", block=(256,), args=[np.zeros(1)])
+    twice = dec40 + "\n    setmaxnreg.inc.sync.aligned.u32 40;"
+    sim.launch(_split_setmaxnreg(twice, twice), "k", block=(256,), args=[np.zeros(1)])
+    bad = _split_setmaxnreg("setmaxnreg.dec.sync.aligned.u32 48;", dec40)
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(bad, "k", block=(256,), args=[np.zeros(1)])
+    assert e.value.kind == "divergence" and "40" in e.value.detail and "48" in e.value.detail
+    missing = _split_setmaxnreg(dec40, "")
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(missing, "k", block=(256,), args=[np.zeros(1)])
+    assert e.value.kind == "divergence" and e.value.line == line_of(missing, "PRODUCER_RET")
+    assert "warp 4" in e.value.detail

@@ -70,7 +70,8 @@ def roles_of(signature: dict[str, str], constexprs: dict) -> list[str]:
         if name in constexprs:
             continue
         if ty.startswith("tensordesc"):
-            rank = ty.count(",") + 1
+            # "tensordesc<fp16[128, 64]>" or, from Gluon, "tensordesc<fp16[128, 64],NVMMASharedLayout(...)>"
+            rank = re.search(r"\[([^\]]*)\]", ty).group(1).count(",") + 1
             roles += [f"tensormap:{name}"] + [f"shape:{name}:{d}" for d in range(rank)] \
                 + [f"stride:{name}:{d}" for d in range(rank)]
         elif ty.startswith("*"):
@@ -103,11 +104,20 @@ def block_threads(ptx: str, num_warps: int) -> int:
 def write_entry(name: str, fn, signature: dict[str, str], constexprs: dict, *, num_warps: int,
                 num_stages: int, problem: dict, grid: list[str], aligned: set[str], arrays: dict,
                 line_info: bool = False, num_ctas: int = 1) -> None:
-    """Compile one entry and write its .ptx and .json. `grid` holds Python expressions over the
-    problem and constexprs; `arrays` describes each pointer/descriptor operand for the harness.
+    """Compile one Triton entry and write its .ptx and .json. `grid` holds Python expressions over
+    the problem and constexprs; `arrays` describes each pointer/descriptor operand for the harness.
     With num_ctas > 1 Triton writes a cluster kernel (.reqnctapercluster num_ctas) that its
     launcher runs on a grid num_ctas times wider in x; `grid` must include that factor."""
     k = compile_entry(name, fn, signature, constexprs, num_warps, num_stages, aligned, line_info, num_ctas)
+    record_entry(name, k, fn, signature, constexprs, num_warps=num_warps, num_stages=num_stages,
+                 problem=problem, grid=grid, arrays=arrays, line_info=line_info, num_ctas=num_ctas)
+
+
+def record_entry(name: str, k, fn, signature: dict[str, str], constexprs: dict, *, num_warps: int,
+                 num_stages: int, problem: dict, grid: list[str], arrays: dict, line_info: bool = False,
+                 num_ctas: int = 1, extra: dict | None = None) -> None:
+    """Write a compiled kernel `k` (Triton's or Gluon's CompiledKernel) as <name>.ptx + <name>.json.
+    `signature` holds the runtime arguments only; `extra` adds fields (a Gluon entry's tile)."""
     ptx, md = k.asm["ptx"], k.metadata
     entry = md.name
     params = entry_params(ptx, entry)
@@ -115,10 +125,10 @@ def write_entry(name: str, fn, signature: dict[str, str], constexprs: dict, *, n
     if len(params) < len(roles):
         raise SystemExit(f"{name}: {len(params)} PTX params but {len(roles)} roles")
     # Triton appends its global and profile scratch pointers after the kernel's own parameters.
-    extra = len(params) - len(roles)
-    roles += ["scratch:global", "scratch:profile"][:extra]
+    n_extra = len(params) - len(roles)
+    roles += ["scratch:global", "scratch:profile"][:n_extra]
     if len(roles) != len(params):
-        raise SystemExit(f"{name}: unexpected trailing params {params[len(roles) - extra:]}")
+        raise SystemExit(f"{name}: unexpected trailing params {params[len(roles) - n_extra:]}")
     for p, r in zip(params, roles):
         p["role"] = r
     descs = {}
@@ -127,7 +137,8 @@ def write_entry(name: str, fn, signature: dict[str, str], constexprs: dict, *, n
     for n, dm in zip(desc_names, meta):
         descs[n] = dict(block_size=list(dm["block_size"]), swizzle=SWIZZLE[dm["swizzle"]],
                         swizzle_code=dm["swizzle"], elem_size=dm["elem_size"])
-    env = {**problem, **constexprs, "cdiv": lambda a, b: -(-a // b)}
+    extra = extra or {}
+    env = {**problem, **constexprs, **extra.get("tile", {}), "cdiv": lambda a, b: -(-a // b)}
     concrete = [int(eval(g, {}, env)) for g in grid]  # noqa: S307 (our own fixed expressions)
     doc = dict(
         entry=entry, kernel=fn.__name__, triton_version=triton.__version__,
@@ -135,7 +146,7 @@ def write_entry(name: str, fn, signature: dict[str, str], constexprs: dict, *, n
         command="TRITON_DEFAULT_FP_FUSION=1 python tests/sim/hopper_corpus/make_corpus.py",
         line_info=line_info,
         signature=signature, constexprs=constexprs, num_warps=num_warps, num_stages=num_stages,
-        **({"num_ctas": num_ctas} if num_ctas > 1 else {}),
+        **({"num_ctas": num_ctas} if num_ctas > 1 else {}), **extra,
         block=[block_threads(ptx, num_warps), 1, 1], grid_formula=grid, problem=problem, grid=concrete,
         shared=md.shared, global_scratch_size=getattr(md, "global_scratch_size", 0),
         params=params, arrays=arrays, tensor_descriptors=descs, needs=needs_of(ptx),
@@ -210,8 +221,8 @@ def main() -> None:
                 problem=SHAPE_TMA, grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], aligned=set(),
                 arrays=dict(kind="matmul", a="float16", b="float16", c="float16", b_layout="KxN"))
 
-
     write_ws_entries()
+    write_gluon_entries()
 
 
 def write_ws_entries() -> None:
@@ -224,6 +235,34 @@ def write_ws_entries() -> None:
                 {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s,
                 problem=SHAPE_TMA, grid=["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)", "1"], aligned=set(),
                 arrays=dict(kind="matmul", a=NP_DTYPE[dt], b=NP_DTYPE[dt], c=NP_DTYPE[dt], b_layout="KxN"))
+
+
+#: bench/gluon_ws_matmul.py's producer warp keeps this many registers (setmaxnreg.dec), as in
+#: bench/triton_hopper.py; the consumers raise theirs.
+GLUON_PRODUCER_REGS = 40
+
+
+def write_gluon_entries() -> None:
+    """The Gluon warp-specialised matmul of bench/gluon_ws_matmul.py (one TMA producer warp, 4 or
+    8 wgmma consumer warps, setmaxnreg, mbarrier rings), 128x128x64 with bench/triton_hopper.py's
+    4 stages: Gluon wrote its partitions itself, unlike Triton 3.9's `warp_specialize`."""
+    sys.path.insert(0, str(HERE.parents[2] / "bench"))
+    from triton.experimental.gluon._runtime import GluonASTSource
+    import gluon_ws_matmul as g
+    bm, bn, bk, stages = 128, 128, 64, 4
+    full_sig = g.signature(bm, bn, bk)
+    for warps in (4, 8):
+        constexprs = {"STAGES": stages, "WARPS": warps, "PRODUCER_REGS": GLUON_PRODUCER_REGS}
+        signature = {n: t for n, t in full_sig.items() if n not in constexprs}
+        triton.knobs.compilation.disable_line_info = True
+        k = triton.compile(GluonASTSource(g.ws_matmul, full_sig, constexprs), target=TARGET,
+                           options=dict(num_warps=warps))
+        record_entry(f"gluon_ws_fp16_{bm}x{bn}x{bk}_w{warps}p1_s{stages}", k, g.ws_matmul, signature,
+                     constexprs, num_warps=warps, num_stages=stages, problem=SHAPE_TMA,
+                     grid=["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)", "1"], arrays=dict(
+                         kind="matmul", a="float16", b="float16", c="float32", b_layout="KxN"),
+                     extra=dict(source="bench/gluon_ws_matmul.py (Gluon)",
+                                tile=dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from .gemm_splitk import SplitK
 from .gemm_streamk import StreamK
 from .gemm_wmma import WmmaMath
 from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
+from .tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
 from .memory import cp_async, ld_param
 
 SMEM_SYMBOL = "smem"
@@ -64,14 +65,19 @@ def entry_name(g: Gemm, s: Schedule) -> str:
 
 
 class GemmLowering:
-    """Builds one kernel; every emitter receives this object's builder explicitly."""
+    """Builds one kernel; every emitter receives this object's builder explicitly.
+
+    It holds the kernel-invariant values only (parameters, thread index, shared addresses,
+    copy steps), all declared here and emitted once by `setup` (or Stream-K's setup). Per-tile
+    values flow by return: the tile scheduler returns the `Tile`, split-K and Stream-K the
+    `KRange`, `tile_addressing` the `TileOperands`.
+    """
 
     def __init__(self, g: Gemm, s: Schedule, plan: SmemPlan):
         self.g, self.s, self.plan = g, s, plan
         self.b = Builder(entry_name(g, s), kernel_params(g, s))
         self.workspace_split = s.split_k > 1 and s.split_k_mode == "workspace"
         self.needs_workspace = self.workspace_split or s.stream_k
-        self.k_left: VReg | None = None  # K left from this CTA's first k-tile (split-K), else K
         self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.tile_a, self.tile_b = operand_tiles(g, s)
@@ -79,6 +85,17 @@ class GemmLowering:
         self.wmma = WmmaMath(self) if s.instruction == "wmma" else None
         self.fragments = None if self.wmma else FragmentLoader(self.b, g, s, self.tile_a, self.tile_b)
         self.mi, self.ni = s.warp_tile[0] // 16, s.warp_tile[1] // 8
+        self.scheduler = TileScheduler(self)
+        # Kernel-invariant registers, emitted by the setup before any use:
+        self.tid: VReg = VReg("b32", 0)  # %tid.x (placeholder until load_pointers)
+        self.ptr: dict[str, VReg] = {}  # global pointers (A, B, C moved to the batch, vectors, workspace)
+        self.dims: dict[str, VReg] = {}  # .u32 size parameters, loaded on first use
+        self.smem: VReg = VReg("b32", 0)  # shared window address of the buffers (placeholder until load_dims)
+        self.ex = ExprEmitter(self.b, self.tid)  # replaced once %tid.x is loaded
+        self.steps: dict[str, dict[int, VReg]] = {}  # loop-invariant byte steps between copy rows
+        self.advance: dict[str, VReg | Imm] = {}  # bytes a global tile pointer moves per k-tile
+        self.dst_bases: dict[str, list[VReg]] = {}  # copy destinations in stage 0
+        self.frag_bases: dict[str, list[VReg]] = {}  # mma.sync fragment sources in stage 0
 
     # -- small helpers ------------------------------------------------------------------------
     def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
@@ -112,25 +129,27 @@ class GemmLowering:
         return self.dims[name]
 
     # -- setup ---------------------------------------------------------------------------------
-    def setup(self) -> None:
+    def setup(self) -> tuple[Tile, KRange, ZSlot | None, TileOperands]:
+        """Kernel-invariant values, then this CTA's tile, its k-range (all of K) and operands."""
         b, s = self.b, self.s
         b.banner("Setup: parameters, CTA tile origin, per-thread address bases")
         self.load_pointers()
-        self.z_index()
+        z = self.scheduler.z_slot()
         if self.g.batch > 1:
-            self.batch_offsets()
+            assert z is not None
+            self.batch_offsets(z.batch)
         self.load_dims()
-        self.tile_origin()
+        tile = self.scheduler.tile()
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
-        self.kt = self.ceil_div(self.dim("K"), s.bk)
+        k = KRange(self.ceil_div(self.dim("K"), s.bk))
         self.ex = ExprEmitter(b, self.tid)
-        self.tile_addressing()
+        ops = self.tile_addressing(tile)
         self.shared_addressing()
+        return tile, k, z, ops
 
     def load_pointers(self) -> None:
         """%tid.x and the global pointers (A, B, C, then bias / workspace when present)."""
         self.tid = self.u32("mov.u32", Sym("%tid.x"))
-        self.ptr = {}
         extra = ((("bias",) if self.g.epi.bias else ()) + (("scale",) if self.g.epi.scale else ())
                  + (("workspace", "counters") if self.needs_workspace else ()))
         for name in ("A", "B", "C") + extra:
@@ -138,16 +157,16 @@ class GemmLowering:
             self.ptr[name] = self.u64("cvta.to.global.u64", raw)
 
     def load_dims(self) -> None:
-        self.dims: dict[str, VReg] = {}
         for n in ("K", "lda", "ldb", "ldc"):
             self.dim(n)
         self.smem = self.u32("mov.u32", Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
 
-    def tile_addressing(self) -> None:
+    def tile_addressing(self, tile: Tile) -> TileOperands:
         """Per-tile state: global pointers to k-tile 0 of the CTA tile, and the edge bounds."""
-        self.gptr = {n: self.global_tile_pointer(n) for n in ("A", "B")}
-        self.edge = EdgeChecks(self)
-        self.edge.prepare()
+        gptr = {n: self.global_tile_pointer(n, tile) for n in ("A", "B")}
+        edge = EdgeChecks(self, tile)
+        edge.prepare()
+        return TileOperands(gptr, edge)
 
     def shared_addressing(self) -> None:
         """Tile-independent shared addresses: copy destinations and fragment sources in stage 0."""
@@ -157,26 +176,13 @@ class GemmLowering:
         else:
             self.frag_bases = {n: self.shared_bases(n, self.fragments.plans[n].addr.bases) for n in ("A", "B")}
 
-    def z_index(self) -> None:
-        """ctaid.z = batch * split_k + split: which batch (bidx) and which K slice (split)."""
-        g, s = self.g, self.s
-        if g.batch == 1 and s.split_k == 1:
-            return
-        self.zslot = self.u32("mov.u32", Sym("%ctaid.z"))
-        if s.split_k == 1:
-            self.bidx = self.zslot
-            return
-        self.b.comment(f"ctaid.z = batch * {s.split_k} + split")
-        self.split = self.u32("rem.u32", self.zslot, Imm(str(s.split_k)))
-        self.bidx = self.u32("div.u32", self.zslot, Imm(str(s.split_k)))
-
-    def batch_offsets(self, base: dict[str, VReg] | None = None,
+    def batch_offsets(self, batch: VReg, base: dict[str, VReg] | None = None,
                       strides: dict[str, VReg] | None = None) -> None:
-        """Move A, B and C to batch `self.bidx`: ptr = base + batch * batch_stride * element bytes."""
+        """Move A, B and C to batch `batch`: ptr = base + batch * batch_stride * element bytes."""
         self.b.comment("batch: the batch index selects the matrices (a batch stride of 0 broadcasts)")
         base = base or self.ptr
         strides = strides or self.batch_strides()
-        z = self.u64("cvt.u64.u32", self.bidx)
+        z = self.u64("cvt.u64.u32", batch)
         for name, eb in (("A", self.g.in_bytes), ("B", self.g.in_bytes), ("C", self.g.out_bytes)):
             step = self.u64("mul.lo.u64", z, strides[name])
             self.ptr[name] = self.u64("mad.lo.u64", step, Imm(str(eb)), base[name])
@@ -184,37 +190,7 @@ class GemmLowering:
     def batch_strides(self) -> dict[str, VReg]:
         return {n: ld_param(self.b, "b64", ".u64", f"batch_stride_{n.lower()}") for n in ("A", "B", "C")}
 
-    def tile_origin(self, pid: VReg | None = None) -> None:
-        """tm, tn (the CTA tile's indices) and bm0, bn0 (its first row and column).
-
-        From the launch grid, or (Stream-K) from a linear tile index `pid` within the batch."""
-        b, s = self.b, self.s
-        if s.raster == "row" and pid is None:
-            b.comment("raster row: ctaid.x -> n-tile, ctaid.y -> m-tile")
-            tn, tm = self.u32("mov.u32", Sym("%ctaid.x")), self.u32("mov.u32", Sym("%ctaid.y"))
-        elif s.raster == "row":
-            b.comment("raster row: tile -> (tile / tiles_n, tile % tiles_n)")
-            num_n = self.ceil_div(self.dim("N"), s.bn)
-            tm = self.u32("div.u32", pid, num_n)
-            tn = self.u32("rem.u32", pid, num_n)
-        else:
-            b.comment(f"raster grouped: groups of {s.group_m} m-tiles walk n together (L2 reuse)")
-            if pid is None:
-                pid = self.u32("mov.u32", Sym("%ctaid.x"))
-            num_m, num_n = self.ceil_div(self.dim("M"), s.bm), self.ceil_div(self.dim("N"), s.bn)
-            in_group = self.u32("mul.lo.u32", num_n, Imm(str(s.group_m)))
-            group = self.u32("div.u32", pid, in_group)
-            first_m = self.u32("mul.lo.u32", group, Imm(str(s.group_m)))
-            left = self.u32("sub.u32", num_m, first_m)
-            size_m = self.u32("min.u32", left, Imm(str(s.group_m)))
-            pos = self.u32("rem.u32", pid, in_group)
-            tm = self.u32("add.u32", first_m, self.u32("rem.u32", pos, size_m))
-            tn = self.u32("div.u32", pos, size_m)
-        self.tm, self.tn = tm, tn
-        self.bm0 = self.u32("mul.lo.u32", tm, Imm(str(s.bm)), comment="bm0: first row of the CTA tile")
-        self.bn0 = self.u32("mul.lo.u32", tn, Imm(str(s.bn)), comment="bn0: first column of the CTA tile")
-
-    def global_tile_pointer(self, name: str) -> VReg:
+    def global_tile_pointer(self, name: str, out_tile: Tile) -> VReg:
         """Pointer to this thread's first chunk of k-tile 0 of operand `name`."""
         cp: CopyPlan = self.copy[name]
         tile = cp.tile
@@ -222,7 +198,7 @@ class GemmLowering:
         self.b.comment(f"{name}: thread's first {tile.copy_bytes}-byte copy of k-tile 0 in global memory")
         row = self.ex.reg(cp.row0)
         col = self.ex.reg(cp.col0 * (tile.copy_bytes // eb))
-        origin = self.bm0 if name == "A" else self.bn0  # the CTA's first row of A / column of B
+        origin = out_tile.bm0 if name == "A" else out_tile.bn0  # the CTA's first row of A / column of B
         if tile.k_along_rows:  # tile rows run along K: the CTA origin is a column offset
             col = self.u32("add.u32", col, origin)
         else:
@@ -256,13 +232,13 @@ class GemmLowering:
                 out[name] = Imm(str(self.s.bk * tile.elem_bytes))
         return out
 
-    def skip_k_tiles(self, first: VReg, what: str) -> None:
+    def skip_k_tiles(self, gptr: dict[str, VReg], first: VReg, what: str) -> None:
         """Move both global tile pointers forward by `first` k-tiles (split-K, Stream-K units)."""
         for name in ("A", "B"):
             adv = self.advance[name]
             skip = (self.wide_mul(first, adv) if isinstance(adv, Imm)
                     else self.u64("mul.lo.u64", self.u64("cvt.u64.u32", first), adv))
-            self.b.emit("add.s64", self.gptr[name], self.gptr[name], skip, ndefs=1, comment=f"{name} -> {what}")
+            self.b.emit("add.s64", gptr[name], gptr[name], skip, ndefs=1, comment=f"{name} -> {what}")
 
     def row_steps(self) -> dict[str, dict[int, VReg]]:
         """Loop-invariant 64-bit byte steps between consecutive copy rows (usually just one)."""
@@ -275,7 +251,7 @@ class GemmLowering:
             out[name] = {d: self.wide_mul(ld, Imm(str(d * cp.tile.elem_bytes))) for d in deltas}
         return out
 
-    def issue_tile(self, name: str, stage_off: VReg | int, guard: VReg | None, what: str,
+    def issue_tile(self, ops: TileOperands, name: str, stage_off: VReg | int, guard: VReg | None, what: str,
                    k_rem: VReg | None) -> None:
         """Copy one k-tile of `name` into the stage at byte offset `stage_off`, then advance.
 
@@ -289,8 +265,8 @@ class GemmLowering:
             dst = [(base, stage_off) for base in self.dst_bases[name]]
         else:
             dst = [(self.u32("add.u32", base, stage_off), 0) for base in self.dst_bases[name]]
-        sizes = self.edge.src_sizes(name, k_rem)
-        row_ptr = RowPointers(self.b, self.gptr[name], steps=self.steps[name])  # steps: loop-invariant
+        sizes = ops.edge.src_sizes(name, k_rem)
+        row_ptr = RowPointers(self.b, ops.gptr[name], steps=self.steps[name])  # steps: loop-invariant
         for it in range(cp.tile.copies_per_thread):
             r = cp.rows[it]
             base_i, imm = cp.dst.site[it]
@@ -300,7 +276,7 @@ class GemmLowering:
                 cp_async(self.b, dst_addr, src_addr, cb, src_size=sizes[it], guard=guard)
             else:
                 self.copy_narrow(dst_addr, src_addr, cb, cp.tile.elem_bytes, sizes[it], guard)
-        self.b.emit("add.s64", self.gptr[name], self.gptr[name], self.advance[name], ndefs=1,
+        self.b.emit("add.s64", ops.gptr[name], ops.gptr[name], self.advance[name], ndefs=1,
                     comment=f"{name} pointer -> next k-tile")
 
     def copy_narrow(self, dst: Addr, src: Addr, cb: int, eb: int, size: Operand | None,
@@ -333,21 +309,25 @@ class GemmLowering:
         if self.s.stream_k:
             return StreamK(self).lower()
         b, s = self.b, self.s
-        self.setup()
+        tile, k, z, ops = self.setup()
         self.steps = self.row_steps()
         self.advance = self.k_advance()
         if s.split_k > 1:
-            if not hasattr(self, "bidx"):
-                self.bidx = self.u32("mov.u32", Imm("0"))
-            SplitK(self).k_range()
+            assert z is not None and z.split is not None
+            k = SplitK(self).k_range(k.count, z.split, ops.gptr)
         acc = self.accumulators()
         self.zero_accumulators(acc)
-        self.mainloop(acc)
+        self.mainloop(acc, ops, k)
         if self.workspace_split:
-            SplitK(self).reduce(acc)
-        (StagedEpilogue if staging_layout(self.g, s) else EpilogueEmitter)(self).emit(acc)
+            assert z is not None
+            SplitK(self).reduce(acc, tile, z)
+        self.epilogue(tile, ops.edge).emit(acc)
         b.emit("ret")
         return b.function
+
+    def epilogue(self, tile: Tile, edge: EdgeChecks) -> "EpilogueEmitter":
+        """The epilogue emitter for this schedule: staged through shared memory, or direct stores."""
+        return (StagedEpilogue if staging_layout(self.g, self.s) else EpilogueEmitter)(self, tile, edge)
 
     def accumulators(self) -> list[list[tuple[VReg, ...]]]:
         """The warp tile's accumulator registers, [mi][ni] mma fragments (or wmma fragments)."""
@@ -368,9 +348,9 @@ class GemmLowering:
                     self.b.emit("mov.f32" if float_acc else "mov.b32", r, Imm("0f00000000" if float_acc else "0"),
                                 ndefs=1)
 
-    def mainloop(self, acc) -> None:
-        """The K loop over this CTA's `self.kt` k-tiles (at least one), from `self.gptr`."""
-        MainLoop(self).emit(acc)
+    def mainloop(self, acc, ops: TileOperands, k: KRange) -> None:
+        """The K loop over the k-tiles of `k` (at least one), from the pointers of `ops`."""
+        MainLoop(self, ops, k).emit(acc)
 
 
 def lower_gemm(g: Gemm, s: Schedule, plan: SmemPlan) -> Function:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..schedule.geometry import edges
 from .ir import Imm, Operand, VReg
+from .tiles import KRange, Tile
 
 #: A k limit no k-tile reaches: marks a copy whose row is outside the matrix.
 INT32_MAX = 2**31 - 1
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
 class EdgeChecks:
     """Emits the bounds logic for one GemmLowering (explicitly handed in, no shared state)."""
 
-    def __init__(self, lw: "GemmLowering"):
-        self.lw = lw
+    def __init__(self, lw: "GemmLowering", tile: Tile):
+        self.lw, self.tile = lw, tile
         self.m_edge, self.n_edge, self.k_edge = edges(lw.g, lw.s)
         self.fixed: dict[str, list[Operand | None]] = {}
         self.k_limits: dict[str, list[VReg]] = {}  # zero_fill_by_predicate: per copy, k offset of its unit
@@ -62,7 +63,7 @@ class EdgeChecks:
                 lw.b.comment(f"{name}: bytes of each copy inside the matrix along {dim} (edge tile)")
             if edge:
                 limit = lw.dim(dim)
-                origin = lw.bm0 if name == "A" else lw.bn0
+                origin = self.tile.bm0 if name == "A" else self.tile.bn0
             for it in range(tile.copies_per_thread):
                 if by_pred:  # units run along k, rows along M/N: one k limit per copy
                     key = cp.cols[it]
@@ -108,12 +109,13 @@ class EdgeChecks:
         clamped = lw.u32("min.s32", lw.u32("max.s32", elems, Imm("0")), Imm(str(cb // eb)))
         return clamped if eb == 1 else lw.u32("shl.b32", clamped, Imm(str(eb.bit_length() - 1)))
 
-    def k_remaining(self, k_tile: VReg | int) -> VReg | None:
-        """K - k_tile*BK: elements of K left from this k-tile's start (only with a K edge)."""
+    def k_remaining(self, k_tile: VReg | int, k_range: KRange) -> VReg | None:
+        """K - k_tile*BK: elements of K left from this k-tile's start (only with a K edge); k-tiles
+        count from the range's first (split-K, Stream-K: K left past it)."""
         if not self.k_edge:
             return None
         lw = self.lw
-        k = lw.k_left if lw.k_left is not None else lw.dim("K")  # split-K: K past this split's start
+        k = k_range.k_left if k_range.k_left is not None else lw.dim("K")
         if isinstance(k_tile, int):
             return lw.u32("sub.s32", k, Imm(str(k_tile * lw.s.bk)))
         return lw.u32("mad.lo.s32", k_tile, Imm(str(-lw.s.bk)), k)

@@ -19,6 +19,8 @@ from ..schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
+    from .gemm_edges import EdgeChecks
+    from .tiles import Tile
 
 CVT_PACK = {"f16": "cvt.rn.f16x2.f32", "bf16": "cvt.rn.bf16x2.f32"}
 SQRT_2_OVER_PI = 0.7978845608028654
@@ -34,8 +36,9 @@ def f32(x: float) -> Imm:
 class EpilogueEmitter:
     """Emits the epilogue for one GemmLowering, handed in explicitly."""
 
-    def __init__(self, lw: "GemmLowering"):
+    def __init__(self, lw: "GemmLowering", tile: Tile, edge: EdgeChecks):
         self.lw, self.b, self.g = lw, lw.b, lw.g
+        self.tile, self.edge = tile, edge  # the output tile and its bounds
         self.e = lw.g.epi
         self.ob = lw.g.out_bytes
         self.atomic = lw.s.split_k > 1 and lw.s.split_k_mode == "atomic"
@@ -160,13 +163,13 @@ class EpilogueEmitter:
         lw, b, g, ob = self.lw, self.b, self.g, self.ob
         sp = store_plan(lw.s)
         b.comment(f"C pointer of this thread's first fragment element ({g.out_dtype})")
-        row = lw.u32("add.u32", lw.ex.reg(sp.row0), lw.bm0)
-        col = lw.u32("add.u32", lw.ex.reg(sp.col0), lw.bn0)
+        row = lw.u32("add.u32", lw.ex.reg(sp.row0), self.tile.bm0)
+        col = lw.u32("add.u32", lw.ex.reg(sp.col0), self.tile.bn0)
         base = lw.element_pointer(lw.ptr["C"], "ldc", row, col, ob)
         # Pair stores need an even N (so a pair never straddles the edge) and pair-aligned rows.
         pair = g.n % 2 == 0 and g.out_alignment() >= 2 * ob and not self.atomic
         widths = [0] if pair else [0, 1]
-        guards = lw.edge.store_guards(row, col, sorted({(dr, dc + j) for *_, dr, dc in sp.sites for j in widths}))
+        guards = self.edge.store_guards(row, col, sorted({(dr, dc + j) for *_, dr, dc in sp.sites for j in widths}))
         self.describe()
         bias = self.site_vectors(sp, row, col, "bias")
         factor = self.site_vectors(sp, row, col, "scale")
@@ -221,7 +224,7 @@ class EpilogueEmitter:
         what = "alpha * scale" if name == "scale" else name
         self.b.comment(f"{what} ({kind}): one load per distinct {'column' if by_col else 'row'} of this thread")
         keys = sorted({dc + j if by_col else dr for *_, dr, dc in sp.sites for j in range(2)})
-        base, dim, edge = (col, "N", lw.edge.n_edge) if by_col else (row, "M", lw.edge.m_edge)
+        base, dim, edge = (col, "N", self.edge.n_edge) if by_col else (row, "M", self.edge.m_edge)
         guards = [lw.pred("setp.lt.u32", lw.u32("add.u32", base, Imm(str(key))), lw.dim(dim)) if edge else None
                   for key in keys]
         value = dict(zip(keys, self.vector_values(name, base, keys, guards)))

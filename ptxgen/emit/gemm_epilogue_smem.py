@@ -30,6 +30,8 @@ from .quantize import load_bytes, quantize, store_bytes
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
+    from .gemm_edges import EdgeChecks
+    from .tiles import Tile
 
 STAGE_BUFFER = "C_stage"
 
@@ -44,8 +46,8 @@ def stage_offset(row: Expr, col: Expr, st: StagingLayout) -> Expr:
 
 
 class StagedEpilogue(EpilogueEmitter):
-    def __init__(self, lw: "GemmLowering"):
-        super().__init__(lw)
+    def __init__(self, lw: "GemmLowering", tile: "Tile", edge: "EdgeChecks"):
+        super().__init__(lw, tile, edge)
         self.st = staging_layout(lw.g, lw.s)
 
     def emit(self, acc) -> None:
@@ -89,13 +91,13 @@ class StagedEpilogue(EpilogueEmitter):
         reads = share_bases([stage_offset(r, c * v + q, st) for r, c in zip(rows, cols) for q in halves], threads)
         read_base = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in reads.bases]
         row0, col0 = lw.ex.reg(rows[0]), lw.ex.reg(cols[0] * v)
-        grow = lw.u32("add.u32", row0, lw.bm0)
-        gcol = lw.u32("add.u32", col0, lw.bn0)
+        grow = lw.u32("add.u32", row0, self.tile.bm0)
+        gcol = lw.u32("add.u32", col0, self.tile.bn0)
         ptr0 = lw.element_pointer(lw.ptr["C"], "ldc", grow, gcol, ob)  # 64-bit: ldc * ob may pass 2^32
         tid = np.arange(threads)
         r0v, c0v = evaluate(rows[0], tid), evaluate(cols[0], tid)
         row_ptr = RowPointers(b, ptr0, lw.dim("ldc"), ob)
-        edge = lw.edge
+        edge = self.edge
         straddle = edge.n_edge and g.n % v != 0
         kinds = (g.epi.bias, g.epi.scale)  # the row/column vectors the epilogue reads
         by_column: dict[int, dict[str, list[VReg]]] = {}  # column-vector values, shared by chunks in a column

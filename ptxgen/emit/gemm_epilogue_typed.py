@@ -74,8 +74,8 @@ class TypedStaging:
         lw, b, g, epi = self.lw, self.b, self.g, self.epi
         sp = store_plan(lw.s)
         b.comment(f"phase 1: accumulator pairs -> epilogue -> {g.out_dtype} pairs in the staging tile")
-        row = lw.u32("add.u32", lw.ex.reg(sp.row0), lw.bm0)
-        col = lw.u32("add.u32", lw.ex.reg(sp.col0), lw.bn0)
+        row = lw.u32("add.u32", lw.ex.reg(sp.row0), epi.tile.bm0)
+        col = lw.u32("add.u32", lw.ex.reg(sp.col0), epi.tile.bn0)
         bias = epi.site_vectors(sp, row, col, "bias")
         factor = epi.site_vectors(sp, row, col, "scale")
         sites = share_bases([(sp.row0 + dr) * self.st.pitch + (sp.col0 + dc) * self.ob for *_, dr, dc in sp.sites],
@@ -121,15 +121,15 @@ class TypedStaging:
         cols = [(Tid() + it * threads) % cpr for it in range(st.chunks_per_thread)]
         reads = share_bases([r * st.pitch + c * (v * ob) for r, c in zip(rows, cols)], threads)
         read_base = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in reads.bases]
-        grow = lw.u32("add.u32", lw.ex.reg(rows[0]), lw.bm0)
-        gcol = lw.u32("add.u32", lw.ex.reg(cols[0] * v), lw.bn0)
+        grow = lw.u32("add.u32", lw.ex.reg(rows[0]), self.epi.tile.bm0)
+        gcol = lw.u32("add.u32", lw.ex.reg(cols[0] * v), self.epi.tile.bn0)
         ldc_bytes = lw.u32("mul.lo.u32", lw.dim("ldc"), Imm(str(ob)))
         ptr0 = lw.u64("add.s64", lw.ptr["C"], lw.u64("add.s64", lw.wide_mul(grow, ldc_bytes),
                                                       lw.wide_mul(gcol, Imm(str(ob)))))
         row_ptr = RowPointers(self.b, ptr0, ldc_bytes)
         tid = np.arange(threads)
         r0v, c0v = evaluate(rows[0], tid), evaluate(cols[0], tid)
-        edge = lw.edge
+        edge = self.epi.edge
         straddle = edge.n_edge and self.g.n % v != 0
         out = []
         for it, (bi, imm) in enumerate(reads.site):

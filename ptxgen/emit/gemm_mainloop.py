@@ -18,6 +18,7 @@ from ..schedule.problem import MMA_SHAPE
 from .ir import Imm, Sym, VReg
 from .memory import bar_sync, commit_group, wait_group
 from .tensor import mma
+from .tiles import KRange, TileOperands
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
 class MainLoop:
     """Emits the K loop of one GemmLowering (its copies, fragment plans and accumulators)."""
 
-    def __init__(self, lw: "GemmLowering"):
+    def __init__(self, lw: "GemmLowering", ops: TileOperands, k: KRange):
         self.lw, self.b, self.s, self.g = lw, lw.b, lw.s, lw.g
+        self.ops, self.k = ops, k
 
     def fragment_addresses(self, rd_off: dict[str, VReg | int]) -> dict[str, "StageBases"]:
         """Each operand's fragment address bases, moved to the stage at byte offset `rd_off`."""
@@ -72,7 +74,7 @@ class MainLoop:
         return prefetches_across_k_tiles(self.g, self.s)
 
     def emit(self, acc) -> None:
-        """The K loop over the CTA's `kt` k-tiles (at least one), from the lowering's `gptr`."""
+        """The K loop over the range's k-tiles (at least one), from the operands' pointers."""
         i = self.lw.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
         if self.s.stages == 1:
             self.single_buffer_loop(i, acc)
@@ -84,10 +86,10 @@ class MainLoop:
         prefetch = self.prefetch_across_tiles
         b.banner(f"Prologue: k-tiles 0..{S - 2} -> stages 0..{S - 2}, one cp.async group each")
         for st in range(S - 1):
-            guard = None if st == 0 else self.lw.pred("setp.lt.u32", Imm(str(st)), self.lw.kt)
-            rem = self.lw.edge.k_remaining(st)
+            guard = None if st == 0 else self.lw.pred("setp.lt.u32", Imm(str(st)), self.k.count)
+            rem = self.ops.edge.k_remaining(st, self.k)
             for name in ("A", "B"):
-                self.lw.issue_tile(name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
+                self.lw.issue_tile(self.ops, name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
             commit_group(b, comment=f"group of k-tile {st}")
         rd = self.lw.u32("mov.u32", Imm("0"), comment="stage read this iteration: i % S")
         # With two stages the written stage is the other one: derived, not carried (a register less)
@@ -106,13 +108,13 @@ class MainLoop:
             wait_group(b, S - 2, comment=f"k-tile i has landed (at most {S - 2} newer groups in flight)")
             bar_sync(b, comment="k-tile i visible to all threads; stage (i-1) % S is free")
         nxt = self.lw.u32("add.u32", i, Imm(str(S - 1)))
-        more = self.lw.pred("setp.lt.u32", nxt, self.lw.kt)
+        more = self.lw.pred("setp.lt.u32", nxt, self.k.count)
         wr_off = self.stage_offsets(self.lw.u32("xor.b32", rd, Imm("1")) if wr is None else wr, stage_bytes)
-        rem = self.lw.edge.k_remaining(nxt)
+        rem = self.ops.edge.k_remaining(nxt, self.k)
         if prefetch:
             b.comment(f"stage (i+{S - 1}) % {S} held k-tile i-1, which every warp read before the last barrier")
         for name in ("A", "B"):
-            self.lw.issue_tile(name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}", rem)
+            self.lw.issue_tile(self.ops, name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}", rem)
         commit_group(b, comment=f"group of k-tile i+{S - 1} (empty past the last k-tile)")
         if prefetch:
             self.prefetched_tile(rd, wr, stage_bytes, first, acc)
@@ -121,7 +123,7 @@ class MainLoop:
             b.comment("advance: i += 1, stages rotate")
             self.rotate(rd, wr)
         b.emit("add.u32", i, i, Imm("1"), ndefs=1)
-        again = self.lw.pred("setp.lt.u32", i, self.lw.kt)
+        again = self.lw.pred("setp.lt.u32", i, self.k.count)
         b.emit("bra.uni", Sym(loop), guard=again)
         b.banner("Epilogue: drain the copy pipeline, store the accumulators")
         wait_group(b, 0, comment="drain: every remaining group is empty")
@@ -172,16 +174,16 @@ class MainLoop:
         loop = b.label("main_loop")
         b.banner("Main loop (stages=1): copy k-tile i, wait, compute; no overlap")
         b.place(loop)
-        rem = self.lw.edge.k_remaining(i)
+        rem = self.ops.edge.k_remaining(i, self.k)
         for name in ("A", "B"):
-            self.lw.issue_tile(name, 0, None, "k-tile i -> stage 0", rem)
+            self.lw.issue_tile(self.ops, name, 0, None, "k-tile i -> stage 0", rem)
         commit_group(b)
         wait_group(b, 0, comment="k-tile i has landed")
         bar_sync(b, comment="k-tile i visible to all threads")
         self.compute_tile({"A": 0, "B": 0}, acc)
         bar_sync(b, comment="every thread is done reading stage 0 before it is overwritten")
         b.emit("add.u32", i, i, Imm("1"), ndefs=1)
-        again = self.lw.pred("setp.lt.u32", i, self.lw.kt)
+        again = self.lw.pred("setp.lt.u32", i, self.k.count)
         b.emit("bra.uni", Sym(loop), guard=again)
         b.banner("Epilogue: store the accumulators")
 

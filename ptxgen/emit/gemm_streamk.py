@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..schedule.geometry import staging_layout
-from .gemm_epilogue import EpilogueEmitter
-from .gemm_epilogue_smem import StagedEpilogue
 from .gemm_splitk import MmaPartials, PartialIO
 from .index import ExprEmitter
 from .ir import Addr, Function, Imm, Sym, VReg
 from .memory import bar_sync
+from .tiles import KRange, Tile, TileOperands
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
@@ -60,13 +58,14 @@ class StreamK:
         self.t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
         self.decompose()
         acc = lw.accumulators()
-        self.tile, self.k0, self.kc = b.reg("b32"), b.reg("b32"), b.reg("b32")
+        #: the unit's linear tile index (over all batches), first k-tile within it, and k-tile count
+        self.index, self.k0, self.kc = b.reg("b32"), b.reg("b32"), b.reg("b32")
         loop, finish = b.label("unit_loop"), b.label("all_units_done")
         b.banner("Persistent loop: one work unit (a tile, or a stretch of one tile's k-tiles) per trip")
         b.place(loop)
         self.select_unit(finish)
-        self.run_unit(acc)
-        self.finish_unit(acc, loop)
+        tile, ops = self.run_unit(acc)
+        self.finish_unit(acc, tile, ops, loop)
         b.place(finish)
         b.emit("ret")
         return b.function
@@ -126,35 +125,35 @@ class StreamK:
                comment="k0: first k-tile within the tile")
         b.emit("min.u32", self.kc, lw.u32("sub.u32", self.kt_tile, self.k0),
                lw.u32("sub.u32", self.end, self.it), ndefs=1, comment="kc: k-tiles this unit runs")
-        b.emit("add.u32", self.tile, self.dp, t, ndefs=1)
+        b.emit("add.u32", self.index, self.dp, t, ndefs=1)
         b.emit("add.u32", self.it, self.it, self.kc, ndefs=1)
         self.branch(None, have)
         b.place(dp_unit)
-        self.mov(self.tile, self.next_dp)
+        self.mov(self.index, self.next_dp)
         self.mov(self.k0, Imm("0"))
         self.mov(self.kc, self.kt_tile)
         b.emit("add.u32", self.next_dp, self.next_dp, self.G, ndefs=1)
         b.place(have)
 
-    def run_unit(self, acc) -> None:
-        """Point the pipeline at the unit's tile and k-tiles, and run it."""
+    def run_unit(self, acc) -> tuple[Tile, TileOperands]:
+        """Point the pipeline at the unit's tile and k-tiles, and run it; returns the tile and its operands."""
         lw, b, g = self.lw, self.b, self.g
         bar_sync(b, comment="the previous unit is done with the shared buffers")
         if g.batch > 1:
-            lw.bidx = lw.u32("div.u32", self.tile, self.per_batch)
-            pid = lw.u32("mad.lo.s32", lw.bidx, lw.u32("neg.s32", self.per_batch), self.tile)
-            lw.batch_offsets(self.base_ptr, self.strides)
+            batch = lw.u32("div.u32", self.index, self.per_batch)
+            pid = lw.u32("mad.lo.s32", batch, lw.u32("neg.s32", self.per_batch), self.index)
+            lw.batch_offsets(batch, self.base_ptr, self.strides)
         else:
-            pid = self.tile
-        lw.tile_origin(pid)
-        lw.kt = self.kc
-        lw.k_left = lw.u32("mad.lo.s32", self.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0")
-        lw.tile_addressing()
-        lw.skip_k_tiles(self.k0, "the unit's first k-tile (k0)")
+            pid = self.index
+        tile = lw.scheduler.tile(pid)
+        k = KRange(self.kc, lw.u32("mad.lo.s32", self.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0"))
+        ops = lw.tile_addressing(tile)
+        lw.skip_k_tiles(ops.gptr, self.k0, "the unit's first k-tile (k0)")
         lw.zero_accumulators(acc)
-        lw.mainloop(acc)
+        lw.mainloop(acc, ops, k)
+        return tile, ops
 
-    def finish_unit(self, acc, loop: str) -> None:
+    def finish_unit(self, acc, tile: Tile, ops: TileOperands, loop: str) -> None:
         lw, b = self.lw, self.b
         publish, store = b.label("publish_partial"), b.label("tile_epilogue")
         sites_base = self.slot_offset()
@@ -166,7 +165,7 @@ class StreamK:
             self.fixup(acc, sites_base)
         b.place(store)
         with lw.ex.scoped():
-            (StagedEpilogue if staging_layout(self.g, self.s) else EpilogueEmitter)(lw).emit(acc)
+            lw.epilogue(tile, ops.edge).emit(acc)
         self.branch(None, loop)
         b.place(publish)
         with lw.ex.scoped():
@@ -198,7 +197,7 @@ class StreamK:
         """Owner: add the partials of ranks rank+1, rank+2, ... that start inside this tile, in order."""
         lw, b = self.lw, self.b
         b.banner("Stream-K fix-up: add the later ranks' partials of this tile, in K order")
-        tile_end = lw.u32("mul.lo.u32", lw.u32("add.u32", lw.u32("sub.u32", self.tile, self.dp), Imm("1")),
+        tile_end = lw.u32("mul.lo.u32", lw.u32("add.u32", lw.u32("sub.u32", self.index, self.dp), Imm("1")),
                           self.kt_tile, comment="Stream-K iteration where this tile ends")
         other = lw.u32("add.u32", self.rank, Imm("1"))
         loop, spin, done = b.label("fixup_next_rank"), b.label("fixup_wait_flag"), b.label("fixup_done")

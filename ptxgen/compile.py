@@ -1,29 +1,25 @@
 """`ptxgen.compile`: verify -> plan shared memory -> lower -> allocate registers -> PTX text."""
 from __future__ import annotations
 
-from .emit.gemm import lower_gemm
+from .emit.gemm import lower_gemm, pipeline_class
 from .emit.gemm_epilogue_smem import STAGE_BUFFER
 from .emit.gemm_splitk import FLAG_BUFFER
+from .emit.pipeline import PHASE_EPILOGUE
 from .emit.render import render
 from .kernel import PARAM_NAMES, Kernel
 from .regalloc import SmemBuffer, allocate, plan_shared
 from .regalloc.smem import SmemPlan
-from .schedule.geometry import describe_staging, fragment_buffering, grid_for, operand_tiles, staging_layout
+from .schedule.geometry import describe_staging, fragment_buffering, grid_for, staging_layout
 from .schedule.problem import QUANTIZED_DTYPES, Gemm, instruction_name
 from .schedule.schedule import Schedule
 from .schedule.targets import target
 from .schedule.verify import verify
 from .schedule.verify_types import check_arguments
 
-#: Lifetime phases handed to the shared-memory planner.
-PHASE_MAINLOOP, PHASE_EPILOGUE = 0, 1
-
-
 def plan_tile_buffers(g: Gemm, s: Schedule) -> SmemPlan:
     """Offsets of the multi-buffered A and B tiles (live through the main loop) and of the
     epilogue's buffers, which may reuse the tiles' bytes."""
-    buffers = [SmemBuffer(t.name, s.stages * t.stage_bytes, t.align, PHASE_MAINLOOP, PHASE_MAINLOOP)
-               for t in operand_tiles(g, s)]
+    buffers = pipeline_class(s).shared_buffers(g, s)
     st = staging_layout(g, s)
     if st is not None:
         buffers.append(SmemBuffer(STAGE_BUFFER, st.bytes, 128, PHASE_EPILOGUE, PHASE_EPILOGUE))

@@ -17,8 +17,6 @@ from ..schedule.geometry import operand_tiles, staging_layout
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from .builder import Builder
-from .gemm_fragments import FragmentLoader
-from .gemm_mainloop import MainLoop
 from .gemm_plan import CopyPlan, copy_plan
 from .index import ExprEmitter
 from .addressing import RowPointers
@@ -27,7 +25,9 @@ from .gemm_epilogue import EpilogueEmitter
 from .gemm_epilogue_smem import StagedEpilogue
 from .gemm_splitk import SplitK
 from .gemm_streamk import StreamK
-from .gemm_wmma import WmmaMath
+from .gemm_sm80 import Sm80Pipeline
+from .gemm_wmma import WmmaPipeline
+from .pipeline import Accumulators, Pipeline
 from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
 from .tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
 from .memory import cp_async, ld_param
@@ -64,6 +64,11 @@ def entry_name(g: Gemm, s: Schedule) -> str:
             f"_w{s.warps[0]}x{s.warps[1]}_s{s.stages}_{s.smem_layout}{epi}")
 
 
+def pipeline_class(s: Schedule) -> type[Sm80Pipeline] | type[WmmaPipeline]:
+    """The math pipeline a schedule lowers to: wmma, or (every other instruction) mma.sync."""
+    return WmmaPipeline if s.instruction == "wmma" else Sm80Pipeline
+
+
 class GemmLowering:
     """Builds one kernel; every emitter receives this object's builder explicitly.
 
@@ -82,9 +87,7 @@ class GemmLowering:
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.tile_a, self.tile_b = operand_tiles(g, s)
         self.copy = {"A": copy_plan(self.tile_a), "B": copy_plan(self.tile_b)}
-        self.wmma = WmmaMath(self) if s.instruction == "wmma" else None
-        self.fragments = None if self.wmma else FragmentLoader(self.b, g, s, self.tile_a, self.tile_b)
-        self.mi, self.ni = s.warp_tile[0] // 16, s.warp_tile[1] // 8
+        self.pipeline: Pipeline = pipeline_class(s)(self)
         self.scheduler = TileScheduler(self)
         # Kernel-invariant registers, emitted by the setup before any use:
         self.tid: VReg = VReg("b32", 0)  # %tid.x (placeholder until load_pointers)
@@ -95,7 +98,6 @@ class GemmLowering:
         self.steps: dict[str, dict[int, VReg]] = {}  # loop-invariant byte steps between copy rows
         self.advance: dict[str, VReg | Imm] = {}  # bytes a global tile pointer moves per k-tile
         self.dst_bases: dict[str, list[VReg]] = {}  # copy destinations in stage 0
-        self.frag_bases: dict[str, list[VReg]] = {}  # mma.sync fragment sources in stage 0
 
     # -- small helpers ------------------------------------------------------------------------
     def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
@@ -171,10 +173,7 @@ class GemmLowering:
     def shared_addressing(self) -> None:
         """Tile-independent shared addresses: copy destinations and fragment sources in stage 0."""
         self.dst_bases = {n: self.shared_bases(n, self.copy[n].dst.bases) for n in ("A", "B")}
-        if self.wmma:
-            self.wmma.setup()
-        else:
-            self.frag_bases = {n: self.shared_bases(n, self.fragments.plans[n].addr.bases) for n in ("A", "B")}
+        self.pipeline.setup()
 
     def batch_offsets(self, batch: VReg, base: dict[str, VReg] | None = None,
                       strides: dict[str, VReg] | None = None) -> None:
@@ -329,12 +328,9 @@ class GemmLowering:
         """The epilogue emitter for this schedule: staged through shared memory, or direct stores."""
         return (StagedEpilogue if staging_layout(self.g, self.s) else EpilogueEmitter)(self, tile, edge)
 
-    def accumulators(self) -> list[list[tuple[VReg, ...]]]:
-        """The warp tile's accumulator registers, [mi][ni] mma fragments (or wmma fragments)."""
-        if self.wmma:
-            return self.wmma.accumulators()
-        cls, per_tile = ("f32", 4) if self.g.accumulator == "f32" else ("b32", 2 if self.g.acc_dtype == "f16" else 4)
-        return [[self.b.regs(cls, per_tile) for _ in range(self.ni)] for _ in range(self.mi)]
+    def accumulators(self) -> Accumulators:
+        """The warp tile's accumulator registers, as the pipeline lays them out."""
+        return self.pipeline.accumulators()
 
     def zero_accumulators(self, acc) -> None:
         f16_acc, s = self.g.acc_dtype == "f16", self.s
@@ -350,7 +346,7 @@ class GemmLowering:
 
     def mainloop(self, acc, ops: TileOperands, k: KRange) -> None:
         """The K loop over the k-tiles of `k` (at least one), from the pointers of `ops`."""
-        MainLoop(self, ops, k).emit(acc)
+        self.pipeline.mainloop(acc, ops, k)
 
 
 def lower_gemm(g: Gemm, s: Schedule, plan: SmemPlan) -> Function:

@@ -22,7 +22,6 @@ from ..schedule.geometry import StagingLayout, staging_layout
 from .gemm_epilogue import CVT_PACK, EpilogueEmitter
 from .gemm_epilogue_typed import TypedStaging
 from .addressing import RowPointers
-from .gemm_plan import store_plan
 from .index import Expr, Tid, evaluate, share_bases
 from .ir import Addr, Imm, Vec, VReg
 from .memory import bar_sync
@@ -64,18 +63,8 @@ class StagedEpilogue(EpilogueEmitter):
 
     def write_fragments(self, acc, base: VReg) -> None:
         lw, b = self.lw, self.b
-        sp = store_plan(lw.s)
-        pitch = self.st.pitch
-        b.comment(f"phase 1: accumulators -> staging tile ({self.st.rows} x {pitch} B rows)")
-        if lw.wmma:  # opaque fragments: wmma.store.d places them
-            lw.wmma.store(acc, base, pitch)
-            return
-        sites = share_bases([stage_offset(sp.row0 + dr, sp.col0 + dc, self.st) for *_, dr, dc in sp.sites],
-                            lw.s.threads)
-        bases = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in sites.bases]
-        for (m, n, h, _, _), (bi, imm) in zip(sp.sites, sites.site):
-            lo, hi = self.accumulators(acc[m][n], h)
-            b.emit("st.shared.v2.f32", Addr(bases[bi], imm), Vec((lo, hi)))
+        b.comment(f"phase 1: accumulators -> staging tile ({self.st.rows} x {self.st.pitch} B rows)")
+        lw.pipeline.stage_fragments(acc, base, self)  # mma.sync: by fragment layout; wmma: wmma.store.d
 
     def store_chunks(self, base: VReg) -> None:
         lw, b, g, st = self.lw, self.b, self.g, self.st

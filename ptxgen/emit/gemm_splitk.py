@@ -6,17 +6,15 @@ then thread 0 releases it with an acq_rel atomic increment of the tile's counter
 sees S-1 is the last: it resets the counter for the next launch, sums the S partials in split
 order (so the result does not depend on which CTA came last) and runs the epilogue once.
 
-The protocol is the same for both math backends; only moving fragments to and from a partial
-tile differs, so SplitK asks the backend (PartialIO): MmaPartials below for mma.sync's known
-fragment layout, WmmaMath for wmma's opaque fragments (wmma.store.d / wmma.load.c).
+The protocol is the same for every pipeline; only moving fragments to and from a partial tile
+differs, so SplitK asks the pipeline (`Pipeline.store_partial` / `add_partial`): by mma.sync's
+known fragment layout, or wmma.store.d / wmma.load.c for wmma's opaque fragments.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from .gemm_plan import store_plan
-from .index import Expr
-from .ir import Addr, Imm, Sym, Vec, VReg
+from .ir import Addr, Imm, Sym, VReg
 from .memory import bar_sync
 from .tiles import KRange, Tile, ZSlot
 
@@ -27,41 +25,6 @@ if TYPE_CHECKING:
 FLAG_BUFFER = "split_k_flag"
 
 
-class PartialIO(Protocol):
-    """How a math backend moves its f32 accumulator fragments to and from a row-major partial
-    tile `row_elems` wide in global memory. `base` is the tile's address plus partial_origin."""
-
-    def partial_origin(self, row_elems: int) -> Expr: ...
-
-    def store_partial(self, acc, base: VReg, row_elems: int) -> None: ...
-
-    def add_partial(self, acc, base: VReg, row_elems: int) -> None: ...
-
-
-class MmaPartials:
-    """mma.sync accumulators: a thread holds column pairs (2t, 2t+1) of rows g and g+8 of each
-    m16n8 tile, so each pair is one .v2.f32 access at a per-thread address."""
-
-    def __init__(self, lw: "GemmLowering"):
-        self.b = lw.b
-        self.sp = store_plan(lw.s)
-
-    def partial_origin(self, row_elems: int) -> Expr:
-        return self.sp.row0 * row_elems + self.sp.col0
-
-    def store_partial(self, acc, base: VReg, row_elems: int) -> None:
-        for m, n, h, dr, dc in self.sp.sites:
-            self.b.emit("st.global.v2.f32", Addr(base, (dr * row_elems + dc) * 4), Vec(acc[m][n][2 * h:2 * h + 2]))
-
-    def add_partial(self, acc, base: VReg, row_elems: int) -> None:
-        for m, n, h, dr, dc in self.sp.sites:
-            part = self.b.regs("f32", 2)
-            self.b.emit("ld.global.v2.f32", Vec(part), Addr(base, (dr * row_elems + dc) * 4), ndefs=1)
-            for j in range(2):
-                r = acc[m][n][2 * h + j]
-                self.b.emit("add.f32", r, r, part[j], ndefs=1)
-
-
 class SplitK:
     def __init__(self, lw: "GemmLowering"):
         self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
@@ -69,7 +32,7 @@ class SplitK:
         tiles_m, tiles_n = -(-self.g.m // self.s.bm), -(-self.g.n // self.s.bn)
         self.mpad, self.npad = tiles_m * self.s.bm, tiles_n * self.s.bn
         self.tiles = tiles_m * tiles_n
-        self.io: PartialIO = lw.wmma or MmaPartials(lw)
+        self.io = lw.pipeline  # how fragments reach a partial tile
         self.within: VReg | None = None  # byte offset of this thread's first element in a slice
 
     def k_range(self, kt: VReg, split: VReg, gptr: dict[str, VReg]) -> KRange:

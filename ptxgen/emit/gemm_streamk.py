@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .gemm_splitk import MmaPartials, PartialIO
 from .index import ExprEmitter
 from .ir import Addr, Function, Imm, Sym, VReg
 from .memory import bar_sync
@@ -30,7 +29,7 @@ class StreamK:
     def __init__(self, lw: "GemmLowering"):
         self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
         self.tile_bytes = self.s.bm * self.s.bn * 4  # one f32 partial tile per workspace slot
-        self.io: PartialIO = lw.wmma or MmaPartials(lw)  # how fragments reach a partial tile
+        self.io = lw.pipeline  # how fragments reach a partial tile
 
     # -- small helpers ------------------------------------------------------------------------
     def mov(self, dst: VReg, src) -> None:

@@ -14,12 +14,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..regalloc.smem import SmemBuffer
+from ..schedule.problem import Gemm
+from ..schedule.schedule import Schedule
+from .gemm_mainloop import MainLoop
 from .gemm_plan import warp_origin
 from .index import Expr, share_bases
 from .ir import Addr, Imm, Vec, VReg
+from .pipeline import Accumulators, mainloop_buffers
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
+    from .gemm_epilogue_smem import StagedEpilogue
+    from .tiles import KRange, TileOperands
 
 #: Registers per lane of an A or B fragment, by input dtype (f16 holds each element twice).
 FRAGMENT_REGS = {"f16": 8, "bf16": 4}
@@ -28,7 +35,9 @@ ACC_REGS = {"f32": 8, "f16": 4}
 ACC_BYTES = {"f32": 4, "f16": 2}
 
 
-class WmmaMath:
+class WmmaPipeline:
+    """wmma.load / wmma.mma over cp.async stage tiles, opaque accumulators (implements `Pipeline`)."""
+
     def __init__(self, lw: "GemmLowering"):
         self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
         tm, tn = lw.s.warp_tile
@@ -50,6 +59,13 @@ class WmmaMath:
         """Byte offset of the 16x16 block at (m or n, k) of a stage tile: warp-uniform."""
         row, col = (k, mn) if tile.k_along_rows else (mn, k)
         return row * tile.pitch + col * tile.elem_bytes
+
+    @classmethod
+    def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
+        return mainloop_buffers(g, s)
+
+    def mainloop(self, acc: Accumulators, ops: "TileOperands", k: "KRange") -> None:
+        MainLoop(self.lw, ops, k, self).emit(acc)
 
     def setup(self) -> None:
         """Absolute shared addresses of the fragment blocks in stage 0 (bases + immediates)."""
@@ -108,8 +124,9 @@ class WmmaMath:
             for ks in range(steps):
                 compute(ks, load(ks))
 
-    def store(self, acc, stage: VReg, pitch: int) -> None:
+    def stage_fragments(self, acc: Accumulators, stage: VReg, epi: "StagedEpilogue") -> None:
         """wmma.store.d every accumulator fragment into the staging tile (f32, or f16 for f16 acc)."""
+        pitch = epi.st.pitch
         eb = ACC_BYTES[self.acc]
         wm0, wn0 = self.origin
         warp = self.lw.u32("add.u32", stage, self.lw.ex.emit(wm0 * pitch + wn0 * eb))
@@ -121,7 +138,7 @@ class WmmaMath:
         """(m, n, byte offset from the warp tile's origin) of each 16x16 accumulator block."""
         return [(m, n, 16 * m * pitch + 16 * n * eb) for m in range(self.mi) for n in range(self.ni)]
 
-    # -- split-K partial tiles (the PartialIO protocol of gemm_splitk) ----------------------------
+    # -- split-K / Stream-K partial tiles ----------------------------------------------------------
     def partial_origin(self, row_elems: int) -> Expr:
         """Element offset of this warp's tile in a row-major partial tile `row_elems` wide."""
         wm0, wn0 = self.origin

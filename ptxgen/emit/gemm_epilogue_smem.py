@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..schedule.geometry import StagingLayout, staging_layout
+from ..schedule.geometry import staging_layout
 from .gemm_epilogue import CVT_PACK, EpilogueEmitter
 from .gemm_epilogue_typed import TypedStaging
 from .addressing import RowPointers
-from .index import Expr, Tid, evaluate, share_bases
+from .index import Tid, evaluate, share_bases
 from .ir import Addr, Imm, Vec, VReg
 from .memory import bar_sync
+from .swizzle import stage_offset
 from .quantize import load_bytes, quantize, store_bytes
 
 if TYPE_CHECKING:
@@ -33,15 +34,6 @@ if TYPE_CHECKING:
     from .tiles import Tile
 
 STAGE_BUFFER = "C_stage"
-
-
-def stage_offset(row: Expr, col: Expr, st: StagingLayout) -> Expr:
-    """Byte offset of element (row, col) of the staging tile (16-byte units of f32
-    XOR-swizzled by `st.swizzle_mask` when `st.swizzle`)."""
-    if not st.swizzle:
-        return row * st.pitch + col * st.elem_bytes
-    unit = col >> 2
-    return row * st.pitch + ((unit ^ ((unit >> 3) & st.swizzle_mask)) << 4) + (col & 3) * 4
 
 
 class StagedEpilogue(EpilogueEmitter):

@@ -18,6 +18,7 @@ from .gemm_plan import store_plan
 from .index import Expr, share_bases
 from .ir import Addr, Vec, VReg
 from .pipeline import Accumulators, mainloop_buffers
+from .swizzle import stage_offset
 from .tensor import mma
 
 if TYPE_CHECKING:
@@ -88,8 +89,6 @@ class Sm80Pipeline:
 
     # -- epilogue staging and partial tiles -----------------------------------------------------------
     def stage_fragments(self, acc: Accumulators, base: VReg, epi: "StagedEpilogue") -> None:
-        from .gemm_epilogue_smem import stage_offset
-
         lw, sp = self.lw, self.sp
         sites = share_bases([stage_offset(sp.row0 + dr, sp.col0 + dc, epi.st) for *_, dr, dc in sp.sites],
                             lw.s.threads)

@@ -120,22 +120,3 @@ def ldmatrix_received(lane: int, trans: bool) -> tuple[int, int, int, int]:
     if not trans:
         return lane >> 2, 2 * (lane & 3), lane >> 2, 2 * (lane & 3) + 1
     return 2 * (lane & 3), lane >> 2, 2 * (lane & 3) + 1, lane >> 2
-
-
-# --- shared-memory tile layouts --------------------------------------------------------------
-def smem_offset(row: Expr, chunk: Expr, pitch: int, swizzle: tuple[int, int] | None) -> Expr:
-    """Byte offset of 16-byte chunk `chunk` of tile row `row`.
-
-    With `swizzle=(shift, mask)` the chunk is XORed with `(row >> shift) & mask`
-    (Swizzle<3,3,3> on f16 element offsets for 64-element rows, fewer bits for narrower rows).
-    """
-    if swizzle is not None:
-        shift, mask = swizzle
-        chunk = chunk ^ ((row >> shift) & mask)
-    return row * pitch + (chunk << 4)
-
-
-def smem_element_offset(row: Expr, col_byte: Expr, pitch: int, swizzle: tuple[int, int] | None) -> Expr:
-    """Byte offset of the element at byte `col_byte` of tile row `row`: its 16-byte chunk placed
-    by `smem_offset`, plus the byte within the chunk (swizzles move whole chunks)."""
-    return smem_offset(row, col_byte >> 4, pitch, swizzle) + (col_byte & 15)

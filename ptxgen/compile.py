@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from .emit.gemm import lower_gemm, pipeline_class
-from .emit.gemm_epilogue_smem import STAGE_BUFFER
-from .emit.gemm_splitk import FLAG_BUFFER
+from .emit.epilogue.staged import STAGE_BUFFER
+from .emit.splitk import FLAG_BUFFER
 from .emit.pipeline import PHASE_EPILOGUE
 from .emit.render import render
 from .kernel import PARAM_NAMES, Kernel

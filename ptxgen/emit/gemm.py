@@ -1,14 +1,14 @@
 """GEMM lowering: (Gemm, Schedule, shared-memory plan) -> a Function over virtual registers.
 
-Structure of the kernel (a modulo-scheduled cp.async pipeline, as in CUTLASS's sm80 mainloop):
-  setup      parameters, CTA tile origin (row or grouped raster), per-thread address bases
-  prologue   k-tiles 0..S-2 -> stages 0..S-2, one commit_group each (guarded by k-tile < KT)
-  main loop  issue k-tile i+S-1 into the stage read last iteration; commit; fragment loads +
-             mma.sync over k-tile i from stage i % S (ldmatrix, or scalar ld.shared for
-             M/N-contiguous tf32 and int8 tiles: gemm_fragments.py); wait_group + bar.sync
-             placement and the cross-tile fragment prefetch: gemm_mainloop.py
-  epilogue   drain the copy groups, convert and store the accumulators from their fragments
-With stages == 1 there is one buffer: copy, wait, barrier, compute, barrier.
+`GemmLowering` drives one kernel; what runs on the tensor cores is its `Pipeline`
+(pipeline.py): sm80/ (cp.async + ldmatrix + mma.sync) or wmma/ (cp.async + wmma). Structure:
+  setup      parameters, CTA tile (tiles.py: row or grouped raster), per-thread address bases
+  k-range    all of K, or this split's k-tiles (splitk.py); Stream-K (streamk.py) instead loops
+             over work units, each a tile and a k-range
+  main loop  the pipeline's, over the k-range (sm80/mainloop.py: a modulo-scheduled cp.async
+             pipeline as in CUTLASS's sm80 mainloop, fragment loads: sm80/fragments.py)
+  split-K    workspace partials, the last CTA of a tile sums them (splitk.py)
+  epilogue   epilogue/: the accumulators, converted and stored (direct, or staged through shared memory)
 """
 from __future__ import annotations
 
@@ -17,20 +17,18 @@ from ..schedule.geometry import operand_tiles, staging_layout
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from .builder import Builder
-from .gemm_plan import CopyPlan, copy_plan
+from .edges import StoreEdges
 from .index import ExprEmitter
-from .addressing import RowPointers
-from .gemm_edges import EdgeChecks
-from .gemm_epilogue import EpilogueEmitter
-from .gemm_epilogue_smem import StagedEpilogue
-from .gemm_splitk import SplitK
-from .gemm_streamk import StreamK
-from .gemm_sm80 import Sm80Pipeline
-from .gemm_wmma import WmmaPipeline
+from .epilogue.direct import EpilogueEmitter
+from .epilogue.staged import StagedEpilogue
+from .splitk import SplitK
+from .streamk import StreamK
+from .sm80.pipeline import Sm80Pipeline
+from .wmma.pipeline import WmmaPipeline
 from .pipeline import Accumulators, Pipeline
-from .ir import Addr, Function, Imm, Operand, Param, Sym, VReg
+from .ir import Function, Imm, Param, Sym, VReg
 from .tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
-from .memory import cp_async, ld_param
+from .memory import ld_param
 
 SMEM_SYMBOL = "smem"
 PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u32", "M"),
@@ -86,7 +84,6 @@ class GemmLowering:
         self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.tile_a, self.tile_b = operand_tiles(g, s)
-        self.copy = {"A": copy_plan(self.tile_a), "B": copy_plan(self.tile_b)}
         self.pipeline: Pipeline = pipeline_class(s)(self)
         self.scheduler = TileScheduler(self)
         # Kernel-invariant registers, emitted by the setup before any use:
@@ -95,9 +92,6 @@ class GemmLowering:
         self.dims: dict[str, VReg] = {}  # .u32 size parameters, loaded on first use
         self.smem: VReg = VReg("b32", 0)  # shared window address of the buffers (placeholder until load_dims)
         self.ex = ExprEmitter(self.b, self.tid)  # replaced once %tid.x is loaded
-        self.steps: dict[str, dict[int, VReg]] = {}  # loop-invariant byte steps between copy rows
-        self.advance: dict[str, VReg | Imm] = {}  # bytes a global tile pointer moves per k-tile
-        self.dst_bases: dict[str, list[VReg]] = {}  # copy destinations in stage 0
 
     # -- small helpers ------------------------------------------------------------------------
     def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
@@ -145,8 +139,8 @@ class GemmLowering:
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
         k = KRange(self.ceil_div(self.dim("K"), s.bk))
         self.ex = ExprEmitter(b, self.tid)
-        ops = self.tile_addressing(tile)
-        self.shared_addressing()
+        ops = self.pipeline.operands(tile)
+        self.pipeline.setup()
         return tile, k, z, ops
 
     def load_pointers(self) -> None:
@@ -163,18 +157,6 @@ class GemmLowering:
             self.dim(n)
         self.smem = self.u32("mov.u32", Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
 
-    def tile_addressing(self, tile: Tile) -> TileOperands:
-        """Per-tile state: global pointers to k-tile 0 of the CTA tile, and the edge bounds."""
-        gptr = {n: self.global_tile_pointer(n, tile) for n in ("A", "B")}
-        edge = EdgeChecks(self, tile)
-        edge.prepare()
-        return TileOperands(gptr, edge)
-
-    def shared_addressing(self) -> None:
-        """Tile-independent shared addresses: copy destinations and fragment sources in stage 0."""
-        self.dst_bases = {n: self.shared_bases(n, self.copy[n].dst.bases) for n in ("A", "B")}
-        self.pipeline.setup()
-
     def batch_offsets(self, batch: VReg, base: dict[str, VReg] | None = None,
                       strides: dict[str, VReg] | None = None) -> None:
         """Move A, B and C to batch `batch`: ptr = base + batch * batch_stride * element bytes."""
@@ -188,21 +170,6 @@ class GemmLowering:
 
     def batch_strides(self) -> dict[str, VReg]:
         return {n: ld_param(self.b, "b64", ".u64", f"batch_stride_{n.lower()}") for n in ("A", "B", "C")}
-
-    def global_tile_pointer(self, name: str, out_tile: Tile) -> VReg:
-        """Pointer to this thread's first chunk of k-tile 0 of operand `name`."""
-        cp: CopyPlan = self.copy[name]
-        tile = cp.tile
-        eb = tile.elem_bytes
-        self.b.comment(f"{name}: thread's first {tile.copy_bytes}-byte copy of k-tile 0 in global memory")
-        row = self.ex.reg(cp.row0)
-        col = self.ex.reg(cp.col0 * (tile.copy_bytes // eb))
-        origin = out_tile.bm0 if name == "A" else out_tile.bn0  # the CTA's first row of A / column of B
-        if tile.k_along_rows:  # tile rows run along K: the CTA origin is a column offset
-            col = self.u32("add.u32", col, origin)
-        else:
-            row = self.u32("add.u32", row, origin)
-        return self.element_pointer(self.ptr[name], "lda" if name == "A" else "ldb", row, col, eb)
 
     def element_pointer(self, base: VReg, ld: str, row: VReg, col: VReg, eb: int) -> VReg:
         """base + (row * ld + col) * eb, all in 64 bits: ld * eb (and row * ld * eb) reach 2^32
@@ -218,99 +185,13 @@ class GemmLowering:
         start = self.u32("add.u32", self.smem, Imm(str(offset))) if offset else self.smem
         return [self.u32("add.u32", start, self.ex.emit(e)) for e in bases]
 
-    # -- pipeline pieces --------------------------------------------------------------------------
-    def k_advance(self) -> dict[str, VReg | Imm]:
-        """Bytes a global tile pointer moves per k-tile."""
-        out: dict[str, VReg | Imm] = {}
-        for name in ("A", "B"):
-            tile = self.copy[name].tile
-            if tile.k_along_rows:
-                ld = self.dim("lda" if name == "A" else "ldb")
-                out[name] = self.wide_mul(ld, Imm(str(self.s.bk * tile.elem_bytes)))
-            else:
-                out[name] = Imm(str(self.s.bk * tile.elem_bytes))
-        return out
-
-    def skip_k_tiles(self, gptr: dict[str, VReg], first: VReg, what: str) -> None:
-        """Move both global tile pointers forward by `first` k-tiles (split-K, Stream-K units)."""
-        for name in ("A", "B"):
-            adv = self.advance[name]
-            skip = (self.wide_mul(first, adv) if isinstance(adv, Imm)
-                    else self.u64("mul.lo.u64", self.u64("cvt.u64.u32", first), adv))
-            self.b.emit("add.s64", gptr[name], gptr[name], skip, ndefs=1, comment=f"{name} -> {what}")
-
-    def row_steps(self) -> dict[str, dict[int, VReg]]:
-        """Loop-invariant 64-bit byte steps between consecutive copy rows (usually just one)."""
-        out: dict[str, dict[int, VReg]] = {}
-        for name in ("A", "B"):
-            cp = self.copy[name]
-            ld = self.dim("lda" if name == "A" else "ldb")
-            rows = sorted(set(cp.rows))
-            deltas = sorted({b - a for a, b in zip(rows, rows[1:])})
-            out[name] = {d: self.wide_mul(ld, Imm(str(d * cp.tile.elem_bytes))) for d in deltas}
-        return out
-
-    def issue_tile(self, ops: TileOperands, name: str, stage_off: VReg | int, guard: VReg | None, what: str,
-                   k_rem: VReg | None) -> None:
-        """Copy one k-tile of `name` into the stage at byte offset `stage_off`, then advance.
-
-        `k_rem` (K left from this k-tile's start) is given only when K ends inside a k-tile.
-        """
-        cp = self.copy[name]
-        cb = cp.tile.copy_bytes
-        kind = "cp.async" if cb >= 4 else "ld.global + st.shared"
-        self.b.comment(f"{what}: {kind} {name} ({cp.tile.copies_per_thread} x {cb} B per thread)")
-        if isinstance(stage_off, int):
-            dst = [(base, stage_off) for base in self.dst_bases[name]]
-        else:
-            dst = [(self.u32("add.u32", base, stage_off), 0) for base in self.dst_bases[name]]
-        sizes = ops.edge.src_sizes(name, k_rem)
-        row_ptr = RowPointers(self.b, ops.gptr[name], steps=self.steps[name])  # steps: loop-invariant
-        for it in range(cp.tile.copies_per_thread):
-            r = cp.rows[it]
-            base_i, imm = cp.dst.site[it]
-            reg, extra = dst[base_i]
-            dst_addr, src_addr = Addr(reg, imm + extra), Addr(row_ptr[r], cp.cols[it] * cb)
-            if cb >= 4:
-                cp_async(self.b, dst_addr, src_addr, cb, src_size=sizes[it], guard=guard)
-            else:
-                self.copy_narrow(dst_addr, src_addr, cb, cp.tile.elem_bytes, sizes[it], guard)
-        self.b.emit("add.s64", ops.gptr[name], ops.gptr[name], self.advance[name], ndefs=1,
-                    comment=f"{name} pointer -> next k-tile")
-
-    def copy_narrow(self, dst: Addr, src: Addr, cb: int, eb: int, size: Operand | None,
-                    guard: VReg | None) -> None:
-        """A synchronous 1- or 2-byte copy (no cp.async is that narrow), zero outside the matrix.
-
-        `size` is cp.async's src-size: the unit's bytes inside the matrix. A 2-byte unit of 8-bit
-        elements may straddle the edge (size 1): then only its first byte is loaded (`ld.u8`
-        zero-extends, and the first element is the low byte), so no byte past the edge is read.
-        """
-        h = self.b.reg("b16")
-        typ = ".b16" if cb == 2 else ".u8"
-        if size is not None or guard is not None:
-            self.b.emit("mov.b16", h, Imm("0"), ndefs=1)
-        if size is None:
-            self.b.emit(f"ld.global{typ}", h, src, ndefs=1, guard=guard)
-        else:
-            full = self.pred("setp.eq.u32", size, Imm(str(cb)))
-            self.b.emit(f"ld.global{typ}", h, src, ndefs=1, guard=self.both(full, guard))
-            if cb == 2 and eb == 1:  # the straddling unit: its first byte only
-                first = self.pred("setp.eq.u32", size, Imm("1"))
-                self.b.emit("ld.global.u8", h, src, ndefs=1, guard=self.both(first, guard))
-        self.b.emit(f"st.shared{typ}", dst, h, guard=guard)
-
-    def both(self, p: VReg, q: VReg | None) -> VReg:
-        return p if q is None else self.pred("and.pred", p, q)
-
     # -- the kernel ---------------------------------------------------------------------------------
     def lower(self) -> Function:
         if self.s.stream_k:
             return StreamK(self).lower()
         b, s = self.b, self.s
         tile, k, z, ops = self.setup()
-        self.steps = self.row_steps()
-        self.advance = self.k_advance()
+        self.pipeline.prepare_loop()
         if s.split_k > 1:
             assert z is not None and z.split is not None
             k = SplitK(self).k_range(k.count, z.split, ops.gptr)
@@ -324,7 +205,7 @@ class GemmLowering:
         b.emit("ret")
         return b.function
 
-    def epilogue(self, tile: Tile, edge: EdgeChecks) -> "EpilogueEmitter":
+    def epilogue(self, tile: Tile, edge: StoreEdges) -> "EpilogueEmitter":
         """The epilogue emitter for this schedule: staged through shared memory, or direct stores."""
         return (StagedEpilogue if staging_layout(self.g, self.s) else EpilogueEmitter)(self, tile, edge)
 

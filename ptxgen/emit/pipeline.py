@@ -18,8 +18,8 @@ from .index import Expr
 from .ir import VReg
 
 if TYPE_CHECKING:
-    from .gemm_epilogue_smem import StagedEpilogue
-    from .tiles import KRange, TileOperands
+    from .epilogue.staged import StagedEpilogue
+    from .tiles import KRange, Tile, TileOperands
 
 #: Lifetime phases handed to the shared-memory planner: main-loop buffers and epilogue buffers
 #: never live at once, so the planner may overlap them.
@@ -40,6 +40,18 @@ class Pipeline(Protocol):
 
     def setup(self) -> None:
         """Tile-independent per-thread shared addresses (emitted once, before any tile)."""
+        ...
+
+    def prepare_loop(self) -> None:
+        """Loop-invariant values of the main loop (emitted once, before the first one)."""
+        ...
+
+    def operands(self, tile: "Tile") -> "TileOperands":
+        """The tile's operand state: pointers to its k-tile 0 and its edge checks."""
+        ...
+
+    def skip_k_tiles(self, gptr: dict[str, VReg], first: VReg, what: str) -> None:
+        """Move the operand pointers `gptr` on by `first` k-tiles (split-K, Stream-K units)."""
         ...
 
     def accumulators(self) -> Accumulators:

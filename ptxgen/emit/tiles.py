@@ -13,7 +13,7 @@ from .ir import Imm, Sym, VReg
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
-    from .gemm_edges import EdgeChecks
+    from .edges import StoreEdges
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,8 @@ class TileScheduler:
 @dataclass(frozen=True)
 class TileOperands:
     """A tile's operand state: each operand's global pointer to its next k-tile (the copies
-    advance these registers in place) and the tile's edge checks."""
+    advance these registers in place) and the tile's edge checks (the pipeline's own subclass
+    of StoreEdges, which adds its load checks: sm80.load_edges.EdgeChecks)."""
 
     gptr: dict[str, VReg]
-    edge: "EdgeChecks"
+    edge: "StoreEdges"

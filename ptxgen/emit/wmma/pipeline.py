@@ -14,19 +14,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..regalloc.smem import SmemBuffer
-from ..schedule.problem import Gemm
-from ..schedule.schedule import Schedule
-from .gemm_mainloop import MainLoop
-from .gemm_plan import warp_origin
-from .index import Expr, share_bases
-from .ir import Addr, Imm, Vec, VReg
-from .pipeline import Accumulators, mainloop_buffers
+from ...regalloc.smem import SmemBuffer
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ..sm80.copies import CpAsyncCopies
+from ..sm80.mainloop import MainLoop
+from ..sm80.plans import warp_origin
+from ..index import Expr, share_bases
+from ..ir import Addr, Imm, Vec, VReg
+from ..pipeline import Accumulators, mainloop_buffers
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
-    from .gemm_epilogue_smem import StagedEpilogue
-    from .tiles import KRange, TileOperands
+    from ..gemm import GemmLowering
+    from ..epilogue.staged import StagedEpilogue
+    from ..tiles import KRange, Tile, TileOperands
 
 #: Registers per lane of an A or B fragment, by input dtype (f16 holds each element twice).
 FRAGMENT_REGS = {"f16": 8, "bf16": 4}
@@ -45,6 +46,7 @@ class WmmaPipeline:
         # A stored K x M is wmma "col"; B stored N x K (k contiguous) is wmma "col" too.
         self.layout = {"A": "col" if lw.tile_a.k_along_rows else "row",
                        "B": "row" if lw.tile_b.k_along_rows else "col"}
+        self.copies = CpAsyncCopies(lw)
         self.acc = lw.g.accumulator  # "f32", or "f16" (f16 inputs only; the verifier checks)
         self.sites: dict[str, list[Expr]] = {"A": [], "B": []}
         wm0, wn0 = self.origin = warp_origin(lw.s)
@@ -64,12 +66,23 @@ class WmmaPipeline:
     def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
         return mainloop_buffers(g, s)
 
+    # -- cp.async copies of the operand tiles -----------------------------------------------------------
+    def prepare_loop(self) -> None:
+        self.copies.prepare_loop()
+
+    def operands(self, tile: "Tile") -> "TileOperands":
+        return self.copies.operands(tile)
+
+    def skip_k_tiles(self, gptr: dict[str, VReg], first: VReg, what: str) -> None:
+        self.copies.skip_k_tiles(gptr, first, what)
+
     def mainloop(self, acc: Accumulators, ops: "TileOperands", k: "KRange") -> None:
         MainLoop(self.lw, ops, k, self).emit(acc)
 
     def setup(self) -> None:
         """Absolute shared addresses of the fragment blocks in stage 0 (bases + immediates)."""
         lw = self.lw
+        self.copies.setup()
         self.bases, self.site = {}, {}
         for name in ("A", "B"):
             sb = share_bases(self.sites[name], lw.s.threads)

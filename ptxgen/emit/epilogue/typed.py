@@ -1,6 +1,6 @@
 """Typed staging: 16- and 8-bit outputs are staged in their own dtype, after the epilogue math.
 
-The f32 staging tile of `gemm_epilogue_smem` holds 4 bytes per element whatever the output; for
+The f32 staging tile of `epilogue.staged` holds 4 bytes per element whatever the output; for
 f16/bf16 (s8/u8) outputs this one holds 2 (1), so a 128x128 f16 tile needs 34 KB instead of 68 KB
 (CUTLASS's 128x128x32 3-stage kernel: 48 KB in all). The stored bytes are exactly C's:
 
@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .addressing import RowPointers
-from .gemm_epilogue import CVT_PACK
-from .gemm_plan import store_plan
-from .index import Tid, evaluate, share_bases
-from .ir import Addr, Imm, Vec, VReg
-from .memory import bar_sync
-from .quantize import load_bytes, pack, quantize
+from ..addressing import RowPointers
+from .direct import CVT_PACK
+from ..sm80.plans import store_plan
+from ..index import Tid, evaluate, share_bases
+from ..ir import Addr, Imm, Vec, VReg
+from ..memory import bar_sync
+from ..quantize import load_bytes, pack, quantize
 
 if TYPE_CHECKING:
-    from .gemm_epilogue_smem import StagedEpilogue
+    from .staged import StagedEpilogue
 
 #: Bytes per chunk access -> (vector suffix, type, register class, registers).
 ACCESS = {16: (".v4", ".b32", "b32", 4), 8: (".v2", ".b32", "b32", 2), 4: ("", ".b32", "b32", 1),

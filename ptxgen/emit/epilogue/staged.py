@@ -1,7 +1,7 @@
 """Epilogue staged through shared memory, so global traffic is 16-byte and coalesced.
 
 16- and 8-bit outputs of mma.sync kernels are staged in their own dtype after the epilogue math
-(`gemm_epilogue_typed`); f32 and s32 outputs and the wmma path stage f32 as follows.
+(`epilogue.typed`); f32 and s32 outputs and the wmma path stage f32 as follows.
 Phase 1: every thread writes its f32 accumulators, straight from the mma fragment layout, into a
 BM x BN f32 staging tile. Rows are padded by 32 bytes, so the 8-byte fragment writes of a
 half-warp (4 rows x 32 bytes) land in distinct banks. The tile reuses the A/B stage buffers'
@@ -18,20 +18,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..schedule.geometry import staging_layout
-from .gemm_epilogue import CVT_PACK, EpilogueEmitter
-from .gemm_epilogue_typed import TypedStaging
-from .addressing import RowPointers
-from .index import Tid, evaluate, share_bases
-from .ir import Addr, Imm, Vec, VReg
-from .memory import bar_sync
-from .swizzle import stage_offset
-from .quantize import load_bytes, quantize, store_bytes
+from ...schedule.geometry import staging_layout
+from .direct import CVT_PACK, EpilogueEmitter
+from .typed import TypedStaging
+from ..addressing import RowPointers
+from ..index import Tid, evaluate, share_bases
+from ..ir import Addr, Imm, Vec, VReg
+from ..memory import bar_sync
+from ..swizzle import stage_offset
+from ..quantize import load_bytes, quantize, store_bytes
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
-    from .gemm_edges import EdgeChecks
-    from .tiles import Tile
+    from ..gemm import GemmLowering
+    from ..edges import EdgeChecks
+    from ..tiles import Tile
 
 STAGE_BUFFER = "C_stage"
 

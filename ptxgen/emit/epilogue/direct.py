@@ -10,17 +10,17 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from .addressing import RowPointers
-from .gemm_plan import store_plan
-from .ir import Addr, Imm, Vec, VReg
-from .memory import st_global
-from .quantize import load_bytes, quantize, store_bytes
-from ..schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES
+from ..addressing import RowPointers
+from ..sm80.plans import store_plan
+from ..ir import Addr, Imm, Vec, VReg
+from ..memory import st_global
+from ..quantize import load_bytes, quantize, store_bytes
+from ...schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
-    from .gemm_edges import EdgeChecks
-    from .tiles import Tile
+    from ..gemm import GemmLowering
+    from ..edges import EdgeChecks
+    from ..tiles import Tile
 
 CVT_PACK = {"f16": "cvt.rn.f16x2.f32", "bf16": "cvt.rn.bf16x2.f32"}
 SQRT_2_OVER_PI = 0.7978845608028654

@@ -8,23 +8,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..regalloc.smem import SmemBuffer
-from ..schedule.geometry import mma_k_steps
-from ..schedule.problem import MMA_SHAPE, Gemm
-from ..schedule.schedule import Schedule
-from .gemm_fragments import FragmentLoader
-from .gemm_mainloop import MainLoop, StageBases
-from .gemm_plan import store_plan
-from .index import Expr, share_bases
-from .ir import Addr, Vec, VReg
-from .pipeline import Accumulators, mainloop_buffers
-from .swizzle import stage_offset
-from .tensor import mma
+from ...regalloc.smem import SmemBuffer
+from ...schedule.geometry import mma_k_steps
+from ...schedule.problem import MMA_SHAPE, Gemm
+from ...schedule.schedule import Schedule
+from .copies import CpAsyncCopies
+from .fragments import FragmentLoader
+from .mainloop import MainLoop, StageBases
+from .plans import store_plan
+from ..index import Expr, share_bases
+from ..ir import Addr, Vec, VReg
+from ..pipeline import Accumulators, mainloop_buffers
+from ..swizzle import stage_offset
+from .isa import mma
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
-    from .gemm_epilogue_smem import StagedEpilogue
-    from .tiles import KRange, TileOperands
+    from ..gemm import GemmLowering
+    from ..epilogue.staged import StagedEpilogue
+    from ..tiles import KRange, Tile, TileOperands
 
 
 class Sm80Pipeline:
@@ -36,13 +37,25 @@ class Sm80Pipeline:
         self.mi, self.ni = lw.s.warp_tile[0] // 16, lw.s.warp_tile[1] // 8
         self.sp = store_plan(lw.s)
         self.frag_bases: dict[str, list[VReg]] = {}  # fragment sources in stage 0, from setup
+        self.copies = CpAsyncCopies(lw)
 
     @classmethod
     def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
         return mainloop_buffers(g, s)
 
+    # -- cp.async copies of the operand tiles -----------------------------------------------------------
+    def prepare_loop(self) -> None:
+        self.copies.prepare_loop()
+
+    def operands(self, tile: "Tile") -> "TileOperands":
+        return self.copies.operands(tile)
+
+    def skip_k_tiles(self, gptr: dict[str, VReg], first: VReg, what: str) -> None:
+        self.copies.skip_k_tiles(gptr, first, what)
+
     def setup(self) -> None:
         lw = self.lw
+        self.copies.setup()
         self.frag_bases = {n: lw.shared_bases(n, self.fragments.plans[n].addr.bases) for n in ("A", "B")}
 
     def accumulators(self) -> Accumulators:

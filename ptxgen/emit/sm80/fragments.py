@@ -18,16 +18,16 @@ from collections.abc import Sequence
 
 from dataclasses import dataclass
 
-from ..schedule.geometry import OperandTile
-from ..schedule.problem import Gemm
-from ..schedule.schedule import Schedule
-from .builder import Builder
-from .gemm_plan import FragmentPlan, a_fragment_plan, b_fragment_plan, warp_origin
-from .index import SiteBases, share_bases
-from .ir import Addr, Imm, VReg
+from ...schedule.geometry import OperandTile
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ..builder import Builder
+from .plans import FragmentPlan, a_fragment_plan, b_fragment_plan, warp_origin
+from ..index import SiteBases, share_bases
+from ..ir import Addr, Imm, VReg
 from .layouts import SCALAR_FRAGMENTS, FragmentTable
-from .swizzle import Swizzle, smem_element_offset
-from .tensor import ldmatrix
+from ..swizzle import Swizzle, smem_element_offset
+from .isa import ldmatrix
 
 #: prmt.b32 selectors: bytes {a.0, b.0} of two loaded bytes, then the low halves of two pairs.
 PAIR_BYTES = Imm("0x0040")

@@ -44,7 +44,7 @@ class SplitK:
         first = lw.u32("mul.lo.u32", split, per)
         count = lw.u32("min.u32", per, lw.u32("sub.u32", kt, first))
         k_left = lw.u32("mad.lo.s32", first, Imm(str(-self.s.bk)), lw.dim("K"))
-        lw.skip_k_tiles(gptr, first, "this split's first k-tile")
+        lw.pipeline.skip_k_tiles(gptr, first, "this split's first k-tile")
         return KRange(count, k_left)
 
     def thread_base(self, z: VReg, tile: Tile) -> VReg:

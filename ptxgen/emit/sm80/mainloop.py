@@ -13,15 +13,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..schedule.geometry import prefetches_across_k_tiles
-from .ir import Imm, Sym, VReg
-from .memory import bar_sync, commit_group, wait_group
-from .tiles import KRange, TileOperands
+from ...schedule.geometry import prefetches_across_k_tiles
+from ..ir import Imm, Sym, VReg
+from ..memory import bar_sync
+from .isa import commit_group, wait_group
+from ..tiles import KRange, TileOperands
+from .load_edges import EdgeChecks
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
-    from .gemm_sm80 import Sm80Pipeline
-    from .gemm_wmma import WmmaPipeline
+    from ..gemm import GemmLowering
+    from .pipeline import Sm80Pipeline
+    from ..wmma.pipeline import WmmaPipeline
 
 
 class MainLoop:
@@ -30,11 +32,14 @@ class MainLoop:
     def __init__(self, lw: "GemmLowering", ops: TileOperands, k: KRange, math: "Sm80Pipeline | WmmaPipeline"):
         self.lw, self.b, self.s, self.g = lw, lw.b, lw.s, lw.g
         self.ops, self.k, self.math = ops, k, math
+        assert isinstance(ops.edge, EdgeChecks), "cp.async copies need the load edge checks"
+        self.edge: EdgeChecks = ops.edge
+        self.copies = math.copies
 
     @property
     def sm80(self) -> "Sm80Pipeline":
         """The mma.sync math, whose fragments the cross-tile prefetch carries (never wmma's)."""
-        from .gemm_sm80 import Sm80Pipeline
+        from .pipeline import Sm80Pipeline
 
         assert isinstance(self.math, Sm80Pipeline), "the cross-tile prefetch needs mma.sync fragments"
         return self.math
@@ -59,9 +64,9 @@ class MainLoop:
         b.banner(f"Prologue: k-tiles 0..{S - 2} -> stages 0..{S - 2}, one cp.async group each")
         for st in range(S - 1):
             guard = None if st == 0 else self.lw.pred("setp.lt.u32", Imm(str(st)), self.k.count)
-            rem = self.ops.edge.k_remaining(st, self.k)
+            rem = self.edge.k_remaining(st, self.k)
             for name in ("A", "B"):
-                self.lw.issue_tile(self.ops, name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
+                self.copies.issue_tile(self.ops, name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
             commit_group(b, comment=f"group of k-tile {st}")
         rd = self.lw.u32("mov.u32", Imm("0"), comment="stage read this iteration: i % S")
         # With two stages the written stage is the other one: derived, not carried (a register less)
@@ -82,11 +87,11 @@ class MainLoop:
         nxt = self.lw.u32("add.u32", i, Imm(str(S - 1)))
         more = self.lw.pred("setp.lt.u32", nxt, self.k.count)
         wr_off = self.stage_offsets(self.lw.u32("xor.b32", rd, Imm("1")) if wr is None else wr, stage_bytes)
-        rem = self.ops.edge.k_remaining(nxt, self.k)
+        rem = self.edge.k_remaining(nxt, self.k)
         if prefetch:
             b.comment(f"stage (i+{S - 1}) % {S} held k-tile i-1, which every warp read before the last barrier")
         for name in ("A", "B"):
-            self.lw.issue_tile(self.ops, name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}", rem)
+            self.copies.issue_tile(self.ops, name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}", rem)
         commit_group(b, comment=f"group of k-tile i+{S - 1} (empty past the last k-tile)")
         if prefetch:
             self.prefetched_tile(rd, wr, stage_bytes, first, acc)
@@ -147,9 +152,9 @@ class MainLoop:
         loop = b.label("main_loop")
         b.banner("Main loop (stages=1): copy k-tile i, wait, compute; no overlap")
         b.place(loop)
-        rem = self.ops.edge.k_remaining(i, self.k)
+        rem = self.edge.k_remaining(i, self.k)
         for name in ("A", "B"):
-            self.lw.issue_tile(self.ops, name, 0, None, "k-tile i -> stage 0", rem)
+            self.copies.issue_tile(self.ops, name, 0, None, "k-tile i -> stage 0", rem)
         commit_group(b)
         wait_group(b, 0, comment="k-tile i has landed")
         bar_sync(b, comment="k-tile i visible to all threads")

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..schedule.geometry import CHUNK_BYTES, OperandTile
-from ..schedule.problem import Gemm
-from ..schedule.schedule import Schedule
-from .index import Expr, SiteBases, Tid, evaluate, share_bases
+from ...schedule.geometry import CHUNK_BYTES, OperandTile
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ..index import Expr, SiteBases, Tid, evaluate, share_bases
 from .layouts import A_MCONTIG, A_ROWMAJOR, B_KCONTIG, B_KCONTIG_X2, B_NCONTIG, B_NCONTIG_X2, LdmatrixForm, mma_c_coord
-from .swizzle import Swizzle, smem_offset
+from ..swizzle import Swizzle, smem_offset
 
 WARP = Tid() >> 5
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .index import Const, Expr, Tid
+from ..index import Const, Expr, Tid
 
 LANE = Tid() & 31
 GROUP = LANE >> 2

@@ -51,9 +51,8 @@ class StreamK:
         lw.ex = ExprEmitter(b, lw.tid)
         b.comment(f"KT = ceil(K / {self.s.bk}): MAC iterations (k-tiles) per output tile")
         self.kt_tile = lw.ceil_div(lw.dim("K"), self.s.bk)
-        lw.steps = lw.row_steps()
-        lw.advance = lw.k_advance()
-        lw.shared_addressing()
+        lw.pipeline.prepare_loop()
+        lw.pipeline.setup()
         self.t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
         self.decompose()
         acc = lw.accumulators()
@@ -146,8 +145,8 @@ class StreamK:
             pid = self.index
         tile = lw.scheduler.tile(pid)
         k = KRange(self.kc, lw.u32("mad.lo.s32", self.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0"))
-        ops = lw.tile_addressing(tile)
-        lw.skip_k_tiles(ops.gptr, self.k0, "the unit's first k-tile (k0)")
+        ops = lw.pipeline.operands(tile)
+        lw.pipeline.skip_k_tiles(ops.gptr, self.k0, "the unit's first k-tile (k0)")
         lw.zero_accumulators(acc)
         lw.mainloop(acc, ops, k)
         return tile, ops

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..schedule.geometry import edges
-from .ir import Imm, VReg
+from ..ir import Imm, VReg
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering

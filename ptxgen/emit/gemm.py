@@ -16,7 +16,7 @@ from ..regalloc.smem import SmemPlan
 from ..schedule.geometry import operand_tiles, staging_layout
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
-from .builder import Builder
+from ..ir import Builder
 from .edges import StoreEdges
 from .index import ExprEmitter
 from .epilogue.direct import EpilogueEmitter
@@ -26,7 +26,7 @@ from .streamk import StreamK
 from .sm80.pipeline import Sm80Pipeline
 from .wmma.pipeline import WmmaPipeline
 from .pipeline import Accumulators, Pipeline
-from .ir import Function, Imm, Param, Sym, VReg
+from ..ir import Function, Imm, Param, Sym, VReg
 from .tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
 from .memory import ld_param
 

@@ -5,8 +5,8 @@ sm_80's: sm80/isa.py.)
 """
 from __future__ import annotations
 
-from .builder import Builder
-from .ir import Addr, Imm, Operand, Sym, Vec, VReg
+from ..ir import Builder
+from ..ir import Addr, Imm, Operand, Sym, Vec, VReg
 
 
 def ld_param(b: Builder, cls: str, ptx_type: str, name: str) -> VReg:

@@ -15,7 +15,7 @@ from ..regalloc.smem import SmemBuffer
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from .index import Expr
-from .ir import VReg
+from ..ir import VReg
 
 if TYPE_CHECKING:
     from .epilogue.staged import StagedEpilogue

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .ir import Addr, Imm, Sym, VReg
+from ..ir import Addr, Imm, Sym, VReg
 from .memory import bar_sync
 from .tiles import KRange, Tile, ZSlot
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .index import ExprEmitter
-from .ir import Addr, Function, Imm, Sym, VReg
+from ..ir import Addr, Function, Imm, Sym, VReg
 from .memory import bar_sync
 from .tiles import KRange, Tile, TileOperands
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .ir import Imm, Sym, VReg
+from ..ir import Imm, Sym, VReg
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering

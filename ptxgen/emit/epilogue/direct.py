@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..addressing import RowPointers
 from ..sm80.plans import store_plan
-from ..ir import Addr, Imm, Vec, VReg
+from ...ir import Addr, Imm, Vec, VReg
 from ..memory import st_global
 from ..quantize import load_bytes, quantize, store_bytes
 from ...schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES

@@ -23,7 +23,7 @@ from .direct import CVT_PACK, EpilogueEmitter
 from .typed import TypedStaging
 from ..addressing import RowPointers
 from ..index import Tid, evaluate, share_bases
-from ..ir import Addr, Imm, Vec, VReg
+from ...ir import Addr, Imm, Vec, VReg
 from ..memory import bar_sync
 from ..swizzle import stage_offset
 from ..quantize import load_bytes, quantize, store_bytes

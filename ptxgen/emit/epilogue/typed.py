@@ -24,7 +24,7 @@ from ..addressing import RowPointers
 from .direct import CVT_PACK
 from ..sm80.plans import store_plan
 from ..index import Tid, evaluate, share_bases
-from ..ir import Addr, Imm, Vec, VReg
+from ...ir import Addr, Imm, Vec, VReg
 from ..memory import bar_sync
 from ..quantize import load_bytes, pack, quantize
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..addressing import RowPointers
-from ..ir import Addr, Imm, Operand, VReg
+from ...ir import Addr, Imm, Operand, VReg
 from ..tiles import Tile, TileOperands
 from .isa import cp_async
 from .load_edges import EdgeChecks

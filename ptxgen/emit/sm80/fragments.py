@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from ...schedule.geometry import OperandTile
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
-from ..builder import Builder
+from ...ir import Builder
 from .plans import FragmentPlan, a_fragment_plan, b_fragment_plan, warp_origin
 from ..index import SiteBases, share_bases
-from ..ir import Addr, Imm, VReg
+from ...ir import Addr, Imm, VReg
 from .layouts import SCALAR_FRAGMENTS, FragmentTable
 from ..swizzle import Swizzle, smem_element_offset
 from .isa import ldmatrix

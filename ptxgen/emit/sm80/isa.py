@@ -3,8 +3,8 @@ cp.async group protocol (ptx_facts.md §1, §4). Every copy takes an optional gu
 and cp.async an optional zero-fill src-size, so edge tiles need no new emitters."""
 from __future__ import annotations
 
-from ..builder import Builder
-from ..ir import Addr, Imm, Operand, Vec, VReg
+from ...ir import Builder
+from ...ir import Addr, Imm, Operand, Vec, VReg
 
 #: mma.sync opcode per (shape, input dtype, accumulator dtype).
 MMA_OPCODES = {

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..edges import StoreEdges
-from ..ir import Imm, Operand, VReg
+from ...ir import Imm, Operand, VReg
 from ..tiles import KRange, Tile
 
 #: A k limit no k-tile reaches: marks a copy whose row is outside the matrix.

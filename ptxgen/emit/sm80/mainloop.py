@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...schedule.geometry import prefetches_across_k_tiles
-from ..ir import Imm, Sym, VReg
+from ...ir import Imm, Sym, VReg
 from ..memory import bar_sync
 from .isa import commit_group, wait_group
 from ..tiles import KRange, TileOperands

@@ -17,7 +17,7 @@ from .fragments import FragmentLoader
 from .mainloop import MainLoop, StageBases
 from .plans import store_plan
 from ..index import Expr, share_bases
-from ..ir import Addr, Vec, VReg
+from ...ir import Addr, Vec, VReg
 from ..pipeline import Accumulators, mainloop_buffers
 from ..swizzle import stage_offset
 from .isa import mma

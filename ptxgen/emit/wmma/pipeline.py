@@ -21,7 +21,7 @@ from ..sm80.copies import CpAsyncCopies
 from ..sm80.mainloop import MainLoop
 from ..sm80.plans import warp_origin
 from ..index import Expr, share_bases
-from ..ir import Addr, Imm, Vec, VReg
+from ...ir import Addr, Imm, Vec, VReg
 from ..pipeline import Accumulators, mainloop_buffers
 
 if TYPE_CHECKING:

@@ -13,14 +13,13 @@
 from __future__ import annotations
 
 from ..regalloc.smem import SmemPlan
-from ..schedule.geometry import operand_tiles, staging_layout
+from ..schedule.geometry import operand_tiles
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from ..ir import Builder
 from .edges import StoreEdges
 from .index import ExprEmitter
-from .epilogue.direct import EpilogueEmitter
-from .epilogue.staged import StagedEpilogue
+from .epilogue.math import EpilogueMath
 from .splitk import SplitK
 from .streamk import StreamK
 from .sm80.pipeline import Sm80Pipeline
@@ -205,9 +204,9 @@ class GemmLowering:
         b.emit("ret")
         return b.function
 
-    def epilogue(self, tile: Tile, edge: StoreEdges) -> "EpilogueEmitter":
-        """The epilogue emitter for this schedule: staged through shared memory, or direct stores."""
-        return (StagedEpilogue if staging_layout(self.g, self.s) else EpilogueEmitter)(self, tile, edge)
+    def epilogue(self, tile: Tile, edge: StoreEdges) -> EpilogueMath:
+        """The pipeline's epilogue store path for the tile."""
+        return self.pipeline.epilogue(tile, edge)
 
     def accumulators(self) -> Accumulators:
         """The warp tile's accumulator registers, as the pipeline lays them out."""

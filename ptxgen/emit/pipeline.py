@@ -18,6 +18,8 @@ from .index import Expr
 from ..ir import VReg
 
 if TYPE_CHECKING:
+    from .edges import StoreEdges
+    from .epilogue.math import EpilogueMath
     from .epilogue.staged import StagedEpilogue
     from .tiles import KRange, Tile, TileOperands
 
@@ -60,6 +62,10 @@ class Pipeline(Protocol):
 
     def mainloop(self, acc: Accumulators, ops: "TileOperands", k: "KRange") -> None:
         """acc += the tile's A @ B over the k-tiles of `k`, from the pointers of `ops`."""
+        ...
+
+    def epilogue(self, tile: "Tile", edge: "StoreEdges") -> "EpilogueMath":
+        """The epilogue store path for the tile (its `emit(acc)` writes C)."""
         ...
 
     def stage_fragments(self, acc: Accumulators, base: VReg, epi: "StagedEpilogue") -> None:

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...schedule.geometry import staging_layout
-from .direct import CVT_PACK, EpilogueEmitter
-from .typed import TypedStaging
+from .math import CVT_PACK, EpilogueMath
 from ..addressing import RowPointers
 from ..index import Tid, evaluate, share_bases
 from ...ir import Addr, Imm, Vec, VReg
@@ -30,23 +29,30 @@ from ..quantize import load_bytes, quantize, store_bytes
 
 if TYPE_CHECKING:
     from ..gemm import GemmLowering
-    from ..edges import EdgeChecks
+    from ..edges import StoreEdges
     from ..tiles import Tile
 
 STAGE_BUFFER = "C_stage"
 
 
-class StagedEpilogue(EpilogueEmitter):
-    def __init__(self, lw: "GemmLowering", tile: "Tile", edge: "EdgeChecks"):
+class StagedEpilogue(EpilogueMath):
+    """The f32 staging store path: the pipeline writes its fragments to the staging tile
+    (`Pipeline.stage_fragments`), then every thread drains 16-byte chunks through the math."""
+
+    def __init__(self, lw: "GemmLowering", tile: "Tile", edge: "StoreEdges"):
         super().__init__(lw, tile, edge)
-        self.st = staging_layout(lw.g, lw.s)
+        st = staging_layout(lw.g, lw.s)
+        assert st is not None, "a staged epilogue needs a staging layout"
+        self.st = st
+
+    def stage_base(self) -> VReg:
+        """Shared address of the staging tile."""
+        lw = self.lw
+        return lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[STAGE_BUFFER])))
 
     def emit(self, acc) -> None:
-        lw, b = self.lw, self.b
-        base = lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[STAGE_BUFFER])))
-        if self.st.typed:  # 16- and 8-bit outputs: staged in their own dtype, after the math
-            TypedStaging(self).emit(acc, base)
-            return
+        b = self.b
+        base = self.stage_base()
         bar_sync(b, comment="every warp is done with the A/B stages the staging tile reuses")
         self.write_fragments(acc, base)
         bar_sync(b, comment="the whole C tile is staged")

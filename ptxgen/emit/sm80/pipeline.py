@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...regalloc.smem import SmemBuffer
-from ...schedule.geometry import mma_k_steps
+from ...schedule.geometry import mma_k_steps, staging_layout
 from ...schedule.problem import MMA_SHAPE, Gemm
 from ...schedule.schedule import Schedule
+from ..epilogue.staged import StagedEpilogue
 from .copies import CpAsyncCopies
+from .epilogue import DirectEpilogue, fragment_pair
+from .epilogue_typed import TypedStagedEpilogue
 from .fragments import FragmentLoader
 from .mainloop import MainLoop, StageBases
 from .plans import store_plan
@@ -24,7 +27,8 @@ from .isa import mma
 
 if TYPE_CHECKING:
     from ..gemm import GemmLowering
-    from ..epilogue.staged import StagedEpilogue
+    from ..edges import StoreEdges
+    from ..epilogue.math import EpilogueMath
     from ..tiles import KRange, Tile, TileOperands
 
 
@@ -100,14 +104,21 @@ class Sm80Pipeline:
             for ks in range(self.k_steps):
                 self.mma_step(ks, self.fragments.load(ks, addr), acc)
 
-    # -- epilogue staging and partial tiles -----------------------------------------------------------
+    # -- epilogue and partial tiles -----------------------------------------------------------
+    def epilogue(self, tile: "Tile", edge: "StoreEdges") -> EpilogueMath:
+        """Direct stores from the fragments, or staged through shared memory (in f32, or in the
+        output dtype for 16- and 8-bit outputs), as `geometry.staging_layout` decides."""
+        st = staging_layout(self.g, self.s)
+        cls = DirectEpilogue if st is None else TypedStagedEpilogue if st.typed else StagedEpilogue
+        return cls(self.lw, tile, edge)
+
     def stage_fragments(self, acc: Accumulators, base: VReg, epi: "StagedEpilogue") -> None:
         lw, sp = self.lw, self.sp
         sites = share_bases([stage_offset(sp.row0 + dr, sp.col0 + dc, epi.st) for *_, dr, dc in sp.sites],
                             lw.s.threads)
         bases = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in sites.bases]
         for (m, n, h, _, _), (bi, imm) in zip(sp.sites, sites.site):
-            lo, hi = epi.accumulators(acc[m][n], h)
+            lo, hi = fragment_pair(epi, acc[m][n], h)
             self.b.emit("st.shared.v2.f32", Addr(bases[bi], imm), Vec((lo, hi)))
 
     def partial_origin(self, row_elems: int) -> Expr:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ...regalloc.smem import SmemBuffer
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
+from ..epilogue.staged import StagedEpilogue
 from ..sm80.copies import CpAsyncCopies
 from ..sm80.mainloop import MainLoop
 from ..sm80.plans import warp_origin
@@ -26,7 +27,7 @@ from ..pipeline import Accumulators, mainloop_buffers
 
 if TYPE_CHECKING:
     from ..gemm import GemmLowering
-    from ..epilogue.staged import StagedEpilogue
+    from ..edges import StoreEdges
     from ..tiles import KRange, Tile, TileOperands
 
 #: Registers per lane of an A or B fragment, by input dtype (f16 holds each element twice).
@@ -136,6 +137,10 @@ class WmmaPipeline:
         else:
             for ks in range(steps):
                 compute(ks, load(ks))
+
+    def epilogue(self, tile: "Tile", edge: "StoreEdges") -> StagedEpilogue:
+        """wmma fragments are opaque: they leave only through wmma.store.d into the staging tile."""
+        return StagedEpilogue(self.lw, tile, edge)
 
     def stage_fragments(self, acc: Accumulators, stage: VReg, epi: "StagedEpilogue") -> None:
         """wmma.store.d every accumulator fragment into the staging tile (f32, or f16 for f16 acc)."""

@@ -16,20 +16,19 @@ pair writes hit distinct banks and the drain reads whole 16-byte units.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..addressing import RowPointers
-from .direct import CVT_PACK
-from ..sm80.plans import store_plan
+from ..epilogue.math import CVT_PACK
+from ..epilogue.staged import StagedEpilogue
+from .epilogue import fragment_pair, site_vectors
+from .plans import store_plan
 from ..index import Tid, evaluate, share_bases
 from ...ir import Addr, Imm, Vec, VReg
 from ..memory import bar_sync
 from ..quantize import load_bytes, pack, quantize
 
-if TYPE_CHECKING:
-    from .staged import StagedEpilogue
 
 #: Bytes per chunk access -> (vector suffix, type, register class, registers).
 ACCESS = {16: (".v4", ".b32", "b32", 4), 8: (".v2", ".b32", "b32", 2), 4: ("", ".b32", "b32", 1),
@@ -49,7 +48,7 @@ class Chunk:
 class TypedStaging:
     """Emits the typed staged epilogue through a StagedEpilogue (its element math and vectors)."""
 
-    def __init__(self, epi: "StagedEpilogue"):
+    def __init__(self, epi: StagedEpilogue):
         self.epi, self.lw, self.b, self.g, self.st = epi, epi.lw, epi.b, epi.g, epi.st
         self.ob = epi.ob
         self.beta = epi.e.beta != 0.0
@@ -76,8 +75,8 @@ class TypedStaging:
         b.comment(f"phase 1: accumulator pairs -> epilogue -> {g.out_dtype} pairs in the staging tile")
         row = lw.u32("add.u32", lw.ex.reg(sp.row0), epi.tile.bm0)
         col = lw.u32("add.u32", lw.ex.reg(sp.col0), epi.tile.bn0)
-        bias = epi.site_vectors(sp, row, col, "bias")
-        factor = epi.site_vectors(sp, row, col, "scale")
+        bias = site_vectors(epi, sp, row, col, "bias")
+        factor = site_vectors(epi, sp, row, col, "scale")
         sites = share_bases([(sp.row0 + dr) * self.st.pitch + (sp.col0 + dc) * self.ob for *_, dr, dc in sp.sites],
                             lw.s.threads)
         bases = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in sites.bases]
@@ -87,7 +86,7 @@ class TypedStaging:
             if packed_acc:  # f16x2 accumulators are already the output pair
                 b.emit("st.shared.b32", addr, acc[m][n][h])
                 continue
-            vals = epi.accumulators(acc[m][n], h)
+            vals = fragment_pair(epi, acc[m][n], h)
             olds = self.staged_pair(addr) if self.beta else [None, None]
             outs = [epi.apply(vals[j], olds[j], bias.get((dr, dc + j)), factor.get((dr, dc + j))) for j in range(2)]
             self.stage_pair(addr, outs)
@@ -180,3 +179,10 @@ class TypedStaging:
         else:
             b.emit(f"ld.shared{vec}{typ}", val, smem, ndefs=1, guard=shared_guard)
             b.emit(f"st.global{vec}{store_typ}", gmem, val, guard=guard)
+
+
+class TypedStagedEpilogue(StagedEpilogue):
+    """The staged store path for 16- and 8-bit outputs: staged in their own dtype, after the math."""
+
+    def emit(self, acc) -> None:
+        TypedStaging(self).emit(acc, self.stage_base())

@@ -22,19 +22,16 @@ from ..sm80.copies import CpAsyncCopies
 from ..sm80.mainloop import MainLoop
 from ..sm80.plans import warp_origin
 from ..index import Expr, share_bases
-from ...ir import Addr, Imm, Vec, VReg
+from ...ir import Addr, VReg
 from ..pipeline import Accumulators, mainloop_buffers
+from . import isa
+from .isa import ACC_BYTES, ACC_REGS
 
 if TYPE_CHECKING:
     from ..gemm import GemmLowering
     from ..edges import StoreEdges
     from ..tiles import KRange, Tile, TileOperands
 
-#: Registers per lane of an A or B fragment, by input dtype (f16 holds each element twice).
-FRAGMENT_REGS = {"f16": 8, "bf16": 4}
-#: Registers per lane of a 16x16 accumulator fragment: 8 f32, or 4 packed f16x2.
-ACC_REGS = {"f32": 8, "f16": 4}
-ACC_BYTES = {"f32": 4, "f16": 2}
 
 
 class WmmaPipeline:
@@ -96,13 +93,10 @@ class WmmaPipeline:
 
     def load(self, name: str, index: int, rd: list[tuple[VReg, int]]) -> tuple[VReg, ...]:
         tile = self.lw.tile_a if name == "A" else self.lw.tile_b
-        dt = self.g.dtype
-        regs = self.b.regs("b32", FRAGMENT_REGS[dt])
         base_i, imm = self.site[name][index]
         reg, extra = rd[base_i]
-        op = f"wmma.load.{name.lower()}.sync.aligned.{self.layout[name]}.m16n16k16.shared.{dt}"
-        self.b.emit(op, Vec(regs), Addr(reg, imm + extra), Imm(str(tile.pitch // tile.elem_bytes)), ndefs=1)
-        return regs
+        return isa.load_ab(self.b, name, self.layout[name], self.g.dtype, Addr(reg, imm + extra),
+                           tile.pitch // tile.elem_bytes)
 
     def compute_tile(self, rd_off: dict[str, VReg | int], acc) -> None:
         lw, b = self.lw, self.b
@@ -111,9 +105,7 @@ class WmmaPipeline:
             off = rd_off[name]
             rd[name] = ([(r, off) for r in self.bases[name]] if isinstance(off, int)
                         else [(lw.u32("add.u32", r, off), 0) for r in self.bases[name]])
-        dt = self.g.dtype
-        types = f"{self.acc}.{self.acc}" if dt == "f16" else "f32.bf16.bf16.f32"  # .dtype.ctype (f16 inputs)
-        op = f"wmma.mma.sync.aligned.{self.layout['A']}.{self.layout['B']}.m16n16k16.{types}"
+        op = isa.mma_opcode(self.layout["A"], self.layout["B"], self.g.dtype, self.acc)
         steps = self.s.bk // 16
 
         def load(ks: int):
@@ -126,7 +118,7 @@ class WmmaPipeline:
             a_frag, b_frag = frags
             for m in range(self.mi):
                 for n in range(self.ni):
-                    b.emit(op, Vec(acc[m][n]), Vec(a_frag[m]), Vec(b_frag[n]), Vec(acc[m][n]), ndefs=1)
+                    isa.mma(b, op, acc[m][n], a_frag[m], b_frag[n])
 
         if self.s.frag_double_buffer:
             frags = load(0)
@@ -149,8 +141,7 @@ class WmmaPipeline:
         wm0, wn0 = self.origin
         warp = self.lw.u32("add.u32", stage, self.lw.ex.emit(wm0 * pitch + wn0 * eb))
         for m, n, imm in self._blocks(pitch, eb):
-            self.b.emit(f"wmma.store.d.sync.aligned.row.m16n16k16.shared.{self.acc}", Addr(warp, imm),
-                        Vec(acc[m][n]), Imm(str(pitch // eb)))
+            isa.store_d(self.b, "shared", self.acc, Addr(warp, imm), acc[m][n], pitch // eb)
 
     def _blocks(self, pitch: int, eb: int) -> list[tuple[int, int, int]]:
         """(m, n, byte offset from the warp tile's origin) of each 16x16 accumulator block."""
@@ -165,15 +156,12 @@ class WmmaPipeline:
     def store_partial(self, acc, base: VReg, row_elems: int) -> None:
         """wmma.store.d the f32 fragments to the workspace slice at `base` (this warp's origin)."""
         for m, n, imm in self._blocks(row_elems * 4, 4):
-            self.b.emit("wmma.store.d.sync.aligned.row.m16n16k16.global.f32", Addr(base, imm),
-                        Vec(acc[m][n]), Imm(str(row_elems)))
+            isa.store_d(self.b, "global", "f32", Addr(base, imm), acc[m][n], row_elems)
 
     def add_partial(self, acc, base: VReg, row_elems: int) -> None:
         """acc += the partial at `base`: wmma.load.c with store_partial's layout, then add.f32
         register by register (the same element sits in the same slot on both sides)."""
         for m, n, imm in self._blocks(row_elems * 4, 4):
-            part = self.b.regs("f32", ACC_REGS["f32"])
-            self.b.emit("wmma.load.c.sync.aligned.row.m16n16k16.global.f32", Vec(part), Addr(base, imm),
-                        Imm(str(row_elems)), ndefs=1)
+            part = isa.load_c(self.b, "global", "f32", Addr(base, imm), row_elems)
             for r, p in zip(acc[m][n], part):
                 self.b.emit("add.f32", r, r, p, ndefs=1)

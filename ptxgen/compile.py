@@ -112,7 +112,8 @@ def _verify(cx: CompileContext) -> Target:
 
 
 def _launch(cx: CompileContext) -> Launch:
-    return Launch(grid_for(cx.gemm, cx.schedule, cx["verify"].sms), (cx.schedule.threads, 1, 1), cx["plan_shared"].total)
+    return Launch(grid_for(cx.gemm, cx.schedule, cx["verify"].sms), (cx.schedule.threads, 1, 1),
+                  cx["plan_shared"].total)
 
 
 def _render(cx: CompileContext) -> str:

@@ -91,7 +91,8 @@ class MainLoop:
         if prefetch:
             b.comment(f"stage (i+{S - 1}) % {S} held k-tile i-1, which every warp read before the last barrier")
         for name in ("A", "B"):
-            self.copies.issue_tile(self.ops, name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}", rem)
+            self.copies.issue_tile(self.ops, name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}",
+                                   rem)
         commit_group(b, comment=f"group of k-tile i+{S - 1} (empty past the last k-tile)")
         if prefetch:
             self.prefetched_tile(rd, wr, stage_bytes, first, acc)

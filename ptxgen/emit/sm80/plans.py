@@ -56,7 +56,8 @@ def copy_plan(tile: OperandTile) -> CopyPlan:
         assert np.all(dr == dr[0]) and np.all(dc == dc[0]), "non-uniform copy map"
         rows.append(int(dr[0]))
         cols.append(int(dc[0]))
-    dst = share_bases([smem_offset(r, c // per_chunk, tile.pitch, Swizzle.of_tile(tile)) + (c % per_chunk) * tile.copy_bytes
+    swizzle = Swizzle.of_tile(tile)
+    dst = share_bases([smem_offset(r, c // per_chunk, tile.pitch, swizzle) + (c % per_chunk) * tile.copy_bytes
                        for r, c in zip(row_e, col_e)], tile.threads)
     return CopyPlan(tile, row_e[0], col_e[0], rows, cols, dst)
 

@@ -69,10 +69,10 @@ def pipeline_class(s: Schedule) -> type[Sm80Pipeline] | type[WmmaPipeline]:
 class GemmLowering:
     """Builds one kernel; every emitter receives this object's builder explicitly.
 
-    It holds the kernel-invariant values only (parameters, thread index, shared addresses,
-    copy steps), all declared here and emitted once by `setup` (or Stream-K's setup). Per-tile
-    values flow by return: the tile scheduler returns the `Tile`, split-K and Stream-K the
-    `KRange`, `tile_addressing` the `TileOperands`.
+    It holds the kernel-invariant values only (parameters, thread index, shared window), all
+    declared here and emitted once by `setup` (or Stream-K's setup); the pipeline holds its own
+    (copy plans, shared bases). Per-tile values flow by return: the tile scheduler returns the
+    `Tile`, split-K and Stream-K the `KRange`, `Pipeline.operands` the `TileOperands`.
     """
 
     def __init__(self, g: Gemm, s: Schedule, plan: SmemPlan):
@@ -86,11 +86,27 @@ class GemmLowering:
         self.pipeline: Pipeline = pipeline_class(s)(self)
         self.scheduler = TileScheduler(self)
         # Kernel-invariant registers, emitted by the setup before any use:
-        self.tid: VReg = VReg("b32", 0)  # %tid.x (placeholder until load_pointers)
+        self._tid: VReg | None = None  # %tid.x, from load_pointers
         self.ptr: dict[str, VReg] = {}  # global pointers (A, B, C moved to the batch, vectors, workspace)
         self.dims: dict[str, VReg] = {}  # .u32 size parameters, loaded on first use
-        self.smem: VReg = VReg("b32", 0)  # shared window address of the buffers (placeholder until load_dims)
-        self.ex = ExprEmitter(self.b, self.tid)  # replaced once %tid.x is loaded
+        self._smem: VReg | None = None  # shared window address of the buffers, from load_dims
+        self._ex: ExprEmitter | None = None  # per-thread index expressions over %tid.x, from load_pointers
+
+    # -- kernel-invariant registers, each emitted once by the setup -----------------------------------
+    @property
+    def tid(self) -> VReg:
+        assert self._tid is not None, "load_pointers() emits %tid.x before any use"
+        return self._tid
+
+    @property
+    def smem(self) -> VReg:
+        assert self._smem is not None, "load_dims() emits the shared window address before any use"
+        return self._smem
+
+    @property
+    def ex(self) -> ExprEmitter:
+        assert self._ex is not None, "load_pointers() creates the expression emitter with %tid.x"
+        return self._ex
 
     # -- small helpers ------------------------------------------------------------------------
     def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
@@ -137,14 +153,14 @@ class GemmLowering:
         tile = self.scheduler.tile()
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
         k = KRange(self.ceil_div(self.dim("K"), s.bk))
-        self.ex = ExprEmitter(b, self.tid)
         ops = self.pipeline.operands(tile)
         self.pipeline.setup()
         return tile, k, z, ops
 
     def load_pointers(self) -> None:
         """%tid.x and the global pointers (A, B, C, then bias / workspace when present)."""
-        self.tid = self.u32("mov.u32", Sym("%tid.x"))
+        self._tid = self.u32("mov.u32", Sym("%tid.x"))
+        self._ex = ExprEmitter(self.b, self._tid)
         extra = ((("bias",) if self.g.epi.bias else ()) + (("scale",) if self.g.epi.scale else ())
                  + (("workspace", "counters") if self.needs_workspace else ()))
         for name in ("A", "B", "C") + extra:
@@ -154,7 +170,7 @@ class GemmLowering:
     def load_dims(self) -> None:
         for n in ("K", "lda", "ldb", "ldc"):
             self.dim(n)
-        self.smem = self.u32("mov.u32", Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
+        self._smem = self.u32("mov.u32", Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
 
     def batch_offsets(self, batch: VReg, base: dict[str, VReg] | None = None,
                       strides: dict[str, VReg] | None = None) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .index import ExprEmitter
 from ..ir import Addr, Function, Imm, Sym, VReg
 from .memory import bar_sync
 from .tiles import KRange, Tile, TileOperands
@@ -78,7 +77,6 @@ class StreamK:
         lw.load_dims()
         lw.dim("M"), lw.dim("N")
         strides = lw.batch_strides() if self.g.batch > 1 else None
-        lw.ex = ExprEmitter(b, lw.tid)
         b.comment(f"KT = ceil(K / {self.s.bk}): MAC iterations (k-tiles) per output tile")
         kt_tile = lw.ceil_div(lw.dim("K"), self.s.bk)
         lw.pipeline.prepare_loop()

@@ -45,6 +45,8 @@ class WmmaPipeline:
         self.layout = {"A": "col" if lw.tile_a.k_along_rows else "row",
                        "B": "row" if lw.tile_b.k_along_rows else "col"}
         self.copies = CpAsyncCopies(lw)
+        self.bases: dict[str, list[VReg]] = {}  # fragment blocks' base addresses in stage 0, from setup
+        self.site: dict[str, list[tuple[int, int]]] = {}  # per fragment block: (base index, immediate)
         self.acc = lw.g.accumulator  # "f32", or "f16" (f16 inputs only; the verifier checks)
         self.sites: dict[str, list[Expr]] = {"A": [], "B": []}
         wm0, wn0 = self.origin = warp_origin(lw.s)
@@ -81,7 +83,6 @@ class WmmaPipeline:
         """Absolute shared addresses of the fragment blocks in stage 0 (bases + immediates)."""
         lw = self.lw
         self.copies.setup()
-        self.bases, self.site = {}, {}
         for name in ("A", "B"):
             sb = share_bases(self.sites[name], lw.s.threads)
             self.bases[name] = lw.shared_bases(name, sb.bases)

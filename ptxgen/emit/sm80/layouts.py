@@ -1,4 +1,5 @@
-"""Fragment and shared-memory layouts as data (ptx_facts.md §1, §2, §4, §8).
+"""Fragment layouts and ldmatrix address roles as data (ptx_facts.md §1, §2, §4); the shared-memory
+swizzle these tiles use is ../swizzle.py (§8).
 
 Each table maps a lane (and register/half) to matrix coordinates, written as index
 expressions so the lowering emits them and the tests evaluate them cell by cell.

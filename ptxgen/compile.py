@@ -1,29 +1,30 @@
-"""`ptxgen.compile`: verify -> plan shared memory -> lower -> allocate registers -> PTX text."""
+"""`ptxgen.compile`: a list of named stages, verify -> plan_shared -> lower -> allocate -> launch ->
+render, each reading the earlier stages' outputs; the Kernel keeps them all (`Kernel.stages`)."""
 from __future__ import annotations
 
-from .emit.gemm import lower_gemm
-from .emit.gemm_epilogue_smem import STAGE_BUFFER
-from .emit.gemm_splitk import FLAG_BUFFER
-from .emit.render import render
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .emit.gemm import lower_gemm, pipeline_class
+from .emit.epilogue.staged import STAGE_BUFFER
+from .emit.splitk import FLAG_BUFFER
+from .emit.pipeline import PHASE_EPILOGUE
+from .ir.render import render
 from .kernel import PARAM_NAMES, Kernel
 from .regalloc import SmemBuffer, allocate, plan_shared
 from .regalloc.smem import SmemPlan
-from .schedule.geometry import describe_staging, fragment_buffering, grid_for, operand_tiles, staging_layout
+from .schedule.geometry import describe_staging, fragment_buffering, grid_for, staging_layout
 from .schedule.problem import QUANTIZED_DTYPES, Gemm, instruction_name
 from .schedule.schedule import Schedule
-from .schedule.targets import target
+from .schedule.targets import Target, target
 from .schedule.verify import verify
 from .schedule.verify_types import check_arguments
-
-#: Lifetime phases handed to the shared-memory planner.
-PHASE_MAINLOOP, PHASE_EPILOGUE = 0, 1
 
 
 def plan_tile_buffers(g: Gemm, s: Schedule) -> SmemPlan:
     """Offsets of the multi-buffered A and B tiles (live through the main loop) and of the
     epilogue's buffers, which may reuse the tiles' bytes."""
-    buffers = [SmemBuffer(t.name, s.stages * t.stage_bytes, t.align, PHASE_MAINLOOP, PHASE_MAINLOOP)
-               for t in operand_tiles(g, s)]
+    buffers = pipeline_class(s).shared_buffers(g, s)
     st = staging_layout(g, s)
     if st is not None:
         buffers.append(SmemBuffer(STAGE_BUFFER, st.bytes, 128, PHASE_EPILOGUE, PHASE_EPILOGUE))
@@ -74,28 +75,85 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class Launch:
+    """The launch configuration the header states and the Kernel keeps."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem_bytes: int
+
+
+@dataclass
+class CompileContext:
+    """The inputs of one compilation and the outputs of the stages run so far, by stage name."""
+
+    gemm: Gemm
+    schedule: Schedule
+    arch: str
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, stage: str) -> Any:
+        return self.outputs[stage]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One named step of `compile`: reads the context (earlier stages' outputs), returns its own."""
+
+    name: str
+    run: Callable[[CompileContext], Any]
+    doc: str
+
+
+def _verify(cx: CompileContext) -> Target:
+    verify(cx.gemm, cx.schedule, cx.arch)
+    return target(cx.arch)
+
+
+def _launch(cx: CompileContext) -> Launch:
+    return Launch(grid_for(cx.gemm, cx.schedule, cx["verify"].sms), (cx.schedule.threads, 1, 1),
+                  cx["plan_shared"].total)
+
+
+def _render(cx: CompileContext) -> str:
+    g, s, launch = cx.gemm, cx.schedule, cx["launch"]
+    return render(cx["lower"], cx["verify"], header_lines(g, s, cx.arch, launch.grid, launch.smem_bytes),
+                  cx["allocate"].declarations(), cx["allocate"].name)
+
+
+#: The stages of `compile`, in order (as a Triton backend names its stages); `Kernel.stages` keeps
+#: every output under its stage's name.
+STAGES: tuple[Stage, ...] = (
+    Stage("verify", _verify, "check the schedule against the problem and the target -> Target"),
+    Stage("plan_shared", lambda cx: plan_tile_buffers(cx.gemm, cx.schedule),
+          "byte offsets of the shared buffers, reusing bytes across disjoint lifetimes -> SmemPlan"),
+    Stage("lower", lambda cx: lower_gemm(cx.gemm, cx.schedule, cx["plan_shared"]),
+          "the kernel as instructions over virtual registers -> ir.Function"),
+    Stage("allocate", lambda cx: allocate(cx["lower"].body), "virtual -> physical registers -> Allocation"),
+    Stage("launch", _launch, "grid, block and dynamic shared memory -> Launch"),
+    Stage("render", _render, "readable PTX text -> str"),
+)
+
+
 def compile(gemm: Gemm, schedule: Schedule | None = None, arch: str = "sm_80") -> Kernel:  # noqa: A001
-    """Lower (gemm, schedule) to PTX for `arch`. Raises ScheduleError for an invalid schedule
-    (ScheduleTypeError, also a TypeError, for a field of the wrong type) and TypeError for
-    arguments that are not a Gemm, a Schedule and an arch string (e.g. swapped).
+    """Lower (gemm, schedule) to PTX for `arch`, running STAGES in order. Raises ScheduleError for an
+    invalid schedule (ScheduleTypeError, also a TypeError, for a field of the wrong type) and
+    TypeError for arguments that are not a Gemm, a Schedule and an arch string (e.g. swapped).
 
     Without a schedule the cost model chooses one (`schedule.choose`): the fastest predicted legal
     schedule that assembles without spilling; `kernel.choice` says why."""
     if schedule is None:
         return compile_chosen(gemm, arch)
     check_arguments("compile", gemm, schedule, arch)
-    verify(gemm, schedule, arch)
-    plan = plan_tile_buffers(gemm, schedule)
-    fn = lower_gemm(gemm, schedule, plan)
-    alloc = allocate(fn.body)
-    grid = grid_for(gemm, schedule, target(arch).sms)
-    smem = plan.total
-    ptx = render(fn, target(arch), header_lines(gemm, schedule, arch, grid, smem), alloc.declarations(),
-                 alloc.name)
+    cx = CompileContext(gemm, schedule, arch)
+    for stage in STAGES:
+        cx.outputs[stage.name] = stage.run(cx)
+    fn, launch = cx["lower"], cx["launch"]
     assert tuple(p.name for p in fn.params)[:len(PARAM_NAMES)] == PARAM_NAMES
-    return Kernel(gemm=gemm, schedule=schedule, arch=arch, ptx=ptx, entry=fn.name, grid=grid,
-                  block=(schedule.threads, 1, 1), smem_bytes=smem, function=fn, allocation=alloc,
-                  smem_plan=plan)
+    return Kernel(gemm=gemm, schedule=schedule, arch=arch, ptx=cx["render"], entry=fn.name, grid=launch.grid,
+                  block=launch.block, smem_bytes=launch.smem_bytes, function=fn, allocation=cx["allocate"],
+                  smem_plan=cx["plan_shared"], stages=dict(cx.outputs))
 
 
 def compile_chosen(gemm: Gemm, arch: str = "sm_80") -> Kernel:

@@ -1,4 +1,4 @@
-"""`Kernel`: the result of `ptxgen.compile`, keeping every stage's intermediate for inspection.
+"""`Kernel`: the result of `ptxgen.compile`, keeping every stage's output for inspection (`stages`).
 
 Kernel parameters, in order (documented in the README):
     A, B, C            .u64  global pointers
@@ -22,7 +22,7 @@ from .schedule.problem import Gemm
 from .schedule.schedule import Schedule
 
 if TYPE_CHECKING:
-    from .emit.ir import Function
+    from .ir import Function
     from .regalloc.allocate import Allocation
     from .regalloc.smem import SmemPlan
     from .runtime.assemble import Assembled, Resources
@@ -45,6 +45,9 @@ class Kernel:
     function: "Function"  # the lowered IR over virtual registers
     allocation: "Allocation"  # virtual -> physical registers, peak live per class
     smem_plan: "SmemPlan"  # offsets of the shared buffers
+    #: Every compile stage's output by stage name, in order (`compile.STAGES`): verify (Target),
+    #: plan_shared (SmemPlan), lower (Function), allocate (Allocation), launch, render (PTX text).
+    stages: dict[str, Any] = field(default_factory=dict, repr=False)
     _assembled: "Assembled | None" = field(default=None, repr=False)
     #: Why this schedule, when `compile` chose it (no schedule given): the predicted time, waves,
     #: occupancy limiter and runners-up (`Choice.lines()`); None for a schedule the caller gave.

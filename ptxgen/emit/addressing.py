@@ -1,8 +1,8 @@
 """Row pointers for strided global accesses: base + r * ld * elem_bytes for ascending row deltas r."""
 from __future__ import annotations
 
-from .builder import Builder
-from .ir import Imm, VReg
+from ..ir import Builder
+from ..ir import Imm, VReg
 
 
 class RowPointers:

@@ -14,8 +14,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .builder import Builder
-from .ir import Imm, VReg
+from ..ir import Builder
+from ..ir import Imm, VReg
 
 
 class Expr:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .builder import Builder
-from .ir import Addr, Imm, Vec, VReg
+from ..ir import Builder
+from ..ir import Addr, Imm, Vec, VReg
 
 
 @dataclass(frozen=True)

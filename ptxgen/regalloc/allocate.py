@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from ptxgen.emit.ir import REG_CLASSES, Instr, Item, VReg
+from ..ir import REG_CLASSES, Instr, Item, VReg
 
 from .liveness import Liveness, compute_liveness, iter_bits
 

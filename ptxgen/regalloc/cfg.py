@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ptxgen.emit.ir import Instr, Item, Label
+from ..ir import Instr, Item, Label
 
 
 @dataclass(frozen=True, slots=True)

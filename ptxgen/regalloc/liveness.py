@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from ptxgen.emit.ir import REG_CLASSES, Instr, Item, VReg
+from ..ir import REG_CLASSES, Instr, Item, VReg
 
 from .cfg import Block, build_cfg
 

@@ -8,10 +8,10 @@ nothing but the wrappers, the IR, the renderer and the machine that runs the tex
 """
 from __future__ import annotations
 
-from ptxgen.emit.builder import Builder
+from ptxgen.ir import Builder
 from ptxgen.emit.index import ExprEmitter, Tid
-from ptxgen.emit.ir import REG_CLASSES, Addr, Function, Param, Sym, Vec, VReg
-from ptxgen.emit.render import render
+from ptxgen.ir import REG_CLASSES, Addr, Function, Param, Sym, Vec, VReg
+from ptxgen.ir.render import render
 from ptxgen.emit.sm90 import descriptors as dsc
 from ptxgen.emit.sm90 import mbarrier_isa as mb
 from ptxgen.emit.sm90 import tma_isa as tma

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from ptxgen.emit.builder import Builder
+from ptxgen.ir import Builder
 from ptxgen.emit.index import Const, ExprEmitter, Tid, evaluate, share_bases
-from ptxgen.emit.ir import Imm, Param
+from ptxgen.ir import Imm, Param
 
 TID = np.arange(256)
 

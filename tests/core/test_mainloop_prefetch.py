@@ -1,4 +1,4 @@
-"""The prefetching main loop (emit/gemm_mainloop.py) judged by the simulator: the emitted kernel
+"""The prefetching main loop (emit/sm80/mainloop.py) judged by the simulator: the emitted kernel
 is right, and each synchronisation it relies on is needed (planted bugs are caught)."""
 from __future__ import annotations
 

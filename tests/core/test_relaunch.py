@@ -3,7 +3,7 @@ the last CTA of each tile resets its counter, so a second launch (as a training 
 no memset and gives the right answer.
 
 Split-K's reduction order is a contract: the workspace mode sums the S partial tiles in split
-order 0..S-1 whichever CTA arrives last (gemm_splitk.py), so the result is deterministic bit for
+order 0..S-1 whichever CTA arrives last (emit/splitk.py), so the result is deterministic bit for
 bit. It is tested here against that sum done in numpy f32 from each split's own partial.
 """
 from __future__ import annotations

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ptxgen.emit.builder import Builder
+from ptxgen.ir import Builder
 from ptxgen.emit.index import evaluate
-from ptxgen.emit.ir import Addr, Sym
-from ptxgen.emit.render import render_instr
+from ptxgen.ir import Addr, Sym
+from ptxgen.ir.render import render_instr
 from ptxgen.emit.sm90 import descriptors as dsc
 from ptxgen.emit.sm90 import mbarrier_isa as mb
 from ptxgen.emit.sm90 import tma_isa as tma

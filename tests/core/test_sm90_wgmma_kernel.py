@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from ptxgen import sim
-from ptxgen.emit.builder import Builder
-from ptxgen.emit.ir import Addr, Param, Sym
+from ptxgen.ir import Builder
+from ptxgen.ir import Addr, Param, Sym
 from ptxgen.emit.sm90 import wgmma_isa as wi
 from ptxgen.errors import AssembleError
 from ptxgen.runtime.assemble import assemble
@@ -138,7 +138,7 @@ def test_ptxas_rejects_what_the_table_leaves_out():
 def test_every_sync_and_cluster_wrapper_assembles():
     """One module holding each mbarrier / fence / setmaxnreg / stmatrix / cluster wrapper and the
     text-level TMA store, multicast load and elect.sync: ptxas for sm_90a accepts the spellings."""
-    from ptxgen.emit.ir import REG_CLASSES
+    from ptxgen.ir import REG_CLASSES
     from ptxgen.emit.sm90 import mbarrier_isa as mb
     from ptxgen.emit.sm90 import tma_isa as tma
 
@@ -198,7 +198,7 @@ def test_every_sync_and_cluster_wrapper_assembles():
 def test_k_loop_through_the_register_allocator(accum):
     """wgmma reads D as well as writing it, which the IR does not record: the allocator must still
     keep the accumulators apart from the loop's address temporaries (f16 D shares their class)."""
-    from ptxgen.emit.render import render
+    from ptxgen.ir.render import render
     from ptxgen.regalloc import allocate
 
     n, k = 64, 128

@@ -1,5 +1,5 @@
 """The staged epilogue in the output dtype: f16/bf16/s8/u8 outputs are staged after the epilogue
-math as the exact bytes of C, then copied out in 16-byte chunks (`emit/gemm_epilogue_typed.py`).
+math as the exact bytes of C, then copied out in 16-byte chunks (`emit/sm80/epilogue_typed.py`).
 
 Every kernel runs on the simulator (bounds, alignment, races and bank conflicts checked) against
 the float64 reference, with C poisoned where it is not read.

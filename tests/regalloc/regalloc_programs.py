@@ -22,8 +22,8 @@ from typing import Callable, Protocol
 
 from hypothesis import strategies as st
 
-from ptxgen.emit.builder import Builder
-from ptxgen.emit.ir import Addr, Comment, Imm, Instr, Item, Label, Param, Sym, Vec, VReg
+from ptxgen.ir import Builder
+from ptxgen.ir import Addr, Comment, Imm, Instr, Item, Label, Param, Sym, Vec, VReg
 
 CLASSES = ("pred", "b16", "b32", "b64", "f32")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptxgen.emit.ir import Addr, Imm, Instr, Label, Sym, Vec, VReg
+from ptxgen.ir import Addr, Imm, Instr, Label, Sym, Vec, VReg
 from ptxgen.regalloc import allocate
 
 from regalloc_programs import gemm_like, run

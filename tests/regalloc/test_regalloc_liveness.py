@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from ptxgen.emit.ir import REG_CLASSES, Comment, Imm, Instr, Label, Sym, VReg
+from ptxgen.ir import REG_CLASSES, Comment, Imm, Instr, Label, Sym, VReg
 from ptxgen.regalloc import build_cfg, compute_liveness
 
 from regalloc_programs import programs, reference_liveness

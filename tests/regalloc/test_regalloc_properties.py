@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from ptxgen.emit.ir import REG_CLASSES, Instr
+from ptxgen.ir import REG_CLASSES, Instr
 from ptxgen.regalloc import allocate
 
 from regalloc_programs import programs, reference_liveness, run

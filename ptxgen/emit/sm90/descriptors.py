@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..builder import Builder
-from ..ir import Vec, VReg
+from ...ir import Builder
+from ...ir import Vec, VReg
 
 #: Descriptor bits 63-62 per swizzle mode.
 DESCRIPTOR_SWIZZLE: dict[str, int] = {"none": 0, "128B": 1, "64B": 2, "32B": 3}

@@ -7,8 +7,8 @@ operand ranges the ISA states, so a bad value fails in Python with the rule.
 """
 from __future__ import annotations
 
-from ..builder import Builder
-from ..ir import Addr, Imm, Instr, Sym, Vec, VReg
+from ...ir import Builder
+from ...ir import Addr, Imm, Instr, Sym, Vec, VReg
 
 #: mbarrier.init count range: 1 .. 2**20 - 1.
 MAX_ARRIVALS = (1 << 20) - 1

@@ -3,7 +3,7 @@ bulk-group protocol (docs/ptx_facts/tma.md; PTX ISA "cp.async.bulk.tensor",
 "cp.async.bulk.commit_group", "cp.async.bulk.wait_group", "prefetch", "Tensor-map").
 
 The tensor operand `[tmap, {c0, c1, ...}]` is one bracketed operand holding a register list: the IR
-(ptxgen/emit/ir.py) has no operand of that shape yet, so the copies are spelled here as text from
+(ptxgen/ir/nodes.py) has no operand of that shape yet, so the copies are spelled here as text from
 operand spellings (the "raw instruction" layer); prefetch and the bulk-group protocol, whose
 operands the IR can express, also go through the Builder.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..builder import Builder
-from ..ir import Addr, Imm, Instr
+from ...ir import Builder
+from ...ir import Addr, Imm, Instr
 from .descriptors import SWIZZLE_BYTES
 
 #: Tensor ranks a tile-mode tensor map may have.

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..builder import Builder
-from ..ir import Imm, Instr, Operand, Vec, VReg
+from ...ir import Builder
+from ...ir import Imm, Instr, Operand, Vec, VReg
 
 M = 64                                                   # one warpgroup's rows, every shape
 #: N for the floating-point types: 8..256 in steps of 8.

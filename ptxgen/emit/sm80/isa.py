@@ -1,8 +1,10 @@
-"""Tensor-core instruction family: ldmatrix and mma.sync (ptx_facts.md §1, §4)."""
+"""The sm_80 instruction families as tables and thin wrappers: mma.sync, ldmatrix and the
+cp.async group protocol (ptx_facts.md §1, §4). Every copy takes an optional guard predicate
+and cp.async an optional zero-fill src-size, so edge tiles need no new emitters."""
 from __future__ import annotations
 
-from .builder import Builder
-from .ir import Addr, Vec, VReg
+from ...ir import Builder
+from ...ir import Addr, Imm, Operand, Vec, VReg
 
 #: mma.sync opcode per (shape, input dtype, accumulator dtype).
 MMA_OPCODES = {
@@ -33,3 +35,28 @@ def mma(b: Builder, shape: str, dtype: str, acc_dtype: str, acc: tuple[VReg, ...
     """Accumulate in place: acc = a @ b + acc (f32 accumulators, or f16x2 pairs)."""
     op = MMA_OPCODES[(shape, dtype, acc_dtype)]
     b.emit(op, Vec(acc), Vec(a), Vec(bfrag), Vec(acc), ndefs=1)
+
+
+# --- cp.async: asynchronous global -> shared copies, in commit groups ------------------------------
+#: cp.async cache operator per copy width: .cg (L2 only) allows only 16 bytes.
+CP_ASYNC_OPCODE = {16: "cp.async.cg.shared.global", 8: "cp.async.ca.shared.global",
+                   4: "cp.async.ca.shared.global"}
+
+
+def cp_async(b: Builder, dst: Addr, src: Addr, size: int = 16, src_size: Operand | None = None,
+             guard: VReg | None = None, comment: str | None = None) -> None:
+    """One asynchronous global->shared copy of `size` bytes, zero-filled past `src_size`: a .u32
+    byte count, or a predicate (cp.async's ignore-src, PTX 7.5) that zero-fills the whole copy."""
+    ops: tuple[Operand, ...] = (dst, src, Imm(str(size)))
+    if src_size is not None:
+        ops += (src_size,)
+    b.emit(CP_ASYNC_OPCODE[size], *ops, guard=guard, comment=comment)
+
+
+def commit_group(b: Builder, comment: str | None = None) -> None:
+    b.emit("cp.async.commit_group", comment=comment)
+
+
+def wait_group(b: Builder, pending: int, comment: str | None = None) -> None:
+    """Wait until at most `pending` of this thread's most recent groups are still in flight."""
+    b.emit("cp.async.wait_group", Imm(str(pending)), comment=comment)

@@ -14,21 +14,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .gemm_plan import warp_origin
-from .index import Expr, share_bases
-from .ir import Addr, Imm, Vec, VReg
+from ...regalloc.smem import SmemBuffer
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ..epilogue.staged import StagedEpilogue
+from ..sm80.copies import CpAsyncCopies
+from ..sm80.mainloop import MainLoop
+from ..sm80.plans import warp_origin
+from ..index import Expr, share_bases
+from ...ir import Addr, VReg
+from ..pipeline import Accumulators, mainloop_buffers
+from . import isa
+from .isa import ACC_BYTES, ACC_REGS
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
-
-#: Registers per lane of an A or B fragment, by input dtype (f16 holds each element twice).
-FRAGMENT_REGS = {"f16": 8, "bf16": 4}
-#: Registers per lane of a 16x16 accumulator fragment: 8 f32, or 4 packed f16x2.
-ACC_REGS = {"f32": 8, "f16": 4}
-ACC_BYTES = {"f32": 4, "f16": 2}
+    from ..gemm import GemmLowering
+    from ..edges import StoreEdges
+    from ..tiles import KRange, Tile, TileOperands
 
 
-class WmmaMath:
+
+class WmmaPipeline:
+    """wmma.load / wmma.mma over cp.async stage tiles, opaque accumulators (implements `Pipeline`)."""
+
     def __init__(self, lw: "GemmLowering"):
         self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
         tm, tn = lw.s.warp_tile
@@ -36,6 +44,9 @@ class WmmaMath:
         # A stored K x M is wmma "col"; B stored N x K (k contiguous) is wmma "col" too.
         self.layout = {"A": "col" if lw.tile_a.k_along_rows else "row",
                        "B": "row" if lw.tile_b.k_along_rows else "col"}
+        self.copies = CpAsyncCopies(lw)
+        self.bases: dict[str, list[VReg]] = {}  # fragment blocks' base addresses in stage 0, from setup
+        self.site: dict[str, list[tuple[int, int]]] = {}  # per fragment block: (base index, immediate)
         self.acc = lw.g.accumulator  # "f32", or "f16" (f16 inputs only; the verifier checks)
         self.sites: dict[str, list[Expr]] = {"A": [], "B": []}
         wm0, wn0 = self.origin = warp_origin(lw.s)
@@ -51,10 +62,27 @@ class WmmaMath:
         row, col = (k, mn) if tile.k_along_rows else (mn, k)
         return row * tile.pitch + col * tile.elem_bytes
 
+    @classmethod
+    def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
+        return mainloop_buffers(g, s)
+
+    # -- cp.async copies of the operand tiles -----------------------------------------------------------
+    def prepare_loop(self) -> None:
+        self.copies.prepare_loop()
+
+    def operands(self, tile: "Tile") -> "TileOperands":
+        return self.copies.operands(tile)
+
+    def skip_k_tiles(self, gptr: dict[str, VReg], first: VReg, what: str) -> None:
+        self.copies.skip_k_tiles(gptr, first, what)
+
+    def mainloop(self, acc: Accumulators, ops: "TileOperands", k: "KRange") -> None:
+        MainLoop(self.lw, ops, k, self).emit(acc)
+
     def setup(self) -> None:
         """Absolute shared addresses of the fragment blocks in stage 0 (bases + immediates)."""
         lw = self.lw
-        self.bases, self.site = {}, {}
+        self.copies.setup()
         for name in ("A", "B"):
             sb = share_bases(self.sites[name], lw.s.threads)
             self.bases[name] = lw.shared_bases(name, sb.bases)
@@ -66,13 +94,10 @@ class WmmaMath:
 
     def load(self, name: str, index: int, rd: list[tuple[VReg, int]]) -> tuple[VReg, ...]:
         tile = self.lw.tile_a if name == "A" else self.lw.tile_b
-        dt = self.g.dtype
-        regs = self.b.regs("b32", FRAGMENT_REGS[dt])
         base_i, imm = self.site[name][index]
         reg, extra = rd[base_i]
-        op = f"wmma.load.{name.lower()}.sync.aligned.{self.layout[name]}.m16n16k16.shared.{dt}"
-        self.b.emit(op, Vec(regs), Addr(reg, imm + extra), Imm(str(tile.pitch // tile.elem_bytes)), ndefs=1)
-        return regs
+        return isa.load_ab(self.b, name, self.layout[name], self.g.dtype, Addr(reg, imm + extra),
+                           tile.pitch // tile.elem_bytes)
 
     def compute_tile(self, rd_off: dict[str, VReg | int], acc) -> None:
         lw, b = self.lw, self.b
@@ -81,9 +106,7 @@ class WmmaMath:
             off = rd_off[name]
             rd[name] = ([(r, off) for r in self.bases[name]] if isinstance(off, int)
                         else [(lw.u32("add.u32", r, off), 0) for r in self.bases[name]])
-        dt = self.g.dtype
-        types = f"{self.acc}.{self.acc}" if dt == "f16" else "f32.bf16.bf16.f32"  # .dtype.ctype (f16 inputs)
-        op = f"wmma.mma.sync.aligned.{self.layout['A']}.{self.layout['B']}.m16n16k16.{types}"
+        op = isa.mma_opcode(self.layout["A"], self.layout["B"], self.g.dtype, self.acc)
         steps = self.s.bk // 16
 
         def load(ks: int):
@@ -96,7 +119,7 @@ class WmmaMath:
             a_frag, b_frag = frags
             for m in range(self.mi):
                 for n in range(self.ni):
-                    b.emit(op, Vec(acc[m][n]), Vec(a_frag[m]), Vec(b_frag[n]), Vec(acc[m][n]), ndefs=1)
+                    isa.mma(b, op, acc[m][n], a_frag[m], b_frag[n])
 
         if self.s.frag_double_buffer:
             frags = load(0)
@@ -108,20 +131,24 @@ class WmmaMath:
             for ks in range(steps):
                 compute(ks, load(ks))
 
-    def store(self, acc, stage: VReg, pitch: int) -> None:
+    def epilogue(self, tile: "Tile", edge: "StoreEdges") -> StagedEpilogue:
+        """wmma fragments are opaque: they leave only through wmma.store.d into the staging tile."""
+        return StagedEpilogue(self.lw, tile, edge)
+
+    def stage_fragments(self, acc: Accumulators, stage: VReg, epi: "StagedEpilogue") -> None:
         """wmma.store.d every accumulator fragment into the staging tile (f32, or f16 for f16 acc)."""
+        pitch = epi.st.pitch
         eb = ACC_BYTES[self.acc]
         wm0, wn0 = self.origin
         warp = self.lw.u32("add.u32", stage, self.lw.ex.emit(wm0 * pitch + wn0 * eb))
         for m, n, imm in self._blocks(pitch, eb):
-            self.b.emit(f"wmma.store.d.sync.aligned.row.m16n16k16.shared.{self.acc}", Addr(warp, imm),
-                        Vec(acc[m][n]), Imm(str(pitch // eb)))
+            isa.store_d(self.b, "shared", self.acc, Addr(warp, imm), acc[m][n], pitch // eb)
 
     def _blocks(self, pitch: int, eb: int) -> list[tuple[int, int, int]]:
         """(m, n, byte offset from the warp tile's origin) of each 16x16 accumulator block."""
         return [(m, n, 16 * m * pitch + 16 * n * eb) for m in range(self.mi) for n in range(self.ni)]
 
-    # -- split-K partial tiles (the PartialIO protocol of gemm_splitk) ----------------------------
+    # -- split-K / Stream-K partial tiles ----------------------------------------------------------
     def partial_origin(self, row_elems: int) -> Expr:
         """Element offset of this warp's tile in a row-major partial tile `row_elems` wide."""
         wm0, wn0 = self.origin
@@ -130,15 +157,12 @@ class WmmaMath:
     def store_partial(self, acc, base: VReg, row_elems: int) -> None:
         """wmma.store.d the f32 fragments to the workspace slice at `base` (this warp's origin)."""
         for m, n, imm in self._blocks(row_elems * 4, 4):
-            self.b.emit("wmma.store.d.sync.aligned.row.m16n16k16.global.f32", Addr(base, imm),
-                        Vec(acc[m][n]), Imm(str(row_elems)))
+            isa.store_d(self.b, "global", "f32", Addr(base, imm), acc[m][n], row_elems)
 
     def add_partial(self, acc, base: VReg, row_elems: int) -> None:
         """acc += the partial at `base`: wmma.load.c with store_partial's layout, then add.f32
         register by register (the same element sits in the same slot on both sides)."""
         for m, n, imm in self._blocks(row_elems * 4, 4):
-            part = self.b.regs("f32", ACC_REGS["f32"])
-            self.b.emit("wmma.load.c.sync.aligned.row.m16n16k16.global.f32", Vec(part), Addr(base, imm),
-                        Imm(str(row_elems)), ndefs=1)
+            part = isa.load_c(self.b, "global", "f32", Addr(base, imm), row_elems)
             for r, p in zip(acc[m][n], part):
                 self.b.emit("add.f32", r, r, p, ndefs=1)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..schedule.targets import Target
-from .ir import Addr, Comment, Function, Imm, Instr, Label, Operand, Sym, Vec, VReg
+from .nodes import Addr, Comment, Function, Imm, Instr, Label, Operand, Sym, Vec, VReg
 
 INDENT = "    "
 BANNER_WIDTH = 78

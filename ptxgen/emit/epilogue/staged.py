@@ -1,7 +1,7 @@
 """Epilogue staged through shared memory, so global traffic is 16-byte and coalesced.
 
 16- and 8-bit outputs of mma.sync kernels are staged in their own dtype after the epilogue math
-(`gemm_epilogue_typed`); f32 and s32 outputs and the wmma path stage f32 as follows.
+(`epilogue.typed`); f32 and s32 outputs and the wmma path stage f32 as follows.
 Phase 1: every thread writes its f32 accumulators, straight from the mma fragment layout, into a
 BM x BN f32 staging tile. Rows are padded by 32 bytes, so the 8-byte fragment writes of a
 half-warp (4 rows x 32 bytes) land in distinct banks. The tile reuses the A/B stage buffers'
@@ -18,42 +18,41 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..schedule.geometry import StagingLayout, staging_layout
-from .gemm_epilogue import CVT_PACK, EpilogueEmitter
-from .gemm_epilogue_typed import TypedStaging
-from .addressing import RowPointers
-from .gemm_plan import store_plan
-from .index import Expr, Tid, evaluate, share_bases
-from .ir import Addr, Imm, Vec, VReg
-from .memory import bar_sync
-from .quantize import load_bytes, quantize, store_bytes
+from ...schedule.geometry import staging_layout
+from .math import CVT_PACK, EpilogueMath
+from ..addressing import RowPointers
+from ..index import Tid, evaluate, share_bases
+from ...ir import Addr, Imm, Vec, VReg
+from ..memory import bar_sync
+from ..swizzle import stage_offset
+from ..quantize import load_bytes, quantize, store_bytes
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
+    from ..gemm import GemmLowering
+    from ..edges import StoreEdges
+    from ..tiles import Tile
 
 STAGE_BUFFER = "C_stage"
 
 
-def stage_offset(row: Expr, col: Expr, st: StagingLayout) -> Expr:
-    """Byte offset of element (row, col) of the staging tile (16-byte units of f32
-    XOR-swizzled by `st.swizzle_mask` when `st.swizzle`)."""
-    if not st.swizzle:
-        return row * st.pitch + col * st.elem_bytes
-    unit = col >> 2
-    return row * st.pitch + ((unit ^ ((unit >> 3) & st.swizzle_mask)) << 4) + (col & 3) * 4
+class StagedEpilogue(EpilogueMath):
+    """The f32 staging store path: the pipeline writes its fragments to the staging tile
+    (`Pipeline.stage_fragments`), then every thread drains 16-byte chunks through the math."""
 
+    def __init__(self, lw: "GemmLowering", tile: "Tile", edge: "StoreEdges"):
+        super().__init__(lw, tile, edge)
+        st = staging_layout(lw.g, lw.s)
+        assert st is not None, "a staged epilogue needs a staging layout"
+        self.st = st
 
-class StagedEpilogue(EpilogueEmitter):
-    def __init__(self, lw: "GemmLowering"):
-        super().__init__(lw)
-        self.st = staging_layout(lw.g, lw.s)
+    def stage_base(self) -> VReg:
+        """Shared address of the staging tile."""
+        lw = self.lw
+        return lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[STAGE_BUFFER])))
 
     def emit(self, acc) -> None:
-        lw, b = self.lw, self.b
-        base = lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[STAGE_BUFFER])))
-        if self.st.typed:  # 16- and 8-bit outputs: staged in their own dtype, after the math
-            TypedStaging(self).emit(acc, base)
-            return
+        b = self.b
+        base = self.stage_base()
         bar_sync(b, comment="every warp is done with the A/B stages the staging tile reuses")
         self.write_fragments(acc, base)
         bar_sync(b, comment="the whole C tile is staged")
@@ -62,18 +61,8 @@ class StagedEpilogue(EpilogueEmitter):
 
     def write_fragments(self, acc, base: VReg) -> None:
         lw, b = self.lw, self.b
-        sp = store_plan(lw.s)
-        pitch = self.st.pitch
-        b.comment(f"phase 1: accumulators -> staging tile ({self.st.rows} x {pitch} B rows)")
-        if lw.wmma:  # opaque fragments: wmma.store.d places them
-            lw.wmma.store(acc, base, pitch)
-            return
-        sites = share_bases([stage_offset(sp.row0 + dr, sp.col0 + dc, self.st) for *_, dr, dc in sp.sites],
-                            lw.s.threads)
-        bases = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in sites.bases]
-        for (m, n, h, _, _), (bi, imm) in zip(sp.sites, sites.site):
-            lo, hi = self.accumulators(acc[m][n], h)
-            b.emit("st.shared.v2.f32", Addr(bases[bi], imm), Vec((lo, hi)))
+        b.comment(f"phase 1: accumulators -> staging tile ({self.st.rows} x {self.st.pitch} B rows)")
+        lw.pipeline.stage_fragments(acc, base, self)  # mma.sync: by fragment layout; wmma: wmma.store.d
 
     def store_chunks(self, base: VReg) -> None:
         lw, b, g, st = self.lw, self.b, self.g, self.st
@@ -89,13 +78,13 @@ class StagedEpilogue(EpilogueEmitter):
         reads = share_bases([stage_offset(r, c * v + q, st) for r, c in zip(rows, cols) for q in halves], threads)
         read_base = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in reads.bases]
         row0, col0 = lw.ex.reg(rows[0]), lw.ex.reg(cols[0] * v)
-        grow = lw.u32("add.u32", row0, lw.bm0)
-        gcol = lw.u32("add.u32", col0, lw.bn0)
+        grow = lw.u32("add.u32", row0, self.tile.bm0)
+        gcol = lw.u32("add.u32", col0, self.tile.bn0)
         ptr0 = lw.element_pointer(lw.ptr["C"], "ldc", grow, gcol, ob)  # 64-bit: ldc * ob may pass 2^32
         tid = np.arange(threads)
         r0v, c0v = evaluate(rows[0], tid), evaluate(cols[0], tid)
         row_ptr = RowPointers(b, ptr0, lw.dim("ldc"), ob)
-        edge = lw.edge
+        edge = self.edge
         straddle = edge.n_edge and g.n % v != 0
         kinds = (g.epi.bias, g.epi.scale)  # the row/column vectors the epilogue reads
         by_column: dict[int, dict[str, list[VReg]]] = {}  # column-vector values, shared by chunks in a column

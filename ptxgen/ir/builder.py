@@ -1,7 +1,7 @@
 """The explicit builder that lowering threads through every emitter: no global state."""
 from __future__ import annotations
 
-from .ir import REG_CLASSES, Comment, Function, Imm, Instr, Item, Label, Operand, Param, VReg
+from .nodes import REG_CLASSES, Comment, Function, Imm, Instr, Item, Label, Operand, Param, VReg
 
 
 class Builder:

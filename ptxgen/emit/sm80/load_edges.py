@@ -1,4 +1,4 @@
-"""Bounds checks for edge tiles: zero-filled copies and predicated stores.
+"""Bounds checks of the cp.async copies of edge tiles: zero-filled copies (stores: ../edges.py).
 
 A dimension that divides its block tile gets no checks at all, so aligned problems lower to
 exactly the unchecked kernel. Otherwise:
@@ -8,35 +8,33 @@ exactly the unchecked kernel. Otherwise:
   wholly in or out, so no clamp: along K a `setp` feeds cp.async's ignore-src predicate (the check
   runs every k-tile of the main loop), along M/N a `selp` of the full width or 0 is fixed up front;
 * 2- and 1-byte copies (operands aligned below 4 bytes) load through a predicated `ld.global.b16`
-  or `ld.global.u8` (a 2-byte unit of int8 straddling the edge: its first byte only, `gemm.copy_narrow`);
-* stores are predicated on row < M and column < N.
+  or `ld.global.u8` (a 2-byte unit of int8 straddling the edge: its first byte only,
+  `copies.CpAsyncCopies.copy_narrow`).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..schedule.geometry import edges
-from .ir import Imm, Operand, VReg
+from ..edges import StoreEdges
+from ...ir import Imm, Operand, VReg
+from ..tiles import KRange, Tile
 
 #: A k limit no k-tile reaches: marks a copy whose row is outside the matrix.
 INT32_MAX = 2**31 - 1
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
+    from ..gemm import GemmLowering
+    from .plans import CopyPlan
 
 
-class EdgeChecks:
-    """Emits the bounds logic for one GemmLowering (explicitly handed in, no shared state)."""
+class EdgeChecks(StoreEdges):
+    """The copies' bounds logic for one tile (and, inherited, the epilogue's store guards)."""
 
-    def __init__(self, lw: "GemmLowering"):
-        self.lw = lw
-        self.m_edge, self.n_edge, self.k_edge = edges(lw.g, lw.s)
+    def __init__(self, lw: "GemmLowering", tile: Tile, plans: "dict[str, CopyPlan]"):
+        super().__init__(lw)
+        self.tile, self.plans = tile, plans
         self.fixed: dict[str, list[Operand | None]] = {}
         self.k_limits: dict[str, list[VReg]] = {}  # zero_fill_by_predicate: per copy, k offset of its unit
-
-    @property
-    def any(self) -> bool:
-        return self.m_edge or self.n_edge or self.k_edge
 
     def _limit(self, name: str) -> tuple[bool, str]:
         """(edge?, dimension) of the operand's non-K dimension: M for A, N for B."""
@@ -47,7 +45,7 @@ class EdgeChecks:
         (`zero_fill_by_predicate`) the k offset below which the copy's unit is inside."""
         lw = self.lw
         for name in ("A", "B"):
-            cp = lw.copy[name]
+            cp = self.plans[name]
             tile = cp.tile
             cb, eb = tile.copy_bytes, tile.elem_bytes
             edge, dim = self._limit(name)
@@ -62,7 +60,7 @@ class EdgeChecks:
                 lw.b.comment(f"{name}: bytes of each copy inside the matrix along {dim} (edge tile)")
             if edge:
                 limit = lw.dim(dim)
-                origin = lw.bm0 if name == "A" else lw.bn0
+                origin = self.tile.bm0 if name == "A" else self.tile.bn0
             for it in range(tile.copies_per_thread):
                 if by_pred:  # units run along k, rows along M/N: one k limit per copy
                     key = cp.cols[it]
@@ -90,14 +88,14 @@ class EdgeChecks:
         """Whether `name`'s copies take cp.async's ignore-src predicate, one setp per copy and k-tile
         (CUTLASS's zfill predicate): with a K edge, units along k (rows along M/N) and K ending
         on a unit boundary, so every unit is wholly inside or wholly outside the matrix."""
-        tile = self.lw.copy[name].tile
+        tile = self.plans[name].tile
         cb, eb = tile.copy_bytes, tile.elem_bytes
         return self.k_edge and not tile.k_along_rows and cb >= 4 and self.lw.g.k % (cb // eb) == 0
 
     def _row_inside(self, name: str, it: int, origin: VReg, limit: VReg) -> VReg:
         """row < M (A) or N (B) for copy `it`, whose tile row runs along M/N."""
         lw = self.lw
-        cp = lw.copy[name]
+        cp = self.plans[name]
         row = lw.u32("add.u32", lw.u32("add.u32", lw.ex.reg(cp.row0), origin), Imm(str(cp.rows[it])))
         return lw.pred("setp.lt.u32", row, limit)
 
@@ -108,12 +106,13 @@ class EdgeChecks:
         clamped = lw.u32("min.s32", lw.u32("max.s32", elems, Imm("0")), Imm(str(cb // eb)))
         return clamped if eb == 1 else lw.u32("shl.b32", clamped, Imm(str(eb.bit_length() - 1)))
 
-    def k_remaining(self, k_tile: VReg | int) -> VReg | None:
-        """K - k_tile*BK: elements of K left from this k-tile's start (only with a K edge)."""
+    def k_remaining(self, k_tile: VReg | int, k_range: KRange) -> VReg | None:
+        """K - k_tile*BK: elements of K left from this k-tile's start (only with a K edge); k-tiles
+        count from the range's first (split-K, Stream-K: K left past it)."""
         if not self.k_edge:
             return None
         lw = self.lw
-        k = lw.k_left if lw.k_left is not None else lw.dim("K")  # split-K: K past this split's start
+        k = k_range.k_left if k_range.k_left is not None else lw.dim("K")
         if isinstance(k_tile, int):
             return lw.u32("sub.s32", k, Imm(str(k_tile * lw.s.bk)))
         return lw.u32("mad.lo.s32", k_tile, Imm(str(-lw.s.bk)), k)
@@ -122,7 +121,7 @@ class EdgeChecks:
         """Per copy: None for a full copy, a .u32 src-size (bytes copied, the rest zero-filled), or
         a predicate for cp.async's ignore-src (zero-fill the whole copy)."""
         lw = self.lw
-        cp = lw.copy[name]
+        cp = self.plans[name]
         tile = cp.tile
         cb, eb = tile.copy_bytes, tile.elem_bytes
         if k_rem is None:
@@ -155,30 +154,3 @@ class EdgeChecks:
             size = clamped[col]
             out.append(size if fixed is None else lw.u32("min.s32", size, fixed))
         return out
-
-    # -- stores -------------------------------------------------------------------------------
-    def store_guards(self, row: VReg, col: VReg, sites) -> "StoreGuards":
-        """Row and column predicates (row < M, column < N) for the given (row, column) deltas."""
-        lw = self.lw
-        rows: dict[int, VReg] = {}
-        cols: dict[int, VReg] = {}
-        for dr, dc in sites:
-            if self.m_edge and dr not in rows:
-                rows[dr] = lw.pred("setp.lt.u32", lw.u32("add.u32", row, Imm(str(dr))), lw.dim("M"))
-            if self.n_edge and dc not in cols:
-                cols[dc] = lw.pred("setp.lt.u32", lw.u32("add.u32", col, Imm(str(dc))), lw.dim("N"))
-        return StoreGuards(lw, rows, cols)
-
-
-class StoreGuards:
-    """Per store site guard: combined from the row and column predicates at the point of use,
-    so only one combined predicate is live at a time."""
-
-    def __init__(self, lw: "GemmLowering", rows: dict[int, VReg], cols: dict[int, VReg]):
-        self.lw, self.rows, self.cols = lw, rows, cols
-
-    def __getitem__(self, site: tuple[int, int]) -> VReg | None:
-        r, c = self.rows.get(site[0]), self.cols.get(site[1])
-        if r is not None and c is not None:
-            return self.lw.pred("and.pred", r, c)
-        return r or c

@@ -1,4 +1,5 @@
-"""Fragment and shared-memory layouts as data (ptx_facts.md §1, §2, §4, §8).
+"""Fragment layouts and ldmatrix address roles as data (ptx_facts.md §1, §2, §4); the shared-memory
+swizzle these tiles use is ../swizzle.py (§8).
 
 Each table maps a lane (and register/half) to matrix coordinates, written as index
 expressions so the lowering emits them and the tests evaluate them cell by cell.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .index import Const, Expr, Tid
+from ..index import Const, Expr, Tid
 
 LANE = Tid() & 31
 GROUP = LANE >> 2
@@ -120,22 +121,3 @@ def ldmatrix_received(lane: int, trans: bool) -> tuple[int, int, int, int]:
     if not trans:
         return lane >> 2, 2 * (lane & 3), lane >> 2, 2 * (lane & 3) + 1
     return 2 * (lane & 3), lane >> 2, 2 * (lane & 3) + 1, lane >> 2
-
-
-# --- shared-memory tile layouts --------------------------------------------------------------
-def smem_offset(row: Expr, chunk: Expr, pitch: int, swizzle: tuple[int, int] | None) -> Expr:
-    """Byte offset of 16-byte chunk `chunk` of tile row `row`.
-
-    With `swizzle=(shift, mask)` the chunk is XORed with `(row >> shift) & mask`
-    (Swizzle<3,3,3> on f16 element offsets for 64-element rows, fewer bits for narrower rows).
-    """
-    if swizzle is not None:
-        shift, mask = swizzle
-        chunk = chunk ^ ((row >> shift) & mask)
-    return row * pitch + (chunk << 4)
-
-
-def smem_element_offset(row: Expr, col_byte: Expr, pitch: int, swizzle: tuple[int, int] | None) -> Expr:
-    """Byte offset of the element at byte `col_byte` of tile row `row`: its 16-byte chunk placed
-    by `smem_offset`, plus the byte within the chunk (swizzles move whole chunks)."""
-    return smem_offset(row, col_byte >> 4, pitch, swizzle) + (col_byte & 15)

@@ -12,18 +12,44 @@ The owner waits only for CTAs with lower %ctaid.x (ranks run backwards), which s
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..schedule.geometry import staging_layout
-from .gemm_epilogue import EpilogueEmitter
-from .gemm_epilogue_smem import StagedEpilogue
-from .gemm_splitk import MmaPartials, PartialIO
-from .index import ExprEmitter
-from .ir import Addr, Function, Imm, Sym, VReg
+from ..ir import Addr, Function, Imm, Sym, VReg
 from .memory import bar_sync
+from .tiles import KRange, Tile, TileOperands
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """The registers of this CTA's share of the work (`StreamK.decompose`): KT per tile, the G
+    persistent CTAs, tiles per batch, the dp data-parallel tiles, q and extra (iterations per rank
+    and the ranks with one more), this CTA's rank, its next iteration `it` and range end, and its
+    next data-parallel tile. `it` and `next_dp` advance in place as units are taken."""
+
+    kt_tile: VReg
+    G: VReg
+    per_batch: VReg
+    dp: VReg
+    q: VReg
+    extra: VReg
+    rank: VReg
+    it: VReg
+    end: VReg
+    next_dp: VReg
+
+
+@dataclass(frozen=True)
+class UnitRegs:
+    """The current unit, rewritten each trip: its linear tile index (over all batches), its first
+    k-tile within the tile and its k-tile count."""
+
+    index: VReg
+    k0: VReg
+    kc: VReg
 
 
 class StreamK:
@@ -32,7 +58,7 @@ class StreamK:
     def __init__(self, lw: "GemmLowering"):
         self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
         self.tile_bytes = self.s.bm * self.s.bn * 4  # one f32 partial tile per workspace slot
-        self.io: PartialIO = lw.wmma or MmaPartials(lw)  # how fragments reach a partial tile
+        self.io = lw.pipeline  # how fragments reach a partial tile
 
     # -- small helpers ------------------------------------------------------------------------
     def mov(self, dst: VReg, src) -> None:
@@ -47,130 +73,129 @@ class StreamK:
         lw, b = self.lw, self.b
         b.banner("Setup: parameters, Stream-K decomposition, per-thread shared addresses")
         lw.load_pointers()
-        self.base_ptr = dict(lw.ptr)
+        base_ptr = dict(lw.ptr)
         lw.load_dims()
         lw.dim("M"), lw.dim("N")
-        self.strides = lw.batch_strides() if self.g.batch > 1 else None
-        lw.ex = ExprEmitter(b, lw.tid)
+        strides = lw.batch_strides() if self.g.batch > 1 else None
         b.comment(f"KT = ceil(K / {self.s.bk}): MAC iterations (k-tiles) per output tile")
-        self.kt_tile = lw.ceil_div(lw.dim("K"), self.s.bk)
-        lw.steps = lw.row_steps()
-        lw.advance = lw.k_advance()
-        lw.shared_addressing()
-        self.t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
-        self.decompose()
+        kt_tile = lw.ceil_div(lw.dim("K"), self.s.bk)
+        lw.pipeline.prepare_loop()
+        lw.pipeline.setup()
+        t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
+        d = self.decompose(kt_tile)
         acc = lw.accumulators()
-        self.tile, self.k0, self.kc = b.reg("b32"), b.reg("b32"), b.reg("b32")
+        u = UnitRegs(b.reg("b32"), b.reg("b32"), b.reg("b32"))
         loop, finish = b.label("unit_loop"), b.label("all_units_done")
         b.banner("Persistent loop: one work unit (a tile, or a stretch of one tile's k-tiles) per trip")
         b.place(loop)
-        self.select_unit(finish)
-        self.run_unit(acc)
-        self.finish_unit(acc, loop)
+        self.select_unit(d, u, finish)
+        tile, ops = self.run_unit(acc, d, u, base_ptr, strides)
+        self.finish_unit(acc, d, u, tile, ops, loop, t0)
         b.place(finish)
         b.emit("ret")
         return b.function
 
-    def decompose(self) -> None:
+    def decompose(self, kt_tile: VReg) -> Decomposition:
         """The hybrid split of T tiles over G CTAs, and this CTA's Stream-K range [start, end)."""
         lw, b, s = self.lw, self.b, self.s
         b.comment(f"decomposition ({s.decomposition}): G persistent CTAs, T tiles of KT k-tiles each")
-        self.G = lw.u32("mov.u32", Sym("%nctaid.x"))
+        G = lw.u32("mov.u32", Sym("%nctaid.x"))
         cta = lw.u32("mov.u32", Sym("%ctaid.x"))
         num_m, num_n = lw.ceil_div(lw.dim("M"), s.bm), lw.ceil_div(lw.dim("N"), s.bn)
-        self.per_batch = lw.u32("mul.lo.u32", num_m, num_n)
-        tiles = (lw.u32("mul.lo.u32", self.per_batch, Imm(str(self.g.batch))) if self.g.batch > 1
-                 else self.per_batch)
+        per_batch = lw.u32("mul.lo.u32", num_m, num_n)
+        tiles = lw.u32("mul.lo.u32", per_batch, Imm(str(self.g.batch))) if self.g.batch > 1 else per_batch
         if s.decomposition == "stream-k-pure":
             b.comment("every tile is shared out as MAC iterations")
             sk = tiles
         else:
             b.comment("T = full * G + rem: rem > 0 sends the last rem + G tiles (all, if full = 0) to Stream-K")
-            full = lw.u32("div.u32", tiles, self.G)
-            rem = lw.u32("rem.u32", tiles, self.G)
-            sk = lw.u32("add.u32", rem, self.G)
+            full = lw.u32("div.u32", tiles, G)
+            rem = lw.u32("rem.u32", tiles, G)
+            sk = lw.u32("add.u32", rem, G)
             sk = lw.u32("selp.b32", tiles, sk, lw.pred("setp.eq.u32", full, Imm("0")))
             sk = lw.u32("selp.b32", Imm("0"), sk, lw.pred("setp.eq.u32", rem, Imm("0")))
-        self.dp = lw.u32("sub.u32", tiles, sk, comment="dp: data-parallel tiles (the first ones)")
-        iters = lw.u32("mul.lo.u32", sk, self.kt_tile, comment="I: Stream-K iterations")
-        sk_ctas = lw.u32("min.u32", self.G, iters, comment="Gs: CTAs sharing them (each gets >= 1)")
-        self.q = lw.u32("div.u32", iters, lw.u32("max.u32", sk_ctas, Imm("1")))
-        self.extra = lw.u32("mad.lo.s32", self.q, lw.u32("neg.s32", sk_ctas), iters,
-                            comment="I % Gs ranks get one more iteration")
+        dp = lw.u32("sub.u32", tiles, sk, comment="dp: data-parallel tiles (the first ones)")
+        iters = lw.u32("mul.lo.u32", sk, kt_tile, comment="I: Stream-K iterations")
+        sk_ctas = lw.u32("min.u32", G, iters, comment="Gs: CTAs sharing them (each gets >= 1)")
+        q = lw.u32("div.u32", iters, lw.u32("max.u32", sk_ctas, Imm("1")))
+        extra = lw.u32("mad.lo.s32", q, lw.u32("neg.s32", sk_ctas), iters,
+                       comment="I % Gs ranks get one more iteration")
         b.comment("rank = Gs - 1 - ctaid.x: owners (who wait) have higher ctaid.x than the CTAs they wait for")
         last_rank = lw.u32("sub.u32", sk_ctas, Imm("1"))
-        self.rank = lw.u32("sub.u32", last_rank, cta)
-        start = self.range_start(self.rank)
-        count = lw.u32("add.u32", self.q, lw.u32("selp.b32", Imm("1"), Imm("0"),
-                                                  lw.pred("setp.lt.u32", self.rank, self.extra)))
+        rank = lw.u32("sub.u32", last_rank, cta)
+        start = self.range_start(rank, q, extra)
+        count = lw.u32("add.u32", q, lw.u32("selp.b32", Imm("1"), Imm("0"), lw.pred("setp.lt.u32", rank, extra)))
         count = lw.u32("selp.b32", count, Imm("0"), lw.pred("setp.lt.u32", cta, sk_ctas))
-        self.it = lw.u32("mov.u32", start, comment="it: next Stream-K iteration of this CTA")
-        self.end = lw.u32("add.u32", start, count)
-        self.next_dp = lw.u32("mov.u32", cta, comment="next data-parallel tile: ctaid.x, + G per trip")
+        it = lw.u32("mov.u32", start, comment="it: next Stream-K iteration of this CTA")
+        end = lw.u32("add.u32", start, count)
+        next_dp = lw.u32("mov.u32", cta, comment="next data-parallel tile: ctaid.x, + G per trip")
+        return Decomposition(kt_tile, G, per_batch, dp, q, extra, rank, it, end, next_dp)
 
-    def range_start(self, rank: VReg) -> VReg:
+    def range_start(self, rank: VReg, q: VReg, extra: VReg) -> VReg:
         """First Stream-K iteration of `rank`: rank * q + min(rank, I % Gs)."""
         lw = self.lw
-        return lw.u32("mad.lo.u32", rank, self.q, lw.u32("min.u32", rank, self.extra))
+        return lw.u32("mad.lo.u32", rank, q, lw.u32("min.u32", rank, extra))
 
-    def select_unit(self, finish: str) -> None:
+    def select_unit(self, d: Decomposition, u: UnitRegs, finish: str) -> None:
         lw, b = self.lw, self.b
         dp_unit, have = b.label("data_parallel_unit"), b.label("have_unit")
-        is_dp = lw.pred("setp.lt.u32", self.next_dp, self.dp)
+        is_dp = lw.pred("setp.lt.u32", d.next_dp, d.dp)
         self.branch(is_dp, dp_unit, comment="whole tiles first")
         b.comment("Stream-K unit: iterations [it, min(end, end of it's tile))")
-        done = lw.pred("setp.ge.u32", self.it, self.end)
+        done = lw.pred("setp.ge.u32", d.it, d.end)
         self.branch(done, finish, comment="this CTA's range is used up")
-        t = lw.u32("div.u32", self.it, self.kt_tile)
-        b.emit("mad.lo.s32", self.k0, t, lw.u32("neg.s32", self.kt_tile), self.it, ndefs=1,
+        t = lw.u32("div.u32", d.it, d.kt_tile)
+        b.emit("mad.lo.s32", u.k0, t, lw.u32("neg.s32", d.kt_tile), d.it, ndefs=1,
                comment="k0: first k-tile within the tile")
-        b.emit("min.u32", self.kc, lw.u32("sub.u32", self.kt_tile, self.k0),
-               lw.u32("sub.u32", self.end, self.it), ndefs=1, comment="kc: k-tiles this unit runs")
-        b.emit("add.u32", self.tile, self.dp, t, ndefs=1)
-        b.emit("add.u32", self.it, self.it, self.kc, ndefs=1)
+        b.emit("min.u32", u.kc, lw.u32("sub.u32", d.kt_tile, u.k0),
+               lw.u32("sub.u32", d.end, d.it), ndefs=1, comment="kc: k-tiles this unit runs")
+        b.emit("add.u32", u.index, d.dp, t, ndefs=1)
+        b.emit("add.u32", d.it, d.it, u.kc, ndefs=1)
         self.branch(None, have)
         b.place(dp_unit)
-        self.mov(self.tile, self.next_dp)
-        self.mov(self.k0, Imm("0"))
-        self.mov(self.kc, self.kt_tile)
-        b.emit("add.u32", self.next_dp, self.next_dp, self.G, ndefs=1)
+        self.mov(u.index, d.next_dp)
+        self.mov(u.k0, Imm("0"))
+        self.mov(u.kc, d.kt_tile)
+        b.emit("add.u32", d.next_dp, d.next_dp, d.G, ndefs=1)
         b.place(have)
 
-    def run_unit(self, acc) -> None:
-        """Point the pipeline at the unit's tile and k-tiles, and run it."""
+    def run_unit(self, acc, d: Decomposition, u: UnitRegs, base_ptr: dict[str, VReg],
+                 strides: dict[str, VReg] | None) -> tuple[Tile, TileOperands]:
+        """Point the pipeline at the unit's tile and k-tiles, and run it; returns the tile and its operands."""
         lw, b, g = self.lw, self.b, self.g
         bar_sync(b, comment="the previous unit is done with the shared buffers")
         if g.batch > 1:
-            lw.bidx = lw.u32("div.u32", self.tile, self.per_batch)
-            pid = lw.u32("mad.lo.s32", lw.bidx, lw.u32("neg.s32", self.per_batch), self.tile)
-            lw.batch_offsets(self.base_ptr, self.strides)
+            batch = lw.u32("div.u32", u.index, d.per_batch)
+            pid = lw.u32("mad.lo.s32", batch, lw.u32("neg.s32", d.per_batch), u.index)
+            lw.batch_offsets(batch, base_ptr, strides)
         else:
-            pid = self.tile
-        lw.tile_origin(pid)
-        lw.kt = self.kc
-        lw.k_left = lw.u32("mad.lo.s32", self.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0")
-        lw.tile_addressing()
-        lw.skip_k_tiles(self.k0, "the unit's first k-tile (k0)")
+            pid = u.index
+        tile = lw.scheduler.tile(pid)
+        k = KRange(u.kc, lw.u32("mad.lo.s32", u.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0"))
+        ops = lw.pipeline.operands(tile)
+        lw.pipeline.skip_k_tiles(ops.gptr, u.k0, "the unit's first k-tile (k0)")
         lw.zero_accumulators(acc)
-        lw.mainloop(acc)
+        lw.mainloop(acc, ops, k)
+        return tile, ops
 
-    def finish_unit(self, acc, loop: str) -> None:
+    def finish_unit(self, acc, d: Decomposition, u: UnitRegs, tile: Tile, ops: TileOperands, loop: str,
+                    t0: VReg) -> None:
         lw, b = self.lw, self.b
         publish, store = b.label("publish_partial"), b.label("tile_epilogue")
         sites_base = self.slot_offset()
-        self.branch(lw.pred("setp.ne.u32", self.k0, Imm("0")), publish,
+        self.branch(lw.pred("setp.ne.u32", u.k0, Imm("0")), publish,
                     comment="not the tile's first k-tiles: hand the partial to the owner")
-        whole = lw.pred("setp.eq.u32", lw.u32("add.u32", self.k0, self.kc), self.kt_tile)
+        whole = lw.pred("setp.eq.u32", lw.u32("add.u32", u.k0, u.kc), d.kt_tile)
         self.branch(whole, store, comment="the whole tile was ours")
         with lw.ex.scoped():
-            self.fixup(acc, sites_base)
+            self.fixup(acc, d, u, sites_base, t0)
         b.place(store)
         with lw.ex.scoped():
-            (StagedEpilogue if staging_layout(self.g, self.s) else EpilogueEmitter)(lw).emit(acc)
+            lw.epilogue(tile, ops.edge).emit(acc)
         self.branch(None, loop)
         b.place(publish)
         with lw.ex.scoped():
-            self.publish(acc, sites_base)
+            self.publish(acc, d, sites_base, t0)
         self.branch(None, loop)
 
     # -- partials -------------------------------------------------------------------------------
@@ -186,24 +211,24 @@ class StreamK:
     def flag(self, rank: VReg) -> VReg:
         return self.lw.u64("add.s64", self.lw.ptr["counters"], self.lw.wide_mul(rank, Imm("4")))
 
-    def publish(self, acc, thread_off: VReg) -> None:
+    def publish(self, acc, d: Decomposition, thread_off: VReg, t0: VReg) -> None:
         b = self.b
         b.banner("Stream-K: publish this unit's partial tile (workspace slot = rank), then release the flag")
-        self.io.store_partial(acc, self.slot(self.rank, thread_off), self.s.bn)
+        self.io.store_partial(acc, self.slot(d.rank, thread_off), self.s.bn)
         bar_sync(b, comment="every thread's part of the partial is written")
-        b.emit("st.release.gpu.global.u32", Addr(self.flag(self.rank)), Imm("1"), guard=self.t0,
+        b.emit("st.release.gpu.global.u32", Addr(self.flag(d.rank)), Imm("1"), guard=t0,
                comment="release: the partial is complete")
 
-    def fixup(self, acc, thread_off: VReg) -> None:
+    def fixup(self, acc, d: Decomposition, u: UnitRegs, thread_off: VReg, t0: VReg) -> None:
         """Owner: add the partials of ranks rank+1, rank+2, ... that start inside this tile, in order."""
         lw, b = self.lw, self.b
         b.banner("Stream-K fix-up: add the later ranks' partials of this tile, in K order")
-        tile_end = lw.u32("mul.lo.u32", lw.u32("add.u32", lw.u32("sub.u32", self.tile, self.dp), Imm("1")),
-                          self.kt_tile, comment="Stream-K iteration where this tile ends")
-        other = lw.u32("add.u32", self.rank, Imm("1"))
+        tile_end = lw.u32("mul.lo.u32", lw.u32("add.u32", lw.u32("sub.u32", u.index, d.dp), Imm("1")),
+                          d.kt_tile, comment="Stream-K iteration where this tile ends")
+        other = lw.u32("add.u32", d.rank, Imm("1"))
         loop, spin, done = b.label("fixup_next_rank"), b.label("fixup_wait_flag"), b.label("fixup_done")
         b.place(loop)
-        inside = lw.pred("setp.lt.u32", self.range_start(other), tile_end)
+        inside = lw.pred("setp.lt.u32", self.range_start(other, d.q, d.extra), tile_end)
         self.branch(inside, done, negate=True, comment="next rank starts past this tile: all added")
         flag = self.flag(other)
         seen = b.reg("b32")
@@ -212,7 +237,7 @@ class StreamK:
         waiting = lw.pred("setp.eq.u32", seen, Imm("0"))
         b.emit("bra", Sym(spin), guard=waiting, comment="every thread polls the same flag")
         bar_sync(b, comment="every thread has seen the flag, so it may be reset")
-        b.emit("st.relaxed.gpu.global.u32", Addr(flag), Imm("0"), guard=self.t0,
+        b.emit("st.relaxed.gpu.global.u32", Addr(flag), Imm("0"), guard=t0,
                comment="reset the flag for the next launch")
         self.io.add_partial(acc, self.slot(other, thread_off), self.s.bn)
         b.emit("add.u32", other, other, Imm("1"), ndefs=1)

@@ -1,5 +1,5 @@
-"""The GEMM main loop: the cp.async pipeline over k-tiles and the fragment loads + mma.sync of
-each k-tile (the wmma path plugs in through `GemmLowering.wmma`).
+"""The GEMM main loop: the cp.async pipeline over k-tiles; each k-tile's math (fragment loads +
+mma.sync, or wmma) is the pipeline's `compute_tile`.
 
   prologue   k-tiles 0..S-2 -> stages 0..S-2, one commit_group each (guarded by k-tile < KT)
   main loop  issue k-tile i+S-1 into the stage read last iteration; commit; fragment loads +
@@ -13,57 +13,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..schedule.geometry import mma_k_steps, prefetches_across_k_tiles
-from ..schedule.problem import MMA_SHAPE
-from .ir import Imm, Sym, VReg
-from .memory import bar_sync, commit_group, wait_group
-from .tensor import mma
+from ...schedule.geometry import prefetches_across_k_tiles
+from ...ir import Imm, Sym, VReg
+from ..memory import bar_sync
+from .isa import commit_group, wait_group
+from ..tiles import KRange, TileOperands
+from .load_edges import EdgeChecks
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
+    from ..gemm import GemmLowering
+    from .pipeline import Sm80Pipeline
+    from ..wmma.pipeline import WmmaPipeline
 
 
 class MainLoop:
     """Emits the K loop of one GemmLowering (its copies, fragment plans and accumulators)."""
 
-    def __init__(self, lw: "GemmLowering"):
+    def __init__(self, lw: "GemmLowering", ops: TileOperands, k: KRange, math: "Sm80Pipeline | WmmaPipeline"):
         self.lw, self.b, self.s, self.g = lw, lw.b, lw.s, lw.g
-
-    def fragment_addresses(self, rd_off: dict[str, VReg | int]) -> dict[str, "StageBases"]:
-        """Each operand's fragment address bases, moved to the stage at byte offset `rd_off`."""
-        return {name: StageBases(self.lw, self.lw.frag_bases[name], rd_off[name]) for name in ("A", "B")}
+        self.ops, self.k, self.math = ops, k, math
+        assert isinstance(ops.edge, EdgeChecks), "cp.async copies need the load edge checks"
+        self.edge: EdgeChecks = ops.edge
+        self.copies = math.copies
 
     @property
-    def k_steps(self) -> int:
-        return mma_k_steps(self.g, self.s)
+    def sm80(self) -> "Sm80Pipeline":
+        """The mma.sync math, whose fragments the cross-tile prefetch carries (never wmma's)."""
+        from .pipeline import Sm80Pipeline
 
-    def mma_step(self, ks: int, frags: tuple[list, list], acc: list[list[tuple[VReg, ...]]]) -> None:
-        """The warp tile's mma.sync of one k-step."""
-        a_frag, b_frag = frags
-        self.b.comment(f"k-step {ks}: {self.lw.mi * self.lw.ni} x mma.sync {MMA_SHAPE[self.g.dtype]}")
-        for m in range(self.lw.mi):
-            # serpentine over n so consecutive mma reuse the B fragment just used
-            order = range(self.lw.ni) if m % 2 == 0 else range(self.lw.ni - 1, -1, -1)
-            for n in order:
-                mma(self.b, MMA_SHAPE[self.g.dtype], self.g.dtype, self.g.accumulator, acc[m][n], a_frag[m],
-                    b_frag[n])
-
-    def compute_tile(self, rd_off: dict[str, VReg | int], acc: list[list[tuple[VReg, ...]]]) -> None:
-        """Fragment loads + mma.sync (or the wmma path) over one k-tile read from the stage at `rd_off`."""
-        if self.lw.wmma:
-            self.lw.wmma.compute_tile(rd_off, acc)
-            return
-        addr = self.fragment_addresses(rd_off)
-        if self.s.frag_double_buffer:
-            frags = self.lw.fragments.load(0, addr)
-            for ks in range(self.k_steps):
-                # prefetch step ks+1 under step ks's mma
-                nxt = self.lw.fragments.load(ks + 1, addr) if ks + 1 < self.k_steps else None
-                self.mma_step(ks, frags, acc)
-                frags = nxt
-        else:
-            for ks in range(self.k_steps):
-                self.mma_step(ks, self.lw.fragments.load(ks, addr), acc)
+        assert isinstance(self.math, Sm80Pipeline), "the cross-tile prefetch needs mma.sync fragments"
+        return self.math
 
     @property
     def prefetch_across_tiles(self) -> bool:
@@ -72,7 +51,7 @@ class MainLoop:
         return prefetches_across_k_tiles(self.g, self.s)
 
     def emit(self, acc) -> None:
-        """The K loop over the CTA's `kt` k-tiles (at least one), from the lowering's `gptr`."""
+        """The K loop over the range's k-tiles (at least one), from the operands' pointers."""
         i = self.lw.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
         if self.s.stages == 1:
             self.single_buffer_loop(i, acc)
@@ -84,10 +63,10 @@ class MainLoop:
         prefetch = self.prefetch_across_tiles
         b.banner(f"Prologue: k-tiles 0..{S - 2} -> stages 0..{S - 2}, one cp.async group each")
         for st in range(S - 1):
-            guard = None if st == 0 else self.lw.pred("setp.lt.u32", Imm(str(st)), self.lw.kt)
-            rem = self.lw.edge.k_remaining(st)
+            guard = None if st == 0 else self.lw.pred("setp.lt.u32", Imm(str(st)), self.k.count)
+            rem = self.edge.k_remaining(st, self.k)
             for name in ("A", "B"):
-                self.lw.issue_tile(name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
+                self.copies.issue_tile(self.ops, name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
             commit_group(b, comment=f"group of k-tile {st}")
         rd = self.lw.u32("mov.u32", Imm("0"), comment="stage read this iteration: i % S")
         # With two stages the written stage is the other one: derived, not carried (a register less)
@@ -98,7 +77,7 @@ class MainLoop:
             wait_group(b, S - 2, comment=f"k-tile 0 has landed (at most {S - 2} newer groups in flight)")
             bar_sync(b, comment="k-tile 0 visible to all threads")
             b.comment("k-tile 0, k-step 0 fragments: the loop carries them in these registers")
-            first = self.lw.fragments.load(0, self.fragment_addresses({"A": 0, "B": 0}))
+            first = self.sm80.fragments.load(0, self.sm80.fragment_addresses({"A": 0, "B": 0}))
         loop = b.label("main_loop")
         b.banner(f"Main loop: compute k-tile i from stage i % {S} while k-tile i+{S - 1} streams in")
         b.place(loop)
@@ -106,22 +85,23 @@ class MainLoop:
             wait_group(b, S - 2, comment=f"k-tile i has landed (at most {S - 2} newer groups in flight)")
             bar_sync(b, comment="k-tile i visible to all threads; stage (i-1) % S is free")
         nxt = self.lw.u32("add.u32", i, Imm(str(S - 1)))
-        more = self.lw.pred("setp.lt.u32", nxt, self.lw.kt)
+        more = self.lw.pred("setp.lt.u32", nxt, self.k.count)
         wr_off = self.stage_offsets(self.lw.u32("xor.b32", rd, Imm("1")) if wr is None else wr, stage_bytes)
-        rem = self.lw.edge.k_remaining(nxt)
+        rem = self.edge.k_remaining(nxt, self.k)
         if prefetch:
             b.comment(f"stage (i+{S - 1}) % {S} held k-tile i-1, which every warp read before the last barrier")
         for name in ("A", "B"):
-            self.lw.issue_tile(name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}", rem)
+            self.copies.issue_tile(self.ops, name, wr_off[name], more, f"k-tile i+{S - 1} -> stage (i+{S - 1}) % {S}",
+                                   rem)
         commit_group(b, comment=f"group of k-tile i+{S - 1} (empty past the last k-tile)")
         if prefetch:
             self.prefetched_tile(rd, wr, stage_bytes, first, acc)
         else:
-            self.compute_tile(self.stage_offsets(rd, stage_bytes), acc)
+            self.math.compute_tile(self.stage_offsets(rd, stage_bytes), acc)
             b.comment("advance: i += 1, stages rotate")
             self.rotate(rd, wr)
         b.emit("add.u32", i, i, Imm("1"), ndefs=1)
-        again = self.lw.pred("setp.lt.u32", i, self.lw.kt)
+        again = self.lw.pred("setp.lt.u32", i, self.k.count)
         b.emit("bra.uni", Sym(loop), guard=again)
         b.banner("Epilogue: drain the copy pipeline, store the accumulators")
         wait_group(b, 0, comment="drain: every remaining group is empty")
@@ -133,20 +113,21 @@ class MainLoop:
 
         Past the last k-tile that load reads a stage no copy is writing, and its values go unused.
         """
-        b, S, steps = self.b, self.s.stages, self.k_steps
-        addr = self.fragment_addresses(self.stage_offsets(rd, stage_bytes))
+        b, S, sm80 = self.b, self.s.stages, self.sm80
+        steps = sm80.k_steps
+        addr = sm80.fragment_addresses(self.stage_offsets(rd, stage_bytes))
         frags = first
         for ks in range(steps):
             if ks + 1 < steps:
-                nxt = self.lw.fragments.load(ks + 1, addr)
+                nxt = sm80.fragments.load(ks + 1, addr)
             else:
                 wait_group(b, S - 2, comment=f"k-tile i+1 has landed (at most {S - 2} newer groups in flight)")
                 bar_sync(b, comment="k-tile i+1 visible to all threads; every warp has read all of k-tile i")
                 b.comment("advance: stages rotate; k-tile i+1, k-step 0 fragments under k-tile i's last mma")
                 self.rotate(rd, wr)
-                nxt = self.lw.fragments.load(0, self.fragment_addresses(self.stage_offsets(rd, stage_bytes)),
+                nxt = sm80.fragments.load(0, sm80.fragment_addresses(self.stage_offsets(rd, stage_bytes)),
                                           into=first)
-            self.mma_step(ks, frags, acc)
+            sm80.mma_step(ks, frags, acc)
             frags = nxt
 
     def rotate(self, rd: VReg, wr: VReg | None) -> None:
@@ -172,16 +153,16 @@ class MainLoop:
         loop = b.label("main_loop")
         b.banner("Main loop (stages=1): copy k-tile i, wait, compute; no overlap")
         b.place(loop)
-        rem = self.lw.edge.k_remaining(i)
+        rem = self.edge.k_remaining(i, self.k)
         for name in ("A", "B"):
-            self.lw.issue_tile(name, 0, None, "k-tile i -> stage 0", rem)
+            self.copies.issue_tile(self.ops, name, 0, None, "k-tile i -> stage 0", rem)
         commit_group(b)
         wait_group(b, 0, comment="k-tile i has landed")
         bar_sync(b, comment="k-tile i visible to all threads")
-        self.compute_tile({"A": 0, "B": 0}, acc)
+        self.math.compute_tile({"A": 0, "B": 0}, acc)
         bar_sync(b, comment="every thread is done reading stage 0 before it is overwritten")
         b.emit("add.u32", i, i, Imm("1"), ndefs=1)
-        again = self.lw.pred("setp.lt.u32", i, self.lw.kt)
+        again = self.lw.pred("setp.lt.u32", i, self.k.count)
         b.emit("bra.uni", Sym(loop), guard=again)
         b.banner("Epilogue: store the accumulators")
 

@@ -1,24 +1,24 @@
-"""GEMM epilogue: accumulators -> act(alpha*scale*acc + beta*C + bias) -> output dtype -> global C.
+"""Epilogue math, shared by every store path: act(alpha*scale*acc + beta*C + bias) in f32, the
+loads of C and of the bias/scale vectors, and the conversion + store of results to the output dtype.
 
-Stores go straight from the mma fragment layout: each thread holds column pairs (2t, 2t+1)
-of rows g and g+8 of every mma tile, so a pair becomes one `.v2.f32`, one packed f16x2/bf16x2
-`.b32` or one packed 2 x 8-bit `.b16` store. Odd N, or C aligned below a pair's width, fall back
-to scalar stores. s32 accumulators are stored as they are (s32 output) or converted to f32 first.
+Where the accumulators come from (fragment registers, a staging tile) is the store path's
+business: sm80/epilogue.py (straight from mma.sync fragments), epilogue/staged.py (through shared
+memory), sm80/epilogue_typed.py (staged in the output dtype).
 """
 from __future__ import annotations
 
 import struct
 from typing import TYPE_CHECKING
 
-from .addressing import RowPointers
-from .gemm_plan import store_plan
-from .ir import Addr, Imm, Vec, VReg
-from .memory import st_global
-from .quantize import load_bytes, quantize, store_bytes
-from ..schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES
+from ...ir import Addr, Imm, Vec, VReg
+from ..memory import st_global
+from ..quantize import load_bytes, quantize, store_bytes
+from ...schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
+    from ..gemm import GemmLowering
+    from ..edges import StoreEdges
+    from ..tiles import Tile
 
 CVT_PACK = {"f16": "cvt.rn.f16x2.f32", "bf16": "cvt.rn.bf16x2.f32"}
 SQRT_2_OVER_PI = 0.7978845608028654
@@ -31,11 +31,13 @@ def f32(x: float) -> Imm:
     return Imm("0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0])
 
 
-class EpilogueEmitter:
-    """Emits the epilogue for one GemmLowering, handed in explicitly."""
+class EpilogueMath:
+    """The element math and memory accesses of the epilogue of one output tile (`tile`, with the
+    store guards of `edge`); subclasses add a store path (`emit`)."""
 
-    def __init__(self, lw: "GemmLowering"):
+    def __init__(self, lw: "GemmLowering", tile: "Tile", edge: "StoreEdges"):
         self.lw, self.b, self.g = lw, lw.b, lw.g
+        self.tile, self.edge = tile, edge  # the output tile and its bounds
         self.e = lw.g.epi
         self.ob = lw.g.out_bytes
         self.atomic = lw.s.split_k > 1 and lw.s.split_k_mode == "atomic"
@@ -87,6 +89,10 @@ class EpilogueEmitter:
         1 + tanh(z/2), so small results keep their relative accuracy."""
         e = self.f("ex2.approx.f32", self.f("mul.f32", z, f32(-LOG2_E)))
         return self.f("mul.f32", v, self.f("rcp.rn.f32", self.f("add.f32", e, f32(1.0))))
+
+    def emit(self, acc) -> None:
+        """The whole epilogue of the tile from the accumulators `acc` (the store path's)."""
+        raise NotImplementedError
 
     # -- memory -----------------------------------------------------------------------------------
     def load_old(self, addr: Addr, count: int, guard: VReg | None) -> list[VReg]:
@@ -155,46 +161,6 @@ class EpilogueEmitter:
             self.b.emit(f"cvt.rn.{dt}.f32", h, values[0], ndefs=1)
             st_global(self.b, ".b16", addr, (h,), guard=guard)
 
-    # -- the epilogue -------------------------------------------------------------------------------
-    def emit(self, acc) -> None:
-        lw, b, g, ob = self.lw, self.b, self.g, self.ob
-        sp = store_plan(lw.s)
-        b.comment(f"C pointer of this thread's first fragment element ({g.out_dtype})")
-        row = lw.u32("add.u32", lw.ex.reg(sp.row0), lw.bm0)
-        col = lw.u32("add.u32", lw.ex.reg(sp.col0), lw.bn0)
-        base = lw.element_pointer(lw.ptr["C"], "ldc", row, col, ob)
-        # Pair stores need an even N (so a pair never straddles the edge) and pair-aligned rows.
-        pair = g.n % 2 == 0 and g.out_alignment() >= 2 * ob and not self.atomic
-        widths = [0] if pair else [0, 1]
-        guards = lw.edge.store_guards(row, col, sorted({(dr, dc + j) for *_, dr, dc in sp.sites for j in widths}))
-        self.describe()
-        bias = self.site_vectors(sp, row, col, "bias")
-        factor = self.site_vectors(sp, row, col, "scale")
-        row_ptr = RowPointers(b, base, lw.dim("ldc"), ob)
-        for m, n, h, dr, dc in sp.sites:
-            if n == 0:
-                b.comment(f"epilogue rows m-tile {m} {'g+8' if h else 'g'}")
-            if g.acc_dtype == "f16" and self.e.is_identity and pair:  # already packed f16x2
-                st_global(b, ".b32", Addr(row_ptr[dr], dc * ob), (acc[m][n][h],), guard=guards[dr, dc])
-                continue
-            vals = self.accumulators(acc[m][n], h)
-            for j0 in (range(0, 2, 2) if pair else range(2)):
-                count = 2 if pair else 1
-                addr = Addr(row_ptr[dr], (dc + j0) * ob)
-                guard = guards[dr, dc + j0]  # one combined predicate, used by the load and the store
-                olds = self.load_old(addr, count, guard) if self.e.beta != 0.0 else [None] * count
-                outs = [self.apply(vals[j0 + j], olds[j], bias.get((dr, dc + j0 + j)), factor.get((dr, dc + j0 + j)))
-                        for j in range(count)]
-                self.store(addr, outs, guard)
-
-    def accumulators(self, tile: tuple[VReg, ...], h: int) -> list[VReg]:
-        """The two values (columns 2t, 2t+1) of row half h of one mma tile's accumulators: f32,
-        or s32 bits when the output is s32."""
-        if self.g.acc_dtype == "f16":
-            return list(self.unpack(tile[h], "f16"))
-        vals = [tile[2 * h], tile[2 * h + 1]]
-        return [self.f("cvt.rn.f32.s32", v) for v in vals] if self.int_to_float else vals
-
     def describe(self) -> None:
         """A comment saying what the epilogue computes, in the order it does."""
         e, g = self.e, self.g
@@ -210,23 +176,6 @@ class EpilogueEmitter:
                                                             else []) + ([e.activation] if e.activation else [])
         out = f"{g.out_dtype} (round to nearest even, saturate)" if self.quantized else g.out_dtype
         self.b.comment(f"epilogue in f32: {', '.join(steps)}; -> {out}")
-
-    def site_vectors(self, sp, row: VReg, col: VReg, name: str) -> dict[tuple[int, int], VReg]:
-        """The value of the row or column vector `name` (bias, or alpha * scale) at each (row delta,
-        column delta) site, loaded once per distinct row or column of this thread."""
-        lw, kind = self.lw, getattr(self.e, name)
-        if kind is None:
-            return {}
-        by_col = kind == "col"
-        what = "alpha * scale" if name == "scale" else name
-        self.b.comment(f"{what} ({kind}): one load per distinct {'column' if by_col else 'row'} of this thread")
-        keys = sorted({dc + j if by_col else dr for *_, dr, dc in sp.sites for j in range(2)})
-        base, dim, edge = (col, "N", lw.edge.n_edge) if by_col else (row, "M", lw.edge.m_edge)
-        guards = [lw.pred("setp.lt.u32", lw.u32("add.u32", base, Imm(str(key))), lw.dim(dim)) if edge else None
-                  for key in keys]
-        value = dict(zip(keys, self.vector_values(name, base, keys, guards)))
-        return {(dr, dc + j): value[dc + j if by_col else dr] for *_, dr, dc in sp.sites for j in range(2)}
-
 
 def _vec(*regs: VReg) -> Vec:
     return Vec(tuple(regs))

@@ -10,18 +10,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..schedule.geometry import CHUNK_BYTES, OperandTile
-from ..schedule.problem import Gemm
-from ..schedule.schedule import Schedule
-from .index import Expr, SiteBases, Tid, evaluate, share_bases
-from .layouts import (A_MCONTIG, A_ROWMAJOR, B_KCONTIG, B_KCONTIG_X2, B_NCONTIG, B_NCONTIG_X2, LdmatrixForm,
-                      mma_c_coord, smem_offset)
+from ...schedule.geometry import CHUNK_BYTES, OperandTile
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ..index import Expr, SiteBases, Tid, evaluate, share_bases
+from .layouts import A_MCONTIG, A_ROWMAJOR, B_KCONTIG, B_KCONTIG_X2, B_NCONTIG, B_NCONTIG_X2, LdmatrixForm, mma_c_coord
+from ..swizzle import Swizzle, smem_offset
 
 WARP = Tid() >> 5
-
-
-def swizzle_of(tile: OperandTile) -> tuple[int, int] | None:
-    return tile.swizzle_bits() if tile.smem_layout == "swizzle" else None
 
 
 @dataclass
@@ -60,7 +56,8 @@ def copy_plan(tile: OperandTile) -> CopyPlan:
         assert np.all(dr == dr[0]) and np.all(dc == dc[0]), "non-uniform copy map"
         rows.append(int(dr[0]))
         cols.append(int(dc[0]))
-    dst = share_bases([smem_offset(r, c // per_chunk, tile.pitch, swizzle_of(tile)) + (c % per_chunk) * tile.copy_bytes
+    swizzle = Swizzle.of_tile(tile)
+    dst = share_bases([smem_offset(r, c // per_chunk, tile.pitch, swizzle) + (c % per_chunk) * tile.copy_bytes
                        for r, c in zip(row_e, col_e)], tile.threads)
     return CopyPlan(tile, row_e[0], col_e[0], rows, cols, dst)
 
@@ -103,7 +100,7 @@ def a_fragment_plan(s: Schedule, tile: OperandTile) -> FragmentPlan:
                 row, chunk = 16 * ks + form.row, (wm0 + 16 * m) // 8 + form.chunk
             else:  # rows are m, chunks along k
                 row, chunk = wm0 + 16 * m + form.row, 2 * ks + form.chunk
-            sites.append(smem_offset(row, chunk, tile.pitch, swizzle_of(tile)))
+            sites.append(smem_offset(row, chunk, tile.pitch, Swizzle.of_tile(tile)))
             loads.append(FragmentLoad(ks, "A", m, 4, form.trans, len(sites) - 1))
     return FragmentPlan(tile, loads, share_bases(sites, s.threads))
 
@@ -123,7 +120,7 @@ def b_fragment_plan(g: Gemm, s: Schedule, tile: OperandTile) -> FragmentPlan:
             else:  # rows are k, chunks along n
                 form = B_NCONTIG if pair else B_NCONTIG_X2
                 row, chunk = 16 * ks + form.row, (wn0 + 8 * n) // 8 + form.chunk
-            sites.append(smem_offset(row, chunk, tile.pitch, swizzle_of(tile)))
+            sites.append(smem_offset(row, chunk, tile.pitch, Swizzle.of_tile(tile)))
             loads.append(FragmentLoad(ks, "B", n, 4 if pair else 2, form.trans, len(sites) - 1))
     return FragmentPlan(tile, loads, share_bases(sites, s.threads))
 
@@ -160,5 +157,5 @@ def store_plan(s: Schedule) -> StorePlan:
     return StorePlan(row0, col0, sites)
 
 
-__all__ = ["CopyPlan", "FragmentPlan", "FragmentLoad", "StorePlan", "copy_plan", "a_fragment_plan", "swizzle_of",
+__all__ = ["CopyPlan", "FragmentPlan", "FragmentLoad", "StorePlan", "copy_plan", "a_fragment_plan",
            "b_fragment_plan", "store_plan", "warp_origin"]

@@ -1,6 +1,6 @@
 """Typed staging: 16- and 8-bit outputs are staged in their own dtype, after the epilogue math.
 
-The f32 staging tile of `gemm_epilogue_smem` holds 4 bytes per element whatever the output; for
+The f32 staging tile of `epilogue.staged` holds 4 bytes per element whatever the output; for
 f16/bf16 (s8/u8) outputs this one holds 2 (1), so a 128x128 f16 tile needs 34 KB instead of 68 KB
 (CUTLASS's 128x128x32 3-stage kernel: 48 KB in all). The stored bytes are exactly C's:
 
@@ -16,20 +16,19 @@ pair writes hit distinct banks and the drain reads whole 16-byte units.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .addressing import RowPointers
-from .gemm_epilogue import CVT_PACK
-from .gemm_plan import store_plan
-from .index import Tid, evaluate, share_bases
-from .ir import Addr, Imm, Vec, VReg
-from .memory import bar_sync
-from .quantize import load_bytes, pack, quantize
+from ..addressing import RowPointers
+from ..epilogue.math import CVT_PACK
+from ..epilogue.staged import StagedEpilogue
+from .epilogue import fragment_pair, site_vectors
+from .plans import store_plan
+from ..index import Tid, evaluate, share_bases
+from ...ir import Addr, Imm, Vec, VReg
+from ..memory import bar_sync
+from ..quantize import load_bytes, pack, quantize
 
-if TYPE_CHECKING:
-    from .gemm_epilogue_smem import StagedEpilogue
 
 #: Bytes per chunk access -> (vector suffix, type, register class, registers).
 ACCESS = {16: (".v4", ".b32", "b32", 4), 8: (".v2", ".b32", "b32", 2), 4: ("", ".b32", "b32", 1),
@@ -49,7 +48,7 @@ class Chunk:
 class TypedStaging:
     """Emits the typed staged epilogue through a StagedEpilogue (its element math and vectors)."""
 
-    def __init__(self, epi: "StagedEpilogue"):
+    def __init__(self, epi: StagedEpilogue):
         self.epi, self.lw, self.b, self.g, self.st = epi, epi.lw, epi.b, epi.g, epi.st
         self.ob = epi.ob
         self.beta = epi.e.beta != 0.0
@@ -74,10 +73,10 @@ class TypedStaging:
         lw, b, g, epi = self.lw, self.b, self.g, self.epi
         sp = store_plan(lw.s)
         b.comment(f"phase 1: accumulator pairs -> epilogue -> {g.out_dtype} pairs in the staging tile")
-        row = lw.u32("add.u32", lw.ex.reg(sp.row0), lw.bm0)
-        col = lw.u32("add.u32", lw.ex.reg(sp.col0), lw.bn0)
-        bias = epi.site_vectors(sp, row, col, "bias")
-        factor = epi.site_vectors(sp, row, col, "scale")
+        row = lw.u32("add.u32", lw.ex.reg(sp.row0), epi.tile.bm0)
+        col = lw.u32("add.u32", lw.ex.reg(sp.col0), epi.tile.bn0)
+        bias = site_vectors(epi, sp, row, col, "bias")
+        factor = site_vectors(epi, sp, row, col, "scale")
         sites = share_bases([(sp.row0 + dr) * self.st.pitch + (sp.col0 + dc) * self.ob for *_, dr, dc in sp.sites],
                             lw.s.threads)
         bases = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in sites.bases]
@@ -87,7 +86,7 @@ class TypedStaging:
             if packed_acc:  # f16x2 accumulators are already the output pair
                 b.emit("st.shared.b32", addr, acc[m][n][h])
                 continue
-            vals = epi.accumulators(acc[m][n], h)
+            vals = fragment_pair(epi, acc[m][n], h)
             olds = self.staged_pair(addr) if self.beta else [None, None]
             outs = [epi.apply(vals[j], olds[j], bias.get((dr, dc + j)), factor.get((dr, dc + j))) for j in range(2)]
             self.stage_pair(addr, outs)
@@ -121,15 +120,15 @@ class TypedStaging:
         cols = [(Tid() + it * threads) % cpr for it in range(st.chunks_per_thread)]
         reads = share_bases([r * st.pitch + c * (v * ob) for r, c in zip(rows, cols)], threads)
         read_base = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in reads.bases]
-        grow = lw.u32("add.u32", lw.ex.reg(rows[0]), lw.bm0)
-        gcol = lw.u32("add.u32", lw.ex.reg(cols[0] * v), lw.bn0)
+        grow = lw.u32("add.u32", lw.ex.reg(rows[0]), self.epi.tile.bm0)
+        gcol = lw.u32("add.u32", lw.ex.reg(cols[0] * v), self.epi.tile.bn0)
         ldc_bytes = lw.u32("mul.lo.u32", lw.dim("ldc"), Imm(str(ob)))
         ptr0 = lw.u64("add.s64", lw.ptr["C"], lw.u64("add.s64", lw.wide_mul(grow, ldc_bytes),
                                                       lw.wide_mul(gcol, Imm(str(ob)))))
         row_ptr = RowPointers(self.b, ptr0, ldc_bytes)
         tid = np.arange(threads)
         r0v, c0v = evaluate(rows[0], tid), evaluate(cols[0], tid)
-        edge = lw.edge
+        edge = self.epi.edge
         straddle = edge.n_edge and self.g.n % v != 0
         out = []
         for it, (bi, imm) in enumerate(reads.site):
@@ -180,3 +179,10 @@ class TypedStaging:
         else:
             b.emit(f"ld.shared{vec}{typ}", val, smem, ndefs=1, guard=shared_guard)
             b.emit(f"st.global{vec}{store_typ}", gmem, val, guard=guard)
+
+
+class TypedStagedEpilogue(StagedEpilogue):
+    """The staged store path for 16- and 8-bit outputs: staged in their own dtype, after the math."""
+
+    def emit(self, acc) -> None:
+        TypedStaging(self).emit(acc, self.stage_base())

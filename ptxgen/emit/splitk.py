@@ -6,59 +6,23 @@ then thread 0 releases it with an acq_rel atomic increment of the tile's counter
 sees S-1 is the last: it resets the counter for the next launch, sums the S partials in split
 order (so the result does not depend on which CTA came last) and runs the epilogue once.
 
-The protocol is the same for both math backends; only moving fragments to and from a partial
-tile differs, so SplitK asks the backend (PartialIO): MmaPartials below for mma.sync's known
-fragment layout, WmmaMath for wmma's opaque fragments (wmma.store.d / wmma.load.c).
+The protocol is the same for every pipeline; only moving fragments to and from a partial tile
+differs, so SplitK asks the pipeline (`Pipeline.store_partial` / `add_partial`): by mma.sync's
+known fragment layout, or wmma.store.d / wmma.load.c for wmma's opaque fragments.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from .gemm_plan import store_plan
-from .index import Expr
-from .ir import Addr, Imm, Sym, Vec, VReg
+from ..ir import Addr, Imm, Sym, VReg
 from .memory import bar_sync
+from .tiles import KRange, Tile, ZSlot
 
 if TYPE_CHECKING:
     from .gemm import GemmLowering
 
 #: Shared buffer (4 bytes) through which thread 0 tells the CTA whether it is the last split.
 FLAG_BUFFER = "split_k_flag"
-
-
-class PartialIO(Protocol):
-    """How a math backend moves its f32 accumulator fragments to and from a row-major partial
-    tile `row_elems` wide in global memory. `base` is the tile's address plus partial_origin."""
-
-    def partial_origin(self, row_elems: int) -> Expr: ...
-
-    def store_partial(self, acc, base: VReg, row_elems: int) -> None: ...
-
-    def add_partial(self, acc, base: VReg, row_elems: int) -> None: ...
-
-
-class MmaPartials:
-    """mma.sync accumulators: a thread holds column pairs (2t, 2t+1) of rows g and g+8 of each
-    m16n8 tile, so each pair is one .v2.f32 access at a per-thread address."""
-
-    def __init__(self, lw: "GemmLowering"):
-        self.b = lw.b
-        self.sp = store_plan(lw.s)
-
-    def partial_origin(self, row_elems: int) -> Expr:
-        return self.sp.row0 * row_elems + self.sp.col0
-
-    def store_partial(self, acc, base: VReg, row_elems: int) -> None:
-        for m, n, h, dr, dc in self.sp.sites:
-            self.b.emit("st.global.v2.f32", Addr(base, (dr * row_elems + dc) * 4), Vec(acc[m][n][2 * h:2 * h + 2]))
-
-    def add_partial(self, acc, base: VReg, row_elems: int) -> None:
-        for m, n, h, dr, dc in self.sp.sites:
-            part = self.b.regs("f32", 2)
-            self.b.emit("ld.global.v2.f32", Vec(part), Addr(base, (dr * row_elems + dc) * 4), ndefs=1)
-            for j in range(2):
-                r = acc[m][n][2 * h + j]
-                self.b.emit("add.f32", r, r, part[j], ndefs=1)
 
 
 class SplitK:
@@ -68,41 +32,43 @@ class SplitK:
         tiles_m, tiles_n = -(-self.g.m // self.s.bm), -(-self.g.n // self.s.bn)
         self.mpad, self.npad = tiles_m * self.s.bm, tiles_n * self.s.bn
         self.tiles = tiles_m * tiles_n
-        self.io: PartialIO = lw.wmma or MmaPartials(lw)
+        self.io = lw.pipeline  # how fragments reach a partial tile
         self.within: VReg | None = None  # byte offset of this thread's first element in a slice
 
-    def k_range(self) -> None:
-        """This split's k-tiles: [split * per, split * per + KT_local); pointers move to the first."""
+    def k_range(self, kt: VReg, split: VReg, gptr: dict[str, VReg]) -> KRange:
+        """This split's k-tiles of all `kt`: [split * per, split * per + KT_local); the pointers
+        `gptr` move to the first."""
         lw, b = self.lw, self.b
         b.comment(f"split-K: this CTA sums k-tiles [split * per, ...) of {self.S} splits")
-        per = lw.ceil_div(lw.kt, self.S)
-        first = lw.u32("mul.lo.u32", lw.split, per)
-        lw.kt = lw.u32("min.u32", per, lw.u32("sub.u32", lw.kt, first))
-        lw.k_left = lw.u32("mad.lo.s32", first, Imm(str(-self.s.bk)), lw.dim("K"))
-        lw.skip_k_tiles(first, "this split's first k-tile")
+        per = lw.ceil_div(kt, self.S)
+        first = lw.u32("mul.lo.u32", split, per)
+        count = lw.u32("min.u32", per, lw.u32("sub.u32", kt, first))
+        k_left = lw.u32("mad.lo.s32", first, Imm(str(-self.s.bk)), lw.dim("K"))
+        lw.pipeline.skip_k_tiles(gptr, first, "this split's first k-tile")
+        return KRange(count, k_left)
 
-    def thread_base(self, z: VReg) -> VReg:
+    def thread_base(self, z: VReg, tile: Tile) -> VReg:
         """Workspace address, in slice z, of this thread's (mma) or warp's (wmma) first element."""
         lw = self.lw
         if self.within is None:  # the same in every slice; 64-bit, since Mpad * Npad may pass 2^32
-            col = lw.u32("add.u32", lw.bn0, lw.ex.emit(self.io.partial_origin(self.npad)))
-            elem = lw.u64("mad.wide.u32", lw.bm0, Imm(str(self.npad)), lw.u64("cvt.u64.u32", col))
+            col = lw.u32("add.u32", tile.bn0, lw.ex.emit(self.io.partial_origin(self.npad)))
+            elem = lw.u64("mad.wide.u32", tile.bm0, Imm(str(self.npad)), lw.u64("cvt.u64.u32", col))
             self.within = lw.u64("shl.b64", elem, Imm("2"))
         slice_bytes = self.mpad * self.npad * 4
         skip = (lw.wide_mul(z, Imm(str(slice_bytes))) if slice_bytes < 2**32
                 else lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", z), Imm(str(slice_bytes))))
         return lw.u64("add.s64", lw.ptr["workspace"], lw.u64("add.s64", skip, self.within))
 
-    def reduce(self, acc) -> None:
+    def reduce(self, acc, tile: Tile, z: ZSlot) -> None:
         """Store the partial, synchronise with the other splits, and (last CTA) sum all of them."""
         lw, b = self.lw, self.b
         b.banner(f"Split-K: publish this split's partial tile; the last of {self.S} sums them in order")
-        self.io.store_partial(acc, self.thread_base(lw.zslot), self.npad)
+        self.io.store_partial(acc, self.thread_base(z.slot, tile), self.npad)
         flag = lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[FLAG_BUFFER])))
         t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
-        tile = lw.u32("mad.lo.u32", lw.tm, Imm(str(-(-self.g.n // self.s.bn))), lw.tn)
-        tile = lw.u32("mad.lo.u32", lw.bidx, Imm(str(self.tiles)), tile)
-        counter = lw.u64("add.s64", lw.ptr["counters"], lw.wide_mul(tile, Imm("4")))
+        index = lw.u32("mad.lo.u32", tile.tm, Imm(str(-(-self.g.n // self.s.bn))), tile.tn)
+        index = lw.u32("mad.lo.u32", z.batch, Imm(str(self.tiles)), index)
+        counter = lw.u64("add.s64", lw.ptr["counters"], lw.wide_mul(index, Imm("4")))
         bar_sync(b, comment="every partial of this CTA is written")
         b.emit("fence.acq_rel.gpu", guard=t0)
         old = b.reg("b32")
@@ -115,8 +81,8 @@ class SplitK:
         b.emit("exit", guard=not_last, comment="not the last split: its partial waits in the workspace")
         b.emit("st.global.u32", Addr(counter), Imm("0"), guard=t0, comment="reset the counter for the next launch")
         b.comment("sum the partials in split order 0..S-1 (deterministic whichever CTA is last)")
-        first_slot = lw.u32("mul.lo.u32", lw.bidx, Imm(str(self.S)))
-        ptr = self.thread_base(first_slot)
+        first_slot = lw.u32("mul.lo.u32", z.batch, Imm(str(self.S)))
+        ptr = self.thread_base(first_slot, tile)
         for row in acc:
             for frag in row:
                 for r in frag:

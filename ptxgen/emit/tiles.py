@@ -1,0 +1,104 @@
+"""Tile scheduling: which output tile and which k-tiles a CTA (or a Stream-K unit) works on.
+
+The scheduler returns values; nothing here is stored on the lowering. A `Tile` is one output
+tile's indices and first row/column; a `KRange` is the k-tiles a CTA runs over; a `ZSlot` is
+what %ctaid.z stands for (batch index and split-K slice).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..ir import Imm, Sym, VReg
+
+if TYPE_CHECKING:
+    from .gemm import GemmLowering
+    from .edges import StoreEdges
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One output tile: its m/n indices and its first row (bm0) and column (bn0)."""
+
+    tm: VReg
+    tn: VReg
+    bm0: VReg
+    bn0: VReg
+
+
+@dataclass(frozen=True)
+class KRange:
+    """The k-tiles a CTA runs: `count` of them (at least one), starting `k_left` elements before
+    the end of K (None: from k-tile 0, all of K). The global tile pointers already point at the
+    first one."""
+
+    count: VReg
+    k_left: VReg | None = None
+
+
+@dataclass(frozen=True)
+class ZSlot:
+    """%ctaid.z = batch * split_k + split: the raw slot, the batch index and the split (None
+    where the launch has no such dimension)."""
+
+    slot: VReg
+    batch: VReg
+    split: VReg | None
+
+
+class TileScheduler:
+    """Maps a CTA (from the launch grid) or a linear tile index (Stream-K) to its output tile,
+    in the schedule's raster order (row, or grouped for L2 reuse)."""
+
+    def __init__(self, lw: "GemmLowering"):
+        self.lw, self.b, self.s = lw, lw.b, lw.s
+
+    def z_slot(self) -> ZSlot | None:
+        """ctaid.z = batch * split_k + split: which batch and which K slice (None: no z dimension)."""
+        lw, g, s = self.lw, self.lw.g, self.s
+        if g.batch == 1 and s.split_k == 1:
+            return None
+        slot = lw.u32("mov.u32", Sym("%ctaid.z"))
+        if s.split_k == 1:
+            return ZSlot(slot, slot, None)
+        self.b.comment(f"ctaid.z = batch * {s.split_k} + split")
+        split = lw.u32("rem.u32", slot, Imm(str(s.split_k)))
+        return ZSlot(slot, lw.u32("div.u32", slot, Imm(str(s.split_k))), split)
+
+    def tile(self, pid: VReg | None = None) -> Tile:
+        """The CTA's tile from the launch grid, or (Stream-K) from a linear tile index `pid` within the batch."""
+        lw, b, s = self.lw, self.b, self.s
+        if s.raster == "row" and pid is None:
+            b.comment("raster row: ctaid.x -> n-tile, ctaid.y -> m-tile")
+            tn, tm = lw.u32("mov.u32", Sym("%ctaid.x")), lw.u32("mov.u32", Sym("%ctaid.y"))
+        elif s.raster == "row":
+            b.comment("raster row: tile -> (tile / tiles_n, tile % tiles_n)")
+            num_n = lw.ceil_div(lw.dim("N"), s.bn)
+            tm = lw.u32("div.u32", pid, num_n)
+            tn = lw.u32("rem.u32", pid, num_n)
+        else:
+            b.comment(f"raster grouped: groups of {s.group_m} m-tiles walk n together (L2 reuse)")
+            if pid is None:
+                pid = lw.u32("mov.u32", Sym("%ctaid.x"))
+            num_m, num_n = lw.ceil_div(lw.dim("M"), s.bm), lw.ceil_div(lw.dim("N"), s.bn)
+            in_group = lw.u32("mul.lo.u32", num_n, Imm(str(s.group_m)))
+            group = lw.u32("div.u32", pid, in_group)
+            first_m = lw.u32("mul.lo.u32", group, Imm(str(s.group_m)))
+            left = lw.u32("sub.u32", num_m, first_m)
+            size_m = lw.u32("min.u32", left, Imm(str(s.group_m)))
+            pos = lw.u32("rem.u32", pid, in_group)
+            tm = lw.u32("add.u32", first_m, lw.u32("rem.u32", pos, size_m))
+            tn = lw.u32("div.u32", pos, size_m)
+        bm0 = lw.u32("mul.lo.u32", tm, Imm(str(s.bm)), comment="bm0: first row of the CTA tile")
+        bn0 = lw.u32("mul.lo.u32", tn, Imm(str(s.bn)), comment="bn0: first column of the CTA tile")
+        return Tile(tm, tn, bm0, bn0)
+
+
+@dataclass(frozen=True)
+class TileOperands:
+    """A tile's operand state: each operand's global pointer to its next k-tile (the copies
+    advance these registers in place) and the tile's edge checks (the pipeline's own subclass
+    of StoreEdges, which adds its load checks: sm80.load_edges.EdgeChecks)."""
+
+    gptr: dict[str, VReg]
+    edge: "StoreEdges"

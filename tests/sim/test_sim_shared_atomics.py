@@ -305,8 +305,9 @@ def test_cas_spin_lock_serialises_a_plain_critical_section(threads):
 def test_planted_lock_never_released_is_reported_and_red_release_is_a_fix():
     """Without the unlock every other thread spins forever: the simulator must report it, not hang."""
     bad = kernel(LOCK.format(unlock=""), params=PARAMS, shared=".shared .align 4 .b32 lock;\n")
-    with pytest.raises(sim.HazardError):
+    with pytest.raises(sim.HazardError) as e:
         sim.launch(bad, "k", block=(8,), args=[np.zeros(1, np.uint32)] + [np.zeros(8, np.uint32)] * 3)
+    assert e.value.kind == "deadlock"
     good = kernel(LOCK.format(unlock="red.release.cta.shared.and.b32 [lock], 0;"), params=PARAMS,
                   shared=".shared .align 4 .b32 lock;\n")
     counter = np.zeros(1, np.uint32)

@@ -30,6 +30,7 @@ ATOM_TYPES = {
     "and": {"b32", "b64"}, "or": {"b32", "b64"}, "xor": {"b32", "b64"},
     "exch": {"b32", "b64"}, "cas": {"b32", "b64"},
 }
+HALF_ADD_TYPES = {"f16", "f16x2", "bf16", "bf16x2"}     # add.noftz only; rounded once, subnormals kept
 ATOM_SEMS = {"relaxed", "acquire", "release", "acq_rel"}
 SCOPES = {"cta", "cluster", "gpu", "sys"}
 FLOAT_SMALLEST_NORMAL = np.float32(2.0 ** -126)
@@ -43,6 +44,8 @@ def _ftz(x: np.ndarray) -> np.ndarray:
 def _operation(op: str, typ: str, flush: bool = True):
     """new = f(old, b, c) in the type's view dtype. Global atom.add.f32 flushes subnormal inputs and
     results (`flush`); on shared memory it keeps them (PTX ISA, atom)."""
+    if typ in HALF_ADD_TYPES:
+        return _half_add(typ)
     if op == "add" and typ == "f32" and flush:
         return lambda old, b, c: nx.canonical_nan_f32(_ftz(_ftz(old) + _ftz(b)))
     if op == "add" and typ == "f32":
@@ -63,9 +66,24 @@ def _operation(op: str, typ: str, flush: bool = True):
     return lambda old, b, c: np.where(old == b, c, old)          # cas
 
 
+def _half_add(typ: str):
+    """add.noftz of f16/bf16 (x2: per half) on the storage bits: the exact float64 sum of two 16-bit
+    values rounded once to the 16-bit format (RNE, subnormals kept, NaN canonical)."""
+    is_bf = typ.startswith("bf")
+    dec = nx.bf16_bits_to_f64 if is_bf else nx.f16_bits_to_f64
+    enc = nx.f64_to_bf16_bits if is_bf else nx.f64_to_f16_bits
+
+    def add(old, b, c):
+        halves = [np.ascontiguousarray(v).view(np.uint16) for v in (old, b)]
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = dec(halves[0]) + dec(halves[1])
+        return np.ascontiguousarray(enc(total)).view(old.dtype)
+    return add
+
+
 def _parse(ins: Instr, ctx):
     sem = scope = op = typ = None
-    space, cache_hint = "generic", False
+    space, cache_hint, noftz = "generic", False, False
     for m in ins.mods:
         if m in ATOM_SEMS and sem is None:
             sem = m
@@ -82,13 +100,23 @@ def _parse(ins: Instr, ctx):
             typ = m
         elif m == "L2::cache_hint":
             cache_hint = True
+        elif m == "noftz":
+            noftz = True
         else:
             raise ctx.fail(f"{ins.opcode} modifier .{m} is not supported")
     if op is None or typ is None:
         raise ctx.fail(f"{ins.opcode} needs an operation and a type")
-    if typ not in ATOM_TYPES[op]:
+    if typ in HALF_ADD_TYPES and op == "add":
+        if not noftz:
+            raise ctx.fail(f"{ins.opcode}.add.{typ} needs .noftz ({ins.opcode}.add.noftz.{typ})")
+        if typ.startswith("bf"):
+            require(ctx, f"{ins.opcode}.add.noftz.{typ}", (7, 8), 90)
+    elif noftz:
+        raise ctx.fail(f"{ins.opcode}: .noftz belongs to add.{{f16,f16x2,bf16,bf16x2}} only")
+    elif typ not in ATOM_TYPES[op]:
+        extra = " and .noftz.f16/.f16x2/.bf16/.bf16x2" if op == "add" else ""
         raise ctx.fail(f"{ins.opcode}.{op}.{typ} is not supported (valid: "
-                       f"{', '.join(sorted(ATOM_TYPES[op]))})")
+                       f"{', '.join(sorted(ATOM_TYPES[op]))}{extra})")
     if ins.opcode == "red" and (op in ("exch", "cas") or sem in ("acquire", "acq_rel")):
         raise ctx.fail(f"red has no .{op if op in ('exch', 'cas') else sem}")
     if scope == "cluster" and space == "global":

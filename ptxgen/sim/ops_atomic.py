@@ -210,7 +210,7 @@ def compile_atomic(ins: Instr, ctx):
         check_aligned(addrs, size, what)
         b = per_thread(gb(cta.R), tids)
         c = per_thread(gc(cta.R), tids) if gc is not None else b
-        old = None
+        old = np.empty(len(tids), dtype=view)
         for part, sel, a in split_spaces(cta, space, addrs):
             t, bb, cc = (tids, b, c) if sel is None else (tids[sel], b[sel], c[sel])
             if part == "global":
@@ -221,8 +221,6 @@ def compile_atomic(ins: Instr, ctx):
             if sel is None:
                 old = got
             else:
-                if old is None:
-                    old = np.empty(len(tids), dtype=view)
                 old[sel] = got
         if is_atom:
             scatter(cta, d_slot, tids, old.view(storage), mask)

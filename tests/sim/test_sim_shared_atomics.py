@@ -358,6 +358,44 @@ def test_planted_plain_store_after_atomics_in_the_same_epoch_races():
     assert counts[:4].tolist() == [0, 0, 0, 0]
 
 
+MIXED = """
+    mov.u32 %r1, %tid.x;
+    ld.param.u64 %rd1, [pOut];
+    setp.eq.u32 %p3, %r1, 0;
+    mov.u32 %r2, 0;
+    @%p3 st.shared.u32 [cnt], %r2;
+    bar.sync 0;
+    mov.u64 %rd2, cnt;
+    cvta.shared.u64 %rd3, %rd2;
+    and.b32 %r3, %r1, 1;
+    setp.eq.u32 %p1, %r3, 0;
+    selp.b64 %rd4, %rd3, %rd1, %p1;
+    add.u32 %r4, %r1, 1;
+    atom.add.u32 %r5, [%rd4], %r4;                    // MIXED
+    setp.gt.u32 %p2, %r1, 1000;
+    @%p2 atom.shared.add.u32 %r6, [cnt], 1;           // no thread executes it
+    bar.sync 0;
+    ld.shared.u32 %r7, [cnt];
+    @%p3 st.global.u32 [%rd1+4], %r7;
+    mul.wide.u32 %rd5, %r1, 4;
+    add.u64 %rd6, %rd1, %rd5;
+    st.global.u32 [%rd6+8], %r5;
+    ret;"""
+
+
+def test_one_generic_atom_split_between_shared_and_global_memory():
+    """Even threads' generic addresses are in the shared window, odd threads' in global memory:
+    each half accumulates in its own memory, old values per lane in thread order."""
+    out = np.zeros(2 + 64, np.uint32)
+    out[0] = 100
+    sim.launch(kernel(MIXED, shared=".shared .align 4 .b32 cnt;\n"), "k", block=(64,), args=[out])
+    t = np.arange(64)
+    assert int(out[0]) == 100 + int((t[1::2] + 1).sum()) and int(out[1]) == int((t[0::2] + 1).sum())
+    olds = out[2:]
+    assert olds[0::2].tolist() == np.concatenate(([0], np.cumsum(t[0::2] + 1)[:-1])).tolist()
+    assert olds[1::2].tolist() == (100 + np.concatenate(([0], np.cumsum(t[1::2] + 1)[:-1]))).tolist()
+
+
 # ------------------------------------------------------------------ locks and flags
 LOCK = """
     mov.u32 %r1, %tid.x;

@@ -466,3 +466,45 @@ def test_cluster_scope_on_global_atomics_is_refused_clearly():
     with pytest.raises(sim.HazardError) as err:
         sim.launch(ptx, "k", block=(1,), args=[np.zeros(1, np.uint32)])
     assert err.value.kind == "unsupported" and "shared" in err.value.detail
+
+
+REMOTE_FLAG = """
+    ld.param.u64 %rd1, [pOut];
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, %cluster_ctarank;
+    mov.u32 %r3, total;
+    setp.eq.u32 %p1, %r0, 0;
+    mov.u32 %r5, 0;
+    @%p1 st.shared.u32 [%r3], %r5;
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.acquire.aligned;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p2 bra $L_waiter;
+    @%p1 atom.release.cluster.shared.exch.b32 %r6, [%r3], 77;   // SET
+    bra $L_done;
+$L_waiter:
+    mapa.shared::cluster.u32 %r7, %r3, 0;
+$L_spin:
+    atom.acquire.cluster.shared::cluster.or.b32 %r8, [%r7], 0;
+    setp.eq.u32 %p3, %r8, 0;
+    @%p3 bra $L_spin;
+    mov.u32 %r10, %ctaid.x;
+    mul.wide.u32 %rd2, %r10, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    @%p1 st.global.u32 [%rd3], %r8;
+$L_done:
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.acquire.aligned;
+    ret;"""
+
+
+def test_cluster_ctas_spin_on_a_remote_atomic_flag_until_rank_0_sets_it():
+    """Ranks 1..3 poll rank 0's flag with atom.acquire.cluster.shared::cluster.or; rank 0 sets it
+    with an atomic exch: atomics of several CTAs in one cluster-barrier phase never race."""
+    out = np.zeros(4, np.uint32)
+    sim.launch(cluster_module(REMOTE_FLAG), "k", grid=(4,), block=(32,), args=[out], cluster=(4,))
+    assert out.tolist() == [0, 77, 77, 77]
+    never = REMOTE_FLAG.replace("    @%p1 atom.release.cluster.shared.exch.b32 %r6, [%r3], 77;   // SET\n", "")
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(cluster_module(never), "k", grid=(4,), block=(32,), args=[out], cluster=(4,))
+    assert e.value.kind == "deadlock"

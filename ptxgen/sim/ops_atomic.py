@@ -6,7 +6,8 @@ Lanes of one instruction that hit the same address are applied one after another
 different CTAs on the same global bytes are strong (.gpu/.sys scope) accesses and never race; their
 release/acquire effects follow sync.py (an RMW keeps the release clock already on the word, the
 "release sequence", and adds its own). Shared-memory atomics (.shared::cta, .shared::cluster and
-generic addresses in a shared window) are in shared_atomic.py.
+generic addresses in a shared window) are in shared_atomic.py. add.noftz on f16/bf16 (and x2)
+rounds the exact sum once; f32 add flushes subnormals on global memory only (PTX ISA, atom).
 """
 from __future__ import annotations
 
@@ -127,7 +128,8 @@ def _parse(ins: Instr, ctx):
 
 def compile_atomic(ins: Instr, ctx):
     sem, scope, space, op, typ, cache_hint = _parse(ins, ctx)
-    strong = scope in ("gpu", "sys") if scope == "cluster" else check_scope(scope, ctx.fail)
+    # .cluster reaches only shared memory here (_parse refuses it on .global): no global clocks
+    strong = False if scope == "cluster" else check_scope(scope, ctx.fail)
     is_atom = ins.opcode == "atom"
     ops = list(ins.operands)
     if cache_hint:

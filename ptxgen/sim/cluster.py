@@ -183,6 +183,8 @@ class CrossTags:
         self.w_arr = np.zeros(size, dtype=np.int64)
         self.r_rank = np.full(size, NO_RANK, dtype=np.int8)
         self.r_arr = np.zeros(size, dtype=np.int64)
+        self.x_rank: np.ndarray | None = None    # last atomic accessor's rank, allocated on the first
+        self.x_arr: np.ndarray | None = None
 
     def local(self, idx: np.ndarray, tid: np.ndarray, write: bool, what: str) -> None:
         self.access(idx, tid, self.owner, write, what)
@@ -195,6 +197,11 @@ class CrossTags:
         other = (wr != NO_RANK) & (wr != rank)
         if other.any():
             self._check(idx, other, wr, self.w_arr[idx], waits, cluster, who, "wrote", what)
+        if self.x_rank is not None:
+            xr = self.x_rank[idx]
+            other = (xr != NO_RANK) & (xr != rank)
+            if other.any():
+                self._check(idx, other, xr, self.x_arr[idx], waits, cluster, who, "accessed atomically", what)
         rr = self.r_rank[idx]
         if write:
             other = (rr != NO_RANK) & (rr != rank)
@@ -208,6 +215,24 @@ class CrossTags:
         mine = (rr == NO_RANK) | (rr == rank) | cluster.ordered(old, waits)
         self.r_rank[idx] = np.where(mine, rank, MANY_RANKS)
         self.r_arr[idx] = np.where(mine, arr, np.minimum(old, arr))
+
+    def atomic(self, idx: np.ndarray, tid: np.ndarray, who: ClusterMember, what: str) -> None:
+        """Check and record an atom/red of CTA `who`: atomics of several CTAs never race with each
+        other, but race with plain loads and stores of other CTAs not ordered by barrier.cluster."""
+        cluster, rank = who.cluster, who.rank
+        waits = who.waits[tid]
+        for ranks, arrs, how in ((self.w_rank, self.w_arr, "wrote"), (self.r_rank, self.r_arr, "read")):
+            rk = ranks[idx]
+            other = (rk != NO_RANK) & (rk != rank)
+            if other.any():
+                self._check(idx, other, rk, arrs[idx], waits, cluster, who, how, what)
+        if self.x_rank is None:
+            self.x_rank = np.full(len(self.w_rank), NO_RANK, dtype=np.int8)
+            self.x_arr = np.zeros(len(self.w_rank), dtype=np.int64)
+        xr, old, arr = self.x_rank[idx], self.x_arr[idx], who.arrives[tid]
+        mine = (xr == NO_RANK) | (xr == rank) | cluster.ordered(old, waits)
+        self.x_rank[idx] = np.where(mine, rank, MANY_RANKS)
+        self.x_arr[idx] = np.where(mine, arr, np.minimum(old, arr))
 
     def _check(self, idx, other, ranks, arrivals, waits, cluster, who, how: str, what: str) -> None:
         bad = other & ~cluster.ordered(arrivals, waits)
@@ -273,6 +298,16 @@ def remote_write(cta, peer, tids: np.ndarray, offs: np.ndarray, data: np.ndarray
     smem.check_not_pending(idx, tids, width, what)
     smem.cross.access(idx, np.repeat(tids, width), cta.cluster, True, what)
     smem.data[idx] = data.reshape(-1)
+
+
+def remote_atomic(cta, peer, tids: np.ndarray, offs: np.ndarray, width: int, what: str) -> np.ndarray:
+    """Race-check and record an atom/red of `cta` on a peer's shared bytes; their index (k*width,).
+    Atomics of several threads or CTAs on one byte are serialised, never a race (CrossTags.atomic)."""
+    smem = peer.smem
+    idx = smem.byte_index(offs, width)
+    smem.check_not_pending(idx, tids, width, what)
+    smem.cross.atomic(idx, np.repeat(tids, width), cta.cluster, what)
+    return idx
 
 
 # ------------------------------------------------------------------ instructions

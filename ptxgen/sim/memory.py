@@ -10,7 +10,9 @@ bytes were ordered by a release/acquire pair.
 
 Shared memory is one uint8 array per CTA plus per-byte race state: the last writer thread and the
 barrier epoch of that write, the last reader thread (or MANY) and its epoch, and a count of
-cp.async copies still pending on the byte.
+cp.async copies still pending on the byte. Atomics (atom/red) keep their own last-accessor thread
+(or MANY) and epoch, allocated on the first one: atomics of several threads on one byte never race
+with each other, but race with a plain load or store of another thread in the same barrier epoch.
 """
 from __future__ import annotations
 
@@ -237,6 +239,8 @@ class SharedMemory:
         self.pending = np.zeros(size, dtype=np.int16)
         self.async_reads: np.ndarray | None = None   # per byte: wgmmas in flight reading it
         self.cross = None     # cluster.CrossTags in a launch with clusters of 2+ CTAs (DSMEM ordering)
+        self.x_thread: np.ndarray | None = None   # per byte: last atomic accessor (or MANY)
+        self.x_epoch: np.ndarray | None = None    # and the barrier epoch of that atomic
         # duplicate detection, no meaning between calls, so CTAs alive at once may share it
         self.scratch = np.zeros(size, dtype=np.int32) if scratch is None else scratch
 
@@ -249,6 +253,7 @@ class SharedMemory:
         self.pending.fill(0)
         self.async_reads = None
         self.cross = None
+        self.x_thread = self.x_epoch = None
 
     def check_bounds(self, addrs: np.ndarray, width: int, what: str) -> None:
         bad = (addrs < 0) | (addrs + width > self.size)
@@ -279,6 +284,7 @@ class SharedMemory:
             k = int(np.flatnonzero(conflict)[0])
             raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} written by "
                         f"thread {int(wt[k])} with no bar.sync in between")
+        self._check_atomics(idx, tid, epoch, what)
         self._note_readers(idx, tid, epoch)
         if self.cross is not None:
             self.cross.local(idx, tid, False, what)
@@ -294,7 +300,43 @@ class SharedMemory:
         if many.any():
             self.r_thread[idx[many]] = MANY
 
-    def check_write(self, idx: np.ndarray, tid: np.ndarray, epoch: int, what: str) -> None:
+    def _check_atomics(self, idx: np.ndarray, tid: np.ndarray, epoch: int, what: str) -> None:
+        """A plain access races with an atomic of another thread in the same barrier epoch."""
+        if self.x_thread is None:
+            return
+        xt = self.x_thread[idx]
+        bad = (self.x_epoch[idx] == epoch) & (xt != tid) & (xt != NOBODY)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            who = "several threads" if xt[k] == MANY else f"thread {int(xt[k])}"
+            raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} that {who} accessed "
+                        "with atom/red with no bar.sync in between (a plain access racing with an atomic); "
+                        "make both accesses atomic or put a bar.sync between them")
+
+    def atomic(self, threads: np.ndarray, addrs: np.ndarray, width: int, epoch: int, what: str) -> np.ndarray:
+        """Race-check and record an atom/red of `width` bytes per thread; the byte index (k*width,).
+        Atomics never race with each other; plain loads and stores of other threads since the last
+        barrier race with them (check_write), as do bytes a cp.async or wgmma still owns."""
+        self.check_bounds(addrs, width, what)
+        idx = self.byte_index(addrs, width)
+        tid = np.repeat(threads, width)
+        self.check_not_pending(idx, threads, width, what)
+        self.check_write(idx, tid, epoch, what, atomic=True)
+        if self.x_thread is None:
+            self.x_thread = np.full(self.size, NOBODY, dtype=np.int32)
+            self.x_epoch = np.full(self.size, -1, dtype=np.int32)
+        prev = self.x_thread[idx]
+        other_before = (self.x_epoch[idx] == epoch) & (prev != tid) & (prev != NOBODY)
+        self.x_thread[idx] = tid
+        self.x_epoch[idx] = epoch
+        many = other_before | (self.x_thread[idx] != tid)
+        if many.any():
+            self.x_thread[idx[many]] = MANY
+        if self.cross is not None:
+            self.cross.atomic(idx, tid, self.cross.owner, what)
+        return idx
+
+    def check_write(self, idx: np.ndarray, tid: np.ndarray, epoch: int, what: str, atomic: bool = False) -> None:
         """Race check of a write without recording it (cp.async at issue time)."""
         if self.async_reads is not None and self.async_reads[idx].any():
             k = int(np.flatnonzero(self.async_reads[idx])[0])
@@ -313,6 +355,8 @@ class SharedMemory:
             who = "several threads" if rt[k] == MANY else f"thread {int(rt[k])}"
             raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} read by "
                         f"{who} with no bar.sync in between")
+        if not atomic:
+            self._check_atomics(idx, tid, epoch, what)
 
     def write(self, threads: np.ndarray, addrs: np.ndarray, data: np.ndarray, epoch: int, what: str,
               check_pending: bool = True) -> None:

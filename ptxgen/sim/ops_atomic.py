@@ -1,10 +1,13 @@
-"""atom / red on global memory, and fence / membar: what split-K and Stream-K fix-ups synchronise with.
+"""atom / red on global and shared memory, and fence / membar: what split-K and Stream-K fix-ups
+synchronise with.
 
 Lanes of one instruction that hit the same address are applied one after another in thread order
 (lane order, then warp order), each atom lane getting the value its own turn saw. Atomics of
-different CTAs on the same bytes are strong (.gpu/.sys scope) accesses and never race; their
+different CTAs on the same global bytes are strong (.gpu/.sys scope) accesses and never race; their
 release/acquire effects follow sync.py (an RMW keeps the release clock already on the word, the
-"release sequence", and adds its own). Shared-memory atomics are not simulated.
+"release sequence", and adds its own). Shared-memory atomics (.shared::cta, .shared::cluster and
+generic addresses in a shared window) are in shared_atomic.py. add.noftz on f16/bf16 (and x2)
+rounds the exact sum once; f32 add flushes subnormals on global memory only (PTX ISA, atom).
 """
 from __future__ import annotations
 
@@ -12,10 +15,12 @@ import numpy as np
 
 from . import numerics as nx
 from .errors import Fault
-from .ops_mem import address_getter, check_aligned, global_write, per_thread, read_memory, split_generic
+from .async_proxy import require
+from .ops_mem import address_getter, check_aligned, global_write, per_thread, read_memory
 from .parse import Instr
 from .program import mark
 from .ptxtypes import STORAGE_DTYPE, TYPE_BITS, VIEW_DTYPE
+from .shared_atomic import shared_rmw, split_spaces
 from .state import CtaState, scatter
 from .sync import check_scope, group_by_clock, merge
 
@@ -26,6 +31,7 @@ ATOM_TYPES = {
     "and": {"b32", "b64"}, "or": {"b32", "b64"}, "xor": {"b32", "b64"},
     "exch": {"b32", "b64"}, "cas": {"b32", "b64"},
 }
+HALF_ADD_TYPES = {"f16", "f16x2", "bf16", "bf16x2"}     # add.noftz only; rounded once, subnormals kept
 ATOM_SEMS = {"relaxed", "acquire", "release", "acq_rel"}
 SCOPES = {"cta", "cluster", "gpu", "sys"}
 FLOAT_SMALLEST_NORMAL = np.float32(2.0 ** -126)
@@ -36,10 +42,15 @@ def _ftz(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) < FLOAT_SMALLEST_NORMAL, np.copysign(np.float32(0), x), x).astype(np.float32)
 
 
-def _operation(op: str, typ: str):
-    """new = f(old, b, c) in the type's view dtype."""
-    if op == "add" and typ == "f32":   # global atom.add.f32 flushes subnormal inputs and results
+def _operation(op: str, typ: str, flush: bool = True):
+    """new = f(old, b, c) in the type's view dtype. Global atom.add.f32 flushes subnormal inputs and
+    results (`flush`); on shared memory it keeps them (PTX ISA, atom)."""
+    if typ in HALF_ADD_TYPES:
+        return _half_add(typ)
+    if op == "add" and typ == "f32" and flush:
         return lambda old, b, c: nx.canonical_nan_f32(_ftz(_ftz(old) + _ftz(b)))
+    if op == "add" and typ == "f32":
+        return lambda old, b, c: nx.canonical_nan_f32((old + b).astype(np.float32))
     if op == "add":
         return lambda old, b, c: old + b
     if op == "inc":
@@ -56,39 +67,69 @@ def _operation(op: str, typ: str):
     return lambda old, b, c: np.where(old == b, c, old)          # cas
 
 
+def _half_add(typ: str):
+    """add.noftz of f16/bf16 (x2: per half) on the storage bits: the exact float64 sum of two 16-bit
+    values rounded once to the 16-bit format (RNE, subnormals kept, NaN canonical)."""
+    is_bf = typ.startswith("bf")
+    dec = nx.bf16_bits_to_f64 if is_bf else nx.f16_bits_to_f64
+    enc = nx.f64_to_bf16_bits if is_bf else nx.f64_to_f16_bits
+
+    def add(old, b, c):
+        halves = [np.ascontiguousarray(v).view(np.uint16) for v in (old, b)]
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = dec(halves[0]) + dec(halves[1])
+        return np.ascontiguousarray(enc(total)).view(old.dtype)
+    return add
+
+
 def _parse(ins: Instr, ctx):
     sem = scope = op = typ = None
-    space, cache_hint = "generic", False
+    space, cache_hint, noftz = "generic", False, False
     for m in ins.mods:
         if m in ATOM_SEMS and sem is None:
             sem = m
         elif m in SCOPES and scope is None:
             scope = m
-        elif m in ("global", "shared", "shared::cta", "shared::cluster"):
+        elif m in ("global", "shared", "shared::cta"):
             space = m.split("::")[0]
+        elif m == "shared::cluster":
+            space = "cluster"
+            require(ctx, f"{ins.opcode}.shared::cluster", (7, 8), 90)
         elif m in ATOM_TYPES and op is None:
             op = m
         elif m in TYPE_BITS and typ is None:
             typ = m
         elif m == "L2::cache_hint":
             cache_hint = True
+        elif m == "noftz":
+            noftz = True
         else:
             raise ctx.fail(f"{ins.opcode} modifier .{m} is not supported")
     if op is None or typ is None:
         raise ctx.fail(f"{ins.opcode} needs an operation and a type")
-    if typ not in ATOM_TYPES[op]:
+    if typ in HALF_ADD_TYPES and op == "add":
+        if not noftz:
+            raise ctx.fail(f"{ins.opcode}.add.{typ} needs .noftz ({ins.opcode}.add.noftz.{typ})")
+        if typ.startswith("bf"):
+            require(ctx, f"{ins.opcode}.add.noftz.{typ}", (7, 8), 90)
+    elif noftz:
+        raise ctx.fail(f"{ins.opcode}: .noftz belongs to add.{{f16,f16x2,bf16,bf16x2}} only")
+    elif typ not in ATOM_TYPES[op]:
+        extra = " and .noftz.f16/.f16x2/.bf16/.bf16x2" if op == "add" else ""
         raise ctx.fail(f"{ins.opcode}.{op}.{typ} is not supported (valid: "
-                       f"{', '.join(sorted(ATOM_TYPES[op]))})")
+                       f"{', '.join(sorted(ATOM_TYPES[op]))}{extra})")
     if ins.opcode == "red" and (op in ("exch", "cas") or sem in ("acquire", "acq_rel")):
         raise ctx.fail(f"red has no .{op if op in ('exch', 'cas') else sem}")
-    if space == "shared":
-        raise ctx.fail(f"{ins.opcode} on shared memory is not simulated (global only)")
+    if scope == "cluster" and space == "global":
+        raise ctx.fail(f"{ins.opcode}.cluster on global memory is not simulated (use .gpu, or a .shared "
+                       "space for cluster-scoped atomics)")
     return sem or "relaxed", scope or "gpu", space, op, typ, cache_hint
 
 
 def compile_atomic(ins: Instr, ctx):
     sem, scope, space, op, typ, cache_hint = _parse(ins, ctx)
-    strong = check_scope(scope, ctx.fail)
+    # .cluster reaches only shared memory here (_parse refuses it on .global): no global clocks
+    strong = False if scope == "cluster" else check_scope(scope, ctx.fail)
     is_atom = ins.opcode == "atom"
     ops = list(ins.operands)
     if cache_hint:
@@ -105,20 +146,23 @@ def compile_atomic(ins: Instr, ctx):
     gc = ctx.src(ops[2], typ) if op == "cas" else None
     size = TYPE_BITS[typ] // 8
     view, storage = VIEW_DTYPE[typ], STORAGE_DTYPE[TYPE_BITS[typ]]
-    apply = _operation(op, typ)
-    releases = strong and sem in ("release", "acq_rel")
+    apply_global, apply_shared = _operation(op, typ), _operation(op, typ, flush=False)
+    may_be_global = space in ("global", "generic")
+    releases = strong and sem in ("release", "acq_rel") and may_be_global
     acquires = strong and sem in ("acquire", "acq_rel")
     line = ctx.line
     what = f"{ins.opcode}.{op}"
 
-    def run(cta: CtaState, mask):
-        tids = cta.threads(mask)
-        addrs = per_thread(get_addr(cta.R), tids)
-        check_aligned(addrs, size, what)
-        if space == "generic" and split_generic(cta, addrs).any():
-            raise Fault("unsupported", f"{what} on a generic address in shared memory (not simulated)")
-        b = per_thread(gb(cta.R), tids)
-        c = per_thread(gc(cta.R), tids) if gc is not None else b
+    def serializer(apply):
+        return lambda t, a, bb, cc, read, write: serialize(t, a, bb, cc, apply, op, view, storage, size,
+                                                           read, write)
+
+    serialize_shared = serializer(apply_shared)
+
+    def run_global(cta: CtaState, mask, tids, addrs, b, c) -> np.ndarray:
+        if scope == "cluster":
+            raise Fault("unsupported", f"{what}.cluster on a generic address in global memory is not simulated "
+                        "(.cluster scope is modelled on shared memory only; use .gpu for global memory)")
         sync = cta.sync
         model = sync.model
         words = model.words(addrs, size).reshape(-1)
@@ -126,15 +170,17 @@ def compile_atomic(ins: Instr, ctx):
         had_clocks = strong and bool(model.clocks)
         old_clocks = model.lookup(words) if had_clocks else None
         acquired = group_by_clock(model, words, np.repeat(tids, nw), cta.n) if had_clocks else []
-        old, changed = _serialize(cta, tids, addrs, b, c, apply, op, view, storage, size, strong, what)
-        if is_atom:
-            scatter(cta, d_slot, tids, old.view(storage), mask)
-        if changed:
-            sync.iter_fresh = True
-        else:
-            sync.note_load(line, old.view(np.uint8))
+
+        def read(pos):
+            return read_memory(cta, "global", tids[pos], addrs[pos], size, 0, what + " reads", strong)
+
+        def write(pos, data):
+            global_write(cta, tids[pos], addrs[pos], data, what + " writes", strong, atomic=True, progress=False)
+
+        old, changed = serializer(apply_global)(tids, addrs, b, c, read, write)
+        _note_progress(cta, changed, old)
         if not strong:
-            return
+            return old
         for m, clock in acquired:
             if acquires:
                 sync.acquire(m, clock, cta.active)
@@ -146,20 +192,50 @@ def compile_atomic(ins: Instr, ctx):
         elif sync.fence_clocks or had_clocks:
             mine = sync.fence_clock_of(tids)
         else:
-            return
+            return old
         written = np.ones(len(tids), dtype=bool) if op != "cas" else (old == b)
         new_clocks = [merge(None if old_clocks is None else old_clocks[k], mine[k // nw])
                       for k in range(len(words))]
         keep = np.repeat(written, nw)
         model.attach(words[keep], [clk for clk, w in zip(new_clocks, keep) if w])
+        return old
+
+    def _note_progress(cta: CtaState, changed: bool, old: np.ndarray) -> None:
+        if changed:
+            cta.sync.iter_fresh = True
+        else:
+            cta.sync.note_load(line, old.view(np.uint8))
+
+    def run(cta: CtaState, mask):
+        tids = cta.threads(mask)
+        addrs = per_thread(get_addr(cta.R), tids)
+        check_aligned(addrs, size, what)
+        b = per_thread(gb(cta.R), tids)
+        c = per_thread(gc(cta.R), tids) if gc is not None else b
+        old = np.empty(len(tids), dtype=view)
+        for part, sel, a in split_spaces(cta, space, addrs):
+            t, bb, cc = (tids, b, c) if sel is None else (tids[sel], b[sel], c[sel])
+            if part == "global":
+                got = run_global(cta, mask, t, a, bb, cc)
+            else:
+                got, changed = shared_rmw(cta, part, t, a, bb, cc, size, what, line, serialize_shared)
+                _note_progress(cta, changed, got)
+            if sel is None:
+                old = got
+            else:
+                old[sel] = got
+        if is_atom:
+            scatter(cta, d_slot, tids, old.view(storage), mask)
     return mark(run, yields=True, communicates=True, releases=releases)
 
 
-def _serialize(cta: CtaState, tids, addrs, b, c, apply, op, view, storage, size, strong, what):
-    """Apply the operation lane by lane per address (rounds of distinct addresses, thread order)."""
+def serialize(tids, addrs, b, c, apply, op, view, storage, size, read, write) -> tuple[np.ndarray, bool]:
+    """Apply the operation lane by lane per address (rounds of distinct addresses, thread order):
+    read(positions) gives the (m, size) bytes at those lanes' addresses, write(positions, bytes)
+    stores them. (old value per lane, whether any byte changed)."""
     k = len(addrs)
     if k and len(np.unique(addrs)) == k:
-        rounds = [None]
+        rounds = [np.arange(k)]
     else:
         order = np.lexsort((tids, addrs))
         sorted_addrs = addrs[order]
@@ -167,25 +243,19 @@ def _serialize(cta: CtaState, tids, addrs, b, c, apply, op, view, storage, size,
         first = np.maximum.accumulate(np.where(starts, np.arange(k), 0))
         rank = np.empty(k, dtype=np.int64)
         rank[order] = np.arange(k) - first
-        rounds = [rank == r for r in range(int(rank.max()) + 1)]
+        rounds = [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)] if k else []
     result = np.empty(k, dtype=view)
     changed = False
-    for sel in rounds:
-        t, a = (tids, addrs) if sel is None else (tids[sel], addrs[sel])
-        bb, cc = (b, c) if sel is None else (b[sel], c[sel])
-        old = np.ascontiguousarray(read_memory(cta, "global", t, a, size, 0, what + " reads", strong)).view(view)
-        old = old.reshape(-1)
+    for pos in rounds:
+        bb, cc = b[pos], c[pos]
+        old = np.ascontiguousarray(read(pos)).view(view).reshape(-1)
         with np.errstate(over="ignore", invalid="ignore"):
             new = apply(old, bb, cc).astype(view)
-        rows = np.ones(len(t), dtype=bool) if op != "cas" else (old == bb)
+        rows = np.ones(len(pos), dtype=bool) if op != "cas" else (old == bb)
         if rows.any():
-            data = np.ascontiguousarray(new[rows]).view(storage).view(np.uint8).reshape(-1, size)
-            global_write(cta, t[rows], a[rows], data, what + " writes", strong, atomic=True, progress=False)
+            write(pos[rows], np.ascontiguousarray(new[rows]).view(storage).view(np.uint8).reshape(-1, size))
         changed = changed or bool((old.view(storage) != new.view(storage)).any())
-        if sel is None:
-            result = old
-        else:
-            result[sel] = old
+        result[pos] = old
     return result, changed
 
 

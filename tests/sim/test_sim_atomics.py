@@ -198,7 +198,8 @@ $L_k:
 @pytest.mark.parametrize("text,kind,marker", [
     ("atom.global.add.u32 %r1, [%rd1+2], 1;", "misaligned", "atom.global"),
     ("atom.global.add.u32 %r1, [%rd1+64], 1;", "out-of-bounds", "atom.global"),
-    ("mov.u32 %r2, buf;\n    cvta.shared.u64 %rd2, %r2;\n    atom.add.u32 %r1, [%rd2], 1;", "unsupported",
+    ("atom.shared.add.u32 %r1, [buf+16], 1;", "out-of-bounds", "atom.shared"),
+    ("mov.u32 %r2, buf;\n    cvta.shared.u64 %rd2, %r2;\n    atom.add.u32 %r1, [%rd2+2], 1;", "misaligned",
      "atom.add"),
 ])
 def test_atomic_hazards(text, kind, marker):

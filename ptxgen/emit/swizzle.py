@@ -27,7 +27,8 @@ class Swizzle:
     @classmethod
     def of_tile(cls, tile: OperandTile) -> "Swizzle | None":
         """An operand stage tile's swizzle (keyed by the tile row), or None for pad and plain
-        tiles. The bits follow the row width (`OperandTile.swizzle_bits`, ptx_facts.md §8)."""
+        tiles. The bits follow the row width (`OperandTile.swizzle_bits`,
+        docs/ptx_facts/shared_memory.md §8)."""
         if tile.smem_layout != "swizzle":
             return None
         shift, mask = tile.swizzle_bits()

@@ -87,7 +87,8 @@ class OperandTile:
 
         Rows of 2^c chunks: c >= 3 gives Swizzle<3,3,3>-style `chunk ^= row & 7`; narrower rows
         use c bits taken from the row bits just above the ones that already spread a 128-byte
-        line (ptx_facts.md §8), so 8 consecutive rows always land in 8 distinct bank groups.
+        line (docs/ptx_facts/shared_memory.md §8), so 8 consecutive rows always land in 8 distinct
+        bank groups.
         """
         c = self.chunks_per_row.bit_length() - 1
         bits = min(c, 3)

@@ -1,9 +1,10 @@
 """Per-CTA state of Hopper's async proxy: mbarriers, in-flight TMA / bulk copies, bulk groups and
-the generic->async proxy fence (facts §9d-9f).
+the generic->async proxy fence (docs/ptx_facts/tma.md §9d, mbarrier.md §9e, §9f).
 
-An mbarrier (facts §9e) has a phase number, an expected arrival count, the arrivals still pending
-in the current phase and a transaction count. The phase completes when no arrivals are pending
-and the transaction count is zero; completion flips the phase and reloads the pending count.
+An mbarrier (docs/ptx_facts/mbarrier.md §9e) has a phase number, an expected arrival count, the
+arrivals still pending in the current phase and a transaction count. The phase completes when no
+arrivals are pending and the transaction count is zero; completion flips the phase and reloads the
+pending count.
 
 Copies that complete on an mbarrier (`mbarrier::complete_tx::bytes`) read global memory when they
 are issued, but their bytes stay "in flight": the destination is marked pending in shared memory
@@ -72,7 +73,8 @@ class HopperState:
 
 
 def require(ctx, what: str, version: tuple[int, int], arch: int) -> None:
-    """Reject `what` in a module whose .version or .target predates it (ptxas would; facts §10)."""
+    """Reject `what` in a module whose .version or .target predates it (ptxas would;
+    docs/ptx_facts/module.md §10)."""
     m = re.match(r"sm_(\d+)", ctx.target or "")
     have = tuple(int(x) for x in ctx.version.split(".")) if re.fullmatch(r"\d+\.\d+", ctx.version or "") else None
     if m is not None and int(m.group(1)) < arch:
@@ -186,7 +188,7 @@ def proxy_fence(cta) -> None:
 
 def check_async_read(cta, idx: np.ndarray, what: str) -> None:
     """An async-proxy read (TMA store source, wgmma operand) of bytes the generic proxy wrote needs
-    a fence.proxy.async in between (facts §9f)."""
+    a fence.proxy.async in between (docs/ptx_facts/mbarrier.md §9f)."""
     bad = generic_written_since_fence(cta, idx)
     if bad.any():
         k = int(np.flatnonzero(bad)[0])

@@ -3,13 +3,13 @@
 Every module starts with `.version X.Y`, then `.target sm_XX`, then (optionally, in PTX; required
 here because the simulator models 64-bit addressing only) `.address_size 64`, before anything
 else. The target must be one the simulator knows and the version at least the first PTX ISA that
-supports it (ptx_facts.md §10).
+supports it (docs/ptx_facts/module.md §10).
 """
 from __future__ import annotations
 
 import re
 
-#: target -> first PTX ISA version that accepts it (ptx_facts.md §10).
+#: target -> first PTX ISA version that accepts it (docs/ptx_facts/module.md §10).
 FIRST_ISA: dict[str, tuple[int, int]] = {
     "sm_70": (6, 0), "sm_72": (6, 1), "sm_75": (6, 3), "sm_80": (7, 0), "sm_86": (7, 1),
     "sm_87": (7, 4), "sm_89": (7, 8), "sm_90": (7, 8), "sm_90a": (8, 0),

@@ -1,4 +1,5 @@
-"""Fragment layouts of mma.sync and ldmatrix as index tables (PTX facts sheet §1, §2, §4).
+"""Fragment layouts of mma.sync and ldmatrix as index tables (docs/ptx_facts/mma_sync.md §1, §2;
+shared_memory.md §4).
 
 Each table has shape (32 lanes, registers, elements per register, 2) holding (row, col) of the
 matrix element that sits in that lane/register/sub-element; element 0 of a register is its lowest
@@ -27,7 +28,7 @@ def _table(nregs: int, per_reg: int, row_col) -> np.ndarray:
     return out
 
 
-# ---- m16n8k16, 16-bit inputs (facts §1)
+# ---- m16n8k16, 16-bit inputs (docs/ptx_facts/mma_sync.md §1)
 def a_m16n8k16_16bit() -> np.ndarray:
     return _table(4, 2, lambda i, g, t: (g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >> 2)))
 
@@ -37,7 +38,7 @@ def b_m16n8k16_16bit() -> np.ndarray:
 
 
 def c_m16n8_f32() -> np.ndarray:
-    """f32 / s32 accumulator: 4 registers of one element (facts §1, §2b)."""
+    """f32 / s32 accumulator: 4 registers of one element (docs/ptx_facts/mma_sync.md §1, §2b)."""
     return _table(4, 1, lambda i, g, t: (g + 8 * (i >> 1), 2 * t + (i & 1)))
 
 
@@ -46,7 +47,7 @@ def c_m16n8_f16() -> np.ndarray:
     return _table(2, 2, lambda i, g, t: (g + 8 * (i >> 1), 2 * t + (i & 1)))
 
 
-# ---- m16n8k8, 16-bit inputs (facts §2c)
+# ---- m16n8k8, 16-bit inputs (docs/ptx_facts/mma_sync.md §2c)
 def a_m16n8k8_16bit() -> np.ndarray:
     return _table(2, 2, lambda i, g, t: (g + 8 * (i >> 1), 2 * t + (i & 1)))
 
@@ -55,7 +56,7 @@ def b_m16n8k8_16bit() -> np.ndarray:
     return _table(1, 2, lambda i, g, t: (2 * t + (i & 1), g))
 
 
-# ---- m16n8k8 tf32 (facts §2a)
+# ---- m16n8k8 tf32 (docs/ptx_facts/mma_sync.md §2a)
 def a_m16n8k8_tf32() -> np.ndarray:
     return _table(4, 1, lambda i, g, t: (g + 8 * (i & 1), t + 4 * (i >> 1)))
 
@@ -64,7 +65,7 @@ def b_m16n8k8_tf32() -> np.ndarray:
     return _table(2, 1, lambda i, g, t: (t + 4 * i, g))
 
 
-# ---- m16n8k32 8-bit integers (facts §2b)
+# ---- m16n8k32 8-bit integers (docs/ptx_facts/mma_sync.md §2b)
 def a_m16n8k32_8bit() -> np.ndarray:
     return _table(4, 4, lambda i, g, t: (g + 8 * ((i >> 2) & 1), 4 * t + (i & 3) + 16 * (i >> 3)))
 
@@ -73,8 +74,9 @@ def b_m16n8k32_8bit() -> np.ndarray:
     return _table(2, 4, lambda i, g, t: (4 * t + (i & 3) + 16 * (i >> 2), g))
 
 
-# ---- wmma m16n16k16 (facts §3): the element-to-lane mapping is unspecified by PTX, so the
-# simulator picks its own bijection: the m16n8k16 layouts of §1 for n = 0-7 and n = 8-15.
+# ---- wmma m16n16k16 (docs/ptx_facts/mma_sync.md §3): the element-to-lane mapping is unspecified
+# by PTX, so the simulator picks its own bijection: the m16n8k16 layouts of §1 for n = 0-7 and
+# n = 8-15.
 def _two_n8_halves(table: np.ndarray) -> np.ndarray:
     """Registers of the n = 0-7 half followed by those of the n = 8-15 half (col + 8)."""
     second = table.copy()
@@ -100,7 +102,8 @@ def wmma_c_f16() -> np.ndarray:
     return _two_n8_halves(c_m16n8_f16())
 
 
-# ---- ldmatrix (facts §4): lane l, half h of destination register j, from matrix j
+# ---- ldmatrix (docs/ptx_facts/shared_memory.md §4): lane l, half h of destination register j,
+# from matrix j
 def ldmatrix_source(trans: bool) -> np.ndarray:
     """(32, 2, 2): (row, col) inside the 8x8 matrix that lane l's half h receives."""
     out = np.zeros((32, 2, 2), dtype=np.int64)

@@ -393,7 +393,8 @@ class SharedMemory:
 
 def bank_wavefronts(warps: np.ndarray, lanes: np.ndarray, addrs: np.ndarray, width: int,
                     lanes_per_phase: int) -> tuple[int, int]:
-    """(wavefronts, ideal) of one instruction's shared access, summed over warps (facts §7).
+    """(wavefronts, ideal) of one instruction's shared access, summed over warps
+    (docs/ptx_facts/shared_memory.md §7).
 
     A phase is a group of `lanes_per_phase` lanes; its cost is the largest number of distinct
     32-bit words any one bank must deliver. Ideal is the number of phases with an active lane.

@@ -306,7 +306,8 @@ def compile_mov(ins: Instr, ctx):
     bits = TYPE_BITS[typ]
     if isinstance(dst, Vec) or isinstance(src, Vec):
         return _compile_pack(ins, ctx, typ, dst, src)
-    if isinstance(src, Name) and src.name in ctx.params:   # a tensor map's .param address (facts §9d)
+    # a tensor map's .param address (docs/ptx_facts/tma.md §9d)
+    if isinstance(src, Name) and src.name in ctx.params:
         if bits not in (32, 64):
             raise ctx.fail(f"mov of .param symbol {src.name}'s address needs a 32- or 64-bit type")
         slot, _ = ctx.dst(dst, typ)

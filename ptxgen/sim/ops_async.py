@@ -1,4 +1,4 @@
-"""cp.async (global -> shared), its commit groups and waits (facts §5).
+"""cp.async (global -> shared), its commit groups and waits (docs/ptx_facts/cp_async.md §5).
 
 A copy reads global memory when issued but its bytes land in shared memory only when a wait of
 the issuing thread covers its group; until then the destination bytes are marked pending and any

@@ -1,5 +1,5 @@
 """TMA and bulk copies (cp.async.bulk{.tensor}), their bulk groups, prefetch.tensormap and the proxy
-fences (facts §9d, §9f).
+fences (docs/ptx_facts/tma.md §9d, mbarrier.md §9f).
 
 Loads (global -> shared, `.mbarrier::complete_tx::bytes`) gather the whole box with numpy when
 issued (out-of-bounds elements filled with zero or the map's NaN), lay it out in shared memory

@@ -1,5 +1,5 @@
 """mbarrier: init, inval, arrive (with count, expect_tx), expect_tx, complete_tx, test_wait/try_wait
-with a state token or a phase parity (facts §9e; semantics in async_proxy.py).
+with a state token or a phase parity (docs/ptx_facts/mbarrier.md §9e; semantics in async_proxy.py).
 
 Accepted spaces: .shared / .shared::cta, generic addresses inside the shared window, and for
 arrive (with or without expect_tx) .shared::cluster addresses of any CTA of the cluster (mapa; a

@@ -32,7 +32,8 @@ SPACE_NAMES = {"cluster": "shared::cluster"}    # the state space the internal n
 
 
 def lanes_per_phase(width: int) -> int:
-    """Facts §7: <=32-bit accesses are one 32-lane phase, 64-bit two, 128-bit four."""
+    """<=32-bit accesses are one 32-lane phase, 64-bit two, 128-bit four
+    (docs/ptx_facts/shared_memory.md §7)."""
     return 32 if width <= 4 else (16 if width == 8 else 8)
 
 

@@ -1,11 +1,12 @@
 """The small Hopper instructions GEMM kernels use: stmatrix, elect.sync, setmaxnreg, griddepcontrol.
 
-stmatrix (facts §4) is the inverse of ldmatrix: the same address-supplying lanes and the same
-register/lane tables (ops_warp.LDMATRIX_FLAT), data flowing the other way. elect.sync elects the
-lowest lane of membermask; every lane of membermask must execute it. setmaxnreg (facts §9g) only
-redistributes registers, which the simulator does not model: it checks N and that every warp of a
-warpgroup executes the same setmaxnreg sequence (SetmaxnregLog). griddepcontrol (programmatic
-dependent launch) is a no-op on one launch.
+stmatrix (docs/ptx_facts/warp_specialisation.md §9i, shared_memory.md §4) is the inverse of
+ldmatrix: the same address-supplying lanes and the same register/lane tables
+(ops_warp.LDMATRIX_FLAT), data flowing the other way. elect.sync elects the lowest lane of
+membermask; every lane of membermask must execute it. setmaxnreg
+(docs/ptx_facts/warp_specialisation.md §9g) only redistributes registers, which the simulator does
+not model: it checks N and that every warp of a warpgroup executes the same setmaxnreg sequence
+(SetmaxnregLog). griddepcontrol (programmatic dependent launch) is a no-op on one launch.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from .wgmma_hazards import warpgroups_of
 
 
 def require_sm90a(ctx, what: str) -> None:
-    """wgmma and setmaxnreg exist only on the architecture-specific target sm_90a (facts §10)."""
+    """wgmma and setmaxnreg exist only on the architecture-specific target sm_90a
+    (docs/ptx_facts/module.md §10)."""
     target = (getattr(ctx, "target", "") or "").replace(",", " ").split()
     if not target or target[0] != "sm_90a":
         raise ctx.fail(f"{what} needs `.target sm_90a` (and .version 8.0 or newer); the module targets "

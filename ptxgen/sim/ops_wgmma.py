@@ -1,4 +1,5 @@
-"""wgmma.mma_async and its fence / commit_group / wait_group (facts §9a-§9c), sm_90a.
+"""wgmma.mma_async and its fence / commit_group / wait_group, sm_90a
+(docs/ptx_facts/wgmma.md §9a–§9c).
 
 A wgmma is executed by a warpgroup (4 consecutive warps, the first a multiple of 4, all 128 lanes):
 in the lock-step simulator that is one operation, computed with one numpy matmul per warpgroup.

@@ -1,4 +1,5 @@
-"""wmma.load / wmma.mma / wmma.store, shape m16n16k16, f16 or bf16 inputs (facts §3).
+"""wmma.load / wmma.mma / wmma.store, shape m16n16k16, f16 or bf16 inputs
+(docs/ptx_facts/mma_sync.md §3).
 
 PTX leaves the element-to-lane mapping of wmma fragments unspecified; only what wmma.store writes
 (and uniform element-wise arithmetic on fragments) is observable. The simulator therefore uses its
@@ -7,17 +8,17 @@ fragments have 8 registers per lane, i.e. every element twice: registers 4-7 rep
 both copies and mma reads the first. bf16 A and B have 4 registers, f32 C/D 8, f16 C/D 4. The
 .row/.col qualifiers of wmma.mma describe how the fragments were loaded and do not change the math.
 
-Memory: the matrix is stored row- or column-major, `stride` elements (default 16) between the
-starts of consecutive rows (.row) or columns (.col); all lanes of a warp must pass the same address
-and stride. Alignment (facts §3, the PTX "Matrix Storage for WMMA" rule): every row/column start
-must be 32-byte aligned, i.e. p % 32 == 0 and stride * element size % 32 == 0; a stride below 16
-(undefined in PTX) is also reported as "misaligned".
+Memory: the matrix is stored row- or column-major, `stride` elements (default 16) between the starts
+of consecutive rows (.row) or columns (.col); all lanes of a warp must pass the same address and
+stride. Alignment (docs/ptx_facts/mma_sync.md §3, the PTX "Matrix Storage for WMMA" rule): every
+row/column start must be 32-byte aligned, i.e. p % 32 == 0 and stride * element size % 32 == 0; a
+stride below 16 (undefined in PTX) is also reported as "misaligned".
 
 Bank model for shared wmma.load/store (documented nowhere; a model): the 16 stored lines (rows for
 .row, columns for .col) are cut into 16-byte pieces, taken in (line, piece) order, 8 pieces per
-phase (128 bytes, as for a quarter warp of 16-byte accesses), each phase costing facts §7's
-wavefronts. A dense f16 tile costs 4 (f32: 8); a line pitch that is a multiple of 128 bytes puts
-the 4 lines of a phase on the same banks (4-way).
+phase (128 bytes, as for a quarter warp of 16-byte accesses), each phase costing the wavefronts of
+docs/ptx_facts/shared_memory.md §7. A dense f16 tile costs 4 (f32: 8); a line pitch that is a
+multiple of 128 bytes puts the 4 lines of a phase on the same banks (4-way).
 
 Numerics as mma.sync (ops_warp): the f32 product is exact, rounded once, then C is added in f32;
 an f16 result is rounded once from the exact sum.

@@ -29,7 +29,8 @@ SPECIAL_REGISTERS = tuple(
     for axis in "xyz") + ("%cluster_ctarank", "%cluster_nctarank")
 SPECIAL_PREDICATES = ("%is_explicit_cluster",)
 
-SMEM_LIMIT = 232448  # max shared bytes per block on sm_90 (facts §10); larger launches fail
+#: max shared bytes per block on sm_90 (docs/ptx_facts/module.md §10); larger launches fail
+SMEM_LIMIT = 232448
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """sim.TensorMap: what the driver's cuTensorMapEncodeTiled describes, checked as the driver checks it
-(facts §9d), and its 128-byte encoding in a `.param .align 64 .b8 name[128]` kernel parameter.
+(docs/ptx_facts/tma.md §9d), and its 128-byte encoding in a `.param .align 64 .b8 name[128]`
+kernel parameter.
 
 The encoding is the simulator's own (the real CUtensorMap format is opaque): a magic word, the
 global address of the tensor (its array becomes device memory like any array argument), rank,
@@ -146,7 +147,8 @@ def decode(raw: np.ndarray) -> DecodedMap | None:
 def swizzle_addresses(addrs: np.ndarray, mode: int) -> np.ndarray:
     """Where TMA puts logical shared byte address `addrs` under swizzle `mode` (32/64/128 bytes):
     the 16-byte chunk index (address bits 4..) is XORed with address bits 7.. (CUTLASS
-    Swizzle<1,4,3>, <2,4,3>, <3,4,3>), applied to the absolute shared address (facts §9c/§9d)."""
+    Swizzle<1,4,3>, <2,4,3>, <3,4,3>), applied to the absolute shared address
+    (docs/ptx_facts/wgmma.md §9c, tma.md §9d)."""
     if mode == 0:
         return addrs
     bits = {32: 1, 64: 3, 128: 7}[mode]

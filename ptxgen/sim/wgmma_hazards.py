@@ -1,4 +1,4 @@
-"""The wgmma ordering rules (facts §9b) as hazards, per warpgroup.
+"""The wgmma ordering rules (docs/ptx_facts/wgmma.md §9b) as hazards, per warpgroup.
 
 * In flight: from issue until a wgmma.wait_group retires its commit group, the accumulator and
   A-fragment registers of a wgmma may not be read or written by other instructions, and the

@@ -1,5 +1,6 @@
 """wgmma data layouts as tables: the shared-memory matrix descriptor, the canonical shared-memory
-layouts it describes, and the register fragments of A and D across a warpgroup (facts §9a, §9c).
+layouts it describes, and the register fragments of A and D across a warpgroup
+(docs/ptx_facts/wgmma.md §9a, §9c).
 
 Descriptor (64 bits, PTX ISA "Matrix Descriptor Format"): start address >> 4 in bits 0-13,
 leading byte offset (LBO) >> 4 in bits 16-29, stride byte offset (SBO) >> 4 in bits 32-45, base
@@ -94,7 +95,8 @@ GROUP, IN_GROUP = LANE >> 2, LANE & 3
 
 
 def d_fragment(n: int) -> np.ndarray:
-    """(128 threads, n/2 elements, 2) (row, col) of accumulator element d_i (facts §9a):
+    """(128 threads, n/2 elements, 2) (row, col) of accumulator element d_i
+    (docs/ptx_facts/wgmma.md §9a):
     row 16w + g + 8*((i>>1)&1), col 8*(i>>2) + 2t + (i&1). f32/s32 hold one element per register,
     f16 packs d_{2j} (low half) and d_{2j+1} in register j."""
     i = np.arange(n // 2)[None, :]
@@ -106,15 +108,15 @@ def d_fragment(n: int) -> np.ndarray:
 def a_fragment(kind: str) -> np.ndarray:
     """(128 threads, elements, 2) (row, col) of A held in registers, elements in register order
     (low bits first): warp w holds rows 16w..16w+15 in the mma.sync m16n8k{16,8,32} A layout."""
-    if kind == "16bit":      # 4 x .f16x2, m16n8k16 A (facts §1)
+    if kind == "16bit":      # 4 x .f16x2, m16n8k16 A (docs/ptx_facts/mma_sync.md §1)
         i = np.arange(8)[None, :]
         row = GROUP[:, None] + 8 * ((i >> 1) & 1)
         col = 2 * IN_GROUP[:, None] + (i & 1) + 8 * (i >> 2)
-    elif kind == "tf32":     # 4 x .b32, m16n8k8 tf32 A (facts §2a)
+    elif kind == "tf32":     # 4 x .b32, m16n8k8 tf32 A (docs/ptx_facts/mma_sync.md §2a)
         i = np.arange(4)[None, :]
         row = GROUP[:, None] + 8 * (i & 1)
         col = IN_GROUP[:, None] + 4 * (i >> 1)
-    else:                    # 4 x .b32 of 4 bytes, m16n8k32 8-bit A (facts §2b)
+    else:                    # 4 x .b32 of 4 bytes, m16n8k32 8-bit A (docs/ptx_facts/mma_sync.md §2b)
         i = np.arange(16)[None, :]
         row = GROUP[:, None] + 8 * ((i >> 2) & 1)
         col = 4 * IN_GROUP[:, None] + (i & 3) + 16 * (i >> 3)

@@ -109,7 +109,8 @@ class FragmentLoader:
         return Addr(reg, imm + extra)
 
     def _round_tf32(self, regs: tuple[VReg, ...] | list[VReg]) -> None:
-        if self.g.dtype == "tf32":  # ptx_facts §2a: round f32 inputs to tf32 (ties away)
+        # round f32 inputs to tf32 (ties away), docs/ptx_facts/mma_sync.md §2a
+        if self.g.dtype == "tf32":
             for r in regs:
                 self.b.emit("cvt.rna.tf32.f32", r, r, ndefs=1)
 

@@ -1,5 +1,6 @@
 """The sm_80 instruction families as tables and thin wrappers: mma.sync, ldmatrix and the
-cp.async group protocol (ptx_facts.md §1, §4). Every copy takes an optional guard predicate
+cp.async group protocol (docs/ptx_facts/mma_sync.md §1, shared_memory.md §4,
+cp_async.md §5). Every copy takes an optional guard predicate
 and cp.async an optional zero-fill src-size, so edge tiles need no new emitters."""
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Fragment layouts and ldmatrix address roles as data (ptx_facts.md §1, §2, §4); the shared-memory
-swizzle these tiles use is ../swizzle.py (§8).
+"""Fragment layouts and ldmatrix address roles as data (docs/ptx_facts/mma_sync.md §1, §2;
+shared_memory.md §4); the shared-memory swizzle these tiles use is ../swizzle.py
+(docs/ptx_facts/shared_memory.md §8).
 
 Each table maps a lane (and register/half) to matrix coordinates, written as index
 expressions so the lowering emits them and the tests evaluate them cell by cell.
@@ -35,7 +36,8 @@ def mma_c_coord(reg: int) -> tuple[Expr, Expr]:
     return GROUP + 8 * (reg >> 1), 2 * THREAD_IN_GROUP + (reg & 1)
 
 
-# --- per-element fragment tables: m16n8k8 tf32 (§2a) and m16n8k32 s8/u8 (§2b) -------------------
+# --- per-element fragment tables: m16n8k8 tf32 and m16n8k32 s8/u8 -------------------------------
+# (docs/ptx_facts/mma_sync.md §2a, §2b)
 @dataclass(frozen=True)
 class FragmentTable:
     """Which operand element each lane holds in each fragment register.
@@ -116,7 +118,7 @@ def ldmatrix_received(lane: int, trans: bool) -> tuple[int, int, int, int]:
     """ISA rule: (row, col) pairs of matrix j that lane receives in (lo, hi) halves.
 
     Returns (row_lo, col_lo, row_hi, col_hi) within the 8x8 matrix, where the matrix's row r
-    is the 16 bytes at the address lane 8j+r supplied (ptx_facts.md §4).
+    is the 16 bytes at the address lane 8j+r supplied (docs/ptx_facts/shared_memory.md §4).
     """
     if not trans:
         return lane >> 2, 2 * (lane & 3), lane >> 2, 2 * (lane & 3) + 1

@@ -1,4 +1,5 @@
-"""The wmma instruction family (m16n16k16) as tables and thin wrappers (ptx_facts.md §3).
+"""The wmma instruction family (m16n16k16) as tables and thin wrappers
+(docs/ptx_facts/mma_sync.md §3).
 
 Fragments are opaque: these wrappers only move whole fragments, never look inside one.
 """

@@ -1,9 +1,9 @@
 """The wmma instruction path: wmma.load / wmma.mma / wmma.store m16n16k16 instead of mma.sync.
 
-wmma fragments are opaque (ptx_facts.md §3): the element-to-lane mapping is unspecified, so the
-lowering never looks inside one. Operands load straight from the plain or padded stage tiles
-(every row 32-byte aligned) with a stride, and results leave only through wmma.store.d into the
-shared staging tile, which the staged epilogue then drains with 16-byte stores.
+wmma fragments are opaque (docs/ptx_facts/mma_sync.md §3): the element-to-lane mapping is
+unspecified, so the lowering never looks inside one. Operands load straight from the plain or padded
+stage tiles (every row 32-byte aligned) with a stride, and results leave only through wmma.store.d
+into the shared staging tile, which the staged epilogue then drains with 16-byte stores.
 
 Split-K partial tiles go to the global workspace with wmma.store.d and come back with
 wmma.load.c, both row-major with the same stride: a load.c of what a store.d wrote gives each

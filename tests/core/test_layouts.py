@@ -1,4 +1,4 @@
-"""The emitter's layout tables, checked cell by cell against ptx_facts.md (§1, §4, §8).
+"""The emitter's layout tables, checked cell by cell against docs/ptx_facts/ (§1, §4, §8).
 
 The expected values are written here from the fact sheet's tables, independently of
 `ptxgen.emit.sm80.layouts`, and the ldmatrix rule is re-derived from the ISA text.

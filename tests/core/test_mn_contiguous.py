@@ -60,7 +60,7 @@ def wavefronts(k: ptxgen.Kernel, res, family: str) -> tuple[int, int]:
 
 # -- the address plan reads exactly what the copies wrote ---------------------------------------
 def sheet_positions(dtype: str, name: str, lane: np.ndarray) -> list[list[tuple[np.ndarray, np.ndarray]]]:
-    """ptx_facts §2a/§2b, written out here: [reg][elem] -> (mn, k) per lane."""
+    """docs/ptx_facts/mma_sync.md §2a/§2b, written out here: [reg][elem] -> (mn, k) per lane."""
     g, t = lane >> 2, lane & 3
     if dtype == "tf32" and name == "A":  # a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]
         return [[(g, t)], [(g + 8, t)], [(g, t + 4)], [(g + 8, t + 4)]]

@@ -62,7 +62,7 @@ def _plain(x: Any) -> Any:
 
 def record(test: str, **payload: Any) -> None:
     """Append one observation (what hardware returned) as a JSON line, and print a summary, so
-    ptx_facts.md and the simulator can be corrected from a GPU session's output."""
+    docs/ptx_facts/ and the simulator can be corrected from a GPU session's output."""
     line = {"test": test, **_plain(payload)}
     path = report_path()
     try:

@@ -2,7 +2,7 @@
 
 Each `Case` is run twice by tests/gpu (on hardware with `ptxgen.runtime.launch_ptx` and in
 `ptxgen.sim.launch`) and once by tests/runtime (simulator only, no GPU), so the probe PTX and
-the expectations derived from ptx_facts.md are checked before any GPU session.
+the expectations derived from docs/ptx_facts/ are checked before any GPU session.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class Case:
     block: tuple[int, int, int]
     make: Callable[[int], tuple[list, dict]]  # seed -> (launch args, context for checks)
     out: int  # index of the output argument
-    expected: Callable[[dict], np.ndarray]  # what ptx_facts.md predicts for the output argument
+    expected: Callable[[dict], np.ndarray]  # what docs/ptx_facts/ predicts for the output argument
     exact: bool = True
     close: Callable[[dict, np.ndarray, np.ndarray], np.ndarray] | None = None  # elementwise ok mask
     dynamic_smem: int = 0
@@ -166,7 +166,7 @@ def _mma_reference(spec: MmaSpec, a, b, c) -> np.ndarray:
             d = np.clip(d, np.iinfo(np.int32).min, np.iinfo(np.int32).max)
         return (d & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
     ad, bd = a.astype(np.float64), b.astype(np.float64)
-    if spec.in_kind == "tf32":  # facts §2a: low 13 bits ignored (truncated)
+    if spec.in_kind == "tf32":  # docs/ptx_facts/mma_sync.md §2a: low 13 bits ignored (truncated)
         ad = (a.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
         bd = (b.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
     return (ad @ bd + c.astype(np.float64)).astype(_NP[spec.acc])
@@ -189,7 +189,7 @@ def mma_case(key: str, mode: str = "exact") -> Case:
 
     def close(ctx, got, want):
         """Hardware and simulator accumulate in unspecified order: allow a few f32/f16 ulps
-        of the sum of magnitudes, per element (facts §1 'Numerics')."""
+        of the sum of magnitudes, per element (docs/ptx_facts/mma_sync.md §1 'Numerics')."""
         g = _from_bits(spec.c.unpack(got), dacc).astype(np.float64)
         w = _from_bits(spec.c.unpack(want), dacc).astype(np.float64)
         scale = np.abs(ctx["A"].astype(np.float64)) @ np.abs(ctx["B"].astype(np.float64)) + \

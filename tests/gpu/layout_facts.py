@@ -1,4 +1,4 @@
-"""The fragment layouts of /work/shared/ptx_facts.md §1, §2 and §4, written out independently
+"""The fragment layouts of docs/ptx_facts/ §1, §2 and §4, written out independently
 of ptxgen (so the GPU tests can judge the facts sheet, the simulator and the emitter alike).
 
 Notation: lane = %laneid, g = lane >> 2, t = lane & 3. A fragment map takes (lane, i) for the

@@ -1,6 +1,6 @@
 """Layout micro-tests on hardware: each hand-written probe (mma.sync shapes, ldmatrix forms,
 cp.async zero-fill) runs on the GPU and in ptxgen.sim; both are compared element by element,
-and the hardware result is checked against ptx_facts.md. Disagreements are recorded
+and the hardware result is checked against docs/ptx_facts/. Disagreements are recorded
 (gpu_helpers.record) with what hardware returned, so the facts sheet can be corrected."""
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_probe_hardware_vs_simulator_vs_facts(name):
 
 
 def test_ldmatrix_x1_ignores_upper_lane_addresses():
-    """facts §4: on sm_80+ only lanes 0-7 supply addresses for .x1; others are ignored."""
+    """docs/ptx_facts/shared_memory.md §4: on sm_80+ only lanes 0-7 supply addresses for .x1; others are ignored."""
     case = CASES["ldmatrix_x1"]
     args, ctx = case.make(5)
     base = [a.copy() for a in args]

@@ -1,6 +1,6 @@
 """The GPU layout probes (tests/gpu/layout_cases.py), checked without a GPU: their PTX must
 assemble, the facts-sheet encodings must be bijections, and the simulator must produce what
-ptx_facts.md predicts. On a GPU session the same cases run on hardware too."""
+docs/ptx_facts/ predicts. On a GPU session the same cases run on hardware too."""
 from __future__ import annotations
 
 import sys
@@ -30,7 +30,7 @@ def test_fragments_cover_each_element_once(key):
 
 
 def test_ldmatrix_expectation_matches_mma_a_fragment():
-    # facts §4: A 16x16 row-major, .x4 no-trans, lane l -> &A[l % 16][8 * (l // 16)] gives Ra0..Ra3
+    # docs/ptx_facts/shared_memory.md §4: A 16x16 row-major, .x4 no-trans, lane l -> &A[l % 16][8 * (l // 16)] gives Ra0..Ra3
     a = np.arange(256, dtype=np.uint16).reshape(16, 16)
     tile = np.concatenate([a[:, :8], a[:, 8:]])  # tile rows 0-15: A[:, :8], rows 16-31: A[:, 8:]
     rows = np.array([(l % 16) + 16 * (l // 16) for l in range(32)])
@@ -56,7 +56,7 @@ def test_simulator_matches_facts(name):
         args, ctx = L.run(case, sim.launch, seed)
         got, want = args[case.out], case.expected(ctx)
         ok = L.agree(case, ctx, got, want)
-        assert ok.all(), (f"{name}: simulator disagrees with ptx_facts.md at {np.argwhere(~ok)[:8].tolist()}"
+        assert ok.all(), (f"{name}: simulator disagrees with docs/ptx_facts/ at {np.argwhere(~ok)[:8].tolist()}"
                           f"\ngot:\n{got}\nwant:\n{want}")
 
 

@@ -1,7 +1,7 @@
 """A hand-designed multistage tensor-core GEMM tile kernel, written out as PTX text.
 
 It is the simulator's stress test (and bench/sim_speed.py's workload): cp.async.cg 16-byte copies
-into a 3-stage shared ring with a 128-byte XOR swizzle (facts §8), ldmatrix.x4 fragments (§4),
+into a 3-stage shared ring with a 128-byte XOR swizzle (docs/ptx_facts/shared_memory.md §8), ldmatrix.x4 fragments (§4),
 mma.sync m16n8k16 f16->f32 (§1) and st.global.v2.f32. One CTA of 4 warps (2x2) computes a 128x128
 tile of C = A @ B with A (M x K, row-major f16) and B given as Bt (N x K, row-major f16).
 M, N, K are baked into the text; the k loop is a real PTX loop with a CTA-uniform branch.

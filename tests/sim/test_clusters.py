@@ -371,7 +371,7 @@ def multicast(swizzle: str, mask: int = 3, body: str = MULTICAST):
 def test_tma_multicast_lands_the_box_in_every_masked_cta(swizzle):
     a, box, (r, c), raw = multicast(swizzle)
     offs = np.arange(1024)
-    physical = offs ^ (((offs >> 7) & SPAN[swizzle]) << 4)      # 16-byte chunk XOR row (facts §9d)
+    physical = offs ^ (((offs >> 7) & SPAN[swizzle]) << 4)      # 16-byte chunk XOR row (docs/ptx_facts/tma.md §9d)
     want = a[r:r + box[0], c:c + box[1]]
     for rank in range(2):
         assert np.array_equal(raw[rank][physical].view(np.float16).reshape(box), want)

@@ -1,4 +1,4 @@
-"""cp.async: sizes, zero-fill, commit groups, waits, and the hazards around them (facts §5)."""
+"""cp.async: sizes, zero-fill, commit groups, waits, and the hazards around them (docs/ptx_facts/cp_async.md §5)."""
 from __future__ import annotations
 
 import numpy as np

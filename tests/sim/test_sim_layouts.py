@@ -1,6 +1,6 @@
 """The simulator's fragment tables, checked cell by cell against the tables of the PTX facts sheet.
 
-The expected tables below are transcribed from /work/shared/ptx_facts.md §1, §2 and §4 as written
+The expected tables below are transcribed from docs/ptx_facts/ §1, §2 and §4 as written
 there (register -> element), not derived from the simulator's formulas.
 """
 from __future__ import annotations

@@ -61,7 +61,7 @@ def test_stmatrix_places_fragments_as_the_sheet_says(count, trans):
         for lane in range(32):
             for h in range(2):
                 g, t = lane >> 2, lane & 3
-                r, c = (2 * t + h, g) if trans else (g, 2 * t + h)     # facts §4, inverted
+                r, c = (2 * t + h, g) if trans else (g, 2 * t + h)     # docs/ptx_facts/shared_memory.md §4, inverted
                 assert halves[(j * MAT_STRIDE + r * ROW_STRIDE) // 2 + c] == regs[lane, j, h]
 
 

@@ -54,7 +54,7 @@ def image_kmajor_none(mat: np.ndarray, lbo: int, sbo: int) -> np.ndarray:
 
 
 def d_unpack(regs: np.ndarray, n: int) -> np.ndarray:
-    """(128, n/2) accumulator values -> 64 x n via facts §9a."""
+    """(128, n/2) accumulator values -> 64 x n via docs/ptx_facts/wgmma.md §9a."""
     out = np.zeros((64, n), dtype=regs.dtype)
     for th in range(128):
         w, lane = divmod(th, 32)
@@ -65,7 +65,7 @@ def d_unpack(regs: np.ndarray, n: int) -> np.ndarray:
 
 
 def a_pack(a: np.ndarray) -> np.ndarray:
-    """64 x 16 f16 -> (128 threads, 8 halves) in the m16n8k16 A layout per warp (facts §1, §9a)."""
+    """64 x 16 f16 -> (128 threads, 8 halves) in the m16n8k16 A layout per warp (docs/ptx_facts/mma_sync.md §1, §9a)."""
     out = np.zeros((128, 8), dtype=np.float16)
     for th in range(128):
         w, lane = divmod(th, 32)

@@ -199,7 +199,7 @@ def tune(gemm: Gemm, arch: str = "sm_80", *, top: int = 8, repeats: int = 20, wa
     result = TuneResult(gemm, arch, candidates + spilled, candidates[0].schedule if candidates else ranked[0].schedule,
                         "cost model", device, notes)
     if timed:
-        best = min(timed, key=lambda c: c.measured_s)  # type: ignore[arg-type, return-value]
+        best = min(timed, key=lambda c: c.measured_s)  # type: ignore[arg-type, return-value]  # ties: the model's order
         result.winner, result.source = best.schedule, "measured"
         if save and device is not None:
             entry = tuning_cache.Entry(best.schedule, float(best.measured_s), device,  # type: ignore[arg-type]

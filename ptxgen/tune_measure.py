@@ -114,19 +114,19 @@ class DeviceMeasure:
         from .runtime.launch import prepare_launch
 
         g = k.gemm
+        lead = (g.batch,) if g.batch > 1 else ()
+        out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
+        if c is not None:
+            out[...] = c
+        dev = {name: _to_device(x) for name, x in (("a", a), ("b", b), ("c", out), ("bias", bias),
+                                                   ("scale", scale)) if x is not None}
+        run = prepare_launch(k, dev["a"], dev["b"], dev["c"], 0, bias=dev.get("bias"), scale=dev.get("scale"))
+        flush = drv.DeviceBuffer(2 * _l2_bytes())
         start, end = drv._call("cuEventCreate", 0), drv._call("cuEventCreate", 0)
         try:
             drv._call("cuEventRecord", start, 0)  # can this driver time at all? (before any launch)
             drv._call("cuEventRecord", end, 0)
             _elapsed_s(start, end)
-            lead = (g.batch,) if g.batch > 1 else ()
-            out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
-            if c is not None:
-                out[...] = c
-            dev = {name: _to_device(x) for name, x in (("a", a), ("b", b), ("c", out), ("bias", bias),
-                                                       ("scale", scale)) if x is not None}
-            run = prepare_launch(k, dev["a"], dev["b"], dev["c"], 0, bias=dev.get("bias"), scale=dev.get("scale"))
-            flush = drv.DeviceBuffer(2 * _l2_bytes())
             for _ in range(self.warmup):
                 run()
             times = []
@@ -136,8 +136,8 @@ class DeviceMeasure:
                 run()
                 drv._call("cuEventRecord", end, 0)
                 times.append(_elapsed_s(start, end))
-            flush.free()
             return statistics.median(times)
         finally:
+            flush.free()
             for ev in (start, end):
                 drv._driver().cuEventDestroy(ev)

@@ -137,8 +137,13 @@ def stand_in(monkeypatch):
     return tuning_cache.current_device()
 
 
-def test_through_the_stand_in_each_candidate_is_checked_then_timing_is_unavailable(stand_in):
-    g = ptxgen.Gemm(32, 48, 40)  # edges on every side, small enough to simulate every CTA
+@pytest.mark.parametrize("g", [
+    ptxgen.Gemm(32, 48, 40),  # edges on every side, small enough to simulate every CTA
+    ptxgen.Gemm(32, 48, 40, a_layout="col", b_layout="row", epilogue=ptxgen.Epilogue(beta=1.0, bias="col"), batch=2),
+], ids=["tn", "nt-beta-bias-batched"])
+def test_through_the_stand_in_each_candidate_is_checked_then_timing_is_unavailable(stand_in, g):
+    """The real launch path checks each candidate; the timed launches' device operands (strided,
+    column-major, batched, the epilogue's vectors) are prepared before the driver refuses timing."""
     with cache_dir() as d:
         r = tune(g, "sm_90", top=2, repeats=1, warmup=0, progress=False)
         assert entries(d) == []  # nothing measured, nothing cached

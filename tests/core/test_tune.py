@@ -220,3 +220,15 @@ def test_cli_tune_errors_are_one_line(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and err.startswith("ptxgen: ")
+
+
+def test_the_progress_bar_counts_candidates():
+    import io
+
+    from ptxgen.progress import ProgressBar
+
+    out = io.StringIO()
+    bar = ProgressBar(3, stream=out, label="tuning", unit="candidates", delay=0.0, tick=60.0)
+    bar(1)
+    bar.close()
+    assert "tuning: 1/3 candidates [" in out.getvalue()

@@ -1,5 +1,6 @@
-"""`ptxgen.tune(gemm, arch)` (this module is `ptxgen.tuner`, so the function does not shadow it): rank the legal schedules with the cost model, measure the best `top`
-on a GPU, and cache the measured winner for later `compile(gemm, arch)` calls.
+"""`ptxgen.tune(gemm, arch)`: rank the legal schedules with the cost model, measure the best `top`
+on a GPU, and cache the measured winner for later `compile(gemm, arch)` calls. (The module is
+`ptxgen.tuner`, so the function `ptxgen.tune` does not shadow it.)
 
     result = ptxgen.tune(ptxgen.Gemm(4096, 4096, 4096), "sm_80", top=8)
     print("\\n".join(result.lines())); result.winner
@@ -75,16 +76,13 @@ class TuneResult:
         for i, c in enumerate(self.candidates, 1):
             measured = f"{c.measured_s * 1e6:8.1f} us" if c.measured_s is not None else f"{'-':>10}"
             mark = " <- winner" if c.schedule == self.winner and c.status in ("ok", "not measured",
-                                                                               TIMING_STATUS) else ""
+                                                                               TIMING_UNAVAILABLE) else ""
             status = c.status + (f": {c.reason}" if c.reason and c.status not in ("ok",) else "")
             out.append(f"  {i:>2}  {describe_schedule(c.schedule):<{width}}  {c.predicted_s * 1e6:7.1f} us  "
                        f"{measured}  {status}{mark}")
         out.append(f"winner: {describe_schedule(self.winner)} ({self.source})"
                    + (f"; cached in {self.cached_at}" if self.cached_at else ""))
         return out
-
-
-TIMING_STATUS = TIMING_UNAVAILABLE
 
 
 def _measure_item(shared: tuple[Measure, Gemm, str], schedule: Schedule) -> Measurement:
@@ -192,7 +190,7 @@ def tune(gemm: Gemm, arch: str = "sm_80", *, top: int = 8, repeats: int = 20, wa
         device = devices[0] if len(devices) == 1 else None
         if len(devices) > 1:
             notes.append(f"  measured on different devices ({', '.join(devices)}): not cached")
-        if any(m.status == TIMING_STATUS for m in results):
+        if any(m.status == TIMING_UNAVAILABLE for m in results):
             notes.append(f"  {TIMING_UNAVAILABLE}: candidates were checked through the real launch path, "
                          "not timed; the winner is the model's")
     timed = [c for c in candidates if c.status == "ok" and c.measured_s is not None]

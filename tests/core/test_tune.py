@@ -163,6 +163,7 @@ def test_compile_without_a_schedule_uses_the_cached_winner_for_this_device(stand
         k = ptxgen.compile(GEMM, arch="sm_80")
         assert k.schedule == r.winner
         assert k.choice.source.startswith(f"tuning cache (measured 50.0 us on {stand_in}")
+        assert k.choice.lines()[0].startswith(f"chosen     {describe_schedule(r.winner)}, from the tuning cache")
         # a neighbour in the same power-of-two bucket (and alignments) takes it too; another dtype's class does not
         assert ptxgen.compile(ptxgen.Gemm(60, 56, 40), arch="sm_80").choice.source.startswith("tuning cache")
         assert ptxgen.compile(ptxgen.Gemm(64, 64, 64, dtype="bf16"), arch="sm_80").choice.source == "cost model"

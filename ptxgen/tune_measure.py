@@ -83,12 +83,17 @@ class DeviceMeasure:
     seed: int = 0
 
     def __call__(self, g: Gemm, s: Schedule, arch: str) -> Measurement:
-        from .check import check_kernel, random_epilogue_operands, random_operands, random_scale
         from .compile import compile as compile_kernel
+
+        return self.measure_kernel(compile_kernel(g, s, arch))
+
+    def measure_kernel(self, k: Any) -> Measurement:
+        """Check the compiled kernel `k` against the reference of `k.gemm`, then time it."""
+        from .check import check_kernel, random_epilogue_operands, random_operands, random_scale
         from .runtime import driver as drv
 
+        g = k.gemm
         device = drv.context().name
-        k = compile_kernel(g, s, arch)
         a, b = random_operands(g, self.seed)
         c, bias = random_epilogue_operands(g)
         scale = random_scale(g)

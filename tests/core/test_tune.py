@@ -233,3 +233,20 @@ def test_the_progress_bar_counts_candidates():
     bar(1)
     bar.close()
     assert "tuning: 1/3 candidates [" in out.getvalue()
+
+
+def test_a_wrong_kernel_is_dropped_by_the_check_before_any_timing(stand_in):
+    """A kernel whose PTX computes 2·A@B while its gemm says A@B (alpha is baked into the PTX) is
+    caught by the reference check through the launch path: "wrong", never timed."""
+    import dataclasses
+
+    from ptxgen.tune_measure import DeviceMeasure
+
+    g = ptxgen.Gemm(32, 48, 40)
+    s = choose(g, "sm_90").schedule
+    doubled = ptxgen.compile(dataclasses.replace(g, epilogue=ptxgen.Epilogue(alpha=2.0)), s, "sm_90")
+    wrong = dataclasses.replace(doubled, gemm=g)
+    m = DeviceMeasure(repeats=1, warmup=0).measure_kernel(wrong)
+    assert m.status == "wrong" and m.time_s is None and "FAIL" in m.reason and m.device == stand_in
+    right = DeviceMeasure(repeats=1, warmup=0).measure_kernel(ptxgen.compile(g, s, "sm_90"))
+    assert right.status == TIMING_UNAVAILABLE

@@ -175,6 +175,9 @@ def tune(gemm: Gemm, arch: str = "sm_80", *, top: int = 8, repeats: int = 20, wa
             notes.append(f"  no GPU here ({reason}): ranked by the cost model only, nothing measured or cached")
         else:
             measure, workers = DeviceMeasure(repeats, warmup), Workers.of(1)
+            slow = stand_in_warning(gemm, arch, [c.schedule for c in candidates])
+            if slow:
+                print(f"ptxgen tune: {slow}", file=stream)
     device = None
     if measure is not None and workers is not None:
         on_result, bar = _bar(progress, len(candidates), stream)
@@ -205,6 +208,27 @@ def tune(gemm: Gemm, arch: str = "sm_80", *, top: int = 8, repeats: int = 20, wa
             path = tuning_cache.store(gemm, arch, entry)
             result.cached_at = str(path) if path else None
     return result
+
+
+#: Warn before checking candidates on the stand-in driver when that takes longer than this (seconds).
+SLOW_STAND_IN_S = 60.0
+
+
+def stand_in_warning(g: Gemm, arch: str, schedules: list[Schedule]) -> str | None:
+    """What checking `schedules` costs on the simulator-backed stand-in (each candidate's whole grid
+    runs on the CPU simulator), when it is over SLOW_STAND_IN_S; None on a real driver or when quick."""
+    from .compile import compile as compile_kernel
+    from .progress import duration
+    from .runtime import simdriver
+    from .simulate import estimate_seconds
+
+    if not simdriver.selected():
+        return None
+    seconds = sum(estimate_seconds(compile_kernel(g, s, arch)) for s in schedules)
+    if seconds <= SLOW_STAND_IN_S:
+        return None
+    return (f"PTXGEN_DRIVER=sim: checking {len(schedules)} candidates runs each whole grid on the CPU simulator, "
+            f"about {duration(seconds)} (it cannot time them); fix: a smaller shape or --top, or a GPU")
 
 
 def cached_choice(g: Gemm, arch: str) -> Choice | None:

@@ -250,3 +250,16 @@ def test_a_wrong_kernel_is_dropped_by_the_check_before_any_timing(stand_in):
     assert m.status == "wrong" and m.time_s is None and "FAIL" in m.reason and m.device == stand_in
     right = DeviceMeasure(repeats=1, warmup=0).measure_kernel(ptxgen.compile(g, s, "sm_90"))
     assert right.status == TIMING_UNAVAILABLE
+
+
+def test_checking_big_candidates_on_the_stand_in_is_announced(stand_in, monkeypatch):
+    from ptxgen.tuner import stand_in_warning
+
+    big = ptxgen.Gemm(2048, 2048, 2048)
+    schedules = [choose(big, "sm_90", check_spills=False).schedule]
+    warning = stand_in_warning(big, "sm_90", schedules)
+    assert warning and "whole grid on the CPU simulator" in warning and "fix: a smaller shape" in warning
+    assert stand_in_warning(ptxgen.Gemm(32, 48, 40), "sm_90", [choose(ptxgen.Gemm(32, 48, 40), "sm_90").schedule]) \
+        is None
+    monkeypatch.delenv("PTXGEN_DRIVER")
+    assert stand_in_warning(big, "sm_90", schedules) is None  # a real driver times them

@@ -263,3 +263,10 @@ def test_checking_big_candidates_on_the_stand_in_is_announced(stand_in, monkeypa
         is None
     monkeypatch.delenv("PTXGEN_DRIVER")
     assert stand_in_warning(big, "sm_90", schedules) is None  # a real driver times them
+
+
+def test_cli_tune_on_a_ray_cluster_without_gpus_is_a_usage_error(local_ray, capsys):
+    assert main(["tune", "--shape", "64x64x64", "--top", "2", "--ray"]) == 2
+    err = capsys.readouterr().err
+    assert "--ray: the cluster cannot measure" in err and "has 0" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

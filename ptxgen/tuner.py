@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
+from .errors import ScheduleError
 from .progress import ProgressArg, ProgressBar
 from .scaleout import Workers, spread
 from .schedule.choose import Choice, Ranked, _order, assembled_resources, describe_schedule, rank
@@ -35,6 +36,8 @@ Measure = Callable[[Gemm, Schedule, str], Measurement]
 
 #: Ranked candidates examined at most (per `top`) while dropping the ones that spill.
 SPILL_LOOKAHEAD = 3
+#: Statuses that take a candidate out of the running, measured or not.
+BAD = ("wrong", "failed")
 
 
 @dataclass
@@ -75,8 +78,7 @@ class TuneResult:
         out.append(f"  {'#':>2}  {'schedule':<{width}}  {'predicted':>10}  {'measured':>10}  status")
         for i, c in enumerate(self.candidates, 1):
             measured = f"{c.measured_s * 1e6:8.1f} us" if c.measured_s is not None else f"{'-':>10}"
-            mark = " <- winner" if c.schedule == self.winner and c.status in ("ok", "not measured",
-                                                                               TIMING_UNAVAILABLE) else ""
+            mark = " <- winner" if c.schedule == self.winner and c.status not in BAD + ("dropped",) else ""
             status = c.status + (f": {c.reason}" if c.reason and c.status not in ("ok",) else "")
             out.append(f"  {i:>2}  {describe_schedule(c.schedule):<{width}}  {c.predicted_s * 1e6:7.1f} us  "
                        f"{measured}  {status}{mark}")
@@ -159,6 +161,9 @@ def tune(gemm: Gemm, arch: str = "sm_80", *, top: int = 8, repeats: int = 20, wa
     stream = stream or sys.stderr
     ranked = rank(gemm, arch)
     candidates, spilled = _without_spills(gemm, arch, ranked, top)
+    if not candidates:
+        raise ScheduleError("schedule", None, f"the {len(spilled)} best-ranked schedules all spill registers for "
+                            f"this problem on {arch}", "give a schedule with a smaller warp tile explicitly")
     notes = [f"  {len(ranked)} legal schedules ranked by the cost model; the best {len(candidates)} shown"]
     workers = None
     if measure is not None:
@@ -197,8 +202,12 @@ def tune(gemm: Gemm, arch: str = "sm_80", *, top: int = 8, repeats: int = 20, wa
             notes.append(f"  {TIMING_UNAVAILABLE}: candidates were checked through the real launch path, "
                          "not timed; the winner is the model's")
     timed = [c for c in candidates if c.status == "ok" and c.measured_s is not None]
-    result = TuneResult(gemm, arch, candidates + spilled, candidates[0].schedule if candidates else ranked[0].schedule,
-                        "cost model", device, notes)
+    usable = [c for c in candidates if c.status not in BAD]
+    if len(usable) < len(candidates) and not usable:
+        notes.append("  every measured candidate gave a wrong result or failed to run: this is a bug in ptxgen, "
+                     "please report it with this table; the model's pick stands")
+    result = TuneResult(gemm, arch, candidates + spilled, (usable or candidates)[0].schedule, "cost model", device,
+                        notes)
     if timed:
         best = min(timed, key=lambda c: c.measured_s)  # type: ignore[arg-type, return-value]  # ties: the model's order
         result.winner, result.source = best.schedule, "measured"

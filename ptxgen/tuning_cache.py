@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .runtime.cache import CacheWarning, default_dir, enabled
+from .runtime.cache import STALE_SECONDS, CacheWarning, default_dir, enabled
 from .schedule.problem import Gemm
 from .schedule.schedule import Schedule
 
@@ -99,7 +99,22 @@ def tuning_dir(create: bool = False) -> Path | None:
             _warn_once(f"mkdir:{d}", f"ptxgen tuning cache directory {d} is unusable ({e}); the tuned winner is "
                                      "not saved. Fix: point PTXGEN_CACHE_DIR at a writable directory")
             return None
+        sweep_temp_files(d)
     return d
+
+
+def sweep_temp_files(d: Path, now: float | None = None) -> int:
+    """Remove temp files older than STALE_SECONDS (their writer was killed: a write takes milliseconds)."""
+    now = time.time() if now is None else now
+    removed = 0
+    try:
+        for p in d.iterdir():
+            if p.name.endswith(PART) and now - p.stat().st_mtime > STALE_SECONDS:
+                p.unlink()
+                removed += 1
+    except OSError:  # gone already, or read-only: store() says so
+        pass
+    return removed
 
 
 def schedule_to_json(s: Schedule) -> dict[str, Any]:

@@ -128,3 +128,14 @@ def test_ptxgen_cache_0_reads_and_writes_nothing(cache, monkeypatch):
     g = ptxgen.Gemm(100, 200, 300)
     assert tuning_cache.store(g, "sm_80", entry(), tools="t") is None
     assert not cache.exists() and not tuning_cache.has_entries()
+
+
+def test_a_killed_writers_temp_file_is_swept_once_stale(cache):
+    cache.mkdir(parents=True)
+    old, fresh = cache / ".tmp-1-x.tuning.part", cache / ".tmp-2-y.tuning.part"
+    for p in (old, fresh):
+        p.write_text("{")
+    stale = os.path.getmtime(old) - tuning_cache.STALE_SECONDS - 5
+    os.utime(old, (stale, stale))
+    tuning_cache.store(ptxgen.Gemm(100, 200, 300), "sm_80", entry(), tools="t")
+    assert not old.exists() and fresh.exists()  # a fresh one may be another process's write in flight

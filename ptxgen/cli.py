@@ -1,4 +1,4 @@
-"""`ptxgen emit | info | run`: the problem and schedule as flags, every flag with a default.
+"""`ptxgen emit | info | run | tune`: the problem and schedule as flags, every flag with a default.
 
 The CLI never shows a traceback: every failure a user can cause gets its own one-line message with
 the fix (`main`), flags are named as typed (`cli_flags.flag_text`), and anything unexpected is one
@@ -120,6 +120,21 @@ def _parser() -> argparse.ArgumentParser:
                    help="spread the simulated CTAs over a Ray cluster (needs pip install -e \".[cluster]\"): "
                         "ADDRESS of `ray start --head` (host:6379, or auto), or none for a local instance "
                         "(default: no Ray)")
+    t = sub.add_parser("tune", parents=[common],
+                       help="rank the legal schedules by the cost model, measure the best on the GPU, cache the winner")
+    t.add_argument("--top", default=8, type=positive("--top"),
+                   help="candidates measured, best predicted first (default 8)")
+    t.add_argument("--repeats", default=20, type=positive("--repeats"),
+                   help="timed launches per candidate; the median is kept (default 20)")
+    t.add_argument("--warmup", default=3, type=non_negative("--warmup"),
+                   help="untimed launches before timing each candidate (default 3)")
+    t.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="measure on the GPUs of a Ray cluster, one candidate per GPU at a time (needs pip install "
+                        "-e \".[cluster]\"): ADDRESS of `ray start --head` (host:6379, or auto), or none for a "
+                        "local instance (default: this machine's GPU)")
+    t.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="progress bar on stderr while measuring (default auto: when stderr is a terminal)")
+    t.add_argument("--no-save", action="store_true", help="do not write the winner to the tuning cache")
     return top
 
 
@@ -135,13 +150,18 @@ def layouts(args: argparse.Namespace) -> tuple[str, str]:
     return a, b
 
 
-def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
+def problem(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Gemm:
+    """The Gemm the problem flags describe."""
     m, n, k = args.shape or default_shape
     a_layout, b_layout = layouts(args)
     out_dtype = args.out_dtype or ("s32" if args.dtype in INTEGER_DTYPES else "f32")
-    gemm = Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
+    return Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
                 align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch,
                 bias_dtype=args.bias_dtype)
+
+
+def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
+    gemm = problem(args, default_shape)
     if all(getattr(args, flag) is None for flag in SCHEDULE_FLAGS):
         return compile_kernel(gemm, None, arch=args.arch)
     # warps and smem_layout left None take the instruction's defaults (Schedule.__post_init__)
@@ -205,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
                 return cmd_emit(args)
             if args.command == "info":
                 return cmd_info(args)
+            if args.command == "tune":
+                from .cli_tune import cmd_tune
+                return cmd_tune(args)
             from .cli_run import cmd_run
             return cmd_run(args)
     except KeyboardInterrupt:

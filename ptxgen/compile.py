@@ -141,8 +141,9 @@ def compile(gemm: Gemm, schedule: Schedule | None = None, arch: str = "sm_80") -
     invalid schedule (ScheduleTypeError, also a TypeError, for a field of the wrong type) and
     TypeError for arguments that are not a Gemm, a Schedule and an arch string (e.g. swapped).
 
-    Without a schedule the cost model chooses one (`schedule.choose`): the fastest predicted legal
-    schedule that assembles without spilling; `kernel.choice` says why."""
+    Without a schedule, the winner `ptxgen.tune` measured for this problem class on this machine's
+    GPU (the tuning cache), else the cost model's choice (`schedule.choose`): the fastest predicted
+    legal schedule that assembles without spilling; `kernel.choice` says which and why."""
     if schedule is None:
         return compile_chosen(gemm, arch)
     check_arguments("compile", gemm, schedule, arch)
@@ -165,7 +166,9 @@ def compile_chosen(gemm: Gemm, arch: str = "sm_80") -> Kernel:
                         f"{type(gemm).__name__}")
     if not isinstance(arch, str):
         raise TypeError(f"compile(gemm, schedule=None, arch): arch must be a string, got {type(arch).__name__}")
-    choice = choose(gemm, arch)
+    from .tuner import cached_choice
+
+    choice = cached_choice(gemm, arch) or choose(gemm, arch)
     kernel = choice.kernel or compile(gemm, choice.schedule, arch)
     choice.kernel = None  # the kernel holds its choice, not the other way round
     kernel.choice = choice

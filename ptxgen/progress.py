@@ -27,14 +27,16 @@ def duration(seconds: float) -> str:
 
 
 class ProgressBar:
-    """Draws `label: done/total CTAs [####    ] 40%  0:12 elapsed, ETA 0:18` on `stream`.
+    """Draws `label: done/total CTAs [####    ] 40%  0:12 elapsed, ETA 0:18` on `stream` (`unit`:
+    what is counted, CTAs for the simulator, candidates for `ptxgen tune`).
 
     On a terminal the line redraws in place; elsewhere (asked for with progress=True) a new line
     at most every `line_interval` seconds."""
 
     def __init__(self, total: int, *, estimate_s: float | None = None, stream: TextIO | None = None,
-                 label: str = "simulating", delay: float = 2.0, tick: float = 0.5, line_interval: float = 10.0):
-        self.total, self.estimate_s, self.label = max(total, 1), estimate_s, label
+                 label: str = "simulating", delay: float = 2.0, tick: float = 0.5, line_interval: float = 10.0,
+                 unit: str = "CTAs"):
+        self.total, self.estimate_s, self.label, self.unit = max(total, 1), estimate_s, label, unit
         self.stream = stream or sys.stderr
         self.delay, self.tick, self.line_interval = delay, tick, line_interval
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -64,7 +66,7 @@ class ProgressBar:
         frac = self.done / self.total
         bar = "#" * int(frac * 20)
         eta = self.eta(elapsed)
-        return (f"{self.label}: {self.done}/{self.total} CTAs [{bar:<20}] {frac:4.0%}  {duration(elapsed)} elapsed"
+        return (f"{self.label}: {self.done}/{self.total} {self.unit} [{bar:<20}] {frac:4.0%}  {duration(elapsed)} elapsed"
                 + (f", ETA {duration(eta)}" if eta is not None and self.done < self.total else ""))
 
     def draw(self, final: bool = False) -> None:

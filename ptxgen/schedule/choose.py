@@ -57,8 +57,9 @@ class Choice:
     def lines(self) -> list[str]:
         """What `ptxgen info` prints under `chosen`."""
         dev = device_model(self.arch)
-        out = [f"chosen     {describe_schedule(self.schedule)}, by the {self.source} over {self.considered} "
-               f"legal schedules for {dev.name}:",
+        how = (f"by the {self.source} over {self.considered} legal schedules for {dev.name}"
+               if self.source == "cost model" else f"from the {self.source}; the model for {dev.name} says")
+        out = [f"chosen     {describe_schedule(self.schedule)}, {how}:",
                f"           {self.prediction.summary()}"]
         if not self.registers_checked:
             out.append("           (no assembler: registers are the verifier's estimate, spills unchecked)")

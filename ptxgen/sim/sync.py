@@ -257,8 +257,10 @@ def group_by_clock(model: SyncModel, words: np.ndarray, tids: np.ndarray, n: int
 
 
 def check_scope(scope: str | None, fail) -> bool:
-    """True if the scope reaches other CTAs (.gpu/.sys); .cluster is not simulated."""
+    """True if the scope reaches other CTAs (.gpu/.sys). A .cluster-scoped ld/st/fence of global
+    memory is not simulated (the cluster's shared memory is: .shared::cluster accesses)."""
     if scope == "cluster":
-        raise fail("scope .cluster is not supported (clusters are not simulated)")
+        raise fail("scope .cluster on this access is not simulated: use .gpu (a stronger scope, same result "
+                   "on one GPU), or .shared::cluster addresses for the cluster's shared memory")
     return scope in ("gpu", "sys")
 

@@ -107,6 +107,16 @@ def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, lay
     return v, v.batch_stride, v.host_span()
 
 
+def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView") -> list:
+    """`sim.TensorMap`s of A's (M, K) and B's (N, K) views with the boxes and swizzle the kernel's
+    tensor-map parameters must have (`Kernel.tensor_maps`); out-of-bounds boxes fill with zero."""
+    from . import sim
+
+    assert va.host is not None and vb.host is not None
+    views = {"A": va.host, "B": vb.host.T}  # B is column-major: its (N, K) view is K-major
+    return [sim.TensorMap(views[t.operand], t.box, swizzle=t.swizzle) for t in kernel.tensor_maps]
+
+
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
                    scale: Any = None, progress: ProgressArg = False, workers: Any = 1,
                    ray_address: str | None = None):
@@ -139,6 +149,9 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     for buf in inputs:
         buf.flags.writeable = False
     args = [buf_a, buf_b, buf_c, g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
+    if kernel.schedule.hopper:  # tensor maps by value instead of the A and B pointers (sm90/pipeline.py)
+        maps = sim_tensor_maps(kernel, va, vb)
+        args = [*maps, buf_c, g.m, g.n, g.k, vc.ld]
     if g.batch > 1:
         args += [sa, sb, sc]
     args += inputs[2:]

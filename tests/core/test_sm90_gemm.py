@@ -145,3 +145,16 @@ def test_built_hopper_schedules_match_numpy(data):
         assert not isinstance(e, LoweringNotBuilt), e   # the drawn subset is the built one
         return                                           # illegal (e.g. smem, box): the verifier's to explain
     check(g, s, seed=m * n + k)
+
+
+# -- ptxas (through nvJitLink) accepts it: no spills, no "wgmma serialized" warning -------------------
+@pytest.mark.parametrize("block, stages, out", [((64, 64, 64), 3, "f32"), ((64, 128, 64), 4, "f16"),
+                                                ((128, 128, 64), 3, "f16"), ((64, 256, 64), 3, "bf16")])
+def test_sm90_gemm_assembles_without_spills_or_serialised_wgmma(block, stages, out):
+    from ptxgen.runtime.assemble import assemble
+
+    k = ptxgen.compile(tn(4096, 4096, 4096, "f16", out), simple(block, stages), arch=ARCH)
+    r = assemble(k.ptx, ARCH, k.entry)
+    assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
+    log = r.log.lower()
+    assert "warning" not in log and "c7515" not in log and "c7511" not in log and "serializ" not in log, r.log

@@ -151,6 +151,8 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
     from ..kernel import PARAM_NAMES
 
     decls = parse_params(kernel.ptx, kernel.entry)
+    if kernel.schedule.hopper:
+        return _check_sm90_params(kernel, decls)
     types = [d.type for d in decls]
     epi = kernel.gemm.epi
     want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] * 3 if kernel.gemm.batch > 1 else []) + \
@@ -163,6 +165,42 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
                          f"strides when batched, .u64 bias and scale pointers when the epilogue has them, "
                          f"and .u64 workspace and counters for split-K / Stream-K")
     return decls
+
+
+def _check_sm90_params(kernel: "Kernel", decls: list[ParamDecl]) -> list[ParamDecl]:
+    """An sm_90a kernel takes its tensor maps (.b8 [128]), then C (.u64), M, N, K, ldc (.u32)."""
+    maps = len(kernel.tensor_maps)
+    ok = (len(decls) == maps + 5 and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
+          and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:]))
+    if not ok:
+        raise ValueError(f"entry {kernel.entry} declares parameters {[f'{d.name}:.{d.type}' for d in decls]}; "
+                         f"ptxgen's sm_90a kernels take {maps} tensor maps (.param .align 64 .b8 [128]), "
+                         "then C (.u64) and M, N, K, ldc (.u32)")
+    return decls
+
+
+class _DeviceMatrix:
+    """A 2-D device view (address, shape, byte strides) for `tensormaps.encode_tiled`."""
+
+    def __init__(self, address: int, shape: tuple[int, int], strides: tuple[int, int], dtype: np.dtype):
+        self.dtype = dtype
+        self.__cuda_array_interface__ = {"data": (address, True), "shape": shape, "strides": strides,
+                                         "typestr": dtype.str, "version": 3}
+
+
+def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, OperandView], ptrs: list[int]) -> list[bytes]:
+    """The CUtensorMaps of A's (M, K) and B's (N, K) views at device addresses `ptrs`, with the
+    boxes and swizzle of `kernel.tensor_maps` (cuTensorMapEncodeTiled through cuda-python)."""
+    from .tensormaps import encode_tiled
+
+    dtype = np.dtype(numpy_dtype(kernel.gemm.dtype))
+    out = []
+    for spec, v, ptr in zip(kernel.tensor_maps, views, ptrs):
+        (r, c), (sr, sc) = v.shape, v.strides
+        shape, strides = ((r, c), (sr, sc)) if spec.operand == "A" else ((c, r), (sc, sr))  # B: (N, K)
+        dev = _DeviceMatrix(ptr, shape, (strides[0] * dtype.itemsize, strides[1] * dtype.itemsize), dtype)
+        out.append(encode_tiled(dev, spec.box, swizzle=spec.swizzle).raw)
+    return out
 
 
 #: The epilogue's vector parameters: what each does to D (for messages).
@@ -319,6 +357,10 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
             drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
     if kernel.scratch_sizes(grid)[0]:
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
+    if kernel.schedule.hopper:  # tensor maps by value instead of A and B (emit/sm90/pipeline.py)
+        maps = sm90_tensor_maps(kernel, (av, bv), ptrs[:2])
+        plan.params = ParamBlock(decls, maps + [ptrs[2], g.m, g.n, g.k, cv.ld])
+        return plan
     strides = [v.batch_stride for v in (av, bv, cv)] if g.batch > 1 else []
     plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + strides + ptrs[3:])
     return plan

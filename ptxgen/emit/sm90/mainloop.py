@@ -77,7 +77,7 @@ class TmaWgmmaLoop:
         return lw.u32("add.u32", lw.bars, off)
 
     # -- the producer's half: one stage's copies ----------------------------------------------
-    def issue_stage(self, stage: VReg, kt: VReg, guard: VReg) -> None:
+    def issue_stage(self, stage: VReg, kt: VReg, guard: VReg | None) -> None:
         """Thread `guard` arms full[stage] for the stage's bytes and issues the TMA boxes of k-tile kt."""
         lw, b, plan = self.lw, self.b, self.plan
         bar = Addr(self.barrier(stage))
@@ -105,37 +105,41 @@ class TmaWgmmaLoop:
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
 
     def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
-        lw, b, s = self.lw, self.b, self.lw.s
+        lw, b, s, ring = self.lw, self.b, self.lw.s, self.ring
         b.banner(f"Prologue: thread 0 fills the {s.stages} stages (k-tiles 0..{s.stages - 1} that exist)")
         for st in range(s.stages):
             kt = lw.u32("mov.u32", Imm(str(st)))
             exists = lw.pred("setp.lt.u32", kt, kt_count)
             go = lw.pred("and.pred", exists, lw.leader)
             self.issue_stage(kt, kt, go)
+        b.comment("descriptors of stage 0; stage i's are i * stage bytes / 16 further (start field, no carry)")
+        desc_a = dsc.emit_descriptor(b, lw.smem, ring.a_tile)
+        desc_b = dsc.emit_descriptor(b, lw.u32("add.u32", lw.smem, Imm(str(ring.a_bytes))), ring.b_tile)
+        kt, stage, phase = (lw.u32("mov.u32", Imm("0")) for _ in range(3))
         b.banner(f"Main loop: wait full[stage], {self.plan.wgmmas_per_k_tile} wgmma per k-tile, "
                  f"{self.in_flight} group in flight, refill the retired stage")
-        kt = lw.u32("mov.u32", Imm("0"))
         top = b.label("main_loop")
         b.place(top)
-        stage = lw.u32("rem.u32", kt, Imm(str(s.stages)))
-        lap = lw.u32("div.u32", kt, Imm(str(s.stages)))
-        parity = lw.u32("and.b32", lap, Imm("1"))
-        mb.wait_parity(b, Addr(self.barrier(stage)), parity, "wait_full", comment="the stage's bytes landed")
-        self.compute_stage(acc, self.stage_base(stage))
+        mb.wait_parity(b, Addr(self.barrier(stage)), phase, "wait_full", comment="the stage's bytes landed")
+        units = lw.u32("mul.lo.u32", stage, Imm(str(ring.stage_bytes // 16)))
+        step = lw.u64("cvt.u64.u32", units)
+        self.compute_stage(acc, lw.u64("add.s64", desc_a, step), lw.u64("add.s64", desc_b, step))
         wi.wait_group(b, self.in_flight, comment=f"k-tile kt-{self.in_flight}'s wgmma group has retired"
                       if self.in_flight else "this k-tile's wgmma group has retired")
         b.emit("bar.sync", Imm("0"), comment="in every warp: its stage may be overwritten")
-        self.refill(kt, kt_count)
+        self.refill(kt, kt_count, stage)
+        b.comment("next k-tile: stage + 1, wrapping to 0 with the parity flipped")
         b.emit("add.u32", kt, kt, Imm("1"), ndefs=1)
+        b.emit("add.u32", stage, stage, Imm("1"), ndefs=1)
+        wrap = lw.pred("setp.eq.u32", stage, Imm(str(s.stages)))
+        b.emit("selp.u32", stage, Imm("0"), stage, wrap, ndefs=1)
+        b.emit("xor.b32", phase, phase, lw.u32("selp.u32", Imm("1"), Imm("0"), wrap), ndefs=1)
         more = lw.pred("setp.lt.u32", kt, kt_count)
         b.emit("bra", Sym(top), guard=more)
         wi.wait_group(b, 0, comment="all wgmma retired: the accumulators may be read")
 
-    def compute_stage(self, acc: list[tuple[VReg, ...]], base: VReg) -> None:
-        lw, b, s, ring = self.lw, self.b, self.lw.s, self.ring
-        b_base = lw.u32("add.u32", base, Imm(str(ring.a_bytes)))
-        desc_a = dsc.emit_descriptor(b, base, ring.a_tile)
-        desc_b = dsc.emit_descriptor(b, b_base, ring.b_tile)
+    def compute_stage(self, acc: list[tuple[VReg, ...]], desc_a: VReg, desc_b: VReg) -> None:
+        b, s, ring = self.b, self.lw.s, self.ring
         wi.fence(b, comment="accumulator registers are ordered before this k-tile's wgmma")
         for kk in range(0, s.bk, self.shape.k):
             db = dsc.advance_descriptor(b, desc_b, ring.b_tile.descriptor(0, 0, kk).start, comment=f"B k+{kk}")
@@ -145,14 +149,21 @@ class TmaWgmmaLoop:
                 wi.wgmma(b, self.shape, d, da, db, scale_d=1)
         wi.commit_group(b, comment="this k-tile's wgmma group")
 
-    def refill(self, kt: VReg, kt_count: VReg) -> None:
-        """Thread 0 reloads the stage whose wgmma just retired with k-tile kt - W + S, if it exists."""
-        lw, s = self.lw, self.lw.s
+    def refill(self, kt: VReg, kt_count: VReg, stage: VReg) -> None:
+        """Thread 0 reloads the stage whose wgmma just retired (kt - W's) with k-tile kt - W + S, if
+        it exists; the other threads branch past the copies."""
+        lw, b, s = self.lw, self.b, self.lw.s
         nxt = lw.u32("add.u32", kt, Imm(str(s.stages - self.in_flight)))
         exists = lw.pred("setp.lt.u32", nxt, kt_count)
         go = lw.pred("and.pred", exists, lw.leader)
+        retired = stage
         if self.in_flight:
             started = lw.pred("setp.ge.u32", kt, Imm(str(self.in_flight)))
             go = lw.pred("and.pred", go, started)
-        stage = lw.u32("rem.u32", nxt, Imm(str(s.stages)))
-        self.issue_stage(stage, nxt, go)
+            first = lw.pred("setp.eq.u32", stage, Imm("0"))
+            retired = lw.u32("selp.u32", Imm(str(s.stages - 1)), lw.u32("add.u32", stage, Imm("-1")), first,
+                             comment="the previous k-tile's stage")
+        skip = b.label("refill_done")
+        b.emit("bra", Sym(skip), guard=go, negate=True)
+        self.issue_stage(retired, nxt, None)
+        b.place(skip)

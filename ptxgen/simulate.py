@@ -150,8 +150,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         buf.flags.writeable = False
     args = [buf_a, buf_b, buf_c, g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
     if kernel.schedule.hopper:  # tensor maps by value instead of the A and B pointers (sm90/pipeline.py)
-        maps = sim_tensor_maps(kernel, va, vb)
-        args = [*maps, buf_c, g.m, g.n, g.k, vc.ld]
+        args = [*sim_tensor_maps(kernel, va, vb), buf_c, g.m, g.n, g.k, vc.ld]
     if g.batch > 1:
         args += [sa, sb, sc]
     args += inputs[2:]

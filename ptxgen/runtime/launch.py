@@ -168,14 +168,17 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
 
 
 def _check_sm90_params(kernel: "Kernel", decls: list[ParamDecl]) -> list[ParamDecl]:
-    """An sm_90a kernel takes its tensor maps (.b8 [128]), then C (.u64), M, N, K, ldc (.u32)."""
-    maps = len(kernel.tensor_maps)
-    ok = (len(decls) == maps + 5 and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
-          and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:]))
+    """An sm_90a kernel takes its tensor maps (.b8 [128]), then C (.u64), M, N, K, ldc (.u32), then
+    the epilogue's bias and scale pointers (.u64) when it has them."""
+    maps, vectors = len(kernel.tensor_maps), int(bool(kernel.gemm.epi.bias)) + int(bool(kernel.gemm.epi.scale))
+    ok = (len(decls) == maps + 5 + vectors and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
+          and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:maps + 5])
+          and all(d.is_pointer_sized for d in decls[maps + 5:]))
     if not ok:
         raise ValueError(f"entry {kernel.entry} declares parameters {[f'{d.name}:.{d.type}' for d in decls]}; "
                          f"ptxgen's sm_90a kernels take {maps} tensor maps (.param .align 64 .b8 [128]), "
-                         "then C (.u64) and M, N, K, ldc (.u32)")
+                         "then C (.u64), M, N, K, ldc (.u32), and the bias and scale pointers (.u64) when the "
+                         "epilogue has them")
     return decls
 
 
@@ -359,7 +362,7 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
     if kernel.schedule.hopper:  # tensor maps by value instead of A and B (emit/sm90/pipeline.py)
         maps = sm90_tensor_maps(kernel, (av, bv), ptrs[:2])
-        plan.params = ParamBlock(decls, maps + [ptrs[2], g.m, g.n, g.k, cv.ld])
+        plan.params = ParamBlock(decls, maps + [ptrs[2], g.m, g.n, g.k, cv.ld] + ptrs[3:])
         return plan
     strides = [v.batch_stride for v in (av, bv, cv)] if g.batch > 1 else []
     plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + strides + ptrs[3:])

@@ -50,9 +50,6 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
                 "set split_k=1 and decomposition='tiles'")
     if g.batch > 1:
         _refuse(g, "gemm.batch", g.batch, "batched GEMMs (3-D tensor maps)", "launch one GEMM per batch")
-    if not g.epi.is_identity:
-        _refuse(g, "gemm.epilogue", g.epi, "fused epilogues (alpha, beta, bias, scale, activations): only C = acc",
-                "apply the epilogue after the GEMM")
     if g.out_dtype not in BUILT_OUT:
         _refuse(g, "gemm.out_dtype", g.out_dtype, f"{g.out_dtype} output (only {', '.join(BUILT_OUT)})",
                 "use out_dtype='f32', 'f16' or 'bf16'")

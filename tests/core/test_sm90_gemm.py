@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
-from ptxgen.check import random_operands, tolerance
+from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, tolerance
 from ptxgen.errors import LoweringNotBuilt
 from ptxgen.schedule.hopper import WGMMA_N
 from ptxgen.schedule.verify import verify, verify_rules
@@ -37,6 +37,19 @@ def check(g: Gemm, s: Schedule, seed: int = 0) -> np.ndarray:
     return c
 
 
+def check_epilogue(g: Gemm, s: Schedule, seed: int) -> None:
+    """compile + simulate with the epilogue's operands (C, bias, scale) vs the float64 reference."""
+    k = ptxgen.compile(g, s, arch=ARCH)
+    a, b = random_operands(g, seed)
+    c_in, bias = random_epilogue_operands(g, seed + 1)
+    scale = random_scale(g, seed + 2)
+    got = k.simulate(a, b, c=None if c_in is None else c_in.copy(), bias=bias, scale=scale)
+    assert not np.isnan(got.astype(np.float32)).any(), "an element of C was never written"
+    ref = reference(a, b, g.epi, c_in, bias, scale)
+    err = np.linalg.norm(got.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
+    assert err < tolerance(g), (err, g, s)
+
+
 def tn(m: int, n: int, k: int, dtype: str = "f16", out: str = "f32") -> Gemm:
     return Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col")
 
@@ -50,6 +63,17 @@ def tn(m: int, n: int, k: int, dtype: str = "f16", out: str = "f32") -> Gemm:
 ], ids=["edges-s3", "bm128-bf16", "s1-swz64", "swz32-grouped", "n256-s4"])
 def test_sm90_gemm_matches_numpy(g, s):
     check(g, s)
+
+
+@pytest.mark.parametrize("epi, out", [
+    (Epilogue(alpha=0.5, beta=1.5, bias="col", activation="relu"), "f32"),
+    (Epilogue(bias="row", scale="col", activation="gelu"), "bf16"),
+    (Epilogue(alpha=2.0, scale="row", activation="silu", beta=-1.0), "f16"),
+], ids=["alpha-beta-colbias-relu", "rowbias-colscale-gelu", "rowscale-silu-beta"])
+def test_sm90_fused_epilogues_match_numpy(epi, out):
+    """The shared epilogue math (epilogue/math.py) on the wgmma accumulator layout, at edges."""
+    g = Gemm(90, 70, 136, dtype="f16", out_dtype=out, a_layout="row", b_layout="col", epilogue=epi)
+    check_epilogue(g, simple((64, 64, 64), 2), seed=5)
 
 
 def test_kernel_takes_tensor_maps_by_value():
@@ -112,8 +136,8 @@ def test_accumulators_read_before_wait_group_are_caught():
      "gemm.a_layout/b_layout", "a_layout='row'"),
     (Gemm(128, 128, 128, dtype="e4m3", a_layout="row", b_layout="col"), simple((64, 128, 128)),
      "gemm.dtype", "dtype='f16'"),
-    (Gemm(128, 128, 128, dtype="f16", a_layout="row", b_layout="col", epilogue=Epilogue(alpha=2.0)),
-     simple((64, 128, 64)), "gemm.epilogue", "after the GEMM"),
+    (Gemm(128, 128, 128, dtype="f16", a_layout="row", b_layout="col", batch=2), simple((64, 128, 64)),
+     "gemm.batch", "one GEMM per batch"),
     (tn(128, 128, 512), simple((64, 128, 64), split_k=2), "schedule.split_k", "split_k=1"),
     (tn(128, 128, 128), simple((64, 128, 64), epilogue_via_smem=True), "schedule.epilogue_via_smem",
      "epilogue_via_smem=False"),
@@ -126,14 +150,21 @@ def test_what_is_not_built_is_refused_with_the_field_and_fix(g, s, field, fix):
 
 
 # -- property test over the built subset -----------------------------------------------------------
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(st.data())
 def test_built_hopper_schedules_match_numpy(data):
     dtype = data.draw(st.sampled_from(("f16", "bf16")), label="dtype")
     out = data.draw(st.sampled_from(("f32", "f16", "bf16")), label="out_dtype")
     m, n = (data.draw(st.integers(1, 150), label=x) for x in ("M", "N"))
     k = data.draw(st.integers(1, 30), label="K/8") * 8                # 16-byte aligned rows (TMA)
-    g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col")
+    epi = None
+    if data.draw(st.booleans(), label="epilogue?"):
+        epi = Epilogue(alpha=data.draw(st.sampled_from((1.0, 0.5)), label="alpha"),
+                       beta=data.draw(st.sampled_from((0.0, 1.0)), label="beta"),
+                       bias=data.draw(st.sampled_from((None, "col", "row")), label="bias"),
+                       scale=data.draw(st.sampled_from((None, "col", "row")), label="scale"),
+                       activation=data.draw(st.sampled_from((None, "relu", "gelu", "silu")), label="act"))
+    g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col", epilogue=epi)
     bm = data.draw(st.sampled_from((64, 128)), label="BM")
     bn = data.draw(st.sampled_from([x for x in (8, 16, 24, 40, 64, 128) if x in WGMMA_N[dtype]]), label="BN")
     bk = data.draw(st.sampled_from((16, 32, 64, 128)), label="BK")
@@ -144,7 +175,7 @@ def test_built_hopper_schedules_match_numpy(data):
     except ScheduleError as e:
         assert not isinstance(e, LoweringNotBuilt), e   # the drawn subset is the built one
         return                                           # illegal (e.g. smem, box): the verifier's to explain
-    check(g, s, seed=m * n + k)
+    check_epilogue(g, s, seed=m * n + k)
 
 
 # -- ptxas (through nvJitLink) accepts it: no spills, no "wgmma serialized" warning -------------------

@@ -38,3 +38,23 @@ def test_sm90_gemm_through_the_driver(shape, block, stages, out):
     err = rel_fro(c.astype(np.float64), ref)
     record("sm90_gemm::driver", shape=shape, block=block, err=err)
     assert not np.isnan(c.astype(np.float32)).any() and err < tolerance(g)
+
+
+def test_sm90_fused_epilogue_through_the_driver():
+    from ptxgen import Epilogue
+    from ptxgen.check import random_epilogue_operands, random_scale, reference
+
+    epi = Epilogue(alpha=0.5, beta=1.0, bias="col", scale="row", activation="relu")
+    g = Gemm(90, 70, 136, dtype="f16", out_dtype="f32", a_layout="row", b_layout="col", epilogue=epi)
+    s = Schedule(block=(64, 64, 64), instruction="wgmma", stages=2, warp_specialized=False, persistent=False,
+                 consumers=1)
+    k = ptxgen.compile(g, s, arch="sm_90a")
+    a, b = random_operands(g, 4)
+    c_in, bias = random_epilogue_operands(g)
+    scale = random_scale(g)
+    c = c_in.copy()
+    k(a, b, c=c, bias=bias, scale=scale)
+    ref = reference(a, b, epi, c_in, bias, scale)
+    err = rel_fro(c.astype(np.float64), ref)
+    record("sm90_gemm::driver_epilogue", err=err)
+    assert err < tolerance(g)

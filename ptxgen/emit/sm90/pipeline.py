@@ -4,7 +4,8 @@ grouped raster).
 
 Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value:
 A as its (M, K) row-major view, B as its (N, K) view, i.e. column-major B), C (.u64), M, N, K,
-ldc (.u32). `ptxgen.kernel.tensor_map_boxes` gives the box and swizzle each map must have.
+ldc (.u32), then bias and scale (.u64) when the epilogue has them. `Kernel.tensor_maps`
+gives the box and swizzle each map must have.
 
 The warpgroup owns BM rows as BM/64 wgmma m64 blocks (hopper_plan: rows_per_consumer), each
 accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue stores each
@@ -32,6 +33,12 @@ TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
 PARAMS = [Param(".align 64 .b8", "tmapA[128]"), Param(".align 64 .b8", "tmapB[128]"), Param(".u64", "C"),
           Param(".u32", "M"), Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "ldc")]
 PARAM_NAMES = ("tmapA[128]", "tmapB[128]", "C", "M", "N", "K", "ldc")
+#: Appended when the epilogue adds a bias vector, then when it multiplies by a scale vector.
+VECTOR_PARAMS = ("bias", "scale")
+
+
+def kernel_params(g: Gemm) -> list[Param]:
+    return list(PARAMS) + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)]
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -77,11 +84,12 @@ class Sm90Lowering:
         self.g, self.s, self.plan = g, s, hopper_plan(g, s)
         self.ring: RingLayout = ring_layout(self.plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
         self.ring_offset = offset
-        self.b = Builder(entry_name(g, s), list(PARAMS))
+        self.b = Builder(entry_name(g, s), kernel_params(g))
         self.b.function.directives.append(f".maxntid {self.plan.threads}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.pipeline = Sm90Pipeline(self)
         self.dims: dict[str, VReg] = {}
+        self.ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
 
     # -- helpers (as GemmLowering's) ------------------------------------------------------------
     def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
@@ -98,6 +106,9 @@ class Sm90Lowering:
         p = self.b.reg("pred")
         self.b.emit(op, p, *srcs, ndefs=1)
         return p
+
+    def wide_mul(self, a: VReg | Imm, bb: VReg | Imm) -> VReg:
+        return self.u64("mul.wide.u32", a, bb)
 
     def ceil_div(self, x: VReg, d: int) -> VReg:
         up = self.u32("add.u32", x, Imm(str(d - 1)))
@@ -120,7 +131,8 @@ class Sm90Lowering:
         for name, param in zip(("A", "B"), TENSOR_MAP_PARAMS):
             addr = self.u64("mov.b64", Sym(param))
             self.tmaps[name] = self.u64("cvta.param.u64", addr, comment=f"generic address of {param} (by value)")
-        self.c_ptr = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", "C"))
+        for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(self.g.epi, n)):
+            self.ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)
         tile = TileScheduler(self).tile()  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div

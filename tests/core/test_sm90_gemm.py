@@ -76,6 +76,25 @@ def test_sm90_fused_epilogues_match_numpy(epi, out):
     check_epilogue(g, simple((64, 64, 64), 2), seed=5)
 
 
+def test_spreading_an_sm90_simulation_is_refused_with_the_fix():
+    g = tn(64, 64, 64)
+    k = ptxgen.compile(g, simple((64, 64, 64)), arch=ARCH)
+    a, b = random_operands(g)
+    with pytest.raises(ValueError, match="use workers=1"):
+        k.simulate(a, b, workers=2)
+
+
+def test_sampled_ctas_write_their_tiles_only():
+    g = tn(200, 300, 64)
+    k = ptxgen.compile(g, simple((64, 64, 64)), arch=ARCH)
+    a, b = random_operands(g)
+    c = k.simulate(a, b, ctas=[(0, 0, 0), (4, 3, 0)])
+    written = ~np.isnan(c)
+    assert written[:64, :64].all() and written[192:, 256:].all() and written.sum() == 64 * 64 + 8 * 44
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.allclose(c[written], ref[written], rtol=1e-5, atol=1e-4)
+
+
 def test_kernel_takes_tensor_maps_by_value():
     k = ptxgen.compile(tn(64, 64, 64), simple((64, 64, 64)), arch=ARCH)
     assert ".param .align 64 .b8 tmapA[128]" in k.ptx and ".param .align 64 .b8 tmapB[128]" in k.ptx
@@ -179,12 +198,17 @@ def test_built_hopper_schedules_match_numpy(data):
 
 
 # -- ptxas (through nvJitLink) accepts it: no spills, no "wgmma serialized" warning -------------------
-@pytest.mark.parametrize("block, stages, out", [((64, 64, 64), 3, "f32"), ((64, 128, 64), 4, "f16"),
-                                                ((128, 128, 64), 3, "f16"), ((64, 256, 64), 3, "bf16")])
-def test_sm90_gemm_assembles_without_spills_or_serialised_wgmma(block, stages, out):
+GELU = Epilogue(alpha=0.5, beta=1.0, bias="col", scale="row", activation="gelu")
+
+
+@pytest.mark.parametrize("block, stages, out, epi", [((64, 64, 64), 3, "f32", None), ((64, 128, 64), 4, "f16", None),
+                                                     ((128, 128, 64), 3, "f16", None), ((64, 256, 64), 3, "bf16", None),
+                                                     ((128, 128, 64), 3, "bf16", GELU), ((64, 256, 64), 3, "f32", GELU)])
+def test_sm90_gemm_assembles_without_spills_or_serialised_wgmma(block, stages, out, epi):
     from ptxgen.runtime.assemble import assemble
 
-    k = ptxgen.compile(tn(4096, 4096, 4096, "f16", out), simple(block, stages), arch=ARCH)
+    g = Gemm(4096, 4096, 4096, dtype="f16", out_dtype=out, a_layout="row", b_layout="col", epilogue=epi)
+    k = ptxgen.compile(g, simple(block, stages), arch=ARCH)
     r = assemble(k.ptx, ARCH, k.entry)
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
     log = r.log.lower()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...ir import Addr, Imm, VReg
-from ..epilogue.math import EpilogueMath
+from ..epilogue.math import LOG2_E, EpilogueMath, f32
 from .wgmma_layouts import accumulator_coord
 
 if TYPE_CHECKING:
@@ -27,6 +27,12 @@ class DirectStores(EpilogueMath):
 
     def __init__(self, lw: "Sm90Lowering"):
         super().__init__(lw, None, None)  # type: ignore[arg-type]
+
+    def times_sigmoid(self, v: VReg, z: VReg) -> VReg:
+        """v / (1 + e^-z) as EpilogueMath's, but with rcp.approx (1 ulp): ptxas lowers rcp.rn.f32 to
+        a subroutine call, and a call anywhere in the function serialises every wgmma in it (C7509)."""
+        e = self.f("ex2.approx.f32", self.f("mul.f32", z, f32(-LOG2_E)))
+        return self.f("mul.f32", v, self.f("rcp.approx.ftz.f32", self.f("add.f32", e, f32(1.0))))
 
     def emit(self, acc: list[tuple[VReg, ...]]) -> None:
         lw, b, g, e = self.lw, self.b, self.g, self.e

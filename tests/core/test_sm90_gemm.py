@@ -59,8 +59,9 @@ def tn(m: int, n: int, k: int, dtype: str = "f16", out: str = "f32") -> Gemm:
     (tn(130, 136, 72, "bf16", "bf16"), simple((128, 128, 64), 2)),    # two m64 blocks per warpgroup
     (tn(70, 40, 96, "f16", "f16"), simple((64, 40, 32), 1)),          # one stage, 64B swizzle, N=40
     (tn(33, 17, 24, "bf16"), simple((64, 16, 16), 2, raster="grouped", group_m=2)),  # 32B swizzle
+    (tn(72, 48, 136), simple((64, 48, 64), 3, swizzle=32)),           # 4 boxes of 16 per stage
     (tn(64, 256, 320), simple((64, 256, 64), 4)),                     # n256, more k-tiles than stages
-], ids=["edges-s3", "bm128-bf16", "s1-swz64", "swz32-grouped", "n256-s4"])
+], ids=["edges-s3", "bm128-bf16", "s1-swz64", "swz32-grouped", "swz32-chosen", "n256-s4"])
 def test_sm90_gemm_matches_numpy(g, s):
     check(g, s)
 
@@ -187,7 +188,9 @@ def test_built_hopper_schedules_match_numpy(data):
     bm = data.draw(st.sampled_from((64, 128)), label="BM")
     bn = data.draw(st.sampled_from([x for x in (8, 16, 24, 40, 64, 128) if x in WGMMA_N[dtype]]), label="BN")
     bk = data.draw(st.sampled_from((16, 32, 64, 128)), label="BK")
-    s = simple((bm, bn, bk), data.draw(st.integers(1, 4), label="stages"),
+    swizzle = data.draw(st.sampled_from((None,) + tuple(w for w in (128, 64, 32) if bk * 2 % w == 0)),
+                        label="swizzle")
+    s = simple((bm, bn, bk), data.draw(st.integers(1, 4), label="stages"), swizzle=swizzle,
                raster=data.draw(st.sampled_from(("row", "grouped")), label="raster"))
     try:
         verify(g, s, ARCH)

@@ -19,6 +19,7 @@ from .batch import check_batched_operand, operand_shape
 from .modules import Function, Module, kernel_binary, load_function, pin  # noqa: F401 (re-exported)
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .params import ParamBlock, ParamDecl, parse_params
+from .sm90_args import check_sm90_params, sm90_tensor_maps
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
@@ -152,7 +153,7 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
 
     decls = parse_params(kernel.ptx, kernel.entry)
     if kernel.schedule.hopper:
-        return _check_sm90_params(kernel, decls)
+        return check_sm90_params(kernel, decls)
     types = [d.type for d in decls]
     epi = kernel.gemm.epi
     want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] * 3 if kernel.gemm.batch > 1 else []) + \
@@ -165,45 +166,6 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
                          f"strides when batched, .u64 bias and scale pointers when the epilogue has them, "
                          f"and .u64 workspace and counters for split-K / Stream-K")
     return decls
-
-
-def _check_sm90_params(kernel: "Kernel", decls: list[ParamDecl]) -> list[ParamDecl]:
-    """An sm_90a kernel takes its tensor maps (.b8 [128]), then C (.u64), M, N, K, ldc (.u32), then
-    the epilogue's bias and scale pointers (.u64) when it has them."""
-    maps, vectors = len(kernel.tensor_maps), int(bool(kernel.gemm.epi.bias)) + int(bool(kernel.gemm.epi.scale))
-    ok = (len(decls) == maps + 5 + vectors and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
-          and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:maps + 5])
-          and all(d.is_pointer_sized for d in decls[maps + 5:]))
-    if not ok:
-        raise ValueError(f"entry {kernel.entry} declares parameters {[f'{d.name}:.{d.type}' for d in decls]}; "
-                         f"ptxgen's sm_90a kernels take {maps} tensor maps (.param .align 64 .b8 [128]), "
-                         "then C (.u64), M, N, K, ldc (.u32), and the bias and scale pointers (.u64) when the "
-                         "epilogue has them")
-    return decls
-
-
-class _DeviceMatrix:
-    """A 2-D device view (address, shape, byte strides) for `tensormaps.encode_tiled`."""
-
-    def __init__(self, address: int, shape: tuple[int, int], strides: tuple[int, int], dtype: np.dtype):
-        self.dtype = dtype
-        self.__cuda_array_interface__ = {"data": (address, True), "shape": shape, "strides": strides,
-                                         "typestr": dtype.str, "version": 3}
-
-
-def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, OperandView], ptrs: list[int]) -> list[bytes]:
-    """The CUtensorMaps of A's (M, K) and B's (N, K) views at device addresses `ptrs`, with the
-    boxes and swizzle of `kernel.tensor_maps` (cuTensorMapEncodeTiled through cuda-python)."""
-    from .tensormaps import encode_tiled
-
-    dtype = np.dtype(numpy_dtype(kernel.gemm.dtype))
-    out = []
-    for spec, v, ptr in zip(kernel.tensor_maps, views, ptrs):
-        (r, c), (sr, sc) = v.shape, v.strides
-        shape, strides = ((r, c), (sr, sc)) if spec.operand == "A" else ((c, r), (sc, sr))  # B: (N, K)
-        dev = _DeviceMatrix(ptr, shape, (strides[0] * dtype.itemsize, strides[1] * dtype.itemsize), dtype)
-        out.append(encode_tiled(dev, spec.box, swizzle=spec.swizzle).raw)
-    return out
 
 
 #: The epilogue's vector parameters: what each does to D (for messages).

@@ -108,13 +108,13 @@ def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, lay
 
 
 def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView") -> list:
-    """`sim.TensorMap`s of A's (M, K) and B's (N, K) views with the boxes and swizzle the kernel's
+    """`sim.TensorMap`s of A's and B's contiguous-last views with the boxes and swizzle the kernel's
     tensor-map parameters must have (`Kernel.tensor_maps`); out-of-bounds boxes fill with zero."""
     from . import sim
 
     assert va.host is not None and vb.host is not None
-    views = {"A": va.host, "B": vb.host.T}  # B is column-major: its (N, K) view is K-major
-    return [sim.TensorMap(views[t.operand], t.box, swizzle=t.swizzle) for t in kernel.tensor_maps]
+    logical = {"A": va.host, "B": vb.host}
+    return [sim.TensorMap(t.view(logical[t.operand]), t.box, swizzle=t.swizzle) for t in kernel.tensor_maps]
 
 
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,

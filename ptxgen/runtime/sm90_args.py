@@ -40,7 +40,7 @@ class _DeviceMatrix:
 
 
 def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, OperandView], ptrs: list[int]) -> list[bytes]:
-    """The CUtensorMaps of A's (M, K) and B's (N, K) views at device addresses `ptrs`, with the
+    """The CUtensorMaps of A's and B's contiguous-last views at device addresses `ptrs`, with the
     boxes and swizzle of `kernel.tensor_maps` (cuTensorMapEncodeTiled through cuda-python)."""
     from .tensormaps import encode_tiled
 
@@ -48,7 +48,8 @@ def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, OperandView], p
     out = []
     for spec, v, ptr in zip(kernel.tensor_maps, views, ptrs):
         (r, c), (sr, sc) = v.shape, v.strides
-        shape, strides = ((r, c), (sr, sc)) if spec.operand == "A" else ((c, r), (sc, sr))  # B: (N, K)
+        transpose = spec.k_major == (spec.operand == "B")  # as TensorMapSpec.view
+        shape, strides = ((c, r), (sc, sr)) if transpose else ((r, c), (sr, sc))
         dev = _DeviceMatrix(ptr, shape, (strides[0] * dtype.itemsize, strides[1] * dtype.itemsize), dtype)
         out.append(encode_tiled(dev, spec.box, swizzle=spec.swizzle).raw)
     return out

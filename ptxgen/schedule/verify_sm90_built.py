@@ -41,10 +41,6 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
         _refuse(g, "gemm.dtype", g.dtype, f"{g.dtype} inputs (only {', '.join(BUILT_DTYPES)})", "use dtype='f16' or 'bf16'")
     if g.accumulator != "f32":
         _refuse(g, "gemm.accumulator", g.accumulator, "f16 accumulation", "use f32 accumulation")
-    if g.a_layout != "row" or g.b_layout != "col":
-        _refuse(g, "gemm.a_layout/b_layout", (g.a_layout, g.b_layout),
-                "MN-major operands (wgmma's transpose bits): only K-major A (row) and B (col)",
-                "use a_layout='row' and b_layout='col' (transpose the operand in memory)")
     if s.split_k > 1 or s.stream_k:
         _refuse(g, "schedule.split_k", s.split_k if s.split_k > 1 else s.decomposition, "split-K or Stream-K",
                 "set split_k=1 and decomposition='tiles'")

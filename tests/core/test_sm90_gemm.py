@@ -61,7 +61,11 @@ def tn(m: int, n: int, k: int, dtype: str = "f16", out: str = "f32") -> Gemm:
     (tn(33, 17, 24, "bf16"), simple((64, 16, 16), 2, raster="grouped", group_m=2)),  # 32B swizzle
     (tn(72, 48, 136), simple((64, 48, 64), 3, swizzle=32)),           # 4 boxes of 16 per stage
     (tn(64, 256, 320), simple((64, 256, 64), 4)),                     # n256, more k-tiles than stages
-], ids=["edges-s3", "bm128-bf16", "s1-swz64", "swz32-grouped", "swz32-chosen", "n256-s4"])
+    (Gemm(104, 72, 200, a_layout="row", b_layout="row"), simple((64, 64, 64), 3)),    # B MN-major (trans-b)
+    (Gemm(136, 136, 72, dtype="bf16", a_layout="col", b_layout="col"), simple((128, 128, 64), 2)),  # A MN-major
+    (Gemm(72, 80, 96, a_layout="col", b_layout="row", out_dtype="f16"), simple((64, 64, 32), 1)),  # both, 64B
+], ids=["edges-s3", "bm128-bf16", "s1-swz64", "swz32-grouped", "swz32-chosen", "n256-s4", "nn", "tt-bf16",
+        "nt-swz64"])
 def test_sm90_gemm_matches_numpy(g, s):
     check(g, s)
 
@@ -152,8 +156,9 @@ def test_accumulators_read_before_wait_group_are_caught():
     (tn(256, 128, 128), Schedule(block=(128, 128, 64), instruction="wgmma", stages=4, warp_specialized=False,
                                  persistent=False), "schedule.consumers", "consumers=1"),
     (tn(256, 128, 128), simple((64, 128, 64), cluster=(2, 1)), "schedule.cluster", "cluster=(1, 1)"),
-    (Gemm(128, 128, 128, dtype="f16", a_layout="col", b_layout="col"), simple((64, 128, 64)),
-     "gemm.a_layout/b_layout", "a_layout='row'"),
+    (Gemm(128, 128, 128, dtype="f16", out_dtype="f16", a_layout="row", b_layout="col", acc_dtype="f16"),
+     simple((64, 128, 64)),
+     "gemm.accumulator", "f32 accumulation"),
     (Gemm(128, 128, 128, dtype="e4m3", a_layout="row", b_layout="col"), simple((64, 128, 128)),
      "gemm.dtype", "dtype='f16'"),
     (Gemm(128, 128, 128, dtype="f16", a_layout="row", b_layout="col", batch=2), simple((64, 128, 64)),
@@ -184,7 +189,12 @@ def test_built_hopper_schedules_match_numpy(data):
                        bias=data.draw(st.sampled_from((None, "col", "row")), label="bias"),
                        scale=data.draw(st.sampled_from((None, "col", "row")), label="scale"),
                        activation=data.draw(st.sampled_from((None, "relu", "gelu", "silu")), label="act"))
-    g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col", epilogue=epi)
+    a_layout, b_layout = (data.draw(st.sampled_from(("row", "col")), label=x) for x in ("a_layout", "b_layout"))
+    if a_layout == "col":
+        m = -(-m // 8) * 8                                           # A's rows along M: 16-byte strides
+    if b_layout == "row":
+        n = -(-n // 8) * 8
+    g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout, epilogue=epi)
     bm = data.draw(st.sampled_from((64, 128)), label="BM")
     bn = data.draw(st.sampled_from([x for x in (8, 16, 24, 40, 64, 128) if x in WGMMA_N[dtype]]), label="BN")
     bk = data.draw(st.sampled_from((16, 32, 64, 128)), label="BK")
@@ -206,11 +216,14 @@ GELU = Epilogue(alpha=0.5, beta=1.0, bias="col", scale="row", activation="gelu")
 
 @pytest.mark.parametrize("block, stages, out, epi", [((64, 64, 64), 3, "f32", None), ((64, 128, 64), 4, "f16", None),
                                                      ((128, 128, 64), 3, "f16", None), ((64, 256, 64), 3, "bf16", None),
-                                                     ((128, 128, 64), 3, "bf16", GELU), ((64, 256, 64), 3, "f32", GELU)])
+                                                     ((128, 128, 64), 3, "bf16", GELU), ((64, 256, 64), 3, "f32", GELU),
+                                                     ((128, 128, 64), 3, "f16", "nt")])
 def test_sm90_gemm_assembles_without_spills_or_serialised_wgmma(block, stages, out, epi):
     from ptxgen.runtime.assemble import assemble
 
-    g = Gemm(4096, 4096, 4096, dtype="f16", out_dtype=out, a_layout="row", b_layout="col", epilogue=epi)
+    layouts = ("col", "row") if epi == "nt" else ("row", "col")     # "nt": both operands MN-major
+    epi = None if epi == "nt" else epi
+    g = Gemm(4096, 4096, 4096, dtype="f16", out_dtype=out, a_layout=layouts[0], b_layout=layouts[1], epilogue=epi)
     k = ptxgen.compile(g, simple(block, stages), arch=ARCH)
     r = assemble(k.ptx, ARCH, k.entry)
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources

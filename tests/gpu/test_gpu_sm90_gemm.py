@@ -23,11 +23,13 @@ def _needs_sm90():
         pytest.skip(f"the wgmma kernels are sm_90a; this device is {context().arch}")
 
 
-@pytest.mark.parametrize("shape, block, stages, out", [((100, 72, 200), (64, 64, 64), 3, "f32"),
-                                                       ((130, 136, 72), (128, 128, 64), 2, "bf16")])
-def test_sm90_gemm_through_the_driver(shape, block, stages, out):
+@pytest.mark.parametrize("shape, block, stages, out, layouts", [((100, 72, 200), (64, 64, 64), 3, "f32", "tn"),
+                                                                ((130, 136, 72), (128, 128, 64), 2, "bf16", "tn"),
+                                                                ((104, 72, 200), (64, 64, 64), 2, "f32", "nt")])
+def test_sm90_gemm_through_the_driver(shape, block, stages, out, layouts):
     dtype = "bf16" if out == "bf16" else "f16"
-    g = Gemm(*shape, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col")
+    major = {"t": "row", "n": "col"}
+    g = Gemm(*shape, dtype=dtype, out_dtype=out, a_layout=major[layouts[0]], b_layout=major[layouts[1]])
     s = Schedule(block=block, instruction="wgmma", stages=stages, warp_specialized=False, persistent=False,
                  consumers=1)
     k = ptxgen.compile(g, s, arch="sm_90a")

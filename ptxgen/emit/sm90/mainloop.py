@@ -50,8 +50,13 @@ class RingLayout:
 
 
 def ring_layout(plan: HopperPlan, bm: int, bn: int, bk: int, esize: int, stages: int) -> RingLayout:
+    """Each operand's stage tile in wgmma's canonical layout for its major (K-major: A row-major,
+    B column-major; MN-major otherwise, read with wgmma's transpose bit)."""
+    assert plan.a_box is not None and plan.b_box is not None
     swz = f"{plan.swizzle}B"
-    return RingLayout(dsc.CanonicalTile(bm, bk, esize, "K", swz), dsc.CanonicalTile(bn, bk, esize, "K", swz),
+    major = {True: "K", False: "MN"}
+    return RingLayout(dsc.CanonicalTile(bm, bk, esize, major[plan.a_box.k_major], swz),
+                      dsc.CanonicalTile(bn, bk, esize, major[plan.b_box.k_major], swz),
                       plan.smem.a_stage, plan.smem.b_stage, stages)
 
 
@@ -88,11 +93,16 @@ class TmaWgmmaLoop:
         for name, box, origin, offset in (("A", plan.a_box, lw.tile_m0, 0),
                                           ("B", plan.b_box, lw.tile_n0, self.ring.a_bytes)):
             assert box is not None
+            # box j covers the j-th swizzle-wide block of the contiguous extent (K for a K-major
+            # operand, M or N for an MN-major one), which the canonical layout puts j*outer*W bytes on
             for j in range(box.count):
                 dst = lw.u32("add.u32", base, Imm(str(offset + j * box.outer * plan.swizzle)))
-                kj = lw.u32("add.u32", k0, Imm(str(j * box.inner))) if j else k0
-                tma.load(b, Addr(dst), lw.tmaps[name], (kj, origin), bar, guard=guard,
-                         comment=f"{name} box {box.outer}x{box.inner} at k-block {j}")
+                if box.k_major:
+                    inner, outer = (lw.u32("add.u32", k0, Imm(str(j * box.inner))) if j else k0), origin
+                else:
+                    inner, outer = (lw.u32("add.u32", origin, Imm(str(j * box.inner))) if j else origin), k0
+                tma.load(b, Addr(dst), lw.tmaps[name], (inner, outer), bar, guard=guard,
+                         comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
 
     # -- the loop ----------------------------------------------------------------------------
     def init_barriers(self) -> None:
@@ -146,7 +156,8 @@ class TmaWgmmaLoop:
             for m, d in enumerate(acc):
                 da = dsc.advance_descriptor(b, desc_a, ring.a_tile.descriptor(0, 64 * m, kk).start,
                                             comment=f"A rows +{64 * m}, k+{kk}")
-                wi.wgmma(b, self.shape, d, da, db, scale_d=1)
+                wi.wgmma(b, self.shape, d, da, db, scale_d=1, trans_a=int(ring.a_tile.major == "MN"),
+                         trans_b=int(ring.b_tile.major == "MN"))
         wi.commit_group(b, comment="this k-tile's wgmma group")
 
     def refill(self, kt: VReg, kt_count: VReg, stage: VReg) -> None:

@@ -2,10 +2,11 @@
 not warp-specialised, not persistent, no cluster; one CTA per output tile (tiles.TileScheduler: row or
 grouped raster).
 
-Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value:
-A as its (M, K) row-major view, B as its (N, K) view, i.e. column-major B), C (.u64), M, N, K,
-ldc (.u32), then bias and scale (.u64) when the epilogue has them. `Kernel.tensor_maps`
-gives the box and swizzle each map must have.
+Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value, of
+each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major
+A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), C (.u64), M, N, K, ldc
+(.u32), then bias and scale (.u64) when the epilogue has them. `Kernel.tensor_maps` gives the
+view, box and swizzle each map must have.
 
 The warpgroup owns BM rows as BM/64 wgmma m64 blocks (hopper_plan: rows_per_consumer), each
 accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue stores each
@@ -165,20 +166,27 @@ def lower_sm90(g: Gemm, s: Schedule, ring_offset: int = 0) -> Function:
 
 @dataclass(frozen=True)
 class TensorMapSpec:
-    """What one by-value tensor-map parameter must describe: `operand`'s K-major 2-D view
-    (A: (M, K); B: (N, K)), boxes of `box` elements (numpy order: rows, then the contiguous
-    K extent of one swizzle width) in `swizzle` mode, out-of-bounds elements filled with zero."""
+    """What one by-value tensor-map parameter must describe: `operand`'s 2-D view with its
+    contiguous dimension last (`k_major`: A as (M, K), B as (N, K); else A as (K, M), B as (K, N)),
+    boxes of `box` elements (numpy order: rows, then one swizzle width of the contiguous
+    dimension) in `swizzle` mode, out-of-bounds elements filled with zero."""
 
     param: str
     operand: str
     box: tuple[int, int]
     swizzle: str
+    k_major: bool = True
+
+    def view(self, logical):
+        """The view of the logical operand (A: M x K, B: K x N; numpy or strided) the map describes."""
+        transpose = self.k_major == (self.operand == "B")
+        return logical.T if transpose else logical
 
 
 def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
     plan = hopper_plan(g, s)
     specs = []
     for param, box in zip(TENSOR_MAP_PARAMS, (plan.a_box, plan.b_box)):
-        assert box is not None and box.k_major, "the verifier admits K-major operands only"
-        specs.append(TensorMapSpec(param, box.operand, (box.outer, box.inner), f"{plan.swizzle}B"))
+        assert box is not None, "the verifier admits only operands TMA can describe"
+        specs.append(TensorMapSpec(param, box.operand, (box.outer, box.inner), f"{plan.swizzle}B", box.k_major))
     return tuple(specs)

@@ -35,8 +35,6 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     if tuple(s.cluster) != (1, 1) or s.multicast:
         _refuse(g, "schedule.cluster", s.cluster, "thread-block clusters or TMA multicast",
                 "set cluster=(1, 1) and multicast=False")
-    if s.consumers != 1:
-        _refuse(g, "schedule.consumers", s.consumers, "two consumer warpgroups", "set consumers=1")
     if g.dtype not in BUILT_DTYPES:
         _refuse(g, "gemm.dtype", g.dtype, f"{g.dtype} inputs (only {', '.join(BUILT_DTYPES)})", "use dtype='f16' or 'bf16'")
     if g.accumulator != "f32":

@@ -20,10 +20,10 @@ from ptxgen.errors import ScheduleError
 ARCH = "sm_90a"
 
 
-def simple(block, stages=2, **kw) -> Schedule:
-    """The built design: not warp-specialised, not persistent, one consumer warpgroup."""
+def simple(block, stages=2, consumers=1, **kw) -> Schedule:
+    """The built design: not warp-specialised, not persistent, one or two consumer warpgroups."""
     return Schedule(block=block, instruction="wgmma", stages=stages, warp_specialized=False, persistent=False,
-                    consumers=1, **kw)
+                    consumers=consumers, **kw)
 
 
 def check(g: Gemm, s: Schedule, seed: int = 0) -> np.ndarray:
@@ -64,8 +64,10 @@ def tn(m: int, n: int, k: int, dtype: str = "f16", out: str = "f32") -> Gemm:
     (Gemm(104, 72, 200, a_layout="row", b_layout="row"), simple((64, 64, 64), 3)),    # B MN-major (trans-b)
     (Gemm(136, 136, 72, dtype="bf16", a_layout="col", b_layout="col"), simple((128, 128, 64), 2)),  # A MN-major
     (Gemm(72, 80, 96, a_layout="col", b_layout="row", out_dtype="f16"), simple((64, 64, 32), 1)),  # both, 64B
+    (tn(264, 136, 72), simple((256, 128, 64), 2, consumers=2)),      # two warpgroups, 128 rows each
+    (Gemm(200, 80, 96, a_layout="col", b_layout="row"), simple((128, 256, 32), 2, consumers=2)),
 ], ids=["edges-s3", "bm128-bf16", "s1-swz64", "swz32-grouped", "swz32-chosen", "n256-s4", "nn", "tt-bf16",
-        "nt-swz64"])
+        "nt-swz64", "2wg-256x128", "2wg-nt-128x256"])
 def test_sm90_gemm_matches_numpy(g, s):
     check(g, s)
 
@@ -153,8 +155,6 @@ def test_accumulators_read_before_wait_group_are_caught():
      "schedule.warp_specialized", "warp_specialized=False"),
     (tn(128, 128, 128), Schedule(block=(64, 128, 64), instruction="wgmma", stages=4, warp_specialized=False),
      "schedule.persistent", "persistent=False"),
-    (tn(256, 128, 128), Schedule(block=(128, 128, 64), instruction="wgmma", stages=4, warp_specialized=False,
-                                 persistent=False), "schedule.consumers", "consumers=1"),
     (tn(256, 128, 128), simple((64, 128, 64), cluster=(2, 1)), "schedule.cluster", "cluster=(1, 1)"),
     (Gemm(128, 128, 128, dtype="f16", out_dtype="f16", a_layout="row", b_layout="col", acc_dtype="f16"),
      simple((64, 128, 64)),
@@ -200,7 +200,8 @@ def test_built_hopper_schedules_match_numpy(data):
     bk = data.draw(st.sampled_from((16, 32, 64, 128)), label="BK")
     swizzle = data.draw(st.sampled_from((None,) + tuple(w for w in (128, 64, 32) if bk * 2 % w == 0)),
                         label="swizzle")
-    s = simple((bm, bn, bk), data.draw(st.integers(1, 4), label="stages"), swizzle=swizzle,
+    consumers = data.draw(st.sampled_from((1, 2) if bm == 128 else (1,)), label="consumers")
+    s = simple((bm, bn, bk), data.draw(st.integers(1, 4), label="stages"), consumers, swizzle=swizzle,
                raster=data.draw(st.sampled_from(("row", "grouped")), label="raster"))
     try:
         verify(g, s, ARCH)
@@ -217,14 +218,16 @@ GELU = Epilogue(alpha=0.5, beta=1.0, bias="col", scale="row", activation="gelu")
 @pytest.mark.parametrize("block, stages, out, epi", [((64, 64, 64), 3, "f32", None), ((64, 128, 64), 4, "f16", None),
                                                      ((128, 128, 64), 3, "f16", None), ((64, 256, 64), 3, "bf16", None),
                                                      ((128, 128, 64), 3, "bf16", GELU), ((64, 256, 64), 3, "f32", GELU),
-                                                     ((128, 128, 64), 3, "f16", "nt")])
+                                                     ((128, 128, 64), 3, "f16", "nt"), ((128, 128, 64), 4, "f16", 2),
+                                                     ((128, 256, 64), 3, "bf16", 2)])
 def test_sm90_gemm_assembles_without_spills_or_serialised_wgmma(block, stages, out, epi):
     from ptxgen.runtime.assemble import assemble
 
     layouts = ("col", "row") if epi == "nt" else ("row", "col")     # "nt": both operands MN-major
-    epi = None if epi == "nt" else epi
+    consumers = 2 if epi == 2 else 1                                 # 2: two consumer warpgroups
+    epi = None if epi in ("nt", 2) else epi
     g = Gemm(4096, 4096, 4096, dtype="f16", out_dtype=out, a_layout=layouts[0], b_layout=layouts[1], epilogue=epi)
-    k = ptxgen.compile(g, simple(block, stages), arch=ARCH)
+    k = ptxgen.compile(g, simple(block, stages, consumers), arch=ARCH)
     r = assemble(k.ptx, ARCH, k.entry)
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
     log = r.log.lower()

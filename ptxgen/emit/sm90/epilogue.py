@@ -41,6 +41,9 @@ class DirectStores(EpilogueMath):
         self.describe()
         row_expr, col_expr = accumulator_coord(0)
         row0 = lw.u32("add.u32", lw.tile_m0, lw.ex.emit(row_expr), comment="16w + g: this thread's first row")
+        if lw.plan.consumers > 1:
+            first = lw.u32("mul.lo.u32", lw.warpgroup, Imm(str(lw.plan.rows_per_consumer)))
+            row0 = lw.u32("add.u32", row0, first, comment="the warpgroup's first row")
         col0 = lw.u32("add.u32", lw.tile_n0, lw.ex.emit(col_expr), comment="2t: this thread's first column")
         room = lw.u32("sub.u32", lw.dim("N"), col0, comment="columns left from col0 (negative: none)")
         cols = sorted({8 * (i >> 2) + (i & 1) for i in range(len(acc[0]))})

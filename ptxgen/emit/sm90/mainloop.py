@@ -124,6 +124,11 @@ class TmaWgmmaLoop:
             self.issue_stage(kt, kt, go)
         b.comment("descriptors of stage 0; stage i's are i * stage bytes / 16 further (start field, no carry)")
         desc_a = dsc.emit_descriptor(b, lw.smem, ring.a_tile)
+        if lw.plan.consumers > 1:
+            rows = lw.plan.rows_per_consumer
+            step = ring.a_tile.descriptor(0, rows, 0).start // 16   # linear in the row block for both majors
+            units = lw.u32("mul.lo.u32", lw.warpgroup, Imm(str(step)), comment=f"warpgroup's {rows} rows of A")
+            desc_a = lw.u64("add.s64", desc_a, lw.u64("cvt.u64.u32", units))
         desc_b = dsc.emit_descriptor(b, lw.u32("add.u32", lw.smem, Imm(str(ring.a_bytes))), ring.b_tile)
         kt, stage, phase = (lw.u32("mov.u32", Imm("0")) for _ in range(3))
         b.banner(f"Main loop: wait full[stage], {self.plan.wgmmas_per_k_tile} wgmma per k-tile, "

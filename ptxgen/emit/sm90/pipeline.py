@@ -1,6 +1,6 @@
-"""The sm_90a GEMM lowering, first slice: TMA + mbarrier ring + wgmma, one consumer warpgroup,
-not warp-specialised, not persistent, no cluster; one CTA per output tile (tiles.TileScheduler: row or
-grouped raster).
+"""The sm_90a GEMM lowering, first slice: TMA + mbarrier ring + wgmma, one or two consumer
+warpgroups (each owns BM/consumers rows; thread 0 also issues the copies), not warp-specialised,
+not persistent, no cluster; one CTA per output tile (tiles.TileScheduler: row or grouped raster).
 
 Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value, of
 each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major
@@ -8,7 +8,7 @@ A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), C (.u64),
 (.u32), then bias and scale (.u64) when the epilogue has them. `Kernel.tensor_maps` gives the
 view, box and swizzle each map must have.
 
-The warpgroup owns BM rows as BM/64 wgmma m64 blocks (hopper_plan: rows_per_consumer), each
+Each warpgroup owns its rows as wgmma m64 blocks (hopper_plan: rows_per_consumer), each
 accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue stores each
 element directly (sm90/epilogue.py), guarded against M and N.
 """
@@ -128,6 +128,7 @@ class Sm90Lowering:
         self.tid = self.u32("mov.u32", Sym("%tid.x"))
         self.ex = ExprEmitter(b, self.tid)
         self.leader = self.pred("setp.eq.u32", self.tid, Imm("0"))
+        self.warpgroup = self.u32("shr.u32", self.tid, Imm("7"), comment="consumer warpgroup: its BM/consumers rows")
         self.tmaps: dict[str, VReg] = {}
         for name, param in zip(("A", "B"), TENSOR_MAP_PARAMS):
             addr = self.u64("mov.b64", Sym(param))

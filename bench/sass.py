@@ -69,12 +69,13 @@ SHAPE_ROWS = (
 )
 #: --arch sm_90a: the wgmma kernels ptxgen builds (emit/sm90: one warpgroup, not warp-specialised,
 #: not persistent), on a divisible and an edge problem; the mma.sync rows above are sm_90's.
-_SM90 = dict(instruction="wgmma", warp_specialized=False, persistent=False, consumers=1)
+_SM90 = dict(instruction="wgmma", warp_specialized=False, persistent=False)
 HOPPER_ROWS = tuple(
-    (f"{label} wgmma {bm}x{bn}x{bk} s{st}", dict(m=m, n=n, k=k, a_layout="row", b_layout="col"),
-     dict(block=(bm, bn, bk), stages=st, **_SM90))
+    (f"{label} {bm}x{bn}x{bk} s{st} {wg}wg", dict(m=m, n=n, k=k, a_layout="row", b_layout="col"),
+     dict(block=(bm, bn, bk), stages=st, consumers=wg, **_SM90))
     for label, (m, n, k) in (("4096^3 tn", (4096, 4096, 4096)), ("4000x4000x4008", (4000, 4000, 4008)))
-    for bm, bn, bk, st in ((64, 128, 64, 4), (128, 128, 64, 3), (64, 256, 64, 3)))
+    for bm, bn, bk, st, wg in ((64, 128, 64, 4, 1), (128, 128, 64, 3, 1), (64, 256, 64, 3, 1), (128, 128, 64, 4, 2),
+                               (128, 256, 64, 3, 2)))
 @dataclass
 class Loop:
     """Instruction mix of one loop body (straight-line SASS between a label and its back edge)."""

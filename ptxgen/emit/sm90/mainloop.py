@@ -1,7 +1,7 @@
 """The sm_90a main loop without warp specialisation: a ring of S TMA stages with one full mbarrier
 each, wgmma from shared-memory descriptors, one wgmma group kept in flight.
 
-Iteration kt (stage kt % S, full-barrier parity (kt / S) & 1):
+Iteration kt (stage kt % S, full-barrier parity (kt / S) & 1, both kept as loop-carried counters):
     wait full[stage]            the stage's TMA bytes have landed (mbarrier.md §9e, phase parity)
     wgmma.fence; wgmmas; commit this k-tile's group (wgmma.md §9b)
     wait_group W                W = 1 (S >= 2): the group of k-tile kt-1 has retired, kt's still runs

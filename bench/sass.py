@@ -67,6 +67,15 @@ SHAPE_ROWS = (
                                                b_layout="row"),
      dict(block=(64, 128, 64), warps=(2, 2), stages=2, smem_layout="pad")),
 )
+#: --arch sm_90a: the wgmma kernels ptxgen builds (emit/sm90: one warpgroup, not warp-specialised,
+#: not persistent), on a divisible and an edge problem; the mma.sync rows above are sm_90's.
+_SM90 = dict(instruction="wgmma", warp_specialized=False, persistent=False)
+HOPPER_ROWS = tuple(
+    (f"{label} {bm}x{bn}x{bk} s{st} {wg}wg", dict(m=m, n=n, k=k, a_layout="row", b_layout="col"),
+     dict(block=(bm, bn, bk), stages=st, consumers=wg, **_SM90))
+    for label, (m, n, k) in (("4096^3 tn", (4096, 4096, 4096)), ("4000x4000x4008", (4000, 4000, 4008)))
+    for bm, bn, bk, st, wg in ((64, 128, 64, 4, 1), (128, 128, 64, 3, 1), (64, 256, 64, 3, 1), (128, 128, 64, 4, 2),
+                               (128, 256, 64, 3, 2)))
 @dataclass
 class Loop:
     """Instruction mix of one loop body (straight-line SASS between a label and its back edge)."""
@@ -143,6 +152,11 @@ def report(arch: str, dtype: str) -> list[str]:
         head += HOPPER_HEAD
     lines = [head, "-" * len(head)]
     notes: dict[str, list[str]] = {}
+    if is_hopper(arch):
+        for label, gemm_kw, sched_kw in HOPPER_ROWS:
+            lines.append(row_of(label, ptxgen.Gemm(dtype=dtype, out_dtype=dtype, **gemm_kw),
+                                ptxgen.Schedule(**sched_kw), arch, tool, notes))
+        return hopper_footer(lines, notes, tool)
     for spec, (m, n, k) in specs():
         g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=dtype)
         lines.append(row_of(spec.name, g, spec.schedule(), arch, tool, notes))
@@ -150,13 +164,18 @@ def report(arch: str, dtype: str) -> list[str]:
     for label, gemm_kw, sched_kw in SHAPE_ROWS:
         lines.append(row_of(label, ptxgen.Gemm(dtype=dtype, **gemm_kw), ptxgen.Schedule(**sched_kw), arch, tool,
                             notes))
-    if is_hopper(arch):
-        lines += ["", "Hopper columns: TMA loads, mbarrier (SYNCS) and wgmma fence/wait (WARPGROUP) instructions of "
-                  "the main loop; 'prod' = SASS of one pass of the producer's TMA loop (- when the main loop "
-                  "issues its own loads); 'setmaxnreg' = the register budget each loop runs under (the "
-                  "setmaxnreg that dominates it); 'notes' = ptxas "
-                  "C75xx performance notes (below)."]
-        lines += [f"{label}: {text}" for label, texts in notes.items() for text in texts] or ["no C75xx notes"]
+    return lines + (["(no cuobjdump: `pip install nvidia-cuda-cuobjdump` for the main-loop columns)"]
+                    if tool is None else [])
+
+
+def hopper_footer(lines: list[str], notes: dict[str, list[str]], tool: str | None) -> list[str]:
+    """The Hopper column legend and ptxas's C75xx notes under the sm_90a table."""
+    lines += ["", "Hopper columns: TMA loads, mbarrier (SYNCS) and wgmma fence/wait (WARPGROUP) instructions of "
+              "the main loop; 'prod' = SASS of one pass of the producer's TMA loop (- when the main loop "
+              "issues its own loads); 'setmaxnreg' = the register budget each loop runs under (the "
+              "setmaxnreg that dominates it); 'notes' = ptxas "
+              "C75xx performance notes (below)."]
+    lines += [f"{label}: {text}" for label, texts in notes.items() for text in texts] or ["no C75xx notes"]
     if tool is None:
         lines.append("(no cuobjdump: `pip install nvidia-cuda-cuobjdump` for the main-loop columns)")
     return lines

@@ -118,6 +118,16 @@ class Kernel:
         """Atomic split-K accumulates into C, so C is zeroed before the launch."""
         return self.schedule.split_k > 1 and self.schedule.split_k_mode == "atomic"
 
+    @property
+    def tensor_maps(self) -> tuple:
+        """The CUtensorMaps an sm_90a kernel takes by value, in parameter order (tmapA, tmapB):
+        each a `TensorMapSpec` (operand, box, swizzle); () for kernels that take pointers."""
+        if not self.schedule.hopper:
+            return ()
+        from .emit.sm90.pipeline import tensor_map_specs
+
+        return tensor_map_specs(self.gemm, self.schedule)
+
     def scalar_args(self) -> list[int]:
         g = self.gemm
         return [g.m, g.n, g.k, *g.leading_dims()]

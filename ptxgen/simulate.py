@@ -107,6 +107,16 @@ def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, lay
     return v, v.batch_stride, v.host_span()
 
 
+def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView") -> list:
+    """`sim.TensorMap`s of A's and B's contiguous-last views with the boxes and swizzle the kernel's
+    tensor-map parameters must have (`Kernel.tensor_maps`); out-of-bounds boxes fill with zero."""
+    from . import sim
+
+    assert va.host is not None and vb.host is not None
+    logical = {"A": va.host, "B": vb.host}
+    return [sim.TensorMap(t.view(logical[t.operand]), t.box, swizzle=t.swizzle) for t in kernel.tensor_maps]
+
+
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
                    scale: Any = None, progress: ProgressArg = False, workers: Any = 1,
                    ray_address: str | None = None):
@@ -118,6 +128,9 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     from .scaleout import Workers
 
     spread_over = Workers.of(workers, ray_address)  # bad values fail before any work
+    if spread_over.parallel and kernel.schedule.hopper:
+        raise ValueError(f"workers={workers!r}: spreading an sm_90a kernel's CTAs over processes is not built (its "
+                         "tensor-map arguments are not shipped to workers yet): use workers=1")
 
     g = kernel.gemm
     align = g.alignment()
@@ -139,6 +152,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     for buf in inputs:
         buf.flags.writeable = False
     args = [buf_a, buf_b, buf_c, g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
+    if kernel.schedule.hopper:  # tensor maps by value instead of the A and B pointers (sm90/pipeline.py)
+        args = [*sim_tensor_maps(kernel, va, vb), buf_c, g.m, g.n, g.k, vc.ld]
     if g.batch > 1:
         args += [sa, sb, sc]
     args += inputs[2:]

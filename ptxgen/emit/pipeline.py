@@ -5,7 +5,10 @@ shared-memory buffers, its per-thread setup, its accumulator registers, the main
 k-range, and how accumulators move to and from the split-K / Stream-K partial tiles and the
 epilogue's staging tile. Everything around it (tile scheduling, split-K and Stream-K protocols,
 edge guards, the epilogue math) is shared. Implementations: `Sm80Pipeline` (cp.async + ldmatrix
-+ mma.sync) and `WmmaPipeline` (cp.async + wmma.load/mma/store).
++ mma.sync) and `WmmaPipeline` (cp.async + wmma.load/mma/store). The sm_90a `Sm90Pipeline`
+(emit/sm90/pipeline.py: TMA + mbarrier + wgmma) has the roles its first slice needs (shared
+buffers, setup, accumulators, main loop, epilogue; no partial tiles: split-K is not built there)
+and is driven by its own `Sm90Lowering`, since its kernels take tensor maps instead of A and B.
 """
 from __future__ import annotations
 

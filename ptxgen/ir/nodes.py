@@ -66,7 +66,16 @@ class Vec:
     regs: tuple[VReg, ...]
 
 
-Operand = Union[VReg, Imm, Sym, Addr, Vec]
+@dataclass(frozen=True, slots=True)
+class TensorRef:
+    """A TMA tensor operand `[tmap, {c0, c1, ...}]`: the tensor map's generic address and its
+    .s32 coordinates, innermost first (docs/ptx_facts/tma.md)."""
+
+    tmap: VReg
+    coords: tuple[Union[VReg, Imm], ...]
+
+
+Operand = Union[VReg, Imm, Sym, Addr, Vec, TensorRef]
 
 
 def operand_regs(op: Operand) -> Iterator[VReg]:
@@ -77,6 +86,9 @@ def operand_regs(op: Operand) -> Iterator[VReg]:
         yield from op.regs
     elif isinstance(op, Addr) and isinstance(op.base, VReg):
         yield op.base
+    elif isinstance(op, TensorRef):
+        yield op.tmap
+        yield from (c for c in op.coords if isinstance(c, VReg))
 
 
 @dataclass(frozen=True, slots=True)

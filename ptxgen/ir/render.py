@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..schedule.targets import Target
-from .nodes import Addr, Comment, Function, Imm, Instr, Label, Operand, Sym, Vec, VReg
+from .nodes import Addr, Comment, Function, Imm, Instr, Label, Operand, Sym, TensorRef, Vec, VReg
 
 INDENT = "    "
 BANNER_WIDTH = 78
@@ -16,6 +16,9 @@ def _operand(o: Operand, name) -> str:
     if isinstance(o, Addr):
         base = name(o.base) if isinstance(o.base, VReg) else o.base.name
         return f"[{base}]" if o.offset == 0 else f"[{base}+{o.offset}]"
+    if isinstance(o, TensorRef):
+        coords = ", ".join(name(c) if isinstance(c, VReg) else str(c) for c in o.coords)
+        return f"[{name(o.tmap)}, {{{coords}}}]"
     assert isinstance(o, (Imm, Sym))
     return str(o)
 

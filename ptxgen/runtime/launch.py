@@ -19,6 +19,7 @@ from .batch import check_batched_operand, operand_shape
 from .modules import Function, Module, kernel_binary, load_function, pin  # noqa: F401 (re-exported)
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .params import ParamBlock, ParamDecl, parse_params
+from .sm90_args import check_sm90_params, sm90_tensor_maps
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
@@ -151,6 +152,8 @@ def _check_params(kernel: "Kernel") -> list[ParamDecl]:
     from ..kernel import PARAM_NAMES
 
     decls = parse_params(kernel.ptx, kernel.entry)
+    if kernel.schedule.hopper:
+        return check_sm90_params(kernel, decls)
     types = [d.type for d in decls]
     epi = kernel.gemm.epi
     want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] * 3 if kernel.gemm.batch > 1 else []) + \
@@ -319,6 +322,10 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
             drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
     if kernel.scratch_sizes(grid)[0]:
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
+    if kernel.schedule.hopper:  # tensor maps by value instead of A and B (emit/sm90/pipeline.py)
+        maps = sm90_tensor_maps(kernel, (av, bv), ptrs[:2])
+        plan.params = ParamBlock(decls, maps + [ptrs[2], g.m, g.n, g.k, cv.ld] + ptrs[3:])
+        return plan
     strides = [v.batch_stride for v in (av, bv, cv)] if g.batch > 1 else []
     plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + strides + ptrs[3:])
     return plan

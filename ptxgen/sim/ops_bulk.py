@@ -249,6 +249,12 @@ def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int
                      f"{what} (cluster CTA rank {cta.cluster.rank})")
     idx = _smem_box(cta, dst, len(data), swizzle, what)
     cta.smem.check_not_pending(idx, np.full(len(idx), tid), 1, what + " writes")
+    reads = cta.smem.async_reads
+    if reads is not None and reads[idx].any():  # the copy may land at once: a wgmma must not still read it
+        k = int(np.flatnonzero(reads[idx])[0])
+        raise Fault("async-pending", f"thread {tid} {what} writes shared byte {int(idx[k]):#x} that a wgmma still in "
+                    "flight reads; retire it with wgmma.wait_group (in every warp that issued it, then a barrier) "
+                    "before the copy is issued")
     cta.smem.pending[idx] += 1
     bar.inflight.append(InFlight(idx, data, len(data), line))
     bar.version += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import Builder
-from ...ir import Addr, Imm, Instr
+from ...ir import Addr, Imm, Instr, TensorRef, VReg
 from .descriptors import SWIZZLE_BYTES
 
 #: Tensor ranks a tile-mode tensor map may have.
@@ -97,3 +97,13 @@ def bulk_wait_group(b: Builder, pending: int, read_only: bool = True, comment: s
         raise ValueError("cp.async.bulk.wait_group takes N >= 0")
     op = "cp.async.bulk.wait_group.read" if read_only else "cp.async.bulk.wait_group"
     return b.emit(op, Imm(str(pending)), comment=comment)
+
+
+def load(b: Builder, dst: Addr, tmap: VReg, coords: tuple[VReg | Imm, ...], mbar: Addr,
+         guard: VReg | None = None, comment: str | None = None) -> Instr:
+    """`load_text` through the Builder (shared::cluster destination, PTX 8.0): the tensor operand
+    is a `TensorRef`, so the register allocator sees the map and coordinates as read."""
+    if len(coords) not in RANKS:
+        raise ValueError(f"TMA takes 1..5 coordinates (innermost first), got {len(coords)}")
+    op = f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    return b.emit(op, dst, TensorRef(tmap, tuple(coords)), mbar, guard=guard, comment=comment)

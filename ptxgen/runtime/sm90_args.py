@@ -1,0 +1,55 @@
+"""Arguments of ptxgen's sm_90a kernels (emit/sm90/pipeline.py) on the driver path: the
+CUtensorMaps of A and B passed by value, and the check of the entry's parameter list. Apart
+from launch.py, whose pointer-argument kernels are the rest of ptxgen's."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..schedule.problem import numpy_dtype
+from .operands import OperandView
+from .params import ParamDecl
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+
+
+def check_sm90_params(kernel: "Kernel", decls: list[ParamDecl]) -> list[ParamDecl]:
+    """An sm_90a kernel takes its tensor maps (.b8 [128]), then C (.u64), M, N, K, ldc (.u32), then
+    the epilogue's bias and scale pointers (.u64) when it has them."""
+    maps, vectors = len(kernel.tensor_maps), int(bool(kernel.gemm.epi.bias)) + int(bool(kernel.gemm.epi.scale))
+    ok = (len(decls) == maps + 5 + vectors and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
+          and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:maps + 5])
+          and all(d.is_pointer_sized for d in decls[maps + 5:]))
+    if not ok:
+        raise ValueError(f"entry {kernel.entry} declares parameters {[f'{d.name}:.{d.type}' for d in decls]}; "
+                         f"ptxgen's sm_90a kernels take {maps} tensor maps (.param .align 64 .b8 [128]), "
+                         "then C (.u64), M, N, K, ldc (.u32), and the bias and scale pointers (.u64) when the "
+                         "epilogue has them")
+    return decls
+
+
+class _DeviceMatrix:
+    """A 2-D device view (address, shape, byte strides) for `tensormaps.encode_tiled`."""
+
+    def __init__(self, address: int, shape: tuple[int, int], strides: tuple[int, int], dtype: np.dtype):
+        self.dtype = dtype
+        self.__cuda_array_interface__ = {"data": (address, True), "shape": shape, "strides": strides,
+                                         "typestr": dtype.str, "version": 3}
+
+
+def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, OperandView], ptrs: list[int]) -> list[bytes]:
+    """The CUtensorMaps of A's and B's contiguous-last views at device addresses `ptrs`, with the
+    boxes and swizzle of `kernel.tensor_maps` (cuTensorMapEncodeTiled through cuda-python)."""
+    from .tensormaps import encode_tiled
+
+    dtype = np.dtype(numpy_dtype(kernel.gemm.dtype))
+    out = []
+    for spec, v, ptr in zip(kernel.tensor_maps, views, ptrs):
+        (r, c), (sr, sc) = v.shape, v.strides
+        transpose = spec.k_major == (spec.operand == "B")  # as TensorMapSpec.view
+        shape, strides = ((c, r), (sc, sr)) if transpose else ((r, c), (sr, sc))
+        dev = _DeviceMatrix(ptr, shape, (strides[0] * dtype.itemsize, strides[1] * dtype.itemsize), dtype)
+        out.append(encode_tiled(dev, spec.box, swizzle=spec.swizzle).raw)
+    return out

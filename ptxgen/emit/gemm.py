@@ -28,6 +28,7 @@ from .pipeline import Accumulators, Pipeline
 from ..ir import Function, Imm, Param, Sym, VReg
 from .tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
 from .memory import ld_param
+from .scalar_ops import ScalarOps
 
 SMEM_SYMBOL = "smem"
 PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u32", "M"),
@@ -66,7 +67,7 @@ def pipeline_class(s: Schedule) -> type[Sm80Pipeline] | type[WmmaPipeline]:
     return WmmaPipeline if s.instruction == "wmma" else Sm80Pipeline
 
 
-class GemmLowering:
+class GemmLowering(ScalarOps):
     """Builds one kernel; every emitter receives this object's builder explicitly.
 
     It holds the kernel-invariant values only (parameters, thread index, shared window), all
@@ -107,37 +108,6 @@ class GemmLowering:
     def ex(self) -> ExprEmitter:
         assert self._ex is not None, "load_pointers() creates the expression emitter with %tid.x"
         return self._ex
-
-    # -- small helpers ------------------------------------------------------------------------
-    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
-        d = self.b.reg("b32")
-        self.b.emit(op, d, *srcs, ndefs=1, comment=comment)
-        return d
-
-    def u64(self, op: str, *srcs, comment: str | None = None) -> VReg:
-        d = self.b.reg("b64")
-        self.b.emit(op, d, *srcs, ndefs=1, comment=comment)
-        return d
-
-    def pred(self, op: str, *srcs) -> VReg:
-        p = self.b.reg("pred")
-        self.b.emit(op, p, *srcs, ndefs=1)
-        return p
-
-    def wide_mul(self, a: VReg | Imm, bb: VReg | Imm) -> VReg:
-        return self.u64("mul.wide.u32", a, bb)
-
-    def ceil_div(self, x: VReg, d: int) -> VReg:
-        up = self.u32("add.u32", x, Imm(str(d - 1))) if d > 1 else x
-        if d & (d - 1) == 0:
-            return self.u32("shr.u32", up, Imm(str(d.bit_length() - 1)))
-        return self.u32("div.u32", up, Imm(str(d)))
-
-    def dim(self, name: str) -> VReg:
-        """A .u32 size parameter, loaded on first use."""
-        if name not in self.dims:
-            self.dims[name] = ld_param(self.b, "b32", ".u32", name)
-        return self.dims[name]
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(self) -> tuple[Tile, KRange, ZSlot | None, TileOperands]:

@@ -23,6 +23,7 @@ from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ..index import ExprEmitter
 from ..memory import ld_param
+from ..scalar_ops import ScalarOps
 from ..tiles import TileScheduler
 from . import wgmma_isa as wi
 from .epilogue import DirectStores
@@ -78,7 +79,7 @@ class Sm90Pipeline:
         DirectStores(self.lw).emit(acc)
 
 
-class Sm90Lowering:
+class Sm90Lowering(ScalarOps):
     """Builds one sm_90a kernel; holds the kernel-invariant registers its parts share."""
 
     def __init__(self, g: Gemm, s: Schedule, offset: int = 0):
@@ -91,34 +92,6 @@ class Sm90Lowering:
         self.pipeline = Sm90Pipeline(self)
         self.dims: dict[str, VReg] = {}
         self.ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
-
-    # -- helpers (as GemmLowering's) ------------------------------------------------------------
-    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
-        d = self.b.reg("b32")
-        self.b.emit(op, d, *srcs, ndefs=1, comment=comment)
-        return d
-
-    def u64(self, op: str, *srcs, comment: str | None = None) -> VReg:
-        d = self.b.reg("b64")
-        self.b.emit(op, d, *srcs, ndefs=1, comment=comment)
-        return d
-
-    def pred(self, op: str, *srcs) -> VReg:
-        p = self.b.reg("pred")
-        self.b.emit(op, p, *srcs, ndefs=1)
-        return p
-
-    def wide_mul(self, a: VReg | Imm, bb: VReg | Imm) -> VReg:
-        return self.u64("mul.wide.u32", a, bb)
-
-    def ceil_div(self, x: VReg, d: int) -> VReg:
-        up = self.u32("add.u32", x, Imm(str(d - 1)))
-        return self.u32("div.u32", up, Imm(str(d)))
-
-    def dim(self, name: str) -> VReg:
-        if name not in self.dims:
-            self.dims[name] = ld_param(self.b, "b32", ".u32", name)
-        return self.dims[name]
 
     # -- the kernel --------------------------------------------------------------------------
     def setup(self) -> VReg:

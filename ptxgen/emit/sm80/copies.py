@@ -17,6 +17,9 @@ from .load_edges import EdgeChecks
 from .plans import CopyPlan, copy_plan
 
 if TYPE_CHECKING:
+    from ...regalloc.smem import SmemBuffer
+    from ...schedule.problem import Gemm
+    from ...schedule.schedule import Schedule
     from ..gemm import GemmLowering
 
 
@@ -146,3 +149,26 @@ class CpAsyncCopies:
 
     def both(self, p: VReg, q: VReg | None) -> VReg:
         return p if q is None else self.lw.pred("and.pred", p, q)
+
+
+class CpAsyncOperands:
+    """The Pipeline methods of a cp.async-fed pipeline (sm80 mma.sync and wmma): its shared buffers
+    are the main-loop stages, and operand tiles, loop preparation and k-tile skipping are its
+    `self.copies` (a CpAsyncCopies)."""
+
+    copies: CpAsyncCopies
+
+    @classmethod
+    def shared_buffers(cls, g: "Gemm", s: "Schedule") -> "list[SmemBuffer]":
+        from ..pipeline import mainloop_buffers
+
+        return mainloop_buffers(g, s)
+
+    def prepare_loop(self) -> None:
+        self.copies.prepare_loop()
+
+    def operands(self, tile: "Tile") -> "TileOperands":
+        return self.copies.operands(tile)
+
+    def skip_k_tiles(self, gptr: dict[str, VReg], first: VReg, what: str) -> None:
+        self.copies.skip_k_tiles(gptr, first, what)

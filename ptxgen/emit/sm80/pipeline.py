@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...regalloc.smem import SmemBuffer
 from ...schedule.geometry import mma_k_steps, staging_layout
-from ...schedule.problem import MMA_SHAPE, Gemm
-from ...schedule.schedule import Schedule
+from ...schedule.problem import MMA_SHAPE
 from ..epilogue.staged import StagedEpilogue
-from .copies import CpAsyncCopies
+from .copies import CpAsyncCopies, CpAsyncOperands
 from .epilogue import DirectEpilogue, fragment_pair
 from .epilogue_typed import TypedStagedEpilogue
 from .fragments import FragmentLoader
@@ -21,7 +19,7 @@ from .mainloop import MainLoop, StageBases
 from .plans import store_plan
 from ..index import Expr, share_bases
 from ...ir import Addr, Vec, VReg
-from ..pipeline import Accumulators, mainloop_buffers
+from ..pipeline import Accumulators
 from ..swizzle import stage_offset
 from .isa import mma
 
@@ -32,7 +30,7 @@ if TYPE_CHECKING:
     from ..tiles import KRange, Tile, TileOperands
 
 
-class Sm80Pipeline:
+class Sm80Pipeline(CpAsyncOperands):
     """mma.sync over fragments loaded from cp.async stage tiles (implements `Pipeline`)."""
 
     def __init__(self, lw: "GemmLowering"):
@@ -42,20 +40,6 @@ class Sm80Pipeline:
         self.sp = store_plan(lw.s)
         self.frag_bases: dict[str, list[VReg]] = {}  # fragment sources in stage 0, from setup
         self.copies = CpAsyncCopies(lw)
-
-    @classmethod
-    def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
-        return mainloop_buffers(g, s)
-
-    # -- cp.async copies of the operand tiles -----------------------------------------------------------
-    def prepare_loop(self) -> None:
-        self.copies.prepare_loop()
-
-    def operands(self, tile: "Tile") -> "TileOperands":
-        return self.copies.operands(tile)
-
-    def skip_k_tiles(self, gptr: dict[str, VReg], first: VReg, what: str) -> None:
-        self.copies.skip_k_tiles(gptr, first, what)
 
     def setup(self) -> None:
         lw = self.lw

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...regalloc.smem import SmemBuffer
-from ...schedule.problem import Gemm
-from ...schedule.schedule import Schedule
 from ..epilogue.staged import StagedEpilogue
-from ..sm80.copies import CpAsyncCopies
+from ..sm80.copies import CpAsyncCopies, CpAsyncOperands
 from ..sm80.mainloop import MainLoop
 from ..sm80.plans import warp_origin
 from ..index import Expr, share_bases
 from ...ir import Addr, VReg
-from ..pipeline import Accumulators, mainloop_buffers
+from ..pipeline import Accumulators
 from . import isa
 from .isa import ACC_BYTES, ACC_REGS
 
@@ -34,7 +31,7 @@ if TYPE_CHECKING:
 
 
 
-class WmmaPipeline:
+class WmmaPipeline(CpAsyncOperands):
     """wmma.load / wmma.mma over cp.async stage tiles, opaque accumulators (implements `Pipeline`)."""
 
     def __init__(self, lw: "GemmLowering"):
@@ -61,20 +58,6 @@ class WmmaPipeline:
         """Byte offset of the 16x16 block at (m or n, k) of a stage tile: warp-uniform."""
         row, col = (k, mn) if tile.k_along_rows else (mn, k)
         return row * tile.pitch + col * tile.elem_bytes
-
-    @classmethod
-    def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
-        return mainloop_buffers(g, s)
-
-    # -- cp.async copies of the operand tiles -----------------------------------------------------------
-    def prepare_loop(self) -> None:
-        self.copies.prepare_loop()
-
-    def operands(self, tile: "Tile") -> "TileOperands":
-        return self.copies.operands(tile)
-
-    def skip_k_tiles(self, gptr: dict[str, VReg], first: VReg, what: str) -> None:
-        self.copies.skip_k_tiles(gptr, first, what)
 
     def mainloop(self, acc: Accumulators, ops: "TileOperands", k: "KRange") -> None:
         MainLoop(self.lw, ops, k, self).emit(acc)

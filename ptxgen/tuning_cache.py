@@ -19,15 +19,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .runtime.cache import STALE_SECONDS, CacheWarning, default_dir, enabled
+from .runtime.cache import STALE_SECONDS, CacheWarning, default_dir, enabled, write_atomically
 from .schedule.problem import Gemm
 from .schedule.schedule import Schedule
 
@@ -147,25 +145,12 @@ def store(g: Gemm, arch: str, entry: Entry, tools: str | None = None) -> Path | 
     data = {"key": key, "schedule": schedule_to_json(entry.schedule), "measured_s": entry.measured_s,
             "device": entry.device, "shape": list(entry.shape), "candidates": entry.candidates, "when": entry.when}
     path = d / (_digest(key) + SUFFIX)
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix=PART, dir=d)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
+        write_atomically(path, json.dumps(data, indent=1, sort_keys=True).encode(), PART)
     except OSError as e:
         _warn_once(f"write:{d}", f"ptxgen tuning cache write to {d} failed ({e}); the tuned winner is not saved. "
                                  "Fix: point PTXGEN_CACHE_DIR at a writable directory")
         return None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     return path
 
 

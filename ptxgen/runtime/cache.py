@@ -210,33 +210,40 @@ def load(key: str) -> tuple[bytes, str] | None:
     return got
 
 
-def store(key: str, cubin: bytes, log: str) -> None:
-    """Write an entry atomically; errors become one warning."""
-    path = entry_path(key)
-    if path is None:
-        return
-    blob = encode_entry(key, cubin, log)
+def write_atomically(path: Path, blob: bytes, part: str = PART) -> None:
+    """Write `blob` to `path` so that readers see the old file or the whole new one, never a part:
+    a temp file in the same directory (named ...`part`, which its cache sweeps when stale), fsync, then rename over `path`.
+    Raises OSError; the temp file is removed on failure. Used by this cache and the tuning cache."""
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-{_HOST}-", suffix=PART, dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-{_HOST}-", suffix=part, dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
         tmp = None
-        stats.stores += 1
-    except OSError as e:
-        stats.errors += 1
-        _warn_once(f"read-only:{path.parent}" if isinstance(e, PermissionError) else f"write:{path.parent}",
-                   f"ptxgen cache write to {path.parent} failed ({e}); continuing without caching. "
-                   f"Fix: {_FIX}")
     finally:
         if tmp is not None:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def store(key: str, cubin: bytes, log: str) -> None:
+    """Write an entry atomically; errors become one warning."""
+    path = entry_path(key)
+    if path is None:
+        return
+    try:
+        write_atomically(path, encode_entry(key, cubin, log))
+        stats.stores += 1
+    except OSError as e:
+        stats.errors += 1
+        _warn_once(f"read-only:{path.parent}" if isinstance(e, PermissionError) else f"write:{path.parent}",
+                   f"ptxgen cache write to {path.parent} failed ({e}); continuing without caching. "
+                   f"Fix: {_FIX}")
 
 
 def clear() -> int:

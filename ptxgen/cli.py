@@ -30,7 +30,13 @@ _resources = resources_line  # the name tests and older scripts use
 
 #: The argparse names of the schedule flags: when none is given, the cost model chooses the schedule.
 SCHEDULE_FLAGS = ("block", "warps", "stages", "instruction", "smem_layout", "raster", "group_m",
-                  "no_frag_double_buffer", "epilogue_via", "split_k", "split_k_mode", "stream_k", "sms")
+                  "no_frag_double_buffer", "epilogue_via", "split_k", "split_k_mode", "stream_k", "sms",
+                  "consumers", "warp_specialized", "persistent", "cluster", "swizzle")
+#: The Hopper schedule flags (argparse name -> flag as typed), which only --instruction wgmma takes.
+HOPPER_FLAGS = {"consumers": "--consumers", "warp_specialized": "--warp-specialized/--no-warp-specialized",
+                "persistent": "--persistent/--no-persistent", "cluster": "--cluster", "swizzle": "--swizzle"}
+#: The sm_90a slice that is built: what the CLI names when a refused schedule differs from it.
+BUILT_SM90_FLAGS = "--no-warp-specialized --no-persistent"
 
 
 class UsageError(Exception):
@@ -75,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="pipeline stages (default: chosen; 3 with other schedule flags)")
     s.add_argument("--instruction", default=None, choices=tuple(INSTRUCTIONS),
                    help="mma.sync m16n8k16 (default), wmma m16n16k16, or wgmma (--arch sm_90a only; the Hopper "
-                        "lowering is not built yet, so such schedules are verified and refused)")
+                        "slice that is built needs --no-warp-specialized --no-persistent)")
     s.add_argument("--smem-layout", default=None, choices=SMEM_LAYOUTS,
                    help="shared-memory tile layout (default swizzle; pad for wmma, which cannot read a swizzled tile)")
     s.add_argument("--raster", default=None, choices=RASTERS,
@@ -95,6 +101,21 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: chosen; not given with other schedule flags: one CTA per tile)")
     s.add_argument("--sms", type=int, default=None,
                    help="persistent CTAs for --stream-k (default: the GPU's SM count, or the arch's)")
+    h = common.add_argument_group(
+        "hopper", "Only with --instruction wgmma (--arch sm_90a); left out, the Schedule's defaults apply. "
+                  f"The sm_90a lowering built so far needs {BUILT_SM90_FLAGS}.")
+    h.add_argument("--consumers", default=None, type=int, choices=(1, 2),
+                   help="consumer warpgroups, each owning BM/consumers rows (default 2 when BM is a multiple "
+                        "of 128, else 1)")
+    h.add_argument("--warp-specialized", action=argparse.BooleanOptionalAction, default=None,
+                   help="a producer warpgroup issues the TMA copies (default on; not built yet: give "
+                        "--no-warp-specialized)")
+    h.add_argument("--persistent", action=argparse.BooleanOptionalAction, default=None,
+                   help="one CTA per SM walks the output tiles (default on; not built yet: give --no-persistent)")
+    h.add_argument("--cluster", default=None, type=lambda t: dims(t, 2, "cluster"),
+                   help="CMxCN CTAs per thread-block cluster (default 1x1; larger clusters are not built yet)")
+    h.add_argument("--swizzle", default=None, type=int, choices=(128, 64, 32),
+                   help="TMA box and wgmma descriptor swizzle in bytes (default: the widest the tiles allow)")
     s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS), help="target architecture (default sm_80)")
 
     top = argparse.ArgumentParser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
@@ -160,8 +181,21 @@ def problem(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ge
                 bias_dtype=args.bias_dtype)
 
 
+def hopper_fields(args: argparse.Namespace) -> dict:
+    """The Schedule's Hopper fields the flags give (None ones left out, so its defaults apply);
+    a UsageError when they are given without --instruction wgmma, which alone reads them."""
+    given = {name: getattr(args, name) for name in HOPPER_FLAGS if getattr(args, name) is not None}
+    if given and args.instruction != "wgmma":
+        flags = ", ".join(HOPPER_FLAGS[name] for name in given)
+        raise UsageError(f"{flags} only apply to --instruction wgmma (--arch sm_90a), not --instruction "
+                         f"{args.instruction or 'm16n8k16 (the default)'}: add --instruction wgmma --arch sm_90a, "
+                         f"or drop {flags}")
+    return {name: tuple(v) if name == "cluster" else v for name, v in given.items()}
+
+
 def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
     gemm = problem(args, default_shape)
+    hopper = hopper_fields(args)
     if all(getattr(args, flag) is None for flag in SCHEDULE_FLAGS):
         return compile_kernel(gemm, None, arch=args.arch)
     # warps and smem_layout left None take the instruction's defaults (Schedule.__post_init__)
@@ -173,7 +207,7 @@ def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kern
                      epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via or "auto"],
                      split_k=1 if args.split_k is None else args.split_k, split_k_mode=args.split_k_mode or "workspace",
                      decomposition={None: "tiles", "hybrid": "stream-k", "pure": "stream-k-pure"}[args.stream_k],
-                     sms=args.sms)
+                     sms=args.sms, **hopper)
     return compile_kernel(gemm, sched, arch=args.arch)
 
 
@@ -235,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         return _fail(str(e), 2)
     except LoweringNotBuilt as e:  # a legal schedule ptxgen cannot lower yet (sm_90a)
-        return _fail(f"not built yet: {schedule_error_text(e)}", 2)
+        built = (f"; the sm_90a slice that is built needs {BUILT_SM90_FLAGS}"
+                 if e.field in ("schedule.warp_specialized", "schedule.persistent") else "")
+        return _fail(f"not built yet: {schedule_error_text(e)}{built}", 2)
     except ScheduleError as e:
         return _fail(f"invalid schedule: {schedule_error_text(e)}", 2)
     except AssembleError as e:

@@ -25,7 +25,11 @@ FIELD_FLAGS: dict[str, str] = {
     "group_m": "--group-m", "frag_double_buffer": "--no-frag-double-buffer",
     "epilogue_via_smem": "--epilogue-via", "split_k": "--split-k", "split_k_mode": "--split-k-mode",
     "decomposition": "--stream-k", "sms": "--sms", "arch": "--arch",
+    "consumers": "--consumers", "warp_specialized": "--warp-specialized", "persistent": "--persistent",
+    "cluster": "--cluster", "swizzle": "--swizzle",
 }
+#: Boolean fields set by a --X / --no-X flag pair: `field=False` reads as `--no-X`.
+BOOLEAN_FLAGS = ("warp_specialized", "persistent")
 #: Single-letter fields, translated only when named as gemm.m/n/k (prose says "k=16" of instructions).
 DIMENSIONS = ("m", "n", "k")
 #: How a field's Python value reads as the flag's value, where the spelling differs.
@@ -34,6 +38,7 @@ FLAG_VALUES: dict[str, Callable[[str], str]] = {
     "decomposition": lambda v: {"stream-k": "hybrid", "stream-k-pure": "pure"}.get(v, v),
     "block": lambda v: "x".join(re.findall(r"\d+", v)) if v.startswith("(") else v,
     "warps": lambda v: "x".join(re.findall(r"\d+", v)) if v.startswith("(") else v,
+    "cluster": lambda v: "x".join(re.findall(r"\d+", v)) if v.startswith("(") else v,
 }
 _ASSIGN = re.compile(r"\b(?:(?:gemm|schedule|epilogue)\.)?([a-z_]+)(?:\.(BM|BN|BK|WM|WN))?=(Epilogue\([^)]*\)|'[^']*'|\([^)]*\)|[\w.+-]+)")
 _DOTTED = re.compile(r"\b(?:gemm|schedule|epilogue)\.([a-z_]+)\b(?!=)")  # "set epilogue.scale to ..."
@@ -51,6 +56,8 @@ def _flag_assignment(field: str, part: str | None, value: str) -> str | None:
         return f"no {flag}"
     if field == "frag_double_buffer":
         return flag if value == "False" else f"without {flag}"
+    if field in BOOLEAN_FLAGS and value in ("True", "False"):
+        return flag if value == "True" else f"--no-{flag[2:]}"
     plain = value.strip("'")
     plain = FLAG_VALUES.get(field, lambda v: v)(plain)
     if part:  # schedule.block.BK=24: one dimension of the flag's value
@@ -96,7 +103,7 @@ def schedule_error_text(e: ScheduleError) -> str:
 def dims(text: str, count: int, what: str) -> tuple[int, ...]:
     parts = text.lower().split("x")
     if len(parts) != count or not all(p.isdigit() and int(p) > 0 for p in parts):
-        example = "x".join(["128", "128", "32"][:count]) if count != 3 or what != "shape" else "4096x4096x4096"
+        example = {"shape": "4096x4096x4096", "cluster": "2x1"}.get(what, "x".join(["128", "128", "32"][:count]))
         raise argparse.ArgumentTypeError(f"{what} must be {count} positive integers joined by 'x', e.g. {example}")
     return tuple(int(p) for p in parts)
 

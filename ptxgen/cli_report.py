@@ -37,7 +37,46 @@ def _fragment_source(tile: OperandTile, s: Schedule) -> str:
     return f"scalar {how} ({dim}-contiguous {8 * tile.elem_bytes}-bit elements)"
 
 
+def describe_hopper(k: Kernel) -> list[str]:
+    """`describe` for a wgmma kernel: warpgroups, the TMA boxes and swizzle its tensor maps carry
+    and the mbarrier ring, not the sm_80 warp grid, cp.async copies and ldmatrix fragments."""
+    from .emit.sm90.mainloop import ring_layout
+    from .schedule.hopper import ALIGN_SLACK, hopper_plan
+
+    g, s = k.gemm, k.schedule
+    plan = hopper_plan(g, s)
+    ring = ring_layout(plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
+    live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
+    roles = (f"1 producer + {plan.consumers} consumer warpgroup{'s' if plan.consumers > 1 else ''}"
+             if plan.warp_specialized else
+             f"{plan.consumers} warpgroup{'s' if plan.consumers > 1 else ''} (not warp-specialised: "
+             "each loads and multiplies)")
+    maps = "; ".join(f"{m.param}: {m.operand} box {m.box[0]}x{m.box[1]}, {m.swizzle} swizzle, "
+                     f"{'K' if m.k_major else 'MN'}-major" for m in k.tensor_maps)
+    grid = "persistent (one CTA per SM walks the tiles)" if s.persistent else "one CTA per output tile"
+    return [
+        f"kernel     {k.entry} ({k.arch})",
+        f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
+        f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.accumulator} accumulation",
+        f"schedule   block {s.bm}x{s.bn}x{s.bk}, {roles}, {plan.rows_per_consumer} rows each, "
+        f"{instruction_name(g, 'wgmma', s.bn)} ({plan.wgmmas_per_k_tile} per warpgroup per k-tile), "
+        f"stages {s.stages}, raster {s.raster}, {grid}, cluster {plan.cluster[0]}x{plan.cluster[1]}",
+        f"launch     grid {k.grid} x block {k.block} = {plan.threads} threads/CTA, "
+        f"{k.smem_bytes} B dynamic shared memory",
+        f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier",
+        f"smem       {s.stages} stages x ({ring.a_bytes} B of A + {ring.b_bytes} B of B) + "
+        f"{ring.nbytes - ring.barriers} B full mbarriers + {ALIGN_SLACK} B to align the base to 1024 B "
+        f"= {ring.nbytes + ALIGN_SLACK} B",
+        f"epilogue   {describe_epilogue(g)}; direct stores from the accumulator registers",
+        f"registers  {plan.accumulator_regs} accumulators/thread (the assembler's count is below); "
+        f"ptxgen peak live: {live}",
+        *(k.choice.lines() if k.choice is not None else []),
+    ]
+
+
 def describe(k: Kernel) -> list[str]:
+    if k.schedule.hopper:
+        return describe_hopper(k)
     g, s = k.gemm, k.schedule
     a, b = operand_tiles(g, s)
     est = register_estimate(g, s)

@@ -291,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(e), 2)
     except WorkerLost as e:
         return _fail(str(e), 1)
+    except BrokenPipeError:  # the reader of stdout stopped early (`ptxgen emit | head`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
+        return 141                             # what a shell reports for a writer stopped by SIGPIPE
     except (OSError, ValueError, TypeError) as e:
         if os.environ.get(DEBUG_ENV) == "1":
             raise

@@ -139,3 +139,18 @@ def test_int8_with_8_bit_output_and_scale_vector(tmp_path, capsys):
 def test_unknown_epilogue_field_is_a_usage_error():
     r = subprocess.run([sys.executable, "-m", "ptxgen", "info", "--epilogue", "zoom=2"], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "scale=" in r.stderr
+
+
+def test_output_piped_into_a_reader_that_stops_early_is_not_an_error():
+    """`ptxgen emit ... | head -1`: the reader is gone before ptxgen writes (its end of the pipe is
+    closed at once), so the write fails with EPIPE; ptxgen stops quietly (no 'Broken pipe' message,
+    no traceback) with the shell's SIGPIPE status."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "ptxgen", "emit", "--shape", "256x256x128",
+                             "--block", "128x128x32"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141
+    assert err == "", err

@@ -1,6 +1,6 @@
 """Fuzz ptxgen end to end: random (Gemm, Schedule) draws, compiled and run on the CPU simulator.
 
-    python bench/fuzz.py [--draws 2000] [--seed 0] [--workers 2 | --ray [ADDRESS]] [--instruction wmma]
+    python bench/fuzz.py [--draws 2000] [--seed 0] [--workers 2 | --ray [ADDRESS]] [--instruction wmma | --arch sm_90a]
 
 `--workers N` spreads the draws over N local processes (default: one per core; `--jobs` is the old
 name), `--ray [ADDRESS]` over a Ray cluster (`pip install -e ".[cluster]"`; no ADDRESS: a local
@@ -17,7 +17,9 @@ The last two must be 0. The draw space covers everything the lowering supports: 
 dtypes (s8/u8 inputs with s32, quantised s8/u8 and dequantised float outputs), accumulators,
 odd shapes, leading dimensions, alignment, epilogues (with row/column scale vectors), batches,
 split-K, Stream-K and both instruction paths (mma.sync and wmma); `--instruction` pins the path
-to focus a run on it.
+to focus a run on it. `--arch sm_90a` draws Hopper (wgmma) schedules instead: the built subset
+(f16/bf16, both majors, odd shapes with 16-byte aligned rows, consumers, stages, swizzle, raster,
+epilogues) and, one draw in ten, a legal part not built yet, which must come back "rejected".
 """
 from __future__ import annotations
 
@@ -74,6 +76,55 @@ def draw(rng: np.random.Generator, instruction: str | None = None):
     return g, s
 
 
+#: Hopper block edges drawn: BM (64 rows per consumer warpgroup) and BN from wgmma's N table.
+HOPPER_BM = (64, 128, 256)
+HOPPER_BN = (8, 16, 24, 40, 64, 96, 128, 192, 256)
+
+
+def draw_hopper(rng: np.random.Generator):
+    """A (Gemm, Schedule) for arch sm_90a (wgmma): mostly the built subset (f16/bf16, f32
+    accumulation, both majors, odd M/N/K whose rows stay 16-byte aligned for TMA, consumers 1/2,
+    stages, swizzle, raster, epilogues), and now and then a legal feature the lowering does not
+    build yet (warp specialisation, persistence, clusters, split-K, batch, TMA-store epilogue,
+    f16 accumulation), which must be rejected with LoweringNotBuilt, a ScheduleError."""
+    from ptxgen import Epilogue, Gemm, Schedule
+    from ptxgen.schedule.hopper import WGMMA_N
+
+    def pick(xs):
+        return xs[int(rng.integers(len(xs)))]
+
+    unbuilt = rng.random() < 0.1  # one draw in ten asks for a part the lowering refuses today
+    dtype = pick(["f16", "bf16"])
+    acc = "f16" if unbuilt and dtype == "f16" and rng.random() < 0.2 else "f32"
+    out = "f16" if acc == "f16" else pick(["f32", "f16", "bf16"])
+    epi = None
+    if rng.random() < 0.5:
+        epi = Epilogue(alpha=pick([1.0, 0.5, -2.0]), beta=pick([0.0, 0.0, 1.0, -0.5]),
+                       bias=pick([None, "row", "col"]), activation=pick([None, "relu", "gelu", "silu"]),
+                       scale=pick([None] * 3 + ["col", "row"]))
+    a_layout, b_layout = pick(["row", "col"]), pick(["row", "col"])
+    m, n = pick(SIZES + [200, 264]), pick(SIZES + [200, 264])
+    k = 8 * int(rng.integers(1, 33))  # rows along K 16-byte aligned (TMA strides)
+    if a_layout == "col":
+        m = -(-m // 8) * 8  # A's rows run along M: 16-byte strides
+    if b_layout == "row":
+        n = -(-n // 8) * 8
+    g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout, acc_dtype=acc,
+             epilogue=epi, batch=2 if unbuilt and rng.random() < 0.2 else 1)
+    bm = pick(HOPPER_BM)
+    bk = pick([16, 32, 64, 128])
+    extra = {}
+    if unbuilt:
+        extra = pick([{"warp_specialized": True}, {"persistent": True}, {"cluster": (2, 1)}, {"split_k": 2},
+                      {"epilogue_via_smem": True}, {}])
+    s = Schedule(block=(bm, pick([x for x in HOPPER_BN if x in WGMMA_N[dtype]]), bk), instruction="wgmma",
+                 consumers=pick([1, 2]) if bm % 128 == 0 else 1, stages=int(rng.integers(1, 6)),
+                 warp_specialized=extra.pop("warp_specialized", False), persistent=extra.pop("persistent", False),
+                 swizzle=pick([None, None] + [w for w in (128, 64, 32) if bk * 2 % w == 0]),
+                 raster=pick(["row", "grouped"]), group_m=pick([1, 2, 8]), **extra)
+    return g, s
+
+
 def operands(g, rng: np.random.Generator):
     """Operands honouring the gemm's leading dimensions (strided views of wider buffers)."""
     from ptxgen.check import random_epilogue_operands, random_operands, random_scale
@@ -99,15 +150,15 @@ def operands(g, rng: np.random.Generator):
     return widen(a, g.a_layout, lda), widen(b, g.b_layout, ldb), c0, bias, scale
 
 
-def run_one(seed: int, instruction: str | None = None) -> tuple[str, str, str]:
+def run_one(seed: int, instruction: str | None = None, arch: str = "sm_80") -> tuple[str, str, str]:
     import ptxgen
     from ptxgen.check import check_simulated
 
     rng = np.random.default_rng(seed)
-    g, s = draw(rng, instruction)
+    g, s = draw_hopper(rng) if arch == "sm_90a" else draw(rng, instruction)
     kind = f"{g.dtype} {'tn'[g.a_layout == 'col']}{'tn'[g.b_layout == 'col']}"  # CUTLASS letters, A then B
     try:
-        k = ptxgen.compile(g, s)
+        k = ptxgen.compile(g, s, arch=arch)
     except ptxgen.ScheduleError:
         return "rejected", "", kind
     except Exception:  # noqa: BLE001 - anything but ScheduleError from compile is a bug too
@@ -126,9 +177,11 @@ def run_one(seed: int, instruction: str | None = None) -> tuple[str, str, str]:
 CHUNK = 4
 
 
-def run_chunk(instruction: str | None, seeds: range) -> list[tuple[str, str, str]]:
-    """run_one for each seed (a task for ptxgen.scaleout.spread: fn(shared, item))."""
-    return [run_one(seed, instruction) for seed in seeds]
+def run_chunk(pinned: tuple[str | None, str], seeds: range) -> list[tuple[str, str, str]]:
+    """run_one for each seed (a task for ptxgen.scaleout.spread: fn(shared, item)); `pinned` is
+    (instruction, arch)."""
+    instruction, arch = pinned
+    return [run_one(seed, instruction, arch) for seed in seeds]
 
 
 def main() -> int:
@@ -142,9 +195,13 @@ def main() -> int:
     ap.add_argument("--show", type=int, default=5, help="bug reports to print")
     ap.add_argument("--instruction", choices=("m16n8k16", "wmma"), default=None,
                     help="pin every draw to one instruction path (default: drawn, 1 in 5 wmma)")
+    ap.add_argument("--arch", choices=("sm_80", "sm_90a"), default="sm_80",
+                    help="sm_90a: draw Hopper (wgmma) schedules instead, mostly from the built subset")
     args = ap.parse_args()
     from ptxgen.scaleout import Workers, spread
 
+    if args.arch == "sm_90a" and args.instruction:
+        ap.error("--instruction pins an sm_80 path; --arch sm_90a draws wgmma schedules: pass one")
     if args.ray is not None and args.workers is not None:
         ap.error("--workers and --ray both say where to run the draws: pass one")
     workers = (Workers.of("ray", args.ray or None) if args.ray is not None
@@ -155,7 +212,7 @@ def main() -> int:
     counts: Counter = Counter()
     correct_by_kind: Counter = Counter()
     bugs: list[str] = []
-    for chunk in spread(run_chunk, chunks, workers, shared=args.instruction):
+    for chunk in spread(run_chunk, chunks, workers, shared=(args.instruction, args.arch)):
         for outcome, detail, kind in chunk:
             counts[outcome] += 1
             if outcome == "correct":
@@ -167,6 +224,7 @@ def main() -> int:
     for detail in bugs[: args.show]:
         print(detail, file=sys.stderr)
     pinned = f", instruction {args.instruction}" if args.instruction else ""
+    pinned += f", arch {args.arch}" if args.arch != "sm_80" else ""
     print(f"fuzz: {args.draws} draws{pinned}, seeds {args.seed}..{args.seed + args.draws - 1}, on {workers.describe()}, "
           f"{wall:.0f} s on {platform.machine()} ({os.cpu_count()} cores), commit {commit or '?'}")
     print(f"{'outcome':<10}{'count':>7}")

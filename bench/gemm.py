@@ -73,7 +73,7 @@ def build_plan(arch: str, dtypes=DTYPES, shapes=None) -> list[Job]:
     for m, n, k, group in (shapes or SHAPES):
         for dt in dtypes:
             job = Job(dt, m, n, k, group)
-            for spec in candidates_for(m, n, k):
+            for spec in candidates_for(m, n, k, arch):
                 cand = Candidate(spec)
                 try:
                     ptxgen.verify(job.gemm(), make_schedule(cand), arch)

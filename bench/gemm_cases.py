@@ -35,6 +35,14 @@ SHAPES = ([(4096, 4096, 4096, "square"), (8192, 8192, 8192, "square")]
           + [(1, n, k, "decode") for n, k in LLM_NK[:2]]
           + [(4095, 4095, 4095, "odd"), (2047, 11008, 4095, "odd"), (1000, 1000, 1000, "odd")]
           + [(16384, 16384, 16384, "square")])
+#: Hopper (sm_90a) candidates, the design the sm_90a lowering builds today (TMA + mbarrier ring +
+#: wgmma, not warp-specialised, not persistent, direct epilogue): (block, consumer warpgroups,
+#: stages). 64 rows per consumer warpgroup; BK = 64 is one 128-byte swizzle row of f16/bf16.
+HOPPER_SCHEDULES = [
+    ((128, 128, 64), 2, 4),
+    ((128, 256, 64), 2, 4),
+    ((64, 128, 64), 1, 4),  # for small M (the LLM decode-ish shapes)
+]
 #: Problems with M up to this have few output tiles: they also get split-K and narrow Stream-K candidates.
 SMALL_M = 256
 
@@ -49,9 +57,12 @@ class Spec:
     split_k: int = 1
     decomposition: str = "tiles"
     raster: str = "grouped"
+    consumers: int = 0  # > 0: a Hopper wgmma schedule with this many consumer warpgroups (warps unused)
 
     @property
     def name(self) -> str:
+        if self.consumers:
+            return f"{self.block[0]}x{self.block[1]}x{self.block[2]} wgmma c{self.consumers} s{self.stages}"
         extra = (f" splitk{self.split_k}" if self.split_k > 1 else "") + \
             (f" {self.decomposition}" if self.decomposition != "tiles" else "") + \
             (f" {self.raster}-raster" if self.raster != "grouped" else "")
@@ -60,6 +71,9 @@ class Spec:
     def schedule(self):
         import ptxgen
 
+        if self.consumers:  # the built sm_90a design (ptxgen/schedule/verify_sm90_built.py)
+            return ptxgen.Schedule(block=self.block, instruction="wgmma", consumers=self.consumers, stages=self.stages,
+                                   warp_specialized=False, persistent=False, raster=self.raster)
         return ptxgen.Schedule(block=self.block, warps=self.warps, stages=self.stages, smem_layout="swizzle",
                                frag_double_buffer=True, split_k=self.split_k, decomposition=self.decomposition,
                                raster=self.raster)
@@ -69,8 +83,12 @@ def schedule_name(block, warps, stages) -> str:
     return f"{block[0]}x{block[1]}x{block[2]} w{warps[0]}x{warps[1]} s{stages}"
 
 
-def candidates_for(m: int, n: int, k: int) -> list[Spec]:
-    """The fixed candidate list of one problem (a function of its shape class only)."""
+def candidates_for(m: int, n: int, k: int, arch: str | None = None) -> list[Spec]:
+    """The fixed candidate list of one problem (a function of its shape class and arch only):
+    sm_90a is the wgmma pipeline alone (it refuses mma.sync schedules), every other arch the
+    mma.sync list."""
+    if arch == "sm_90a":
+        return [Spec(block, (), stages, consumers=consumers) for block, consumers, stages in HOPPER_SCHEDULES]
     out = [Spec(*s) for s in SCHEDULES]
     out.append(Spec((128, 128, 32), (2, 2), 4, raster="row"))
     out.append(Spec((128, 128, 32), (2, 2), 4, decomposition="stream-k"))

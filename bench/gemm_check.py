@@ -18,11 +18,11 @@ import time
 from gemm_cases import DTYPES, SHAPES, Spec, candidates_for
 
 
-def distinct_candidates() -> list[Spec]:
-    """Every candidate schedule of the benchmark plan once, in plan order."""
+def distinct_candidates(arch: str | None = None) -> list[Spec]:
+    """Every candidate schedule of the benchmark plan for `arch` once, in plan order."""
     seen: dict[str, Spec] = {}
     for m, n, k, _group in SHAPES:
-        for spec in candidates_for(m, n, k):
+        for spec in candidates_for(m, n, k, arch):
             seen.setdefault(spec.name, spec)
     return list(seen.values())
 
@@ -68,7 +68,7 @@ def run_check(arch: str | None, dtypes=DTYPES, max_candidates: int | None = None
         return 2
     ctx = context()
     arch = arch or (ctx.arch if ctx.arch in TARGETS else "sm_80")
-    specs = distinct_candidates()[:max_candidates]
+    specs = distinct_candidates(arch)[:max_candidates]
     print(f"checking {len(specs)} candidate schedules x {len(dtypes)} dtypes on {ctx.arch} ({arch} code) "
           f"through {simdriver.driver_description()}")
     bad = 0

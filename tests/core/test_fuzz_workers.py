@@ -32,6 +32,15 @@ def test_fuzz_spread_over_processes_reports_what_a_serial_run_does():
     assert any(re.fullmatch(r"correct\s+[1-9]\d*", line) for line in serial)  # kernels ran, not only rejections
 
 
+def test_hopper_fuzz_runs_wgmma_kernels_and_reports_the_same_spread():
+    """--arch sm_90a: Hopper draws compile for sm_90a and simulate correctly; spread the same."""
+    serial = fuzz("--draws", "12", "--workers", "1", "--arch", "sm_90a")
+    spread = fuzz("--draws", "12", "--workers", "2", "--arch", "sm_90a")
+    assert spread[1:] == serial[1:]
+    assert any(re.fullmatch(r"correct\s+[1-9]\d*", line) for line in serial)
+    assert "f16" in serial[-2] or "bf16" in serial[-2]
+
+
 def test_fuzz_on_local_ray_reports_what_a_serial_run_does():
     pytest.importorskip("ray", reason='Ray is not installed (pip install -e ".[cluster]")')
     serial = fuzz("--draws", "8", "--workers", "1")

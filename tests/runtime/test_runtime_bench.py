@@ -57,6 +57,22 @@ def test_plan_covers_every_problem_in_importance_order(bench):
         assert j.gemm().out_dtype == j.dtype
 
 
+def test_sm90a_plan_holds_the_built_hopper_candidates(bench):
+    """--arch sm_90a: the wgmma candidates (the design the sm_90a lowering builds), legal for every
+    problem whose rows TMA can describe; the K = 4095 problems are refused with the reason."""
+    jobs = bench.build_plan("sm_90a")
+    assert len(jobs) == len(bench.build_plan("sm_90"))
+    for j in jobs:
+        assert [c.name for c in j.candidates] == ["128x128x64 wgmma c2 s4", "128x256x64 wgmma c2 s4",
+                                                  "64x128x64 wgmma c1 s4"]
+        schedules = [c.spec.schedule() for c in j.candidates]
+        assert all(s.instruction == "wgmma" and not s.warp_specialized and not s.persistent for s in schedules)
+        if j.k % 8 == 0:
+            assert all(c.verdict == "ok" for c in j.candidates), [c.verdict for c in j.candidates]
+        else:
+            assert all("gemm.lda" in c.verdict and "16-byte" in c.verdict for c in j.candidates)
+
+
 def test_rejected_schedules_carry_the_verifier_reason(bench):
     jobs = {(j.dtype, j.m, j.n, j.k): j for j in bench.build_plan("sm_90")}
     m16 = jobs[("f16", 16, 4096, 4096)]  # edge tiles are lowered: M=16 < BM is planned, not rejected

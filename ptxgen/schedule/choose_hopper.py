@@ -35,12 +35,9 @@ WGMMA_LOOP_INSTRUCTIONS = 16
 
 
 def _up_to_cover(sides: tuple, extent: int, key=lambda x: x) -> list:
-    out = []
-    for side in sides:
-        out.append(side)
-        if key(side) >= extent:
-            break
-    return out
+    """The sides up to (and every one equal to) the first whose extent covers `extent`."""
+    cover = next((key(side) for side in sides if key(side) >= extent), None)
+    return [side for side in sides if cover is None or key(side) <= cover]
 
 
 def _probe(g: Gemm) -> Schedule:

@@ -21,7 +21,7 @@ ANY = [1, 7, 17, 40, 63, 100, 130]
 ALIGNED = [8, 24, 40, 72, 136]
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_chosen_wgmma_schedule_is_legal_spill_free_and_correct(data):
     a_layout = data.draw(st.sampled_from(["row", "col"]), label="a_layout")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ScheduleError
 from .candidates import base_schedules, legal, variants
+from .choose_hopper import check_problem_built, describe_hopper, hopper_candidates, no_candidate_error
 from .costmodel import Prediction, predict
 from .devices import device_model
 from .problem import Gemm
@@ -73,6 +74,8 @@ class Choice:
 
 def describe_schedule(s: Schedule) -> str:
     """The schedule as the CLI flags that give it."""
+    if s.instruction == "wgmma":
+        return describe_hopper(s)
     text = f"--block {s.bm}x{s.bn}x{s.bk} --warps {s.warps[0]}x{s.warps[1]} --stages {s.stages}"
     if s.raster == "grouped":
         text += f" --raster grouped --group-m {s.group_m}"
@@ -86,6 +89,8 @@ def describe_schedule(s: Schedule) -> str:
 def rank(g: Gemm, arch: str) -> list[Ranked]:
     """Every legal candidate, fastest predicted first (ties: fewer splits, then fewer warps)."""
     device_model(arch)
+    if arch == "sm_90a":
+        return _rank_hopper(g, arch)
     verify_fields(g, Schedule(block=(128, 128, 32)), arch)  # a bad problem fails here, named
     base = [Ranked(s, predict(g, s, arch)) for s in legal(g, base_schedules(g), arch)]
     base.sort(key=_order)
@@ -99,6 +104,23 @@ def rank(g: Gemm, arch: str) -> list[Ranked]:
     return ranked
 
 
+def _rank_hopper(g: Gemm, arch: str) -> list[Ranked]:
+    """The built wgmma candidates the verifier accepts, fastest first; a problem the built sm_90a
+    lowering cannot run raises LoweringNotBuilt naming arch='sm_90' instead of picking anything."""
+    check_problem_built(g, arch)
+    ranked, first = [], None
+    for s in hopper_candidates(g):
+        try:
+            verify(g, s, arch)
+        except ScheduleError as e:
+            first = first or e
+            continue
+        ranked.append(Ranked(s, predict(g, s, arch)))
+    if not ranked:
+        raise no_candidate_error(g, arch, first)
+    return sorted(ranked, key=_order)
+
+
 #: Predicted times within this factor of each other rank as ties: the model is not that precise.
 TIE = 1.02
 
@@ -110,6 +132,8 @@ def _order(r: Ranked) -> tuple:
     larger tile."""
     s = r.schedule
     bucket = math.floor(math.log(r.prediction.time_s) / math.log(TIE))
+    if s.instruction == "wgmma":  # row raster, three or four stages, the larger tile, fewer warpgroups
+        return (bucket, s.raster != "row", abs(s.stages - 3.5), -s.bm * s.bn, s.consumers, s.block)
     return (bucket, s.split_k, s.stream_k, s.raster != "row", abs(s.num_warps - 4), -s.bk, abs(s.stages - 3),
             -s.bm * s.bn, s.block, s.warps)
 

@@ -156,6 +156,10 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
     """The model's time for (g, s), a schedule the verifier accepts, on `arch`'s flagship part.
     `registers`: the assembler's count per thread (default: the register estimate, rounded up to
     the allocation unit of 8)."""
+    if s.instruction == "wgmma":
+        from .choose_hopper import predict_hopper
+
+        return predict_hopper(g, s, arch, registers)
     dev = device_model(arch)
     regs = registers if registers is not None else min(255, _ceil(register_estimate(g, s)["total"], 8) * 8)
     occ = occupancy(arch, regs, smem_bytes(g, s), s.threads, dev.sms)

@@ -6,7 +6,7 @@ comes from; the ones that are estimates say so (they are the model's weak spots)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .targets import target
 
@@ -79,19 +79,20 @@ RTX4090 = DeviceModel(
     tensor_flops_per_clk_sm={"f16": 512, "bf16": 512, "tf32": 256, "s8": 2048, "u8": 2048},
     mma_sync_share=1.0, dram_bytes_per_s=1.008e12, l2_bytes=72 * 2**20, l2_bytes_per_clk=6068)
 
-DEVICES: dict[str, DeviceModel] = {"sm_80": A100, "sm_86": A6000, "sm_89": RTX4090, "sm_90": H100}
+#: The same H100 SXM5 as `H100`, as the sm_90a (wgmma) schedules use it. The tensor peak is the
+#: same 989 TFLOPS dense FP16/BF16 (H100 whitepaper / datasheet): that figure is wgmma's rate, so
+#: the sm_90a cost model prices wgmma at the full `tensor_flops_per_clk_sm` and reports efficiency
+#: against `peak_flops(dtype, instruction_share=False)`. `mma_sync_share` keeps its meaning (what
+#: mma.sync reaches on this SM, 0.5): an mma.sync schedule compiled for sm_90a runs at that share.
+H100_WGMMA = replace(H100, arch="sm_90a")
+
+DEVICES: dict[str, DeviceModel] = {"sm_80": A100, "sm_86": A6000, "sm_89": RTX4090, "sm_90": H100,
+                                   "sm_90a": H100_WGMMA}
 
 
 def device_model(arch: str) -> DeviceModel:
     """The flagship model for `arch`; a ValueError naming the modelled archs for any other."""
     target(arch)  # an unknown arch gets the targets' message
-    if arch == "sm_90a":
-        from ..errors import LoweringNotBuilt
-
-        raise LoweringNotBuilt("arch", arch, "there is nothing to choose for sm_90a yet: its Hopper lowering "
-                               "(TMA + mbarrier + wgmma) is not built",
-                               "use arch 'sm_90' (the mma.sync path, which runs on Hopper); a wgmma schedule "
-                               "(--instruction wgmma / instruction='wgmma') is verified but not yet lowered")
     try:
         return DEVICES[arch]
     except KeyError:

@@ -39,13 +39,9 @@ def render_plain(fn: Function, target: Target = SM90A) -> str:
     return render(fn, target, ["hand-assembled wgmma tile (tests/core/sm90_kernel.py)"], decls, name)
 
 
-def build(n: int, k: int, b_major: str) -> str:
-    """PTX for D(64 x n, f32) = A(64 x k, f16) @ B(k x n, f16), one CTA of 128 threads."""
-    a_tile = dsc.CanonicalTile(M, k, 2, "K", "128B")
-    b_tile = dsc.CanonicalTile(n, k, 2, b_major, "128B")
-    b_base = a_tile.nbytes                      # a multiple of 1024: B's pattern starts aligned
-    b = Builder(ENTRY, [Param(".u64", "pA"), Param(".u64", "pB"), Param(".u64", "pD")])
-    b.function.shared.append((TILES, 1024, a_tile.nbytes + b_tile.nbytes))
+def _prologue(b: Builder, tile_bytes: int):
+    """%tid.x, its expression emitter, the global A/B/D pointers and the shared tiles' address."""
+    b.function.shared.append((TILES, 1024, tile_bytes))
     tid = b.reg("b32")
     b.emit("mov.u32", tid, Sym("%tid.x"), ndefs=1)
     ex = ExprEmitter(b, tid)
@@ -57,6 +53,16 @@ def build(n: int, k: int, b_major: str) -> str:
         ptrs.append(g)
     smem = b.reg("b32")
     b.emit("mov.u32", smem, Sym(TILES), ndefs=1)
+    return tid, ex, ptrs, smem
+
+
+def build(n: int, k: int, b_major: str) -> str:
+    """PTX for D(64 x n, f32) = A(64 x k, f16) @ B(k x n, f16), one CTA of 128 threads."""
+    a_tile = dsc.CanonicalTile(M, k, 2, "K", "128B")
+    b_tile = dsc.CanonicalTile(n, k, 2, b_major, "128B")
+    b_base = a_tile.nbytes                      # a multiple of 1024: B's pattern starts aligned
+    b = Builder(ENTRY, [Param(".u64", "pA"), Param(".u64", "pB"), Param(".u64", "pD")])
+    tid, ex, ptrs, smem = _prologue(b, a_tile.nbytes + b_tile.nbytes)
 
     b.banner("copy A and B to shared memory in the canonical 128B-swizzled layouts")
     _copy(b, ex, tid, ptrs[0], smem, a_tile, 0, rows_along_mn=True, row_elems=k)
@@ -196,18 +202,7 @@ def build_loop(n: int, k: int, accum: str) -> Function:
     a_tile = dsc.CanonicalTile(M, k, 2, "K", "128B")
     b_tile = dsc.CanonicalTile(n, k, 2, "K", "128B")
     b = Builder(LOOP_ENTRY, [Param(".u64", "pA"), Param(".u64", "pB"), Param(".u64", "pD")])
-    b.function.shared.append((TILES, 1024, a_tile.nbytes + b_tile.nbytes))
-    tid = b.reg("b32")
-    b.emit("mov.u32", tid, Sym("%tid.x"), ndefs=1)
-    ex = ExprEmitter(b, tid)
-    ptrs = []
-    for p in ("pA", "pB", "pD"):
-        r, g = b.reg("b64"), b.reg("b64")
-        b.emit("ld.param.u64", r, Addr(Sym(p)), ndefs=1)
-        b.emit("cvta.to.global.u64", g, r, ndefs=1)
-        ptrs.append(g)
-    smem = b.reg("b32")
-    b.emit("mov.u32", smem, Sym(TILES), ndefs=1)
+    tid, ex, ptrs, smem = _prologue(b, a_tile.nbytes + b_tile.nbytes)
     _copy(b, ex, tid, ptrs[0], smem, a_tile, 0, True, k)
     _copy(b, ex, tid, ptrs[1], smem, b_tile, a_tile.nbytes, True, k)
     mb.fence_proxy_async(b)

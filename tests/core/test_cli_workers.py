@@ -13,16 +13,7 @@ LIMIT_S = 300
 RUN = ["run", "--sim", "--shape", "256x128x96", "--block", "64x64x32", "--split-k", "2"]
 
 
-@pytest.fixture(autouse=True)
-def bounded():
-    def expire(signum, frame):
-        raise TimeoutError(f"test ran past {LIMIT_S} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(LIMIT_S)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+pytestmark = pytest.mark.usefixtures("bounded")   # each test stops after LIMIT_S (conftest.py)
 
 
 def report(argv: list[str], capsys) -> str:

@@ -7,7 +7,6 @@ Every test here is bounded in time by `bounded` (SIGALRM), so a hung pool fails 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 
@@ -19,16 +18,7 @@ from ptxgen.scaleout import Workers, process_map, ray_map, require_ray, spread
 LIMIT_S = 120
 
 
-@pytest.fixture(autouse=True)
-def bounded():
-    def expire(signum, frame):
-        raise TimeoutError(f"test ran past {LIMIT_S} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(LIMIT_S)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+pytestmark = pytest.mark.usefixtures("bounded")   # each test stops after LIMIT_S (conftest.py)
 
 
 # module level, so workers can unpickle them by reference

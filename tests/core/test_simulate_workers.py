@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import signal
 import sys
 
 import numpy as np
@@ -27,16 +26,7 @@ from .draws import draw_gemm, draw_small_schedule
 LIMIT_S = 300
 
 
-@pytest.fixture(autouse=True)
-def bounded():
-    def expire(signum, frame):
-        raise TimeoutError(f"test ran past {LIMIT_S} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(LIMIT_S)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+pytestmark = pytest.mark.usefixtures("bounded")   # each test stops after LIMIT_S (conftest.py)
 
 
 def both_runs(k, ctas=None, workers=2, **spread):

@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from ptxgen import sim
 from sim_util import kernel, line_of
+from test_sim_atomics import replay   # the sequential reference the global atomics use
 
 PARAMS = ".param .u64 pOut, .param .u64 pMem, .param .u64 pB, .param .u64 pC"
 REG = {"b32": "%r", "u32": "%r", "s32": "%r", "f32": "%f", "b64": "%rd", "u64": "%rd", "s64": "%rd",
@@ -79,17 +80,6 @@ def run_shared_atomic(instr: str, typ: str, mem, b, c=None, slots: int = 1, gene
         ptx = ptx.replace(".target sm_80", ".target sm_90")       # bf16 atomics need sm_90
     sim.launch(ptx, "k", block=(len(b),), args=[out, mem, b, c])
     return out, mem
-
-
-def replay(mem, b, c, slots, fn):
-    """Sequential reference: thread order, each thread sees the value left by the previous one."""
-    mem = list(mem)
-    old = []
-    for t in range(len(b)):
-        s = t % slots
-        old.append(mem[s])
-        mem[s] = fn(mem[s], b[t], c[t])
-    return old, mem
 
 
 def wrap(typ):

@@ -68,8 +68,7 @@ def test_hopper_flags_without_wgmma_are_a_usage_error(capsys, flags, named):
     assert named in lines[0] and "add --instruction wgmma --arch sm_90a" in lines[0]
 
 
-@pytest.mark.parametrize("drop, field", [("--no-warp-specialized", "--warp-specialized"),
-                                         ("--no-persistent", "--persistent")])
+@pytest.mark.parametrize("drop, field", [("--no-persistent", "--persistent")])
 def test_refusal_names_the_flags_of_the_built_slice(capsys, drop, field):
     argv = [a for a in BUILT if a != drop]
     status, out, err = _run(capsys, ["info", *argv])

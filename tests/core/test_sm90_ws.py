@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
@@ -146,6 +146,57 @@ def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():
     assert e.value.kind == "deadlock"
 
 
+# -- the persistent grid ------------------------------------------------------------------------------
+@pytest.mark.parametrize("g, s", [
+    (tn(300, 200, 200), Schedule(block=(128, 128, 64), instruction="wgmma", stages=4)),    # the defaults
+    (tn(300, 200, 200), ws((64, 64, 64), 2, persistent=True, sms=3)),                      # 20 tiles on 3 CTAs
+    (Gemm(304, 200, 136, dtype="bf16", out_dtype="bf16", a_layout="col", b_layout="row"),
+     ws((128, 64, 32), 3, consumers=2, persistent=True, sms=2, raster="grouped", group_m=2)),
+    (tn(130, 72, 24, "f16", "f16"), ws((64, 16, 16), 1, persistent=True, sms=4)),         # 1 stage, 20 tiles
+    (Gemm(200, 136, 136, a_layout="row", b_layout="col", epilogue=GELU), ws((128, 64, 64), 5, consumers=2, persistent=True, sms=1)),  # one CTA
+], ids=["defaults", "3ctas", "grouped-2c-mn", "s1", "one-cta-gelu"])
+def test_persistent_gemm_matches_numpy(g, s):
+    check_epilogue(g, s, seed=g.n + g.k)
+
+
+def test_persistent_grid_is_one_cta_per_sm_and_fills_the_device():
+    g = tn(4096, 4096, 512)
+    k = ptxgen.compile(g, Schedule(block=(128, 128, 64), instruction="wgmma", stages=4), arch=ARCH)
+    assert k.grid == (132, 1, 1)                     # sm_90a's flagship count in the simulator
+    assert k.launch_grid(114) == (114, 1, 1)         # the device's SM count on a GPU (H100 PCIe)
+    small = ptxgen.compile(tn(200, 200, 64), Schedule(block=(128, 128, 64), instruction="wgmma"), arch=ARCH)
+    assert small.grid == (4, 1, 1) and small.launch_grid(132) == (4, 1, 1)   # never more CTAs than tiles
+    pinned = ptxgen.compile(g, ws((128, 128, 64), 4, persistent=True, sms=8), arch=ARCH)
+    assert pinned.launch_grid(132) == (8, 1, 1)
+    assert "%nctaid.x" in k.ptx and "producer_tile_loop" in k.ptx and "consumer_tile_loop" in k.ptx
+
+
+def test_one_persistent_cta_computes_exactly_its_tiles():
+    """CTA 1 of 3 walks tiles 1, 4, 7 (row raster, 3 n-tiles): those are written, the rest stays NaN."""
+    g = tn(192, 192, 64)
+    k = ptxgen.compile(g, ws((64, 64, 64), 2, persistent=True, sms=3), arch=ARCH)
+    a, b = random_operands(g)
+    c = k.simulate(a, b, ctas=[(1, 0, 0)])
+    written = ~np.isnan(c)
+    want = np.zeros((3, 3), bool)
+    want[[0, 1, 2], [1, 1, 1]] = True
+    assert (written.reshape(3, 64, 3, 64).all(axis=(1, 3)) == want).all()
+    assert (written.reshape(3, 64, 3, 64).any(axis=(1, 3)) == want).all()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.allclose(c[written], ref[written], rtol=1e-5, atol=1e-4)
+
+
+def test_last_stage_never_released_deadlocks_a_persistent_cta():
+    """The consumers skip releasing each tile's last stage: the producer, already on the next tile,
+    waits for it forever; the simulator reports the deadlock instead of hanging."""
+    g = tn(256, 128, 192)
+    k = ptxgen.compile(g, ws((64, 64, 64), 2, persistent=True, sms=1), arch=ARCH)
+    assert _run(k.ptx, k) < 1e-5
+    with pytest.raises(sim.HazardError) as e:
+        _run(_without(k.ptx, "release the tile's last stage"), k)
+    assert e.value.kind == "deadlock"
+
+
 # -- property test over the warp-specialised schedule space -----------------------------------------
 def draw_ws_case(data, persistent: bool | None = None) -> tuple[Gemm, Schedule]:
     dtype = data.draw(st.sampled_from(("f16", "bf16")), label="dtype")
@@ -172,25 +223,30 @@ def draw_ws_case(data, persistent: bool | None = None) -> tuple[Gemm, Schedule]:
                         label="swizzle")
     consumers = data.draw(st.sampled_from((1, 2) if bm == 128 else (1,)), label="consumers")
     if persistent is None:
-        persistent = data.draw(st.booleans(), label="persistent")
+        persistent = data.draw(st.sampled_from((True, True, False)), label="persistent")
     extra = {}
     if persistent:
-        extra["sms"] = data.draw(st.sampled_from((None, 1, 2, 3)), label="sms")   # small grids: CTAs loop
+        extra["sms"] = data.draw(st.sampled_from((1, 2, 3, None)), label="sms")   # small grids: CTAs loop
     s = ws((bm, bn, bk), data.draw(st.integers(1, 5), label="stages"), consumers, persistent=persistent,
            swizzle=swizzle, raster=data.draw(st.sampled_from(("row", "grouped")), label="raster"),
            group_m=data.draw(st.sampled_from((1, 2, 8)), label="group_m"), **extra)
     return g, s
 
 
-@settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(st.data())
 def test_warp_specialized_schedules_match_numpy(data):
-    g, s = draw_ws_case(data, persistent=False)
+    """Persistent or not (persistent draws a small `sms`, so CTAs walk several tiles)."""
+    g, s = draw_ws_case(data)
     try:
         verify(g, s, ARCH)
     except ScheduleError as e:
         assert not isinstance(e, LoweringNotBuilt), e   # the drawn space is built
+        event("rejected by the verifier")
         return                                           # illegal (smem, box): the verifier's to explain
+    tiles = -(-g.m // s.bm) * -(-g.n // s.bn)
+    event("not persistent" if not s.persistent else "persistent, CTAs loop" if tiles > (s.sms or 132)
+          else "persistent, one tile each")
     check_epilogue(g, s, seed=g.m * g.n + g.k)
 
 

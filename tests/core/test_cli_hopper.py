@@ -53,6 +53,16 @@ def test_info_reports_the_wgmma_kernel(capsys):
     assert f"{total} B dynamic shared memory" in launch
 
 
+def test_info_reports_the_producer_and_consumer_roles(capsys):
+    status, out, err = _run(capsys, ["info", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "128x128x64",
+                                     "--shape", "200x136x104"])
+    assert status == 0, err
+    assert "1 producer (warpgroup 2: one thread issues the TMA copies, setmaxnreg.dec 40)" in out
+    assert "2 consumer warpgroups (wgmma + epilogue, setmaxnreg.inc 232; launch cap .maxnreg 168)" in out
+    assert "persistent (one CTA per SM walks the tiles)" in out and "block (384, 1, 1)" in out
+    assert "full + empty mbarriers" in out and "empty mbarrier (one arrival per consumer warp)" in out
+
+
 @pytest.mark.parametrize("flags, named", [
     (["--consumers", "2"], "--consumers"),
     (["--no-persistent"], "--persistent/--no-persistent"),

@@ -62,9 +62,16 @@ def test_kernel_has_roles_and_no_bar_sync_in_the_loops():
     assert ".maxnreg 168" in k.ptx and k.block == (384, 1, 1)
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in k.ptx and "setmaxnreg.inc.sync.aligned.u32 232;" in k.ptx
     # the only bar.sync is the one after the barriers' initialisation, before the roles split
-    assert k.ptx.count("bar.sync") == 1
-    assert k.ptx.index("bar.sync") < k.ptx.index("setmaxnreg")
+    assert k.ptx.count("    bar.sync") == 1
+    assert k.ptx.index("    bar.sync") < k.ptx.index("    setmaxnreg.dec")
     assert "mbarrier.init.shared::cta.b64 [%r" in k.ptx and ", 8;" in k.ptx   # empty: one arrival per consumer warp
+    # the header and banners say who does what
+    assert "warpgroups 0..1 consume" in k.ptx and "warpgroup 2 produces (one elected thread" in k.ptx
+    assert "on full/empty mbarriers" in k.ptx and "grid: one CTA per output tile" in k.ptx
+    assert "// Producer warpgroup 2: registers down to 40" in k.ptx
+    assert "// Consumer warpgroups 0..1: registers up to 232" in k.ptx
+    persistent = ptxgen.compile(tn(256, 256, 256), Schedule(block=(128, 128, 64), instruction="wgmma"), arch=ARCH)
+    assert "grid: persistent, min(tiles, SMs) CTAs" in persistent.ptx
 
 
 # -- planted bugs the simulator must catch ------------------------------------------------------------

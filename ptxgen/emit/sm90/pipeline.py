@@ -1,6 +1,10 @@
-"""The sm_90a GEMM lowering, first slice: TMA + mbarrier ring + wgmma, one or two consumer
-warpgroups (each owns BM/consumers rows; thread 0 also issues the copies), not warp-specialised,
-not persistent, no cluster; one CTA per output tile (tiles.TileScheduler: row or grouped raster).
+"""The sm_90a GEMM lowering: TMA + mbarrier ring + wgmma, one or two consumer warpgroups (each owns
+BM/consumers rows), no cluster. Two kernels:
+  * warp-specialised (the default; warp_specialized.py): a producer warpgroup's elected thread
+    issues the copies on a full/empty ring; with `persistent` (the default) a grid of
+    min(tiles, SMs) CTAs walks the output tiles (persistent.py), else one CTA per tile;
+  * not (mainloop.py): thread 0 of the consumers also issues the copies, one CTA per output tile.
+Tiles come from tiles.TileScheduler (row or grouped raster).
 
 Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value, of
 each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major

@@ -276,3 +276,30 @@ def test_ptxas_honours_setmaxnreg_without_spills(block, consumers, stages, monke
     log = r.log.lower()
     assert not any(code in log for code in ("c7508", "c7504", "c7515", "c7509", "warning")), r.log
     assert r.resources.registers == (248 if consumers == 1 else 168), r.resources
+
+
+@pytest.mark.parametrize("block, stages", [((128, 128, 64), 4), ((128, 256, 64), 3)])
+def test_consumer_loop_is_at_most_40_sass_instructions_per_k_tile(block, stages, monkeypatch):
+    """Issue 13's static target, with whole-program ptxas (setmaxnreg kept) and cuobjdump: the
+    loop issuing the HGMMA (bench/sass_hopper.py finds it) is one 64-wide k-tile per pass. Without
+    the warp-uniform warpgroup index (shfl) each pass moved the A descriptors with R2UR (53, 55)."""
+    import sys
+    from pathlib import Path
+
+    from ptxgen.runtime import assemble as asm
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from sass import cuobjdump, sass_text
+    from sass_hopper import analyse_sass
+
+    tool = cuobjdump()
+    if asm._ptxas_path() is None or tool is None:
+        pytest.skip("needs ptxas and cuobjdump")
+    monkeypatch.setenv("PTXGEN_ASSEMBLER", "ptxas")
+    g = Gemm(4096, 4096, 4096, dtype="f16", out_dtype="f16", a_layout="row", b_layout="col")
+    k = ptxgen.compile(g, Schedule(block=block, instruction="wgmma", stages=stages), arch=ARCH)
+    h = next(x for x in analyse_sass(sass_text(k.cubin, tool)) if x.function == k.entry)
+    assert h.warp_specialised and h.consumer is not None
+    assert h.consumer.classes["hgmma"] == 4 and h.consumer.classes["bar"] == 0
+    assert h.consumer.total <= 40, h.consumer.total
+    assert h.registers_per_role == "producer 40, consumer 232"

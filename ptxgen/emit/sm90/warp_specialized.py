@@ -98,6 +98,13 @@ class WarpSpecializedLoop(TmaWgmmaLoop):
                  f"{plan.wgmmas_per_k_tile} wgmma per k-tile with {self.in_flight} group in flight, release the "
                  "retired stage, epilogue per tile")
         mb.setmaxnreg(b, plan.consumer_regs, increase=True, comment="the producer's registers")
+        # tid >> 7 is the same in every lane, but ptxas cannot prove it; lane 0's copy, broadcast
+        # by shfl, it can: the descriptors then live in uniform registers that HGMMA reads directly
+        # (without, each k-tile moves every descriptor with R2UR), as CUTLASS's warp-group index does.
+        uniform = b.reg("b32")
+        b.emit("shfl.sync.idx.b32", uniform, lw.warpgroup, Imm("0"), Imm("31"), Imm("-1"), ndefs=1,
+               comment="consumer warpgroup index, warp-uniform for ptxas")
+        lw.warpgroup = uniform
         desc = self.descriptors()
         lane = lw.u32("and.b32", lw.tid, Imm("31"))
         releaser = lw.pred("setp.eq.u32", lane, Imm("0"))

@@ -303,3 +303,18 @@ def test_consumer_loop_is_at_most_40_sass_instructions_per_k_tile(block, stages,
     assert h.consumer.classes["hgmma"] == 4 and h.consumer.classes["bar"] == 0
     assert h.consumer.total <= 40, h.consumer.total
     assert h.registers_per_role == "producer 40, consumer 232"
+
+
+def test_nvjitlink_drops_setmaxnreg_as_the_readme_says(monkeypatch):
+    """nvJitLink compiles PTX as relocatable code, where ptxas ignores setmaxnreg (C7504); the
+    kernel still assembles, without spills, under its .maxnreg cap. If a later nvJitLink keeps it,
+    this fails: then the README's advice (PTXGEN_ASSEMBLER=ptxas) can go."""
+    from ptxgen.runtime import assemble as asm
+
+    if not isinstance(asm._nvjitlink_probe(), tuple):
+        pytest.skip("nvJitLink is not installed")
+    monkeypatch.setenv("PTXGEN_ASSEMBLER", "nvjitlink")
+    g = Gemm(4096, 4096, 4096, dtype="f16", out_dtype="f16", a_layout="row", b_layout="col")
+    k = ptxgen.compile(g, Schedule(block=(128, 256, 64), instruction="wgmma", stages=3), arch=ARCH)
+    r = asm.assemble(k.ptx, ARCH, k.entry)
+    assert "C7504" in r.log and r.resources.spill_store_bytes == 0 and r.resources.registers <= 168

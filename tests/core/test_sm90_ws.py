@@ -74,6 +74,15 @@ def test_kernel_has_roles_and_no_bar_sync_in_the_loops():
     assert "grid: persistent, min(tiles, SMs) CTAs" in persistent.ptx
 
 
+def test_explicit_register_split_is_emitted_and_runs():
+    g = tn(136, 72, 136)
+    s = ws((128, 64, 64), 3, consumers=2, persistent=True, sms=1, producer_regs=24, consumer_regs=200)
+    k = ptxgen.compile(g, s, arch=ARCH)
+    assert ".maxnreg 168" in k.ptx and k.block == (384, 1, 1)
+    assert "setmaxnreg.dec.sync.aligned.u32 24;" in k.ptx and "setmaxnreg.inc.sync.aligned.u32 200;" in k.ptx
+    check_epilogue(g, s, seed=3)
+
+
 # -- planted bugs the simulator must catch ------------------------------------------------------------
 G_PLANT = tn(128, 128, 512)
 

@@ -170,7 +170,8 @@ def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():
      ws((128, 64, 32), 3, consumers=2, persistent=True, sms=2, raster="grouped", group_m=2)),
     (tn(130, 72, 24, "f16", "f16"), ws((64, 16, 16), 1, persistent=True, sms=4)),         # 1 stage, 20 tiles
     (Gemm(200, 136, 136, a_layout="row", b_layout="col", epilogue=GELU), ws((128, 64, 64), 5, consumers=2, persistent=True, sms=1)),  # one CTA
-], ids=["defaults", "3ctas", "grouped-2c-mn", "s1", "one-cta-gelu"])
+    (tn(300, 600, 136, "bf16", "bf16"), Schedule(block=(128, 256, 64), instruction="wgmma", stages=3, sms=2)),
+], ids=["defaults", "3ctas", "grouped-2c-mn", "s1", "one-cta-gelu", "n256-2c"])
 def test_persistent_gemm_matches_numpy(g, s):
     check_epilogue(g, s, seed=g.n + g.k)
 

@@ -53,7 +53,8 @@ class TileWalk:
         b.place(self.done)
 
 
-def zero(lw: "Sm90Lowering", acc: list[tuple[VReg, ...]]) -> None:
+def zero_accumulators(lw: "Sm90Lowering", acc: list[tuple[VReg, ...]]) -> None:
+    """mov 0 into every accumulator: once per kernel, or per tile of a persistent walk."""
     lw.b.comment(f"zero {sum(len(a) for a in acc)} f32 accumulators")
     for frag in acc:
         for r in frag:

@@ -32,7 +32,7 @@ from ..tiles import TileScheduler
 from . import wgmma_isa as wi
 from .epilogue import DirectStores
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
-from .persistent import zero
+from .persistent import zero_accumulators
 from .warp_specialized import WarpSpecializedLoop
 
 SMEM_SYMBOL = "smem"
@@ -138,7 +138,7 @@ class Sm90Lowering(ScalarOps):
         if self.plan.warp_specialized:  # zeroes, runs the epilogue and exits per role and tile
             self.pipeline.mainloop(acc, kt_count)
             return self.b.function
-        zero(self, acc)
+        zero_accumulators(self, acc)
         self.pipeline.mainloop(acc, kt_count)
         self.pipeline.epilogue(acc)
         self.b.emit("ret")

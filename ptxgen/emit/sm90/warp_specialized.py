@@ -29,7 +29,7 @@ from . import mbarrier_isa as mb
 from . import tma_isa as tma
 from . import wgmma_isa as wi
 from .mainloop import TmaWgmmaLoop
-from .persistent import TileWalk, zero
+from .persistent import TileWalk, zero_accumulators
 
 if TYPE_CHECKING:
     from .pipeline import Sm90Lowering
@@ -113,7 +113,7 @@ class WarpSpecializedLoop(TmaWgmmaLoop):
         prev = lw.u32("mov.u32", Imm("0"), comment="the previous k-tile's stage")
         walk = TileWalk(lw, "consumer")
         tile = walk.begin()
-        zero(lw, acc)
+        zero_accumulators(lw, acc)
         kt = lw.u32("mov.u32", Imm("0"))
         top = b.label("main_loop")
         b.banner(f"Main loop: wait full[stage], {plan.wgmmas_per_k_tile} wgmma, release stage kt-{self.in_flight}")

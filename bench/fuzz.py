@@ -84,9 +84,10 @@ HOPPER_BN = (8, 16, 24, 40, 64, 96, 128, 192, 256)
 def draw_hopper(rng: np.random.Generator):
     """A (Gemm, Schedule) for arch sm_90a (wgmma): mostly the built subset (f16/bf16, f32
     accumulation, both majors, odd M/N/K whose rows stay 16-byte aligned for TMA, consumers 1/2,
-    stages, swizzle, raster, epilogues), and now and then a legal feature the lowering does not
-    build yet (warp specialisation, persistence, clusters, split-K, batch, TMA-store epilogue,
-    f16 accumulation), which must be rejected with LoweringNotBuilt, a ScheduleError."""
+    stages, swizzle, raster, epilogues, warp-specialised or not, persistent with a small `sms` so
+    CTAs walk several tiles), and now and then a legal feature the lowering does not build yet
+    (persistence without warp specialisation, clusters, split-K, batch, TMA-store epilogue, f16
+    accumulation), which must be rejected with LoweringNotBuilt, a ScheduleError."""
     from ptxgen import Epilogue, Gemm, Schedule
     from ptxgen.schedule.hopper import WGMMA_N
 
@@ -113,10 +114,13 @@ def draw_hopper(rng: np.random.Generator):
              epilogue=epi, batch=2 if unbuilt and rng.random() < 0.2 else 1)
     bm = pick(HOPPER_BM)
     bk = pick([16, 32, 64, 128])
-    extra = {}
+    ws = rng.random() < 0.6
+    extra = {"warp_specialized": ws, "persistent": ws and rng.random() < 0.7}
+    if extra["persistent"]:
+        extra["sms"] = pick([1, 2, 3, None])
     if unbuilt:
-        extra = pick([{"warp_specialized": True}, {"persistent": True}, {"cluster": (2, 1)}, {"split_k": 2},
-                      {"epilogue_via_smem": True}, {}])
+        extra.update(pick([{"warp_specialized": False, "persistent": True}, {"cluster": (2, 1)}, {"split_k": 2},
+                           {"epilogue_via_smem": True}, {}]))
     s = Schedule(block=(bm, pick([x for x in HOPPER_BN if x in WGMMA_N[dtype]]), bk), instruction="wgmma",
                  consumers=pick([1, 2]) if bm % 128 == 0 else 1, stages=int(rng.integers(1, 6)),
                  warp_specialized=extra.pop("warp_specialized", False), persistent=extra.pop("persistent", False),

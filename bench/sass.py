@@ -67,15 +67,22 @@ SHAPE_ROWS = (
                                                b_layout="row"),
      dict(block=(64, 128, 64), warps=(2, 2), stages=2, smem_layout="pad")),
 )
-#: --arch sm_90a: the wgmma kernels ptxgen builds (emit/sm90: one warpgroup, not warp-specialised,
-#: not persistent), on a divisible and an edge problem; the mma.sync rows above are sm_90's.
+#: --arch sm_90a: the wgmma kernels ptxgen builds (emit/sm90), not warp-specialised (one CTA per
+#: tile, the consumers issue the copies) and warp-specialised + persistent ("ws": the defaults), on
+#: a divisible and an edge problem; the mma.sync rows above are sm_90's. The ws rows keep their
+#: setmaxnreg split only with whole-program ptxas (PTXGEN_ASSEMBLER=ptxas): nvJitLink compiles
+#: relocatable code, which drops it (C7504).
 _SM90 = dict(instruction="wgmma", warp_specialized=False, persistent=False)
 HOPPER_ROWS = tuple(
     (f"{label} {bm}x{bn}x{bk} s{st} {wg}wg", dict(m=m, n=n, k=k, a_layout="row", b_layout="col"),
      dict(block=(bm, bn, bk), stages=st, consumers=wg, **_SM90))
     for label, (m, n, k) in (("4096^3 tn", (4096, 4096, 4096)), ("4000x4000x4008", (4000, 4000, 4008)))
     for bm, bn, bk, st, wg in ((64, 128, 64, 4, 1), (128, 128, 64, 3, 1), (64, 256, 64, 3, 1), (128, 128, 64, 4, 2),
-                               (128, 256, 64, 3, 2)))
+                               (128, 256, 64, 3, 2))) + tuple(
+    (f"{label} {bm}x{bn}x{bk} s{st} {wg}wg ws", dict(m=m, n=n, k=k, a_layout="row", b_layout="col"),
+     dict(block=(bm, bn, bk), stages=st, consumers=wg, instruction="wgmma"))
+    for label, (m, n, k) in (("4096^3 tn", (4096, 4096, 4096)), ("4000x4000x4008", (4000, 4000, 4008)))
+    for bm, bn, bk, st, wg in ((128, 128, 64, 4, 1), (128, 128, 64, 4, 2), (128, 256, 64, 3, 2)))
 @dataclass
 class Loop:
     """Instruction mix of one loop body (straight-line SASS between a label and its back edge)."""

@@ -35,8 +35,6 @@ SCHEDULE_FLAGS = ("block", "warps", "stages", "instruction", "smem_layout", "ras
 #: The Hopper schedule flags (argparse name -> flag as typed), which only --instruction wgmma takes.
 HOPPER_FLAGS = {"consumers": "--consumers", "warp_specialized": "--warp-specialized/--no-warp-specialized",
                 "persistent": "--persistent/--no-persistent", "cluster": "--cluster", "swizzle": "--swizzle"}
-#: The sm_90a slice that is built: what the CLI names when a refused schedule differs from it.
-BUILT_SM90_FLAGS = "--no-warp-specialized --no-persistent"
 
 
 class UsageError(Exception):
@@ -80,8 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--stages", default=None, type=int,
                    help="pipeline stages (default: chosen; 3 with other schedule flags)")
     s.add_argument("--instruction", default=None, choices=tuple(INSTRUCTIONS),
-                   help="mma.sync m16n8k16 (default), wmma m16n16k16, or wgmma (--arch sm_90a only; the Hopper "
-                        "slice that is built needs --no-warp-specialized --no-persistent)")
+                   help="mma.sync m16n8k16 (default), wmma m16n16k16, or wgmma (--arch sm_90a only: TMA, "
+                        "mbarrier ring, warp-specialised persistent kernel)")
     s.add_argument("--smem-layout", default=None, choices=SMEM_LAYOUTS,
                    help="shared-memory tile layout (default swizzle; pad for wmma, which cannot read a swizzled tile)")
     s.add_argument("--raster", default=None, choices=RASTERS,
@@ -102,16 +100,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--sms", type=int, default=None,
                    help="persistent CTAs for --stream-k (default: the GPU's SM count, or the arch's)")
     h = common.add_argument_group(
-        "hopper", "Only with --instruction wgmma (--arch sm_90a); left out, the Schedule's defaults apply. "
-                  f"The sm_90a lowering built so far needs {BUILT_SM90_FLAGS}.")
+        "hopper", "Only with --instruction wgmma (--arch sm_90a); left out, the Schedule's defaults apply "
+                  "(warp-specialised, persistent).")
     h.add_argument("--consumers", default=None, type=int, choices=(1, 2),
                    help="consumer warpgroups, each owning BM/consumers rows (default 2 when BM is a multiple "
                         "of 128, else 1)")
     h.add_argument("--warp-specialized", action=argparse.BooleanOptionalAction, default=None,
-                   help="a producer warpgroup issues the TMA copies (default on; not built yet: give "
-                        "--no-warp-specialized)")
+                   help="a producer warpgroup issues the TMA copies while the consumers multiply (default "
+                        "on; off: the consumers issue them, one tile per CTA)")
     h.add_argument("--persistent", action=argparse.BooleanOptionalAction, default=None,
-                   help="one CTA per SM walks the output tiles (default on; not built yet: give --no-persistent)")
+                   help="one CTA per SM walks the output tiles (default on; needs --warp-specialized)")
     h.add_argument("--cluster", default=None, type=lambda t: dims(t, 2, "cluster"),
                    help="CMxCN CTAs per thread-block cluster (default 1x1; larger clusters are not built yet)")
     h.add_argument("--swizzle", default=None, type=int, choices=(128, 64, 32),
@@ -269,9 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         return _fail(str(e), 2)
     except LoweringNotBuilt as e:  # a legal schedule ptxgen cannot lower yet (sm_90a)
-        built = (f"; the sm_90a slice that is built needs {BUILT_SM90_FLAGS}"
-                 if e.field in ("schedule.warp_specialized", "schedule.persistent") else "")
-        return _fail(f"not built yet: {schedule_error_text(e)}{built}", 2)
+        return _fail(f"not built yet: {schedule_error_text(e)}", 2)
     except ScheduleError as e:
         return _fail(f"invalid schedule: {schedule_error_text(e)}", 2)
     except AssembleError as e:

@@ -47,7 +47,9 @@ def describe_hopper(k: Kernel) -> list[str]:
     plan = hopper_plan(g, s)
     ring = ring_layout(plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
     live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
-    roles = (f"1 producer + {plan.consumers} consumer warpgroup{'s' if plan.consumers > 1 else ''}"
+    roles = (f"1 producer (warpgroup {plan.consumers}: one thread issues the TMA copies, setmaxnreg.dec "
+             f"{plan.producer_regs}) + {plan.consumers} consumer warpgroup{'s' if plan.consumers > 1 else ''} "
+             f"(wgmma + epilogue, setmaxnreg.inc {plan.consumer_regs}; launch cap .maxnreg {plan.launch_regs})"
              if plan.warp_specialized else
              f"{plan.consumers} warpgroup{'s' if plan.consumers > 1 else ''} (not warp-specialised: "
              "each loads and multiplies)")
@@ -63,9 +65,12 @@ def describe_hopper(k: Kernel) -> list[str]:
         f"stages {s.stages}, raster {s.raster}, {grid}, cluster {plan.cluster[0]}x{plan.cluster[1]}",
         f"launch     grid {k.grid} x block {k.block} = {plan.threads} threads/CTA, "
         f"{k.smem_bytes} B dynamic shared memory",
-        f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier",
+        f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier"
+        + ("; consumers release a stage on its empty mbarrier (one arrival per consumer warp) once the wgmma "
+           "reading it retired" if plan.warp_specialized else ""),
         f"smem       {s.stages} stages x ({ring.a_bytes} B of A + {ring.b_bytes} B of B) + "
-        f"{ring.nbytes - ring.barriers} B full mbarriers + {ALIGN_SLACK} B to align the base to 1024 B "
+        f"{ring.nbytes - ring.barriers} B {'full + empty' if ring.empty_barriers else 'full'} mbarriers + "
+        f"{ALIGN_SLACK} B to align the base to 1024 B "
         f"= {ring.nbytes + ALIGN_SLACK} B",
         f"epilogue   {describe_epilogue(g)}; direct stores from the accumulator registers",
         f"registers  {plan.accumulator_regs} accumulators/thread (the assembler's count is below); "

@@ -56,6 +56,16 @@ def describe_epilogue(g: Gemm) -> str:
     return f"C = {x} in f32, {cast}"
 
 
+def sm90_roles(plan) -> str:
+    """Who does what in an sm_90a CTA (emit/sm90/warp_specialized.py), for the header and `info`."""
+    c = plan.consumers
+    if not plan.warp_specialized:
+        return f"{c} warpgroup{'s' if c > 1 else ''} (not warp-specialised: thread 0 also issues the TMA copies)"
+    return (f"warpgroups 0..{c - 1} consume (wgmma, epilogue; setmaxnreg.inc {plan.consumer_regs}), warpgroup {c} "
+            f"produces (one elected thread issues the TMA copies; setmaxnreg.dec {plan.producer_regs}); "
+            f".maxnreg {plan.launch_regs}")
+
+
 def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
     plan = hopper_plan(g, s)
     maps = "; ".join(f"{t.param}: {t.operand} {'K' if t.k_major else 'MN'}-major, box {t.box[0]}x{t.box[1]}, {t.swizzle} swizzle"
@@ -66,9 +76,12 @@ def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[
         "f32 accumulation",
         f"epilogue: {describe_epilogue(g)}; direct stores guarded by M and N",
         f"problem {g.m}x{g.n}x{g.k}; target {arch}",
-        f"block {s.bm}x{s.bn}x{s.bk}, 1 warpgroup (not warp-specialised), {plan.wgmmas_per_k_tile} x wgmma "
-        f"m64n{s.bn}k{plan.wgmma[2]} per k-tile, {s.stages} TMA stages ({plan.swizzle}B swizzle) on full mbarriers "
-        f"expecting {plan.stage_tx_bytes} B each, raster {s.raster}",
+        f"block {s.bm}x{s.bn}x{s.bk}, {sm90_roles(plan)}, {plan.wgmmas_per_k_tile} x wgmma "
+        f"m64n{s.bn}k{plan.wgmma[2]} per consumer per k-tile, {s.stages} TMA stages ({plan.swizzle}B swizzle) on "
+        f"{'full/empty' if plan.warp_specialized else 'full'} mbarriers expecting {plan.stage_tx_bytes} B each, "
+        f"raster {s.raster}" + (f" (group {s.group_m})" if s.raster == "grouped" else ""),
+        "grid: " + ("persistent, min(tiles, SMs) CTAs, CTA x walking tiles x, x + %nctaid.x, ... (its epilogue "
+                    "overlapping the producer's loads of its next tile)" if s.persistent else "one CTA per output tile"),
         f"launch: grid {grid}, block ({plan.threads}, 1, 1), {smem} B dynamic shared memory",
         f"params: tmapA, tmapB (CUtensorMap by value, .align 64 .b8 [128]); C (.u64); M, N, K, ldc (.u32). {maps}",
     ]

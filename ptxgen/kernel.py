@@ -105,11 +105,13 @@ class Kernel:
         return split_k_workspace(self.gemm, self.schedule)
 
     def launch_grid(self, sm_count: int | None) -> tuple[int, int, int]:
-        """The grid to launch on a device with `sm_count` SMs: Stream-K with `sms=None` fills the
-        device; every other kernel launches `self.grid`."""
+        """The grid to launch on a device with `sm_count` SMs: Stream-K and the persistent sm_90a
+        grid with `sms=None` fill the device; every other kernel launches `self.grid`."""
         from .schedule.geometry import grid_for
 
-        if self.schedule.stream_k and self.schedule.sms is None and sm_count:
+        s = self.schedule
+        persistent = s.stream_k or (s.hopper and s.persistent)
+        if persistent and s.sms is None and sm_count:
             return grid_for(self.gemm, self.schedule, sm_count)
         return self.grid
 

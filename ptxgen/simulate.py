@@ -36,6 +36,30 @@ def cta_tile(kernel: Kernel, cta: tuple[int, int, int]) -> tuple[int, int]:
     return first_m + pos % size_m, pos // size_m
 
 
+def persistent_hopper(kernel: Kernel) -> bool:
+    """A persistent sm_90a grid: CTA x walks tiles x, x + gridDim.x, ... (emit/sm90/persistent.py)."""
+    s = kernel.schedule
+    return bool(s.hopper and s.persistent and not s.stream_k)
+
+
+def tile_of_index(kernel: Kernel, index: int) -> tuple[int, int]:
+    """The (m-tile, n-tile) of linear tile `index` in the raster (emit/tiles.py TileScheduler.tile)."""
+    g, s = kernel.gemm, kernel.schedule
+    if s.raster == "row":
+        num_n = -(-g.n // s.bn)
+        return index // num_n, index % num_n
+    return cta_tile(kernel, (index, 0, 0))
+
+
+def cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int]]:
+    """Every (m-tile, n-tile) a CTA computes: one, or a persistent CTA's walk over the tiles."""
+    if not persistent_hopper(kernel):
+        return [cta_tile(kernel, cta)]
+    g, s = kernel.gemm, kernel.schedule
+    tiles = -(-g.m // s.bm) * -(-g.n // s.bn)
+    return [tile_of_index(kernel, i) for i in range(cta[0], tiles, kernel.grid[0])]
+
+
 def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:
     """None (the whole grid) for small grids, else the corner tiles and one interior tile of the
     first and last batch, each with all of its split-K CTAs (a tile is only complete with all)."""
@@ -65,7 +89,8 @@ def steps_per_cta(kernel: Kernel) -> int:
     k_tiles = -(-g.k // s.bk)
     ctas = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
     tiles = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch
-    per_cta = -(-k_tiles * tiles // ctas) if s.stream_k else -(-k_tiles // s.split_k)
+    per_cta = (-(-k_tiles * tiles // ctas) if s.stream_k or persistent_hopper(kernel)
+               else -(-k_tiles // s.split_k))
     return len(op_lines) + body * max(per_cta - 1, 0)
 
 
@@ -85,9 +110,9 @@ def covered(kernel: Kernel, ctas) -> np.ndarray:
     gx, gy, gz = kernel.grid
     every = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
     for cta in (every if ctas is None else ctas):
-        tm, tn = cta_tile(kernel, cta)
         batch = cta[2] // s.split_k  # ctaid.z = batch * split_k + split
-        mask[batch, tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True  # numpy clips at the edge
+        for tm, tn in cta_tiles(kernel, cta):
+            mask[batch, tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True  # numpy clips at the edge
     return mask if g.batch > 1 else mask[0]
 
 

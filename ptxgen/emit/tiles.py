@@ -65,6 +65,13 @@ class TileScheduler:
         split = lw.u32("rem.u32", slot, Imm(str(s.split_k)))
         return ZSlot(slot, lw.u32("div.u32", slot, Imm(str(s.split_k))), split)
 
+    def tile_count(self) -> VReg:
+        """ceil(M / BM) * ceil(N / BN): the output tiles of one batch, which a persistent grid walks
+        by index (`tile(index)` maps each index to its tile in the raster)."""
+        lw = self.lw
+        return lw.u32("mul.lo.u32", lw.ceil_div(lw.dim("M"), self.s.bm), lw.ceil_div(lw.dim("N"), self.s.bn),
+                      comment="tiles: the output tiles this grid walks")
+
     def tile(self, pid: VReg | None = None) -> Tile:
         """The CTA's tile from the launch grid, or (Stream-K) from a linear tile index `pid` within the batch."""
         lw, b, s = self.lw, self.b, self.s

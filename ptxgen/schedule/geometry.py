@@ -311,9 +311,14 @@ def k_tiles(g: Gemm, s: Schedule) -> int:
 
 
 def grid_for(g: Gemm, s: Schedule, sms: int = 108) -> tuple[int, int, int]:
-    """The launch grid; Stream-K's persistent grid uses the schedule's `sms`, else `sms` given."""
+    """The launch grid; Stream-K's and sm_90a's persistent grids use the schedule's `sms`, else
+    `sms` given (the device's SM count on a GPU, the target's in the simulator)."""
     if s.stream_k:
         return (stream_k_grid(g, s, sms), 1, 1)
+    if s.hopper and s.persistent:
+        from .hopper import persistent_ctas  # hopper.py imports the schedule modules
+
+        return (persistent_ctas(g, s, sms), 1, 1)  # CTA x walks tiles x, x + gridDim.x, ...
     tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)
     z = g.batch * s.split_k
     if s.raster == "grouped":

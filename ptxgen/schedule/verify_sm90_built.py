@@ -27,11 +27,9 @@ def _refuse(g: Gemm, field: str, value: object, what: str, fix: str) -> None:
 
 def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     """Raise LoweringNotBuilt for the first part of (g, s) the sm_90a lowering cannot emit."""
-    if s.warp_specialized:
-        _refuse(g, "schedule.warp_specialized", s.warp_specialized, "the warp-specialised producer/consumer kernel",
-                "set warp_specialized=False")
-    if s.persistent:
-        _refuse(g, "schedule.persistent", s.persistent, "the persistent grid", "set persistent=False")
+    if s.persistent and not s.warp_specialized:
+        _refuse(g, "schedule.persistent", s.persistent, "the persistent grid without warp specialisation (only the "
+                "warp-specialised kernel walks tiles)", "set warp_specialized=True, or persistent=False")
     if tuple(s.cluster) != (1, 1) or s.multicast:
         _refuse(g, "schedule.cluster", s.cluster, "thread-block clusters or TMA multicast",
                 "set cluster=(1, 1) and multicast=False")

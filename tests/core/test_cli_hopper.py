@@ -53,6 +53,16 @@ def test_info_reports_the_wgmma_kernel(capsys):
     assert f"{total} B dynamic shared memory" in launch
 
 
+def test_info_reports_the_producer_and_consumer_roles(capsys):
+    status, out, err = _run(capsys, ["info", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "128x128x64",
+                                     "--shape", "200x136x104"])
+    assert status == 0, err
+    assert "1 producer (warpgroup 2: one thread issues the TMA copies, setmaxnreg.dec 40)" in out
+    assert "2 consumer warpgroups (wgmma + epilogue, setmaxnreg.inc 232; launch cap .maxnreg 168)" in out
+    assert "persistent (one CTA per SM walks the tiles)" in out and "block (384, 1, 1)" in out
+    assert "full + empty mbarriers" in out and "empty mbarrier (one arrival per consumer warp)" in out
+
+
 @pytest.mark.parametrize("flags, named", [
     (["--consumers", "2"], "--consumers"),
     (["--no-persistent"], "--persistent/--no-persistent"),
@@ -68,16 +78,23 @@ def test_hopper_flags_without_wgmma_are_a_usage_error(capsys, flags, named):
     assert named in lines[0] and "add --instruction wgmma --arch sm_90a" in lines[0]
 
 
-@pytest.mark.parametrize("drop, field", [("--no-warp-specialized", "--warp-specialized"),
-                                         ("--no-persistent", "--persistent")])
-def test_refusal_names_the_flags_of_the_built_slice(capsys, drop, field):
-    argv = [a for a in BUILT if a != drop]
+def test_persistent_without_warp_specialisation_is_refused_with_the_flags(capsys):
+    argv = [a for a in BUILT if a != "--no-persistent"]
     status, out, err = _run(capsys, ["info", *argv])
     assert status == 2
-    assert err.startswith(f"ptxgen: not built yet: {field}:")
-    assert f"set --no-{field[2:]}" in err
-    assert "--no-warp-specialized --no-persistent" in err
+    assert err.startswith("ptxgen: not built yet: --persistent:")
+    assert "set --warp-specialized, or --no-persistent" in err
     assert "_specialized=" not in err and "persistent=" not in err  # flags, not Python fields
+
+
+def test_run_default_warp_specialized_persistent_kernel_passes(capsys):
+    """No --no-* flags: the Schedule's defaults (warp-specialised, persistent); --sms 2 makes each
+    CTA walk several of the 9 tiles."""
+    argv = ["run", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "128x64x64", "--sms", "2",
+            "--shape", "300x136x104", "--sim"]
+    status, out, err = _run(capsys, argv)
+    assert status == 0, err
+    assert "PASS" in out and "checked 9 of 9 tiles" in out
 
 
 def test_cluster_refusal_names_the_cluster_flag(capsys):

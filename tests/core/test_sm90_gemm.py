@@ -151,8 +151,6 @@ def test_accumulators_read_before_wait_group_are_caught():
 
 # -- what is refused -------------------------------------------------------------------------------
 @pytest.mark.parametrize("g, s, field, fix", [
-    (tn(128, 128, 128), Schedule(block=(128, 128, 64), instruction="wgmma", stages=4),
-     "schedule.warp_specialized", "warp_specialized=False"),
     (tn(128, 128, 128), Schedule(block=(64, 128, 64), instruction="wgmma", stages=4, warp_specialized=False),
      "schedule.persistent", "persistent=False"),
     (tn(256, 128, 128), simple((64, 128, 64), cluster=(2, 1)), "schedule.cluster", "cluster=(1, 1)"),

@@ -60,3 +60,21 @@ def test_sm90_fused_epilogue_through_the_driver():
     err = rel_fro(c.astype(np.float64), ref)
     record("sm90_gemm::driver_epilogue", err=err)
     assert err < tolerance(g)
+
+
+@pytest.mark.parametrize("shape, block, sms", [((300, 200, 200), (128, 128, 64), None),   # the defaults
+                                               ((300, 200, 136), (64, 64, 64), 3)])       # 20 tiles, 3 CTAs
+def test_warp_specialized_persistent_gemm_through_the_driver(shape, block, sms):
+    """The default sm_90a kernel (producer warpgroup + consumers, persistent grid): launched with
+    min(tiles, the device's SM count) CTAs, or `sms`, each walking its tiles."""
+    g = Gemm(*shape, dtype="f16", out_dtype="f32", a_layout="row", b_layout="col")
+    k = ptxgen.compile(g, Schedule(block=block, instruction="wgmma", stages=4, sms=sms), arch="sm_90a")
+    tiles = -(-g.m // block[0]) * -(-g.n // block[1])
+    assert k.launch_grid(context().sm_count) == (min(tiles, sms or context().sm_count), 1, 1)
+    a, b = random_operands(g, 5)
+    c = np.full((g.m, g.n), np.nan, dtype=np.float32)
+    k(a, b, c=c)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    err = rel_fro(c, ref)
+    record("sm90_gemm::driver_ws_persistent", shape=shape, block=block, err=err)
+    assert not np.isnan(c).any() and err < tolerance(g)

@@ -35,6 +35,8 @@ class RingLayout:
     a_bytes: int          # one stage of A, a multiple of 1024 (swizzle pattern alignment)
     b_bytes: int
     stages: int
+    #: Warp-specialised rings add an empty barrier per stage (consumers -> producer) after the full ones.
+    empty_barriers: bool = False
 
     @property
     def stage_bytes(self) -> int:
@@ -45,8 +47,13 @@ class RingLayout:
         return self.stages * self.stage_bytes
 
     @property
+    def empty(self) -> int:
+        """Offset of empty[0] from the full barriers (empty[st] is 8 * st further)."""
+        return 8 * self.stages
+
+    @property
     def nbytes(self) -> int:
-        return self.barriers + 8 * self.stages
+        return self.barriers + 8 * self.stages * (2 if self.empty_barriers else 1)
 
 
 def ring_layout(plan: HopperPlan, bm: int, bn: int, bk: int, esize: int, stages: int) -> RingLayout:
@@ -57,7 +64,7 @@ def ring_layout(plan: HopperPlan, bm: int, bn: int, bk: int, esize: int, stages:
     major = {True: "K", False: "MN"}
     return RingLayout(dsc.CanonicalTile(bm, bk, esize, major[plan.a_box.k_major], swz),
                       dsc.CanonicalTile(bn, bk, esize, major[plan.b_box.k_major], swz),
-                      plan.smem.a_stage, plan.smem.b_stage, stages)
+                      plan.smem.a_stage, plan.smem.b_stage, stages, plan.warp_specialized)
 
 
 class TmaWgmmaLoop:
@@ -76,22 +83,26 @@ class TmaWgmmaLoop:
         off = lw.u32("mul.lo.u32", stage, Imm(str(self.ring.stage_bytes)))
         return lw.u32("add.u32", lw.smem, off)
 
-    def barrier(self, stage: VReg) -> VReg:
+    def barrier(self, stage: VReg, empty: bool = False) -> VReg:
+        """full[stage] (or empty[stage]: the consumers' release of it, warp-specialised rings only)."""
         lw = self.lw
         off = lw.u32("shl.b32", stage, Imm("3"))
-        return lw.u32("add.u32", lw.bars, off)
+        return lw.u32("add.u32", lw.bars if not empty else lw.empty_bars, off)
 
     # -- the producer's half: one stage's copies ----------------------------------------------
-    def issue_stage(self, stage: VReg, kt: VReg, guard: VReg | None) -> None:
-        """Thread `guard` arms full[stage] for the stage's bytes and issues the TMA boxes of k-tile kt."""
+    def issue_stage(self, stage: VReg, kt: VReg, guard: VReg | None,
+                    origin: tuple[VReg, VReg] | None = None) -> None:
+        """Thread `guard` arms full[stage] for the stage's bytes and issues the TMA boxes of k-tile kt
+        of the tile whose first row and column are `origin` (default: the CTA's one tile)."""
         lw, b, plan = self.lw, self.b, self.plan
+        m0, n0 = origin if origin is not None else (lw.tile_m0, lw.tile_n0)
         bar = Addr(self.barrier(stage))
         mb.arrive_expect_tx(b, bar, plan.stage_tx_bytes, guard=guard,
                             comment=f"expect {plan.stage_tx_bytes} B (A and B boxes, OOB fill included)")
         base = self.stage_base(stage)
         k0 = lw.u32("mul.lo.u32", kt, Imm(str(lw.s.bk)))
-        for name, box, origin, offset in (("A", plan.a_box, lw.tile_m0, 0),
-                                          ("B", plan.b_box, lw.tile_n0, self.ring.a_bytes)):
+        for name, box, origin, offset in (("A", plan.a_box, m0, 0),
+                                          ("B", plan.b_box, n0, self.ring.a_bytes)):
             assert box is not None
             # box j covers the j-th swizzle-wide block of the contiguous extent (K for a K-major
             # operand, M or N for an MN-major one), which the canonical layout puts j*outer*W bytes on
@@ -122,6 +133,27 @@ class TmaWgmmaLoop:
             exists = lw.pred("setp.lt.u32", kt, kt_count)
             go = lw.pred("and.pred", exists, lw.leader)
             self.issue_stage(kt, kt, go)
+        desc_a, desc_b = self.descriptors()
+        kt, stage, phase = (lw.u32("mov.u32", Imm("0")) for _ in range(3))
+        b.banner(f"Main loop: wait full[stage], {self.plan.wgmmas_per_k_tile} wgmma per k-tile, "
+                 f"{self.in_flight} group in flight, refill the retired stage")
+        top = b.label("main_loop")
+        b.place(top)
+        mb.wait_parity(b, Addr(self.barrier(stage)), phase, "wait_full", comment="the stage's bytes landed")
+        self.compute_stage(acc, *self.stage_descriptors((desc_a, desc_b), stage))
+        wi.wait_group(b, self.in_flight, comment=f"k-tile kt-{self.in_flight}'s wgmma group has retired"
+                      if self.in_flight else "this k-tile's wgmma group has retired")
+        b.emit("bar.sync", Imm("0"), comment="in every warp: its stage may be overwritten")
+        self.refill(kt, kt_count, stage)
+        b.emit("add.u32", kt, kt, Imm("1"), ndefs=1)
+        self.advance(stage, phase)
+        more = lw.pred("setp.lt.u32", kt, kt_count)
+        b.emit("bra", Sym(top), guard=more)
+        wi.wait_group(b, 0, comment="all wgmma retired: the accumulators may be read")
+
+    def descriptors(self) -> tuple[VReg, VReg]:
+        """The wgmma descriptors of stage 0 for this thread's warpgroup (its rows of A)."""
+        lw, b, ring = self.lw, self.b, self.ring
         b.comment("descriptors of stage 0; stage i's are i * stage bytes / 16 further (start field, no carry)")
         desc_a = dsc.emit_descriptor(b, lw.smem, ring.a_tile)
         if lw.plan.consumers > 1:
@@ -130,28 +162,22 @@ class TmaWgmmaLoop:
             units = lw.u32("mul.lo.u32", lw.warpgroup, Imm(str(step)), comment=f"warpgroup's {rows} rows of A")
             desc_a = lw.u64("add.s64", desc_a, lw.u64("cvt.u64.u32", units))
         desc_b = dsc.emit_descriptor(b, lw.u32("add.u32", lw.smem, Imm(str(ring.a_bytes))), ring.b_tile)
-        kt, stage, phase = (lw.u32("mov.u32", Imm("0")) for _ in range(3))
-        b.banner(f"Main loop: wait full[stage], {self.plan.wgmmas_per_k_tile} wgmma per k-tile, "
-                 f"{self.in_flight} group in flight, refill the retired stage")
-        top = b.label("main_loop")
-        b.place(top)
-        mb.wait_parity(b, Addr(self.barrier(stage)), phase, "wait_full", comment="the stage's bytes landed")
-        units = lw.u32("mul.lo.u32", stage, Imm(str(ring.stage_bytes // 16)))
-        step = lw.u64("cvt.u64.u32", units)
-        self.compute_stage(acc, lw.u64("add.s64", desc_a, step), lw.u64("add.s64", desc_b, step))
-        wi.wait_group(b, self.in_flight, comment=f"k-tile kt-{self.in_flight}'s wgmma group has retired"
-                      if self.in_flight else "this k-tile's wgmma group has retired")
-        b.emit("bar.sync", Imm("0"), comment="in every warp: its stage may be overwritten")
-        self.refill(kt, kt_count, stage)
+        return desc_a, desc_b
+
+    def stage_descriptors(self, desc: tuple[VReg, VReg], stage: VReg) -> tuple[VReg, VReg]:
+        """Stage `stage`'s descriptors: stage 0's plus stage * stage bytes / 16 (the start field)."""
+        lw = self.lw
+        step = lw.u64("cvt.u64.u32", lw.u32("mul.lo.u32", stage, Imm(str(self.ring.stage_bytes // 16))))
+        return lw.u64("add.s64", desc[0], step), lw.u64("add.s64", desc[1], step)
+
+    def advance(self, stage: VReg, phase: VReg) -> None:
+        """stage + 1 in place, wrapping to 0 with the parity `phase` flipped (mbarrier.md §9e)."""
+        lw, b = self.lw, self.b
         b.comment("next k-tile: stage + 1, wrapping to 0 with the parity flipped")
-        b.emit("add.u32", kt, kt, Imm("1"), ndefs=1)
         b.emit("add.u32", stage, stage, Imm("1"), ndefs=1)
-        wrap = lw.pred("setp.eq.u32", stage, Imm(str(s.stages)))
+        wrap = lw.pred("setp.eq.u32", stage, Imm(str(self.ring.stages)))
         b.emit("selp.u32", stage, Imm("0"), stage, wrap, ndefs=1)
         b.emit("xor.b32", phase, phase, lw.u32("selp.u32", Imm("1"), Imm("0"), wrap), ndefs=1)
-        more = lw.pred("setp.lt.u32", kt, kt_count)
-        b.emit("bra", Sym(top), guard=more)
-        wi.wait_group(b, 0, comment="all wgmma retired: the accumulators may be read")
 
     def compute_stage(self, acc: list[tuple[VReg, ...]], desc_a: VReg, desc_b: VReg) -> None:
         b, s, ring = self.b, self.lw.s, self.ring

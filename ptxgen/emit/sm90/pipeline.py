@@ -1,6 +1,10 @@
-"""The sm_90a GEMM lowering, first slice: TMA + mbarrier ring + wgmma, one or two consumer
-warpgroups (each owns BM/consumers rows; thread 0 also issues the copies), not warp-specialised,
-not persistent, no cluster; one CTA per output tile (tiles.TileScheduler: row or grouped raster).
+"""The sm_90a GEMM lowering: TMA + mbarrier ring + wgmma, one or two consumer warpgroups (each owns
+BM/consumers rows), no cluster. Two kernels:
+  * warp-specialised (the default; warp_specialized.py): a producer warpgroup's elected thread
+    issues the copies on a full/empty ring; with `persistent` (the default) a grid of
+    min(tiles, SMs) CTAs walks the output tiles (persistent.py), else one CTA per tile;
+  * not (mainloop.py): thread 0 of the consumers also issues the copies, one CTA per output tile.
+Tiles come from tiles.TileScheduler (row or grouped raster).
 
 Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value, of
 each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major
@@ -28,6 +32,8 @@ from ..tiles import TileScheduler
 from . import wgmma_isa as wi
 from .epilogue import DirectStores
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
+from .persistent import zero_accumulators
+from .warp_specialized import WarpSpecializedLoop
 
 SMEM_SYMBOL = "smem"
 RING_BUFFER = "sm90_ring"
@@ -55,7 +61,7 @@ class Sm90Pipeline:
 
     def __init__(self, lw: "Sm90Lowering"):
         self.lw = lw
-        self.loop = TmaWgmmaLoop(lw)
+        self.loop = WarpSpecializedLoop(lw) if lw.plan.warp_specialized else TmaWgmmaLoop(lw)
 
     @classmethod
     def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
@@ -88,6 +94,8 @@ class Sm90Lowering(ScalarOps):
         self.ring_offset = offset
         self.b = Builder(entry_name(g, s), kernel_params(g))
         self.b.function.directives.append(f".maxntid {self.plan.threads}, 1, 1")
+        if self.plan.warp_specialized:  # setmaxnreg needs a register cap (warp_specialisation.md §9g)
+            self.b.function.directives.append(f".maxnreg {self.plan.launch_regs}")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.pipeline = Sm90Pipeline(self)
         self.dims: dict[str, VReg] = {}
@@ -110,13 +118,16 @@ class Sm90Lowering(ScalarOps):
             self.ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)
-        tile = TileScheduler(self).tile()  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
-        self.tile_m0, self.tile_n0 = tile.bm0, tile.bn0
+        if not self.plan.warp_specialized:  # warp-specialised roles walk their tiles themselves (persistent.py)
+            tile = TileScheduler(self).tile()  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
+            self.tile_m0, self.tile_n0 = tile.bm0, tile.bn0
         window = self.u32("mov.u32", Sym(SMEM_SYMBOL))
         start = self.u32("add.u32", window, Imm(str(self.ring_offset + SWIZZLE_ALIGN - 1)))
         self.smem = self.u32("and.b32", start, Imm(str(-SWIZZLE_ALIGN)),
                              comment="ring base rounded up to 1024 B (swizzle pattern, descriptor base offset 0)")
         self.bars = self.u32("add.u32", self.smem, Imm(str(self.ring.barriers)), comment="full barriers")
+        if self.ring.empty_barriers:
+            self.empty_bars = self.u32("add.u32", self.bars, Imm(str(self.ring.empty)), comment="empty barriers")
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
         return self.ceil_div(self.dim("K"), s.bk)
 
@@ -124,10 +135,10 @@ class Sm90Lowering(ScalarOps):
         kt_count = self.setup()
         self.pipeline.setup()
         acc = self.pipeline.accumulators()
-        self.b.comment(f"zero {sum(len(a) for a in acc)} f32 accumulators")
-        for frag in acc:
-            for r in frag:
-                self.b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
+        if self.plan.warp_specialized:  # zeroes, runs the epilogue and exits per role and tile
+            self.pipeline.mainloop(acc, kt_count)
+            return self.b.function
+        zero_accumulators(self, acc)
         self.pipeline.mainloop(acc, kt_count)
         self.pipeline.epilogue(acc)
         self.b.emit("ret")

@@ -42,8 +42,6 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     if s.split_k > 1 or s.stream_k:
         _refuse(g, "schedule.split_k", s.split_k if s.split_k > 1 else s.decomposition, "split-K or Stream-K",
                 "set split_k=1 and decomposition='tiles'")
-    if g.batch > 1:
-        _refuse(g, "gemm.batch", g.batch, "batched GEMMs (3-D tensor maps)", "launch one GEMM per batch")
     if g.out_dtype not in BUILT_OUT:
         _refuse(g, "gemm.out_dtype", g.out_dtype, f"{g.out_dtype} output (only {', '.join(BUILT_OUT)})",
                 "use out_dtype='f32', 'f16' or 'bf16'")

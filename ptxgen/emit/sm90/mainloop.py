@@ -101,7 +101,7 @@ class TmaWgmmaLoop:
                     inner, outer = (lw.u32("add.u32", k0, Imm(str(j * box.inner))) if j else k0), origin
                 else:
                     inner, outer = (lw.u32("add.u32", origin, Imm(str(j * box.inner))) if j else origin), k0
-                tma.load(b, Addr(dst), lw.tmaps[name], (inner, outer), bar, guard=guard,
+                tma.load(b, Addr(dst), lw.tmaps[name], (inner, outer, *lw.tma_batch), bar, guard=guard,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
 
     # -- the loop ----------------------------------------------------------------------------

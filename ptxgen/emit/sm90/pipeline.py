@@ -5,8 +5,9 @@ not persistent, no cluster; one CTA per output tile (tiles.TileScheduler: row or
 Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value, of
 each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major
 A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), C (.u64), M, N, K, ldc
-(.u32), then bias and scale (.u64) when the epilogue has them. `Kernel.tensor_maps` gives the
-view, box and swizzle each map must have.
+(.u32), batch_stride_c (.u64) when batch > 1, then bias and scale (.u64) when the epilogue has
+them. `Kernel.tensor_maps` gives the view, box and swizzle each map must have; a batched GEMM's
+maps are 3-D, the batch outermost (sm90/batch.py).
 
 Each warpgroup owns its rows as wgmma m64 blocks (hopper_plan: rows_per_consumer), each
 accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue stores each
@@ -26,6 +27,7 @@ from ..memory import ld_param
 from ..scalar_ops import ScalarOps
 from ..tiles import TileScheduler
 from . import wgmma_isa as wi
+from . import batch as sm90_batch
 from .epilogue import DirectStores
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
 
@@ -40,7 +42,8 @@ VECTOR_PARAMS = ("bias", "scale")
 
 
 def kernel_params(g: Gemm) -> list[Param]:
-    return list(PARAMS) + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)]
+    return (list(PARAMS) + sm90_batch.batch_params(g.batch)
+            + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)])
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -92,6 +95,7 @@ class Sm90Lowering(ScalarOps):
         self.pipeline = Sm90Pipeline(self)
         self.dims: dict[str, VReg] = {}
         self.ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
+        self.tma_batch: tuple[VReg, ...] = ()  # the TMA copies' batch coordinate, when batched
 
     # -- the kernel --------------------------------------------------------------------------
     def setup(self) -> VReg:
@@ -110,6 +114,8 @@ class Sm90Lowering(ScalarOps):
             self.ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)
+        z = sm90_batch.z_slot(self)
+        self.tma_batch = sm90_batch.tma_batch_coordinate(self, z)
         tile = TileScheduler(self).tile()  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
         self.tile_m0, self.tile_n0 = tile.bm0, tile.bn0
         window = self.u32("mov.u32", Sym(SMEM_SYMBOL))
@@ -143,18 +149,24 @@ class TensorMapSpec:
     """What one by-value tensor-map parameter must describe: `operand`'s 2-D view with its
     contiguous dimension last (`k_major`: A as (M, K), B as (N, K); else A as (K, M), B as (K, N)),
     boxes of `box` elements (numpy order: rows, then one swizzle width of the contiguous
-    dimension) in `swizzle` mode, out-of-bounds elements filled with zero."""
+    dimension) in `swizzle` mode, out-of-bounds elements filled with zero. A batched GEMM's map
+    is 3-D: (batch, rows, cols) with the operand's batch stride, box (1, rows, width)."""
 
     param: str
     operand: str
-    box: tuple[int, int]
+    box: tuple[int, ...]
     swizzle: str
     k_major: bool = True
 
+    @property
+    def batched(self) -> bool:
+        return len(self.box) == 3
+
     def view(self, logical):
-        """The view of the logical operand (A: M x K, B: K x N; numpy or strided) the map describes."""
+        """The view of the logical operand (A: M x K, B: K x N, with a leading batch axis when
+        batched; numpy or strided) the map describes."""
         transpose = self.k_major == (self.operand == "B")
-        return logical.T if transpose else logical
+        return logical.swapaxes(-1, -2) if transpose else logical
 
 
 def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
@@ -162,5 +174,6 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
     specs = []
     for param, box in zip(TENSOR_MAP_PARAMS, (plan.a_box, plan.b_box)):
         assert box is not None, "the verifier admits only operands TMA can describe"
-        specs.append(TensorMapSpec(param, box.operand, (box.outer, box.inner), f"{plan.swizzle}B", box.k_major))
+        shape = ((1,) if g.batch > 1 else ()) + (box.outer, box.inner)
+        specs.append(TensorMapSpec(param, box.operand, shape, f"{plan.swizzle}B", box.k_major))
     return tuple(specs)

@@ -132,9 +132,6 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     from .scaleout import Workers
 
     spread_over = Workers.of(workers, ray_address)  # bad values fail before any work
-    if spread_over.parallel and kernel.schedule.hopper:
-        raise ValueError(f"workers={workers!r}: spreading an sm_90a kernel's CTAs over processes is not built (its "
-                         "tensor-map arguments are not shipped to workers yet): use workers=1")
 
     g = kernel.gemm
     align = g.alignment()

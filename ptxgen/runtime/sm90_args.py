@@ -17,17 +17,20 @@ if TYPE_CHECKING:
 
 def check_sm90_params(kernel: "Kernel", decls: list[ParamDecl]) -> list[ParamDecl]:
     """An sm_90a kernel takes its tensor maps (.b8 [128]), then C (.u64), M, N, K, ldc (.u32), then
-    batch_stride_c (.u64) when batched, then the epilogue's bias and scale pointers (.u64) when it has them."""
+    batch_stride_c (.u64) when batched, then the epilogue's bias and scale pointers (.u64) when it has them,
+    then workspace and counters (.u64) with split-K."""
     maps, vectors = len(kernel.tensor_maps), int(bool(kernel.gemm.epi.bias)) + int(bool(kernel.gemm.epi.scale))
     batched = int(kernel.gemm.batch > 1)
-    ok = (len(decls) == maps + 5 + batched + vectors and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
+    scratch = 2 if kernel.workspace_elements else 0  # workspace split-K: workspace, counters
+    ok = (len(decls) == maps + 5 + batched + vectors + scratch and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
           and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:maps + 5])
           and all(d.is_pointer_sized for d in decls[maps + 5:]))
     if not ok:
         raise ValueError(f"entry {kernel.entry} declares parameters {[f'{d.name}:.{d.type}' for d in decls]}; "
                          f"ptxgen's sm_90a kernels take {maps} tensor maps (.param .align 64 .b8 [128]), "
-                         "then C (.u64), M, N, K, ldc (.u32), batch_stride_c (.u64) when batched, and the bias "
-                         "and scale pointers (.u64) when the epilogue has them")
+                         "then C (.u64), M, N, K, ldc (.u32), batch_stride_c (.u64) when batched, the bias "
+                         "and scale pointers (.u64) when the epilogue has them, and workspace, counters (.u64) "
+                         "with split-K")
     return decls
 
 

@@ -30,6 +30,9 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     if s.warp_specialized:
         _refuse(g, "schedule.warp_specialized", s.warp_specialized, "the warp-specialised producer/consumer kernel",
                 "set warp_specialized=False")
+    if s.stream_k:
+        _refuse(g, "schedule.decomposition", s.decomposition, "Stream-K", "set decomposition='tiles' (split_k > 1 "
+                "is built: workspace split-K)")
     if s.persistent:
         _refuse(g, "schedule.persistent", s.persistent, "the persistent grid", "set persistent=False")
     if tuple(s.cluster) != (1, 1) or s.multicast:
@@ -39,9 +42,9 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
         _refuse(g, "gemm.dtype", g.dtype, f"{g.dtype} inputs (only {', '.join(BUILT_DTYPES)})", "use dtype='f16' or 'bf16'")
     if g.accumulator != "f32":
         _refuse(g, "gemm.accumulator", g.accumulator, "f16 accumulation", "use f32 accumulation")
-    if s.split_k > 1 or s.stream_k:
-        _refuse(g, "schedule.split_k", s.split_k if s.split_k > 1 else s.decomposition, "split-K or Stream-K",
-                "set split_k=1 and decomposition='tiles'")
+    if s.split_k > 1 and s.split_k_mode == "atomic":
+        _refuse(g, "schedule.split_k_mode", s.split_k_mode, "atomic split-K (partials added into C)",
+                "set split_k_mode='workspace' (the built split-K)")
     if g.out_dtype not in BUILT_OUT:
         _refuse(g, "gemm.out_dtype", g.out_dtype, f"{g.out_dtype} output (only {', '.join(BUILT_OUT)})",
                 "use out_dtype='f32', 'f16' or 'bf16'")

@@ -162,7 +162,6 @@ def test_accumulators_read_before_wait_group_are_caught():
      "gemm.accumulator", "f32 accumulation"),
     (Gemm(128, 128, 128, dtype="e4m3", a_layout="row", b_layout="col"), simple((64, 128, 128)),
      "gemm.dtype", "dtype='f16'"),
-    (tn(128, 128, 512), simple((64, 128, 64), split_k=2), "schedule.split_k", "split_k=1"),
     (tn(128, 128, 128), simple((64, 128, 64), epilogue_via_smem=True), "schedule.epilogue_via_smem",
      "epilogue_via_smem=False"),
 ])

@@ -82,14 +82,15 @@ class TmaWgmmaLoop:
         return lw.u32("add.u32", lw.bars, off)
 
     # -- the producer's half: one stage's copies ----------------------------------------------
-    def issue_stage(self, stage: VReg, kt: VReg, guard: VReg | None) -> None:
-        """Thread `guard` arms full[stage] for the stage's bytes and issues the TMA boxes of k-tile kt."""
+    def issue_stage(self, stage: VReg, kt: VReg, guard: VReg | None, kt_begin: VReg | None = None) -> None:
+        """Thread `guard` arms full[stage] for the stage's bytes and issues the TMA boxes of k-tile
+        kt_begin + kt (kt counts from the k-range's start)."""
         lw, b, plan = self.lw, self.b, self.plan
         bar = Addr(self.barrier(stage))
         mb.arrive_expect_tx(b, bar, plan.stage_tx_bytes, guard=guard,
                             comment=f"expect {plan.stage_tx_bytes} B (A and B boxes, OOB fill included)")
         base = self.stage_base(stage)
-        k0 = lw.u32("mul.lo.u32", kt, Imm(str(lw.s.bk)))
+        k0 = lw.u32("mul.lo.u32", kt if kt_begin is None else lw.u32("add.u32", kt, kt_begin), Imm(str(lw.s.bk)))
         for name, box, origin, offset in (("A", plan.a_box, lw.tile_m0, 0),
                                           ("B", plan.b_box, lw.tile_n0, self.ring.a_bytes)):
             assert box is not None
@@ -114,14 +115,15 @@ class TmaWgmmaLoop:
         for t in lw.tmaps.values():
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
 
-    def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
+    def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg, kt_begin: VReg | None = None) -> None:
+        """The loop over k-tiles kt_begin .. kt_begin + kt_count - 1 (None: from k-tile 0)."""
         lw, b, s, ring = self.lw, self.b, self.lw.s, self.ring
         b.banner(f"Prologue: thread 0 fills the {s.stages} stages (k-tiles 0..{s.stages - 1} that exist)")
         for st in range(s.stages):
             kt = lw.u32("mov.u32", Imm(str(st)))
             exists = lw.pred("setp.lt.u32", kt, kt_count)
             go = lw.pred("and.pred", exists, lw.leader)
-            self.issue_stage(kt, kt, go)
+            self.issue_stage(kt, kt, go, kt_begin)
         b.comment("descriptors of stage 0; stage i's are i * stage bytes / 16 further (start field, no carry)")
         desc_a = dsc.emit_descriptor(b, lw.smem, ring.a_tile)
         if lw.plan.consumers > 1:
@@ -142,7 +144,7 @@ class TmaWgmmaLoop:
         wi.wait_group(b, self.in_flight, comment=f"k-tile kt-{self.in_flight}'s wgmma group has retired"
                       if self.in_flight else "this k-tile's wgmma group has retired")
         b.emit("bar.sync", Imm("0"), comment="in every warp: its stage may be overwritten")
-        self.refill(kt, kt_count, stage)
+        self.refill(kt, kt_count, stage, kt_begin)
         b.comment("next k-tile: stage + 1, wrapping to 0 with the parity flipped")
         b.emit("add.u32", kt, kt, Imm("1"), ndefs=1)
         b.emit("add.u32", stage, stage, Imm("1"), ndefs=1)
@@ -165,7 +167,7 @@ class TmaWgmmaLoop:
                          trans_b=int(ring.b_tile.major == "MN"))
         wi.commit_group(b, comment="this k-tile's wgmma group")
 
-    def refill(self, kt: VReg, kt_count: VReg, stage: VReg) -> None:
+    def refill(self, kt: VReg, kt_count: VReg, stage: VReg, kt_begin: VReg | None = None) -> None:
         """Thread 0 reloads the stage whose wgmma just retired (kt - W's) with k-tile kt - W + S, if
         it exists; the other threads branch past the copies."""
         lw, b, s = self.lw, self.b, self.lw.s
@@ -181,5 +183,5 @@ class TmaWgmmaLoop:
                              comment="the previous k-tile's stage")
         skip = b.label("refill_done")
         b.emit("bra", Sym(skip), guard=go, negate=True)
-        self.issue_stage(retired, nxt, None)
+        self.issue_stage(retired, nxt, None, kt_begin)
         b.place(skip)

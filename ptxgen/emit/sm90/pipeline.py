@@ -25,9 +25,10 @@ from ...schedule.schedule import Schedule
 from ..index import ExprEmitter
 from ..memory import ld_param
 from ..scalar_ops import ScalarOps
-from ..tiles import TileScheduler
+from ..tiles import TileScheduler, ZSlot
 from . import wgmma_isa as wi
 from . import batch as sm90_batch
+from . import splitk as sm90_splitk
 from .epilogue import DirectStores
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
 
@@ -41,14 +42,15 @@ PARAM_NAMES = ("tmapA[128]", "tmapB[128]", "C", "M", "N", "K", "ldc")
 VECTOR_PARAMS = ("bias", "scale")
 
 
-def kernel_params(g: Gemm) -> list[Param]:
+def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
     return (list(PARAMS) + sm90_batch.batch_params(g.batch)
-            + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)])
+            + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)] + sm90_splitk.split_k_params(s))
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
-    return f"ptxgen_gemm_sm90_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tma_wgmma"
+    split = f"_splitk{s.split_k}" if s.split_k > 1 else ""
+    return f"ptxgen_gemm_sm90_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tma_wgmma{split}"
 
 
 class Sm90Pipeline:
@@ -62,10 +64,10 @@ class Sm90Pipeline:
 
     @classmethod
     def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
-        """One buffer: the ring and its barriers, plus slack to round the base up to 1024 B."""
+        """One buffer: the ring and its barriers (then split-K's flag), plus slack to round the base up to 1024 B."""
         plan = hopper_plan(g, s)
         ring = ring_layout(plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
-        return [SmemBuffer(RING_BUFFER, ring.nbytes + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
+        return [SmemBuffer(RING_BUFFER, ring.nbytes + sm90_splitk.flag_bytes(s) + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
 
     def setup(self) -> None:
         self.loop.init_barriers()
@@ -75,8 +77,8 @@ class Sm90Pipeline:
         n_regs = wi.accumulator_registers(self.lw.s.bn, "f32")
         return [self.lw.b.regs("f32", n_regs) for _ in range(self.lw.plan.rows_per_consumer // 64)]
 
-    def mainloop(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
-        self.loop.emit(acc, kt_count)
+    def mainloop(self, acc: list[tuple[VReg, ...]], kt_count: VReg, kt_begin: VReg | None = None) -> None:
+        self.loop.emit(acc, kt_count, kt_begin)
 
     def epilogue(self, acc: list[tuple[VReg, ...]]) -> None:
         DirectStores(self.lw).emit(acc)
@@ -89,13 +91,14 @@ class Sm90Lowering(ScalarOps):
         self.g, self.s, self.plan = g, s, hopper_plan(g, s)
         self.ring: RingLayout = ring_layout(self.plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
         self.ring_offset = offset
-        self.b = Builder(entry_name(g, s), kernel_params(g))
+        self.b = Builder(entry_name(g, s), kernel_params(g, s))
         self.b.function.directives.append(f".maxntid {self.plan.threads}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.pipeline = Sm90Pipeline(self)
         self.dims: dict[str, VReg] = {}
         self.ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
         self.tma_batch: tuple[VReg, ...] = ()  # the TMA copies' batch coordinate, when batched
+        self.z: ZSlot | None = None  # %ctaid.z as (batch, split), when the grid has a z dimension
 
     # -- the kernel --------------------------------------------------------------------------
     def setup(self) -> VReg:
@@ -114,7 +117,7 @@ class Sm90Lowering(ScalarOps):
             self.ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)
-        z = sm90_batch.z_slot(self)
+        self.z = z = sm90_batch.z_slot(self)
         self.tma_batch = sm90_batch.tma_batch_coordinate(self, z)
         tile = TileScheduler(self).tile()  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
         self.tile_m0, self.tile_n0 = tile.bm0, tile.bn0
@@ -128,13 +131,21 @@ class Sm90Lowering(ScalarOps):
 
     def lower(self) -> Function:
         kt_count = self.setup()
+        kt_begin = None
+        split_k = sm90_splitk.Sm90SplitK(self) if self.s.split_k > 1 else None
+        if split_k is not None:
+            assert self.z is not None and self.z.split is not None
+            kt_begin, kt_count = split_k.k_range(kt_count, self.z.split)
         self.pipeline.setup()
         acc = self.pipeline.accumulators()
         self.b.comment(f"zero {sum(len(a) for a in acc)} f32 accumulators")
         for frag in acc:
             for r in frag:
                 self.b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
-        self.pipeline.mainloop(acc, kt_count)
+        self.pipeline.mainloop(acc, kt_count, kt_begin)
+        if split_k is not None:
+            assert self.z is not None
+            split_k.reduce(acc, self.z)
         self.pipeline.epilogue(acc)
         self.b.emit("ret")
         return self.b.function

@@ -6,8 +6,10 @@ Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps pass
 each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major
 A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), C (.u64), M, N, K, ldc
 (.u32), batch_stride_c (.u64) when batch > 1, then bias and scale (.u64) when the epilogue has
-them. `Kernel.tensor_maps` gives the view, box and swizzle each map must have; a batched GEMM's
-maps are 3-D, the batch outermost (sm90/batch.py).
+them, then workspace and counters (.u64) with split-K. `Kernel.tensor_maps` gives the view, box
+and swizzle each map must have; a batched GEMM's maps are 3-D, the batch outermost (sm90/batch.py).
+Split-K (sm90/splitk.py): %ctaid.z = batch * split_k + split; each split's main loop runs its
+k-range, and the last split sums the f32 partials before the epilogue.
 
 Each warpgroup owns its rows as wgmma m64 blocks (hopper_plan: rows_per_consumer), each
 accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue stores each

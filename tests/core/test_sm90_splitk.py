@@ -131,3 +131,17 @@ def test_what_is_not_built_is_refused(s, field, fix):
     with pytest.raises(LoweringNotBuilt) as e:
         ptxgen.compile(g, s, arch=ARCH)
     assert e.value.field == field and fix in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("batch, split_k, block, consumers", [(4, 1, (128, 128, 64), 1), (1, 4, (128, 128, 64), 1),
+                                                              (3, 2, (128, 256, 64), 2)])
+def test_batched_and_split_k_kernels_assemble_without_spills_or_serialised_wgmma(batch, split_k, block, consumers):
+    from ptxgen.runtime.assemble import assemble
+
+    g = Gemm(4096, 4096, 4096, dtype="f16", out_dtype="bf16", a_layout="row", b_layout="col", batch=batch,
+             epilogue=Epilogue(alpha=0.5, beta=1.0, bias="col"))
+    k = ptxgen.compile(g, split(block, split_k, 3, consumers), arch=ARCH)
+    r = assemble(k.ptx, ARCH, k.entry)
+    assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
+    log = r.log.lower()
+    assert "warning" not in log and "c7515" not in log and "serializ" not in log, r.log

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ...ir import Addr, Imm, Param, Sym, Vec, VReg
 from ...schedule.schedule import Schedule
+from ..index import Expr, Tid
 from ..memory import bar_sync, ld_param
 from ..tiles import ZSlot
 from .wgmma_layouts import accumulator_coord
@@ -43,6 +44,49 @@ def flag_bytes(s: Schedule) -> int:
     return FLAG_BYTES if s.split_k > 1 else 0
 
 
+class WgmmaPartials:
+    """Moves wgmma accumulators to and from an f32 partial tile in global memory (rows of
+    `row_elems` elements): split-K's padded slices and Stream-K's per-CTA tiles. Element i of m64
+    block m sits at row 64m + 16w + g + 8*((i>>1)&1), column 8*(i>>2) + 2t + (i&1)
+    (wgmma_layouts.accumulator_coord), so adjacent column pairs move as v2.f32 at immediate
+    offsets from the thread's first element."""
+
+    def __init__(self, lw: "Sm90Lowering"):
+        self.lw, self.b = lw, lw.b
+
+    def thread_row(self) -> Expr:
+        """Row of the thread's first element within the CTA tile (its warpgroup's rows first)."""
+        row = accumulator_coord(0)[0]
+        if self.lw.plan.consumers > 1:
+            row = row + (Tid() >> 7) * self.lw.plan.rows_per_consumer
+        return row
+
+    def thread_col(self) -> Expr:
+        return accumulator_coord(0)[1]
+
+    def partial_origin(self, row_elems: int) -> Expr:
+        """Elements from a partial tile's origin to the thread's first element."""
+        return self.thread_row() * row_elems + self.thread_col()
+
+    def pairs(self, acc: list[tuple[VReg, ...]], row_elems: int):
+        """(fragment, element i, byte offset from the thread's first element) of each column pair."""
+        for m, frag in enumerate(acc):
+            for i in range(0, len(frag), 2):
+                row, col = 64 * m + 8 * ((i >> 1) & 1), 8 * (i >> 2)
+                yield frag, i, (row * row_elems + col) * 4
+
+    def store_partial(self, acc: list[tuple[VReg, ...]], base: VReg, row_elems: int) -> None:
+        for frag, i, off in self.pairs(acc, row_elems):
+            self.b.emit("st.global.v2.f32", Addr(base, off), Vec(frag[i:i + 2]))
+
+    def add_partial(self, acc: list[tuple[VReg, ...]], base: VReg, row_elems: int) -> None:
+        for frag, i, off in self.pairs(acc, row_elems):
+            part = self.b.regs("f32", 2)
+            self.b.emit("ld.global.v2.f32", Vec(part), Addr(base, off), ndefs=1)
+            for j in range(2):
+                self.b.emit("add.f32", frag[i + j], frag[i + j], part[j], ndefs=1)
+
+
 class Sm90SplitK:
     """The k-range of a split, and the partial-tile reduction after the main loop."""
 
@@ -51,6 +95,7 @@ class Sm90SplitK:
         self.S = lw.s.split_k
         self.tiles_m, self.tiles_n = -(-self.g.m // self.s.bm), -(-self.g.n // self.s.bn)
         self.mpad, self.npad = self.tiles_m * self.s.bm, self.tiles_n * self.s.bn
+        self.io = WgmmaPartials(lw)
 
     def k_range(self, kt: VReg, split: VReg) -> tuple[VReg, VReg]:
         """(first k-tile, k-tile count) of this split: [split * per, + min(per, KT - split * per))."""
@@ -71,35 +116,13 @@ class Sm90SplitK:
         return lw.u64("add.s64", workspace, lw.u64("add.s64", skip, within))
 
     def within(self) -> VReg:
-        """Byte offset of this thread's first accumulator element (row 16w + g of its warpgroup's
-        rows, column 2t) in a Mpad x Npad f32 slice; 64-bit, since Mpad * Npad may pass 2^32."""
+        """Byte offset of this thread's first accumulator element in a Mpad x Npad f32 slice (the
+        tile's origin plus WgmmaPartials.partial_origin); 64-bit, since Mpad * Npad may pass 2^32."""
         lw = self.lw
-        row_expr, col_expr = accumulator_coord(0)
-        row = lw.u32("add.u32", lw.tile_m0, lw.ex.emit(row_expr))
-        if lw.plan.consumers > 1:
-            row = lw.u32("mad.lo.u32", lw.warpgroup, Imm(str(lw.plan.rows_per_consumer)), row)
-        col = lw.u32("add.u32", lw.tile_n0, lw.ex.emit(col_expr))
+        row = lw.u32("add.u32", lw.tile_m0, lw.ex.emit(self.io.thread_row()))
+        col = lw.u32("add.u32", lw.tile_n0, lw.ex.emit(self.io.thread_col()))
         elem = lw.u64("mad.wide.u32", row, Imm(str(self.npad)), lw.u64("cvt.u64.u32", col))
         return lw.u64("shl.b64", elem, Imm("2"))
-
-    def pairs(self, acc: list[tuple[VReg, ...]]):
-        """(fragment, element i, byte offset from the thread's base) of each adjacent column pair
-        (elements i, i+1: row 64m + 8*((i>>1)&1), column 8*(i>>2) + (i&1))."""
-        for m, frag in enumerate(acc):
-            for i in range(0, len(frag), 2):
-                row, col = 64 * m + 8 * ((i >> 1) & 1), 8 * (i >> 2)
-                yield frag, i, (row * self.npad + col) * 4
-
-    def store_partial(self, acc: list[tuple[VReg, ...]], base: VReg) -> None:
-        for frag, i, off in self.pairs(acc):
-            self.b.emit("st.global.v2.f32", Addr(base, off), Vec(frag[i:i + 2]))
-
-    def add_partial(self, acc: list[tuple[VReg, ...]], base: VReg) -> None:
-        for frag, i, off in self.pairs(acc):
-            part = self.b.regs("f32", 2)
-            self.b.emit("ld.global.v2.f32", Vec(part), Addr(base, off), ndefs=1)
-            for j in range(2):
-                self.b.emit("add.f32", frag[i + j], frag[i + j], part[j], ndefs=1)
 
     # -- the reduction --------------------------------------------------------------------------
     def reduce(self, acc: list[tuple[VReg, ...]], z: ZSlot) -> None:
@@ -109,7 +132,7 @@ class Sm90SplitK:
         workspace, counters = (lw.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", p.name))
                                for p in SPLIT_K_PARAMS)
         within = self.within()
-        self.store_partial(acc, self.thread_base(z.slot, within, workspace))
+        self.io.store_partial(acc, self.thread_base(z.slot, within, workspace), self.npad)
         tm = lw.u32("div.u32", lw.tile_m0, Imm(str(s.bm)))
         tn = lw.u32("div.u32", lw.tile_n0, Imm(str(s.bn)))
         index = lw.u32("mad.lo.u32", tm, Imm(str(self.tiles_n)), tn)
@@ -138,7 +161,7 @@ class Sm90SplitK:
         split = lw.u32("mov.u32", Imm("0"))
         loop = b.label("split_k_reduce")
         b.place(loop)
-        self.add_partial(acc, ptr)
+        self.io.add_partial(acc, ptr, self.npad)
         b.emit("add.s64", ptr, ptr, Imm(str(self.mpad * self.npad * 4)), ndefs=1, comment="next split's slice")
         b.emit("add.u32", split, split, Imm("1"), ndefs=1)
         again = lw.pred("setp.lt.u32", split, Imm(str(self.S)))

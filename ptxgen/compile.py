@@ -69,12 +69,13 @@ def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[
         f"block {s.bm}x{s.bn}x{s.bk}, 1 warpgroup (not warp-specialised), {plan.wgmmas_per_k_tile} x wgmma "
         f"m64n{s.bn}k{plan.wgmma[2]} per k-tile, {s.stages} TMA stages ({plan.swizzle}B swizzle) on full mbarriers "
         f"expecting {plan.stage_tx_bytes} B each, raster {s.raster}"
-        + (f", split-K {s.split_k} (workspace partials, the last split sums them)" if s.split_k > 1 else ""),
+        + (f", split-K {s.split_k} (workspace partials, the last split sums them)" if s.split_k > 1 else "")
+        + (f", {s.decomposition} over a persistent grid of %nctaid.x CTAs" if s.stream_k else ""),
         f"launch: grid {grid}, block ({plan.threads}, 1, 1), {smem} B dynamic shared memory",
         f"params: tmapA, tmapB (CUtensorMap by value, .align 64 .b8 [128]{'; 3-D, batch outermost' if g.batch > 1 else ''}); "
         f"C (.u64); M, N, K, ldc (.u32){'; batch_stride_c (.u64)' if g.batch > 1 else ''}"
         f"{'; bias (.u64)' if g.epi.bias else ''}{'; scale (.u64)' if g.epi.scale else ''}"
-        f"{'; workspace, counters (.u64)' if s.split_k > 1 else ''}. {maps}",
+        f"{'; workspace, counters (.u64)' if s.split_k > 1 or s.stream_k else ''}. {maps}",
     ]
 
 

@@ -30,11 +30,9 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     if s.warp_specialized:
         _refuse(g, "schedule.warp_specialized", s.warp_specialized, "the warp-specialised producer/consumer kernel",
                 "set warp_specialized=False")
-    if s.stream_k:
-        _refuse(g, "schedule.decomposition", s.decomposition, "Stream-K", "set decomposition='tiles' (split_k > 1 "
-                "is built: workspace split-K)")
-    if s.persistent:
-        _refuse(g, "schedule.persistent", s.persistent, "the persistent grid", "set persistent=False")
+    if s.persistent and not s.stream_k:  # Stream-K's persistent grid is built (emit/sm90/streamk.py)
+        _refuse(g, "schedule.persistent", s.persistent, "the persistent grid of whole tiles (built: Stream-K's, "
+                "decomposition='stream-k')", "set persistent=False")
     if tuple(s.cluster) != (1, 1) or s.multicast:
         _refuse(g, "schedule.cluster", s.cluster, "thread-block clusters or TMA multicast",
                 "set cluster=(1, 1) and multicast=False")

@@ -174,9 +174,9 @@ def test_simulate_on_local_ray_is_bit_identical(local_ray):
 
 
 # -- sm_90a kernels: tensor maps by value ----------------------------------------------------------
-def _sm90(g: Gemm, block=(64, 64, 64), split_k=1):
-    s = Schedule(block=block, instruction="wgmma", stages=2, warp_specialized=False, persistent=False, consumers=1,
-                 split_k=split_k)
+def _sm90(g: Gemm, block=(64, 64, 64), split_k=1, sms=None):
+    walk = dict(decomposition="stream-k-pure", sms=sms) if sms else dict(persistent=False, split_k=split_k)
+    s = Schedule(block=block, instruction="wgmma", stages=2, warp_specialized=False, consumers=1, **walk)
     return ptxgen.compile(g, s, arch="sm_90a")
 
 
@@ -185,11 +185,14 @@ def _sm90(g: Gemm, block=(64, 64, 64), split_k=1):
           epilogue=Epilogue(alpha=0.5, beta=1.0, bias="col", scale="row")), 1),
     (Gemm(72, 136, 96, dtype="bf16", out_dtype="bf16", a_layout="col", b_layout="row", batch=3), 1),
     (Gemm(72, 64, 264, a_layout="row", b_layout="col", batch=2, epilogue=Epilogue(beta=1.0, bias="col")), 3),
-], ids=["tn-edges-epilogue", "nt-batched", "split-k-batched"])
+    (Gemm(200, 136, 192, a_layout="row", b_layout="col", epilogue=Epilogue(beta=1.0, bias="row")), -5),
+], ids=["tn-edges-epilogue", "nt-batched", "split-k-batched", "stream-k-5-ctas"])
 def test_sm90a_spread_run_is_bit_identical_to_serial(g, split_k):
     """The CUtensorMap arguments (sim.TensorMap) reach the workers: the same C, counts and addresses;
-    split-K's splits of a tile share a task."""
-    assert_identical(_sm90(g, split_k=split_k), workers=3)
+    split-K's splits of a tile, and Stream-K's chains of CTAs sharing tiles, share a task
+    (split_k < 0: Stream-K over -split_k CTAs)."""
+    k = _sm90(g, sms=-split_k) if split_k < 0 else _sm90(g, split_k=split_k)
+    assert_identical(k, workers=3)
 
 
 def test_sm90a_workers_keep_a_strided_view_of_the_operands(monkeypatch):

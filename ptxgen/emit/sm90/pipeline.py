@@ -33,6 +33,7 @@ from . import batch as sm90_batch
 from . import splitk as sm90_splitk
 from .epilogue import DirectStores
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
+from .streamk import Sm90StreamK
 
 SMEM_SYMBOL = "smem"
 RING_BUFFER = "sm90_ring"
@@ -103,8 +104,9 @@ class Sm90Lowering(ScalarOps):
         self.z: ZSlot | None = None  # %ctaid.z as (batch, split), when the grid has a z dimension
 
     # -- the kernel --------------------------------------------------------------------------
-    def setup(self) -> VReg:
-        """Parameters, the tile origin, the aligned shared base; returns the k-tile count."""
+    def setup(self, per_cta_tile: bool = True) -> VReg:
+        """Parameters, the tile origin (unless Stream-K's units set it: per_cta_tile=False), the
+        aligned shared base; returns the k-tile count."""
         b, s = self.b, self.s
         b.banner("Setup: tensor maps, CTA tile origin, 1024-aligned shared ring, barriers")
         self.tid = self.u32("mov.u32", Sym("%tid.x"))
@@ -119,10 +121,11 @@ class Sm90Lowering(ScalarOps):
             self.ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)
-        self.z = z = sm90_batch.z_slot(self)
-        self.tma_batch = sm90_batch.tma_batch_coordinate(self, z)
-        tile = TileScheduler(self).tile()  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
-        self.tile_m0, self.tile_n0 = tile.bm0, tile.bn0
+        if per_cta_tile:
+            self.z = z = sm90_batch.z_slot(self)
+            self.tma_batch = sm90_batch.tma_batch_coordinate(self, z)
+            tile = TileScheduler(self).tile()  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
+            self.tile_m0, self.tile_n0 = tile.bm0, tile.bn0
         window = self.u32("mov.u32", Sym(SMEM_SYMBOL))
         start = self.u32("add.u32", window, Imm(str(self.ring_offset + SWIZZLE_ALIGN - 1)))
         self.smem = self.u32("and.b32", start, Imm(str(-SWIZZLE_ALIGN)),
@@ -132,6 +135,8 @@ class Sm90Lowering(ScalarOps):
         return self.ceil_div(self.dim("K"), s.bk)
 
     def lower(self) -> Function:
+        if self.s.stream_k:
+            return Sm90StreamK(self).lower()
         kt_count = self.setup()
         kt_begin = None
         split_k = sm90_splitk.Sm90SplitK(self) if self.s.split_k > 1 else None

@@ -37,7 +37,8 @@ FLAG_BYTES = 8
 
 
 def split_k_params(s: Schedule) -> list[Param]:
-    return list(SPLIT_K_PARAMS) if s.split_k > 1 else []
+    """Workspace split-K's and Stream-K's scratch parameters (sm90/streamk.py uses them too)."""
+    return list(SPLIT_K_PARAMS) if s.split_k > 1 or s.stream_k else []
 
 
 def flag_bytes(s: Schedule) -> int:

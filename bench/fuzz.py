@@ -84,9 +84,10 @@ HOPPER_BN = (8, 16, 24, 40, 64, 96, 128, 192, 256)
 def draw_hopper(rng: np.random.Generator):
     """A (Gemm, Schedule) for arch sm_90a (wgmma): mostly the built subset (f16/bf16, f32
     accumulation, both majors, odd M/N/K whose rows stay 16-byte aligned for TMA, consumers 1/2,
-    stages, swizzle, raster, epilogues), and now and then a legal feature the lowering does not
-    build yet (warp specialisation, persistence, clusters, split-K, batch, TMA-store epilogue,
-    f16 accumulation), which must be rejected with LoweringNotBuilt, a ScheduleError."""
+    stages, swizzle, raster, epilogues), and now and then another legal feature: split-K and a
+    batch (built, checked like the rest) or one the lowering does not build yet (warp
+    specialisation, persistence, clusters, TMA-store epilogue, f16 accumulation), which must be
+    rejected with LoweringNotBuilt, a ScheduleError."""
     from ptxgen import Epilogue, Gemm, Schedule
     from ptxgen.schedule.hopper import WGMMA_N
 

@@ -144,3 +144,13 @@ def test_batched_and_split_k_kernels_assemble_without_spills_or_serialised_wgmma
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
     log = r.log.lower()
     assert "warning" not in log and "c7515" not in log and "serializ" not in log, r.log
+
+
+def test_cli_info_describes_batched_split_k(capsys):
+    from ptxgen.cli import main
+
+    assert main(["info", "--arch", ARCH, "--instruction", "wgmma", "--block", "64x64x64", "--no-warp-specialized",
+                 "--no-persistent", "--shape", "200x136x192", "--split-k", "3", "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "box 1x64x64" in out and "3-D: batch outermost" in out and "split-K 3" in out, out
+    assert "8 B split-K flag" in out and "grid (3, 4, 6)" in out, out

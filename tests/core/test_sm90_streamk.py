@@ -102,3 +102,15 @@ def test_stream_k_kernel_assembles_without_spills_or_serialised_wgmma():
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
     log = r.log.lower()
     assert "warning" not in log and "serializ" not in log, r.log
+
+
+def test_cli_info_and_run_describe_stream_k(capsys):
+    from ptxgen.cli import main
+
+    flags = ["--arch", ARCH, "--instruction", "wgmma", "--block", "64x64x64", "--no-warp-specialized",
+             "--shape", "200x136x192", "--stream-k", "pure", "--sms", "4"]
+    assert main(["info", *flags]) == 0
+    out = capsys.readouterr().out
+    assert "stream-k-pure over a persistent grid" in out and "grid (4, 1, 1)" in out, out
+    assert main(["run", *flags, "--sim"]) == 0
+    assert "PASS" in capsys.readouterr().out

@@ -79,6 +79,16 @@ def test_a_cta_runs_several_units_and_the_owner_sums_the_partials():
     assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=7) < tolerance(g)
 
 
+@pytest.mark.parametrize("g, s", [
+    (Gemm(264, 136, 200, a_layout="row", b_layout="col", epilogue=Epilogue(alpha=0.5, beta=1.0, bias="col")),
+     stream_k((128, 64, 64), 3, "stream-k", consumers=2)),
+    (Gemm(136, 72, 256, dtype="bf16", out_dtype="bf16", a_layout="col", b_layout="row", batch=3),
+     stream_k((64, 64, 32), 4, "stream-k-pure", stages=3)),
+], ids=["2wg-hybrid-epilogue", "mn-major-batched-pure"])
+def test_stream_k_two_warpgroups_and_batches(g, s):
+    assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=11) < tolerance(g)
+
+
 def test_barriers_not_reinitialised_between_units_are_caught(monkeypatch):
     """Planted bug: the next unit's loop waits on parity 0 of barriers left in a later phase."""
     g = Gemm(128, 128, 192, a_layout="row", b_layout="col")

@@ -85,9 +85,10 @@ def draw_hopper(rng: np.random.Generator):
     """A (Gemm, Schedule) for arch sm_90a (wgmma): mostly the built subset (f16/bf16, f32
     accumulation, both majors, odd M/N/K whose rows stay 16-byte aligned for TMA, consumers 1/2,
     stages, swizzle, raster, epilogues, warp-specialised or not, persistent with a small `sms` so
-    CTAs walk several tiles), and now and then a legal feature the lowering does not build yet
-    (persistence without warp specialisation, clusters, split-K, batch, TMA-store epilogue, f16
-    accumulation), which must be rejected with LoweringNotBuilt, a ScheduleError."""
+    CTAs walk several tiles), and now and then another legal feature: split-K and a batch (built
+    in the non-specialised kernel, checked like the rest) or one the lowering does not build yet
+    (persistence without warp specialisation, clusters, TMA-store epilogue, f16 accumulation),
+    which must be rejected with LoweringNotBuilt, a ScheduleError."""
     from ptxgen import Epilogue, Gemm, Schedule
     from ptxgen.schedule.hopper import WGMMA_N
 

@@ -41,6 +41,7 @@ def describe_hopper(k: Kernel) -> list[str]:
     """`describe` for a wgmma kernel: warpgroups, the TMA boxes and swizzle its tensor maps carry
     and the mbarrier ring, not the sm_80 warp grid, cp.async copies and ldmatrix fragments."""
     from .emit.sm90.mainloop import ring_layout
+    from .emit.sm90.splitk import flag_bytes as split_k_flag_bytes
     from .schedule.hopper import ALIGN_SLACK, hopper_plan
 
     g, s = k.gemm, k.schedule
@@ -53,9 +54,14 @@ def describe_hopper(k: Kernel) -> list[str]:
              if plan.warp_specialized else
              f"{plan.consumers} warpgroup{'s' if plan.consumers > 1 else ''} (not warp-specialised: "
              "each loads and multiplies)")
-    maps = "; ".join(f"{m.param}: {m.operand} box {m.box[0]}x{m.box[1]}, {m.swizzle} swizzle, "
-                     f"{'K' if m.k_major else 'MN'}-major" for m in k.tensor_maps)
-    grid = "persistent (one CTA per SM walks the tiles)" if s.persistent else "one CTA per output tile"
+    maps = "; ".join(f"{m.param}: {m.operand} box {'x'.join(map(str, m.box))}, {m.swizzle} swizzle, "
+                     f"{'K' if m.k_major else 'MN'}-major" + (" (3-D: batch outermost)" if m.batched else "")
+                     for m in k.tensor_maps)
+    grid = (f"{s.decomposition} over a persistent grid (each CTA runs its share of the k-tiles)" if s.stream_k else
+            "persistent (one CTA per SM walks the tiles)" if s.persistent else "one CTA per output tile")
+    if s.split_k > 1:
+        grid += f", split-K {s.split_k} (f32 partials, the last split sums them)"
+    flag = split_k_flag_bytes(s)
     return [
         f"kernel     {k.entry} ({k.arch})",
         f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
@@ -69,9 +75,9 @@ def describe_hopper(k: Kernel) -> list[str]:
         + ("; consumers release a stage on its empty mbarrier (one arrival per consumer warp) once the wgmma "
            "reading it retired" if plan.warp_specialized else ""),
         f"smem       {s.stages} stages x ({ring.a_bytes} B of A + {ring.b_bytes} B of B) + "
-        f"{ring.nbytes - ring.barriers} B {'full + empty' if ring.empty_barriers else 'full'} mbarriers + "
-        f"{ALIGN_SLACK} B to align the base to 1024 B "
-        f"= {ring.nbytes + ALIGN_SLACK} B",
+        f"{ring.nbytes - ring.barriers} B {'full + empty' if ring.empty_barriers else 'full'} mbarriers"
+        + (f" + {flag} B split-K flag" if flag else "")
+        + f" + {ALIGN_SLACK} B to align the base to 1024 B = {ring.nbytes + flag + ALIGN_SLACK} B",
         f"epilogue   {describe_epilogue(g)}; direct stores from the accumulator registers",
         f"registers  {plan.accumulator_regs} accumulators/thread (the assembler's count is below); "
         f"ptxgen peak live: {live}",

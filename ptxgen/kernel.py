@@ -123,7 +123,8 @@ class Kernel:
     @property
     def tensor_maps(self) -> tuple:
         """The CUtensorMaps an sm_90a kernel takes by value, in parameter order (tmapA, tmapB):
-        each a `TensorMapSpec` (operand, box, swizzle); () for kernels that take pointers."""
+        each a `TensorMapSpec` (operand, box, swizzle; 3-D with the batch outermost for a batched
+        GEMM); () for kernels that take pointers."""
         if not self.schedule.hopper:
             return ()
         from .emit.sm90.pipeline import tensor_map_specs

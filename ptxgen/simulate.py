@@ -137,7 +137,11 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView") -> lis
     tensor-map parameters must have (`Kernel.tensor_maps`); out-of-bounds boxes fill with zero."""
     from . import sim
 
+    from .runtime.sm90_args import check_tma_batch_stride
+
     assert va.host is not None and vb.host is not None
+    for v in (va, vb):
+        check_tma_batch_stride(v)
     logical = {"A": va.host, "B": vb.host}
     return [sim.TensorMap(t.view(logical[t.operand]), t.box, swizzle=t.swizzle) for t in kernel.tensor_maps]
 
@@ -153,9 +157,6 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     from .scaleout import Workers
 
     spread_over = Workers.of(workers, ray_address)  # bad values fail before any work
-    if spread_over.parallel and kernel.schedule.hopper:
-        raise ValueError(f"workers={workers!r}: spreading an sm_90a kernel's CTAs over processes is not built (its "
-                         "tensor-map arguments are not shipped to workers yet): use workers=1")
 
     g = kernel.gemm
     align = g.alignment()
@@ -178,8 +179,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         buf.flags.writeable = False
     args = [buf_a, buf_b, buf_c, g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
     if kernel.schedule.hopper:  # tensor maps by value instead of the A and B pointers (sm90/pipeline.py)
-        args = [*sim_tensor_maps(kernel, va, vb), buf_c, g.m, g.n, g.k, vc.ld]
-    if g.batch > 1:
+        args = [*sim_tensor_maps(kernel, va, vb), buf_c, g.m, g.n, g.k, vc.ld] + ([sc] if g.batch > 1 else [])
+    elif g.batch > 1:
         args += [sa, sb, sc]
     args += inputs[2:]
     readonly = (0, 1) + tuple(range(len(args) - len(inputs) + 2, len(args)))

@@ -35,6 +35,44 @@ class OverlappingWrites(RuntimeError):
 
 
 @dataclass(frozen=True)
+class ShippedMap:
+    """A `sim.TensorMap` argument (an sm_90a kernel's A or B) as it travels to a worker.
+
+    Why not the TensorMap itself: pickling it would pickle its view apart from its root, and an
+    unpickled view is a fresh contiguous array, so a strided view (a leading dimension wider than
+    the matrix, a batch stride wider than dense) would lose the strides the map describes. Shipped
+    as the root plus the view's offset, shape and strides, it is rebuilt on the same bytes, so the
+    encoded map, the buffer layout and the global addresses are the serial run's."""
+
+    root: np.ndarray
+    offset: int  # bytes from the root's start to the view's
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes
+    dtype: np.dtype
+    box: tuple[int, ...]
+    swizzle: str
+    oob_fill: str
+    element_strides: tuple[int, ...]
+    writeable: bool  # the root's flag: a serial run reports stores into a read-only root
+
+    @classmethod
+    def of(cls, m) -> "ShippedMap":
+        a = m.array
+        return cls(m.root, m.offset, a.shape, a.strides, a.dtype, m.box, m.swizzle, m.oob_fill,
+                   m.element_strides, bool(m.root.flags.writeable))
+
+    def rebuild(self):
+        from .sim import TensorMap
+
+        root = self.root
+        if root.flags.writeable and not self.writeable:  # unpickled copies come back writable
+            root.flags.writeable = False
+        view = np.ndarray(self.shape, self.dtype, buffer=root, offset=self.offset, strides=self.strides)
+        return TensorMap(view, self.box, swizzle=self.swizzle, oob_fill=self.oob_fill,
+                         element_strides=self.element_strides)
+
+
+@dataclass(frozen=True)
 class SimJob:
     """What every task needs, sent to each worker once: the launch without its CTA list."""
 
@@ -87,13 +125,13 @@ def run_group(job: SimJob, group: list[Cta]) -> GroupResult:
     process pools and Ray can pickle it by reference)."""
     from . import sim
 
-    args = list(job.args)
+    args = [a.rebuild() if isinstance(a, ShippedMap) else a for a in job.args]
     original = job.args[job.c_index]
     args[job.c_index] = c = np.array(original, copy=True)
     for i in job.scratch:
         args[i] = np.zeros_like(job.args[i])
     for i in job.readonly:
-        if args[i].flags.writeable:  # unpickled copies come back writable
+        if isinstance(args[i], np.ndarray) and args[i].flags.writeable:  # unpickled copies come back writable
             args[i] = args[i].copy()
             args[i].flags.writeable = False
     res = sim.launch(job.ptx, job.entry, grid=job.grid, block=job.block, args=args,
@@ -204,8 +242,11 @@ def launch_spread(kernel, args: list, c_index: int, readonly: tuple[int, ...], s
 
     groups = communication_groups(kernel, ctas)
     check_reproducible(kernel, sum(len(g) for g in groups))
+    from .sim import TensorMap
+
+    shipped = tuple(ShippedMap.of(a) if isinstance(a, TensorMap) else a for a in args)
     job = SimJob(kernel.ptx, kernel.entry, tuple(kernel.grid), tuple(kernel.block), kernel.smem_bytes,
-                 tuple(args), c_index, readonly, scratch)
+                 shipped, c_index, readonly, scratch)
     merger = Merger(args[c_index], groups)
     done = [0]
 

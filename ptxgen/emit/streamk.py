@@ -191,12 +191,16 @@ class StreamK:
             self.fixup(acc, d, u, sites_base, t0)
         b.place(store)
         with lw.ex.scoped():
-            lw.epilogue(tile, ops.edge).emit(acc)
+            self.store_tile(acc, tile, ops)
         self.branch(None, loop)
         b.place(publish)
         with lw.ex.scoped():
             self.publish(acc, d, sites_base, t0)
         self.branch(None, loop)
+
+    def store_tile(self, acc, tile: Tile, ops: TileOperands) -> None:
+        """The tile's epilogue (the pipeline's store path)."""
+        self.lw.epilogue(tile, ops.edge).emit(acc)
 
     # -- partials -------------------------------------------------------------------------------
     def slot_offset(self) -> VReg:

@@ -324,7 +324,8 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
     if kernel.schedule.hopper:  # tensor maps by value instead of A and B (emit/sm90/pipeline.py)
         maps = sm90_tensor_maps(kernel, (av, bv), ptrs[:2])
-        plan.params = ParamBlock(decls, maps + [ptrs[2], g.m, g.n, g.k, cv.ld] + ptrs[3:])
+        batch = [cv.batch_stride] if g.batch > 1 else []
+        plan.params = ParamBlock(decls, maps + [ptrs[2], g.m, g.n, g.k, cv.ld] + batch + ptrs[3:])
         return plan
     strides = [v.batch_stride for v in (av, bv, cv)] if g.batch > 1 else []
     plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + strides + ptrs[3:])

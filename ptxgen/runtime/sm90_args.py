@@ -17,23 +17,44 @@ if TYPE_CHECKING:
 
 def check_sm90_params(kernel: "Kernel", decls: list[ParamDecl]) -> list[ParamDecl]:
     """An sm_90a kernel takes its tensor maps (.b8 [128]), then C (.u64), M, N, K, ldc (.u32), then
-    the epilogue's bias and scale pointers (.u64) when it has them."""
+    batch_stride_c (.u64) when batched, then the epilogue's bias and scale pointers (.u64) when it has them,
+    then workspace and counters (.u64) with split-K."""
     maps, vectors = len(kernel.tensor_maps), int(bool(kernel.gemm.epi.bias)) + int(bool(kernel.gemm.epi.scale))
-    ok = (len(decls) == maps + 5 + vectors and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
+    batched = int(kernel.gemm.batch > 1)
+    scratch = 2 if kernel.workspace_elements else 0  # workspace split-K: workspace, counters
+    ok = (len(decls) == maps + 5 + batched + vectors + scratch and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
           and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:maps + 5])
           and all(d.is_pointer_sized for d in decls[maps + 5:]))
     if not ok:
         raise ValueError(f"entry {kernel.entry} declares parameters {[f'{d.name}:.{d.type}' for d in decls]}; "
                          f"ptxgen's sm_90a kernels take {maps} tensor maps (.param .align 64 .b8 [128]), "
-                         "then C (.u64), M, N, K, ldc (.u32), and the bias and scale pointers (.u64) when the "
-                         "epilogue has them")
+                         "then C (.u64), M, N, K, ldc (.u32), batch_stride_c (.u64) when batched, the bias "
+                         "and scale pointers (.u64) when the epilogue has them, and workspace, counters (.u64) "
+                         "with split-K")
     return decls
 
 
-class _DeviceMatrix:
-    """A 2-D device view (address, shape, byte strides) for `tensormaps.encode_tiled`."""
+def check_tma_batch_stride(v: OperandView) -> None:
+    """A batched operand's batch stride becomes the outermost stride of its 3-D tensor map, which
+    TMA needs positive and a multiple of 16 bytes (cuTensorMapEncodeTiled's globalStrides rule):
+    a broadcast (stride 0) operand cannot be described, so it is refused here with the fix."""
+    if v.batch == 1:
+        return
+    nbytes = v.batch_stride * v.itemsize
+    if nbytes <= 0 or nbytes % 16:
+        what = ("0 (one matrix broadcast to every batch)" if nbytes == 0 else
+                f"{v.batch_stride} elements ({nbytes} bytes)")
+        raise ValueError(f"{v.name}'s batch stride is {what}: an sm_90a kernel reads {v.name} through a 3-D "
+                         f"tensor map, whose batch stride TMA needs positive and a multiple of 16 bytes; "
+                         f"pass a copy with one matrix per batch, its matrices a multiple of 16 bytes apart "
+                         f"(np.ascontiguousarray / .contiguous()), or compile for arch='sm_90' with "
+                         f"instruction='m16n8k16' (the mma.sync path takes any batch stride, 0 included)")
 
-    def __init__(self, address: int, shape: tuple[int, int], strides: tuple[int, int], dtype: np.dtype):
+
+class _DeviceMatrix:
+    """A 2-D (or batched 3-D) device view (address, shape, byte strides) for `tensormaps.encode_tiled`."""
+
+    def __init__(self, address: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype):
         self.dtype = dtype
         self.__cuda_array_interface__ = {"data": (address, True), "shape": shape, "strides": strides,
                                          "typestr": dtype.str, "version": 3}
@@ -41,7 +62,8 @@ class _DeviceMatrix:
 
 def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, OperandView], ptrs: list[int]) -> list[bytes]:
     """The CUtensorMaps of A's and B's contiguous-last views at device addresses `ptrs`, with the
-    boxes and swizzle of `kernel.tensor_maps` (cuTensorMapEncodeTiled through cuda-python)."""
+    boxes and swizzle of `kernel.tensor_maps` (cuTensorMapEncodeTiled through cuda-python); 3-D,
+    the batch outermost with the operand's batch stride, for a batched GEMM."""
     from .tensormaps import encode_tiled
 
     dtype = np.dtype(numpy_dtype(kernel.gemm.dtype))
@@ -50,6 +72,9 @@ def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, OperandView], p
         (r, c), (sr, sc) = v.shape, v.strides
         transpose = spec.k_major == (spec.operand == "B")  # as TensorMapSpec.view
         shape, strides = ((c, r), (sc, sr)) if transpose else ((r, c), (sr, sc))
-        dev = _DeviceMatrix(ptr, shape, (strides[0] * dtype.itemsize, strides[1] * dtype.itemsize), dtype)
+        if spec.batched:
+            check_tma_batch_stride(v)
+            shape, strides = (v.batch, *shape), (v.batch_stride, *strides)
+        dev = _DeviceMatrix(ptr, shape, tuple(x * dtype.itemsize for x in strides), dtype)
         out.append(encode_tiled(dev, spec.box, swizzle=spec.swizzle).raw)
     return out

@@ -134,8 +134,12 @@ class Schedule:
 
         bm = self.block[0] if isinstance(self.block, tuple) and self.block and isinstance(self.block[0], int) else 0
         default("consumers", 2 if bm % 128 == 0 and bm > 0 else 1)
-        default("warp_specialized", True)
-        default("persistent", True)
+        # split-K and Stream-K are built in the non-specialised kernel (verify_sm90_built.py): their
+        # defaults follow; Stream-K's grid is persistent, split-K's one CTA per (tile, split)
+        split = isinstance(self.split_k, int) and self.split_k > 1
+        streamk = self.decomposition in ("stream-k", "stream-k-pure")
+        default("warp_specialized", not (split or streamk))
+        default("persistent", not split)
         default("cluster", (1, 1))
         default("multicast", isinstance(self.cluster, tuple) and self.cluster != (1, 1))
         if isinstance(self.consumers, int) and not isinstance(self.consumers, bool):

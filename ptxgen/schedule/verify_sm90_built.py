@@ -27,9 +27,15 @@ def _refuse(g: Gemm, field: str, value: object, what: str, fix: str) -> None:
 
 def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     """Raise LoweringNotBuilt for the first part of (g, s) the sm_90a lowering cannot emit."""
-    if s.persistent and not s.warp_specialized:
-        _refuse(g, "schedule.persistent", s.persistent, "the persistent grid without warp specialisation (only the "
-                "warp-specialised kernel walks tiles)", "set warp_specialized=True, or persistent=False")
+    if s.persistent and not s.warp_specialized and not s.stream_k:  # Stream-K's grid: emit/sm90/streamk.py
+        _refuse(g, "schedule.persistent", s.persistent, "the persistent grid of whole tiles without warp "
+                "specialisation (the warp-specialised kernel and Stream-K walk tiles)",
+                "set warp_specialized=True, or persistent=False")
+    if s.warp_specialized and (g.batch > 1 or s.split_k > 1 or s.stream_k):
+        what = "batched GEMMs" if g.batch > 1 else "split-K" if s.split_k > 1 else "Stream-K"
+        _refuse(g, "schedule.warp_specialized", s.warp_specialized, f"{what} in the warp-specialised kernel (built "
+                "in the non-specialised one)", "set warp_specialized=False" + ("" if s.stream_k else
+                                                                                 " and persistent=False"))
     if tuple(s.cluster) != (1, 1) or s.multicast:
         _refuse(g, "schedule.cluster", s.cluster, "thread-block clusters or TMA multicast",
                 "set cluster=(1, 1) and multicast=False")
@@ -37,11 +43,9 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
         _refuse(g, "gemm.dtype", g.dtype, f"{g.dtype} inputs (only {', '.join(BUILT_DTYPES)})", "use dtype='f16' or 'bf16'")
     if g.accumulator != "f32":
         _refuse(g, "gemm.accumulator", g.accumulator, "f16 accumulation", "use f32 accumulation")
-    if s.split_k > 1 or s.stream_k:
-        _refuse(g, "schedule.split_k", s.split_k if s.split_k > 1 else s.decomposition, "split-K or Stream-K",
-                "set split_k=1 and decomposition='tiles'")
-    if g.batch > 1:
-        _refuse(g, "gemm.batch", g.batch, "batched GEMMs (3-D tensor maps)", "launch one GEMM per batch")
+    if s.split_k > 1 and s.split_k_mode == "atomic":
+        _refuse(g, "schedule.split_k_mode", s.split_k_mode, "atomic split-K (partials added into C)",
+                "set split_k_mode='workspace' (the built split-K)")
     if g.out_dtype not in BUILT_OUT:
         _refuse(g, "gemm.out_dtype", g.out_dtype, f"{g.out_dtype} output (only {', '.join(BUILT_OUT)})",
                 "use out_dtype='f32', 'f16' or 'bf16'")

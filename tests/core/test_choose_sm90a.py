@@ -71,10 +71,9 @@ def test_sm90a_device_model_prices_wgmma_at_the_full_peak():
 @pytest.mark.parametrize("g, field", [
     (Gemm(256, 256, 256, dtype="tf32"), "gemm.dtype"),
     (Gemm(256, 256, 256, dtype="e4m3"), "gemm.dtype"),
-    (Gemm(256, 256, 256, batch=2), "gemm.batch"),
     (Gemm(256, 256, 256, acc_dtype="f16", out_dtype="f16"), "gemm.accumulator"),
     (Gemm(77, 131, 45), "lda"),                                        # rows not 16-byte aligned for TMA
-], ids=["tf32", "e4m3", "batch", "f16-acc", "unaligned"])
+], ids=["tf32", "e4m3", "f16-acc", "unaligned"])
 def test_problem_outside_the_built_slice_names_sm90_as_the_fix(g, field):
     with pytest.raises(LoweringNotBuilt, match=field) as info:
         ptxgen.compile(g, arch=ARCH)

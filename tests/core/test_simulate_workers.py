@@ -171,3 +171,45 @@ def test_ray_without_ray_installed_names_the_extra(monkeypatch):
 def test_simulate_on_local_ray_is_bit_identical(local_ray):
     assert_identical(ptxgen.compile(Gemm(100, 70, 300, batch=2), Schedule(block=(64, 64, 32), split_k=2)),
                      workers="ray")
+
+
+# -- sm_90a kernels: tensor maps by value ----------------------------------------------------------
+def _sm90(g: Gemm, block=(64, 64, 64), split_k=1, sms=None):
+    walk = dict(decomposition="stream-k-pure", sms=sms) if sms else dict(persistent=False, split_k=split_k)
+    s = Schedule(block=block, instruction="wgmma", stages=2, warp_specialized=False, consumers=1, **walk)
+    return ptxgen.compile(g, s, arch="sm_90a")
+
+
+@pytest.mark.parametrize("g, split_k", [
+    (Gemm(100, 72, 136, a_layout="row", b_layout="col",
+          epilogue=Epilogue(alpha=0.5, beta=1.0, bias="col", scale="row")), 1),
+    (Gemm(72, 136, 96, dtype="bf16", out_dtype="bf16", a_layout="col", b_layout="row", batch=3), 1),
+    (Gemm(72, 64, 264, a_layout="row", b_layout="col", batch=2, epilogue=Epilogue(beta=1.0, bias="col")), 3),
+    (Gemm(200, 136, 192, a_layout="row", b_layout="col", epilogue=Epilogue(beta=1.0, bias="row")), -5),
+], ids=["tn-edges-epilogue", "nt-batched", "split-k-batched", "stream-k-5-ctas"])
+def test_sm90a_spread_run_is_bit_identical_to_serial(g, split_k):
+    """The CUtensorMap arguments (sim.TensorMap) reach the workers: the same C, counts and addresses;
+    split-K's splits of a tile, and Stream-K's chains of CTAs sharing tiles, share a task
+    (split_k < 0: Stream-K over -split_k CTAs)."""
+    k = _sm90(g, sms=-split_k) if split_k < 0 else _sm90(g, split_k=split_k)
+    assert_identical(k, workers=3)
+
+
+def test_sm90a_workers_keep_a_strided_view_of_the_operands(monkeypatch):
+    """A's matrices further apart than dense and rows wider than K, with spawned workers (the job
+    pickled, as for Ray): pickled as it is, a TensorMap's view would arrive as a contiguous copy
+    without those strides (simulate_spread.ShippedMap)."""
+    from ptxgen import scaleout
+
+    monkeypatch.setattr(scaleout, "start_method", lambda: "spawn")
+    g = Gemm(72, 64, 64, a_layout="row", b_layout="col", batch=2)
+    k = _sm90(g)
+    a, b = random_operands(g, seed=2)
+    wide = np.zeros((4, 72, 80), a.dtype)
+    wide[::2, :, :64] = a
+    view = wide[::2, :, :64]
+    c1, r1 = run_simulation(k, view, b, workers=1)
+    c2, r2 = run_simulation(k, view, b, workers=2)
+    assert c1.tobytes() == c2.tobytes() and r1.global_addresses == r2.global_addresses
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(c2 - ref).max() < 1e-3

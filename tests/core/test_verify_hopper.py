@@ -210,8 +210,9 @@ def test_drawn_hopper_schedules_keep_every_limit(data):
         verify(g, s, ARCH)
     except LoweringNotBuilt:
         pass
-    else:  # compiled by the sm_90a lowering (tests/core/test_sm90_gemm.py, test_sm90_ws.py): only its subset
-        assert (s.warp_specialized or not s.persistent) and s.cluster == (1, 1)
+    else:  # compiled by the sm_90a lowering (test_sm90_gemm.py, test_sm90_ws.py, ...): only its subset
+        assert (s.warp_specialized or not s.persistent or s.stream_k) and s.cluster == (1, 1)
+        assert not (s.warp_specialized and (g.batch > 1 or s.split_k > 1 or s.stream_k))
 
 
 def test_compile_refuses_a_legal_hopper_schedule_with_the_sm_90_fix():

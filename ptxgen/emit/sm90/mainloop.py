@@ -91,16 +91,17 @@ class TmaWgmmaLoop:
 
     # -- the producer's half: one stage's copies ----------------------------------------------
     def issue_stage(self, stage: VReg, kt: VReg, guard: VReg | None,
-                    origin: tuple[VReg, VReg] | None = None) -> None:
-        """Thread `guard` arms full[stage] for the stage's bytes and issues the TMA boxes of k-tile kt
-        of the tile whose first row and column are `origin` (default: the CTA's one tile)."""
+                    origin: tuple[VReg, VReg] | None = None, kt_begin: VReg | None = None) -> None:
+        """Thread `guard` arms full[stage] for the stage's bytes and issues the TMA boxes of k-tile
+        kt_begin + kt (kt counts from the k-range's start; None: from k-tile 0) of the tile whose
+        first row and column are `origin` (default: the CTA's one tile)."""
         lw, b, plan = self.lw, self.b, self.plan
         m0, n0 = origin if origin is not None else (lw.tile_m0, lw.tile_n0)
         bar = Addr(self.barrier(stage))
         mb.arrive_expect_tx(b, bar, plan.stage_tx_bytes, guard=guard,
                             comment=f"expect {plan.stage_tx_bytes} B (A and B boxes, OOB fill included)")
         base = self.stage_base(stage)
-        k0 = lw.u32("mul.lo.u32", kt, Imm(str(lw.s.bk)))
+        k0 = lw.u32("mul.lo.u32", kt if kt_begin is None else lw.u32("add.u32", kt, kt_begin), Imm(str(lw.s.bk)))
         for name, box, origin, offset in (("A", plan.a_box, m0, 0),
                                           ("B", plan.b_box, n0, self.ring.a_bytes)):
             assert box is not None
@@ -112,7 +113,7 @@ class TmaWgmmaLoop:
                     inner, outer = (lw.u32("add.u32", k0, Imm(str(j * box.inner))) if j else k0), origin
                 else:
                     inner, outer = (lw.u32("add.u32", origin, Imm(str(j * box.inner))) if j else origin), k0
-                tma.load(b, Addr(dst), lw.tmaps[name], (inner, outer), bar, guard=guard,
+                tma.load(b, Addr(dst), lw.tmaps[name], (inner, outer, *lw.tma_batch), bar, guard=guard,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
 
     # -- the loop ----------------------------------------------------------------------------
@@ -125,14 +126,15 @@ class TmaWgmmaLoop:
         for t in lw.tmaps.values():
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
 
-    def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
+    def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg, kt_begin: VReg | None = None) -> None:
+        """The loop over k-tiles kt_begin .. kt_begin + kt_count - 1 (None: from k-tile 0)."""
         lw, b, s, ring = self.lw, self.b, self.lw.s, self.ring
         b.banner(f"Prologue: thread 0 fills the {s.stages} stages (k-tiles 0..{s.stages - 1} that exist)")
         for st in range(s.stages):
             kt = lw.u32("mov.u32", Imm(str(st)))
             exists = lw.pred("setp.lt.u32", kt, kt_count)
             go = lw.pred("and.pred", exists, lw.leader)
-            self.issue_stage(kt, kt, go)
+            self.issue_stage(kt, kt, go, kt_begin=kt_begin)
         desc_a, desc_b = self.descriptors()
         kt, stage, phase = (lw.u32("mov.u32", Imm("0")) for _ in range(3))
         b.banner(f"Main loop: wait full[stage], {self.plan.wgmmas_per_k_tile} wgmma per k-tile, "
@@ -144,7 +146,7 @@ class TmaWgmmaLoop:
         wi.wait_group(b, self.in_flight, comment=f"k-tile kt-{self.in_flight}'s wgmma group has retired"
                       if self.in_flight else "this k-tile's wgmma group has retired")
         b.emit("bar.sync", Imm("0"), comment="in every warp: its stage may be overwritten")
-        self.refill(kt, kt_count, stage)
+        self.refill(kt, kt_count, stage, kt_begin)
         b.emit("add.u32", kt, kt, Imm("1"), ndefs=1)
         self.advance(stage, phase)
         more = lw.pred("setp.lt.u32", kt, kt_count)
@@ -191,7 +193,7 @@ class TmaWgmmaLoop:
                          trans_b=int(ring.b_tile.major == "MN"))
         wi.commit_group(b, comment="this k-tile's wgmma group")
 
-    def refill(self, kt: VReg, kt_count: VReg, stage: VReg) -> None:
+    def refill(self, kt: VReg, kt_count: VReg, stage: VReg, kt_begin: VReg | None = None) -> None:
         """Thread 0 reloads the stage whose wgmma just retired (kt - W's) with k-tile kt - W + S, if
         it exists; the other threads branch past the copies."""
         lw, b, s = self.lw, self.b, self.lw.s
@@ -207,5 +209,5 @@ class TmaWgmmaLoop:
                              comment="the previous k-tile's stage")
         skip = b.label("refill_done")
         b.emit("bra", Sym(skip), guard=go, negate=True)
-        self.issue_stage(retired, nxt, None)
+        self.issue_stage(retired, nxt, None, kt_begin=kt_begin)
         b.place(skip)

@@ -9,8 +9,11 @@ Tiles come from tiles.TileScheduler (row or grouped raster).
 Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value, of
 each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major
 A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), C (.u64), M, N, K, ldc
-(.u32), then bias and scale (.u64) when the epilogue has them. `Kernel.tensor_maps` gives the
-view, box and swizzle each map must have.
+(.u32), batch_stride_c (.u64) when batch > 1, then bias and scale (.u64) when the epilogue has
+them, then workspace and counters (.u64) with split-K. `Kernel.tensor_maps` gives the view, box
+and swizzle each map must have; a batched GEMM's maps are 3-D, the batch outermost (sm90/batch.py).
+Split-K (sm90/splitk.py): %ctaid.z = batch * split_k + split; each split's main loop runs its
+k-range, and the last split sums the f32 partials before the epilogue.
 
 Each warpgroup owns its rows as wgmma m64 blocks (hopper_plan: rows_per_consumer), each
 accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue stores each
@@ -28,11 +31,14 @@ from ...schedule.schedule import Schedule
 from ..index import ExprEmitter
 from ..memory import ld_param
 from ..scalar_ops import ScalarOps
-from ..tiles import TileScheduler
+from ..tiles import TileScheduler, ZSlot
 from . import wgmma_isa as wi
+from . import batch as sm90_batch
+from . import splitk as sm90_splitk
 from .epilogue import DirectStores
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
 from .persistent import zero_accumulators
+from .streamk import Sm90StreamK
 from .warp_specialized import WarpSpecializedLoop
 
 SMEM_SYMBOL = "smem"
@@ -45,13 +51,15 @@ PARAM_NAMES = ("tmapA[128]", "tmapB[128]", "C", "M", "N", "K", "ldc")
 VECTOR_PARAMS = ("bias", "scale")
 
 
-def kernel_params(g: Gemm) -> list[Param]:
-    return list(PARAMS) + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)]
+def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
+    return (list(PARAMS) + sm90_batch.batch_params(g.batch)
+            + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)] + sm90_splitk.split_k_params(s))
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
-    return f"ptxgen_gemm_sm90_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tma_wgmma"
+    split = f"_splitk{s.split_k}" if s.split_k > 1 else ""
+    return f"ptxgen_gemm_sm90_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tma_wgmma{split}"
 
 
 class Sm90Pipeline:
@@ -65,10 +73,10 @@ class Sm90Pipeline:
 
     @classmethod
     def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
-        """One buffer: the ring and its barriers, plus slack to round the base up to 1024 B."""
+        """One buffer: the ring and its barriers (then split-K's flag), plus slack to round the base up to 1024 B."""
         plan = hopper_plan(g, s)
         ring = ring_layout(plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
-        return [SmemBuffer(RING_BUFFER, ring.nbytes + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
+        return [SmemBuffer(RING_BUFFER, ring.nbytes + sm90_splitk.flag_bytes(s) + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
 
     def setup(self) -> None:
         self.loop.init_barriers()
@@ -78,8 +86,11 @@ class Sm90Pipeline:
         n_regs = wi.accumulator_registers(self.lw.s.bn, "f32")
         return [self.lw.b.regs("f32", n_regs) for _ in range(self.lw.plan.rows_per_consumer // 64)]
 
-    def mainloop(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
-        self.loop.emit(acc, kt_count)
+    def mainloop(self, acc: list[tuple[VReg, ...]], kt_count: VReg, kt_begin: VReg | None = None) -> None:
+        if kt_begin is None:  # the whole k-range (the warp-specialised loop has no other)
+            self.loop.emit(acc, kt_count)
+        else:
+            self.loop.emit(acc, kt_count, kt_begin)
 
     def epilogue(self, acc: list[tuple[VReg, ...]]) -> None:
         DirectStores(self.lw).emit(acc)
@@ -92,7 +103,7 @@ class Sm90Lowering(ScalarOps):
         self.g, self.s, self.plan = g, s, hopper_plan(g, s)
         self.ring: RingLayout = ring_layout(self.plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
         self.ring_offset = offset
-        self.b = Builder(entry_name(g, s), kernel_params(g))
+        self.b = Builder(entry_name(g, s), kernel_params(g, s))
         self.b.function.directives.append(f".maxntid {self.plan.threads}, 1, 1")
         if self.plan.warp_specialized:  # setmaxnreg needs a register cap (warp_specialisation.md §9g)
             self.b.function.directives.append(f".maxnreg {self.plan.launch_regs}")
@@ -100,10 +111,13 @@ class Sm90Lowering(ScalarOps):
         self.pipeline = Sm90Pipeline(self)
         self.dims: dict[str, VReg] = {}
         self.ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
+        self.tma_batch: tuple[VReg, ...] = ()  # the TMA copies' batch coordinate, when batched
+        self.z: ZSlot | None = None  # %ctaid.z as (batch, split), when the grid has a z dimension
 
     # -- the kernel --------------------------------------------------------------------------
-    def setup(self) -> VReg:
-        """Parameters, the tile origin, the aligned shared base; returns the k-tile count."""
+    def setup(self, per_cta_tile: bool = True) -> VReg:
+        """Parameters, the tile origin (unless Stream-K's units set it: per_cta_tile=False), the
+        aligned shared base; returns the k-tile count."""
         b, s = self.b, self.s
         b.banner("Setup: tensor maps, CTA tile origin, 1024-aligned shared ring, barriers")
         self.tid = self.u32("mov.u32", Sym("%tid.x"))
@@ -118,7 +132,10 @@ class Sm90Lowering(ScalarOps):
             self.ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)
-        if not self.plan.warp_specialized:  # warp-specialised roles walk their tiles themselves (persistent.py)
+        if per_cta_tile:
+            self.z = z = sm90_batch.z_slot(self)
+            self.tma_batch = sm90_batch.tma_batch_coordinate(self, z)
+        if per_cta_tile and not self.plan.warp_specialized:  # warp-specialised roles walk their tiles (persistent.py)
             tile = TileScheduler(self).tile()  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
             self.tile_m0, self.tile_n0 = tile.bm0, tile.bn0
         window = self.u32("mov.u32", Sym(SMEM_SYMBOL))
@@ -132,14 +149,24 @@ class Sm90Lowering(ScalarOps):
         return self.ceil_div(self.dim("K"), s.bk)
 
     def lower(self) -> Function:
+        if self.s.stream_k:
+            return Sm90StreamK(self).lower()
         kt_count = self.setup()
+        kt_begin = None
+        split_k = sm90_splitk.Sm90SplitK(self) if self.s.split_k > 1 else None
+        if split_k is not None:
+            assert self.z is not None and self.z.split is not None
+            kt_begin, kt_count = split_k.k_range(kt_count, self.z.split)
         self.pipeline.setup()
         acc = self.pipeline.accumulators()
         if self.plan.warp_specialized:  # zeroes, runs the epilogue and exits per role and tile
             self.pipeline.mainloop(acc, kt_count)
             return self.b.function
         zero_accumulators(self, acc)
-        self.pipeline.mainloop(acc, kt_count)
+        self.pipeline.mainloop(acc, kt_count, kt_begin)
+        if split_k is not None:
+            assert self.z is not None
+            split_k.reduce(acc, self.z)
         self.pipeline.epilogue(acc)
         self.b.emit("ret")
         return self.b.function
@@ -154,18 +181,24 @@ class TensorMapSpec:
     """What one by-value tensor-map parameter must describe: `operand`'s 2-D view with its
     contiguous dimension last (`k_major`: A as (M, K), B as (N, K); else A as (K, M), B as (K, N)),
     boxes of `box` elements (numpy order: rows, then one swizzle width of the contiguous
-    dimension) in `swizzle` mode, out-of-bounds elements filled with zero."""
+    dimension) in `swizzle` mode, out-of-bounds elements filled with zero. A batched GEMM's map
+    is 3-D: (batch, rows, cols) with the operand's batch stride, box (1, rows, width)."""
 
     param: str
     operand: str
-    box: tuple[int, int]
+    box: tuple[int, ...]
     swizzle: str
     k_major: bool = True
 
+    @property
+    def batched(self) -> bool:
+        return len(self.box) == 3
+
     def view(self, logical):
-        """The view of the logical operand (A: M x K, B: K x N; numpy or strided) the map describes."""
+        """The view of the logical operand (A: M x K, B: K x N, with a leading batch axis when
+        batched; numpy or strided) the map describes."""
         transpose = self.k_major == (self.operand == "B")
-        return logical.T if transpose else logical
+        return logical.swapaxes(-1, -2) if transpose else logical
 
 
 def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
@@ -173,5 +206,6 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
     specs = []
     for param, box in zip(TENSOR_MAP_PARAMS, (plan.a_box, plan.b_box)):
         assert box is not None, "the verifier admits only operands TMA can describe"
-        specs.append(TensorMapSpec(param, box.operand, (box.outer, box.inner), f"{plan.swizzle}B", box.k_major))
+        shape = ((1,) if g.batch > 1 else ()) + (box.outer, box.inner)
+        specs.append(TensorMapSpec(param, box.operand, shape, f"{plan.swizzle}B", box.k_major))
     return tuple(specs)

@@ -9,7 +9,7 @@ from .emit.gemm import lower_gemm, pipeline_class
 from .emit.epilogue.staged import STAGE_BUFFER
 from .emit.splitk import FLAG_BUFFER
 from .emit.pipeline import PHASE_EPILOGUE
-from .emit.sm90.pipeline import PARAM_NAMES as SM90_PARAM_NAMES
+from .emit.sm90.pipeline import param_names as sm90_param_names
 from .emit.sm90.pipeline import RING_BUFFER, Sm90Pipeline, lower_sm90, tensor_map_specs
 from .ir.render import render
 from .kernel import PARAM_NAMES, Kernel
@@ -182,7 +182,7 @@ def compile(gemm: Gemm, schedule: Schedule | None = None, arch: str = "sm_80") -
     for stage in STAGES:
         cx.outputs[stage.name] = stage.run(cx)
     fn, launch = cx["lower"], cx["launch"]
-    names = SM90_PARAM_NAMES if schedule.hopper else PARAM_NAMES
+    names = sm90_param_names(gemm, schedule) if schedule.hopper else PARAM_NAMES
     assert tuple(p.name for p in fn.params)[:len(names)] == names
     return Kernel(gemm=gemm, schedule=schedule, arch=arch, ptx=cx["render"], entry=fn.name, grid=launch.grid,
                   block=launch.block, smem_bytes=launch.smem_bytes, function=fn, allocation=cx["allocate"],

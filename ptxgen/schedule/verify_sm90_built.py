@@ -47,6 +47,3 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     if g.out_dtype not in BUILT_OUT:
         _refuse(g, "gemm.out_dtype", g.out_dtype, f"{g.out_dtype} output (only {', '.join(BUILT_OUT)})",
                 "use out_dtype='f32', 'f16' or 'bf16'")
-    if s.epilogue_via_smem:
-        _refuse(g, "schedule.epilogue_via_smem", s.epilogue_via_smem, "the TMA-store epilogue (staged through shared "
-                "memory)", "set epilogue_via_smem=False (direct stores)")

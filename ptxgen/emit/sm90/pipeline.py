@@ -27,20 +27,31 @@ from ..scalar_ops import ScalarOps
 from ..tiles import TileScheduler
 from . import wgmma_isa as wi
 from .epilogue import DirectStores
+from .epilogue_tma import TMA_MAP_SWIZZLE, TmaStores, tma_epilogue_layout
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
 
 SMEM_SYMBOL = "smem"
 RING_BUFFER = "sm90_ring"
 TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
-PARAMS = [Param(".align 64 .b8", "tmapA[128]"), Param(".align 64 .b8", "tmapB[128]"), Param(".u64", "C"),
-          Param(".u32", "M"), Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "ldc")]
-PARAM_NAMES = ("tmapA[128]", "tmapB[128]", "C", "M", "N", "K", "ldc")
+#: The TMA-store epilogue's map of C (hopper_plan(...).epilogue == "tma"), after tmapB.
+C_MAP_PARAM = "tmapC"
+SCALAR_PARAMS = [Param(".u64", "C"), Param(".u32", "M"), Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "ldc")]
 #: Appended when the epilogue adds a bias vector, then when it multiplies by a scale vector.
 VECTOR_PARAMS = ("bias", "scale")
 
 
-def kernel_params(g: Gemm) -> list[Param]:
-    return list(PARAMS) + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)]
+def tensor_map_params(g: Gemm, s: Schedule) -> tuple[str, ...]:
+    return TENSOR_MAP_PARAMS + ((C_MAP_PARAM,) if hopper_plan(g, s).epilogue == "tma" else ())
+
+
+def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
+    """The leading parameter names (maps, C, M, N, K, ldc) compile checks the entry against."""
+    return tuple(f"{m}[128]" for m in tensor_map_params(g, s)) + tuple(p.name for p in SCALAR_PARAMS)
+
+
+def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
+    maps = [Param(".align 64 .b8", f"{m}[128]") for m in tensor_map_params(g, s)]
+    return maps + list(SCALAR_PARAMS) + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)]
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -56,15 +67,22 @@ class Sm90Pipeline:
     def __init__(self, lw: "Sm90Lowering"):
         self.lw = lw
         self.loop = TmaWgmmaLoop(lw)
+        self.stores = TmaStores(lw) if lw.plan.epilogue == "tma" else DirectStores(lw)
 
     @classmethod
     def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
-        """One buffer: the ring and its barriers, plus slack to round the base up to 1024 B."""
+        """One buffer: the ring and its barriers (then the TMA epilogue's staging), plus slack to
+        round the base up to 1024 B."""
         plan = hopper_plan(g, s)
         ring = ring_layout(plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
-        return [SmemBuffer(RING_BUFFER, ring.nbytes + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
+        end = ring.nbytes
+        if plan.epilogue_tile is not None:
+            end = tma_epilogue_layout(plan.epilogue_tile, plan.consumers, g.epi.beta != 0.0, ring).end
+        return [SmemBuffer(RING_BUFFER, end + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
 
     def setup(self) -> None:
+        if isinstance(self.stores, TmaStores):
+            self.stores.init_barriers()  # before the ring's, whose bar.sync publishes both
         self.loop.init_barriers()
 
     def accumulators(self) -> list[tuple[VReg, ...]]:
@@ -76,7 +94,7 @@ class Sm90Pipeline:
         self.loop.emit(acc, kt_count)
 
     def epilogue(self, acc: list[tuple[VReg, ...]]) -> None:
-        DirectStores(self.lw).emit(acc)
+        self.stores.emit(acc)
 
 
 class Sm90Lowering(ScalarOps):
@@ -86,7 +104,7 @@ class Sm90Lowering(ScalarOps):
         self.g, self.s, self.plan = g, s, hopper_plan(g, s)
         self.ring: RingLayout = ring_layout(self.plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
         self.ring_offset = offset
-        self.b = Builder(entry_name(g, s), kernel_params(g))
+        self.b = Builder(entry_name(g, s), kernel_params(g, s))
         self.b.function.directives.append(f".maxntid {self.plan.threads}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.pipeline = Sm90Pipeline(self)
@@ -103,7 +121,7 @@ class Sm90Lowering(ScalarOps):
         self.leader = self.pred("setp.eq.u32", self.tid, Imm("0"))
         self.warpgroup = self.u32("shr.u32", self.tid, Imm("7"), comment="consumer warpgroup: its BM/consumers rows")
         self.tmaps: dict[str, VReg] = {}
-        for name, param in zip(("A", "B"), TENSOR_MAP_PARAMS):
+        for name, param in zip(("A", "B", "C"), tensor_map_params(self.g, s)):
             addr = self.u64("mov.b64", Sym(param))
             self.tmaps[name] = self.u64("cvta.param.u64", addr, comment=f"generic address of {param} (by value)")
         for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(self.g.epi, n)):
@@ -141,9 +159,10 @@ def lower_sm90(g: Gemm, s: Schedule, ring_offset: int = 0) -> Function:
 @dataclass(frozen=True)
 class TensorMapSpec:
     """What one by-value tensor-map parameter must describe: `operand`'s 2-D view with its
-    contiguous dimension last (`k_major`: A as (M, K), B as (N, K); else A as (K, M), B as (K, N)),
-    boxes of `box` elements (numpy order: rows, then one swizzle width of the contiguous
-    dimension) in `swizzle` mode, out-of-bounds elements filled with zero."""
+    contiguous dimension last (`k_major`: A as (M, K), B as (N, K); else A as (K, M), B as (K, N);
+    C as (M, N) with its ldc), boxes of `box` elements (numpy order: rows, then one swizzle width
+    of the contiguous dimension) in `swizzle` mode, out-of-bounds elements filled with zero
+    (loads) or not written (stores)."""
 
     param: str
     operand: str
@@ -163,4 +182,7 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
     for param, box in zip(TENSOR_MAP_PARAMS, (plan.a_box, plan.b_box)):
         assert box is not None, "the verifier admits only operands TMA can describe"
         specs.append(TensorMapSpec(param, box.operand, (box.outer, box.inner), f"{plan.swizzle}B", box.k_major))
+    tile = plan.epilogue_tile
+    if tile is not None:
+        specs.append(TensorMapSpec(C_MAP_PARAM, "C", (tile.rows, tile.cols), TMA_MAP_SWIZZLE[tile.swizzle]))
     return tuple(specs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .cli_flags import flag_text
-from .compile import describe_epilogue
+from .compile import describe_epilogue, describe_sm90_stores
 from .kernel import Kernel
 from .schedule.geometry import OperandTile, describe_staging, fragment_buffering, operand_tiles, register_estimate
 from .schedule.problem import instruction_name
@@ -52,7 +52,7 @@ def describe_hopper(k: Kernel) -> list[str]:
              f"{plan.consumers} warpgroup{'s' if plan.consumers > 1 else ''} (not warp-specialised: "
              "each loads and multiplies)")
     maps = "; ".join(f"{m.param}: {m.operand} box {m.box[0]}x{m.box[1]}, {m.swizzle} swizzle, "
-                     f"{'K' if m.k_major else 'MN'}-major" for m in k.tensor_maps)
+                     f"{'row' if m.operand == 'C' else 'K' if m.k_major else 'MN'}-major" for m in k.tensor_maps)
     grid = "persistent (one CTA per SM walks the tiles)" if s.persistent else "one CTA per output tile"
     return [
         f"kernel     {k.entry} ({k.arch})",
@@ -66,8 +66,11 @@ def describe_hopper(k: Kernel) -> list[str]:
         f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier",
         f"smem       {s.stages} stages x ({ring.a_bytes} B of A + {ring.b_bytes} B of B) + "
         f"{ring.nbytes - ring.barriers} B full mbarriers + {ALIGN_SLACK} B to align the base to 1024 B "
-        f"= {ring.nbytes + ALIGN_SLACK} B",
-        f"epilogue   {describe_epilogue(g)}; direct stores from the accumulator registers",
+        f"= {ring.nbytes + ALIGN_SLACK} B" + (f"; + {k.smem_bytes - ring.nbytes - ALIGN_SLACK} B of epilogue "
+                                              f"staging (and C-load mbarriers) = {k.smem_bytes} B"
+                                              if k.smem_bytes > ring.nbytes + ALIGN_SLACK else ""),
+        f"epilogue   {describe_epilogue(g)}; " + (describe_sm90_stores(plan, g) if plan.epilogue_tile is not None
+                                                   else "direct stores from the accumulator registers"),
         f"registers  {plan.accumulator_regs} accumulators/thread (the assembler's count is below); "
         f"ptxgen peak live: {live}",
         *(k.choice.lines() if k.choice is not None else []),

@@ -91,12 +91,6 @@ class TmaStores(DirectStores):
         self.c_phase: list[VReg] = []
         self.bar_threads = 128 * lw.plan.consumers
 
-    @staticmethod
-    def end_offset(lw_plan, ring: "RingLayout", beta: float) -> int:
-        """Where the epilogue's shared memory ends (from the aligned base), for the buffer size."""
-        tile = lw_plan.epilogue_tile
-        return tma_epilogue_layout(tile, lw_plan.consumers, beta != 0.0, ring).end
-
     # -- setup ----------------------------------------------------------------------------------
     def init_barriers(self) -> None:
         """Thread 0 initialises the C-load mbarriers (one arrival: the warpgroup leader's
@@ -179,6 +173,9 @@ class TmaStores(DirectStores):
                             comment="the last stores have read shared memory")
 
     def col0(self, j: int) -> VReg:
+        """The first column of chunk j (TMA coordinate and vector index)."""
+        if j == 0:
+            return self.lw.tile_n0
         return self.lw.u32("add.u32", self.lw.tile_n0, Imm(str(j * self.tile.cols)))
 
     def load_c(self, j: int) -> None:

@@ -199,12 +199,14 @@ def _box(operand: str, k_major: bool, mn: int, bk: int, esize: int, swizzle: int
 def epilogue_path(g: Gemm, s: Schedule) -> str:
     """"tma" (C staged through shared memory, stored by TMA) or "direct" (st.global from the
     accumulators): `epilogue_via_smem`, or where None, TMA whenever C's rows and base are 16-byte
-    aligned (TMA's stride rule) and split-K is not atomic."""
+    aligned (TMA's stride rule), BN's output bytes make whole 16-byte box rows, and split-K is not
+    atomic."""
     if s.epilogue_via_smem is not None:
         return "tma" if s.epilogue_via_smem else "direct"
     aligned = (g.leading_dims()[2] * g.out_bytes) % TMA_STRIDE_ALIGN == 0 and g.out_alignment() >= TMA_STRIDE_ALIGN
+    boxable = (s.block[1] * g.out_bytes) % TMA_STRIDE_ALIGN == 0   # a box row is a multiple of 16 B
     atomic = s.split_k > 1 and s.split_k_mode == "atomic"
-    return "tma" if aligned and not atomic else "direct"
+    return "tma" if aligned and boxable and not atomic else "direct"
 
 
 def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
@@ -223,7 +225,8 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
     k = WGMMA_K[g.dtype]
     acc_regs = rows * bn // WARPGROUP_THREADS // (2 if g.accumulator == "f16" else 1)
     epilogue = epilogue_path(g, s)
-    tile = epilogue_tile(rows, bn, DTYPE_BYTES[g.out_dtype]) if epilogue == "tma" else None
+    out = DTYPE_BYTES[g.out_dtype]
+    tile = epilogue_tile(rows, bn, out) if epilogue == "tma" and (bn * out) % TMA_STRIDE_ALIGN == 0 else None
     staging = consumers * EPILOGUE_BUFFERS * tile.buffer_bytes if tile is not None else 0
     c_staging = staging if g.epi.beta != 0.0 else 0
     barriers = MBARRIER_BYTES * (2 * s.stages + EXTRA_BARRIERS * consumers)

@@ -137,6 +137,21 @@ def test_c_rows_tma_cannot_describe_are_refused_with_the_fix():
     assert "pad ldc to a multiple of 8" in str(e.value)
 
 
+def test_box_rows_tma_cannot_move_are_refused_with_the_fix():
+    """8-bit outputs with BN = 8 make 8-byte box rows: refused when asked for, direct when unset."""
+    from ptxgen.schedule.verify import verify_rules
+
+    g = Gemm(64, 64, 64, dtype="s8", out_dtype="s8", a_layout="row", b_layout="col")
+    asked = Schedule(block=(64, 8, 32), instruction="wgmma", stages=2, warp_specialized=False, persistent=False,
+                     epilogue_via_smem=True)
+    with pytest.raises(ScheduleError) as e:
+        verify_rules(g, asked, ARCH)
+    assert e.value.field == "schedule.epilogue_via_smem" and "make BN a multiple of 16" in str(e.value)
+    unset = Schedule(block=(64, 8, 32), instruction="wgmma", stages=2, warp_specialized=False, persistent=False)
+    plan = hopper_plan(g, unset)
+    assert plan.epilogue == "direct" and plan.epilogue_tile is None and plan.smem.epilogue_store == 0
+
+
 def test_unset_epilogue_path_picks_tma_where_c_allows_it_and_direct_stores_elsewhere():
     """A demanding user's default: the TMA store whenever C's rows are 16-byte aligned; direct
     stores (no tmapC) where they are not, still correct."""

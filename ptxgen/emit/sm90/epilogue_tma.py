@@ -79,7 +79,13 @@ def tma_epilogue_layout(tile: EpilogueTile, consumers: int, loads_c: bool, ring:
 
 class TmaStores(DirectStores):
     """EpilogueMath with the staged TMA-store path. `init_barriers` runs in the kernel's setup
-    (before its CTA barrier); `emit(acc)` is the whole epilogue of one tile."""
+    (before its CTA barrier); `emit(acc)` is the whole epilogue of one tile (a persistent loop may
+    call it once per tile: the C-load parities are loop-carried registers and every store has been
+    waited for (.read) when it returns).
+
+    What it reads of the lowering `lw`: smem (the 1024-aligned base), ring (where its shared
+    memory starts: ring.nbytes), plan, tid, warpgroup, leader (thread 0), tile_m0/tile_n0,
+    tmaps["C"] (the generic address of tmapC), dim("M"/"N"), ptr (bias/scale) and ScalarOps."""
 
     def __init__(self, lw: "Sm90Lowering"):
         super().__init__(lw)

@@ -84,9 +84,9 @@ HOPPER_BN = (8, 16, 24, 40, 64, 96, 128, 192, 256)
 def draw_hopper(rng: np.random.Generator):
     """A (Gemm, Schedule) for arch sm_90a (wgmma): mostly the built subset (f16/bf16, f32
     accumulation, both majors, odd M/N/K whose rows stay 16-byte aligned for TMA, consumers 1/2,
-    stages, swizzle, raster, epilogues), and now and then a legal feature the lowering does not
-    build yet (warp specialisation, persistence, clusters, split-K, batch, TMA-store epilogue,
-    f16 accumulation), which must be rejected with LoweringNotBuilt, a ScheduleError."""
+    stages, swizzle, raster, epilogues, the TMA-store or direct epilogue), and now and then a legal
+    feature the lowering does not build yet (warp specialisation, persistence, clusters, split-K,
+    batch, f16 accumulation), which must be rejected with LoweringNotBuilt, a ScheduleError."""
     from ptxgen import Epilogue, Gemm, Schedule
     from ptxgen.schedule.hopper import WGMMA_N
 
@@ -115,13 +115,13 @@ def draw_hopper(rng: np.random.Generator):
     bk = pick([16, 32, 64, 128])
     extra = {}
     if unbuilt:
-        extra = pick([{"warp_specialized": True}, {"persistent": True}, {"cluster": (2, 1)}, {"split_k": 2},
-                      {"epilogue_via_smem": True}, {}])
+        extra = pick([{"warp_specialized": True}, {"persistent": True}, {"cluster": (2, 1)}, {"split_k": 2}, {}])
     s = Schedule(block=(bm, pick([x for x in HOPPER_BN if x in WGMMA_N[dtype]]), bk), instruction="wgmma",
                  consumers=pick([1, 2]) if bm % 128 == 0 else 1, stages=int(rng.integers(1, 6)),
                  warp_specialized=extra.pop("warp_specialized", False), persistent=extra.pop("persistent", False),
                  swizzle=pick([None, None] + [w for w in (128, 64, 32) if bk * 2 % w == 0]),
-                 raster=pick(["row", "grouped"]), group_m=pick([1, 2, 8]), **extra)
+                 raster=pick(["row", "grouped"]), group_m=pick([1, 2, 8]),
+                 epilogue_via_smem=pick([None, None, True, False]), **extra)
     return g, s
 
 

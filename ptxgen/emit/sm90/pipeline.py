@@ -4,13 +4,14 @@ not persistent, no cluster; one CTA per output tile (tiles.TileScheduler: row or
 
 Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value, of
 each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major
-A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), C (.u64), M, N, K, ldc
-(.u32), then bias and scale (.u64) when the epilogue has them. `Kernel.tensor_maps` gives the
-view, box and swizzle each map must have.
+A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), then tmapC (C as (M, N),
+for the TMA-store epilogue only), C (.u64), M, N, K, ldc (.u32), then bias and scale (.u64) when
+the epilogue has them. `Kernel.tensor_maps` gives the view, box and swizzle each map must have.
 
 Each warpgroup owns its rows as wgmma m64 blocks (hopper_plan: rows_per_consumer), each
-accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue stores each
-element directly (sm90/epilogue.py), guarded against M and N.
+accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue follows
+hopper_plan's path: staged through shared memory and stored by TMA (sm90/epilogue_tma.py), or each
+element stored directly (sm90/epilogue.py), guarded against M and N.
 """
 from __future__ import annotations
 

@@ -67,8 +67,10 @@ def describe_hopper(k: Kernel) -> list[str]:
         f"smem       {s.stages} stages x ({ring.a_bytes} B of A + {ring.b_bytes} B of B) + "
         f"{ring.nbytes - ring.barriers} B full mbarriers + {ALIGN_SLACK} B to align the base to 1024 B "
         f"= {ring.nbytes + ALIGN_SLACK} B" + (f"; + {k.smem_bytes - ring.nbytes - ALIGN_SLACK} B of epilogue "
-                                              f"staging (and C-load mbarriers) = {k.smem_bytes} B"
-                                              if k.smem_bytes > ring.nbytes + ALIGN_SLACK else ""),
+                                              f"{'C-load mbarriers' if plan.smem.staging_in_ring else 'staging'} "
+                                              f"= {k.smem_bytes} B" if k.smem_bytes > ring.nbytes + ALIGN_SLACK else "")
+        + (f"; the epilogue stages C in the idle ring ({plan.smem.staging_in_ring} B)" if plan.smem.staging_in_ring
+           else ""),
         f"epilogue   {describe_epilogue(g)}; " + (describe_sm90_stores(plan, g) if plan.epilogue_tile is not None
                                                    else "direct stores from the accumulator registers"),
         f"registers  {plan.accumulator_regs} accumulators/thread (the assembler's count is below); "

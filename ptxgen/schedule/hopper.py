@@ -99,6 +99,9 @@ class SmemBudget:
     #: Bytes after the mbarriers that start the epilogue staging on a 1024-byte boundary (its
     #: swizzle pattern, like the stages'); 0 without staging.
     barrier_pad: int = 0
+    #: Staging bytes the TMA epilogue takes from the idle ring instead (staging_fits_ring), not
+    #: counted in the total.
+    staging_in_ring: int = 0
 
     @property
     def ring(self) -> int:
@@ -113,6 +116,8 @@ class SmemBudget:
         epi = (f" + {self.epilogue_store} B epilogue staging" if self.epilogue_store else "") + (
             f" + {self.epilogue_load} B C staging" if self.epilogue_load else "")
         pad = f" (+ {self.barrier_pad} B to align the staging)" if self.barrier_pad else ""
+        if self.staging_in_ring:
+            pad += f" ({self.staging_in_ring} B of epilogue staging reuse the ring)"
         return (f"{self.stages} stages x ({self.a_stage} B of A + {self.b_stage} B of B){epi} + "
                 f"{self.barriers} B mbarriers{pad} + {self.align_slack} B to align the base to 1024 B = {self.total} B")
 
@@ -170,6 +175,15 @@ class EpilogueTile:
     def buffer_bytes(self) -> int:
         """One buffer, rounded to the 1024-byte swizzle pattern (a multiple already: rows % 64 == 0)."""
         return align_up(self.rows * self.pitch, SWIZZLE_ALIGN)
+
+
+def staging_fits_ring(s: Schedule, staging: int, ring: int) -> bool:
+    """Whether the TMA epilogue stages C in the ring's bytes: without warp specialisation or a
+    persistent grid the ring is idle once every warpgroup's last wgmma has retired (the epilogue
+    starts with a CTA barrier), so staging there costs no shared memory and keeps the main loop's
+    occupancy (CUTLASS's non-persistent TMA kernel shares the bytes the same way). A persistent
+    or warp-specialised kernel overlaps the epilogue with the next tile's loads: separate bytes."""
+    return not s.warp_specialized and not s.persistent and staging <= ring
 
 
 def epilogue_tile(rows: int, bn: int, out_bytes: int) -> EpilogueTile:
@@ -230,9 +244,12 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
     staging = consumers * EPILOGUE_BUFFERS * tile.buffer_bytes if tile is not None else 0
     c_staging = staging if g.epi.beta != 0.0 else 0
     barriers = MBARRIER_BYTES * (2 * s.stages + EXTRA_BARRIERS * consumers)
-    smem = SmemBudget(s.stages, align_up(bm * bk * esize, SWIZZLE_ALIGN), align_up(bn * bk * esize, SWIZZLE_ALIGN),
-                      staging, c_staging, barriers,
-                      barrier_pad=align_up(barriers, SWIZZLE_ALIGN) - barriers if staging else 0)
+    a_stage, b_stage = align_up(bm * bk * esize, SWIZZLE_ALIGN), align_up(bn * bk * esize, SWIZZLE_ALIGN)
+    if staging and staging_fits_ring(s, staging + c_staging, s.stages * (a_stage + b_stage)):
+        smem = SmemBudget(s.stages, a_stage, b_stage, 0, 0, barriers, staging_in_ring=staging + c_staging)
+    else:
+        smem = SmemBudget(s.stages, a_stage, b_stage, staging, c_staging, barriers,
+                          barrier_pad=align_up(barriers, SWIZZLE_ALIGN) - barriers if staging else 0)
     cm, cn = s.cluster
     multicast = tuple(op for op, along in (("B", cm), ("A", cn)) if s.multicast and along > 1)
     return HopperPlan(

@@ -9,6 +9,8 @@ removed, the store issued before the warpgroup barrier, a staging buffer rewritt
 store that reads it has been waited for (cp.async.bulk.wait_group.read)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
@@ -126,6 +128,26 @@ def test_tma_store_schedules_match_numpy(data):
         assert not isinstance(e, LoweringNotBuilt), e
         assume(False)
     check_tma_store(g, s, seed=m + n + k)
+
+
+@pytest.mark.parametrize("block, stages, in_ring", [((128, 128, 64), 2, True), ((64, 64, 16), 1, False)],
+                         ids=["ring-reused", "ring-too-small"])
+def test_staging_reuses_the_idle_ring_where_it_fits(block, stages, in_ring):
+    """Without a persistent grid the ring is idle after the last wgmma, so the staging takes its
+    bytes (the kernel's shared memory is the direct path's, plus the C-load barriers); a ring
+    smaller than the staging keeps separate buffers. Both are correct."""
+    g = Gemm(150, 136, 64, out_dtype="f16", a_layout="row", b_layout="col", epilogue=Epilogue(beta=0.5))
+    s = tma(block, stages)
+    k = ptxgen.compile(g, s, arch=ARCH)
+    direct = ptxgen.compile(g, replace(s, epilogue_via_smem=False), arch=ARCH)
+    plan = hopper_plan(g, s)
+    assert (plan.smem.staging_in_ring > 0) == in_ring
+    if in_ring:
+        assert k.smem_bytes == direct.smem_bytes + 16 and plan.smem.epilogue_store == 0
+        assert "the ring becomes the staging" in k.ptx
+    else:
+        assert k.smem_bytes > direct.smem_bytes + plan.smem.epilogue_store
+    check_tma_store(g, s, seed=11)
 
 
 # -- what TMA cannot store ---------------------------------------------------------------------------

@@ -56,6 +56,7 @@ class TmaEpilogueLayout:
     loads_c: bool
     barriers: int
     store: int
+    in_ring: bool = False   # the buffers reuse the idle ring's bytes (hopper.staging_fits_ring)
 
     @property
     def per_consumer(self) -> int:
@@ -67,14 +68,22 @@ class TmaEpilogueLayout:
 
     @property
     def end(self) -> int:
+        """Where the epilogue's shared memory ends (its C-load barriers, with the buffers in the ring)."""
+        if self.in_ring:
+            return self.barriers + (MBARRIER_BYTES * EXTRA_BARRIERS * self.consumers if self.loads_c else 0)
         return self.load + (self.consumers * self.per_consumer if self.loads_c else 0)
 
 
-def tma_epilogue_layout(tile: EpilogueTile, consumers: int, loads_c: bool, ring: "RingLayout") -> TmaEpilogueLayout:
+def tma_epilogue_layout(tile: EpilogueTile, consumers: int, loads_c: bool, ring: "RingLayout",
+                        in_ring: bool = False) -> TmaEpilogueLayout:
+    """The epilogue's shared memory after the ring's barriers; with `in_ring` its buffers start at
+    the ring's first stage (offset 0, 1024-aligned) instead."""
     barriers = ring.nbytes
     n_bars = EXTRA_BARRIERS * consumers if loads_c else 0
-    return TmaEpilogueLayout(tile, consumers, loads_c, barriers,
-                             align_up(barriers + MBARRIER_BYTES * n_bars, SWIZZLE_ALIGN))
+    store = 0 if in_ring else align_up(barriers + MBARRIER_BYTES * n_bars, SWIZZLE_ALIGN)
+    layout = TmaEpilogueLayout(tile, consumers, loads_c, barriers, store, in_ring)
+    assert not in_ring or layout.load + (consumers * layout.per_consumer if loads_c else 0) <= ring.barriers
+    return layout
 
 
 class TmaStores(DirectStores):
@@ -93,7 +102,8 @@ class TmaStores(DirectStores):
         assert tile is not None, "the plan chose direct stores"
         self.tile = tile
         self.loads_c = self.e.beta != 0.0
-        self.layout = tma_epilogue_layout(tile, lw.plan.consumers, self.loads_c, lw.ring)
+        self.layout = tma_epilogue_layout(tile, lw.plan.consumers, self.loads_c, lw.ring,
+                                          lw.plan.smem.staging_in_ring > 0)
         self.c_phase: list[VReg] = []
         self.bar_threads = 128 * lw.plan.consumers
 
@@ -154,6 +164,9 @@ class TmaStores(DirectStores):
                  f"swizzled staging ({tile.rows}x{tile.cols} per box, {EPILOGUE_BUFFERS} buffers) -> TMA store "
                  f"(clipped at M and N){'; C read through TMA' if self.loads_c else ''}")
         self.describe()
+        if lay.in_ring:
+            mb.fence_proxy_async(b, comment="the wgmma (async proxy) reads of the ring before generic writes")
+            b.emit("bar.sync", Imm("0"), comment="every warpgroup's wgmma has retired: the ring becomes the staging")
         th = lw.u32("and.b32", lw.tid, Imm("127"))
         self.wg_leader = lw.pred("setp.eq.u32", th, Imm("0"))
         mine = lw.u32("mul.lo.u32", lw.warpgroup, Imm(str(lay.per_consumer)))

@@ -78,7 +78,8 @@ class Sm90Pipeline:
         ring = ring_layout(plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
         end = ring.nbytes
         if plan.epilogue_tile is not None:
-            end = tma_epilogue_layout(plan.epilogue_tile, plan.consumers, g.epi.beta != 0.0, ring).end
+            end = tma_epilogue_layout(plan.epilogue_tile, plan.consumers, g.epi.beta != 0.0, ring,
+                                      plan.smem.staging_in_ring > 0).end
         return [SmemBuffer(RING_BUFFER, end + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
 
     def setup(self) -> None:

@@ -15,6 +15,10 @@ and after the last chunk the leader waits (wait_group.read 0) so no store still 
 when the kernel (or the next tile's epilogue) goes on. TMA clips the boxes at M and N: no
 per-element guards, except on the bias / scale vector loads (which must not read past their ends).
 
+Where the buffers live (TmaEpilogueLayout): after the ring's barriers, or, without a persistent
+grid or warp specialisation, in the ring's own bytes (hopper.staging_fits_ring), which are idle
+once every warpgroup's last wgmma has retired: the epilogue then starts with a CTA barrier.
+
 Staging addresses: the thread's rows and the box swizzle (tma.md "Swizzle modes": the 16-byte
 chunk index XORed with address bits 7.. modulo 8/4/2) give one register per 16- or 32-byte column
 group; m64 blocks, row halves and buffers are immediate offsets on them.
@@ -24,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...ir import Addr, Imm, Sym, Vec, VReg
+from ...ir import Addr, Imm, Vec, VReg
 from ...schedule.geometry import align_up
 from ...schedule.hopper import EPILOGUE_BUFFERS, EXTRA_BARRIERS, MBARRIER_BYTES, SWIZZLE_ALIGN, EpilogueTile
 from ..epilogue.math import CVT_PACK

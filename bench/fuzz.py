@@ -84,11 +84,11 @@ HOPPER_BN = (8, 16, 24, 40, 64, 96, 128, 192, 256)
 def draw_hopper(rng: np.random.Generator):
     """A (Gemm, Schedule) for arch sm_90a (wgmma): mostly the built subset (f16/bf16, f32
     accumulation, both majors, odd M/N/K whose rows stay 16-byte aligned for TMA, consumers 1/2,
-    stages, swizzle, raster, epilogues, warp-specialised or not, persistent with a small `sms` so
-    CTAs walk several tiles), and now and then another legal feature: split-K and a batch (built
-    in the non-specialised kernel, checked like the rest) or one the lowering does not build yet
-    (persistence without warp specialisation, clusters, TMA-store epilogue, f16 accumulation),
-    which must be rejected with LoweringNotBuilt, a ScheduleError."""
+    stages, swizzle, raster, epilogues, the TMA-store or direct epilogue, warp-specialised or not,
+    persistent with a small `sms` so CTAs walk several tiles), and now and then another legal
+    feature: split-K and a batch (built in the non-specialised kernel, checked like the rest) or
+    one the lowering does not build yet (persistence without warp specialisation, clusters, f16
+    accumulation), which must be rejected with LoweringNotBuilt, a ScheduleError."""
     from ptxgen import Epilogue, Gemm, Schedule
     from ptxgen.schedule.hopper import WGMMA_N
 
@@ -121,12 +121,13 @@ def draw_hopper(rng: np.random.Generator):
         extra["sms"] = pick([1, 2, 3, None])
     if unbuilt:
         extra.update(pick([{"warp_specialized": False, "persistent": True}, {"cluster": (2, 1)}, {"split_k": 2},
-                           {"epilogue_via_smem": True}, {}]))
+                           {"warp_specialized": False, "persistent": False, "split_k": 3}, {}]))
     s = Schedule(block=(bm, pick([x for x in HOPPER_BN if x in WGMMA_N[dtype]]), bk), instruction="wgmma",
                  consumers=pick([1, 2]) if bm % 128 == 0 else 1, stages=int(rng.integers(1, 6)),
                  warp_specialized=extra.pop("warp_specialized", False), persistent=extra.pop("persistent", False),
                  swizzle=pick([None, None] + [w for w in (128, 64, 32) if bk * 2 % w == 0]),
-                 raster=pick(["row", "grouped"]), group_m=pick([1, 2, 8]), **extra)
+                 raster=pick(["row", "grouped"]), group_m=pick([1, 2, 8]),
+                 epilogue_via_smem=pick([None, None, True, False]), **extra)
     return g, s
 
 

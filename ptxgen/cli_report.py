@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .cli_flags import flag_text
-from .compile import describe_epilogue
+from .compile import describe_epilogue, describe_sm90_stores
 from .kernel import Kernel
 from .schedule.geometry import OperandTile, describe_staging, fragment_buffering, operand_tiles, register_estimate
 from .schedule.problem import instruction_name
@@ -55,8 +55,8 @@ def describe_hopper(k: Kernel) -> list[str]:
              f"{plan.consumers} warpgroup{'s' if plan.consumers > 1 else ''} (not warp-specialised: "
              "each loads and multiplies)")
     maps = "; ".join(f"{m.param}: {m.operand} box {'x'.join(map(str, m.box))}, {m.swizzle} swizzle, "
-                     f"{'K' if m.k_major else 'MN'}-major" + (" (3-D: batch outermost)" if m.batched else "")
-                     for m in k.tensor_maps)
+                     f"{'row' if m.operand == 'C' else 'K' if m.k_major else 'MN'}-major"
+                     + (" (3-D: batch outermost)" if m.batched else "") for m in k.tensor_maps)
     grid = (f"{s.decomposition} over a persistent grid (each CTA runs its share of the k-tiles)" if s.stream_k else
             "persistent (one CTA per SM walks the tiles)" if s.persistent else "one CTA per output tile")
     if s.split_k > 1:
@@ -77,8 +77,14 @@ def describe_hopper(k: Kernel) -> list[str]:
         f"smem       {s.stages} stages x ({ring.a_bytes} B of A + {ring.b_bytes} B of B) + "
         f"{ring.nbytes - ring.barriers} B {'full + empty' if ring.empty_barriers else 'full'} mbarriers"
         + (f" + {flag} B split-K flag" if flag else "")
-        + f" + {ALIGN_SLACK} B to align the base to 1024 B = {ring.nbytes + flag + ALIGN_SLACK} B",
-        f"epilogue   {describe_epilogue(g)}; direct stores from the accumulator registers",
+        + f" + {ALIGN_SLACK} B to align the base to 1024 B = {ring.nbytes + flag + ALIGN_SLACK} B"
+        + (f"; + {k.smem_bytes - ring.nbytes - ALIGN_SLACK} B of epilogue "
+           f"{'C-load mbarriers' if plan.smem.staging_in_ring else 'staging'} "
+           f"= {k.smem_bytes} B" if k.smem_bytes > ring.nbytes + flag + ALIGN_SLACK else "")
+        + (f"; the epilogue stages C in the idle ring ({plan.smem.staging_in_ring} B)" if plan.smem.staging_in_ring
+           else ""),
+        f"epilogue   {describe_epilogue(g)}; " + (describe_sm90_stores(plan, g) if plan.epilogue_tile is not None
+                                                   else "direct stores from the accumulator registers"),
         f"registers  {plan.accumulator_regs} accumulators/thread (the assembler's count is below); "
         f"ptxgen peak live: {live}",
         *(k.choice.lines() if k.choice is not None else []),

@@ -132,9 +132,10 @@ def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, lay
     return v, v.batch_stride, v.host_span()
 
 
-def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView") -> list:
-    """`sim.TensorMap`s of A's and B's contiguous-last views with the boxes and swizzle the kernel's
-    tensor-map parameters must have (`Kernel.tensor_maps`); out-of-bounds boxes fill with zero."""
+def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "OperandView | None" = None) -> list:
+    """`sim.TensorMap`s of A's and B's contiguous-last views (and C's, for the TMA-store epilogue)
+    with the boxes and swizzle the kernel's tensor-map parameters must have (`Kernel.tensor_maps`);
+    out-of-bounds boxes fill with zero on loads and are clipped on stores."""
     from . import sim
 
     from .runtime.sm90_args import check_tma_batch_stride
@@ -142,7 +143,7 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView") -> lis
     assert va.host is not None and vb.host is not None
     for v in (va, vb):
         check_tma_batch_stride(v)
-    logical = {"A": va.host, "B": vb.host}
+    logical = {"A": va.host, "B": vb.host, "C": None if vc is None else vc.host}
     return [sim.TensorMap(t.view(logical[t.operand]), t.box, swizzle=t.swizzle) for t in kernel.tensor_maps]
 
 
@@ -179,7 +180,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         buf.flags.writeable = False
     args = [buf_a, buf_b, buf_c, g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
     if kernel.schedule.hopper:  # tensor maps by value instead of the A and B pointers (sm90/pipeline.py)
-        args = [*sim_tensor_maps(kernel, va, vb), buf_c, g.m, g.n, g.k, vc.ld] + ([sc] if g.batch > 1 else [])
+        args = [*sim_tensor_maps(kernel, va, vb, vc), buf_c, g.m, g.n, g.k, vc.ld] + ([sc] if g.batch > 1 else [])
     elif g.batch > 1:
         args += [sa, sb, sc]
     args += inputs[2:]
@@ -198,7 +199,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
             from .simulate_spread import launch_spread
 
             scratch = tuple(range(len(args) - 2, len(args))) if kernel.workspace_elements else ()
-            res = launch_spread(kernel, args, 2, readonly, scratch, ctas, spread_over, on_done)
+            c_index = next(i for i, x in enumerate(args) if x is buf_c)
+            res = launch_spread(kernel, args, c_index, readonly, scratch, ctas, spread_over, on_done)
         else:
             res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
                              dynamic_smem=kernel.smem_bytes, ctas=ctas, on_cta_done=on_done)

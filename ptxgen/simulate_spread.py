@@ -54,20 +54,32 @@ class ShippedMap:
     oob_fill: str
     element_strides: tuple[int, ...]
     writeable: bool  # the root's flag: a serial run reports stores into a read-only root
+    #: A map onto C (the TMA-store epilogue's tmapC): its view's byte offset from C's buffer, on
+    #: whose private copy the worker rebuilds it, so its stores land where the merge reads them
+    c_offset: int | None = None
 
     @classmethod
-    def of(cls, m) -> "ShippedMap":
+    def of(cls, m, c: np.ndarray | None = None) -> "ShippedMap":
         a = m.array
-        return cls(m.root, m.offset, a.shape, a.strides, a.dtype, m.box, m.swizzle, m.oob_fill,
-                   m.element_strides, bool(m.root.flags.writeable))
+        root, offset = m.root, m.offset
+        c_offset = None
+        if c is not None and np.shares_memory(m.root, c):
+            c_offset = m.offset - (_address(c) - _address(m.root))
+            root, offset = np.zeros(0, np.uint8), 0  # C itself travels as its own argument
+        return cls(root, offset, a.shape, a.strides, a.dtype, m.box, m.swizzle, m.oob_fill,
+                   m.element_strides, bool(m.root.flags.writeable), c_offset)
 
-    def rebuild(self):
+    def rebuild(self, c: np.ndarray | None = None):
+        """The TensorMap on its root's bytes, or, for a map onto C, on `c` (the task's copy of C)."""
         from .sim import TensorMap
 
-        root = self.root
-        if root.flags.writeable and not self.writeable:  # unpickled copies come back writable
+        root, offset = self.root, self.offset
+        if self.c_offset is not None:
+            assert c is not None and c.flags.c_contiguous
+            root, offset = c, self.c_offset
+        elif root.flags.writeable and not self.writeable:  # unpickled copies come back writable
             root.flags.writeable = False
-        view = np.ndarray(self.shape, self.dtype, buffer=root, offset=self.offset, strides=self.strides)
+        view = np.ndarray(self.shape, self.dtype, buffer=root, offset=offset, strides=self.strides)
         return TensorMap(view, self.box, swizzle=self.swizzle, oob_fill=self.oob_fill,
                          element_strides=self.element_strides)
 
@@ -125,9 +137,13 @@ def run_group(job: SimJob, group: list[Cta]) -> GroupResult:
     process pools and Ray can pickle it by reference)."""
     from . import sim
 
-    args = [a.rebuild() if isinstance(a, ShippedMap) else a for a in job.args]
     original = job.args[job.c_index]
-    args[job.c_index] = c = np.array(original, copy=True)
+    # a view of a private copy: a map onto C (rebuilt on `c`) then has the copy as its root, apart
+    # from the C argument, as in a serial run, where the map's root is the caller's array and C
+    # its span (the simulator gives each its own global address)
+    c = np.array(original, copy=True).view()
+    args = [a.rebuild(c) if isinstance(a, ShippedMap) else a for a in job.args]
+    args[job.c_index] = c
     for i in job.scratch:
         args[i] = np.zeros_like(job.args[i])
     for i in job.readonly:
@@ -244,7 +260,7 @@ def launch_spread(kernel, args: list, c_index: int, readonly: tuple[int, ...], s
     check_reproducible(kernel, sum(len(g) for g in groups))
     from .sim import TensorMap
 
-    shipped = tuple(ShippedMap.of(a) if isinstance(a, TensorMap) else a for a in args)
+    shipped = tuple(ShippedMap.of(a, args[c_index]) if isinstance(a, TensorMap) else a for a in args)
     job = SimJob(kernel.ptx, kernel.entry, tuple(kernel.grid), tuple(kernel.block), kernel.smem_bytes,
                  shipped, c_index, readonly, scratch)
     merger = Merger(args[c_index], groups)
@@ -266,3 +282,7 @@ def launch_spread(kernel, args: list, c_index: int, readonly: tuple[int, ...], s
             total.smem_wavefronts[line] = (w0 + w, i0 + ideal)
     total.smem_wavefronts = dict(sorted(total.smem_wavefronts.items()))
     return total
+
+
+def _address(x: np.ndarray) -> int:
+    return x.__array_interface__["data"][0]

@@ -323,7 +323,7 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
     if kernel.scratch_sizes(grid)[0]:
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
     if kernel.schedule.hopper:  # tensor maps by value instead of A and B (emit/sm90/pipeline.py)
-        maps = sm90_tensor_maps(kernel, (av, bv), ptrs[:2])
+        maps = sm90_tensor_maps(kernel, (av, bv, cv), ptrs[:3])
         batch = [cv.batch_stride] if g.batch > 1 else []
         plan.params = ParamBlock(decls, maps + [ptrs[2], g.m, g.n, g.k, cv.ld] + batch + ptrs[3:])
         return plan

@@ -1,5 +1,5 @@
 """Arguments of ptxgen's sm_90a kernels (emit/sm90/pipeline.py) on the driver path: the
-CUtensorMaps of A and B passed by value, and the check of the entry's parameter list. Apart
+CUtensorMaps of A and B (and of C for the TMA-store epilogue) passed by value, and the check of the entry's parameter list. Apart
 from launch.py, whose pointer-argument kernels are the rest of ptxgen's."""
 from __future__ import annotations
 
@@ -60,15 +60,17 @@ class _DeviceMatrix:
                                          "typestr": dtype.str, "version": 3}
 
 
-def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, OperandView], ptrs: list[int]) -> list[bytes]:
-    """The CUtensorMaps of A's and B's contiguous-last views at device addresses `ptrs`, with the
-    boxes and swizzle of `kernel.tensor_maps` (cuTensorMapEncodeTiled through cuda-python); 3-D,
-    the batch outermost with the operand's batch stride, for a batched GEMM."""
+def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, ...], ptrs: list[int]) -> list[bytes]:
+    """The CUtensorMaps of A's and B's contiguous-last views (then C's, which the TMA-store
+    epilogue writes) at device addresses `ptrs`, with the boxes and swizzle of
+    `kernel.tensor_maps` (cuTensorMapEncodeTiled through cuda-python); A's and B's are 3-D, the
+    batch outermost with the operand's batch stride, for a batched GEMM."""
     from .tensormaps import encode_tiled
 
-    dtype = np.dtype(numpy_dtype(kernel.gemm.dtype))
+    g = kernel.gemm
     out = []
     for spec, v, ptr in zip(kernel.tensor_maps, views, ptrs):
+        dtype = np.dtype(numpy_dtype(g.out_dtype if spec.operand == "C" else g.dtype))
         (r, c), (sr, sc) = v.shape, v.strides
         transpose = spec.k_major == (spec.operand == "B")  # as TensorMapSpec.view
         shape, strides = ((c, r), (sc, sr)) if transpose else ((r, c), (sr, sc))

@@ -94,8 +94,8 @@ def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None
     """The model's time for a built wgmma schedule. `registers`: the assembler's count per thread
     (default: accumulators + the consumer overhead estimate, capped at the launch registers)."""
     dev = device_model(arch)
-    # the built lowering stores C directly from the accumulators: no epilogue staging in shared memory
-    plan = hopper_plan(g, replace(s, epilogue_via_smem=False) if s.epilogue_via_smem is None else s)
+    # the lowering follows the plan's epilogue path (TMA store with its staging where C allows it)
+    plan = hopper_plan(g, s)
     regs = registers if registers is not None else min(
         plan.launch_regs, _ceil(plan.accumulator_regs + CONSUMER_OVERHEAD_REGS, 8) * 8)
     occ = occupancy(arch, regs, plan.smem.total, plan.threads, dev.sms)

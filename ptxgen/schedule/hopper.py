@@ -47,7 +47,7 @@ MBARRIER_BYTES = 8
 #: TMA store overlaps writing the other; beta != 0 reads C through TMA into as many buffers again.
 EPILOGUE_COLUMN_BYTES = 128
 EPILOGUE_BUFFERS = 2
-#: Barriers besides the full/empty ring: the C-load pair of the TMA epilogue.
+#: Barriers besides the full/empty ring: the C-load pair of the TMA epilogue, per consumer.
 EXTRA_BARRIERS = 2
 FP8_DTYPES = ("e4m3", "e5m2")
 
@@ -96,6 +96,12 @@ class SmemBudget:
     epilogue_load: int
     barriers: int
     align_slack: int = ALIGN_SLACK
+    #: Bytes after the mbarriers that start the epilogue staging on a 1024-byte boundary (its
+    #: swizzle pattern, like the stages'); 0 without staging.
+    barrier_pad: int = 0
+    #: Staging bytes the TMA epilogue takes from the idle ring instead (staging_fits_ring), not
+    #: counted in the total.
+    staging_in_ring: int = 0
 
     @property
     def ring(self) -> int:
@@ -103,13 +109,17 @@ class SmemBudget:
 
     @property
     def total(self) -> int:
-        return self.ring + self.epilogue_store + self.epilogue_load + self.barriers + self.align_slack
+        return (self.ring + self.epilogue_store + self.epilogue_load + self.barriers + self.barrier_pad
+                + self.align_slack)
 
     def describe(self) -> str:
         epi = (f" + {self.epilogue_store} B epilogue staging" if self.epilogue_store else "") + (
             f" + {self.epilogue_load} B C staging" if self.epilogue_load else "")
+        pad = f" (+ {self.barrier_pad} B to align the staging)" if self.barrier_pad else ""
+        if self.staging_in_ring:
+            pad += f" ({self.staging_in_ring} B of epilogue staging reuse the ring)"
         return (f"{self.stages} stages x ({self.a_stage} B of A + {self.b_stage} B of B){epi} + "
-                f"{self.barriers} B mbarriers + {self.align_slack} B to align the base to 1024 B = {self.total} B")
+                f"{self.barriers} B mbarriers{pad} + {self.align_slack} B to align the base to 1024 B = {self.total} B")
 
 
 @dataclass(frozen=True)
@@ -131,12 +141,59 @@ class HopperPlan:
     b_box: TmaBox | None
     stage_tx_bytes: int                   # expect_tx per stage (OOB fill counts, tma.md §9d)
     epilogue: str                         # "tma" (staged through shared memory) or "direct"
+    epilogue_tile: "EpilogueTile | None"  # the TMA epilogue's staging unit (None: direct stores)
     smem: SmemBudget
     cluster: tuple[int, int]
     #: The operand a cluster's CTAs share and load once by multicast: "B" along CM (same columns),
     #: "A" along CN (same rows), None without multicast. A (2, 2) cluster multicasts both.
     multicast: tuple[str, ...]
     tiles: tuple[int, int]                # output tiles along M and N
+
+
+@dataclass(frozen=True)
+class EpilogueTile:
+    """The TMA-store epilogue's unit: each consumer warpgroup stages `rows` x `cols` of C (one TMA
+    box) in `swizzle`-byte swizzled shared memory (0: none), `chunks` of them across BN, in
+    EPILOGUE_BUFFERS buffers of `buffer_bytes` each (and as many again for C when beta != 0).
+
+    The box row is one swizzle width (TMA's rule, tma.md §9d′): the widest of 128/64/32 B dividing
+    BN's bytes; where none does (16-bit BN = 8, 24, 40, ...), no swizzle and the widest row of at
+    most EPILOGUE_COLUMN_BYTES that divides BN (box rows are multiples of 16 B)."""
+
+    rows: int
+    cols: int
+    swizzle: int
+    out_bytes: int
+    chunks: int
+
+    @property
+    def pitch(self) -> int:
+        """Bytes of one staged row (the box's inner extent)."""
+        return self.cols * self.out_bytes
+
+    @property
+    def buffer_bytes(self) -> int:
+        """One buffer, rounded to the 1024-byte swizzle pattern (a multiple already: rows % 64 == 0)."""
+        return align_up(self.rows * self.pitch, SWIZZLE_ALIGN)
+
+
+def staging_fits_ring(s: Schedule, staging: int, ring: int) -> bool:
+    """Whether the TMA epilogue stages C in the ring's bytes: without warp specialisation or a
+    persistent grid the ring is idle once every warpgroup's last wgmma has retired (the epilogue
+    starts with a CTA barrier), so staging there costs no shared memory and keeps the main loop's
+    occupancy (CUTLASS's non-persistent TMA kernel shares the bytes the same way). A persistent
+    or warp-specialised kernel overlaps the epilogue with the next tile's loads: separate bytes."""
+    return not s.warp_specialized and not s.persistent and staging <= ring
+
+
+def epilogue_tile(rows: int, bn: int, out_bytes: int) -> EpilogueTile:
+    row_bytes = bn * out_bytes
+    width = next((w for w in SWIZZLE_WIDTHS if w <= EPILOGUE_COLUMN_BYTES and row_bytes % w == 0), None)
+    if width is not None:
+        return EpilogueTile(rows, width // out_bytes, width, out_bytes, row_bytes // width)
+    pitch = max(p for p in range(TMA_STRIDE_ALIGN, EPILOGUE_COLUMN_BYTES + 1, TMA_STRIDE_ALIGN)
+                if row_bytes % p == 0)
+    return EpilogueTile(rows, pitch // out_bytes, 0, out_bytes, row_bytes // pitch)
 
 
 def _swizzle_for(extents: tuple[int, ...], chosen: int | None) -> int | None:
@@ -156,12 +213,16 @@ def _box(operand: str, k_major: bool, mn: int, bk: int, esize: int, swizzle: int
 def epilogue_path(g: Gemm, s: Schedule) -> str:
     """"tma" (C staged through shared memory, stored by TMA) or "direct" (st.global from the
     accumulators): `epilogue_via_smem`, or where None, TMA whenever C's rows and base are 16-byte
-    aligned (TMA's stride rule) and split-K is not atomic."""
+    aligned (TMA's stride rule), BN's output bytes make whole 16-byte box rows, and the GEMM is
+    one matrix with no split-K or Stream-K."""
     if s.epilogue_via_smem is not None:
         return "tma" if s.epilogue_via_smem else "direct"
     aligned = (g.leading_dims()[2] * g.out_bytes) % TMA_STRIDE_ALIGN == 0 and g.out_alignment() >= TMA_STRIDE_ALIGN
-    atomic = s.split_k > 1 and s.split_k_mode == "atomic"
-    return "tma" if aligned and not atomic else "direct"
+    boxable = (s.block[1] * g.out_bytes) % TMA_STRIDE_ALIGN == 0   # a box row is a multiple of 16 B
+    # batches (C's map would be 3-D), split-K and Stream-K store through the direct path for now
+    # (verify_sm90_built.py refuses epilogue_via_smem=True with them)
+    single = g.batch == 1 and s.split_k == 1 and not s.stream_k
+    return "tma" if aligned and boxable and single else "direct"
 
 
 def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
@@ -181,11 +242,16 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
     acc_regs = rows * bn // WARPGROUP_THREADS // (2 if g.accumulator == "f16" else 1)
     epilogue = epilogue_path(g, s)
     out = DTYPE_BYTES[g.out_dtype]
-    epi_cols = min(bn, EPILOGUE_COLUMN_BYTES // out)
-    staging = EPILOGUE_BUFFERS * align_up(bm * epi_cols * out, SWIZZLE_ALIGN) if epilogue == "tma" else 0
+    tile = epilogue_tile(rows, bn, out) if epilogue == "tma" and (bn * out) % TMA_STRIDE_ALIGN == 0 else None
+    staging = consumers * EPILOGUE_BUFFERS * tile.buffer_bytes if tile is not None else 0
     c_staging = staging if g.epi.beta != 0.0 else 0
-    smem = SmemBudget(s.stages, align_up(bm * bk * esize, SWIZZLE_ALIGN), align_up(bn * bk * esize, SWIZZLE_ALIGN),
-                      staging, c_staging, MBARRIER_BYTES * (2 * s.stages + EXTRA_BARRIERS))
+    barriers = MBARRIER_BYTES * (2 * s.stages + EXTRA_BARRIERS * consumers)
+    a_stage, b_stage = align_up(bm * bk * esize, SWIZZLE_ALIGN), align_up(bn * bk * esize, SWIZZLE_ALIGN)
+    if staging and staging_fits_ring(s, staging + c_staging, s.stages * (a_stage + b_stage)):
+        smem = SmemBudget(s.stages, a_stage, b_stage, 0, 0, barriers, staging_in_ring=staging + c_staging)
+    else:
+        smem = SmemBudget(s.stages, a_stage, b_stage, staging, c_staging, barriers,
+                          barrier_pad=align_up(barriers, SWIZZLE_ALIGN) - barriers if staging else 0)
     cm, cn = s.cluster
     multicast = tuple(op for op, along in (("B", cm), ("A", cn)) if s.multicast and along > 1)
     return HopperPlan(
@@ -195,6 +261,7 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
         producer_regs=s.producer_regs if s.warp_specialized else None,
         consumer_regs=s.consumer_regs if s.warp_specialized else cap, accumulator_regs=acc_regs,
         swizzle=swizzle, a_box=a_box, b_box=b_box, stage_tx_bytes=(bm + bn) * bk * esize, epilogue=epilogue,
+        epilogue_tile=tile,
         smem=smem, cluster=(cm, cn), multicast=multicast, tiles=(-(-g.m // bm), -(-g.n // bn)))
 
 

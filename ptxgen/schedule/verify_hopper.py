@@ -135,6 +135,11 @@ def verify_tma(g: Gemm, s: Schedule) -> None:
                                 f"rows; ldc={ldc} {g.out_dtype} elements is {ldc * g.out_bytes} B",
                                 "use epilogue_via_smem=None or False (direct stores), or pad ldc to a multiple of "
                                 f"{TMA_STRIDE_ALIGN // g.out_bytes}")
+        if (s.bn * g.out_bytes) % TMA_STRIDE_ALIGN:
+            raise ScheduleError("schedule.epilogue_via_smem", True, f"the TMA store of C moves boxes whose rows are "
+                                f"multiples of 16 B; BN={s.bn} {g.out_dtype} columns are {s.bn * g.out_bytes} B",
+                                "use epilogue_via_smem=None or False (direct stores), or make BN a multiple of "
+                                f"{TMA_STRIDE_ALIGN // g.out_bytes}")
     bm, bn, bk = s.block
     tiles = (("A", g.a_layout == "row", bm, "BM"), ("B", g.b_layout == "col", bn, "BN"))
     for name, k_major, mn, mn_name in tiles:

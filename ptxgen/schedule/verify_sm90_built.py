@@ -31,6 +31,10 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
         _refuse(g, "schedule.persistent", s.persistent, "the persistent grid of whole tiles without warp "
                 "specialisation (the warp-specialised kernel and Stream-K walk tiles)",
                 "set warp_specialized=True, or persistent=False")
+    if s.epilogue_via_smem and (g.batch > 1 or s.split_k > 1 or s.stream_k):
+        what = "batched GEMMs" if g.batch > 1 else "split-K" if s.split_k > 1 else "Stream-K"
+        _refuse(g, "schedule.epilogue_via_smem", s.epilogue_via_smem, f"the TMA-store epilogue for {what}",
+                "set epilogue_via_smem=None or False (direct stores)")
     if s.warp_specialized and (g.batch > 1 or s.split_k > 1 or s.stream_k):
         what = "batched GEMMs" if g.batch > 1 else "split-K" if s.split_k > 1 else "Stream-K"
         _refuse(g, "schedule.warp_specialized", s.warp_specialized, f"{what} in the warp-specialised kernel (built "
@@ -49,6 +53,3 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     if g.out_dtype not in BUILT_OUT:
         _refuse(g, "gemm.out_dtype", g.out_dtype, f"{g.out_dtype} output (only {', '.join(BUILT_OUT)})",
                 "use out_dtype='f32', 'f16' or 'bf16'")
-    if s.epilogue_via_smem:
-        _refuse(g, "schedule.epilogue_via_smem", s.epilogue_via_smem, "the TMA-store epilogue (staged through shared "
-                "memory)", "set epilogue_via_smem=False (direct stores)")

@@ -42,7 +42,8 @@ def test_info_reports_the_wgmma_kernel(capsys):
     assert "one CTA per output tile" in out and "stages 3" in out
     assert "tmapA: A box 128x64, 128B swizzle, K-major" in out
     assert "tmapB: B box 128x64, 128B swizzle, K-major" in out
-    assert "direct stores" in out
+    assert "tmapC: C box 64x32, 128B swizzle, row-major" in out           # the TMA-store epilogue's map
+    assert "TMA stores clipped at M and N" in out and "staging" in out
     assert "registers/thread" in out  # the assembler's count
     # the sm_80 structures a wgmma kernel does not have
     assert "ldmatrix" not in out and "warp tile" not in out and "cp.async" not in out

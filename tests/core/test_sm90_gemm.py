@@ -1,5 +1,6 @@
 """The sm_90a GEMM lowering (ptxgen/emit/sm90/pipeline.py): TMA + full-mbarrier ring + wgmma, one
-consumer warpgroup, direct epilogue. Proven on the simulator against float64 numpy with
+or two consumer warpgroups, the TMA-store epilogue by default (direct stores where C's rows are not
+16-byte aligned or epilogue_via_smem=False; tests/core/test_sm90_tma_store.py has its own). Proven on the simulator against float64 numpy with
 never-zero inputs and a poisoned C; planted bugs (a stage refilled while its wgmma may still read
 it, accumulators read before wait_group) must be caught; the schedules it does not build yet are
 refused with the field and the fix."""
@@ -108,13 +109,15 @@ def test_kernel_takes_tensor_maps_by_value():
     assert ".param .align 64 .b8 tmapA[128]" in k.ptx and ".param .align 64 .b8 tmapB[128]" in k.ptx
     assert ".target sm_90a" in k.ptx and "wgmma.mma_async" in k.ptx and "cp.async.bulk.tensor.2d" in k.ptx
     assert [(t.param, t.operand, t.box, t.swizzle) for t in k.tensor_maps] == [
-        ("tmapA", "A", (64, 64), "128B"), ("tmapB", "B", (64, 64), "128B")]
+        ("tmapA", "A", (64, 64), "128B"), ("tmapB", "B", (64, 64), "128B"), ("tmapC", "C", (64, 32), "128B")]
+    direct = ptxgen.compile(tn(64, 64, 64), simple((64, 64, 64), epilogue_via_smem=False), arch=ARCH)
+    assert [t.param for t in direct.tensor_maps] == ["tmapA", "tmapB"] and "tmapC" not in direct.ptx
 
 
 def _run(ptx: str, k, g: Gemm):
     a, b = random_operands(g)
     c = np.full((g.m, g.n), np.nan, np.float32)
-    maps = [sim.TensorMap(v, t.box, swizzle=t.swizzle) for v, t in zip((a, b.T), k.tensor_maps)]
+    maps = [sim.TensorMap(v, t.box, swizzle=t.swizzle) for v, t in zip((a, b.T, c), k.tensor_maps)]
     sim.launch(ptx, k.entry, grid=k.grid, block=k.block, args=[*maps, c, g.m, g.n, g.k, g.n],
                dynamic_smem=k.smem_bytes)
     return a, b, c
@@ -160,8 +163,8 @@ def test_accumulators_read_before_wait_group_are_caught():
      "gemm.accumulator", "f32 accumulation"),
     (Gemm(128, 128, 128, dtype="e4m3", a_layout="row", b_layout="col"), simple((64, 128, 128)),
      "gemm.dtype", "dtype='f16'"),
-    (tn(128, 128, 128), simple((64, 128, 64), epilogue_via_smem=True), "schedule.epilogue_via_smem",
-     "epilogue_via_smem=False"),
+    (Gemm(128, 128, 128, dtype="f16", a_layout="row", b_layout="col", batch=2),
+     simple((64, 128, 64), epilogue_via_smem=True), "schedule.epilogue_via_smem", "epilogue_via_smem=None or False"),
 ])
 def test_what_is_not_built_is_refused_with_the_field_and_fix(g, s, field, fix):
     verify_rules(g, s, ARCH)  # legal: only the lowering is missing
@@ -198,7 +201,8 @@ def test_built_hopper_schedules_match_numpy(data):
                         label="swizzle")
     consumers = data.draw(st.sampled_from((1, 2) if bm == 128 else (1,)), label="consumers")
     s = simple((bm, bn, bk), data.draw(st.integers(1, 4), label="stages"), consumers, swizzle=swizzle,
-               raster=data.draw(st.sampled_from(("row", "grouped")), label="raster"))
+               raster=data.draw(st.sampled_from(("row", "grouped")), label="raster"),
+               epilogue_via_smem=data.draw(st.sampled_from((None, False)), label="epilogue_via_smem"))
     try:
         verify(g, s, ARCH)
     except ScheduleError as e:

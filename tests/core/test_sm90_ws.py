@@ -61,9 +61,12 @@ def test_kernel_has_roles_and_no_bar_sync_in_the_loops():
     k = ptxgen.compile(tn(256, 256, 256), ws((128, 128, 64), 4, consumers=2), arch=ARCH)
     assert ".maxnreg 168" in k.ptx and k.block == (384, 1, 1)
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in k.ptx and "setmaxnreg.inc.sync.aligned.u32 232;" in k.ptx
-    # the only bar.sync is the one after the barriers' initialisation, before the roles split
-    assert k.ptx.count("    bar.sync") == 1
-    assert k.ptx.index("    bar.sync") < k.ptx.index("    setmaxnreg.dec")
+    # the only CTA-wide bar.sync is the one after the barriers' initialisation, before the roles
+    # split; the rest are the TMA-store epilogue's named barrier among the 256 consumer threads
+    syncs = [line.split(";")[0].strip() for line in k.ptx.splitlines() if line.strip().startswith("bar.sync")]
+    assert syncs[0] == "bar.sync 0" and set(syncs[1:]) == {"bar.sync 8, 256"}
+    assert k.ptx.index("    bar.sync 0") < k.ptx.index("    setmaxnreg.dec")
+    assert k.ptx.index("bar.sync 8, 256") > k.ptx.index("Epilogue")
     assert "mbarrier.init.shared::cta.b64 [%r" in k.ptx and ", 8;" in k.ptx   # empty: one arrival per consumer warp
     # the header and banners say who does what
     assert "warpgroups 0..1 consume" in k.ptx and "warpgroup 2 produces (one elected thread" in k.ptx
@@ -95,7 +98,7 @@ def _run(ptx: str, k) -> float:
     g = k.gemm
     a, b = random_operands(g)
     c = np.full((g.m, g.n), np.nan, np.float32)
-    maps = [sim.TensorMap(v, t.box, swizzle=t.swizzle) for v, t in zip((a, b.T), k.tensor_maps)]
+    maps = [sim.TensorMap(v, t.box, swizzle=t.swizzle) for v, t in zip((a, b.T, c), k.tensor_maps)]  # C's: TMA store
     sim.launch(ptx, k.entry, grid=k.grid, block=k.block, args=[*maps, c, g.m, g.n, g.k, g.n],
                dynamic_smem=k.smem_bytes)
     ref = a.astype(np.float64) @ b.astype(np.float64)

@@ -141,3 +141,27 @@ def test_stream_k_sm90_gemm_through_the_driver():
         err = rel_fro(c.astype(np.float64), ref)
         assert err < tolerance(g)
     record("sm90_gemm::driver_stream_k", err=err)
+
+
+def test_sm90_tma_store_epilogue_through_the_driver():
+    """The TMA-store epilogue: tmapC encoded by cuTensorMapEncodeTiled for C's padded rows (ldc >
+    N), C for beta read through it and the results stored through it, clipped at M and N."""
+    from ptxgen import Epilogue
+    from ptxgen.check import poisoned, random_epilogue_operands, reference
+
+    epi = Epilogue(alpha=0.5, beta=1.0, bias="col", activation="silu")
+    g = Gemm(150, 200, 136, dtype="bf16", out_dtype="bf16", ldc=216, a_layout="row", b_layout="col", epilogue=epi)
+    s = Schedule(block=(128, 128, 64), instruction="wgmma", stages=2, warp_specialized=False, persistent=False,
+                 consumers=2, epilogue_via_smem=True)
+    k = ptxgen.compile(g, s, arch="sm_90a")
+    assert [(t.param, t.box, t.swizzle) for t in k.tensor_maps][-1] == ("tmapC", (64, 64), "128B")
+    a, b = random_operands(g, 5)
+    c_in, bias = random_epilogue_operands(g, 6)
+    big = poisoned((g.m, 216), "bf16")
+    c = big[:, :g.n]
+    c[...] = c_in
+    k(a, b, c=c, bias=bias)
+    ref = reference(a, b, epi, c_in, bias, None)
+    err = rel_fro(c.astype(np.float64), ref)
+    record("sm90_gemm::driver_tma_store", err=err)
+    assert err < tolerance(g) and np.isnan(big[:, g.n:].astype(np.float32)).all()

@@ -8,16 +8,18 @@ Tiles come from tiles.TileScheduler (row or grouped raster).
 
 Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps passed by value, of
 each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major
-A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), C (.u64), M, N, K, ldc
-(.u32), batch_stride_c (.u64) when batch > 1, then bias and scale (.u64) when the epilogue has
-them, then workspace and counters (.u64) with split-K. `Kernel.tensor_maps` gives the view, box
-and swizzle each map must have; a batched GEMM's maps are 3-D, the batch outermost (sm90/batch.py).
-Split-K (sm90/splitk.py): %ctaid.z = batch * split_k + split; each split's main loop runs its
-k-range, and the last split sums the f32 partials before the epilogue.
+A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), then tmapC (C as (M, N),
+for the TMA-store epilogue only), C (.u64), M, N, K, ldc (.u32), batch_stride_c (.u64) when
+batch > 1, then bias and scale (.u64) when the epilogue has them, then workspace and counters
+(.u64) with split-K. `Kernel.tensor_maps` gives the view, box and swizzle each map must have; a
+batched GEMM's A and B maps are 3-D, the batch outermost (sm90/batch.py). Split-K
+(sm90/splitk.py): %ctaid.z = batch * split_k + split; each split's main loop runs its k-range,
+and the last split sums the f32 partials before the epilogue.
 
 Each warpgroup owns its rows as wgmma m64 blocks (hopper_plan: rows_per_consumer), each
-accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue stores each
-element directly (sm90/epilogue.py), guarded against M and N.
+accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue follows
+hopper_plan's path: staged through shared memory and stored by TMA (sm90/epilogue_tma.py), or each
+element stored directly (sm90/epilogue.py), guarded against M and N.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from . import wgmma_isa as wi
 from . import batch as sm90_batch
 from . import splitk as sm90_splitk
 from .epilogue import DirectStores
+from .epilogue_tma import TMA_MAP_SWIZZLE, TmaStores, tma_epilogue_layout
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
 from .persistent import zero_accumulators
 from .streamk import Sm90StreamK
@@ -44,15 +47,25 @@ from .warp_specialized import WarpSpecializedLoop
 SMEM_SYMBOL = "smem"
 RING_BUFFER = "sm90_ring"
 TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
-PARAMS = [Param(".align 64 .b8", "tmapA[128]"), Param(".align 64 .b8", "tmapB[128]"), Param(".u64", "C"),
-          Param(".u32", "M"), Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "ldc")]
-PARAM_NAMES = ("tmapA[128]", "tmapB[128]", "C", "M", "N", "K", "ldc")
+#: The TMA-store epilogue's map of C (hopper_plan(...).epilogue == "tma"), after tmapB.
+C_MAP_PARAM = "tmapC"
+SCALAR_PARAMS = [Param(".u64", "C"), Param(".u32", "M"), Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "ldc")]
 #: Appended when the epilogue adds a bias vector, then when it multiplies by a scale vector.
 VECTOR_PARAMS = ("bias", "scale")
 
 
+def tensor_map_params(g: Gemm, s: Schedule) -> tuple[str, ...]:
+    return TENSOR_MAP_PARAMS + ((C_MAP_PARAM,) if hopper_plan(g, s).epilogue == "tma" else ())
+
+
+def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
+    """The leading parameter names (maps, C, M, N, K, ldc) compile checks the entry against."""
+    return tuple(f"{m}[128]" for m in tensor_map_params(g, s)) + tuple(p.name for p in SCALAR_PARAMS)
+
+
 def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
-    return (list(PARAMS) + sm90_batch.batch_params(g.batch)
+    maps = [Param(".align 64 .b8", f"{m}[128]") for m in tensor_map_params(g, s)]
+    return (maps + list(SCALAR_PARAMS) + sm90_batch.batch_params(g.batch)
             + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)] + sm90_splitk.split_k_params(s))
 
 
@@ -70,15 +83,24 @@ class Sm90Pipeline:
     def __init__(self, lw: "Sm90Lowering"):
         self.lw = lw
         self.loop = WarpSpecializedLoop(lw) if lw.plan.warp_specialized else TmaWgmmaLoop(lw)
+        self.stores = TmaStores(lw) if lw.plan.epilogue == "tma" else DirectStores(lw)
 
     @classmethod
     def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
-        """One buffer: the ring and its barriers (then split-K's flag), plus slack to round the base up to 1024 B."""
+        """One buffer: the ring and its barriers (then split-K's flag, or the TMA epilogue's
+        staging), plus slack to round the base up to 1024 B."""
         plan = hopper_plan(g, s)
         ring = ring_layout(plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
-        return [SmemBuffer(RING_BUFFER, ring.nbytes + sm90_splitk.flag_bytes(s) + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
+        end = ring.nbytes + sm90_splitk.flag_bytes(s)
+        if plan.epilogue_tile is not None:
+            assert not sm90_splitk.flag_bytes(s), "split-K stores directly (hopper.epilogue_path)"
+            end = tma_epilogue_layout(plan.epilogue_tile, plan.consumers, g.epi.beta != 0.0, ring,
+                                      plan.smem.staging_in_ring > 0).end
+        return [SmemBuffer(RING_BUFFER, end + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
 
     def setup(self) -> None:
+        if isinstance(self.stores, TmaStores):
+            self.stores.init_barriers()  # before the ring's, whose bar.sync publishes both
         self.loop.init_barriers()
 
     def accumulators(self) -> list[tuple[VReg, ...]]:
@@ -93,7 +115,7 @@ class Sm90Pipeline:
             self.loop.emit(acc, kt_count, kt_begin)
 
     def epilogue(self, acc: list[tuple[VReg, ...]]) -> None:
-        DirectStores(self.lw).emit(acc)
+        self.stores.emit(acc)
 
 
 class Sm90Lowering(ScalarOps):
@@ -125,7 +147,7 @@ class Sm90Lowering(ScalarOps):
         self.leader = self.pred("setp.eq.u32", self.tid, Imm("0"))
         self.warpgroup = self.u32("shr.u32", self.tid, Imm("7"), comment="consumer warpgroup: its BM/consumers rows")
         self.tmaps: dict[str, VReg] = {}
-        for name, param in zip(("A", "B"), TENSOR_MAP_PARAMS):
+        for name, param in zip(("A", "B", "C"), tensor_map_params(self.g, s)):
             addr = self.u64("mov.b64", Sym(param))
             self.tmaps[name] = self.u64("cvta.param.u64", addr, comment=f"generic address of {param} (by value)")
         for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(self.g.epi, n)):
@@ -179,10 +201,11 @@ def lower_sm90(g: Gemm, s: Schedule, ring_offset: int = 0) -> Function:
 @dataclass(frozen=True)
 class TensorMapSpec:
     """What one by-value tensor-map parameter must describe: `operand`'s 2-D view with its
-    contiguous dimension last (`k_major`: A as (M, K), B as (N, K); else A as (K, M), B as (K, N)),
-    boxes of `box` elements (numpy order: rows, then one swizzle width of the contiguous
-    dimension) in `swizzle` mode, out-of-bounds elements filled with zero. A batched GEMM's map
-    is 3-D: (batch, rows, cols) with the operand's batch stride, box (1, rows, width)."""
+    contiguous dimension last (`k_major`: A as (M, K), B as (N, K); else A as (K, M), B as (K, N);
+    C as (M, N) with its ldc), boxes of `box` elements (numpy order: rows, then one swizzle width
+    of the contiguous dimension) in `swizzle` mode, out-of-bounds elements filled with zero
+    (loads) or not written (stores). A batched GEMM's A and B maps are 3-D: (batch, rows, cols)
+    with the operand's batch stride, box (1, rows, width)."""
 
     param: str
     operand: str
@@ -208,4 +231,7 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
         assert box is not None, "the verifier admits only operands TMA can describe"
         shape = ((1,) if g.batch > 1 else ()) + (box.outer, box.inner)
         specs.append(TensorMapSpec(param, box.operand, shape, f"{plan.swizzle}B", box.k_major))
+    tile = plan.epilogue_tile
+    if tile is not None:
+        specs.append(TensorMapSpec(C_MAP_PARAM, "C", (tile.rows, tile.cols), TMA_MAP_SWIZZLE[tile.swizzle]))
     return tuple(specs)

@@ -85,18 +85,19 @@ def prefetch_tensormap(b: Builder, tmap: Addr, comment: str | None = None) -> In
     return b.emit("prefetch.tensormap", tmap, comment=comment)
 
 
-def bulk_commit_group(b: Builder, comment: str | None = None) -> Instr:
+def bulk_commit_group(b: Builder, guard: VReg | None = None, comment: str | None = None) -> Instr:
     """Close this thread's pending bulk (TMA store) copies into one bulk group."""
-    return b.emit("cp.async.bulk.commit_group", comment=comment)
+    return b.emit("cp.async.bulk.commit_group", guard=guard, comment=comment)
 
 
-def bulk_wait_group(b: Builder, pending: int, read_only: bool = True, comment: str | None = None) -> Instr:
+def bulk_wait_group(b: Builder, pending: int, read_only: bool = True, guard: VReg | None = None,
+                    comment: str | None = None) -> Instr:
     """Wait until at most `pending` bulk groups are in flight. `.read` waits only until their shared
     sources have been read (enough to reuse the staging buffer); without it, until the writes are done."""
     if pending < 0:
         raise ValueError("cp.async.bulk.wait_group takes N >= 0")
     op = "cp.async.bulk.wait_group.read" if read_only else "cp.async.bulk.wait_group"
-    return b.emit(op, Imm(str(pending)), comment=comment)
+    return b.emit(op, Imm(str(pending)), guard=guard, comment=comment)
 
 
 def load(b: Builder, dst: Addr, tmap: VReg, coords: tuple[VReg | Imm, ...], mbar: Addr,
@@ -107,3 +108,15 @@ def load(b: Builder, dst: Addr, tmap: VReg, coords: tuple[VReg | Imm, ...], mbar
         raise ValueError(f"TMA takes 1..5 coordinates (innermost first), got {len(coords)}")
     op = f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
     return b.emit(op, dst, TensorRef(tmap, tuple(coords)), mbar, guard=guard, comment=comment)
+
+
+def store(b: Builder, tmap: VReg, coords: tuple[VReg | Imm, ...], src: Addr, guard: VReg | None = None,
+          comment: str | None = None) -> Instr:
+    """`store_text` through the Builder: the box at `coords` (innermost first) from the swizzled
+    shared tile at `src`; out-of-bounds parts of the box are not written (tma.md §9d). Close it
+    into a bulk group with `bulk_commit_group` and wait for the group's reads before `src` is
+    overwritten (`bulk_wait_group(read_only=True)`)."""
+    if len(coords) not in RANKS:
+        raise ValueError(f"TMA takes 1..5 coordinates (innermost first), got {len(coords)}")
+    op = f"cp.async.bulk.tensor.{len(coords)}d.global.shared::cta.tile.bulk_group"
+    return b.emit(op, TensorRef(tmap, tuple(coords)), src, guard=guard, comment=comment)

@@ -126,6 +126,11 @@ class OperandView:
         """A 1-D view of the host memory the operand spans, sharing the caller's buffer: how the
         simulator, whose memory is flat, reads and writes the caller's array in place."""
         assert self.host is not None
+        if self.host.dtype.kind == "V" or self.host.dtype.str.endswith("f1"):
+            # ml_dtypes' fp8 (and bfloat16 on some numpy versions) have a typestr ('<f1') that
+            # as_strided's array interface cannot read back: stride the raw bytes, then re-view
+            raw = self.host.view(np.dtype(f"u{self.itemsize}"))
+            return np.lib.stride_tricks.as_strided(raw, (self.span,), (self.itemsize,)).view(self.host.dtype)
         return np.lib.stride_tricks.as_strided(self.host, (self.span,), (self.itemsize,))
 
 

@@ -28,6 +28,7 @@ from ..tiles import TileScheduler
 from . import wgmma_isa as wi
 from .epilogue import DirectStores
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
+from .operand_types import accumulator_class, accumulator_dtype, zero_accumulator
 
 SMEM_SYMBOL = "smem"
 RING_BUFFER = "sm90_ring"
@@ -68,9 +69,10 @@ class Sm90Pipeline:
         self.loop.init_barriers()
 
     def accumulators(self) -> list[tuple[VReg, ...]]:
-        """One 64 x BN f32 fragment per m64 block of the warpgroup's rows."""
-        n_regs = wi.accumulator_registers(self.lw.s.bn, "f32")
-        return [self.lw.b.regs("f32", n_regs) for _ in range(self.lw.plan.rows_per_consumer // 64)]
+        """One 64 x BN f32 (s32 for s8/u8) fragment per m64 block of the warpgroup's rows."""
+        g = self.lw.g
+        n_regs = wi.accumulator_registers(self.lw.s.bn, accumulator_dtype(g))
+        return [self.lw.b.regs(accumulator_class(g), n_regs) for _ in range(self.lw.plan.rows_per_consumer // 64)]
 
     def mainloop(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
         self.loop.emit(acc, kt_count)
@@ -124,10 +126,11 @@ class Sm90Lowering(ScalarOps):
         kt_count = self.setup()
         self.pipeline.setup()
         acc = self.pipeline.accumulators()
-        self.b.comment(f"zero {sum(len(a) for a in acc)} f32 accumulators")
+        self.b.comment(f"zero {sum(len(a) for a in acc)} {accumulator_dtype(self.g)} accumulators")
+        op, zero = zero_accumulator(self.g)
         for frag in acc:
             for r in frag:
-                self.b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
+                self.b.emit(op, r, zero, ndefs=1)
         self.pipeline.mainloop(acc, kt_count)
         self.pipeline.epilogue(acc)
         self.b.emit("ret")

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
@@ -130,7 +130,7 @@ def test_fused_epilogues_match_numpy(g):
     assert r.ok, f"{g}: {r}"
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(st.data())
 def test_built_schedules_match_numpy_for_every_dtype(data):
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
@@ -158,7 +158,9 @@ def test_built_schedules_match_numpy_for_every_dtype(data):
         verify(g, s, ARCH)
     except ScheduleError as e:
         assert not isinstance(e, LoweringNotBuilt), e   # every drawn dtype and output is built
+        event(f"refused: {e.field}")
         return                                           # illegal (e.g. shared memory): the verifier's to explain
+    event(f"simulated {dtype}")
     r = run(g, s, seed=m * n + k)
     assert r.ok, f"{g} {s}: {r}"
 

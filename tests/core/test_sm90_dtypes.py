@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
-from ptxgen.check import check_simulated, random_epilogue_operands, random_operands, random_scale
+from ptxgen.check import (check_simulated, compare, magnitude, random_epilogue_operands, random_operands, random_scale,
+                          reference)
 from ptxgen.emit.sm90 import descriptors as dsc
 from ptxgen.emit.sm90 import operand_types
 from ptxgen.emit.sm90.epilogue import DirectStores
@@ -266,3 +267,22 @@ def test_assembles_without_spills_or_serialised_wgmma(dtype, out, block, epi):
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
     log = r.log.lower()
     assert "warning" not in log and "c7515" not in log and "serializ" not in log, r.log
+
+
+def test_tf32_inputs_are_truncated_by_wgmma_and_compare_allows_it():
+    """wgmma reads tf32 operands straight from the f32 words TMA copied, ignoring their low 13 bits
+    (wgmma.md §9a): each input loses up to 2^-10 of itself towards zero, not the 2^-11 of the sm_80
+    path's cvt.rna, so with every product of one sign the result is up to 2^-9 small. compare's
+    bound (check.gamma) must allow that, and still catch a k-step dropped."""
+    g = Gemm(64, 64, 16, dtype="tf32")
+    k = ptxgen.compile(g, simple((64, 64, 16), 1), arch=ARCH)
+    a, b = (np.abs(x) for x in random_operands(g, 5))                  # every product positive
+    truncated = [(x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) for x in (a, b)]
+    want = truncated[0].astype(np.float64) @ truncated[1].astype(np.float64)
+    r = check_simulated(k, a, b)
+    assert r.ok, r
+    got = k.simulate(a, b)
+    assert np.allclose(got, want, rtol=1e-6), "the simulator truncates tf32 inputs"
+    assert (a.astype(np.float64) @ b.astype(np.float64) - want).min() > 0   # all errors one way
+    dropped = got - a[:, 8:].astype(np.float64) @ b[8:].astype(np.float64)   # one k8 step missing
+    assert not compare(dropped, reference(a, b), g, bound=magnitude(a, b)).ok

@@ -100,7 +100,7 @@ def draw_hopper(rng: np.random.Generator):
     esize = DTYPE_BYTES[dtype]
     integer = dtype in ("s8", "u8")
     acc = "f16" if unbuilt and dtype == "f16" and rng.random() < 0.2 else "f32"
-    out = ("f16" if acc == "f16" else "f32" if dtype == "tf32" else
+    out = ("f16" if acc == "f16" else
            pick(["s32", "s8", "s8", "u8", "f32", "f16", "bf16"]) if integer else pick(["f32", "f16", "bf16"]))
     epi = None
     if out != "s32" and rng.random() < 0.5:

@@ -29,7 +29,7 @@ from ptxgen.schedule.verify import verify
 ARCH = "sm_90a"
 DTYPES = ("tf32", "e4m3", "e5m2", "s8", "u8")
 #: The outputs each input dtype gives (verify.verify_dtype_table).
-OUTPUTS = {"tf32": ("f32",), "e4m3": ("f32", "f16", "bf16"), "e5m2": ("f32", "f16", "bf16"),
+OUTPUTS = {"tf32": ("f32", "f16", "bf16"), "e4m3": ("f32", "f16", "bf16"), "e5m2": ("f32", "f16", "bf16"),
            "s8": ("s32", "s8", "f32", "f16", "bf16"), "u8": ("s32", "u8", "f32", "f16", "bf16")}
 PTX_TYPE = {"tf32": "f32.tf32.tf32", "e4m3": "f32.e4m3.e4m3", "e5m2": "f32.e5m2.e5m2", "s8": "s32.s8.s8",
             "u8": "s32.u8.u8"}
@@ -98,7 +98,7 @@ def test_s32_accumulators_are_b32_registers_zeroed_as_integers():
 # -- against numpy, at edges -----------------------------------------------------------------------
 @pytest.mark.parametrize("g, s", [
     (Gemm(100, 72, 204, dtype="tf32"), simple((64, 64, 32), 3)),                     # K edge inside a box
-    (Gemm(130, 136, 68, dtype="tf32"), simple((128, 128, 64), 2, consumers=2)),      # 2 boxes of 32 per stage
+    (Gemm(130, 136, 68, dtype="tf32", out_dtype="bf16"), simple((128, 128, 64), 2, consumers=2)),  # 2 boxes/stage
     (Gemm(70, 40, 208, dtype="e4m3", out_dtype="f16"), simple((64, 40, 128), 1)),    # N = 40, one stage
     (Gemm(33, 17, 96, dtype="e5m2", out_dtype="bf16"), simple((64, 16, 64), 2, swizzle=64)),
     (Gemm(72, 48, 272, dtype="e4m3"), simple((64, 48, 256), 2)),                     # 2 boxes of 128 per stage
@@ -123,8 +123,9 @@ def test_matches_numpy(g, s):
     Gemm(90, 70, 96, dtype="u8", out_dtype="f32", epilogue=Epilogue(alpha=0.5)),
     # tf32 with the whole f32 epilogue
     Gemm(90, 70, 92, dtype="tf32", epilogue=Epilogue(alpha=0.5, beta=1.5, bias="col", scale="row", activation="relu")),
+    Gemm(90, 70, 92, dtype="tf32", out_dtype="f16", epilogue=Epilogue(scale="col", beta=1.0, activation="gelu")),
 ], ids=["e4m3-alpha-colscale", "e5m2-rowscale-gelu-beta", "e4m3-silu", "s8-q-colscale", "u8-q-rowscale-beta",
-        "s8-bf16-deq", "u8-f32-alpha", "tf32-all"])
+        "s8-bf16-deq", "u8-f32-alpha", "tf32-all", "tf32-f16"])
 def test_fused_epilogues_match_numpy(g):
     bk = 128 // g.in_bytes
     r = run(g, simple((64, 64, bk), 2), seed=11)
@@ -179,6 +180,14 @@ def test_mn_major_operands_are_refused_with_the_k_major_fix(dtype, operand, layo
     assert not isinstance(e.value, LoweringNotBuilt)
     assert e.value.field == f"gemm.{operand.lower()}_layout" and fix in e.value.fix, str(e.value)
     assert "K-major" in str(e.value)
+
+
+def test_tf32_f16_output_is_the_wgmma_paths_only():
+    g = Gemm(128, 128, 128, dtype="tf32", out_dtype="f16")
+    ptxgen.verify(g, simple((64, 128, 32)), ARCH)
+    with pytest.raises(ScheduleError) as e:
+        ptxgen.verify(g, Schedule(block=(64, 128, 32)), "sm_90")
+    assert e.value.field == "gemm.out_dtype" and "sm_90a" in e.value.fix
 
 
 def test_f16_accumulation_stays_refused_as_not_built():
@@ -257,6 +266,7 @@ def test_planted_s32_accumulators_taken_as_f32_are_caught(monkeypatch):
     ("e4m3", "f16", (128, 128, 64), None), ("e4m3", "bf16", (128, 128, 128), Epilogue(alpha=0.5, scale="col")),
     ("e5m2", "f32", (128, 128, 128), None), ("s8", "s32", (128, 128, 64), None),
     ("u8", "u8", (128, 128, 128), Epilogue(scale="col", bias="col")), ("s8", "bf16", (128, 128, 64), None),
+    ("tf32", "bf16", (128, 128, 32), Epilogue(alpha=0.5, bias="col")),
 ])
 def test_assembles_without_spills_or_serialised_wgmma(dtype, out, block, epi):
     from ptxgen.runtime.assemble import assemble

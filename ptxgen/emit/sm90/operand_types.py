@@ -8,7 +8,7 @@ Kept apart from the main loop so that the pipeline and its epilogue ask one plac
 - e4m3/e5m2: .f32.e4m3.e4m3 / .f32.e5m2.e5m2, k32, f32 accumulators, K-major only;
 - s8/u8: .s32.s8.s8 / .s32.u8.u8, k32, exact s32 accumulators (wrapping, as the sm_80 path's
   mma.sync .s32 does: no .satfinite), K-major only.
-Every one instruction reads 32 bytes of K (16 f16, 8 tf32, 32 bytes of 8-bit).
+Every instruction reads 32 bytes of K (16 f16, 8 tf32, 32 bytes of 8-bit).
 """
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ dtypes (s8/u8 inputs with s32, quantised s8/u8 and dequantised float outputs), a
 odd shapes, leading dimensions, alignment, epilogues (with row/column scale vectors), batches,
 split-K, Stream-K and both instruction paths (mma.sync and wmma); `--instruction` pins the path
 to focus a run on it. `--arch sm_90a` draws Hopper (wgmma) schedules instead: the built subset
-(f16/bf16, both majors, odd shapes with 16-byte aligned rows, consumers, stages, swizzle, raster,
-epilogues) and, one draw in ten, a legal part not built yet, which must come back "rejected".
+(f16/bf16 in both majors, tf32, fp8 e4m3/e5m2 and s8/u8 K-major with their outputs, odd shapes with
+16-byte aligned rows, consumers, stages, swizzle, raster, epilogues) and, one draw in ten, a legal part not built yet, which must come back "rejected".
 """
 from __future__ import annotations
 
@@ -82,39 +82,49 @@ HOPPER_BN = (8, 16, 24, 40, 64, 96, 128, 192, 256)
 
 
 def draw_hopper(rng: np.random.Generator):
-    """A (Gemm, Schedule) for arch sm_90a (wgmma): mostly the built subset (f16/bf16, f32
-    accumulation, both majors, odd M/N/K whose rows stay 16-byte aligned for TMA, consumers 1/2,
-    stages, swizzle, raster, epilogues, the TMA-store or direct epilogue, warp-specialised or not,
-    persistent with a small `sms` so CTAs walk several tiles), and now and then another legal
-    feature: split-K and a batch (built in the non-specialised kernel, checked like the rest) or
-    one the lowering does not build yet (persistence without warp specialisation, clusters, f16
-    accumulation), which must be rejected with LoweringNotBuilt, a ScheduleError."""
+    """A (Gemm, Schedule) for arch sm_90a (wgmma): mostly the built subset (f16/bf16 in both majors,
+    tf32/e4m3/e5m2 with f32 and s8/u8 with s32 accumulation K-major (now and then MN-major, which
+    must be rejected), every output of each, odd M/N/K whose rows stay 16-byte aligned for TMA,
+    consumers 1/2, stages, swizzle, raster, epilogues, the TMA-store or direct epilogue,
+    warp-specialised or not, persistent with a small `sms` so CTAs walk several tiles), and now
+    and then another legal feature: split-K and a batch (built in the non-specialised kernel,
+    checked like the rest) or one the lowering does not build yet (persistence without warp
+    specialisation, clusters, f16 accumulation), which must be rejected with LoweringNotBuilt, a
+    ScheduleError."""
     from ptxgen import Epilogue, Gemm, Schedule
     from ptxgen.schedule.hopper import WGMMA_N
+    from ptxgen.schedule.problem import DTYPE_BYTES
 
     def pick(xs):
         return xs[int(rng.integers(len(xs)))]
 
     unbuilt = rng.random() < 0.1  # one draw in ten asks for a part the lowering refuses today
-    dtype = pick(["f16", "bf16"])
+    dtype = pick(["f16", "bf16"] * 2 + ["tf32", "e4m3", "e5m2", "s8", "u8"])
+    esize = DTYPE_BYTES[dtype]
+    integer = dtype in ("s8", "u8")
     acc = "f16" if unbuilt and dtype == "f16" and rng.random() < 0.2 else "f32"
-    out = "f16" if acc == "f16" else pick(["f32", "f16", "bf16"])
+    out = ("f16" if acc == "f16" else
+           pick(["s32", "s8", "s8", "u8", "f32", "f16", "bf16"]) if integer else pick(["f32", "f16", "bf16"]))
     epi = None
-    if rng.random() < 0.5:
+    if out != "s32" and rng.random() < 0.5:
         epi = Epilogue(alpha=pick([1.0, 0.5, -2.0]), beta=pick([0.0, 0.0, 1.0, -0.5]),
                        bias=pick([None, "row", "col"]), activation=pick([None, "relu", "gelu", "silu"]),
-                       scale=pick([None] * 3 + ["col", "row"]))
-    a_layout, b_layout = pick(["row", "col"]), pick(["row", "col"])
+                       scale=pick([None, None, "col", "row"] if integer else [None] * 3 + ["col", "row"]))
+    if esize == 2 or rng.random() < 0.05:  # tf32/fp8/int8 are K-major; now and then an MN-major one (rejected)
+        a_layout, b_layout = pick(["row", "col"]), pick(["row", "col"])
+    else:
+        a_layout, b_layout = "row", "col"
     m, n = pick(SIZES + [200, 264]), pick(SIZES + [200, 264])
-    k = 8 * int(rng.integers(1, 33))  # rows along K 16-byte aligned (TMA strides)
+    per16 = 16 // esize  # elements in 16 bytes: rows along K stay 16-byte aligned (TMA strides)
+    k = per16 * int(rng.integers(1, 33 if esize == 2 else 17))
     if a_layout == "col":
-        m = -(-m // 8) * 8  # A's rows run along M: 16-byte strides
+        m = -(-m // per16) * per16  # A's rows run along M: 16-byte strides
     if b_layout == "row":
-        n = -(-n // 8) * 8
+        n = -(-n // per16) * per16
     g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout, acc_dtype=acc,
              epilogue=epi, batch=2 if unbuilt and rng.random() < 0.2 else 1)
     bm = pick(HOPPER_BM)
-    bk = pick([16, 32, 64, 128])
+    bk = pick([32, 64, 128, 256]) // esize  # 32..256 bytes of K
     ws = rng.random() < 0.6
     extra = {"warp_specialized": ws, "persistent": ws and rng.random() < 0.7}
     if extra["persistent"]:
@@ -125,7 +135,7 @@ def draw_hopper(rng: np.random.Generator):
     s = Schedule(block=(bm, pick([x for x in HOPPER_BN if x in WGMMA_N[dtype]]), bk), instruction="wgmma",
                  consumers=pick([1, 2]) if bm % 128 == 0 else 1, stages=int(rng.integers(1, 6)),
                  warp_specialized=extra.pop("warp_specialized", False), persistent=extra.pop("persistent", False),
-                 swizzle=pick([None, None] + [w for w in (128, 64, 32) if bk * 2 % w == 0]),
+                 swizzle=pick([None, None] + [w for w in (128, 64, 32) if bk * esize % w == 0]),
                  raster=pick(["row", "grouped"]), group_m=pick([1, 2, 8]),
                  epilogue_via_smem=pick([None, None, True, False]), **extra)
     return g, s

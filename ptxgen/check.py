@@ -210,6 +210,11 @@ APPROX_ACTIVATION_RTOL = 2.0 ** -18
 #: (`atol`): the largest of ~10^6 gaussian errors stays under 6 sigma; 16 leaves room for
 #: hardware that truncates inside the mma rather than rounding.
 ERROR_SIGMAS = 16.0
+#: Relative error of one product of two tf32 inputs: below 2 x 2^-10. The sm_80 path rounds each
+#: f32 input (cvt.rna, 2^-11), but wgmma on sm_90a reads the f32 words TMA copied and ignores their
+#: low 13 bits (docs/ptx_facts/wgmma.md §9a): truncation towards zero, up to 2^-10 per input, all
+#: of one sign where the products are (the bound must hold for both paths).
+TF32_PRODUCT_ERROR = 4 * UNIT_ROUNDOFF["tf32"]
 #: tf32's input rounding, in units of 2^-11 times the result's RMS (see accumulation_error).
 TF32_INPUT_SIGMAS = 6.0
 #: How many of the worst elements a failing comparison names.
@@ -285,7 +290,7 @@ def gamma(g: Gemm) -> float:
     if g.dtype in FP8_DTYPES:  # plus one ~14-bit add per k32 group (FP8_ACC_UNIT_ROUNDOFF)
         nu += -(-g.k // FP8_K_GROUP) * 2 * FP8_ACC_UNIT_ROUNDOFF
     out = nu / (1 - nu) if nu < 1 else np.inf
-    return float(out + (2 * UNIT_ROUNDOFF["tf32"] if g.dtype == "tf32" else 0.0))
+    return float(out + (TF32_PRODUCT_ERROR if g.dtype == "tf32" else 0.0))
 
 
 @dataclass(frozen=True)

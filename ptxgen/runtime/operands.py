@@ -57,6 +57,18 @@ def normalize_dtype(dtype: Any) -> str:
     raise TypeError(f"dtype={dtype!r} is not a ptxgen dtype: use one of {sorted(DTYPE_BYTES)}")
 
 
+def as_strided(x: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """numpy's as_strided (writeable), also for ml_dtypes' float8_e5m2, whose typestr ('<f1') the
+    array interface as_strided goes through cannot read back: such arrays are strided as raw
+    unsigned words of the same size and viewed back."""
+    try:
+        np.dtype(x.dtype.str)
+    except TypeError:
+        raw = x.view(np.dtype(f"u{x.dtype.itemsize}"))
+        return np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=True).view(x.dtype)
+    return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=True)
+
+
 @dataclass(frozen=True, eq=False)  # eq=False: views hold numpy arrays; compare by identity
 class OperandView:
     """A checked operand: where it lives and how it is laid out (strides/ld in elements)."""
@@ -114,8 +126,7 @@ class OperandView:
 
     def strided(self, flat: np.ndarray) -> np.ndarray:
         """The logical matrix (or batch of matrices) inside a flat buffer laid out like this operand."""
-        return np.lib.stride_tricks.as_strided(flat, self.full_shape, self._byte_strides(),
-                                               writeable=True)
+        return as_strided(flat, self.full_shape, self._byte_strides())
 
     def unpack_to_host(self, flat: np.ndarray) -> None:
         """Copy the logical matrices out of a flat buffer into the original host array."""
@@ -126,7 +137,7 @@ class OperandView:
         """A 1-D view of the host memory the operand spans, sharing the caller's buffer: how the
         simulator, whose memory is flat, reads and writes the caller's array in place."""
         assert self.host is not None
-        return np.lib.stride_tricks.as_strided(self.host, (self.span,), (self.itemsize,))
+        return as_strided(self.host, (self.span,), (self.itemsize,))
 
 
 # -- reading the various array protocols -------------------------------------------------------

@@ -25,8 +25,8 @@ from .verify_sm90_built import SM80, check_sm90_built
 BLOCK_ROWS = ((64, 1), (128, 1), (128, 2), (256, 2))
 #: wgmma N the chooser tries (any multiple of 8 is legal; these fill the 128-byte swizzle rows).
 BLOCK_COLS = (64, 128, 192, 256)
-#: BK of 16-bit inputs: 64 elements = one 128-byte swizzle row per box.
-BK = 64
+#: BK in bytes: one 128-byte swizzle row per box (64 f16, 32 tf32, 128 fp8/int8 elements).
+BK_BYTES = 128
 STAGES = (2, 3, 4, 5, 6)
 GROUP_M = 8
 #: Warp instructions per k-tile of a consumer warp besides its wgmmas: the full-barrier wait, the
@@ -41,7 +41,7 @@ def _up_to_cover(sides: tuple, extent: int, key=lambda x: x) -> list:
 
 
 def _probe(g: Gemm) -> Schedule:
-    return Schedule(block=(128, 128, BK), instruction="wgmma", warp_specialized=False, persistent=False,
+    return Schedule(block=(128, 128, BK_BYTES // g.in_bytes), instruction="wgmma", warp_specialized=False, persistent=False,
                     consumers=1, stages=3, swizzle=128)
 
 
@@ -52,16 +52,17 @@ def check_problem_built(g: Gemm, arch: str) -> None:
 
 def hopper_candidates(g: Gemm) -> Iterator[Schedule]:
     """Every schedule of the built sm_90a subset worth trying for `g`, legal or not (the verifier
-    prunes): block rows and columns up to the first that covers M and N, BK 64, 2-6 stages,
+    prunes): block rows and columns up to the first that covers M and N, BK 128 bytes, 2-6 stages,
     128-byte swizzle, row raster and (with more tile rows than a group) grouped raster."""
+    bk = BK_BYTES // g.in_bytes
     for bm, consumers in _up_to_cover(BLOCK_ROWS, g.m, key=lambda rc: rc[0]):
         for bn in _up_to_cover(BLOCK_COLS, g.n):
             for stages in STAGES:
-                s = Schedule(block=(bm, bn, BK), instruction="wgmma", warp_specialized=False, persistent=False,
+                s = Schedule(block=(bm, bn, bk), instruction="wgmma", warp_specialized=False, persistent=False,
                              consumers=consumers, stages=stages, swizzle=128)
                 yield s
                 if _ceil(g.m, bm) > GROUP_M and _ceil(g.n, bn) > 1:
-                    yield Schedule(block=(bm, bn, BK), instruction="wgmma", warp_specialized=False,
+                    yield Schedule(block=(bm, bn, bk), instruction="wgmma", warp_specialized=False,
                                    persistent=False, consumers=consumers, stages=stages, swizzle=128,
                                    raster="grouped", group_m=GROUP_M)
 

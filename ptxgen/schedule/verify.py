@@ -48,7 +48,7 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
                             "use dtype='f16', out_dtype='f16', or acc_dtype='f32'")
     for name in ("alpha", "beta"):
         verify_f32_factor(f"epilogue.{name}", getattr(g.epi, name))
-    verify_dtype_table(g)
+    verify_dtype_table(g, s.hopper)
     if g.align not in (None, 1, 2, 4, 8, 16):
         raise ScheduleError("gemm.align", g.align, "must be 1, 2, 4, 8 or 16 bytes",
                             "state the alignment your pointers and leading dimensions guarantee, or None")
@@ -78,14 +78,15 @@ def verify_f32_factor(field: str, v: int | float) -> None:
                             "in that range (or use 0)")
 
 
-def verify_dtype_table(g: Gemm) -> None:
+def verify_dtype_table(g: Gemm, hopper: bool = False) -> None:
     """The (inputs, accumulator, output) rows that are lowered. Every row takes all four layouts:
     M/N-contiguous tf32 and int8 tiles, which ldmatrix .trans cannot transpose (it moves 16-bit
     elements), load their fragments with scalar ld.shared instead (emit/sm80/fragments.py).
 
     s8/u8 inputs accumulate exactly in s32 and give either that s32 as it is (no epilogue), or the
     epilogue's f32 value rounded to s8/u8 (quantised) or cast to f32/f16/bf16 (dequantised).
-    Float inputs give float outputs.
+    Float inputs give float outputs; tf32 gives f32 only on the mma.sync path, f32/f16/bf16 on the
+    wgmma one (`hopper`), where tf32, fp8 and int8 tiles are K-major only (verify_hopper.verify_tma).
     """
     if g.dtype in INTEGER_DTYPES:  # (acc_dtype "f16" was rejected above: it needs f16 inputs)
         if g.out_dtype == "s32" and not g.epi.is_identity:
@@ -100,8 +101,9 @@ def verify_dtype_table(g: Gemm) -> None:
     if g.bias_dtype not in bias_types:
         raise ScheduleError("gemm.bias_dtype", g.bias_dtype, f"a {g.out_dtype} output takes a bias of dtype "
                             + " or ".join(bias_types), "use bias_dtype='f32' (the default)")
-    if g.dtype == "tf32" and g.out_dtype != "f32":
-        raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output", "use out_dtype='f32'")
+    if g.dtype == "tf32" and g.out_dtype != "f32" and not hopper:  # the wgmma epilogue casts tf32's f32 too
+        raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output on the mma.sync path",
+                            "use out_dtype='f32', or arch='sm_90a' with instruction='wgmma' (f16/bf16 outputs too)")
 
 
 def verify_tiling(g: Gemm, s: Schedule) -> None:

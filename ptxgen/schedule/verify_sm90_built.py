@@ -9,10 +9,11 @@ from ..errors import LoweringNotBuilt
 from .problem import Gemm
 from .schedule import Schedule
 
-#: Input dtypes the built path multiplies (f16/bf16 wgmma, f32 accumulation).
-BUILT_DTYPES = ("f16", "bf16")
-#: Output dtypes its direct epilogue stores.
-BUILT_OUT = ("f32", "f16", "bf16")
+#: Input dtypes the built path multiplies: f16/bf16 (either major), tf32, e4m3/e5m2 (f32 accumulation)
+#: and s8/u8 (s32 accumulation), the last three K-major (verify_hopper.verify_tma refuses the rest).
+BUILT_DTYPES = ("f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8")
+#: Output dtypes its direct epilogue stores (which input gives which: verify.verify_dtype_table).
+BUILT_OUT = ("f32", "f16", "bf16", "s32", "s8", "u8")
 SM80 = "or compile for arch='sm_90' with instruction='m16n8k16' (the mma.sync path)"
 
 
@@ -45,7 +46,7 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
                 "set cluster=(1, 1) and multicast=False")
     if g.dtype not in BUILT_DTYPES:
         _refuse(g, "gemm.dtype", g.dtype, f"{g.dtype} inputs (only {', '.join(BUILT_DTYPES)})", "use dtype='f16' or 'bf16'")
-    if g.accumulator != "f32":
+    if g.accumulator not in ("f32", "s32"):  # s32: the s8/u8 inputs' own accumulator
         _refuse(g, "gemm.accumulator", g.accumulator, "f16 accumulation", "use f32 accumulation")
     if s.split_k > 1 and s.split_k_mode == "atomic":
         _refuse(g, "schedule.split_k_mode", s.split_k_mode, "atomic split-K (partials added into C)",

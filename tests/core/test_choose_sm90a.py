@@ -69,11 +69,9 @@ def test_sm90a_device_model_prices_wgmma_at_the_full_peak():
 
 
 @pytest.mark.parametrize("g, field", [
-    (Gemm(256, 256, 256, dtype="tf32"), "gemm.dtype"),
-    (Gemm(256, 256, 256, dtype="e4m3"), "gemm.dtype"),
     (Gemm(256, 256, 256, acc_dtype="f16", out_dtype="f16"), "gemm.accumulator"),
     (Gemm(77, 131, 45), "lda"),                                        # rows not 16-byte aligned for TMA
-], ids=["tf32", "e4m3", "f16-acc", "unaligned"])
+], ids=["f16-acc", "unaligned"])
 def test_problem_outside_the_built_slice_names_sm90_as_the_fix(g, field):
     with pytest.raises(LoweringNotBuilt, match=field) as info:
         ptxgen.compile(g, arch=ARCH)
@@ -88,7 +86,7 @@ def test_cli_info_and_run_choose_for_sm90a(capsys):
     assert main(["run", "--arch", ARCH, "--shape", "100x72x200", "--sim"]) == 0
     out = capsys.readouterr().out
     assert "chosen     --instruction wgmma" in out and "PASS" in out
-    assert main(["info", "--arch", ARCH, "--shape", "256x256x256", "--dtype", "tf32"]) == 2
+    assert main(["info", "--arch", ARCH, "--shape", "256x256x256", "--acc", "f16", "--out", "f16"]) == 2
     captured = capsys.readouterr()
     err = captured.err + captured.out
     assert "sm_90" in err and "Traceback" not in err

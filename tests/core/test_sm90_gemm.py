@@ -161,8 +161,6 @@ def test_accumulators_read_before_wait_group_are_caught():
     (Gemm(128, 128, 128, dtype="f16", out_dtype="f16", a_layout="row", b_layout="col", acc_dtype="f16"),
      simple((64, 128, 64)),
      "gemm.accumulator", "f32 accumulation"),
-    (Gemm(128, 128, 128, dtype="e4m3", a_layout="row", b_layout="col"), simple((64, 128, 128)),
-     "gemm.dtype", "dtype='f16'"),
     (Gemm(128, 128, 128, dtype="f16", a_layout="row", b_layout="col", batch=2),
      simple((64, 128, 64), epilogue_via_smem=True), "schedule.epilogue_via_smem", "epilogue_via_smem=None or False"),
 ])

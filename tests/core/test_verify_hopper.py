@@ -224,7 +224,7 @@ def test_compile_refuses_a_legal_hopper_schedule_with_the_sm_90_fix():
     assert isinstance(e, LoweringNotBuilt) and isinstance(e, ScheduleError)
     assert "not built yet" in str(e) and "arch='sm_90'" in e.fix
     with pytest.raises(LoweringNotBuilt, match="converted to f16"):
-        ptxgen.compile(_g(dtype="e4m3"), _h(block=(128, 128, 128)), ARCH)
+        ptxgen.compile(_g(dtype="e4m3"), _h(block=(128, 128, 128), cluster=(2, 1)), ARCH)  # fp8: built, clusters not
 
 
 def test_illegal_hopper_schedule_fails_its_rule_before_not_built():

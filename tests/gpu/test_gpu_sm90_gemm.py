@@ -165,3 +165,23 @@ def test_sm90_tma_store_epilogue_through_the_driver():
     err = rel_fro(c.astype(np.float64), ref)
     record("sm90_gemm::driver_tma_store", err=err)
     assert err < tolerance(g) and np.isnan(big[:, g.n:].astype(np.float32)).all()
+
+
+@pytest.mark.parametrize("dtype, out, block", [("tf32", "f32", (64, 64, 32)), ("e4m3", "bf16", (64, 64, 128)),
+                                               ("e5m2", "f32", (64, 48, 64)), ("s8", "s32", (64, 64, 128)),
+                                               ("u8", "u8", (64, 64, 64))])
+def test_sm90_tf32_fp8_int8_through_the_driver(dtype, out, block):
+    """The K-major tf32 / fp8 / int8 kernels (emit/sm90/operand_types.py): maps of 4- and 1-byte
+    elements (FLOAT32 / UINT8 TMA types) encoded by cuTensorMapEncodeTiled, every output checked."""
+    from ptxgen.check import check_kernel, random_epilogue_operands, random_scale
+    from ptxgen import Epilogue
+
+    epi = Epilogue(scale="col", bias="col") if out == "u8" else None
+    g = Gemm(100, 72, 208, dtype=dtype, out_dtype=out, epilogue=epi)
+    s = Schedule(block=block, instruction="wgmma", stages=2, warp_specialized=False, persistent=False, consumers=1)
+    k = ptxgen.compile(g, s, arch="sm_90a")
+    a, b = random_operands(g, 6)
+    c_in, bias = random_epilogue_operands(g, 7)
+    result = check_kernel(k, a, b, c_in, bias, random_scale(g, 8), run=k)
+    record("sm90_gemm::driver_dtypes", dtype=dtype, out=out, result=str(result))
+    assert result.ok, result

@@ -1,6 +1,8 @@
 """The sm_90a direct epilogue: each f32 accumulator element goes through the shared epilogue math
 (epilogue/math.py: alpha, beta * C, bias, scale vectors, ReLU/GELU/SiLU, the cast) and is stored
-to C with st.global, guarded by row < M and column < N (the tile may overhang both).
+to C with st.global, guarded by row < M and column < N (the tile may overhang both). s32
+accumulators (s8/u8 inputs) are stored as they are for an s32 output, else converted to f32 first
+(cvt.rn.f32.s32) and go the same way, to f32/f16/bf16 or quantised to s8/u8, as on sm_80.
 
 Element i of an m64 block sits at row 16w + g + 8*((i>>1)&1), column 8*(i>>2) + 2t + (i&1)
 (wgmma_layouts.accumulator_coord), so a thread needs two row pointers per block and its column
@@ -17,8 +19,8 @@ from .wgmma_layouts import accumulator_coord
 if TYPE_CHECKING:
     from .pipeline import Sm90Lowering
 
-#: Output dtypes the direct store writes (the f16/bf16 wgmma outputs).
-OUTPUTS = ("f32", "f16", "bf16")
+#: Output dtypes the direct store writes: floats from every input, s32 and quantised s8/u8 from s8/u8.
+OUTPUTS = ("f32", "f16", "bf16", "s32", "s8", "u8")
 
 
 class DirectStores(EpilogueMath):
@@ -71,4 +73,8 @@ class DirectStores(EpilogueMath):
                     vec = {name: (row_vec[name] if name in row_vec else col_vec[name][c])
                            for name in ("bias", "scale") if name in row_vec or name in col_vec}
                     old = self.load_old(addr, 1, ok)[0] if e.beta else None
-                    self.store(addr, [self.apply(r, old, vec.get("bias"), vec.get("scale"))], ok)
+                    if g.out_dtype == "s32":          # the exact accumulator bits (no epilogue: verify.py)
+                        self.store(addr, [r], ok)
+                        continue
+                    v = self.f("cvt.rn.f32.s32", r) if self.int_to_float else r
+                    self.store(addr, [self.apply(v, old, vec.get("bias"), vec.get("scale"))], ok)

@@ -310,7 +310,12 @@ class TmaStores(DirectStores):
 
     def element(self, v: VReg, old: VReg | None, col: int, col_vec: dict, row_vec: dict) -> VReg:
         """apply() with the element's vector values: `col` is its column offset from the thread's
-        first column of the chunk."""
+        first column of the chunk. s32 accumulators (s8/u8 inputs) go out as they are for an s32
+        output (no epilogue math: verify.py), else through cvt.rn.f32.s32 first, as in epilogue.py."""
+        if self.g.out_dtype == "s32":
+            return v
+        if self.int_to_float:
+            v = self.f("cvt.rn.f32.s32", v)
         vec = {}
         for name in ("bias", "scale"):
             if name in row_vec:

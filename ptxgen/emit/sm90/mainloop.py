@@ -21,6 +21,7 @@ from . import descriptors as dsc
 from . import mbarrier_isa as mb
 from . import tma_isa as tma
 from . import wgmma_isa as wi
+from .operand_types import wgmma_shape
 
 if TYPE_CHECKING:
     from .pipeline import Sm90Lowering
@@ -74,7 +75,7 @@ class TmaWgmmaLoop:
         self.lw, self.b, self.plan = lw, lw.b, lw.plan
         self.ring = lw.ring
         g = lw.g
-        self.shape = wi.wgmma_shape("f32", g.dtype, g.dtype, lw.s.bn)
+        self.shape = wgmma_shape(g, lw.s.bn)  # per dtype: operand_types.py
         self.in_flight = 1 if lw.s.stages >= 2 else 0
 
     # -- addresses -------------------------------------------------------------------------

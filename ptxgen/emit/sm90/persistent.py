@@ -55,7 +55,10 @@ class TileWalk:
 
 def zero_accumulators(lw: "Sm90Lowering", acc: list[tuple[VReg, ...]]) -> None:
     """mov 0 into every accumulator: once per kernel, or per tile of a persistent walk."""
-    lw.b.comment(f"zero {sum(len(a) for a in acc)} f32 accumulators")
+    from .operand_types import accumulator_dtype, zero_accumulator
+
+    lw.b.comment(f"zero {sum(len(a) for a in acc)} {accumulator_dtype(lw.g)} accumulators")
+    op, zero = zero_accumulator(lw.g)
     for frag in acc:
         for r in frag:
-            lw.b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
+            lw.b.emit(op, r, zero, ndefs=1)

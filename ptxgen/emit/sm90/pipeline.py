@@ -43,6 +43,7 @@ from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
 from .persistent import zero_accumulators
 from .streamk import Sm90StreamK
 from .warp_specialized import WarpSpecializedLoop
+from .operand_types import accumulator_class, accumulator_dtype, zero_accumulator
 
 SMEM_SYMBOL = "smem"
 RING_BUFFER = "sm90_ring"
@@ -104,9 +105,10 @@ class Sm90Pipeline:
         self.loop.init_barriers()
 
     def accumulators(self) -> list[tuple[VReg, ...]]:
-        """One 64 x BN f32 fragment per m64 block of the warpgroup's rows."""
-        n_regs = wi.accumulator_registers(self.lw.s.bn, "f32")
-        return [self.lw.b.regs("f32", n_regs) for _ in range(self.lw.plan.rows_per_consumer // 64)]
+        """One 64 x BN f32 (s32 for s8/u8) fragment per m64 block of the warpgroup's rows."""
+        g = self.lw.g
+        n_regs = wi.accumulator_registers(self.lw.s.bn, accumulator_dtype(g))
+        return [self.lw.b.regs(accumulator_class(g), n_regs) for _ in range(self.lw.plan.rows_per_consumer // 64)]
 
     def mainloop(self, acc: list[tuple[VReg, ...]], kt_count: VReg, kt_begin: VReg | None = None) -> None:
         if kt_begin is None:  # the whole k-range (the warp-specialised loop has no other)

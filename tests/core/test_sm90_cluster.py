@@ -94,7 +94,7 @@ def test_one_cluster_computes_exactly_its_tiles():
 
 
 # -- property test over the cluster space -------------------------------------------------------------
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(st.data())
 def test_cluster_schedules_match_numpy(data):
     """Warp-specialised persistent schedules with a drawn cluster and multicast; the verifier
@@ -102,9 +102,10 @@ def test_cluster_schedules_match_numpy(data):
     g, s = draw_ws_case(data, persistent=True)
     cluster = data.draw(st.sampled_from(((2, 1), (1, 2), (2, 2), (4, 1))), label="cluster")
     size = cluster[0] * cluster[1]
-    s = s.__class__(**{**s.__dict__, "cluster": cluster,
+    bn = data.draw(st.sampled_from((16, 32, 48, 64, 128)), label="BN (multicast-friendly)")
+    s = s.__class__(**{**s.__dict__, "cluster": cluster, "block": (s.bm, bn, s.bk),
                        "multicast": data.draw(st.sampled_from((True, True, False)), label="multicast"),
-                       "sms": data.draw(st.sampled_from((size, 2 * size, 3)), label="sms"),
+                       "sms": data.draw(st.sampled_from((size, 2 * size, 2 * size, 3)), label="sms"),
                        "group_m": data.draw(st.sampled_from((4, 8)), label="group_m")})
     try:
         verify(g, s, ARCH)

@@ -66,6 +66,15 @@ def sm90_roles(plan) -> str:
             f".maxnreg {plan.launch_regs}")
 
 
+def sm90_cluster_line(plan) -> str:
+    """The cluster and what its CTAs share (emit/sm90/cluster.py), for the header."""
+    cm, cn = plan.cluster
+    shared = (" and ".join(f"{op} multicast (each CTA loads 1/{cm if op == 'B' else cn} of the box)"
+                           for op in plan.multicast) if plan.multicast else "no multicast (scheduling only)")
+    return (f"cluster {cm}x{cn} (.reqnctapercluster {cm * cn}, 1, 1; cuLaunchKernelEx): cluster c walks cluster "
+            f"tiles c, c + %nclusterid.x, ..., rank r on tile (r % {cm}, r / {cm}) of each; {shared}")
+
+
 def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
     plan = hopper_plan(g, s)
     maps = "; ".join(f"{t.param}: {t.operand} {'K' if t.k_major else 'MN'}-major, box {t.box[0]}x{t.box[1]}, {t.swizzle} swizzle"
@@ -82,6 +91,7 @@ def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[
         f"raster {s.raster}" + (f" (group {s.group_m})" if s.raster == "grouped" else ""),
         "grid: " + ("persistent, min(tiles, SMs) CTAs, CTA x walking tiles x, x + %nctaid.x, ... (its epilogue "
                     "overlapping the producer's loads of its next tile)" if s.persistent else "one CTA per output tile"),
+        *([sm90_cluster_line(plan)] if plan.cluster != (1, 1) else []),
         f"launch: grid {grid}, block ({plan.threads}, 1, 1), {smem} B dynamic shared memory",
         f"params: tmapA, tmapB (CUtensorMap by value, .align 64 .b8 [128]); C (.u64); M, N, K, ldc (.u32). {maps}",
     ]

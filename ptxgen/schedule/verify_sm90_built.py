@@ -32,8 +32,8 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
                 "warp-specialised kernel walks tiles)", "set warp_specialized=True, or persistent=False")
     if tuple(s.cluster) != (1, 1) and not (s.warp_specialized and s.persistent):
         _refuse(g, "schedule.cluster", s.cluster, "thread-block clusters outside the warp-specialised persistent "
-                "kernel (emit/sm90/cluster.py)", "set warp_specialized=True and persistent=True (the defaults), "
-                "or cluster=(1, 1)")
+                "kernel (emit/sm90/cluster.py)", "set cluster=(1, 1), or warp_specialized=True and persistent=True "
+                "(the defaults)")
     if g.dtype not in BUILT_DTYPES:
         _refuse(g, "gemm.dtype", g.dtype, f"{g.dtype} inputs (only {', '.join(BUILT_DTYPES)})", "use dtype='f16' or 'bf16'")
     if g.accumulator != "f32":

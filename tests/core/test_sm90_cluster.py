@@ -276,3 +276,14 @@ def test_cluster_kernels_assemble_without_spills(block, stages, cluster, monkeyp
         ran += 1
     if not ran:
         pytest.skip("neither ptxas nor nvJitLink is installed")
+
+
+def test_cli_runs_a_cluster_kernel_on_the_simulator(capsys):
+    from ptxgen.cli import main
+
+    argv = ["run", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "128x64x64", "--cluster", "2x1",
+            "--sms", "2", "--shape", "300x136x104", "--sim"]
+    status = main(argv)
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert "PASS" in out and "checked 9 of 9 tiles" in out and "Traceback" not in out + err

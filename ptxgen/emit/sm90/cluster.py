@@ -102,8 +102,15 @@ class ClusterRoles:
 
     def __init__(self, lw: "Sm90Lowering", shape: ClusterShape):
         self.lw, self.b, self.shape = lw, lw.b, shape
-        self.masks: dict[str, VReg] = {}
-        self.slice_rows: dict[str, VReg] = {}
+        self.masks: dict[str, VReg] = {}          # per multicast operand: its .b16 ctaMask
+        self.slice_rows: dict[str, VReg] = {}     # per multicast operand: which slice this CTA loads
+        # set by setup() before the roles split: %cluster_ctarank and this CTA's (dm, dn) in the cluster
+        self.rank: VReg
+        self.dm: VReg
+        self.dn: VReg
+        # set by tile_count() in each role's walk: cluster tiles along M and N
+        self.num_m: VReg
+        self.num_n: VReg
 
     # -- set-up, before the roles split ---------------------------------------------------------
     def setup(self) -> None:

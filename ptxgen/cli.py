@@ -111,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--persistent", action=argparse.BooleanOptionalAction, default=None,
                    help="one CTA per SM walks the output tiles (default on; needs --warp-specialized)")
     h.add_argument("--cluster", default=None, type=lambda t: dims(t, 2, "cluster"),
-                   help="CMxCN CTAs per thread-block cluster (default 1x1; larger clusters are not built yet)")
+                   help="CMxCN CTAs per thread-block cluster (default 1x1; larger ones on the warp-specialised persistent kernel, with TMA multicast of the shared operand)")
     h.add_argument("--swizzle", default=None, type=int, choices=(128, 64, 32),
                    help="TMA box and wgmma descriptor swizzle in bytes (default: the widest the tiles allow)")
     s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS), help="target architecture (default sm_80)")

@@ -73,7 +73,10 @@ def describe_hopper(k: Kernel) -> list[str]:
         f"{k.smem_bytes} B dynamic shared memory",
         f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier"
         + ("; consumers release a stage on its empty mbarrier (one arrival per consumer warp) once the wgmma "
-           "reading it retired" if plan.warp_specialized else ""),
+           "reading it retired" if plan.warp_specialized else "")
+        + (f"; {'B' if plan.multicast == ('B',) else 'A' if plan.multicast == ('A',) else 'A and B'} multicast "
+           "to the cluster's CTAs sharing it, each stage released on every CTA it came from (remote arrivals)"
+           if plan.multicast else ""),
         f"smem       {s.stages} stages x ({ring.a_bytes} B of A + {ring.b_bytes} B of B) + "
         f"{ring.nbytes - ring.barriers} B {'full + empty' if ring.empty_barriers else 'full'} mbarriers"
         + (f" + {flag} B split-K flag" if flag else "")

@@ -78,6 +78,15 @@ def describe_sm90_stores(plan, g: Gemm) -> str:
             f"TMA stores clipped at M and N{beta}")
 
 
+def sm90_cluster_line(plan) -> str:
+    """The cluster and what its CTAs share (emit/sm90/cluster.py), for the header."""
+    cm, cn = plan.cluster
+    shared = (" and ".join(f"{op} multicast (each CTA loads 1/{cm if op == 'B' else cn} of the box)"
+                           for op in plan.multicast) if plan.multicast else "no multicast (scheduling only)")
+    return (f"cluster {cm}x{cn} (.reqnctapercluster {cm * cn}, 1, 1; cuLaunchKernelEx): cluster c walks cluster "
+            f"tiles c, c + %nclusterid.x, ..., rank r on tile (r % {cm}, r / {cm}) of each; {shared}")
+
+
 def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
     plan = hopper_plan(g, s)
     maps = "; ".join(f"{t.param}: {t.operand} {'row' if t.operand == 'C' else 'K' if t.k_major else 'MN'}-major, box {'x'.join(map(str, t.box))}, {t.swizzle} swizzle"
@@ -96,6 +105,7 @@ def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[
         "grid: " + (f"{s.decomposition} over a persistent grid of %nctaid.x CTAs" if s.stream_k else
                     "persistent, min(tiles, SMs) CTAs, CTA x walking tiles x, x + %nctaid.x, ... (its epilogue "
                     "overlapping the producer's loads of its next tile)" if s.persistent else "one CTA per output tile"),
+        *([sm90_cluster_line(plan)] if plan.cluster != (1, 1) else []),
         f"launch: grid {grid}, block ({plan.threads}, 1, 1), {smem} B dynamic shared memory",
         f"params: {', '.join(t.param for t in tensor_map_specs(g, s))} (CUtensorMap by value, .align 64 .b8 [128]"
         f"{'; A and B 3-D, batch outermost' if g.batch > 1 else ''}); "

@@ -116,6 +116,16 @@ class Kernel:
         return self.grid
 
     @property
+    def cluster_dims(self) -> tuple[int, int, int]:
+        """Thread-block cluster dimensions of the launch: (CM*CN, 1, 1) for an sm_90a schedule with
+        a cluster (consecutive CTAs of the 1-D persistent grid, as the entry's .reqnctapercluster
+        says: emit/sm90/cluster.py), else (1, 1, 1)."""
+        s = self.schedule
+        if not s.hopper or s.cluster is None:
+            return (1, 1, 1)
+        return (s.cluster[0] * s.cluster[1], 1, 1)
+
+    @property
     def zeroes_c_first(self) -> bool:
         """Atomic split-K accumulates into C, so C is zeroed before the launch."""
         return self.schedule.split_k > 1 and self.schedule.split_k_mode == "atomic"

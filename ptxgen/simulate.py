@@ -56,8 +56,36 @@ def cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int]
     if not persistent_hopper(kernel):
         return [cta_tile(kernel, cta)]
     g, s = kernel.gemm, kernel.schedule
+    if kernel.cluster_dims != (1, 1, 1):
+        return cluster_cta_tiles(kernel, cta)
     tiles = -(-g.m // s.bm) * -(-g.n // s.bn)
     return [tile_of_index(kernel, i) for i in range(cta[0], tiles, kernel.grid[0])]
+
+
+def cluster_cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int]]:
+    """A clustered persistent CTA's tiles (emit/sm90/cluster.py): cluster x // size walks cluster
+    tiles in the raster over cluster tiles; rank r takes tile (CM*ctm + r % CM, CN*ctn + r // CM);
+    tiles past the edge (the grid rounded up to whole clusters) write nothing."""
+    g, s = kernel.gemm, kernel.schedule
+    cm, cn = s.cluster
+    size = cm * cn
+    tiles_m, tiles_n = -(-g.m // s.bm), -(-g.n // s.bn)
+    num_m, num_n = -(-tiles_m // cm), -(-tiles_n // cn)
+    dm, dn = cta[0] % size % cm, cta[0] % size // cm
+    out = []
+    for index in range(cta[0] // size, num_m * num_n, kernel.grid[0] // size):
+        if s.raster == "row":
+            ctm, ctn = index // num_n, index % num_n
+        else:
+            group = s.group_m // cm
+            first = index // (num_n * group) * group
+            size_m = min(num_m - first, group)
+            pos = index % (num_n * group)
+            ctm, ctn = first + pos % size_m, pos // size_m
+        tm, tn = ctm * cm + dm, ctn * cn + dn
+        if tm < tiles_m and tn < tiles_n:
+            out.append((tm, tn))
+    return out
 
 
 def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:

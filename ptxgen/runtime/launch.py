@@ -38,9 +38,29 @@ def _dim3(v: int | tuple[int, ...], what: str) -> tuple[int, int, int]:
 
 
 def _launch(fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int,
-            stream: int, params: ParamBlock) -> None:
+            stream: int, params: ParamBlock, cluster: tuple[int, int, int] = (1, 1, 1)) -> None:
+    if cluster != (1, 1, 1):
+        drv._call("cuLaunchKernelEx", _cluster_config(grid, block, smem, stream, cluster), fn.handle,
+                  params.address, 0)
+        return
     drv._call("cuLaunchKernel", fn.handle, grid[0], grid[1], grid[2], block[0], block[1],
               block[2], int(smem), stream, params.address, 0)
+
+
+def _cluster_config(grid: tuple[int, int, int], block: tuple[int, int, int], smem: int, stream: int,
+                    cluster: tuple[int, int, int]) -> Any:
+    """A CUlaunchConfig with the cluster-dimension attribute (issue 13, item 3): cluster kernels
+    launch through cuLaunchKernelEx with the dimensions their .reqnctapercluster also states."""
+    d = drv._driver()
+    cfg = d.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
+    cfg.sharedMemBytes, cfg.hStream = int(smem), d.CUstream(stream)
+    attr = d.CUlaunchAttribute()
+    attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+    cfg.attrs, cfg.numAttrs = [attr], 1
+    return cfg
 
 
 def _sync_if_asked(stream: int) -> None:
@@ -375,7 +395,7 @@ def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, bias: Any = N
     plan = _plan(kernel, a, b, c, stream, bias, scale)
     if not plan.host:
         _wait_for_producers(list(plan.views), plan.stream)
-    _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params)
+    _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params, kernel.cluster_dims)
     if plan.host:
         _finish_host(plan)
     else:
@@ -399,8 +419,15 @@ def prepare_launch(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any = None,
     addr = params.address
     make_current = drv.context().make_current
 
+    cluster = kernel.cluster_dims
+    config = _cluster_config(grid, block, smem, s, cluster) if cluster != (1, 1, 1) else None
+    launch_ex = drv._driver().cuLaunchKernelEx if config is not None else None
+
     def run() -> None:
         make_current()  # run may be called from another thread than the one that prepared it
+        if config is not None:  # a cluster kernel: cuLaunchKernelEx with the cluster attribute
+            check("cuLaunchKernelEx", launch_ex(config, fn.handle, addr, 0))
+            return
         check("cuLaunchKernel", launch(fn.handle, grid[0], grid[1], grid[2], block[0], block[1],
                                        block[2], smem, s, addr, 0))
 

@@ -267,8 +267,10 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
 
 def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:
     """CTAs of a persistent grid: one per SM (`s.sms` if given), never more than the work units
-    (tiles x splits x batch), rounded down to whole clusters."""
-    tiles_m, tiles_n = -(-g.m // s.bm), -(-g.n // s.bn)
-    size = s.cluster[0] * s.cluster[1]
+    (tiles x splits x batch, the tile grid rounded up to whole clusters: emit/sm90/cluster.py),
+    rounded down to whole clusters."""
+    cm, cn = s.cluster
+    tiles_m, tiles_n = -(-g.m // s.bm // cm) * cm, -(-g.n // s.bn // cn) * cn
+    size = cm * cn
     work = tiles_m * tiles_n * s.split_k * g.batch
     return max(size, floor_to(min(s.sms or sms, work), size))

@@ -17,6 +17,8 @@ from .schedule import HOPPER_FIELDS, SWIZZLE_WIDTHS, Schedule
 from .targets import HOPPER_TARGETS, target
 from ..errors import ScheduleError
 
+#: Rows of a multicast box slice: a whole number of swizzle atoms (8 rows of the swizzle width).
+MULTICAST_SLICE_ROWS = 8
 SM80_PATH = "arch='sm_90' with instruction='m16n8k16' (the mma.sync path)"
 
 
@@ -217,20 +219,25 @@ def verify_hopper_smem(s: Schedule, plan: HopperPlan, arch: str) -> None:
 
 
 def verify_cluster(g: Gemm, s: Schedule, plan: HopperPlan, arch: str) -> None:
-    """At most 8 CTAs, dividing the tile grid, multicast only within a real cluster, and a
-    tile walk that keeps a cluster's CTAs on the same k-tiles."""
+    """At most 8 CTAs, multicast only within a real cluster, slices of a multicast box that start
+    on a swizzle atom, and a tile walk that keeps a cluster's CTAs on the same k-tiles. The tile
+    grid need not be a multiple of the cluster: it is rounded up to whole clusters, and a CTA whose
+    tile lies past M or N loads zeros and stores nothing (emit/sm90/cluster.py)."""
     cm, cn = s.cluster
     size, most = cm * cn, target(arch).max_cluster
     if size > most:
         raise ScheduleError("schedule.cluster", s.cluster, f"{size} CTAs per cluster, over the portable limit of "
                             f"{most}", "use cluster=(2, 1) or (1, 2)")
-    tiles_m, tiles_n = plan.tiles
-    for along, c, t, name, dim in (("M", cm, tiles_m, "CM", "BM"), ("N", cn, tiles_n, "CN", "BN")):
-        if t % c:
-            raise ScheduleError("schedule.cluster", s.cluster, f"{name}={c} does not divide the {t} tile(s) along "
-                                f"{along} ({along}={getattr(g, along.lower())} in tiles of {dim}), so a cluster "
-                                "would hang off the grid", f"use cluster {name}=1, or a {dim} that makes the tile "
-                                f"count along {along} a multiple of {c}")
+    for box, parts, along in ((plan.b_box, cm, "CM"), (plan.a_box, cn, "CN")):
+        if box is None or box.operand not in plan.multicast:
+            continue
+        if box.outer % (MULTICAST_SLICE_ROWS * parts):
+            dim = ("BN" if box.operand == "B" else "BM") if box.k_major else "BK"
+            raise ScheduleError(f"schedule.block.{dim}", box.outer, f"with multicast each of the {along}={parts} "
+                                f"CTAs sharing {box.operand} loads 1/{parts} of its {box.outer}-row TMA box, and "
+                                f"each slice must be a multiple of {MULTICAST_SLICE_ROWS} rows (one swizzle atom) "
+                                "so that every CTA's part lands on the same swizzle pattern",
+                                f"make {dim} a multiple of {MULTICAST_SLICE_ROWS * parts}, or use multicast=False")
     if s.multicast and size == 1:
         raise ScheduleError("schedule.multicast", True, "TMA multicast shares loads between the CTAs of a cluster, "
                             "and cluster=(1, 1) has one", "use multicast=None/False, or cluster=(2, 1) or (1, 2)")

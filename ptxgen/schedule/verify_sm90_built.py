@@ -41,9 +41,10 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
         _refuse(g, "schedule.warp_specialized", s.warp_specialized, f"{what} in the warp-specialised kernel (built "
                 "in the non-specialised one)", "set warp_specialized=False" + ("" if s.stream_k else
                                                                                  " and persistent=False"))
-    if tuple(s.cluster) != (1, 1) or s.multicast:
-        _refuse(g, "schedule.cluster", s.cluster, "thread-block clusters or TMA multicast",
-                "set cluster=(1, 1) and multicast=False")
+    if tuple(s.cluster) != (1, 1) and not (s.warp_specialized and s.persistent):
+        _refuse(g, "schedule.cluster", s.cluster, "thread-block clusters outside the warp-specialised persistent "
+                "kernel (emit/sm90/cluster.py)", "set cluster=(1, 1), or warp_specialized=True and persistent=True "
+                "(the defaults)")
     if g.dtype not in BUILT_DTYPES:
         _refuse(g, "gemm.dtype", g.dtype, f"{g.dtype} inputs (only {', '.join(BUILT_DTYPES)})", "use dtype='f16' or 'bf16'")
     if g.accumulator not in ("f32", "s32"):  # s32: the s8/u8 inputs' own accumulator

@@ -143,8 +143,10 @@ INVALID = [
     ("smem with C staging", _g(epilogue=Epilogue(beta=1.0)), _h(block=(256, 128, 64), stages=5), ARCH,
      "schedule.stages", "epilogue_via_smem=False"),
     ("cluster 16", G, _h(cluster=(4, 4)), ARCH, "schedule.cluster", "(2, 1)"),
-    ("cluster vs tiles", _g(m=384), _h(cluster=(2, 1)), ARCH, "schedule.cluster", "CM=1"),
-    ("cluster N vs tiles", _g(n=384), _h(cluster=(1, 2)), ARCH, "schedule.cluster", "CN=1"),
+    ("multicast B slice", G, _h(block=(128, 24, 64), cluster=(2, 1), consumers=1), ARCH, "schedule.block.BN",
+     "multiple of 16"),
+    ("multicast A slice", _g(a_layout="col"), _h(block=(128, 128, 16), cluster=(1, 4)), ARCH, "schedule.block.BK",
+     "multicast=False"),
     ("multicast without cluster", G, _h(multicast=True), ARCH, "schedule.multicast", "cluster=(2, 1)"),
     ("stream-k in a cluster", G, _h(cluster=(2, 1), decomposition="stream-k"), ARCH, "schedule.decomposition",
      "cluster=(1, 1)"),
@@ -205,26 +207,30 @@ def test_drawn_hopper_schedules_keep_every_limit(data):
         assert s.producer_regs <= p.launch_regs <= s.consumer_regs
         assert all(24 <= r <= 256 and r % 8 == 0 for r in (s.producer_regs, s.consumer_regs))
     assert p.accumulator_regs + 40 <= p.consumer_regs
-    assert p.tiles[0] % s.cluster[0] == 0 and p.tiles[1] % s.cluster[1] == 0 and s.cluster[0] * s.cluster[1] <= 8
+    assert s.cluster[0] * s.cluster[1] <= 8      # tile counts need not divide: the walk rounds up (sm90/cluster.py)
+    for box, parts in ((p.b_box, s.cluster[0]), (p.a_box, s.cluster[1])):
+        if box.operand in p.multicast:           # each CTA's multicast slice is whole swizzle atoms
+            assert box.outer % (8 * parts) == 0
     assert (g.leading_dims()[0] * esize) % 16 == 0 and (g.leading_dims()[1] * esize) % 16 == 0
     assert persistent_ctas(g, s, 132) % (s.cluster[0] * s.cluster[1]) == 0
     try:
         verify(g, s, ARCH)
     except LoweringNotBuilt:
         pass
-    else:  # compiled by the sm_90a lowering (test_sm90_gemm.py, test_sm90_ws.py, ...): only its subset
-        assert (s.warp_specialized or not s.persistent or s.stream_k) and s.cluster == (1, 1)
+    else:  # compiled by the sm_90a lowering (test_sm90_gemm.py, test_sm90_ws.py, test_sm90_cluster.py, ...)
+        assert s.warp_specialized or not s.persistent or s.stream_k
+        assert s.cluster == (1, 1) or (s.warp_specialized and s.persistent)
         assert not (s.warp_specialized and (g.batch > 1 or s.split_k > 1 or s.stream_k))
 
 
 def test_compile_refuses_a_legal_hopper_schedule_with_the_sm_90_fix():
     with pytest.raises(NotImplementedError) as info:
-        ptxgen.compile(G, _h(cluster=(2, 1)), ARCH)   # clusters: legal, not built
+        ptxgen.compile(G, _h(cluster=(2, 1), persistent=False), ARCH)   # clusters off the persistent grid: not built
     e = info.value
     assert isinstance(e, LoweringNotBuilt) and isinstance(e, ScheduleError)
     assert "not built yet" in str(e) and "arch='sm_90'" in e.fix
     with pytest.raises(LoweringNotBuilt, match="converted to f16"):
-        ptxgen.compile(_g(dtype="e4m3"), _h(block=(128, 128, 128), cluster=(2, 1)), ARCH)  # fp8: built, clusters not
+        ptxgen.compile(_g(dtype="e4m3"), _h(block=(128, 128, 128), cluster=(2, 1), persistent=False), ARCH)  # fp8: built; clusters off the persistent grid: not
 
 
 def test_illegal_hopper_schedule_fails_its_rule_before_not_built():
@@ -234,7 +240,8 @@ def test_illegal_hopper_schedule_fails_its_rule_before_not_built():
 
 
 def test_cli_says_not_built_and_names_flags(capsys):
-    assert main(["info", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "128x128x64", "--cluster", "2x1"]) == 2
+    assert main(["info", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "128x128x64", "--cluster", "2x1",
+                 "--no-persistent"]) == 2
     err = capsys.readouterr().err
     assert "not built yet" in err and "--arch sm_90" in err and "Traceback" not in err
     assert main(["run", "--dtype", "e4m3", "--shape", "64x64x64"]) == 2

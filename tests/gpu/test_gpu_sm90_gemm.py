@@ -185,3 +185,33 @@ def test_sm90_tf32_fp8_int8_through_the_driver(dtype, out, block):
     result = check_kernel(k, a, b, c_in, bias, random_scale(g, 8), run=k)
     record("sm90_gemm::driver_dtypes", dtype=dtype, out=out, result=str(result))
     assert result.ok, result
+
+
+@pytest.mark.parametrize("shape, layouts, cluster", [((300, 200, 136), "tn", (2, 1)),    # odd m-tile count
+                                                     ((136, 264, 104), "nt", (1, 2))])
+def test_cluster_multicast_gemm_launches_through_cuLaunchKernelEx(shape, layouts, cluster, monkeypatch):
+    """A cluster kernel (emit/sm90/cluster.py) goes through cuLaunchKernelEx with the cluster-
+    dimension attribute (the same (CM*CN, 1, 1) its .reqnctapercluster states), never cuLaunchKernel."""
+    from ptxgen.runtime import launch as launch_mod
+
+    calls: list[str] = []
+    real = launch_mod.drv._call
+
+    def spy(name, *args):
+        calls.append(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(launch_mod.drv, "_call", spy)
+    major = {"t": "row", "n": "col"}
+    g = Gemm(*shape, dtype="f16", out_dtype="f32", a_layout=major[layouts[0]], b_layout=major[layouts[1]])
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 64), instruction="wgmma", stages=3, consumers=1, sms=2,
+                                   cluster=cluster), arch="sm_90a")
+    assert k.cluster_dims == (2, 1, 1) and ".reqnctapercluster 2, 1, 1" in k.ptx
+    a, b = random_operands(g, 6)
+    c = np.full((g.m, g.n), np.nan, dtype=np.float32)
+    k(a, b, c=c)
+    assert "cuLaunchKernelEx" in calls and "cuLaunchKernel" not in calls
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    err = rel_fro(c, ref)
+    record("sm90_gemm::driver_cluster", shape=shape, cluster=cluster, err=err)
+    assert not np.isnan(c).any() and err < tolerance(g)

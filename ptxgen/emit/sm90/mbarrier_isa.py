@@ -49,22 +49,28 @@ def arrive_expect_tx(b: Builder, bar: Addr, tx_bytes: int | VReg, guard: VReg | 
                   comment=comment)
 
 
-def try_wait_parity(b: Builder, bar: Addr, parity: int | VReg, comment: str | None = None) -> VReg:
+def try_wait_parity(b: Builder, bar: Addr, parity: int | VReg, comment: str | None = None,
+                    scope: str = "cta") -> VReg:
     """A predicate that is true once the phase of parity `parity` (0 even, 1 odd) has completed;
-    it may time out false, so callers loop (see wait_parity). Acquire at CTA scope by default."""
+    it may time out false, so callers loop (see wait_parity). Acquire at CTA scope by default;
+    scope="cluster" (`.acquire.cluster`, PTX 8.0) when other CTAs' release-arrivals complete the phase."""
     if isinstance(parity, int) and parity not in (0, 1):
         raise ValueError("mbarrier phase parity is 0 or 1")
+    if scope not in ("cta", "cluster"):
+        raise ValueError(f"mbarrier.try_wait scope {scope!r}: use 'cta' or 'cluster'")
     p = b.reg("pred")
-    b.emit("mbarrier.try_wait.parity.shared::cta.b64", p, bar, parity, ndefs=1, comment=comment)
+    sem = ".acquire.cluster" if scope == "cluster" else ""
+    b.emit(f"mbarrier.try_wait.parity{sem}.shared::cta.b64", p, bar, parity, ndefs=1, comment=comment)
     return p
 
 
-def wait_parity(b: Builder, bar: Addr, parity: int | VReg, role: str, comment: str | None = None) -> None:
+def wait_parity(b: Builder, bar: Addr, parity: int | VReg, role: str, comment: str | None = None,
+                scope: str = "cta") -> None:
     """Spin until the phase of `parity` completes: `L: try_wait.parity p; @!p bra L;` with a label
     named by its role (e.g. "wait_full")."""
     label = b.label(role)
     b.place(label)
-    p = try_wait_parity(b, bar, parity, comment)
+    p = try_wait_parity(b, bar, parity, comment, scope)
     b.emit("bra", Sym(label), guard=p, negate=True)
 
 

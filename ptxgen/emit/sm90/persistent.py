@@ -7,6 +7,9 @@ same map Stream-K uses). Each role of a warp-specialised CTA (the producer threa
 warp) walks the same sequence with its own counters, so no role waits for another to pick a tile.
 
 Not persistent: one CTA per tile, from the launch grid (`TileScheduler.tile()`), no loop.
+
+Clusters (cluster.py): cluster %clusterid.x walks cluster tiles %clusterid.x, + %nclusterid.x, ...
+and each CTA takes its own tile of each, so the CTAs of a cluster walk in lockstep.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ class TileWalk:
 
     def __init__(self, lw: "Sm90Lowering", role: str):
         self.lw, self.b, self.role = lw, lw.b, role
+        self.cluster = lw.cluster
         self.persistent = bool(lw.s.persistent)
         self.index: VReg | None = None
         self.count: VReg | None = None
@@ -35,20 +39,26 @@ class TileWalk:
         sched = TileScheduler(lw)  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
         if not self.persistent:
             return sched.tile()
-        self.count = sched.tile_count()
-        self.index = lw.u32("mov.u32", Sym("%ctaid.x"), comment=f"{self.role}: first tile, then += %nctaid.x")
+        if self.cluster is not None:
+            self.count = self.cluster.tile_count()
+            self.index = lw.u32("mov.u32", Sym("%clusterid.x"),
+                                comment=f"{self.role}: first cluster tile, then += %nclusterid.x")
+        else:
+            self.count = sched.tile_count()
+            self.index = lw.u32("mov.u32", Sym("%ctaid.x"), comment=f"{self.role}: first tile, then += %nctaid.x")
         self.top, self.done = b.label(f"{self.role}_tile_loop"), b.label(f"{self.role}_tiles_done")
         b.emit("bra", Sym(self.done), guard=lw.pred("setp.ge.u32", self.index, self.count))
         b.place(self.top)
-        return sched.tile(self.index)
+        return self.cluster.tile(self.index) if self.cluster is not None else sched.tile(self.index)
 
     def end(self) -> None:
         if not self.persistent:
             return
         lw, b = self.lw, self.b
         assert self.index is not None and self.count is not None
-        b.comment(f"{self.role}: next tile of this CTA (tile += %nctaid.x)")
-        b.emit("add.u32", self.index, self.index, lw.u32("mov.u32", Sym("%nctaid.x")), ndefs=1)
+        step = "%nclusterid.x" if self.cluster is not None else "%nctaid.x"
+        b.comment(f"{self.role}: next {'cluster ' if self.cluster is not None else ''}tile of this CTA (+= {step})")
+        b.emit("add.u32", self.index, self.index, lw.u32("mov.u32", Sym(step)), ndefs=1)
         b.emit("bra", Sym(self.top), guard=lw.pred("setp.lt.u32", self.index, self.count))
         b.place(self.done)
 

@@ -1,5 +1,6 @@
 """The sm_90a GEMM lowering: TMA + mbarrier ring + wgmma, one or two consumer warpgroups (each owns
-BM/consumers rows), no cluster. Two kernels:
+BM/consumers rows), optionally in thread-block clusters with TMA multicast (cluster.py; the
+warp-specialised persistent kernel only). Two kernels:
   * warp-specialised (the default; warp_specialized.py): a producer warpgroup's elected thread
     issues the copies on a full/empty ring; with `persistent` (the default) a grid of
     min(tiles, SMs) CTAs walks the output tiles (persistent.py), else one CTA per tile;
@@ -37,6 +38,7 @@ from ..tiles import TileScheduler, ZSlot
 from . import wgmma_isa as wi
 from . import batch as sm90_batch
 from . import splitk as sm90_splitk
+from .cluster import ClusterRoles, cluster_shape, split_box_rows
 from .epilogue import DirectStores
 from .epilogue_tma import TMA_MAP_SWIZZLE, TmaStores, tma_epilogue_layout
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
@@ -131,6 +133,10 @@ class Sm90Lowering(ScalarOps):
         self.b.function.directives.append(f".maxntid {self.plan.threads}, 1, 1")
         if self.plan.warp_specialized:  # setmaxnreg needs a register cap (warp_specialisation.md §9g)
             self.b.function.directives.append(f".maxnreg {self.plan.launch_regs}")
+        shape = cluster_shape(self.plan)
+        self.cluster: ClusterRoles | None = ClusterRoles(self, shape) if shape is not None else None
+        if shape is not None:  # a 1-D cluster of consecutive CTAs of the 1-D persistent grid (cluster.py)
+            self.b.function.directives.append(f".reqnctapercluster {shape.size}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.pipeline = Sm90Pipeline(self)
         self.dims: dict[str, VReg] = {}
@@ -169,6 +175,8 @@ class Sm90Lowering(ScalarOps):
         self.bars = self.u32("add.u32", self.smem, Imm(str(self.ring.barriers)), comment="full barriers")
         if self.ring.empty_barriers:
             self.empty_bars = self.u32("add.u32", self.bars, Imm(str(self.ring.empty)), comment="empty barriers")
+        if self.cluster is not None:
+            self.cluster.setup()
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
         return self.ceil_div(self.dim("K"), s.bk)
 
@@ -228,11 +236,13 @@ class TensorMapSpec:
 
 def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
     plan = hopper_plan(g, s)
+    shape = cluster_shape(plan)
     specs = []
     for param, box in zip(TENSOR_MAP_PARAMS, (plan.a_box, plan.b_box)):
         assert box is not None, "the verifier admits only operands TMA can describe"
-        shape = ((1,) if g.batch > 1 else ()) + (box.outer, box.inner)
-        specs.append(TensorMapSpec(param, box.operand, shape, f"{plan.swizzle}B", box.k_major))
+        rows = split_box_rows(box.outer, shape.parts(box.operand)) if shape is not None else box.outer
+        dims = ((1,) if g.batch > 1 else ()) + (rows, box.inner)
+        specs.append(TensorMapSpec(param, box.operand, dims, f"{plan.swizzle}B", box.k_major))
     tile = plan.epilogue_tile
     if tile is not None:
         specs.append(TensorMapSpec(C_MAP_PARAM, "C", (tile.rows, tile.cols), TMA_MAP_SWIZZLE[tile.swizzle]))

@@ -101,13 +101,20 @@ def bulk_wait_group(b: Builder, pending: int, read_only: bool = True, guard: VRe
 
 
 def load(b: Builder, dst: Addr, tmap: VReg, coords: tuple[VReg | Imm, ...], mbar: Addr,
-         guard: VReg | None = None, comment: str | None = None) -> Instr:
+         guard: VReg | None = None, comment: str | None = None, cta_mask: VReg | None = None) -> Instr:
     """`load_text` through the Builder (shared::cluster destination, PTX 8.0): the tensor operand
-    is a `TensorRef`, so the register allocator sees the map and coordinates as read."""
+    is a `TensorRef`, so the register allocator sees the map and coordinates as read. With
+    `cta_mask` (a .b16 register) the box is multicast to every CTA of the cluster in the mask, at
+    the same offset, completing on each one's mbarrier at `mbar`'s offset (clusters.md)."""
     if len(coords) not in RANKS:
         raise ValueError(f"TMA takes 1..5 coordinates (innermost first), got {len(coords)}")
+    if cta_mask is not None and cta_mask.cls != "b16":
+        raise ValueError("the multicast ctaMask is a 16-bit operand: pass a .b16 register")
     op = f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-    return b.emit(op, dst, TensorRef(tmap, tuple(coords)), mbar, guard=guard, comment=comment)
+    if cta_mask is None:
+        return b.emit(op, dst, TensorRef(tmap, tuple(coords)), mbar, guard=guard, comment=comment)
+    return b.emit(op + ".multicast::cluster", dst, TensorRef(tmap, tuple(coords)), mbar, cta_mask, guard=guard,
+                  comment=comment)
 
 
 def store(b: Builder, tmap: VReg, coords: tuple[VReg | Imm, ...], src: Addr, guard: VReg | None = None,

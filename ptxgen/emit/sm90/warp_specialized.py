@@ -19,6 +19,11 @@ keeps for itself and carries from tile to tile):
                            barrier (init count 4 * consumers, one arrival per consumer warp)
 With one stage the consumers wait_group 0 and release the stage they just read. No bar.sync runs
 after the roles split, so a consumer's epilogue overlaps the producer's loads of its next tile.
+
+In a cluster with multicast (cluster.py) the empty barriers count the consumer warps of every CTA
+the producer's copies land in, each consumer warp releases a stage on all of those CTAs (lane j on
+receiver j, by mapa), the inits are published with a cluster barrier and every CTA waits at a
+cluster barrier before it exits.
 """
 from __future__ import annotations
 
@@ -44,15 +49,27 @@ class WarpSpecializedLoop(TmaWgmmaLoop):
         super().__init__(lw)
         self.consumer_warps = WARPS_PER_WARPGROUP * self.plan.consumers
 
+    @property
+    def remote(self):
+        """The cluster roles when CTAs touch each other's barriers (multicast), else None."""
+        c = self.lw.cluster
+        return c if c is not None and c.shape.remote else None
+
     def init_barriers(self) -> None:
         lw, b, stages = self.lw, self.b, self.ring.stages
+        empty = self.remote.barrier_counts(self.consumer_warps) if self.remote else self.consumer_warps
+        who = (f"one per consumer warp of the {self.remote.shape.receivers} CTAs reading this CTA's copies"
+               if self.remote else "one per consumer warp")
         b.comment(f"thread 0 initialises {stages} full barriers (1 arrival: the producer's expect_tx) and "
-                  f"{stages} empty barriers ({self.consumer_warps} arrivals: one per consumer warp)")
+                  f"{stages} empty barriers ({empty} arrivals: {who})")
         for st in range(stages):
             mb.init(b, Addr(lw.bars, 8 * st), 1, guard=lw.leader)
         for st in range(stages):
-            mb.init(b, Addr(lw.empty_bars, 8 * st), self.consumer_warps, guard=lw.leader)
-        b.emit("bar.sync", Imm("0"), comment="the barriers are initialised before any role uses them")
+            mb.init(b, Addr(lw.empty_bars, 8 * st), empty, guard=lw.leader)
+        if self.remote:
+            self.remote.sync_after_init()
+        else:
+            b.emit("bar.sync", Imm("0"), comment="the barriers are initialised before any role uses them")
 
     def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
         lw, b = self.lw, self.b
@@ -82,13 +99,21 @@ class WarpSpecializedLoop(TmaWgmmaLoop):
         kt = lw.u32("mov.u32", Imm("0"))
         top = b.label("producer_k_loop")
         b.place(top)
+        remote = self.remote
         mb.wait_parity(b, Addr(self.barrier(stage, empty=True)), parity, "wait_empty",
-                       comment="the consumers released this stage (their wgmma reading it retired)")
-        self.issue_stage(stage, kt, None, (tile.bm0, tile.bn0))
+                       comment="the consumers released this stage (their wgmma reading it retired)"
+                       + (", in every CTA my copies land in" if remote else ""),
+                       scope="cluster" if remote else "cta")
+        if remote:
+            remote.issue_stage(self, stage, kt, (tile.bm0, tile.bn0))
+        else:
+            self.issue_stage(stage, kt, None, (tile.bm0, tile.bn0))
         b.emit("add.u32", kt, kt, Imm("1"), ndefs=1)
         self.advance(stage, parity)
         b.emit("bra", Sym(top), guard=lw.pred("setp.lt.u32", kt, kt_count))
         walk.end()
+        if remote:
+            remote.sync_before_exit(aligned=False)   # one thread of its warp is left: not .aligned
         b.emit("ret")
 
     # -- the consumer warpgroups --------------------------------------------------------------
@@ -107,7 +132,11 @@ class WarpSpecializedLoop(TmaWgmmaLoop):
         lw.warpgroup = uniform
         desc = self.descriptors()
         lane = lw.u32("and.b32", lw.tid, Imm("31"))
-        releaser = lw.pred("setp.eq.u32", lane, Imm("0"))
+        remote = self.remote
+        if remote:
+            releaser, self._remote_empty = remote.release_targets(lane)
+        else:
+            releaser = lw.pred("setp.eq.u32", lane, Imm("0"))
         stage = lw.u32("mov.u32", Imm("0"), comment="consumer's ring position, carried across tiles")
         parity = lw.u32("mov.u32", Imm("0"), comment="full-barrier parity the consumers wait for")
         prev = lw.u32("mov.u32", Imm("0"), comment="the previous k-tile's stage")
@@ -123,20 +152,27 @@ class WarpSpecializedLoop(TmaWgmmaLoop):
         if self.in_flight:
             wi.wait_group(b, 1, comment="k-tile kt-1's wgmma group has retired")
             go = lw.pred("and.pred", releaser, lw.pred("setp.ne.u32", kt, Imm("0")))
-            mb.arrive(b, Addr(self.barrier(prev, empty=True)), guard=go,
-                      comment="release k-tile kt-1's stage to the producer")
+            self.release(prev, go, "release k-tile kt-1's stage to the producer")
             b.emit("mov.u32", prev, stage, ndefs=1)
         else:
             wi.wait_group(b, 0, comment="this k-tile's wgmma group has retired")
-            mb.arrive(b, Addr(self.barrier(stage, empty=True)), guard=releaser,
-                      comment="release this stage to the producer")
+            self.release(stage, releaser, "release this stage to the producer")
         b.emit("add.u32", kt, kt, Imm("1"), ndefs=1)
         self.advance(stage, parity)
         b.emit("bra", Sym(top), guard=lw.pred("setp.lt.u32", kt, kt_count))
         wi.wait_group(b, 0, comment="all wgmma retired: the accumulators may be read")
         if self.in_flight:
-            mb.arrive(b, Addr(self.barrier(prev, empty=True)), guard=releaser,
-                      comment="release the tile's last stage")
+            self.release(prev, releaser, "release the tile's last stage")
         lw.tile_m0, lw.tile_n0 = tile.bm0, tile.bn0
         lw.pipeline.epilogue(acc)
         walk.end()
+        if remote:
+            remote.sync_before_exit(aligned=True)
+
+    def release(self, stage: VReg, guard: VReg, comment: str) -> None:
+        """The consumers' arrival on empty[stage]: this CTA's (one lane per warp), or with multicast
+        every receiving CTA's (lane j on receiver j's, through the mapa'd address)."""
+        if self.remote:
+            self.remote.release(self._remote_empty, stage, guard, comment + " (every CTA my stage came from)")
+        else:
+            mb.arrive(self.b, Addr(self.barrier(stage, empty=True)), guard=guard, comment=comment)

@@ -3,6 +3,11 @@
 Why in-process: no toolkit install is needed (`pip install nvidia-nvjitlink`), and the cubin
 can be loaded with `cuModuleLoadData` without the driver's PTX JIT, whose version is tied to
 the driver. `PTXGEN_ASSEMBLER=nvjitlink|ptxas` forces one backend.
+
+Why PTX with `setmaxnreg` goes to ptxas first: nvJitLink compiles relocatable code, where ptxas
+drops setmaxnreg (C7504); `ptxas` compiles the whole program and keeps it. Without ptxas the
+nvJitLink cubin is assembled (its report says the split was dropped) and a GPU launch has the
+driver's JIT compile the PTX whole-program instead (`modules.kernel_binary`).
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from pathlib import Path
 
 from ..errors import AssembleError
 from . import cache
+from .assemble_setmaxnreg import KEPT, setmaxnreg_status, uses_setmaxnreg
 from .simdriver import registry
 from .ptxlog import Resources, parse_errors, parse_resources
 
@@ -39,6 +45,20 @@ class Assembled:
     resources: Resources
     arch: str
     assembler: str  # e.g. "nvJitLink 13.5" or "ptxas 13.0"
+    #: ptxas compiled the whole program (False: nvJitLink's relocatable code)
+    whole_program: bool = False
+    #: "" (no setmaxnreg), "setmaxnreg kept", or "setmaxnreg ignored: C75xx, why"
+    setmaxnreg: str = ""
+
+    @property
+    def split_dropped(self) -> bool:
+        """The PTX asks for a setmaxnreg register split and this cubin does not have it."""
+        return bool(self.setmaxnreg) and self.setmaxnreg != KEPT
+
+    def describe(self) -> str:
+        """Which assembler, how it compiled, and whether setmaxnreg survived, for reports."""
+        how = "whole-program" if self.whole_program else "relocatable"
+        return f"{self.assembler} ({how}" + (f"; {self.setmaxnreg})" if self.setmaxnreg else ")")
 
 
 class _Failed(Exception):
@@ -93,13 +113,15 @@ def available_assemblers() -> dict[str, tuple[str, str] | str]:
     return {"nvjitlink": _nvjitlink_probe(), "ptxas": _ptxas_probe(_ptxas_path())}
 
 
-def _select(backend: str | None = None) -> tuple[str, str, str]:
-    """(backend, display version, cache id), honouring `backend`, else PTXGEN_ASSEMBLER."""
+def _select(backend: str | None = None, whole_program: bool = False) -> tuple[str, str, str]:
+    """(backend, display version, cache id), honouring `backend`, else PTXGEN_ASSEMBLER; with
+    neither, `whole_program` (PTX that uses setmaxnreg) puts ptxas before nvJitLink."""
     forced = backend or os.environ.get("PTXGEN_ASSEMBLER", "").strip().lower()
     if forced not in ("", "auto", "nvjitlink", "ptxas"):
         raise AssemblerNotFound(f"PTXGEN_ASSEMBLER={forced!r} is not one of 'nvjitlink', 'ptxas', "
                                 f"'auto'")
-    order = [forced] if forced in ("nvjitlink", "ptxas") else ["nvjitlink", "ptxas"]
+    order = [forced] if forced in ("nvjitlink", "ptxas") else \
+        ["ptxas", "nvjitlink"] if whole_program else ["nvjitlink", "ptxas"]
     reasons = []
     for name in order:
         probe = _nvjitlink_probe() if name == "nvjitlink" else _ptxas_probe(_ptxas_path())
@@ -227,16 +249,18 @@ def assemble(ptx: str, arch: str, entry: str, backend: str | None = None) -> Ass
     Raises AssembleError (with log, offending lines and a repro command) when the PTX is
     rejected, and AssemblerNotFound when no assembler can be used. Results are cached on disk.
     `backend` ("nvjitlink" or "ptxas") overrides PTXGEN_ASSEMBLER, e.g. to write a cubin format
-    an older driver reads.
+    an older driver reads. With neither, PTX using setmaxnreg prefers whole-program ptxas.
     """
     check_arch(arch)
-    backend, display, ident = _select(backend)
+    backend, display, ident = _select(backend, whole_program=uses_setmaxnreg(ptx))
+    whole = backend == "ptxas"  # _run_ptxas never passes -c; nvJitLink always compiles with it
     key = cache.make_key(ptx, arch, entry, ident)
     hit = cache.load(key)
     if hit is not None:
         cubin, log = hit
         registry.remember(cubin, ptx)
-        return Assembled(cubin, log, parse_resources(log, entry), arch, display)
+        return Assembled(cubin, log, parse_resources(log, entry), arch, display, whole,
+                         setmaxnreg_status(ptx, log))
     try:
         cubin, log = (_run_nvjitlink if backend == "nvjitlink" else _run_ptxas)(ptx, arch)
     except _Failed as f:
@@ -244,4 +268,4 @@ def assemble(ptx: str, arch: str, entry: str, backend: str | None = None) -> Ass
     resources = parse_resources(log, entry)  # before caching: never cache an unusable entry
     cache.store(key, cubin, log)
     registry.remember(cubin, ptx)  # the simulator-backed driver runs a cubin from its PTX
-    return Assembled(cubin, log, resources, arch, display)
+    return Assembled(cubin, log, resources, arch, display, whole, setmaxnreg_status(ptx, log))

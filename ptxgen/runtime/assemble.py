@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -249,10 +250,30 @@ def assemble(ptx: str, arch: str, entry: str, backend: str | None = None) -> Ass
     Raises AssembleError (with log, offending lines and a repro command) when the PTX is
     rejected, and AssemblerNotFound when no assembler can be used. Results are cached on disk.
     `backend` ("nvjitlink" or "ptxas") overrides PTXGEN_ASSEMBLER, e.g. to write a cubin format
-    an older driver reads. With neither, PTX using setmaxnreg prefers whole-program ptxas.
+    an older driver reads. With neither, PTX using setmaxnreg prefers whole-program ptxas, and
+    falls back to nvJitLink (with a warning) when that ptxas rejects it (e.g. one too old for
+    the PTX's .version).
     """
     check_arch(arch)
-    backend, display, ident = _select(backend, whole_program=uses_setmaxnreg(ptx))
+    prefer_whole = uses_setmaxnreg(ptx)
+    name, display, ident = _select(backend, whole_program=prefer_whole)
+    auto = (backend or os.environ.get("PTXGEN_ASSEMBLER", "")).strip().lower() in ("", "auto")
+    try:
+        return _assemble_with(ptx, arch, entry, name, display, ident)
+    except AssembleError as e:
+        nv = _nvjitlink_probe()
+        if not (auto and prefer_whole and name == "ptxas" and isinstance(nv, tuple)):
+            raise
+        first = str(e).splitlines()[0]
+        warnings.warn(f"{first}; assembling with {nv[0]} instead, whose relocatable code drops "
+                      f"setmaxnreg (C7504): a GPU launch has the driver's JIT compile the PTX "
+                      f"whole-program. Fix: a ptxas as new as the PTX's .version on PATH",
+                      RuntimeWarning, stacklevel=2)
+        return _assemble_with(ptx, arch, entry, "nvjitlink", nv[0], nv[1])
+
+
+def _assemble_with(ptx: str, arch: str, entry: str, backend: str, display: str, ident: str) -> Assembled:
+    """`assemble` with one backend: from the disk cache, else by running it (then cached)."""
     whole = backend == "ptxas"  # _run_ptxas never passes -c; nvJitLink always compiles with it
     key = cache.make_key(ptx, arch, entry, ident)
     hit = cache.load(key)

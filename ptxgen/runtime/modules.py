@@ -18,6 +18,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AssembleError
 from . import driver as drv
 from .assemble_setmaxnreg import setmaxnreg_status
 from .driver_jit import jit_load, registers_of
@@ -201,10 +202,14 @@ def _choose(ptx: str, entry: str, asm: "Assembled", ctx: drv.Context) -> tuple[b
                       f"setmaxnreg register split (nvJitLink compiles relocatable code, C7504); unset "
                       f"PTXGEN_ASSEMBLER to have ptxas or the driver's JIT compile it whole-program")
     elif relocatable:
+        why = "no ptxas is usable"
         if ptxas_ok:
-            whole = assemble(ptx, asm.arch, entry, backend="ptxas")
-            return whole.cubin, f"cubin for {whole.arch} from {whole.describe()}", ""
-        return None, "", f"{asm.assembler}'s relocatable code drops setmaxnreg (C7504) and no ptxas is usable"
+            try:
+                whole = assemble(ptx, asm.arch, entry, backend="ptxas")
+                return whole.cubin, f"cubin for {whole.arch} from {whole.describe()}", ""
+            except AssembleError as e:  # e.g. a ptxas older than the PTX: the driver's JIT may do
+                why = f"{ptxas[0]} rejected the PTX ({str(e).splitlines()[0]})"
+        return None, "", f"{asm.assembler}'s relocatable code drops setmaxnreg (C7504) and {why}"
     if _readable(asm.assembler, version):
         return asm.cubin, f"cubin for {asm.arch} from {asm.describe()}", ""
     if ptxas_ok:

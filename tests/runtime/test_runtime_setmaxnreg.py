@@ -55,3 +55,27 @@ def test_without_ptxas_nvjitlink_assembles_and_says_the_split_was_dropped(monkey
     r = asm.assemble(ptx, "sm_90a", entry)
     assert r.assembler.startswith("nvJitLink") and not r.whole_program and r.split_dropped
     assert r.describe() == f"{r.assembler} (relocatable; setmaxnreg ignored: C7504, relocatable compilation)"
+
+
+def test_a_ptxas_that_rejects_the_ptx_falls_back_to_nvjitlink_with_a_warning(monkeypatch, tmp_path):
+    """A ptxas older than the PTX (it rejects the .version) must not make auto mode fail where
+    nvJitLink alone would succeed; the warning names ptxas's error and the fix."""
+    if not isinstance(asm._nvjitlink_probe(), tuple):
+        pytest.skip("nvJitLink is not installed")
+    monkeypatch.delenv("PTXGEN_ASSEMBLER", raising=False)
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(asm, "_ptxas_path", lambda: "/opt/old/ptxas")
+    monkeypatch.setattr(asm, "_ptxas_probe", lambda path: ("ptxas 12.0", "ptxas 12.0.76"))
+
+    def old_ptxas(ptx, arch):
+        raise asm._Failed("ptxas fatal   : Unsupported .version 8.8; current version is '8.0'",
+                          "ptxas exited with status 255")
+    monkeypatch.setattr(asm, "_run_ptxas", old_ptxas)
+    ptx, entry = _ws_ptx()
+    with pytest.warns(RuntimeWarning, match=r"ptxas 12.0 could not assemble .*Unsupported .version.*"
+                                            r"assembling with nvJitLink"):
+        r = asm.assemble(ptx, "sm_90a", entry)
+    assert r.assembler.startswith("nvJitLink") and r.split_dropped
+    monkeypatch.setenv("PTXGEN_ASSEMBLER", "ptxas")  # forced: the error is the user's to see
+    with pytest.raises(ptxgen.AssembleError, match="Unsupported .version"):
+        asm.assemble(ptx, "sm_90a", entry)

@@ -130,3 +130,20 @@ def test_driver_jit_failure_names_the_kernel_and_quotes_the_log():
     msg = str(e.value)
     assert f"the CUDA driver's PTX JIT could not compile kernel {k.entry!r} for sm_90a" in msg, msg
     assert e.value.log.strip() and "reproduce with: ptxas -arch=sm_90a" in msg, msg
+
+
+def test_cli_run_reports_nvjitlinks_static_numbers_and_the_jit_that_ran(no_ptxas, capsys):
+    """`ptxgen run` on a GPU without ptxas: the `assembled` line is nvJitLink's (split dropped, with
+    the note), the `executed` line names the driver's whole-program JIT that actually ran."""
+    from ptxgen.cli import main
+
+    status = main(["run", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "64x64x64", "--stages", "2",
+                   "--consumers", "1", "--shape", "64x64x128"])
+    out, err = capsys.readouterr()
+    assert status == 0 and "Traceback" not in out + err, out + err
+    lines = {line[:11]: line for line in out.splitlines()}
+    assert "(relocatable; setmaxnreg ignored: C7504" in lines["assembled  "], out
+    assert "the driver's JIT compile the PTX whole-program" in lines["note       "], out
+    assert "runs PTX JIT by the driver (" in lines["executed   "] and \
+        "whole-program, setmaxnreg kept" in lines["executed   "], out
+    assert "PASS" in out

@@ -5,9 +5,10 @@ keep every module loaded for its whole life; the oldest unpinned modules are unl
 Why remember a PTX-JIT fallback under the cubin's key: a cubin the driver refused once (e.g.
 CUDA 13's ELF format on an older driver) is refused every time, so the load is not retried on
 every launch. Why choose the binary by `cuDriverGetVersion`: a cubin from an assembler newer than
-the driver cannot load; ptxas of a version the driver reads, or else the driver's JIT, can. Why a kernel using `setmaxnreg` skips nvJitLink's
-cubin: nvJitLink compiles relocatable code, which drops the register split (C7504); whole-program
-ptxas, or else the driver's JIT (`driver_jit`), keeps it.
+the driver cannot load; ptxas of a version the driver reads, or else the driver's JIT, can.
+Why a kernel using `setmaxnreg` skips nvJitLink's cubin: nvJitLink compiles relocatable code,
+which drops the register split (C7504); whole-program ptxas, or else the driver's JIT
+(`driver_jit`), keeps it.
 """
 from __future__ import annotations
 

@@ -80,16 +80,13 @@ CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, int *opt
         default: break;  /* other options tune code generation, which the simulator has none of */
         }
     }
-    if ((info && info_size < 0) || (err && err_size < 0)) {
-        simcuda_set_reason("cuModuleLoadDataEx: a JIT log buffer was given without its size option");
-        return INVALID_VALUE;
-    }
     jit_info[0] = 0;
     jit_verbose = verbose;
     CUresult r = load(m, image);
     jit_verbose = 0;
-    if (info) fill_log(info, &vals[info_size], r == OK ? jit_info : "");
-    if (err) fill_log(err, &vals[err_size], r == OK ? "" : simcuda_reason());
+    /* a buffer without its size option has size 0 (the option's default): nothing is written */
+    if (info && info_size >= 0) fill_log(info, &vals[info_size], r == OK ? jit_info : "");
+    if (err && err_size >= 0) fill_log(err, &vals[err_size], r == OK ? "" : simcuda_reason());
     return r;
 }
 CUresult cuModuleUnload(CUmodule m) { NEED_CONTEXT(); return py_unload((uint64_t)(uintptr_t)m); }

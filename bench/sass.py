@@ -10,7 +10,8 @@ The SASS comes from `cuobjdump -sass` (on PATH, or from the `nvidia-cuda-cuobjdu
 `pip install nvidia-cuda-cuobjdump`, a bench-only extra). Without it the SASS columns are blank
 and the table keeps the assembler's register and spill report.
 
-Per kernel: registers/thread and spill bytes (from nvJitLink's log), dynamic shared memory,
+Per kernel: registers/thread and spill bytes (from the assembler's log: nvJitLink's, or whole-program
+ptxas's for PTX using setmaxnreg when ptxas is on PATH; see bench/sass_check.py for the sm_90a gate), dynamic shared memory,
 CTAs and warps per SM (the tightest of the register file, shared memory and the thread limit),
 and for the main loop (the backward branch whose body holds the most HMMA/IMMA): the tensor
 instructions per iteration, the ldmatrix/scalar shared loads, the cp.async copies, barriers,
@@ -70,8 +71,9 @@ SHAPE_ROWS = (
 #: --arch sm_90a: the wgmma kernels ptxgen builds (emit/sm90), not warp-specialised (one CTA per
 #: tile, the consumers issue the copies) and warp-specialised + persistent ("ws": the defaults), on
 #: a divisible and an edge problem; the mma.sync rows above are sm_90's. The ws rows keep their
-#: setmaxnreg split only with whole-program ptxas (PTXGEN_ASSEMBLER=ptxas): nvJitLink compiles
-#: relocatable code, which drops it (C7504).
+#: setmaxnreg split only with whole-program ptxas, which `assemble` picks for PTX using setmaxnreg
+#: when ptxas is on PATH (PTXGEN_ASSEMBLER=ptxas forces it for every row, =nvjitlink shows the
+#: relocatable build, which drops the split: C7504). bench/sass_check.py is the pass/fail gate.
 _SM90 = dict(instruction="wgmma", warp_specialized=False, persistent=False)
 HOPPER_ROWS = tuple(
     (f"{label} {bm}x{bn}x{bk} s{st} {wg}wg", dict(m=m, n=n, k=k, a_layout="row", b_layout="col"),
@@ -251,7 +253,12 @@ def tools() -> str:
     if tool:
         out = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
         dis = f"cuobjdump {out[-1].split()[-1] if out else '?'}"
-    return f"assembler {assembler_version()}, {dis}"
+    from ptxgen.runtime.assemble import available_assemblers
+
+    ptxas = available_assemblers()["ptxas"]
+    ws = (f" (PTX with setmaxnreg: {ptxas[0]}, whole-program)" if isinstance(ptxas, tuple) and
+          not os.environ.get("PTXGEN_ASSEMBLER") else "")
+    return f"assembler {assembler_version()}{ws}, {dis}"
 
 
 def commit() -> str:

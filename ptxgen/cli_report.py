@@ -135,14 +135,39 @@ def stream_k_summary(k: Kernel) -> str:
 
 
 def resources_line(k: Kernel) -> str:
+    """The assembler's report: which assembler, how it compiled, whether any setmaxnreg split was
+    kept, the resources, and where they are not what a GPU launch runs, that too."""
     r = k.resources
-    asm = k.assemble().assembler
-    line = (f"assembled  {asm}: {r.registers} registers/thread, {r.spill_store_bytes} B spill stores, "
-            f"{r.spill_load_bytes} B spill loads, {r.stack_bytes} B stack, {r.shared_bytes} B static shared")
+    a = k.assemble()
+    line = (f"assembled  {a.describe()}: {r.registers} registers/thread, {r.spill_store_bytes} B spill "
+            f"stores, {r.spill_load_bytes} B spill loads, {r.stack_bytes} B stack, {r.shared_bytes} B "
+            f"static shared")
+    note = setmaxnreg_note(a.setmaxnreg)
+    if note:
+        line += f"\nnote       {note}"
     if r.spill_bytes:  # correct, but every spill is a local-memory round trip inside the k-loop
         line += ("\nwarning    the assembler spilled registers to local memory, which slows the k-loop: use "
                  "more warps (a smaller warp tile), a smaller block k, or --no-frag-double-buffer")
     return line
+
+
+def setmaxnreg_note(status: str) -> str:
+    """Why a dropped setmaxnreg split matters and what fixes it ('' when it was kept or unused)."""
+    import os
+
+    from .runtime.assemble_setmaxnreg import C7504_NOTE
+
+    if "C7504" in status:
+        if os.environ.get("PTXGEN_ASSEMBLER", "").strip().lower() == "nvjitlink":
+            return (f"{C7504_NOTE}, and PTXGEN_ASSEMBLER=nvjitlink makes GPU launches run this cubin: "
+                    f"unset it to have ptxas or the driver's JIT compile the kernel whole-program")
+        return (f"{C7504_NOTE}; a GPU launch has the driver's JIT compile the PTX whole-program, "
+                f"which keeps the split. `ptxas` on PATH (CUDA toolkit) builds it here and reports "
+                f"that build")
+    if "C7508" in status:
+        return ("ptxas ignored setmaxnreg (C7508) because the kernel declares no register cap at entry "
+                "(.maxnreg or .maxntid): the kernel runs without the producer/consumer register split")
+    return ""
 
 
 def bank_summary(k: Kernel, wavefronts: dict[int, tuple[int, int]]) -> list[str]:

@@ -3,6 +3,11 @@
 Why in-process: no toolkit install is needed (`pip install nvidia-nvjitlink`), and the cubin
 can be loaded with `cuModuleLoadData` without the driver's PTX JIT, whose version is tied to
 the driver. `PTXGEN_ASSEMBLER=nvjitlink|ptxas` forces one backend.
+
+Why PTX with `setmaxnreg` goes to ptxas first: nvJitLink compiles relocatable code, where ptxas
+drops setmaxnreg (C7504); `ptxas` compiles the whole program and keeps it. Without ptxas the
+nvJitLink cubin is assembled (its report says the split was dropped) and a GPU launch has the
+driver's JIT compile the PTX whole-program instead (`modules.kernel_binary`).
 """
 from __future__ import annotations
 
@@ -14,11 +19,13 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import AssembleError
 from . import cache
+from .assemble_setmaxnreg import KEPT, setmaxnreg_status, uses_setmaxnreg
 from .simdriver import registry
 from .ptxlog import Resources, parse_errors, parse_resources
 
@@ -39,6 +46,20 @@ class Assembled:
     resources: Resources
     arch: str
     assembler: str  # e.g. "nvJitLink 13.5" or "ptxas 13.0"
+    #: ptxas compiled the whole program (False: nvJitLink's relocatable code)
+    whole_program: bool = False
+    #: "" (no setmaxnreg), "setmaxnreg kept", or "setmaxnreg ignored: C75xx, why"
+    setmaxnreg: str = ""
+
+    @property
+    def split_dropped(self) -> bool:
+        """The PTX asks for a setmaxnreg register split and this cubin does not have it."""
+        return bool(self.setmaxnreg) and self.setmaxnreg != KEPT
+
+    def describe(self) -> str:
+        """Which assembler, how it compiled, and whether setmaxnreg survived, for reports."""
+        how = "whole-program" if self.whole_program else "relocatable"
+        return f"{self.assembler} ({how}" + (f"; {self.setmaxnreg})" if self.setmaxnreg else ")")
 
 
 class _Failed(Exception):
@@ -93,13 +114,15 @@ def available_assemblers() -> dict[str, tuple[str, str] | str]:
     return {"nvjitlink": _nvjitlink_probe(), "ptxas": _ptxas_probe(_ptxas_path())}
 
 
-def _select(backend: str | None = None) -> tuple[str, str, str]:
-    """(backend, display version, cache id), honouring `backend`, else PTXGEN_ASSEMBLER."""
+def _select(backend: str | None = None, whole_program: bool = False) -> tuple[str, str, str]:
+    """(backend, display version, cache id), honouring `backend`, else PTXGEN_ASSEMBLER; with
+    neither, `whole_program` (PTX that uses setmaxnreg) puts ptxas before nvJitLink."""
     forced = backend or os.environ.get("PTXGEN_ASSEMBLER", "").strip().lower()
     if forced not in ("", "auto", "nvjitlink", "ptxas"):
         raise AssemblerNotFound(f"PTXGEN_ASSEMBLER={forced!r} is not one of 'nvjitlink', 'ptxas', "
                                 f"'auto'")
-    order = [forced] if forced in ("nvjitlink", "ptxas") else ["nvjitlink", "ptxas"]
+    order = [forced] if forced in ("nvjitlink", "ptxas") else \
+        ["ptxas", "nvjitlink"] if whole_program else ["nvjitlink", "ptxas"]
     reasons = []
     for name in order:
         probe = _nvjitlink_probe() if name == "nvjitlink" else _ptxas_probe(_ptxas_path())
@@ -227,16 +250,38 @@ def assemble(ptx: str, arch: str, entry: str, backend: str | None = None) -> Ass
     Raises AssembleError (with log, offending lines and a repro command) when the PTX is
     rejected, and AssemblerNotFound when no assembler can be used. Results are cached on disk.
     `backend` ("nvjitlink" or "ptxas") overrides PTXGEN_ASSEMBLER, e.g. to write a cubin format
-    an older driver reads.
+    an older driver reads. With neither, PTX using setmaxnreg prefers whole-program ptxas, and
+    falls back to nvJitLink (with a warning) when that ptxas rejects it (e.g. one too old for
+    the PTX's .version).
     """
     check_arch(arch)
-    backend, display, ident = _select(backend)
+    prefer_whole = uses_setmaxnreg(ptx)
+    name, display, ident = _select(backend, whole_program=prefer_whole)
+    auto = (backend or os.environ.get("PTXGEN_ASSEMBLER", "")).strip().lower() in ("", "auto")
+    try:
+        return _assemble_with(ptx, arch, entry, name, display, ident)
+    except AssembleError as e:
+        nv = _nvjitlink_probe()
+        if not (auto and prefer_whole and name == "ptxas" and isinstance(nv, tuple)):
+            raise
+        first = str(e).splitlines()[0]
+        warnings.warn(f"{first}; assembling with {nv[0]} instead, whose relocatable code drops "
+                      f"setmaxnreg (C7504): a GPU launch has the driver's JIT compile the PTX "
+                      f"whole-program. Fix: a ptxas as new as the PTX's .version on PATH",
+                      RuntimeWarning, stacklevel=2)
+        return _assemble_with(ptx, arch, entry, "nvjitlink", nv[0], nv[1])
+
+
+def _assemble_with(ptx: str, arch: str, entry: str, backend: str, display: str, ident: str) -> Assembled:
+    """`assemble` with one backend: from the disk cache, else by running it (then cached)."""
+    whole = backend == "ptxas"  # _run_ptxas never passes -c; nvJitLink always compiles with it
     key = cache.make_key(ptx, arch, entry, ident)
     hit = cache.load(key)
     if hit is not None:
         cubin, log = hit
         registry.remember(cubin, ptx)
-        return Assembled(cubin, log, parse_resources(log, entry), arch, display)
+        return Assembled(cubin, log, parse_resources(log, entry), arch, display, whole,
+                         setmaxnreg_status(ptx, log))
     try:
         cubin, log = (_run_nvjitlink if backend == "nvjitlink" else _run_ptxas)(ptx, arch)
     except _Failed as f:
@@ -244,4 +289,4 @@ def assemble(ptx: str, arch: str, entry: str, backend: str | None = None) -> Ass
     resources = parse_resources(log, entry)  # before caching: never cache an unusable entry
     cache.store(key, cubin, log)
     registry.remember(cubin, ptx)  # the simulator-backed driver runs a cubin from its PTX
-    return Assembled(cubin, log, resources, arch, display)
+    return Assembled(cubin, log, resources, arch, display, whole, setmaxnreg_status(ptx, log))

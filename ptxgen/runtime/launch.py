@@ -16,7 +16,8 @@ import numpy as np
 from ..schedule.problem import DTYPE_BYTES, numpy_dtype
 from . import driver as drv
 from .batch import check_batched_operand, operand_shape
-from .modules import Function, Module, kernel_binary, load_function, pin  # noqa: F401 (re-exported)
+from .modules import (Function, Module, describe_run, kernel_binary, load_function, pin,  # noqa: F401
+                      ptx_binary)
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .params import ParamBlock, ParamDecl, parse_params
 from .sm90_args import check_sm90_params, sm90_tensor_maps
@@ -300,8 +301,7 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
 
     cubin, runs, why_jit = kernel_binary(kernel, ctx)
     fn = load_function(cubin, kernel.entry, kernel.ptx, kernel.smem_bytes, why_jit)
-    kernel.__dict__["_runs"] = runs if fn.module.source == "cubin" else \
-        f"PTX JIT by the driver ({fn.module.why_jit})"  # what k.resources reports
+    kernel.__dict__["_runs"] = describe_run(fn, runs, kernel.ptx)  # what k.resources reports
     decls = _check_params(kernel)
 
     grid = kernel.launch_grid(ctx.sm_count)  # Stream-K with sms=None fills this device's SMs
@@ -470,8 +470,6 @@ def launch_ptx(ptx: str, entry: str, grid: int | tuple[int, ...], block: int | t
     are not written back); device arrays pass their address; ints/floats are typed by the
     declarations; bytes fill `.b8 name[N]` parameters.
     """
-    from .assemble import assemble
-
     ctx = drv.context()
     decls = parse_params(ptx, entry)
     if len(args) != len(decls):
@@ -479,8 +477,8 @@ def launch_ptx(ptx: str, entry: str, grid: int | tuple[int, ...], block: int | t
         raise ValueError(f"entry {entry} takes {len(decls)} parameters ({names}): got "
                          f"{len(args)} args")
     target_arch = arch or _arch_for_ptx(ptx, ctx)
-    asm = assemble(ptx, target_arch, entry)
-    fn = load_function(asm.cubin, entry, ptx, int(dynamic_smem))
+    cubin, _, why_jit = ptx_binary(ptx, target_arch, entry, ctx)  # setmaxnreg: whole-program
+    fn = load_function(cubin, entry, ptx, int(dynamic_smem), why_jit)
 
     values: list[object] = []
     back: list[tuple[np.ndarray, drv.DeviceBuffer]] = []

@@ -6,6 +6,9 @@ Why remember a PTX-JIT fallback under the cubin's key: a cubin the driver refuse
 CUDA 13's ELF format on an older driver) is refused every time, so the load is not retried on
 every launch. Why choose the binary by `cuDriverGetVersion`: a cubin from an assembler newer than
 the driver cannot load; ptxas of a version the driver reads, or else the driver's JIT, can.
+Why a kernel using `setmaxnreg` skips nvJitLink's cubin: nvJitLink compiles relocatable code,
+which drops the register split (C7504); whole-program ptxas, or else the driver's JIT
+(`driver_jit`), keeps it.
 """
 from __future__ import annotations
 
@@ -16,12 +19,17 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AssembleError
 from . import driver as drv
+from .assemble_setmaxnreg import setmaxnreg_status
+from .driver_jit import jit_load, registers_of
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
+    from .assemble import Assembled
 
-__all__ = ["Module", "Function", "load_function", "kernel_binary", "MODULE_CACHE_LIMIT", "pin"]
+__all__ = ["Module", "Function", "load_function", "kernel_binary", "MODULE_CACHE_LIMIT", "pin",
+           "ptx_binary", "describe_run"]
 
 _DEFAULT_SMEM = 48 * 1024
 #: loaded modules kept per context; the least recently used unpinned ones are unloaded
@@ -34,6 +42,7 @@ class Module:
     source: str  # "cubin" or "ptx-jit"
     functions: dict = field(default_factory=dict)  # name -> Function
     why_jit: str = ""  # for "ptx-jit": why the cubin was not used
+    jit_log: str = ""  # for "ptx-jit": the driver JIT's verbose info log
     pins: int = 0  # prepared launches holding it: never unloaded while pinned
     unloaded: bool = False
 
@@ -95,7 +104,8 @@ def pin(owner: object, fn: Function) -> None:
     weakref.finalize(owner, unpin)
 
 
-def _load_module(ctx: drv.Context, cubin: bytes | None, ptx: str | None, why_jit: str = "") -> Module:
+def _load_module(ctx: drv.Context, cubin: bytes | None, ptx: str | None, why_jit: str = "",
+                 entry: str = "") -> Module:
     """Load (once per context) a cubin; on failure fall back to the driver's PTX JIT and
     remember that for this cubin."""
     if cubin is not None:
@@ -116,8 +126,8 @@ def _load_module(ctx: drv.Context, cubin: bytes | None, ptx: str | None, why_jit
     assert ptx is not None
     mod = _get(ctx, ("ptx", ptx))
     if mod is None:
-        mod = Module(drv._call("cuModuleLoadDataEx", ptx.encode() + b"\0", 0, [], []), "ptx-jit",
-                     why_jit=why_jit or "no cubin was given")
+        handle, log = jit_load(ptx, entry, ctx.arch)
+        mod = Module(handle, "ptx-jit", why_jit=why_jit or "no cubin was given", jit_log=log)
         _put(ctx, ("ptx", ptx), mod)
     if cubin is not None:
         _put(ctx, ("cubin", cubin), mod)  # the refused cubin is not tried again
@@ -128,7 +138,7 @@ def load_function(cubin: bytes | None, entry: str, ptx: str | None = None,
                   smem_bytes: int = 0, why_jit: str = "") -> Function:
     """The CUfunction for `entry`, loading its module if needed and opting in to `smem_bytes`."""
     ctx = drv.context()
-    mod = _load_module(ctx, cubin, ptx, why_jit)
+    mod = _load_module(ctx, cubin, ptx, why_jit, entry)
     fn = mod.functions.get(entry)
     if fn is None:
         fn = Function(drv._call("cuModuleGetFunction", mod.handle, entry.encode()), entry, mod)
@@ -156,16 +166,9 @@ def _readable(assembler: str, version: int) -> bool:
 
 
 def kernel_binary(kernel: "Kernel", ctx: drv.Context) -> tuple[bytes | None, str, str]:
-    """(cubin or None, what runs, why not a cubin) for this device and driver.
+    """(cubin or None, what runs, why not a cubin) for this device and driver (`ptx_binary`)."""
+    from .assemble import assemble
 
-    The kernel's own cubin when its arch runs here and the driver reads its format; else one
-    re-assembled for the device's arch, by ptxas when only an older ptxas writes a format the
-    driver reads (unless PTXGEN_ASSEMBLER=nvjitlink); else None: the driver's PTX JIT compiles
-    the PTX.
-    """
-    from .assemble import assemble, available_assemblers
-
-    version = _driver_version(ctx.ordinal, ctx.key)
     asm = kernel.assemble() if drv.binary_compatible(kernel.arch, ctx.arch) else None
     if asm is None:
         drv.warn_once(f"arch:{kernel.arch}:{ctx.arch}",
@@ -173,15 +176,65 @@ def kernel_binary(kernel: "Kernel", ctx: drv.Context) -> tuple[bytes | None, str
                       f"({ctx.arch}); assembling its PTX for {ctx.arch}. Compile with "
                       f"arch='{ctx.arch}' to avoid this")
         asm = assemble(kernel.ptx, ctx.arch, kernel.entry)
-    if _readable(asm.assembler, version):
-        return asm.cubin, f"cubin for {asm.arch} from {asm.assembler}", ""
-    ptxas = available_assemblers().get("ptxas")
+    return _choose(kernel.ptx, kernel.entry, asm, ctx)
+
+
+def ptx_binary(ptx: str, arch: str, entry: str, ctx: drv.Context) -> tuple[bytes | None, str, str]:
+    """`kernel_binary` for bare PTX (`launch_ptx`): assembled for `arch`, then chosen alike."""
+    from .assemble import assemble
+
+    return _choose(ptx, entry, assemble(ptx, arch, entry), ctx)
+
+
+def _choose(ptx: str, entry: str, asm: "Assembled", ctx: drv.Context) -> tuple[bytes | None, str, str]:
+    """The assembled cubin when the driver reads its format and it kept any setmaxnreg split; else
+    one from ptxas (whole-program; or of a version the driver reads) unless
+    PTXGEN_ASSEMBLER=nvjitlink; else None: the driver's PTX JIT compiles the PTX.
+    """
+    from .assemble import assemble, available_assemblers
+
+    version = _driver_version(ctx.ordinal, ctx.key)
     forced = os.environ.get("PTXGEN_ASSEMBLER", "").strip().lower()
-    if forced != "nvjitlink" and isinstance(ptxas, tuple) and _readable(ptxas[0], version):
-        older = assemble(kernel.ptx, asm.arch, kernel.entry, backend="ptxas")
-        return older.cubin, f"cubin for {older.arch} from {older.assembler}", ""
+    ptxas = available_assemblers().get("ptxas")
+    ptxas_ok = forced != "nvjitlink" and isinstance(ptxas, tuple) and _readable(ptxas[0], version)
+    relocatable = "C7504" in asm.setmaxnreg  # only whole-program compilation keeps the split
+    if relocatable and forced == "nvjitlink":
+        drv.warn_once(f"c7504:{entry}", f"PTXGEN_ASSEMBLER=nvjitlink: kernel {entry} runs without its "
+                      f"setmaxnreg register split (nvJitLink compiles relocatable code, C7504); unset "
+                      f"PTXGEN_ASSEMBLER to have ptxas or the driver's JIT compile it whole-program")
+    elif relocatable:
+        why = "no ptxas is usable"
+        if ptxas_ok:
+            try:
+                whole = assemble(ptx, asm.arch, entry, backend="ptxas")
+                return whole.cubin, f"cubin for {whole.arch} from {whole.describe()}", ""
+            except AssembleError as e:  # e.g. a ptxas older than the PTX: the driver's JIT may do
+                why = f"{ptxas[0]} rejected the PTX ({str(e).splitlines()[0]})"
+        return None, "", f"{asm.assembler}'s relocatable code drops setmaxnreg (C7504) and {why}"
+    if _readable(asm.assembler, version):
+        return asm.cubin, f"cubin for {asm.arch} from {asm.describe()}", ""
+    if ptxas_ok:
+        older = assemble(ptx, asm.arch, entry, backend="ptxas")
+        return older.cubin, f"cubin for {older.arch} from {older.describe()}", ""
     why = (f"driver {version // 1000}.{version % 1000 // 10} cannot read cubins from {asm.assembler}"
            f" (CUDA {_cuda_major(asm.assembler)} format)")
     drv.warn_once(f"driver:{version}:{asm.assembler}", f"{why}; using the driver's PTX JIT instead. "
                   f"Update the driver, or put a ptxas no newer than the driver on PATH")
     return None, "", why
+
+
+def describe_run(fn: Function, runs: str, ptx: str) -> str:
+    """What `k.resources.binary` reports after a launch: the cubin's description, or for the
+    driver's JIT why it ran, that it compiled whole-program, the fate of any setmaxnreg (from its
+    info log) and the register count it chose (cuFuncGetAttribute)."""
+    mod = fn.module
+    if mod.source == "cubin":
+        return runs
+    parts = ["whole-program"]
+    status = setmaxnreg_status(ptx, mod.jit_log)
+    if status:
+        parts.append(status)
+    regs = registers_of(fn.handle)
+    if regs > 0:
+        parts.append(f"{regs} registers")
+    return f"PTX JIT by the driver ({mod.why_jit}; {', '.join(parts)})"

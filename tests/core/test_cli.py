@@ -48,10 +48,11 @@ def test_info_warns_when_the_assembler_spills(spill):
     from types import SimpleNamespace
 
     from ptxgen.cli_report import resources_line as _resources
+    from ptxgen.runtime.assemble import Assembled
     from ptxgen.runtime.ptxlog import Resources
 
-    k = SimpleNamespace(resources=Resources(registers=255, spill_store_bytes=spill, spill_load_bytes=spill),
-                        assemble=lambda: SimpleNamespace(assembler="nvJitLink"))
+    res = Resources(registers=255, spill_store_bytes=spill, spill_load_bytes=spill)
+    k = SimpleNamespace(resources=res, assemble=lambda: Assembled(b"", "", res, "sm_90", "nvJitLink 13.5"))
     text = _resources(k)
     assert ("spilled registers to local memory" in text and "use more warps" in text) == bool(spill)
     assert "frag_double_buffer" not in text and ("--no-frag-double-buffer" in text) == bool(spill)

@@ -67,6 +67,7 @@ class FakeDriver:
     CUdevice_attribute = real.CUdevice_attribute
     CUfunction_attribute = real.CUfunction_attribute
     CUpointer_attribute = real.CUpointer_attribute
+    CUjit_option = real.CUjit_option
 
     def register(self, entry: str, types: list[str], impl: Callable) -> None:
         self.kernels[entry] = ([np.dtype(t) for t in types], impl)
@@ -167,6 +168,7 @@ class FakeDriver:
 
     def cuModuleLoadDataEx(self, image, n, opts, vals):
         assert isinstance(image, bytes) and image.endswith(b"\0") and b".entry" in image
+        assert n == len(opts) == len(vals)
         r = self._ret("cuModuleLoadDataEx", 2000 + len(self.modules))
         if r[0] == S:
             self.modules[r[1]] = "ptx"
@@ -177,6 +179,9 @@ class FakeDriver:
         if name not in self.kernels:
             return (real.CUresult.CUDA_ERROR_NOT_FOUND, None)
         return self._ret("cuModuleGetFunction", (mod, name))
+
+    def cuFuncGetAttribute(self, attr, fn):  # NUM_REGS of a JIT-compiled kernel: the fake has none
+        return self._ret("cuFuncGetAttribute", self.func_attrs.get((fn, int(attr)), 0))
 
     def cuFuncSetAttribute(self, fn, attr, value):
         self.func_attrs[(fn, int(attr))] = value

@@ -1,9 +1,11 @@
-"""bench/sass_cfg.py and bench/sass_hopper.py on small synthetic SASS listings (the layouts
+"""bench/sass_cfg.py, bench/sass_hopper.py and bench/sass_check.py's gate on small synthetic SASS listings (the layouts
 ptxas gives Hopper kernels) and on ptxas/nvJitLink log lines copied verbatim from real runs."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -229,3 +231,37 @@ def test_registers_per_role_follow_the_setmaxnreg_that_dominates_each_loop():
     assert (hs2.producer_registers, hs2.consumer_registers) == (240, 24)
     single, = sass_hopper.analyse_sass(SINGLE)
     assert single.consumer_registers is None and single.registers_per_role == "-"
+
+
+# -- bench/sass_check.py: the sm_90a static gate ---------------------------------------------------
+def test_sass_check_gate_fails_on_spills_and_on_each_forbidden_note():
+    from dataclasses import replace
+
+    from ptxgen.runtime.assemble import Assembled, Resources
+    from sass_check import verdict
+
+    clean = Assembled(b"", "ptxas info    : Used 168 registers", Resources(168), "sm_90a", "ptxas 13.0",
+                      whole_program=True, setmaxnreg="setmaxnreg kept")
+    assert verdict(clean) == (True, [])
+    assert verdict(replace(clean, resources=Resources(168, spill_store_bytes=4)))[0] is False
+    for code in ("C7515", "C7508", "C7504"):
+        log = f"ptxas info    : ({code}) Potential Performance Loss: something."
+        ok, codes = verdict(replace(clean, log=log))
+        assert not ok and codes == [code]
+    dropped = replace(clean, setmaxnreg="setmaxnreg ignored: C7504, relocatable compilation")
+    assert verdict(dropped)[0] is False
+
+
+def test_sass_check_passes_a_warp_specialised_candidate_with_whole_program_ptxas():
+    from ptxgen.runtime import assemble as asm
+
+    if asm._ptxas_path() is None:
+        pytest.skip("ptxas is not on PATH")
+    import ptxgen
+    from sass_check import cases, check
+
+    ws = [c for c in cases() if c[0] == "sass.py ws"]
+    assert len({c[1] for c in ws}) == 6  # 3 warp-specialised schedules x 2 dtypes, each named once
+    ok, row = check("f16 128x256x64 s3 2wg ws", (4000, 4000, 4008),
+                    ptxgen.Schedule(block=(128, 256, 64), instruction="wgmma", stages=3, consumers=2))
+    assert ok and "setmaxnreg kept" in row and "C7504" in row.split("setmaxnreg kept")[1], row

@@ -84,15 +84,16 @@ def test_an_old_driver_gets_a_cubin_from_a_ptxas_it_reads_else_the_jit(fake, mon
 
     def assemble(ptx, arch, entry, backend=None):
         backends.append(backend)
-        return dataclasses.replace(own, assembler="ptxas 12.4" if backend == "ptxas" else own.assembler)
+        return dataclasses.replace(own, assembler="ptxas 12.4" if backend == "ptxas" else own.assembler,
+                                   whole_program=backend == "ptxas")
     monkeypatch.setattr(A, "assemble", assemble)
     monkeypatch.setattr(type(kern), "assemble", lambda self: dataclasses.replace(own, assembler="nvJitLink 13.5"))
     cubin, runs, why = modules.kernel_binary(kern, drv.context())
-    assert backends == ["ptxas"] and cubin == own.cubin and runs == "cubin for sm_90 from ptxas 12.4" and not why
+    assert backends == ["ptxas"] and cubin == own.cubin and runs == "cubin for sm_90 from ptxas 12.4 (whole-program)" and not why
     monkeypatch.setenv("PTXGEN_ASSEMBLER", "nvjitlink")
     with pytest.warns(RuntimeWarning, match="using the driver's PTX JIT"):
         cubin, runs, why = modules.kernel_binary(kern, drv.context())
     assert cubin is None and why == "driver 12.4 cannot read cubins from nvJitLink 13.5 (CUDA 13 format)"
     fake.driver_version = 13000
     modules._driver_version.cache_clear()
-    assert modules.kernel_binary(kern, drv.context())[1] == "cubin for sm_90 from nvJitLink 13.5"
+    assert modules.kernel_binary(kern, drv.context())[1] == "cubin for sm_90 from nvJitLink 13.5 (relocatable)"

@@ -87,7 +87,9 @@ def activate() -> None:
         cmodel = CDeviceModel.of(model, version, ids)
         if lib.simcuda_configure(ctypes.byref(cmodel)) != 0:
             raise RuntimeError("the stand-in driver was already initialised with another model")
-        sim = StandIn(model, version, lib.simcuda_translate, lib.simcuda_set_reason)
+        lib.simcuda_set_jit_info.argtypes = [ctypes.c_char_p]
+        sim = StandIn(model, version, lib.simcuda_translate, lib.simcuda_set_reason,
+                      set_jit_info=lib.simcuda_set_jit_info, jit_verbose=lib.simcuda_jit_verbose)
         callbacks = sim.callbacks()
         lib.simcuda_set_callbacks(*callbacks)
         _state.update(lib=lib, standin=sim, callbacks=callbacks, model=cmodel)

@@ -42,6 +42,9 @@ HIDDEN CUresult check_stream(CUstream s);
  * DriverError messages, since a CUresult alone hides which rule was broken). */
 void simcuda_set_reason(const char *why);
 const char *simcuda_reason(void);
+/* What the PTX JIT (the Python half) reports in CU_JIT_INFO_LOG_BUFFER for the next load. */
+void simcuda_set_jit_info(const char *log);
+int simcuda_jit_verbose(void);  /* CU_JIT_LOG_VERBOSE of the load in progress */
 
 /* callbacks into Python (simcuda_launch.c) */
 typedef int (*load_cb_t)(const void *image, uint64_t len, int is_elf, uint64_t *module);

@@ -45,9 +45,49 @@ static CUresult load(CUmodule *m, const void *image) {
 }
 
 CUresult cuModuleLoadData(CUmodule *m, const void *image) { return load(m, image); }
+/* The driver JIT's log options (cuda.h CUjit_option): a buffer and its size in bytes (IN: the
+ * capacity; OUT: the bytes written, stored back into the option value), and verbosity. */
+enum { JIT_INFO_LOG = 3, JIT_INFO_LOG_SIZE = 4, JIT_ERROR_LOG = 5, JIT_ERROR_LOG_SIZE = 6,
+       JIT_LOG_VERBOSE = 12 };
+
+static __thread char jit_info[8192];  /* what the Python half's PTX JIT reports, per thread */
+static __thread int jit_verbose;      /* CU_JIT_LOG_VERBOSE of the load in progress */
+
+void simcuda_set_jit_info(const char *log) { snprintf(jit_info, sizeof(jit_info), "%s", log ? log : ""); }
+int simcuda_jit_verbose(void) { return jit_verbose; }
+
+static void fill_log(char *buf, void **size_slot, const char *text) {
+    size_t cap = (size_t)(uintptr_t)*size_slot;
+    if (!buf || cap == 0) return;
+    size_t n = strlen(text);
+    if (n >= cap) n = cap - 1;
+    memcpy(buf, text, n);
+    buf[n] = 0;
+    *size_slot = (void *)(uintptr_t)n;
+}
+
 CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, int *opts, void **vals) {
     if (n && (!opts || !vals)) return INVALID_VALUE;
-    return load(m, image);
+    char *info = NULL, *err = NULL;
+    int info_size = -1, err_size = -1, verbose = 0;
+    for (unsigned i = 0; i < n; i++) {
+        switch (opts[i]) {
+        case JIT_INFO_LOG: info = vals[i]; break;
+        case JIT_ERROR_LOG: err = vals[i]; break;
+        case JIT_INFO_LOG_SIZE: info_size = (int)i; break;
+        case JIT_ERROR_LOG_SIZE: err_size = (int)i; break;
+        case JIT_LOG_VERBOSE: verbose = (int)(uintptr_t)vals[i]; break;
+        default: break;  /* other options tune code generation, which the simulator has none of */
+        }
+    }
+    jit_info[0] = 0;
+    jit_verbose = verbose;
+    CUresult r = load(m, image);
+    jit_verbose = 0;
+    /* a buffer without its size option has size 0 (the option's default): nothing is written */
+    if (info && info_size >= 0) fill_log(info, &vals[info_size], r == OK ? jit_info : "");
+    if (err && err_size >= 0) fill_log(err, &vals[err_size], r == OK ? "" : simcuda_reason());
+    return r;
 }
 CUresult cuModuleUnload(CUmodule m) { NEED_CONTEXT(); return py_unload((uint64_t)(uintptr_t)m); }
 

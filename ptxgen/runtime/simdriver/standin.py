@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .cubin import Cubin, CubinError, KernelParam, parse_cubin
+from .jit_log import jit_info_log
 from .launch_maps import LaunchRefused, check_cluster, tensor_map_argument
 from .models import FIRST_DRIVER_WITH_ABI8, PTX_ISA_OF_DRIVER, DeviceModel
 from .registry import source_of
@@ -90,6 +91,8 @@ class StandIn:
     driver_version: int
     translate: object  # simcuda_translate from the C library
     set_reason: object = None  # simcuda_set_reason: why the calling thread's last call failed
+    set_jit_info: object = None  # simcuda_set_jit_info: the PTX JIT's info log for this load
+    jit_verbose: object = None   # simcuda_jit_verbose: CU_JIT_LOG_VERBOSE of this load
     modules: dict[int, SimModule] = field(default_factory=dict)
     functions: dict[int, SimFunction] = field(default_factory=dict)
     last_error: str = ""
@@ -174,6 +177,10 @@ class StandIn:
         kernels = {}
         for entry in _entries(text):
             kernels[entry] = _ptx_params(text, entry)
+        if self.set_jit_info is not None:
+            verbose = bool(self.jit_verbose()) if self.jit_verbose is not None else False
+            arch = target or f"sm_{self.model.cc[0]}{self.model.cc[1]}"
+            self.set_jit_info(jit_info_log(text, list(kernels), arch, verbose).encode(errors="replace"))
         return SimModule(text, "ptx", kernels)
 
     def unload(self, ident: int) -> int:

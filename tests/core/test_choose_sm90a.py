@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Gemm
-from ptxgen.check import compare, random_operands, reference
+from ptxgen.check import compare, magnitude, random_operands, reference
 from ptxgen.cli import main
 from ptxgen.errors import LoweringNotBuilt
 from dataclasses import replace
@@ -47,7 +47,27 @@ def test_chosen_wgmma_schedule_is_legal_spill_free_and_correct(data):
     assert kern.choice is not None and kern.choice.schedule == s and kern.choice.registers_checked
     assert kern.resources.spill_bytes == 0, f"{g}: chosen {s} spills"
     a, b = random_operands(g, seed=m + 7 * n + 31 * k)
-    result = compare(kern.simulate(a, b), reference(a, b), g)
+    result = compare(kern.simulate(a, b), reference(a, b), g, bound=magnitude(a, b))
+    assert result.ok, f"{g} {s}: {result}"
+
+
+#: K-major dtypes (tf32, fp8, int8) and the outputs the built epilogues give them.
+K_MAJOR_OUT = {"tf32": ["f32"], "e4m3": ["bf16", "f32"], "e5m2": ["f16"], "s8": ["s32"], "u8": ["s32"]}
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chosen_schedule_for_k_major_dtypes_is_legal_and_correct(data):
+    dtype = data.draw(st.sampled_from(sorted(K_MAJOR_OUT)), label="dtype")
+    g = Gemm(data.draw(st.sampled_from(ANY), label="M"), data.draw(st.sampled_from(ANY), label="N"),
+             data.draw(st.sampled_from([16, 48, 144, 272]), label="K"),  # 16-byte rows for every dtype
+             dtype=dtype, out_dtype=data.draw(st.sampled_from(K_MAJOR_OUT[dtype]), label="out"))
+    kern = ptxgen.compile(g, arch=ARCH)
+    s = kern.schedule
+    ptxgen.verify(g, s, ARCH)
+    assert s.bk * g.in_bytes == 128 and kern.resources.spill_bytes == 0, s
+    a, b = random_operands(g, seed=g.m + 7 * g.n + 31 * g.k)
+    result = compare(kern.simulate(a, b), reference(a, b), g, bound=magnitude(a, b))
     assert result.ok, f"{g} {s}: {result}"
 
 

@@ -432,7 +432,8 @@ def main(argv=None) -> int:
     if args.check_only:
         from gemm_check import run_check
 
-        return run_check(args.arch, dtypes, args.max_candidates)
+        # gemm_check runs out_dtype = input dtype: the 16-bit dtypes only (fp8 has no fp8 output)
+        return run_check(args.arch, dtypes if args.dtypes else DTYPES, args.max_candidates)
     from ptxgen.runtime import gpu_available, gpu_unavailable_reason
     from ptxgen.runtime.driver import context
     from ptxgen.schedule.targets import TARGETS

@@ -1,5 +1,10 @@
-"""What the cost model chooses over a table of problem classes, for sm_80 and sm_90, next to what
-published peers pick (issue 14, item 4: evidence without a GPU).
+"""What the cost model chooses over a table of problem classes, for sm_80, sm_90 and sm_90a, next to
+what published peers pick (issue 14, item 4: evidence without a GPU).
+
+The sm_90a section (issue 13) lists the chooser's pick among the built wgmma kernels (warp-specialised
+persistent vs the non-specialised one-CTA-per-tile kernel with its split-K and Stream-K; TMA-store vs
+direct epilogue) for bf16 square 1024-16384, the LLM shapes of bench/gemm.py, and fp8 squares, next to
+the predicted time of bench/gemm.py's non-specialised baseline (128x128x64, 2 consumers, 4 stages).
 
 For each problem and arch: the chosen schedule, its predicted time and efficiency (of the dense
 mma.sync peak of the arch's flagship part), CTAs per SM and their limiter, the waves, the
@@ -16,7 +21,7 @@ assembler's real registers and spill bytes, and the same for the old fixed CLI d
   32x64x128 (1 warp), M <= 64: 64x128x128 (1x2 warps), M <= 128: 64x128x128 when N < 8192 else
   128x128x64 (2x2 warps), larger M: 128x128x64 (2x2 warps); 5 stages. Compared on the int8 rows.
 
-Usage: python bench/choose_table.py [-o bench/results/DATE-choose-table.txt] [--quick]
+Usage: python bench/choose_table.py [-o bench/results/DATE-choose-table.txt] [--quick] [--archs sm_90a]
 """
 from __future__ import annotations
 
@@ -58,6 +63,61 @@ def problems(quick: bool) -> list[tuple[str, Gemm]]:
 def int8_problems(quick: bool) -> list[tuple[str, Gemm]]:
     return [("llm-int8", Gemm(m, n, k, dtype="s8", out_dtype="s32"))
             for n, k in LLM_NK[:1 if quick else 2] for m in (LLM_M[:2] if quick else LLM_M)]
+
+
+#: bench/gemm.py's sm_90a baseline: the non-specialised kernel, one CTA per tile.
+HOPPER_BASELINE = Schedule(block=(128, 128, 64), instruction="wgmma", consumers=2, stages=4,
+                           warp_specialized=False, persistent=False)
+
+
+def hopper_problems(quick: bool) -> list[tuple[str, Gemm]]:
+    """bf16 (bf16 out) squares 1024-16384 and the LLM shapes bench/gemm.py times; fp8 squares."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gemm_cases import SHAPES
+
+    squares = [1024, 2048, 4096] if quick else [1024, 2048, 4096, 8192, 16384]
+    out = [("square", Gemm(n, n, n, dtype="bf16", out_dtype="bf16")) for n in squares]
+    llm = [(m, n, k, group) for m, n, k, group in SHAPES if group in ("llm", "decode")]
+    out += [(group, Gemm(m, n, k, dtype="bf16", out_dtype="bf16")) for m, n, k, group in (llm[:3] if quick else llm)]
+    out += [("fp8", Gemm(n, n, n, dtype="e4m3", out_dtype="bf16")) for n in squares[1::2]]
+    return out
+
+
+def short_hopper(s: Schedule) -> str:
+    kind = ("ws-pers" if s.warp_specialized else "streamK" if s.stream_k else
+            f"sk{s.split_k}" if s.split_k > 1 else "cta/tile")
+    epi = {None: "", True: " tma", False: " direct"}[s.epilogue_via_smem]
+    return f"{s.bm}x{s.bn}x{s.bk} c{s.consumers} s{s.stages} {kind}{epi}" + (" grp" if s.raster == "grouped" else "")
+
+
+def hopper_row(kind: str, g: Gemm) -> str:
+    t0 = time.time()
+    k = ptxgen.compile(g, arch="sm_90a")
+    c, r = k.choice, k.resources
+    p = c.prediction
+    try:
+        verify(g, HOPPER_BASELINE, "sm_90a")
+        base = f"{predict(g, HOPPER_BASELINE, 'sm_90a').time_s * 1e6:9.1f} us"
+    except ptxgen.ScheduleError as e:
+        base = f"invalid: {str(e)[:30]}"
+    from ptxgen.schedule.hopper import hopper_plan
+
+    epi = hopper_plan(g, k.schedule).epilogue
+    return (f"{kind:<9} {shape_text(g):<22} {short_hopper(k.schedule):<34} {epi:<6} {p.time_s * 1e6:9.1f} "
+            f"{p.efficiency:5.0%} {p.ctas_per_sm:3d} {p.limiter:<13} {r.registers:4d} {p.waves:7.2f} "
+            f"{r.spill_bytes:5d} {p.bound:<13} | {base}  ({time.time() - t0:.0f}s)")
+
+
+HOPPER_HEADER = (f"{'class':<9} {'problem':<22} {'chosen (sm_90a)':<34} {'epi':<6} {'pred us':>9} {'eff':>5} "
+                 f"{'CTA':>3} {'limiter':<13} {'regs':>4} {'waves':>7} {'spill':>5} {'bound':<13} | "
+                 "non-WS 128x128x64 c2 s4 baseline")
+
+HOPPER_WEAK_SPOTS = """# sm_90a: eff is of the wgmma peak (989 TFLOPS bf16, 1979 fp8). Weak spots besides the above: the
+# producer/consumer overlap is priced as S stages in flight (S-1 without a producer) with the fill
+# paid once per persistent CTA; the epilogue of a persistent tile is charged in full to its
+# consumers (the built kernel has one accumulator set); direct-store sector efficiency and TMA
+# staging are estimates; waves in the persistent rows are tiles / SMs (the CTA walks
+# ceil(tiles / SMs) whole tiles). Nothing here was measured on an H100."""
 
 
 def vllm_int8_sm80(g: Gemm) -> str:
@@ -183,9 +243,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default=None, help="write the table here too (default: stdout only)")
     ap.add_argument("--quick", action="store_true", help="a few rows only (default: the whole table)")
+    ap.add_argument("--archs", default="sm_80,sm_90,sm_90a",
+                    help="comma-separated: sm_80/sm_90 (the mma.sync table), sm_90a (the wgmma section)")
     args = ap.parse_args()
+    archs = [a for a in args.archs.split(",") if a]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+    if archs == ["sm_90a"]:
+        return hopper_main(args, commit)
     lines = [f"# bench/choose_table.py at {commit}: the cost model's choice per problem (no GPU: predicted, "
              "not measured)",
              *(f"# {a}: {device_model(a).name}, mma.sync peak f16 {device_model(a).peak_flops('f16') / 1e12:.0f} "
@@ -196,7 +261,7 @@ def main() -> int:
     print("\n".join(lines), flush=True)
     chosen: list = []
     for kind, g in problems(args.quick):
-        for arch in ("sm_80", "sm_90"):
+        for arch in [a for a in ("sm_80", "sm_90") if a in archs]:
             lines.append(row(kind, g, arch, chosen))
             print(lines[-1], flush=True)
     for kind, g in int8_problems(args.quick):
@@ -204,6 +269,32 @@ def main() -> int:
         print(lines[-1], flush=True)
     lines += summary(chosen) + [WEAK_SPOTS]
     print("\n".join(lines[-len(summary(chosen)) - 1:]), flush=True)
+    if "sm_90a" in archs:
+        lines += hopper_lines(args.quick)
+    if args.output:
+        Path(args.output).write_text("\n".join(lines) + "\n")
+    return 0
+
+
+def hopper_lines(quick: bool) -> list[str]:
+    """The sm_90a section, printed as it goes."""
+    lines = [f"# sm_90a: {device_model('sm_90a').name}, the built wgmma kernels", HOPPER_HEADER]
+    print("\n".join(lines), flush=True)
+    for kind, g in hopper_problems(quick):
+        lines.append(hopper_row(kind, g))
+        print(lines[-1], flush=True)
+    lines.append(HOPPER_WEAK_SPOTS)
+    print(lines[-1], flush=True)
+    return lines
+
+
+def hopper_main(args, commit: str) -> int:
+    lines = [f"# bench/choose_table.py at {commit}: the cost model's sm_90a choice per problem (no GPU: "
+             "predicted, not measured)",
+             "# command: python " + " ".join(sys.argv),
+             "# regs and spill: the assembler's (nvJitLink) for the chosen kernel"]
+    print("\n".join(lines), flush=True)
+    lines += hopper_lines(args.quick)
     if args.output:
         Path(args.output).write_text("\n".join(lines) + "\n")
     return 0

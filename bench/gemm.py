@@ -28,11 +28,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_cases import DTYPES, LLM_NK, SCHEDULES, SHAPES, Spec, candidates_for, schedule_name  # noqa: E402,F401
+from gemm_cases import (DTYPES, HOPPER_DTYPES, LLM_NK, SCHEDULES, SHAPES, Spec, candidates_for,  # noqa: E402,F401
+                        chosen_spec, schedule_name)
 
 PEAKS = [("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("H800", 989.4), ("A100", 312.0)]
 TARGET_GROUPS = ("square", "llm")  # issue 4's geomean target is over these
 TOL = {"f16": 2e-3, "bf16": 1e-2}  # relative Frobenius error vs the f32 reference, by output dtype
+#: Output dtype by input dtype: the input's own (as torch.matmul), bf16 for fp8 (no fp8 output).
+OUT_DTYPE = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16"}
 
 
 @dataclass
@@ -61,19 +64,22 @@ class Job:
     def gemm(self):
         import ptxgen
 
-        return ptxgen.Gemm(self.m, self.n, self.k, dtype=self.dtype, out_dtype=self.dtype,
+        return ptxgen.Gemm(self.m, self.n, self.k, dtype=self.dtype, out_dtype=OUT_DTYPE[self.dtype],
                            a_layout="row", b_layout="col")
 
 
 def build_plan(arch: str, dtypes=DTYPES, shapes=None) -> list[Job]:
-    """Every (shape, dtype) in importance order, each with every schedule's verifier verdict."""
+    """Every (shape, dtype) in importance order, each with every schedule's verifier verdict; on
+    sm_90a also the schedule the chooser picks (`ptxgen.compile` without one)."""
     import ptxgen
 
     jobs = []
     for m, n, k, group in (shapes or SHAPES):
         for dt in dtypes:
             job = Job(dt, m, n, k, group)
-            for spec in candidates_for(m, n, k, arch):
+            specs = candidates_for(m, n, k, arch, dt)
+            chosen = chosen_spec(job.gemm(), arch) if arch == "sm_90a" else None
+            for spec in specs + ([chosen] if chosen is not None else []):
                 cand = Candidate(spec)
                 try:
                     ptxgen.verify(job.gemm(), make_schedule(cand), arch)
@@ -82,6 +88,12 @@ def build_plan(arch: str, dtypes=DTYPES, shapes=None) -> list[Job]:
                 job.candidates.append(cand)
             jobs.append(job)
     return jobs
+
+
+def plan_for(arch: str, dtypes, max_problems: int | None) -> list[Job]:
+    """The first `max_problems` jobs, planning only the shapes they need (the chooser compiles)."""
+    shapes = SHAPES if max_problems is None else SHAPES[: -(-max_problems // max(1, len(dtypes)))]
+    return build_plan(arch, dtypes, shapes)[:max_problems]
 
 
 def make_schedule(c: Candidate):
@@ -114,7 +126,7 @@ def _precompile_one(args) -> str | None:
     try:
         import ptxgen
 
-        g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=dtype, a_layout="row", b_layout="col")
+        g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=OUT_DTYPE[dtype], a_layout="row", b_layout="col")
         ptxgen.compile(g, spec.schedule(), arch=arch).assemble()
         return None
     except Exception as e:  # reported again (and loudly) by the main process
@@ -157,7 +169,8 @@ class Device:
 
     def dt(self, name: str):
         if self.torch:
-            return {"f16": self.torch.float16, "bf16": self.torch.bfloat16, "f32": self.torch.float32}[name]
+            return {"f16": self.torch.float16, "bf16": self.torch.bfloat16, "f32": self.torch.float32,
+                    "e4m3": getattr(self.torch, "float8_e4m3fn", None)}[name]
         from ptxgen.schedule.problem import numpy_dtype
 
         return numpy_dtype(name)
@@ -181,6 +194,9 @@ class Device:
         return int(self.cupy.cuda.get_current_stream().ptr)
 
     def matmul(self, a, b, out):
+        if self.torch and a.dtype == self.dt("e4m3"):  # cuBLAS's fp8 GEMM (B column-major, unit scales)
+            one = self.torch.ones((), device="cuda", dtype=self.torch.float32)
+            return out.copy_(self.torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=out.dtype))
         return self.torch.matmul(a, b, out=out) if self.torch else self.cupy.matmul(a, b, out=out)
 
     def rel_err(self, c, ref) -> float:
@@ -244,7 +260,8 @@ def run_job(dev: Device, job: Job, arch: str, systems: list[str], runs: int) -> 
     import ptxgen
     from ptxgen.runtime import prepare_launch
 
-    base = {"dtype": job.dtype, "m": job.m, "n": job.n, "k": job.k, "out_dtype": job.dtype, "group": job.group}
+    out = OUT_DTYPE[job.dtype]
+    base = {"dtype": job.dtype, "m": job.m, "n": job.n, "k": job.k, "out_dtype": out, "group": job.group}
     set_bytes = (job.m * job.k + job.k * job.n + job.m * job.n) * 2
     nsets = int(min(8, max(1, math.ceil(256e6 / set_bytes))))  # >= ~5x the 50 MB L2
     sets = []
@@ -252,7 +269,7 @@ def run_job(dev: Device, job: Job, arch: str, systems: list[str], runs: int) -> 
         a = dev.randn((job.m, job.k), job.dtype, seed=1000 * i + 1)
         bt = dev.randn((job.n, job.k), job.dtype, seed=1000 * i + 2)
         b = bt.t() if dev.torch else bt.T  # logical K×N, column-major
-        sets.append((a, b, dev.empty((job.m, job.n), job.dtype)))
+        sets.append((a, b, dev.empty((job.m, job.n), out)))
     ref = dev.reference(sets[0][0], sets[0][1])
     rows = []
 
@@ -260,16 +277,17 @@ def run_job(dev: Device, job: Job, arch: str, systems: list[str], runs: int) -> 
         """Check once, then time; returns the row."""
         row = dict(base, system=system, schedule=schedule, **(extra or {}))
         try:
-            check_out = dev.empty((job.m, job.n), job.dtype)
+            check_out = dev.empty((job.m, job.n), out)
             check_out.fill_(float("nan")) if dev.torch else check_out.fill(float("nan"))
             make_fn(sets[0][0], sets[0][1], check_out)()
             dev.sync()
             err = dev.rel_err(check_out, ref)
             row["rel_err"] = err
-            if not err < TOL[job.dtype]:
+            tol = TOL[OUT_DTYPE[job.dtype]]
+            if not err < tol:
                 row.update(status="wrong", tflops=None)
                 print(f"!!! WRONG RESULT: {system} {schedule or ''} {job.dtype} {job.m}x{job.n}x{job.k}: "
-                      f"relative error {err:.3g} (tolerance {TOL[job.dtype]})", flush=True)
+                      f"relative error {err:.3g} (tolerance {tol})", flush=True)
                 return row
             ms = time_launches(dev, [make_fn(a, b, c) for a, b, c in sets], runs)
             row.update(ms=ms, tflops=job.flops / ms / 1e9)
@@ -387,7 +405,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting new problems after this")
     ap.add_argument("--runs", type=int, default=20, help="timed samples per measurement (>= 20)")
     ap.add_argument("--peak", type=float, default=None, help="dense f16 peak TFLOP/s (default: by device)")
-    ap.add_argument("--dtypes", default=",".join(DTYPES))
+    ap.add_argument("--dtypes", default=None,
+                    help=f"input dtypes (default {','.join(DTYPES)}; {','.join(HOPPER_DTYPES)} for sm_90a)")
     ap.add_argument("--systems", default="ptxgen,cublas,triton")
     ap.add_argument("--max-problems", type=int, default=None, help="only the first N problems")
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="compile processes")
@@ -402,27 +421,31 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    default = HOPPER_DTYPES if args.arch == "sm_90a" else DTYPES
+    dtypes = tuple(d for d in (args.dtypes or ",".join(default)).split(",") if d)
     t0 = time.time()
     if args.dry_run:
         arch = args.arch or "sm_90"
-        jobs = build_plan(arch, dtypes)[: args.max_problems]
+        jobs = plan_for(arch, dtypes, args.max_problems)
         print_plan(jobs, arch)
         return 0
     if args.check_only:
         from gemm_check import run_check
 
-        return run_check(args.arch, dtypes, args.max_candidates)
+        # gemm_check runs out_dtype = input dtype: the 16-bit dtypes only (fp8 has no fp8 output)
+        return run_check(args.arch, dtypes if args.dtypes else DTYPES, args.max_candidates)
     from ptxgen.runtime import gpu_available, gpu_unavailable_reason
     from ptxgen.runtime.driver import context
     from ptxgen.schedule.targets import TARGETS
 
     if not gpu_available():
-        print(f"no GPU: {gpu_unavailable_reason()} (use --dry-run to see the plan)", file=sys.stderr)
+        if args.arch:  # everything up to the first launch: the plan, the chooser's picks, the verdicts
+            print_plan(plan_for(args.arch, dtypes, args.max_problems), args.arch, brief=True)
+        print(f"no GPU: {gpu_unavailable_reason()}; nothing timed (use --dry-run to see the plan)", file=sys.stderr)
         return 2
     ctx = context()
     arch = args.arch or (ctx.arch if ctx.arch in TARGETS else "sm_80")
-    jobs = build_plan(arch, dtypes)[: args.max_problems]
+    jobs = plan_for(arch, dtypes, args.max_problems)
     print_plan(jobs, arch, brief=True)  # reasons go to the JSON; keep the output tail short
     precompile(jobs, arch, args.jobs)
     dev = Device()

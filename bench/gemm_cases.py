@@ -35,14 +35,24 @@ SHAPES = ([(4096, 4096, 4096, "square"), (8192, 8192, 8192, "square")]
           + [(1, n, k, "decode") for n, k in LLM_NK[:2]]
           + [(4095, 4095, 4095, "odd"), (2047, 11008, 4095, "odd"), (1000, 1000, 1000, "odd")]
           + [(16384, 16384, 16384, "square")])
-#: Hopper (sm_90a) candidates, the design the sm_90a lowering builds today (TMA + mbarrier ring +
-#: wgmma, not warp-specialised, not persistent, direct epilogue): (block, consumer warpgroups,
-#: stages). 64 rows per consumer warpgroup; BK = 64 is one 128-byte swizzle row of f16/bf16.
+#: Hopper (sm_90a) candidates, the designs the sm_90a lowering builds (README, "Hopper (sm_90a): what
+#: is built"): (block, consumer warpgroups, stages, warp-specialised + persistent, input dtype or None
+#: for every dtype). The warp-specialised persistent kernel (producer warpgroup, full/empty mbarrier
+#: ring, TMA-store epilogue where C allows) is the default; the non-specialised one-CTA-per-tile
+#: kernel is the baseline. BK is one 128-byte swizzle row: 64 f16/bf16, 128 fp8 elements. The
+#: chooser's pick for each problem is added by `chosen_spec`.
 HOPPER_SCHEDULES = [
-    ((128, 128, 64), 2, 4),
-    ((128, 256, 64), 2, 4),
-    ((64, 128, 64), 1, 4),  # for small M (the LLM decode-ish shapes)
+    ((128, 128, 64), 2, 4, True, None),
+    ((128, 128, 64), 2, 3, True, None),
+    ((128, 256, 64), 2, 4, True, None),
+    ((128, 256, 64), 2, 3, True, None),
+    ((128, 128, 64), 2, 4, False, None),   # baseline: not specialised, one CTA per tile
+    ((64, 128, 64), 1, 4, True, None),     # for small M (the LLM decode-ish shapes)
+    ((128, 256, 128), 2, 3, True, "e4m3"),  # fp8: twice the 16-bit wgmma rate
+    ((128, 256, 128), 2, 4, True, "e4m3"),
 ]
+#: Input dtypes of the sm_90a run (fp8 e4m3 gives bf16 out: wgmma's fp8 path accumulates in f32).
+HOPPER_DTYPES = ("f16", "bf16", "e4m3")
 #: Problems with M up to this have few output tiles: they also get split-K and narrow Stream-K candidates.
 SMALL_M = 256
 
@@ -58,11 +68,17 @@ class Spec:
     decomposition: str = "tiles"
     raster: str = "grouped"
     consumers: int = 0  # > 0: a Hopper wgmma schedule with this many consumer warpgroups (warps unused)
+    warp_specialized: bool = True  # Hopper: the warp-specialised persistent kernel, else one CTA per tile
+    dtype: str | None = None  # only for problems of this input dtype
+    fixed: object = None  # a ptxgen.Schedule given whole (the chooser's pick), named "chosen ..."
 
     @property
     def name(self) -> str:
+        if self.fixed is not None:
+            return "chosen " + self.fixed_name()
         if self.consumers:
-            return f"{self.block[0]}x{self.block[1]}x{self.block[2]} wgmma c{self.consumers} s{self.stages}"
+            kind = "ws-persistent" if self.warp_specialized else "one-cta-per-tile"
+            return f"{self.block[0]}x{self.block[1]}x{self.block[2]} wgmma c{self.consumers} s{self.stages} {kind}"
         extra = (f" splitk{self.split_k}" if self.split_k > 1 else "") + \
             (f" {self.decomposition}" if self.decomposition != "tiles" else "") + \
             (f" {self.raster}-raster" if self.raster != "grouped" else "")
@@ -71,24 +87,52 @@ class Spec:
     def schedule(self):
         import ptxgen
 
-        if self.consumers:  # the built sm_90a design (ptxgen/schedule/verify_sm90_built.py)
+        if self.fixed is not None:
+            return self.fixed
+        if self.consumers:  # the built sm_90a designs (ptxgen/schedule/verify_sm90_built.py)
+            ws = self.warp_specialized
             return ptxgen.Schedule(block=self.block, instruction="wgmma", consumers=self.consumers, stages=self.stages,
-                                   warp_specialized=False, persistent=False, raster=self.raster)
+                                   warp_specialized=ws, persistent=ws, raster=self.raster)
         return ptxgen.Schedule(block=self.block, warps=self.warps, stages=self.stages, smem_layout="swizzle",
                                frag_double_buffer=True, split_k=self.split_k, decomposition=self.decomposition,
                                raster=self.raster)
+
+
+    def fixed_name(self) -> str:
+        s = self.fixed
+        if s.instruction != "wgmma":
+            return schedule_name(s.block, s.warps, s.stages)
+        kind = ("ws-persistent" if s.warp_specialized else "stream-k" if s.stream_k else
+                f"splitk{s.split_k}" if s.split_k > 1 else "one-cta-per-tile")
+        epi = {None: "", True: " tma-store", False: " direct-store"}[s.epilogue_via_smem]
+        return f"{s.bm}x{s.bn}x{s.bk} wgmma c{s.consumers} s{s.stages} {kind}{epi}" + (
+            " grouped-raster" if s.raster == "grouped" else "")
+
+
+def chosen_spec(gemm, arch: str) -> Spec | None:
+    """The schedule `ptxgen.compile(gemm, arch=arch)` picks (the cost model's, assembled without
+    spills), as a candidate; None where the chooser refuses the problem."""
+    import ptxgen
+
+    try:
+        s = ptxgen.compile(gemm, arch=arch).schedule
+    except ptxgen.ScheduleError:
+        return None
+    return Spec(s.block, (), s.stages, consumers=s.consumers or 0, fixed=s)
 
 
 def schedule_name(block, warps, stages) -> str:
     return f"{block[0]}x{block[1]}x{block[2]} w{warps[0]}x{warps[1]} s{stages}"
 
 
-def candidates_for(m: int, n: int, k: int, arch: str | None = None) -> list[Spec]:
-    """The fixed candidate list of one problem (a function of its shape class and arch only):
-    sm_90a is the wgmma pipeline alone (it refuses mma.sync schedules), every other arch the
-    mma.sync list."""
+def candidates_for(m: int, n: int, k: int, arch: str | None = None, dtype: str | None = None) -> list[Spec]:
+    """The fixed candidate list of one problem (a function of its shape class, arch and input
+    dtype only): sm_90a is the wgmma pipeline alone (it refuses mma.sync schedules), every other
+    arch the mma.sync list. Specs for one dtype only (fp8's) come only when `dtype` is given."""
     if arch == "sm_90a":
-        return [Spec(block, (), stages, consumers=consumers) for block, consumers, stages in HOPPER_SCHEDULES]
+        return [Spec(block, (), stages, consumers=consumers, warp_specialized=ws, dtype=only)
+                for block, consumers, stages, ws, only in HOPPER_SCHEDULES
+                if (only is None and dtype not in ("e4m3", "e5m2")) or (only is not None and only == dtype)]
     out = [Spec(*s) for s in SCHEDULES]
     out.append(Spec((128, 128, 32), (2, 2), 4, raster="row"))
     out.append(Spec((128, 128, 32), (2, 2), 4, decomposition="stream-k"))

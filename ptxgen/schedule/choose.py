@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import ScheduleError
 from .candidates import base_schedules, legal, variants
-from .choose_hopper import check_problem_built, describe_hopper, hopper_candidates, no_candidate_error
+from .choose_hopper import (VARIANT_BASES as HOPPER_VARIANT_BASES, check_problem_built, describe_hopper,
+                            hopper_candidates, hopper_variants, no_candidate_error)
 from .costmodel import Prediction, predict
 from .devices import device_model
 from .problem import Gemm
@@ -118,6 +119,19 @@ def _rank_hopper(g: Gemm, arch: str) -> list[Ranked]:
         ranked.append(Ranked(s, predict(g, s, arch)))
     if not ranked:
         raise no_candidate_error(g, arch, first)
+    ranked.sort(key=_order)
+    bases = [r.schedule for r in ranked if not r.schedule.warp_specialized][:HOPPER_VARIANT_BASES]
+    seen = {r.schedule for r in ranked}
+    for base in bases:  # split-K and Stream-K, built in the non-specialised kernel
+        for v in hopper_variants(g, base):
+            if v in seen:
+                continue
+            seen.add(v)
+            try:
+                verify(g, v, arch)
+            except ScheduleError:
+                continue
+            ranked.append(Ranked(v, predict(g, v, arch)))
     return sorted(ranked, key=_order)
 
 
@@ -132,8 +146,10 @@ def _order(r: Ranked) -> tuple:
     larger tile."""
     s = r.schedule
     bucket = math.floor(math.log(r.prediction.time_s) / math.log(TIE))
-    if s.instruction == "wgmma":  # row raster, three or four stages, the larger tile, fewer warpgroups
-        return (bucket, s.raster != "row", abs(s.stages - 3.5), -s.bm * s.bn, s.consumers, s.block)
+    if s.instruction == "wgmma":  # no split, the warp-specialised persistent kernel, the default epilogue,
+        # row raster, three or four stages, the larger tile, fewer warpgroups
+        return (bucket, s.split_k, s.stream_k, not s.warp_specialized, s.epilogue_via_smem is not None,
+                s.raster != "row", abs(s.stages - 3.5), -s.bm * s.bn, s.consumers, s.block)
     return (bucket, s.split_k, s.stream_k, s.raster != "row", abs(s.num_warps - 4), -s.bk, abs(s.stages - 3),
             -s.bm * s.bn, s.block, s.warps)
 

@@ -19,6 +19,9 @@ time, term by term, so `ptxgen info` can say why one schedule beat another:
 * split-K and Stream-K: fewer k-tiles per CTA and more CTAs, paid for in f32 partial-tile traffic
   and a serial fix-up by the tile's last CTA.
 
+sm_90a (wgmma) schedules are priced by `choose_hopper.predict_hopper` instead: the same terms, plus
+the persistent grid's whole-tile rounds, the producer warpgroup's overlap and the epilogue path.
+
 The time is max(compute waves, L2 time, DRAM time) + the launch. The constants are a model, not
 a measurement: `DeviceModel` cites each one, and the weak spots are listed in bench/choose_table.py.
 """

@@ -58,19 +58,44 @@ def test_plan_covers_every_problem_in_importance_order(bench):
 
 
 def test_sm90a_plan_holds_the_built_hopper_candidates(bench):
-    """--arch sm_90a: the wgmma candidates (the design the sm_90a lowering builds), legal for every
-    problem whose rows TMA can describe; the K = 4095 problems are refused with the reason."""
-    jobs = bench.build_plan("sm_90a")
-    assert len(jobs) == len(bench.build_plan("sm_90"))
+    """--arch sm_90a: the built wgmma designs (warp-specialised persistent, the non-specialised
+    baseline, fp8 tiles for e4m3) plus the chooser's pick, legal for every problem whose rows TMA
+    can describe; the K = 4095 problems are refused with the reason (and the chooser adds none)."""
+    shapes = [s for s in bench.SHAPES if s[:3] in {(4096, 4096, 4096), (16, 4096, 11008), (4095, 4095, 4095)}]
+    jobs = bench.build_plan("sm_90a", ("f16", "bf16", "e4m3"), shapes)
+    assert len(jobs) == 3 * len(shapes) == 9
     for j in jobs:
-        assert [c.name for c in j.candidates] == ["128x128x64 wgmma c2 s4", "128x256x64 wgmma c2 s4",
-                                                  "64x128x64 wgmma c1 s4"]
+        names = [c.name for c in j.candidates]
         schedules = [c.spec.schedule() for c in j.candidates]
-        assert all(s.instruction == "wgmma" and not s.warp_specialized and not s.persistent for s in schedules)
+        assert all(s.instruction == "wgmma" for s in schedules)
+        if j.dtype == "e4m3":
+            assert names[:2] == ["128x256x128 wgmma c2 s3 ws-persistent", "128x256x128 wgmma c2 s4 ws-persistent"]
+            assert j.gemm().out_dtype == "bf16"
+        else:
+            assert names[:6] == ["128x128x64 wgmma c2 s4 ws-persistent", "128x128x64 wgmma c2 s3 ws-persistent",
+                                 "128x256x64 wgmma c2 s4 ws-persistent", "128x256x64 wgmma c2 s3 ws-persistent",
+                                 "128x128x64 wgmma c2 s4 one-cta-per-tile", "64x128x64 wgmma c1 s4 ws-persistent"]
+            assert [s.warp_specialized and s.persistent for s in schedules[:5]] == [True] * 4 + [False]
         if j.k % 8 == 0:
             assert all(c.verdict == "ok" for c in j.candidates), [c.verdict for c in j.candidates]
+            chosen = [c for c in j.candidates if c.name.startswith("chosen ")]
+            assert len(chosen) == 1 and chosen[0].spec.schedule() == bench.chosen_spec(j.gemm(), "sm_90a").fixed
         else:
             assert all("gemm.lda" in c.verdict and "16-byte" in c.verdict for c in j.candidates)
+            assert not any(c.name.startswith("chosen ") for c in j.candidates)
+    big = next(j for j in jobs if (j.dtype, j.m) == ("bf16", 4096))
+    assert "chosen 128x256x64 wgmma c2 s3 ws-persistent" in [c.name for c in big.candidates]
+
+
+def test_sm90a_without_a_gpu_plans_then_says_no_gpu(bench, capsys):
+    from ptxgen.runtime import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU is present")
+    assert bench.main(["--arch", "sm_90a", "--max-problems", "3", "--out", "/nonexistent"]) == 2
+    captured = capsys.readouterr()
+    assert "plan for sm_90a: 3 problems" in captured.out and "no valid schedule (unsupported) for: none" in captured.out
+    assert captured.err.startswith("no GPU: ") and "Traceback" not in captured.err
 
 
 def test_rejected_schedules_carry_the_verifier_reason(bench):

@@ -210,11 +210,16 @@ def _box(operand: str, k_major: bool, mn: int, bk: int, esize: int, swizzle: int
     return TmaBox(operand, inner, mn if k_major else bk, max(1, contiguous // swizzle), k_major, contiguous)
 
 
+#: Output element sizes the TMA-store epilogue stages (stmatrix for 2 bytes, st.shared.v2 for 4):
+#: quantised s8/u8 outputs are stored directly (epilogue_tma.py has no 1-byte staging).
+TMA_STAGED_OUT_BYTES = (2, 4)
+
+
 def epilogue_path(g: Gemm, s: Schedule) -> str:
     """"tma" (C staged through shared memory, stored by TMA) or "direct" (st.global from the
     accumulators): `epilogue_via_smem`, or where None, TMA whenever C's rows and base are 16-byte
     aligned (TMA's stride rule), BN's output bytes make whole 16-byte box rows, and the GEMM is
-    one matrix with no split-K or Stream-K."""
+    one matrix with no split-K or Stream-K, with a 2- or 4-byte output."""
     if s.epilogue_via_smem is not None:
         return "tma" if s.epilogue_via_smem else "direct"
     aligned = (g.leading_dims()[2] * g.out_bytes) % TMA_STRIDE_ALIGN == 0 and g.out_alignment() >= TMA_STRIDE_ALIGN
@@ -222,7 +227,8 @@ def epilogue_path(g: Gemm, s: Schedule) -> str:
     # batches (C's map would be 3-D), split-K and Stream-K store through the direct path for now
     # (verify_sm90_built.py refuses epilogue_via_smem=True with them)
     single = g.batch == 1 and s.split_k == 1 and not s.stream_k
-    return "tma" if aligned and boxable and single else "direct"
+    staged = g.out_bytes in TMA_STAGED_OUT_BYTES  # 8-bit (quantised) outputs store directly
+    return "tma" if aligned and boxable and single and staged else "direct"
 
 
 def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:

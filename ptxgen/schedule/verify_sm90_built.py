@@ -32,6 +32,9 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
         _refuse(g, "schedule.persistent", s.persistent, "the persistent grid of whole tiles without warp "
                 "specialisation (the warp-specialised kernel and Stream-K walk tiles)",
                 "set warp_specialized=True, or persistent=False")
+    if s.epilogue_via_smem and g.out_bytes == 1:
+        _refuse(g, "schedule.epilogue_via_smem", s.epilogue_via_smem, f"the TMA-store epilogue for 1-byte "
+                f"({g.out_dtype}) output", "set epilogue_via_smem=None or False (direct stores)")
     if s.epilogue_via_smem and (g.batch > 1 or s.split_k > 1 or s.stream_k):
         what = "batched GEMMs" if g.batch > 1 else "split-K" if s.split_k > 1 else "Stream-K"
         _refuse(g, "schedule.epilogue_via_smem", s.epilogue_via_smem, f"the TMA-store epilogue for {what}",

@@ -270,3 +270,22 @@ def test_tma_store_kernels_assemble_without_spills_or_warnings(block, stages, co
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
     log = r.log.lower()
     assert "warning" not in log and "c7515" not in log and "serializ" not in log, r.log
+
+
+@pytest.mark.parametrize("dtype, out, block", [("u8", "s8", (128, 128, 128)), ("s8", "u8", (64, 128, 256)),
+                                               ("u8", "u8", (128, 16, 128))])
+def test_one_byte_outputs_store_directly_and_refuse_the_staged_path(dtype, out, block):
+    """Quantised s8/u8 outputs: the staged epilogue writes 2- and 4-byte elements only, so the unset
+    path stores directly (fuzz.py --arch sm_90a found races when it staged 1-byte outputs as f32
+    pairs: seeds 267, 426, 1186), and asking for the TMA store is refused with the fix."""
+    from ptxgen.check import check_simulated
+
+    g = Gemm(129, 128, 208, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col",
+             epilogue=Epilogue(scale="col"))
+    s = Schedule(block=block, instruction="wgmma", stages=2, sms=2)
+    k = ptxgen.compile(g, s, arch=ARCH)
+    assert hopper_plan(g, s).epilogue == "direct" and "tmapC" not in k.ptx
+    a, b = random_operands(g, 4)
+    assert check_simulated(k, a, b, scale=random_scale(g, 5)).ok
+    with pytest.raises(LoweringNotBuilt, match="epilogue_via_smem=None or False"):
+        ptxgen.compile(g, replace(s, epilogue_via_smem=True), arch=ARCH)

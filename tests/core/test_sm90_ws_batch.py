@@ -137,3 +137,16 @@ def test_ptxas_assembles_the_batched_ws_kernel_without_spills(monkeypatch):
         assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
         assert "c7508" not in r.log.lower() and "c7515" not in r.log.lower(), r.log
         assert k.resources.spill_bytes == 0, k.resources
+
+
+def test_sampled_ctas_of_a_batched_persistent_grid_exist():
+    """The 1-D persistent grid has no z dimension: the sampled CTAs are its own (z = 0), each walking
+    every batch, and the mask of what they computed spans several batches."""
+    from ptxgen.simulate import covered, sample_ctas
+
+    g = Gemm(2048, 2048, 64, batch=4, a_layout="row", b_layout="col")
+    k = ptxgen.compile(g, ws_batch((128, 128, 64), 3, consumers=2, sms=None), arch=ARCH)
+    ctas = sample_ctas(k)
+    assert ctas is not None and all(z == 0 and 0 <= x < k.grid[0] for x, _, z in ctas), ctas
+    mask = covered(k, ctas)
+    assert mask.shape == (4, 2048, 2048) and all(mask[b].any() for b in range(4))

@@ -50,7 +50,9 @@ def test_the_walk_covers_every_batch_tile_once_and_ctas_cross_batches():
     (Gemm(130, 72, 64, batch=3, a_layout="row", b_layout="col"), ws_batch((64, 64, 64), cluster=(2, 1), sms=2)),
     (Gemm(64, 136, 72, batch=2, a_layout="row", b_layout="col", epilogue=Epilogue(beta=1.0)),
      ws_batch((64, 64, 64), cluster=(1, 2), sms=4)),
-], ids=["4-batches-2wg-beta-bias", "mn-major-bf16-grouped", "cluster-2x1", "cluster-1x2-beta"])
+    (Gemm(136, 72, 104, batch=3, a_layout="col", b_layout="col", epilogue=Epilogue(beta=1.0, bias="row")),
+     Schedule(block=(64, 64, 64), instruction="wgmma", stages=2, warp_specialized=True, persistent=False)),
+], ids=["4-batches-2wg-beta-bias", "mn-major-bf16-grouped", "cluster-2x1", "cluster-1x2-beta", "ws-one-cta-per-tile"])
 def test_batched_ws_gemms_match_numpy(g, s):
     assert per_batch_error(g, ptxgen.compile(g, s, arch=ARCH), seed=5) < tolerance(g)
 

@@ -97,7 +97,7 @@ def check_memory(k: Kernel, checked_elements: int, available: int | None = None,
 
 def tile_regions(k: Kernel, ctas: list[tuple[int, int, int]] | None) -> list[Region]:
     """The output tiles the CTAs compute (None: all of C, as bands of rows)."""
-    from .simulate import cta_tiles
+    from .simulate import cta_batch_tiles
 
     g, s = k.gemm, k.schedule
     if ctas is None:
@@ -106,8 +106,7 @@ def tile_regions(k: Kernel, ctas: list[tuple[int, int, int]] | None) -> list[Reg
                 for b in range(g.batch) for r in range(0, g.m, band)]
     seen: dict[tuple[int, int, int], Region] = {}
     for cta in ctas:
-        batch = cta[2] // s.split_k  # ctaid.z = batch * split_k + split
-        for tm, tn in cta_tiles(k, cta):  # a persistent sm_90a CTA computes several
+        for batch, tm, tn in cta_batch_tiles(k, cta):  # a persistent sm_90a CTA computes several
             seen.setdefault((batch, tm, tn), Region(batch, slice(tm * s.bm, min((tm + 1) * s.bm, g.m)),
                                                     slice(tn * s.bn, min((tn + 1) * s.bn, g.n))))
     return list(seen.values())

@@ -52,17 +52,26 @@ def tile_of_index(kernel: Kernel, index: int) -> tuple[int, int]:
 
 
 def cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int]]:
-    """Every (m-tile, n-tile) a CTA computes: one, or a persistent CTA's walk over the tiles."""
+    """Every (m-tile, n-tile) a CTA computes: one, or a persistent CTA's walk over the tiles (of
+    whichever batch: `cta_batch_tiles` says which)."""
+    return [(tm, tn) for _, tm, tn in cta_batch_tiles(kernel, cta)]
+
+
+def cta_batch_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+    """Every (batch, m-tile, n-tile) a CTA computes: its ctaid.z's batch (ctaid.z = batch *
+    split_k + split), or a persistent CTA's walk over batch x tiles, the batch outermost
+    (emit/sm90/persistent.py: index i is batch i // per_batch, tile i % per_batch)."""
     if not persistent_hopper(kernel):
-        return [cta_tile(kernel, cta)]
+        return [(cta[2] // kernel.schedule.split_k, *cta_tile(kernel, cta))]
     g, s = kernel.gemm, kernel.schedule
     if kernel.cluster_dims != (1, 1, 1):
         return cluster_cta_tiles(kernel, cta)
     tiles = -(-g.m // s.bm) * -(-g.n // s.bn)
-    return [tile_of_index(kernel, i) for i in range(cta[0], tiles, kernel.grid[0])]
+    return [(i // tiles, *tile_of_index(kernel, i % tiles))
+            for i in range(cta[0], tiles * g.batch, kernel.grid[0])]
 
 
-def cluster_cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int]]:
+def cluster_cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int, int]]:
     """A clustered persistent CTA's tiles (emit/sm90/cluster.py): cluster x // size walks cluster
     tiles in the raster over cluster tiles; rank r takes tile (CM*ctm + r % CM, CN*ctn + r // CM);
     tiles past the edge (the grid rounded up to whole clusters) write nothing."""
@@ -73,7 +82,9 @@ def cluster_cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[i
     num_m, num_n = -(-tiles_m // cm), -(-tiles_n // cn)
     dm, dn = cta[0] % size % cm, cta[0] % size // cm
     out = []
-    for index in range(cta[0] // size, num_m * num_n, kernel.grid[0] // size):
+    per_batch = num_m * num_n
+    for walked in range(cta[0] // size, per_batch * g.batch, kernel.grid[0] // size):
+        batch, index = divmod(walked, per_batch)
         if s.raster == "row":
             ctm, ctn = index // num_n, index % num_n
         else:
@@ -84,7 +95,7 @@ def cluster_cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[i
             ctm, ctn = first + pos % size_m, pos // size_m
         tm, tn = ctm * cm + dm, ctn * cn + dn
         if tm < tiles_m and tn < tiles_n:
-            out.append((tm, tn))
+            out.append((batch, tm, tn))
     return out
 
 
@@ -95,6 +106,8 @@ def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:
     if gx * gy * gz <= WHOLE_GRID_CTAS or kernel.schedule.stream_k:
         return None  # Stream-K CTAs share tiles and wait for each other: only the whole grid runs
     splits, batches = kernel.schedule.split_k, kernel.gemm.batch
+    if persistent_hopper(kernel):
+        batches = 1  # a persistent grid is 1-D: each CTA walks every batch (cta_batch_tiles)
     tiles = {(0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1), (gx // 2, gy // 2)}
     return sorted((x, y, b * splits + sp) for x, y in tiles for b in {0, batches - 1} for sp in range(splits))
 
@@ -138,8 +151,7 @@ def covered(kernel: Kernel, ctas) -> np.ndarray:
     gx, gy, gz = kernel.grid
     every = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
     for cta in (every if ctas is None else ctas):
-        batch = cta[2] // s.split_k  # ctaid.z = batch * split_k + split
-        for tm, tn in cta_tiles(kernel, cta):
+        for batch, tm, tn in cta_batch_tiles(kernel, cta):
             mask[batch, tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True  # numpy clips at the edge
     return mask if g.batch > 1 else mask[0]
 

@@ -16,7 +16,8 @@ The designs priced, each as the lowering builds it (README, "Hopper (sm_90a): wh
 * non-specialised, one CTA per tile: the consumers issue the next stage's copies themselves after
   waiting, so S-1 stages are in flight (floor: latency / (S-1)), every CTA fills and drains its
   own pipeline, and waves are CTAs / (SMs x CTAs per SM) with the tail priced as such. It is the
-  only built kernel for batches, split-K (skinny M x N, long K) and Stream-K;
+  only built kernel for split-K (skinny M x N, long K) and Stream-K (batches: both kernels, the
+  persistent one walking batch x tiles);
 * the epilogue: direct stores from the accumulator fragments (each thread writes 2 adjacent
   elements per row, so a 16-bit C fills half a 32-byte sector per 4 threads) or the TMA store
   (fragments to swizzled shared memory, one bulk copy per box, whole sectors). The persistent
@@ -96,7 +97,7 @@ def hopper_candidates(g: Gemm) -> Iterator[Schedule]:
     """Every base schedule of the built sm_90a kernels worth trying for `g`, legal or not (the
     verifier prunes): block rows and columns up to the first that covers M and N, BK 128 bytes,
     2-6 stages and the deepest ring that fits, 128-byte swizzle; the warp-specialised persistent
-    kernel (one matrix only) and the non-specialised one-CTA-per-tile kernel; the TMA-store and
+    kernel (for a batch, walking batch x tiles) and the non-specialised one-CTA-per-tile kernel; the TMA-store and
     the direct epilogue where the TMA one applies; row and (with more tile rows than a group)
     grouped raster. Split-K and Stream-K: `hopper_variants`."""
     bk = BK_BYTES // g.in_bytes
@@ -106,7 +107,7 @@ def hopper_candidates(g: Gemm) -> Iterator[Schedule]:
             if _ceil(g.m, bm) > GROUP_M and _ceil(g.n, bn) > 1:
                 rasters.append({"raster": "grouped", "group_m": GROUP_M})
             for stages in _stage_counts(g, bm, bn, bk):
-                for ws in ((True, False) if g.batch == 1 else (False,)):
+                for ws in (True, False):
                     base = Schedule(block=(bm, bn, bk), instruction="wgmma", warp_specialized=ws, persistent=ws,
                                     consumers=consumers, stages=stages, swizzle=128)
                     epilogues = [None] + ([False] if epilogue_path(g, base) == "tma" else [])

@@ -39,8 +39,8 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
         what = "batched GEMMs" if g.batch > 1 else "split-K" if s.split_k > 1 else "Stream-K"
         _refuse(g, "schedule.epilogue_via_smem", s.epilogue_via_smem, f"the TMA-store epilogue for {what}",
                 "set epilogue_via_smem=None or False (direct stores)")
-    if s.warp_specialized and (g.batch > 1 or s.split_k > 1 or s.stream_k):
-        what = "batched GEMMs" if g.batch > 1 else "split-K" if s.split_k > 1 else "Stream-K"
+    if s.warp_specialized and (s.split_k > 1 or s.stream_k):  # batches: the walk covers them (persistent.py)
+        what = "split-K" if s.split_k > 1 else "Stream-K"
         _refuse(g, "schedule.warp_specialized", s.warp_specialized, f"{what} in the warp-specialised kernel (built "
                 "in the non-specialised one)", "set warp_specialized=False" + ("" if s.stream_k else
                                                                                  " and persistent=False"))

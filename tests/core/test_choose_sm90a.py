@@ -1,5 +1,5 @@
 """`compile(gemm, arch="sm_90a")` without a schedule: the chooser picks among the built sm_90a kernels
-(warp-specialised persistent, the non-specialised one with batches, split-K and Stream-K, TMA-store or
+(warp-specialised persistent, also over batches; the non-specialised one, split-K and Stream-K; TMA-store or
 direct epilogue) with the cost model; the pick is legal, assembles without spills and matches numpy on
 the simulator; a problem the built slice cannot run is refused with arch='sm_90' as the fix."""
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_chosen_wgmma_schedule_is_legal_spill_free_and_correct(data):
     kern = ptxgen.compile(g, arch=ARCH)
     s = kern.schedule
     assert s.instruction == "wgmma", s
-    assert not s.warp_specialized or (g.batch == 1 and s.persistent and s.split_k == 1), s  # what is built
+    assert not s.warp_specialized or (s.persistent and s.split_k == 1), s  # what is built
     ptxgen.verify(g, s, ARCH)
     assert kern.choice is not None and kern.choice.schedule == s and kern.choice.registers_checked
     assert kern.resources.spill_bytes == 0, f"{g}: chosen {s} spills"
@@ -100,11 +100,14 @@ def test_large_square_bf16_gets_the_warp_specialised_persistent_kernel():
     assert predict(g, flat, ARCH).time_s > best.prediction.time_s
 
 
-def test_tiny_problem_gets_one_small_tile_and_a_batch_the_non_specialised_kernel():
+def test_tiny_problem_gets_one_small_tile_and_a_batch_both_kernels():
     tiny = rank(Gemm(64, 64, 64), ARCH)[0].schedule
     assert tiny.block == (64, 64, 64) and tiny.consumers == 1, tiny
     batched = rank(Gemm(128, 128, 128, batch=4), ARCH)
-    assert all(not r.schedule.warp_specialized and not r.schedule.persistent for r in batched)
+    kinds = {(r.schedule.warp_specialized, r.schedule.persistent) for r in batched}
+    assert kinds == {(True, True), (False, False)}, kinds  # the persistent walk covers batch x tiles
+    big = rank(Gemm(2048, 2048, 2048, batch=8), ARCH)[0].schedule   # many tiles: the persistent walk wins
+    assert big.warp_specialized and big.persistent, big
     # skinny M x N with a long K: more CTAs than tiles (split-K or Stream-K) beats one CTA per tile
     skinny = rank(Gemm(64, 64, 16384), ARCH)[0].schedule
     assert skinny.split_k > 1 or skinny.stream_k, skinny

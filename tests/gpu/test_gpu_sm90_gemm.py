@@ -99,6 +99,25 @@ def test_batched_sm90_gemm_through_the_driver(layouts):
     assert not np.isnan(c).any() and max(errs) < tolerance(g)
 
 
+@pytest.mark.parametrize("layouts", ["tn", "nt"])
+def test_batched_warp_specialized_persistent_gemm_through_the_driver(layouts):
+    """The default schedule on a batch: 3-D maps encoded by cuTensorMapEncodeTiled, a persistent grid
+    of 3 CTAs walking 3 batches x 4 tiles (CTAs cross batch boundaries), C moved by batch_stride_c."""
+    major = {"t": "row", "n": "col"}
+    g = Gemm(72, 80, 136, dtype="f16", out_dtype="f32", a_layout=major[layouts[0]], b_layout=major[layouts[1]],
+             batch=3)
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 64), instruction="wgmma", stages=2, sms=3), arch="sm_90a")
+    assert k.schedule.warp_specialized and k.schedule.persistent
+    assert k.launch_grid(context().sm_count) == (3, 1, 1)
+    a, b = random_operands(g, 8)
+    c = np.full((g.batch, g.m, g.n), np.nan, dtype=np.float32)
+    k(a, b, c=c)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    errs = [rel_fro(c[i].astype(np.float64), ref[i]) for i in range(g.batch)]
+    record("sm90_gemm::driver_ws_batched", layouts=layouts, err=max(errs))
+    assert not np.isnan(c).any() and max(errs) < tolerance(g)
+
+
 def test_split_k_sm90_gemm_through_the_driver():
     """Workspace split-K: the workspace and counters the launcher allocates reach the kernel after
     the tensor maps; the epilogue (beta, bias) runs once on the sum; a second launch reuses them."""

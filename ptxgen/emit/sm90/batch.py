@@ -8,8 +8,11 @@ batch as its third coordinate. C, stored directly, still moves by pointer: the k
 `batch_stride_c` (.u64, elements) after ldc, as the sm_80 kernels do; bias and scale are shared
 by every batch (as on the sm_80 path).
 
-The grid's z dimension is batch * split_k + split (tiles.TileScheduler.z_slot, as on sm_80):
-batches are not folded into the tile index, so the grouped raster stays within one batch.
+One CTA per tile: the grid's z dimension is batch * split_k + split (tiles.TileScheduler.z_slot,
+as on sm_80): batches are not folded into the tile index, so the grouped raster stays within one
+batch. The warp-specialised persistent kernel has a 1-D grid: its walk covers batch x tiles, the
+batch outermost, and each role takes the batch (and the consumers C's matrix) per tile
+(persistent.py TileWalk).
 """
 from __future__ import annotations
 

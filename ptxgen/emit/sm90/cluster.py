@@ -217,7 +217,7 @@ class ClusterRoles:
                     strided = lw.u32("add.u32", strided, first)
                 what = (f"{name} box {rows}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}"
                         + (f", my 1/{parts}, multicast" if mask is not None else ""))
-                tma.load(b, Addr(dst), lw.tmaps[name], (contiguous, strided), bar, comment=what, cta_mask=mask)
+                tma.load(b, Addr(dst), lw.tmaps[name], (contiguous, strided, *lw.tma_batch), bar, comment=what, cta_mask=mask)
 
     # -- tiles -------------------------------------------------------------------------------------
     def tile_count(self) -> VReg:

@@ -162,7 +162,7 @@ class Sm90Lowering(ScalarOps):
             self.ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)
-        if per_cta_tile:
+        if per_cta_tile and not (self.plan.warp_specialized and s.persistent):  # the walk takes the batch
             self.z = z = sm90_batch.z_slot(self)
             self.tma_batch = sm90_batch.tma_batch_coordinate(self, z)
         if per_cta_tile and not self.plan.warp_specialized:  # warp-specialised roles walk their tiles (persistent.py)

@@ -140,7 +140,7 @@ class WarpSpecializedLoop(TmaWgmmaLoop):
         stage = lw.u32("mov.u32", Imm("0"), comment="consumer's ring position, carried across tiles")
         parity = lw.u32("mov.u32", Imm("0"), comment="full-barrier parity the consumers wait for")
         prev = lw.u32("mov.u32", Imm("0"), comment="the previous k-tile's stage")
-        walk = TileWalk(lw, "consumer")
+        walk = TileWalk(lw, "consumer", moves_c=True)
         tile = walk.begin()
         zero_accumulators(lw, acc)
         kt = lw.u32("mov.u32", Imm("0"))

@@ -25,6 +25,25 @@ if TYPE_CHECKING:
 FLAG_BUFFER = "split_k_flag"
 
 
+def continue_if_last_split(lw, counter: VReg, flag: VReg, t0: VReg, splits: int) -> None:
+    """The split-K hand-off, after this CTA's partial is stored: thread t0 counts the CTA in on the
+    tile's counter (acq_rel: our partial released, the earlier splits' acquired) and shares the
+    count through the shared `flag`; every split but the last exits, and the last resets the
+    counter for the next launch. Shared by the sm_80/wmma and sm_90a split-K."""
+    b = lw.b
+    bar_sync(b, comment="every partial of this CTA is written")
+    b.emit("fence.acq_rel.gpu", guard=t0)
+    old = b.reg("b32")
+    b.emit("atom.acq_rel.gpu.global.add.u32", old, Addr(counter), Imm("1"), ndefs=1, guard=t0,
+           comment="release our partial; acquire the earlier splits'")
+    b.emit("st.shared.u32", Addr(flag), old, guard=t0)
+    bar_sync(b, comment="the arrival count is visible to the whole CTA")
+    seen = lw.u32("ld.shared.u32", Addr(flag))
+    not_last = lw.pred("setp.ne.u32", seen, Imm(str(splits - 1)))
+    b.emit("exit", guard=not_last, comment="not the last split: its partial waits in the workspace")
+    b.emit("st.global.u32", Addr(counter), Imm("0"), guard=t0, comment="reset the counter for the next launch")
+
+
 class SplitK:
     def __init__(self, lw: "GemmLowering"):
         self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
@@ -69,17 +88,7 @@ class SplitK:
         index = lw.u32("mad.lo.u32", tile.tm, Imm(str(-(-self.g.n // self.s.bn))), tile.tn)
         index = lw.u32("mad.lo.u32", z.batch, Imm(str(self.tiles)), index)
         counter = lw.u64("add.s64", lw.ptr["counters"], lw.wide_mul(index, Imm("4")))
-        bar_sync(b, comment="every partial of this CTA is written")
-        b.emit("fence.acq_rel.gpu", guard=t0)
-        old = b.reg("b32")
-        b.emit("atom.acq_rel.gpu.global.add.u32", old, Addr(counter), Imm("1"), ndefs=1, guard=t0,
-               comment="release our partial; acquire the earlier splits'")
-        b.emit("st.shared.u32", Addr(flag), old, guard=t0)
-        bar_sync(b, comment="the arrival count is visible to the whole CTA")
-        seen = lw.u32("ld.shared.u32", Addr(flag))
-        not_last = lw.pred("setp.ne.u32", seen, Imm(str(self.S - 1)))
-        b.emit("exit", guard=not_last, comment="not the last split: its partial waits in the workspace")
-        b.emit("st.global.u32", Addr(counter), Imm("0"), guard=t0, comment="reset the counter for the next launch")
+        continue_if_last_split(lw, counter, flag, t0, self.S)
         b.comment("sum the partials in split order 0..S-1 (deterministic whichever CTA is last)")
         first_slot = lw.u32("mul.lo.u32", z.batch, Imm(str(self.S)))
         ptr = self.thread_base(first_slot, tile)

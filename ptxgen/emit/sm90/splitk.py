@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from ...ir import Addr, Imm, Param, Sym, Vec, VReg
 from ...schedule.schedule import Schedule
 from ..index import Expr, Tid
-from ..memory import bar_sync, ld_param
+from ..memory import ld_param
+from ..splitk import continue_if_last_split
 from ..tiles import ZSlot
 from .wgmma_layouts import accumulator_coord
 
@@ -142,17 +143,7 @@ class Sm90SplitK:
         counter = lw.u64("add.s64", counters, lw.wide_mul(index, Imm("4")))
         flag = lw.u32("add.u32", lw.smem, Imm(str(lw.ring.nbytes)), comment="the last-split flag, after the barriers")
         t0 = lw.leader
-        bar_sync(b, comment="every partial of this CTA is written")
-        b.emit("fence.acq_rel.gpu", guard=t0)
-        old = b.reg("b32")
-        b.emit("atom.acq_rel.gpu.global.add.u32", old, Addr(counter), Imm("1"), ndefs=1, guard=t0,
-               comment="release our partial; acquire the earlier splits'")
-        b.emit("st.shared.u32", Addr(flag), old, guard=t0)
-        bar_sync(b, comment="the arrival count is visible to the whole CTA")
-        seen = lw.u32("ld.shared.u32", Addr(flag))
-        not_last = lw.pred("setp.ne.u32", seen, Imm(str(self.S - 1)))
-        b.emit("exit", guard=not_last, comment="not the last split: its partial waits in the workspace")
-        b.emit("st.global.u32", Addr(counter), Imm("0"), guard=t0, comment="reset the counter for the next launch")
+        continue_if_last_split(lw, counter, flag, t0, self.S)
         b.comment("sum the partials in split order 0..S-1 (deterministic whichever CTA is last)")
         first_slot = lw.u32("mul.lo.u32", z.batch, Imm(str(self.S)))
         ptr = self.thread_base(first_slot, within, workspace)

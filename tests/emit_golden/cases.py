@@ -1,7 +1,7 @@
 """A fixed, diverse set of (Gemm, Schedule, arch) cases whose emitted PTX is pinned byte for byte.
 
-The restructuring of `ptxgen/emit` (issue 13 item 0) must not change one instruction of the
-sm_80 and wmma kernels: `make_golden.py` records a SHA-256 of each case's PTX in `golden.txt`,
+A restructuring of the code (ptxgen/targets, issue 19) must not change one instruction of the
+sm_80, wmma and sm_90a kernels: `make_golden.py` records a SHA-256 of each case's PTX in `golden.txt`,
 `test_golden.py` recompiles every case and compares, and `diff_golden.py` shows the first
 differing line against any git revision. Every case must verify: a case the verifier refuses is
 an error here, never silently dropped.
@@ -107,6 +107,46 @@ def _cases() -> list[tuple[str, Gemm, Schedule, str]]:
     add("sm90_streamk", Gemm(512, 512, 512), Schedule(block=(128, 128, 64), decomposition="stream-k"), "sm_90")
     add("sm86_wmma", Gemm(*sq), Schedule(block=(64, 64, 32), instruction="wmma", warps=(2, 2)), "sm_86")
     add("sm89_bf16", Gemm(*sq, dtype="bf16"), Schedule(block=(128, 256, 32), warps=(2, 4), stages=4), "sm_89")
+    # -- sm_90a (wgmma + TMA + mbarrier): every built design and dtype --------------------------
+    def wg(block, **kw) -> Schedule:
+        return Schedule(block=block, instruction="wgmma", **kw)
+
+    h = "sm_90a"
+    add("h_ws_128x128_s4", Gemm(1024, 1024, 512), wg((128, 128, 64), stages=4), h)
+    add("h_ws_128x256_s3_bf16", Gemm(1024, 1024, 512, dtype="bf16", out_dtype="bf16"), wg((128, 256, 64), stages=3), h)
+    add("h_ws_1consumer", Gemm(512, 512, 256, out_dtype="f16"), wg((64, 128, 64), stages=3), h)
+    add("h_ws_sms_grouped", Gemm(1000, 904, 320), wg((128, 128, 64), raster="grouped", group_m=4, sms=7), h)
+    add("h_ws_direct_epi", Gemm(512, 512, 256, epilogue=Epilogue(alpha=0.5, beta=0.5, bias="col",
+                                                                  activation="gelu")),
+        wg((128, 128, 64), epilogue_via_smem=False), h)
+    add("h_ws_tma_store_beta", Gemm(512, 512, 256, out_dtype="bf16", dtype="bf16", epilogue=Epilogue(beta=0.5)),
+        wg((128, 128, 64)), h)
+    add("h_ws_mn_major", Gemm(512, 512, 256, a_layout="col", b_layout="row"), wg((128, 128, 64)), h)
+    add("h_ws_regs", Gemm(512, 512, 256), wg((128, 128, 64), producer_regs=24, consumer_regs=240), h)
+    add("h_ws_swizzle64", Gemm(512, 512, 256), wg((128, 128, 32), swizzle=64), h)
+    add("h_ws_edges", Gemm(301, 157, 200, out_dtype="f16"), wg((128, 64, 64), stages=2), h)
+    add("h_cluster_2x1", Gemm(1024, 1024, 512), wg((128, 256, 64), stages=3, cluster=(2, 1)), h)
+    add("h_cluster_1x2", Gemm(480, 264, 120, out_dtype="f16"), wg((128, 64, 64), stages=2, cluster=(1, 2)), h)
+    add("h_cluster_2x2_nomc", Gemm(1024, 1024, 256), wg((128, 128, 64), cluster=(2, 2), multicast=False), h)
+    add("h_nonws_tile", Gemm(512, 512, 256), wg((128, 128, 64), warp_specialized=False, persistent=False), h)
+    add("h_batch_ws", Gemm(257, 176, 48, dtype="bf16", out_dtype="bf16", batch=2), wg((128, 64, 64), stages=5), h)
+    add("h_batch_nonws", Gemm(256, 256, 128, batch=3), wg((128, 128, 64), warp_specialized=False, persistent=False), h)
+    add("h_splitk", Gemm(256, 256, 2048), wg((128, 128, 64), split_k=4), h)
+    add("h_splitk_epi", Gemm(200, 190, 1000, out_dtype="bf16", epilogue=Epilogue(beta=0.5, bias="row")),
+        wg((128, 64, 64), split_k=3), h)
+    add("h_streamk", Gemm(512, 384, 1024), wg((128, 128, 64), decomposition="stream-k", sms=5), h)
+    add("h_streamk_pure", Gemm(300, 200, 704), wg((128, 64, 64), decomposition="stream-k-pure", sms=4), h)
+    for dt, out_dt, blk in (("tf32", "f32", (128, 128, 32)), ("e4m3", "bf16", (128, 256, 128)),
+                            ("e5m2", "f16", (128, 128, 128)), ("s8", "s32", (128, 128, 128)),
+                            ("u8", "s8", (128, 128, 128))):
+        epi = Epilogue(scale="col", alpha=0.01) if out_dt == "s8" else Epilogue(alpha=1.0)
+        add(f"h_{dt}_{out_dt}", Gemm(512, 512, 512, dtype=dt, out_dtype=out_dt, epilogue=epi), wg(blk), h)
+    add("h_e4m3_scale_col", Gemm(512, 512, 512, dtype="e4m3", out_dtype="f32", epilogue=Epilogue(scale="col")),
+        wg((128, 128, 128)), h)
+    add("h_int8_nonws_tile", Gemm(256, 256, 512, dtype="s8", out_dtype="s32"),
+        wg((128, 128, 128), warp_specialized=False, persistent=False), h)
+    add("h_bf16_streamk_tf", Gemm(256, 256, 512, dtype="bf16", out_dtype="f32", epilogue=Epilogue(bias="col")),
+        wg((128, 128, 64), decomposition="stream-k", sms=3), h)
     return out
 
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ptxgen  # noqa: E402
 from ptxgen import Gemm, Schedule, verify  # noqa: E402
-from ptxgen.schedule.costmodel import predict  # noqa: E402
+from ptxgen.tune.costmodel import predict  # noqa: E402
 from ptxgen.schedule.devices import device_model  # noqa: E402
 
 #: Triton tutorial's CUDA autotune configs: (BM, BN, BK, stages, warps).
@@ -100,7 +100,7 @@ def hopper_row(kind: str, g: Gemm) -> str:
         base = f"{predict(g, HOPPER_BASELINE, 'sm_90a').time_s * 1e6:9.1f} us"
     except ptxgen.ScheduleError as e:
         base = f"invalid: {str(e)[:30]}"
-    from ptxgen.schedule.hopper import hopper_plan
+    from ptxgen.targets.sm90.plan import hopper_plan
 
     epi = hopper_plan(g, k.schedule).epilogue
     return (f"{kind:<9} {shape_text(g):<22} {short_hopper(k.schedule):<34} {epi:<6} {p.time_s * 1e6:9.1f} "

@@ -92,7 +92,7 @@ def draw_hopper(rng: np.random.Generator):
     specialisation, clusters, f16 accumulation), which must be rejected with LoweringNotBuilt, a
     ScheduleError."""
     from ptxgen import Epilogue, Gemm, Schedule
-    from ptxgen.schedule.hopper import WGMMA_N
+    from ptxgen.targets.sm90.plan import WGMMA_N
     from ptxgen.schedule.problem import DTYPE_BYTES
 
     def pick(xs):

@@ -14,7 +14,7 @@ from .kernel import Kernel
 from .schedule.problem import Epilogue, Gemm
 from .schedule.schedule import Schedule
 from .schedule.verify import verify
-from .tuner import TuneResult, tune
+from .tune.tuner import TuneResult, tune
 from . import sim
 
 __all__ = ["Gemm", "Epilogue", "Schedule", "Kernel", "compile", "verify", "ScheduleError", "ScheduleTypeError",

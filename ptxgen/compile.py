@@ -5,18 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .emit.gemm import lower_gemm, pipeline_class
+from .targets.sm80.lowering import lower_gemm, pipeline_class
 from .emit.epilogue.staged import STAGE_BUFFER
 from .emit.splitk import FLAG_BUFFER
 from .emit.pipeline import PHASE_EPILOGUE
-from .emit.sm90.pipeline import param_names as sm90_param_names
-from .emit.sm90.pipeline import RING_BUFFER, Sm90Pipeline, lower_sm90, tensor_map_specs
+from .targets.sm90.pipeline import param_names as sm90_param_names
+from .targets.sm90.pipeline import RING_BUFFER, Sm90Pipeline, lower_sm90, tensor_map_specs
 from .ir.render import render
 from .kernel import PARAM_NAMES, Kernel
 from .regalloc import SmemBuffer, allocate, plan_shared
 from .regalloc.smem import SmemPlan
 from .schedule.geometry import describe_staging, fragment_buffering, grid_for, staging_layout
-from .schedule.hopper import hopper_plan
+from .targets.sm90.plan import hopper_plan
 from .schedule.problem import QUANTIZED_DTYPES, Gemm, instruction_name
 from .schedule.schedule import Schedule
 from .schedule.targets import Target, target
@@ -232,14 +232,14 @@ def compile(gemm: Gemm, schedule: Schedule | None = None, arch: str = "sm_80") -
 
 def compile_chosen(gemm: Gemm, arch: str = "sm_80") -> Kernel:
     """`compile(gemm, arch=arch)` with no schedule: the chooser's pick, with `kernel.choice` set."""
-    from .schedule.choose import choose
+    from .tune.choose import choose
 
     if not isinstance(gemm, Gemm):
         raise TypeError(f"compile(gemm, schedule=None, arch): the first argument must be a ptxgen.Gemm, got "
                         f"{type(gemm).__name__}")
     if not isinstance(arch, str):
         raise TypeError(f"compile(gemm, schedule=None, arch): arch must be a string, got {type(arch).__name__}")
-    from .tuner import cached_choice
+    from .tune.tuner import cached_choice
 
     choice = cached_choice(gemm, arch) or choose(gemm, arch)
     kernel = choice.kernel or compile(gemm, choice.schedule, arch)

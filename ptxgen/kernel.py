@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .regalloc.allocate import Allocation
     from .regalloc.smem import SmemPlan
     from .runtime.assemble import Assembled, Resources
-    from .schedule.choose import Choice
+    from .tune.choose import Choice
 
 #: Parameter names in kernel order; `args_for` builds values in this order.
 PARAM_NAMES = ("A", "B", "C", "M", "N", "K", "lda", "ldb", "ldc")
@@ -137,7 +137,7 @@ class Kernel:
         GEMM); () for kernels that take pointers."""
         if not self.schedule.hopper:
             return ()
-        from .emit.sm90.pipeline import tensor_map_specs
+        from .targets.sm90.pipeline import tensor_map_specs
 
         return tensor_map_specs(self.gemm, self.schedule)
 
@@ -162,7 +162,7 @@ class Kernel:
         instance this process joined with ray.init, else a new local one; "auto": `ray start`'s).
         C is bit-identical to a serial run: CTAs that wait on each other (split-K's splits of a
         tile, Stream-K's chains) run in one task; what cannot be reproduced is refused
-        (`ptxgen.simulate_spread`).
+        (`ptxgen.scaleout.simulate`).
         """
         from .simulate import simulate_kernel
 

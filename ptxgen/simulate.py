@@ -178,7 +178,7 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "O
     out-of-bounds boxes fill with zero on loads and are clipped on stores."""
     from . import sim
 
-    from .runtime.sm90_args import check_tma_batch_stride
+    from .targets.sm90.args import check_tma_batch_stride
 
     assert va.host is not None and vb.host is not None
     for v in (va, vb):
@@ -236,7 +236,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     on_done, bar = progress_callback(progress, total, estimate)
     try:
         if spread_over.parallel:
-            from .simulate_spread import launch_spread
+            from .scaleout.simulate import launch_spread
 
             scratch = tuple(range(len(args) - 2, len(args))) if kernel.workspace_elements else ()
             c_index = next(i for i, x in enumerate(args) if x is buf_c)

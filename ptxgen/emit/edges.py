@@ -12,7 +12,7 @@ from ..schedule.geometry import edges
 from ..ir import Imm, VReg
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
+    from ..targets.sm80.lowering import GemmLowering
 
 
 class StoreEdges:

@@ -19,7 +19,7 @@ from .memory import bar_sync
 from .tiles import KRange, Tile, ZSlot
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
+    from ..targets.sm80.lowering import GemmLowering
 
 #: Shared buffer (4 bytes) through which thread 0 tells the CTA whether it is the last split.
 FLAG_BUFFER = "split_k_flag"

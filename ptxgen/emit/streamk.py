@@ -20,7 +20,7 @@ from .memory import bar_sync
 from .tiles import KRange, Tile, TileOperands
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
+    from ..targets.sm80.lowering import GemmLowering
 
 
 @dataclass(frozen=True)

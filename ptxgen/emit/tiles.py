@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..ir import Imm, Sym, VReg
 
 if TYPE_CHECKING:
-    from .gemm import GemmLowering
+    from ..targets.sm80.lowering import GemmLowering
     from .edges import StoreEdges
 
 

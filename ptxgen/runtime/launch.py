@@ -20,7 +20,7 @@ from .modules import (Function, Module, describe_run, kernel_binary, load_functi
                       ptx_binary)
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .params import ParamBlock, ParamDecl, parse_params
-from .sm90_args import check_sm90_params, sm90_tensor_maps
+from ..targets.sm90.args import check_sm90_params, sm90_tensor_maps
 
 if TYPE_CHECKING:
     from ..kernel import Kernel

@@ -316,7 +316,7 @@ def grid_for(g: Gemm, s: Schedule, sms: int = 108) -> tuple[int, int, int]:
     if s.stream_k:
         return (stream_k_grid(g, s, sms), 1, 1)
     if s.hopper and s.persistent:
-        from .hopper import persistent_ctas  # hopper.py imports the schedule modules
+        from ..targets.sm90.plan import persistent_ctas  # hopper.py imports the schedule modules
 
         return (persistent_ctas(g, s, sms), 1, 1)  # CTA x walks tiles x, x + gridDim.x, ...
     tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)

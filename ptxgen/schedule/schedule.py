@@ -145,7 +145,7 @@ class Schedule:
         if isinstance(self.consumers, int) and not isinstance(self.consumers, bool):
             default("warps", (4 * self.consumers, 1))
         if self.warp_specialized is True and isinstance(self.consumers, int) and 1 <= self.consumers <= 2:
-            from .hopper import default_consumer_regs  # hopper.py imports this module
+            from ..targets.sm90.plan import default_consumer_regs  # hopper.py imports this module
 
             default("producer_regs", DEFAULT_PRODUCER_REGS)
             if isinstance(self.producer_regs, int):

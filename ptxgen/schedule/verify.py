@@ -14,8 +14,8 @@ from .problem import INTEGER_DTYPES, QUANTIZED_DTYPES, Gemm, instruction_name, i
 from .schedule import Schedule
 from .streamk import tile_count
 from .targets import TARGETS, target
-from .verify_hopper import verify_hopper, verify_target
-from .verify_sm90_built import check_sm90_built
+from ..targets.sm90.verify import verify_hopper, verify_target
+from ..targets.sm90.verify_built import check_sm90_built
 from .verify_types import check_arguments, verify_types
 from ..errors import ScheduleError
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import assume, strategies as st
 
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
-from ptxgen.schedule.hopper import WGMMA_N
+from ptxgen.targets.sm90.plan import WGMMA_N
 from ptxgen.schedule.problem import DTYPE_BYTES
 from ptxgen.schedule.verify import verify_rules
 

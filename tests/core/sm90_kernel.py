@@ -1,4 +1,4 @@
-"""A hand-assembled sm_90a kernel built only from the ptxgen.emit.sm90 wrappers and the Builder:
+"""A hand-assembled sm_90a kernel built only from the ptxgen.targets.sm90 wrappers and the Builder:
 one warpgroup copies A (64 x K, row-major) and B (K-major N x K, or MN-major K x N) into shared
 memory in the canonical 128B-swizzled layouts, issues wgmma from descriptors, and stores the f32
 accumulators row-major through the accumulator layout table.
@@ -12,11 +12,11 @@ from ptxgen.ir import Builder
 from ptxgen.emit.index import ExprEmitter, Tid
 from ptxgen.ir import REG_CLASSES, Addr, Function, Param, Sym, Vec, VReg
 from ptxgen.ir.render import render
-from ptxgen.emit.sm90 import descriptors as dsc
-from ptxgen.emit.sm90 import mbarrier_isa as mb
-from ptxgen.emit.sm90 import tma_isa as tma
-from ptxgen.emit.sm90 import wgmma_isa as wi
-from ptxgen.emit.sm90.wgmma_layouts import accumulator_table
+from ptxgen.targets.sm90 import descriptors as dsc
+from ptxgen.targets.sm90 import mbarrier_isa as mb
+from ptxgen.targets.sm90 import tma_isa as tma
+from ptxgen.targets.sm90 import wgmma_isa as wi
+from ptxgen.targets.sm90.wgmma_layouts import accumulator_table
 from ptxgen.schedule.targets import Target
 
 SM90A = Target("sm_90a", (8, 0), 227 * 1024, sms=132)

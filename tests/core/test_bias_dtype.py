@@ -84,7 +84,7 @@ def test_a_bias_dtype_the_output_cannot_take_is_rejected(g, value):
 
 
 def test_cli_bias_dtype(capsys):
-    from ptxgen.cli import main
+    from ptxgen.cli.app import main
 
     for dt in ("f32", "f16"):
         assert main(["run", "--shape", "40x72x32", "--block", "32x64x32", "--warps", "1x2", "--out", "f16",

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import ptxgen
 from ptxgen import Gemm, Schedule
 from ptxgen.check import compare, random_operands, reference
-from ptxgen.cli import main
-from ptxgen.schedule import choose as choose_module
-from ptxgen.schedule.choose import choose, rank
-from ptxgen.schedule.costmodel import predict
+from ptxgen.cli.app import main
+from ptxgen.tune import choose as choose_module
+from ptxgen.tune.choose import choose, rank
+from ptxgen.tune.costmodel import predict
 
 SMALL = [1, 2, 7, 16, 17, 40, 63, 100]
 

@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import ptxgen
 from ptxgen import Gemm
 from ptxgen.check import compare, magnitude, random_operands, reference
-from ptxgen.cli import main
+from ptxgen.cli.app import main
 from ptxgen.errors import LoweringNotBuilt
 from dataclasses import replace
 
-from ptxgen.schedule.choose import rank
-from ptxgen.schedule.costmodel import predict
-from ptxgen.schedule.hopper import hopper_plan
+from ptxgen.tune.choose import rank
+from ptxgen.tune.costmodel import predict
+from ptxgen.targets.sm90.plan import hopper_plan
 from ptxgen.schedule.devices import device_model
 
 ARCH = "sm_90a"
@@ -124,7 +124,7 @@ def test_planted_wave_blind_model_would_pick_the_tail_heavy_tile(monkeypatch):
     rounds = -(-(-(-896 // chosen.bm) * -(-4864 // chosen.bn)) // 132)  # tiles per persistent CTA
     assert rounds * chosen.bm * chosen.bn < 2 * 128 * 256, chosen  # less work on the busiest SM
 
-    from ptxgen.schedule import choose_hopper
+    from ptxgen.targets.sm90 import choose as choose_hopper
 
     real_work = choose_hopper._work
 

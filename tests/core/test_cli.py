@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ptxgen.cli import main
+from ptxgen.cli.app import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def test_info_warns_when_the_assembler_spills(spill):
     k-tile spilled 48 B on sm_90 with nvJitLink 13.5), so `info` says when it spilled and what to do."""
     from types import SimpleNamespace
 
-    from ptxgen.cli_report import resources_line as _resources
+    from ptxgen.cli.report import resources_line as _resources
     from ptxgen.runtime.assemble import Assembled
     from ptxgen.runtime.ptxlog import Resources
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ptxgen.cli import main
+from ptxgen.cli.app import main
 from ptxgen.runtime import assemble as asm
 
 WS = ["info", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "64x64x64", "--stages", "2",

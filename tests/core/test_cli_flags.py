@@ -9,8 +9,8 @@ import sys
 import pytest
 
 import ptxgen
-from ptxgen.cli import _parser, main
-from ptxgen.cli_flags import FIELD_FLAGS, flag_text
+from ptxgen.cli.app import _parser, main
+from ptxgen.cli.flags import FIELD_FLAGS, flag_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -97,7 +97,7 @@ def test_field_names_become_flags():
 def test_warnings_are_one_line_with_flag_names(capsys):
     import warnings
 
-    from ptxgen.cli import _show_warning
+    from ptxgen.cli.app import _show_warning
 
     _show_warning(UserWarning("slow: set epilogue_via_smem=True"), UserWarning, "x.py", 1)
     assert capsys.readouterr().err == "ptxgen: warning: slow: set --epilogue-via smem\n"
@@ -118,7 +118,7 @@ def test_unknown_assembler_is_a_clear_error_not_a_traceback():
 
 
 def test_unexpected_errors_are_one_line_with_a_report_hint(monkeypatch, capsys):
-    import ptxgen.cli as cli
+    import ptxgen.cli.app as cli
 
     def boom(args):
         raise RuntimeError("kaboom")
@@ -133,7 +133,7 @@ def test_unexpected_errors_are_one_line_with_a_report_hint(monkeypatch, capsys):
 
 
 def test_simulator_hazards_are_one_line_naming_a_bug(monkeypatch, capsys):
-    import ptxgen.cli as cli
+    import ptxgen.cli.app as cli
     from ptxgen.sim.errors import HazardError
 
     def hazard(args):
@@ -148,7 +148,7 @@ def test_simulator_hazards_are_one_line_naming_a_bug(monkeypatch, capsys):
 def test_long_no_gpu_reason_drops_the_loader_message_whole():
     """`run` says why it simulates in one line: a long reason loses its trailing "(...)" whole,
     never half a word or an unbalanced parenthesis."""
-    from ptxgen.cli_run import short_reason
+    from ptxgen.cli.run import short_reason
 
     loader = ("no GPU: the CUDA driver library (libcuda) could not be loaded: no NVIDIA driver here "
               "(libcuda.so.1: cannot open (shared) object file: No such file or directory)")

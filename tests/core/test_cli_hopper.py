@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptxgen.cli import main
+from ptxgen.cli.app import main
 
 BUILT = ["--arch", "sm_90a", "--instruction", "wgmma", "--block", "128x128x64",
          "--no-warp-specialized", "--no-persistent", "--shape", "200x136x104"]

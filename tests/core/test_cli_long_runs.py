@@ -14,7 +14,7 @@ import pytest
 
 import ptxgen
 from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, reference_tile
-from ptxgen.cli import main
+from ptxgen.cli.app import main
 from ptxgen.progress import ProgressBar
 from ptxgen.simulate import run_simulation, steps_per_cta
 
@@ -32,8 +32,8 @@ def test_too_large_for_host_memory_is_refused_before_allocating():
 
 
 def test_memory_check_counts_what_the_run_allocates():
-    from ptxgen.cli import UsageError
-    from ptxgen.cli_run import check_memory, host_bytes
+    from ptxgen.cli.app import UsageError
+    from ptxgen.cli.run import check_memory, host_bytes
 
     k = ptxgen.compile(ptxgen.Gemm(4096, 4096, 64), ptxgen.Schedule(block=(128, 128, 32)))
     need = host_bytes(k, 5 * 128 * 128)
@@ -44,7 +44,7 @@ def test_memory_check_counts_what_the_run_allocates():
 
 
 def test_memory_error_anywhere_is_one_line(monkeypatch, capsys):
-    import ptxgen.cli as cli
+    import ptxgen.cli.app as cli
 
     monkeypatch.setattr(cli, "cmd_info", lambda args: (_ for _ in ()).throw(MemoryError()))
     assert main(["info"]) == 1
@@ -72,7 +72,7 @@ def test_time_estimate_counts_the_instructions_each_cta_issues():
 
 
 def test_slow_runs_are_announced_with_the_fix(monkeypatch, capsys):
-    import ptxgen.cli_run as cli_run
+    import ptxgen.cli.run as cli_run
 
     monkeypatch.setattr(cli_run, "SLOW_RUN_S", 0.0)
     assert main(["run", "--shape", "64x64x64", "--block", "64x64x32", "--all-ctas"]) == 0
@@ -142,7 +142,7 @@ def test_sampled_run_references_only_the_sampled_tiles(monkeypatch, capsys):
 
 def test_stray_writes_outside_the_checked_tiles_are_counted():
     from ptxgen.check import poisoned
-    from ptxgen.cli_run import stray_writes, tile_regions
+    from ptxgen.cli.run import stray_writes, tile_regions
 
     k = ptxgen.compile(ptxgen.Gemm(300, 300, 32), ptxgen.Schedule(block=(64, 64, 32)))
     regions = tile_regions(k, [(0, 0, 0)])

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ptxgen.cli import main
+from ptxgen.cli.app import main
 
 LIMIT_S = 300
 RUN = ["run", "--sim", "--shape", "256x128x96", "--block", "64x64x32", "--split-k", "2"]
@@ -60,8 +60,8 @@ def test_run_on_local_ray_reports_what_a_serial_run_does(local_ray, capsys):
 
 def test_memory_check_counts_a_copy_of_c_per_worker():
     import ptxgen
-    from ptxgen.cli import UsageError
-    from ptxgen.cli_run import check_memory, host_bytes
+    from ptxgen.cli.app import UsageError
+    from ptxgen.cli.run import check_memory, host_bytes
 
     k = ptxgen.compile(ptxgen.Gemm(4096, 4096, 64), ptxgen.Schedule(block=(128, 128, 32)))
     serial = sum(host_bytes(k, 128 * 128).values())

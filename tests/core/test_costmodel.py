@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from ptxgen import Gemm, Schedule, ScheduleError, verify
-from ptxgen.schedule.costmodel import predict
+from ptxgen.tune.costmodel import predict
 from ptxgen.schedule.devices import DEVICES, device_model
 
 SIZES = [1, 16, 33, 100, 256, 1000, 4096, 11008]

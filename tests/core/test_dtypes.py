@@ -76,7 +76,7 @@ def test_dtype_table_rules(g, field):
 @pytest.mark.parametrize("dtype", ["tf32", "s8", "u8"])
 @pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
 def test_every_layout_is_lowered_for_tf32_and_int8(dtype, layout):
-    from ptxgen.cli import LAYOUT_LETTERS
+    from ptxgen.cli.app import LAYOUT_LETTERS
     a_layout, b_layout = LAYOUT_LETTERS[layout]
     g = Gemm(64, 64, 64, dtype=dtype, out_dtype="f32" if dtype == "tf32" else "s32", a_layout=a_layout,
              b_layout=b_layout)

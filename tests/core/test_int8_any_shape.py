@@ -118,7 +118,7 @@ def test_stated_alignment_of_one_byte():
 
 
 def test_the_issue_command_runs(capsys):
-    from ptxgen.cli import main
+    from ptxgen.cli.app import main
 
     # the old CLI default block, which the copy count below is for (no flags: the cost model chooses)
     assert main(["run", "--shape", "77x131x45", "--dtype", "s8", "--sim", "--block", "128x128x32"]) == 0

@@ -1,14 +1,14 @@
 """The emitter's layout tables, checked cell by cell against docs/ptx_facts/ (§1, §4, §8).
 
 The expected values are written here from the fact sheet's tables, independently of
-`ptxgen.emit.sm80.layouts`, and the ldmatrix rule is re-derived from the ISA text.
+`ptxgen.targets.sm80.layouts`, and the ldmatrix rule is re-derived from the ISA text.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ptxgen.emit.sm80 import layouts as L
+from ptxgen.targets.sm80 import layouts as L
 from ptxgen.emit.index import evaluate
 from ptxgen.emit.swizzle import Swizzle, smem_element_offset, smem_offset
 from ptxgen.schedule.geometry import OperandTile

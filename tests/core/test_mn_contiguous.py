@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 import ptxgen
 from ptxgen import Gemm, Schedule, ScheduleError
 from ptxgen.check import compare, random_operands, reference, unwritten
-from ptxgen.emit.sm80.fragments import scalar_fragment_plan
-from ptxgen.emit.sm80.plans import copy_plan
+from ptxgen.targets.sm80.fragments import scalar_fragment_plan
+from ptxgen.targets.sm80.plans import copy_plan
 from ptxgen.emit.index import evaluate
 from ptxgen.schedule.geometry import operand_tiles, register_estimate
 

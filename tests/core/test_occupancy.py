@@ -32,7 +32,7 @@ def test_waves():
 
 
 def test_info_reports_occupancy_and_waves(capsys):
-    from ptxgen.cli import main
+    from ptxgen.cli.app import main
 
     assert main(["info", "--shape", "4096x4096x4096", "--arch", "sm_90", "--block", "128x128x32"]) == 0
     out = capsys.readouterr().out

@@ -18,7 +18,7 @@ from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
 from ptxgen.check import random_epilogue_operands, random_operands, random_scale
 from ptxgen.sim import HazardError
 from ptxgen.simulate import run_simulation, sample_ctas
-from ptxgen.simulate_spread import (GroupResult, Merger, OverlappingWrites, changed_runs,
+from ptxgen.scaleout.simulate import (GroupResult, Merger, OverlappingWrites, changed_runs,
                                     communication_groups, run_indices)
 
 from .draws import draw_gemm, draw_small_schedule

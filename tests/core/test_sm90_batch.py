@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule
 from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, tolerance
-from ptxgen.emit.sm90 import batch as sm90_batch
-from ptxgen.schedule.hopper import WGMMA_N
+from ptxgen.targets.sm90 import batch as sm90_batch
+from ptxgen.targets.sm90.plan import WGMMA_N
 
 ARCH = "sm_90a"
 

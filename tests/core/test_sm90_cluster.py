@@ -16,7 +16,7 @@ import ptxgen
 from ptxgen import Gemm, Schedule, sim
 from ptxgen.check import random_operands
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
-from ptxgen.schedule.hopper import persistent_ctas
+from ptxgen.targets.sm90.plan import persistent_ctas
 from ptxgen.schedule.verify import verify, verify_rules
 from ptxgen.simulate import cta_tiles
 
@@ -158,8 +158,8 @@ def test_consumers_releasing_only_their_own_cta_is_caught(monkeypatch):
     """Each CTA's consumers arrive only on their own empty barrier (counted for them alone): a
     producer refills a stage its multicast peer is still reading, or has not read yet. The
     deadlock form of a missing remote release is caught (test_missing_remote_release_is_a_deadlock)."""
-    from ptxgen.emit.sm90 import mbarrier_isa as mb
-    from ptxgen.emit.sm90.cluster import ClusterRoles
+    from ptxgen.targets.sm90 import mbarrier_isa as mb
+    from ptxgen.targets.sm90.cluster import ClusterRoles
 
     def own_only(self, lane):
         return (self.lw.pred("setp.eq.u32", lane, 0),
@@ -282,7 +282,7 @@ def test_cluster_kernels_assemble_without_spills(block, stages, cluster, monkeyp
 
 
 def test_cli_runs_a_cluster_kernel_on_the_simulator(capsys):
-    from ptxgen.cli import main
+    from ptxgen.cli.app import main
 
     argv = ["run", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "128x64x64", "--cluster", "2x1",
             "--sms", "2", "--shape", "300x136x104", "--sim"]

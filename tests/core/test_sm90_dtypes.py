@@ -18,11 +18,11 @@ import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
 from ptxgen.check import (check_simulated, compare, magnitude, random_epilogue_operands, random_operands, random_scale,
                           reference)
-from ptxgen.emit.sm90 import descriptors as dsc
-from ptxgen.emit.sm90 import operand_types
-from ptxgen.emit.sm90.epilogue import DirectStores
+from ptxgen.targets.sm90 import descriptors as dsc
+from ptxgen.targets.sm90 import operand_types
+from ptxgen.targets.sm90.epilogue import DirectStores
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
-from ptxgen.schedule.hopper import WGMMA_N
+from ptxgen.targets.sm90.plan import WGMMA_N
 from ptxgen.schedule.problem import DTYPE_BYTES, WGMMA_K
 from ptxgen.schedule.verify import verify
 

@@ -14,7 +14,7 @@ import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
 from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, tolerance
 from ptxgen.errors import LoweringNotBuilt
-from ptxgen.schedule.hopper import WGMMA_N
+from ptxgen.targets.sm90.plan import WGMMA_N
 from ptxgen.schedule.verify import verify, verify_rules
 from ptxgen.errors import ScheduleError
 

@@ -14,11 +14,11 @@ from ptxgen.ir import Builder
 from ptxgen.emit.index import evaluate
 from ptxgen.ir import Addr, Sym
 from ptxgen.ir.render import render_instr
-from ptxgen.emit.sm90 import descriptors as dsc
-from ptxgen.emit.sm90 import mbarrier_isa as mb
-from ptxgen.emit.sm90 import tma_isa as tma
-from ptxgen.emit.sm90 import wgmma_isa as wi
-from ptxgen.emit.sm90 import wgmma_layouts as wl
+from ptxgen.targets.sm90 import descriptors as dsc
+from ptxgen.targets.sm90 import mbarrier_isa as mb
+from ptxgen.targets.sm90 import tma_isa as tma
+from ptxgen.targets.sm90 import wgmma_isa as wi
+from ptxgen.targets.sm90 import wgmma_layouts as wl
 from ptxgen.sim import wgmma_layouts as sim_layouts
 
 # ------------------------------------------------------------------ wgmma type table

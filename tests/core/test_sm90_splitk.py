@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
 from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, tolerance
-from ptxgen.emit.sm90.splitk import Sm90SplitK
+from ptxgen.targets.sm90.splitk import Sm90SplitK
 from ptxgen.errors import LoweringNotBuilt
 from ptxgen.schedule.verify import verify_rules
 
@@ -147,7 +147,7 @@ def test_batched_and_split_k_kernels_assemble_without_spills_or_serialised_wgmma
 
 
 def test_cli_info_describes_batched_split_k(capsys):
-    from ptxgen.cli import main
+    from ptxgen.cli.app import main
 
     assert main(["info", "--arch", ARCH, "--instruction", "wgmma", "--block", "64x64x64", "--no-warp-specialized",
                  "--no-persistent", "--shape", "200x136x192", "--split-k", "3", "--batch", "2"]) == 0

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError, sim
 from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, tolerance
-from ptxgen.emit.sm90.streamk import Sm90StreamK
+from ptxgen.targets.sm90.streamk import Sm90StreamK
 from ptxgen.schedule.streamk import stream_k_plan
 from ptxgen.schedule.verify import verify_rules
 
@@ -115,7 +115,7 @@ def test_stream_k_kernel_assembles_without_spills_or_serialised_wgmma():
 
 
 def test_cli_info_and_run_describe_stream_k(capsys):
-    from ptxgen.cli import main
+    from ptxgen.cli.app import main
 
     flags = ["--arch", ARCH, "--instruction", "wgmma", "--block", "64x64x64", "--no-warp-specialized",
              "--shape", "200x136x192", "--stream-k", "pure", "--sms", "4"]

@@ -19,7 +19,7 @@ import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError, sim
 from ptxgen.check import poisoned, random_epilogue_operands, random_operands, random_scale, reference, tolerance
 from ptxgen.errors import LoweringNotBuilt
-from ptxgen.schedule.hopper import WGMMA_N, hopper_plan
+from ptxgen.targets.sm90.plan import WGMMA_N, hopper_plan
 from ptxgen.schedule.problem import DTYPE_BYTES
 from ptxgen.schedule.verify import verify
 

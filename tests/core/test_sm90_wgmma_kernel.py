@@ -1,4 +1,4 @@
-"""End to end: a kernel built only from the ptxgen.emit.sm90 wrappers runs on ptxgen.sim against
+"""End to end: a kernel built only from the ptxgen.targets.sm90 wrappers runs on ptxgen.sim against
 numpy and assembles with nvJitLink for sm_90a; and ptxas, the ISA's own checker, accepts exactly the
 wgmma forms the table says are legal."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from ptxgen import sim
 from ptxgen.ir import Builder
 from ptxgen.ir import Addr, Param, Sym
-from ptxgen.emit.sm90 import wgmma_isa as wi
+from ptxgen.targets.sm90 import wgmma_isa as wi
 from ptxgen.errors import AssembleError
 from ptxgen.runtime.assemble import assemble
 
@@ -139,8 +139,8 @@ def test_every_sync_and_cluster_wrapper_assembles():
     """One module holding each mbarrier / fence / setmaxnreg / stmatrix / cluster wrapper and the
     text-level TMA store, multicast load and elect.sync: ptxas for sm_90a accepts the spellings."""
     from ptxgen.ir import REG_CLASSES
-    from ptxgen.emit.sm90 import mbarrier_isa as mb
-    from ptxgen.emit.sm90 import tma_isa as tma
+    from ptxgen.targets.sm90 import mbarrier_isa as mb
+    from ptxgen.targets.sm90 import tma_isa as tma
 
     b = Builder("k", [Param(".align 64 .b8", "tmap[128]")])
     b.function.shared.append(("buf", 1024, 4096))

@@ -16,7 +16,7 @@ import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
 from ptxgen.check import random_operands
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
-from ptxgen.schedule.hopper import WGMMA_N
+from ptxgen.targets.sm90.plan import WGMMA_N
 from ptxgen.schedule.verify import verify
 
 from .test_sm90_gemm import check_epilogue, tn

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule
 from ptxgen.check import tolerance
-from ptxgen.emit.sm90 import persistent as sm90_persistent
+from ptxgen.targets.sm90 import persistent as sm90_persistent
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
 from ptxgen.ir import Imm
-from ptxgen.schedule.hopper import WGMMA_N
+from ptxgen.targets.sm90.plan import WGMMA_N
 from ptxgen.schedule.verify import verify
 from ptxgen.simulate import cta_batch_tiles
 

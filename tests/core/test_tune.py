@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ptxgen
-from ptxgen import tuning_cache
-from ptxgen.cli import main
-from ptxgen.schedule.choose import choose, describe_schedule
-from ptxgen.tune_measure import TIMING_UNAVAILABLE, Measurement
-from ptxgen.tuner import tune
+from ptxgen.tune import cache as tuning_cache
+from ptxgen.cli.app import main
+from ptxgen.tune.choose import choose, describe_schedule
+from ptxgen.tune.measure import TIMING_UNAVAILABLE, Measurement
+from ptxgen.tune.tuner import tune
 
 GEMM = ptxgen.Gemm(64, 64, 64)
 DEVICE = "Test GPU (injected measure)"
@@ -253,7 +253,7 @@ def test_a_wrong_kernel_is_dropped_by_the_check_before_any_timing(stand_in):
     caught by the reference check through the launch path: "wrong", never timed."""
     import dataclasses
 
-    from ptxgen.tune_measure import DeviceMeasure
+    from ptxgen.tune.measure import DeviceMeasure
 
     g = ptxgen.Gemm(32, 48, 40)
     s = choose(g, "sm_90").schedule
@@ -266,7 +266,7 @@ def test_a_wrong_kernel_is_dropped_by_the_check_before_any_timing(stand_in):
 
 
 def test_checking_big_candidates_on_the_stand_in_is_announced(stand_in, monkeypatch):
-    from ptxgen.tuner import stand_in_warning
+    from ptxgen.tune.tuner import stand_in_warning
 
     big = ptxgen.Gemm(2048, 2048, 2048)
     schedules = [choose(big, "sm_90", check_spills=False).schedule]

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ptxgen
-from ptxgen import tuning_cache
-from ptxgen.schedule.candidates import base_schedules, legal, variants
+from ptxgen.tune import cache as tuning_cache
+from ptxgen.tune.candidates import base_schedules, legal, variants
 
 SCHEDULE = ptxgen.Schedule(block=(64, 128, 32), warps=(2, 2), stages=3, raster="grouped", group_m=8)
 

@@ -202,7 +202,7 @@ def test_alpha_and_beta_reach_the_kernel_as_f32_or_are_refused(data):
 
 @pytest.mark.parametrize("alpha", ["1e39", "1e-50"])
 def test_cli_refuses_alpha_outside_f32_without_a_traceback(alpha, capsys):
-    from ptxgen.cli import main
+    from ptxgen.cli.app import main
 
     assert main(["emit", "--shape", "64x64x64", "--block", "64x64x32", "--epilogue", f"alpha={alpha}"]) == 2
     err = capsys.readouterr().err

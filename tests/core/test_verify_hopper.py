@@ -7,9 +7,9 @@ from hypothesis import given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError, ScheduleTypeError
-from ptxgen.cli import main
+from ptxgen.cli.app import main
 from ptxgen.errors import LoweringNotBuilt
-from ptxgen.schedule.hopper import N_FLOAT, N_INTEGER, WGMMA_N, hopper_plan, launch_regs, persistent_ctas
+from ptxgen.targets.sm90.plan import N_FLOAT, N_INTEGER, WGMMA_N, hopper_plan, launch_regs, persistent_ctas
 from ptxgen.schedule.occupancy import SM_LIMITS
 from ptxgen.schedule.targets import TARGETS, target
 from ptxgen.schedule.verify import verify, verify_rules
@@ -291,8 +291,8 @@ def test_the_stage_count_the_smem_rule_suggests_is_the_largest_that_fits(bm, bn,
 def test_schedule_tables_agree_with_the_emit_side_wgmma_table():
     """The verifier's N/K/transpose tables and emit/sm90's instruction table (assembled with ptxas
     in tests/core/test_sm90_isa.py) must say the same; skipped where emit/sm90 is not merged yet."""
-    isa = pytest.importorskip("ptxgen.emit.sm90.wgmma_isa")
-    from ptxgen.schedule.hopper import TRANSPOSABLE
+    isa = pytest.importorskip("ptxgen.targets.sm90.wgmma_isa")
+    from ptxgen.targets.sm90.plan import TRANSPOSABLE
     from ptxgen.schedule.problem import WGMMA_K
 
     for dtype, k in WGMMA_K.items():

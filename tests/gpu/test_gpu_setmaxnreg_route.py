@@ -135,7 +135,7 @@ def test_driver_jit_failure_names_the_kernel_and_quotes_the_log():
 def test_cli_run_reports_nvjitlinks_static_numbers_and_the_jit_that_ran(no_ptxas, capsys):
     """`ptxgen run` on a GPU without ptxas: the `assembled` line is nvJitLink's (split dropped, with
     the note), the `executed` line names the driver's whole-program JIT that actually ran."""
-    from ptxgen.cli import main
+    from ptxgen.cli.app import main
 
     status = main(["run", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "64x64x64", "--stages", "2",
                    "--consumers", "1", "--shape", "64x64x128"])

@@ -16,7 +16,7 @@ from ..quantize import load_bytes, quantize, store_bytes
 from ...schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES
 
 if TYPE_CHECKING:
-    from ..gemm import GemmLowering
+    from ...targets.sm80.lowering import GemmLowering
     from ..edges import StoreEdges
     from ..tiles import Tile
 

@@ -28,7 +28,7 @@ from ..swizzle import stage_offset
 from ..quantize import load_bytes, quantize, store_bytes
 
 if TYPE_CHECKING:
-    from ..gemm import GemmLowering
+    from ...targets.sm80.lowering import GemmLowering
     from ..edges import StoreEdges
     from ..tiles import Tile
 

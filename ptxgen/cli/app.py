@@ -1,0 +1,306 @@
+"""`ptxgen emit | info | run | tune`: the problem and schedule as flags, every flag with a default.
+
+The CLI never shows a traceback: every failure a user can cause gets its own one-line message with
+the fix (`main`), flags are named as typed (`cli_flags.flag_text`), and anything unexpected is one
+line asking for a report (PTXGEN_DEBUG=1 shows the traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+
+from .. import __version__
+from .flags import dims, epilogue, flag_text, non_negative, positive, schedule_error_text
+from .report import bank_summary, describe, instruction_mix, resources_line, stream_k_summary  # noqa: F401
+from ..compile import compile as compile_kernel
+from ..errors import AssembleError, LoweringNotBuilt, ScheduleError
+from ..kernel import Kernel
+from ..schedule.problem import INPUT_DTYPES, INTEGER_DTYPES, LAYOUTS, OUTPUT_DTYPES, Gemm
+from ..schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS, Schedule
+from ..schedule.targets import TARGETS
+
+#: CUTLASS-style letters: "t" stores a matrix row-major, "n" column-major; first A, then B.
+LAYOUT_LETTERS = {f"{a}{b}": ({"t": "row", "n": "col"}[a], {"t": "row", "n": "col"}[b]) for a in "nt" for b in "nt"}
+#: Set to 1 to see the traceback of an unexpected error (a bug to report).
+DEBUG_ENV = "PTXGEN_DEBUG"
+_resources = resources_line  # the name tests and older scripts use
+
+
+#: The argparse names of the schedule flags: when none is given, the cost model chooses the schedule.
+SCHEDULE_FLAGS = ("block", "warps", "stages", "instruction", "smem_layout", "raster", "group_m",
+                  "no_frag_double_buffer", "epilogue_via", "split_k", "split_k_mode", "stream_k", "sms",
+                  "consumers", "warp_specialized", "persistent", "cluster", "swizzle")
+#: The Hopper schedule flags (argparse name -> flag as typed), which only --instruction wgmma takes.
+HOPPER_FLAGS = {"consumers": "--consumers", "warp_specialized": "--warp-specialized/--no-warp-specialized",
+                "persistent": "--persistent/--no-persistent", "cluster": "--cluster", "swizzle": "--swizzle"}
+
+
+class UsageError(Exception):
+    """Flags that contradict each other or ask for something impossible (exit status 2)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    p = common.add_argument_group("problem")
+    p.add_argument("--shape", default=None, type=lambda t: dims(t, 3, "shape"),
+                   help="MxNxK (default 4096x4096x4096 for emit and info; 256x256x128 for run)")
+    p.add_argument("--dtype", default="f16", choices=INPUT_DTYPES,
+                   help="input dtype (default f16; e4m3/e5m2 are fp8, which only the sm_90a wgmma path takes)")
+    p.add_argument("--out", "--out-dtype", dest="out_dtype", default=None, choices=OUTPUT_DTYPES,
+                   help="output dtype (default f32; s32 for s8/u8 inputs)")
+    p.add_argument("--batch", default=1, type=int, help="independent GEMMs in one launch (default 1)")
+    p.add_argument("--acc", default="f32", choices=("f32", "f16"), help="accumulator dtype (default f32)")
+    p.add_argument("--epilogue", default=None, type=epilogue,
+                   help="fused epilogue as comma-separated fields, e.g. bias=col,act=relu,alpha=1,beta=0: "
+                        "bias=col|row adds a vector, scale=col|row multiplies by an f32 vector (with --dtype s8 "
+                        "--out s8: quantised output), act=relu|gelu|silu; every field needs its value "
+                        "(default none: C = A @ B)")
+    p.add_argument("--bias-dtype", default="f32", choices=("f32", "f16", "bf16"),
+                   help="dtype of the --epilogue bias vector: f32 for any output, or the f16/bf16 output's "
+                        "(default f32)")
+    p.add_argument("--align", default=None, type=int,
+                   help="byte alignment of pointers and leading dims: 16, 8, 4, 2, or 1 for s8/u8 (default: inferred)")
+    p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
+                   help="A and B storage as BLAS letters, t = row-major, n = column-major (default tn); "
+                        "cannot contradict --a-layout/--b-layout")
+    p.add_argument("--a-layout", default=None, choices=LAYOUTS, help="A storage (default row, or from --layout)")
+    p.add_argument("--b-layout", default=None, choices=LAYOUTS, help="B storage (default col, or from --layout)")
+    s = common.add_argument_group(
+        "schedule", "Without any of these flags (--arch aside) the cost model chooses the schedule for the "
+                    "shape and arch (`info` says why); with any of them, the others take the defaults shown.")
+    s.add_argument("--block", default=None, type=lambda t: dims(t, 3, "block"),
+                   help="BMxBNxBK (default: chosen; 128x128x32 with other schedule flags)")
+    s.add_argument("--warps", default=None, type=lambda t: dims(t, 2, "warps"),
+                   help="WMxWN (default: chosen; 2x2 with other schedule flags, 2x4 for wmma, whose f16 "
+                        "fragments hold each element twice)")
+    s.add_argument("--stages", default=None, type=int,
+                   help="pipeline stages (default: chosen; 3 with other schedule flags)")
+    s.add_argument("--instruction", default=None, choices=tuple(INSTRUCTIONS),
+                   help="mma.sync m16n8k16 (default), wmma m16n16k16, or wgmma (--arch sm_90a only: TMA, "
+                        "mbarrier ring, warp-specialised persistent kernel)")
+    s.add_argument("--smem-layout", default=None, choices=SMEM_LAYOUTS,
+                   help="shared-memory tile layout (default swizzle; pad for wmma, which cannot read a swizzled tile)")
+    s.add_argument("--raster", default=None, choices=RASTERS,
+                   help="CTA order over output tiles (default: chosen; row with other schedule flags)")
+    s.add_argument("--group-m", default=None, type=int, help="m-tiles per group for --raster grouped (default 8)")
+    s.add_argument("--no-frag-double-buffer", action="store_true", default=None,
+                   help="load fragments just in time (default: double-buffer them)")
+    s.add_argument("--epilogue-via", choices=("auto", "smem", "registers"), default=None,
+                   help="stage C through shared memory for 16-byte stores, or store from registers (default auto)")
+    s.add_argument("--split-k", type=int, default=None,
+                   help="CTAs sharing each output tile along K (default: chosen; 1 with other schedule flags)")
+    s.add_argument("--split-k-mode", choices=("workspace", "atomic"), default=None,
+                   help="how split-K partial sums meet (default workspace: deterministic)")
+    s.add_argument("--stream-k", nargs="?", const="hybrid", default=None, choices=("hybrid", "pure"),
+                   help="persistent Stream-K grid: 'hybrid' (the default when given: whole-tile waves, "
+                        "then a Stream-K wave) or 'pure' (every tile shared as MAC iterations) "
+                        "(default: chosen; not given with other schedule flags: one CTA per tile)")
+    s.add_argument("--sms", type=int, default=None,
+                   help="persistent CTAs for --stream-k (default: the GPU's SM count, or the arch's)")
+    h = common.add_argument_group(
+        "hopper", "Only with --instruction wgmma (--arch sm_90a); left out, the Schedule's defaults apply "
+                  "(warp-specialised, persistent).")
+    h.add_argument("--consumers", default=None, type=int, choices=(1, 2),
+                   help="consumer warpgroups, each owning BM/consumers rows (default 2 when BM is a multiple "
+                        "of 128, else 1)")
+    h.add_argument("--warp-specialized", action=argparse.BooleanOptionalAction, default=None,
+                   help="a producer warpgroup issues the TMA copies while the consumers multiply (default "
+                        "on; off: the consumers issue them, one tile per CTA)")
+    h.add_argument("--persistent", action=argparse.BooleanOptionalAction, default=None,
+                   help="one CTA per SM walks the output tiles (default on; needs --warp-specialized)")
+    h.add_argument("--cluster", default=None, type=lambda t: dims(t, 2, "cluster"),
+                   help="CMxCN CTAs per thread-block cluster (default 1x1; larger ones on the warp-specialised persistent kernel, with TMA multicast of the shared operand)")
+    h.add_argument("--swizzle", default=None, type=int, choices=(128, 64, 32),
+                   help="TMA box and wgmma descriptor swizzle in bytes (default: the widest the tiles allow)")
+    s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS), help="target architecture (default sm_80)")
+
+    top = argparse.ArgumentParser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
+    top.add_argument("--version", action="version", version=f"ptxgen {__version__}",
+                     help="print the version and exit")
+    sub = top.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("emit", parents=[common], help="write the PTX")
+    e.add_argument("-o", "--output", default="-", help="file to write (default stdout)")
+    sub.add_parser("info", parents=[common], help="schedule summary, launch geometry, occupancy, registers and spills")
+    r = sub.add_parser("run", parents=[common], help="compile, execute (GPU or CPU simulator), compare with numpy")
+    r.add_argument("--sim", action="store_true", help="use the CPU simulator even when a GPU is present "
+                                                      "(default: the GPU if there is one)")
+    r.add_argument("--all-ctas", action="store_true",
+                   help="simulate every CTA, not a sample, on large grids (default: a sample of "
+                        "corner and interior tiles when the grid has more than 16 CTAs)")
+    r.add_argument("--seed", default=0, type=non_negative("--seed"), help="random seed of the operands (default 0)")
+    r.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="simulator progress bar on stderr (default auto: when stderr is a terminal)")
+    r.add_argument("--workers", default=1, type=positive("--workers"),
+                   help="spread the simulated CTAs over N local processes (default 1: this process); "
+                        "the result is bit-identical")
+    r.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="spread the simulated CTAs over a Ray cluster (needs pip install -e \".[cluster]\"): "
+                        "ADDRESS of `ray start --head` (host:6379, or auto), or none for a local instance "
+                        "(default: no Ray)")
+    t = sub.add_parser("tune", parents=[common],
+                       help="rank the legal schedules by the cost model, measure the best on the GPU, cache the winner")
+    t.add_argument("--top", default=8, type=positive("--top"),
+                   help="candidates measured, best predicted first (default 8)")
+    t.add_argument("--repeats", default=20, type=positive("--repeats"),
+                   help="timed launches per candidate; the median is kept (default 20)")
+    t.add_argument("--warmup", default=3, type=non_negative("--warmup"),
+                   help="untimed launches before timing each candidate (default 3)")
+    t.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="measure on the GPUs of a Ray cluster, one candidate per GPU at a time (needs pip install "
+                        "-e \".[cluster]\"): ADDRESS of `ray start --head` (host:6379, or auto), or none for a "
+                        "local instance (default: this machine's GPU)")
+    t.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="progress bar on stderr while measuring (default auto: when stderr is a terminal)")
+    t.add_argument("--no-save", action="store_true", help="do not write the winner to the tuning cache")
+    return top
+
+
+def layouts(args: argparse.Namespace) -> tuple[str, str]:
+    """(A layout, B layout) from --layout and --a-layout/--b-layout, which must agree."""
+    if args.layout is None:
+        return args.a_layout or "row", args.b_layout or "col"
+    a, b = LAYOUT_LETTERS[args.layout]
+    for name, given, implied in (("--a-layout", args.a_layout, a), ("--b-layout", args.b_layout, b)):
+        if given is not None and given != implied:
+            raise UsageError(f"--layout {args.layout} stores {name[2].upper()} {implied}-major, but {name} {given} "
+                             f"says {given}-major: give --layout or {name}, not both")
+    return a, b
+
+
+def problem(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Gemm:
+    """The Gemm the problem flags describe."""
+    m, n, k = args.shape or default_shape
+    a_layout, b_layout = layouts(args)
+    out_dtype = args.out_dtype or ("s32" if args.dtype in INTEGER_DTYPES else "f32")
+    return Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
+                align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch,
+                bias_dtype=args.bias_dtype)
+
+
+def hopper_fields(args: argparse.Namespace) -> dict:
+    """The Schedule's Hopper fields the flags give (None ones left out, so its defaults apply);
+    a UsageError when they are given without --instruction wgmma, which alone reads them."""
+    given = {name: getattr(args, name) for name in HOPPER_FLAGS if getattr(args, name) is not None}
+    if given and args.instruction != "wgmma":
+        flags = ", ".join(HOPPER_FLAGS[name] for name in given)
+        raise UsageError(f"{flags} only apply to --instruction wgmma (--arch sm_90a), not --instruction "
+                         f"{args.instruction or 'm16n8k16 (the default)'}: add --instruction wgmma --arch sm_90a, "
+                         f"or drop {flags}")
+    return {name: tuple(v) if name == "cluster" else v for name, v in given.items()}
+
+
+def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
+    gemm = problem(args, default_shape)
+    hopper = hopper_fields(args)
+    if all(getattr(args, flag) is None for flag in SCHEDULE_FLAGS):
+        return compile_kernel(gemm, None, arch=args.arch)
+    # warps and smem_layout left None take the instruction's defaults (Schedule.__post_init__)
+    sched = Schedule(block=tuple(args.block or (128, 128, 32)), warps=tuple(args.warps) if args.warps else None,
+                     stages=3 if args.stages is None else args.stages, instruction=args.instruction or "m16n8k16",
+                     smem_layout=args.smem_layout, raster=args.raster or "row",
+                     group_m=8 if args.group_m is None else args.group_m,
+                     frag_double_buffer=not args.no_frag_double_buffer,
+                     epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via or "auto"],
+                     split_k=1 if args.split_k is None else args.split_k, split_k_mode=args.split_k_mode or "workspace",
+                     decomposition={None: "tiles", "hybrid": "stream-k", "pure": "stream-k-pure"}[args.stream_k],
+                     sms=args.sms, **hopper)
+    return compile_kernel(gemm, sched, arch=args.arch)
+
+
+_build = build
+
+
+def cmd_emit(args: argparse.Namespace) -> int:
+    k = build(args, (4096, 4096, 4096))
+    if args.output == "-":
+        sys.stdout.write(k.ptx)
+    else:
+        with open(args.output, "w") as f:
+            f.write(k.ptx)
+        print(f"wrote {len(k.ptx.splitlines())} lines of PTX for {k.entry} to {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .report import occupancy_lines
+
+    k = build(args, (4096, 4096, 4096))
+    print("\n".join(describe(k)))
+    print(resources_line(k))
+    print("\n".join(occupancy_lines(k)))
+    return 0
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one `ptxgen: warning:` line with flag names, not Python's file:line form."""
+    print(f"ptxgen: warning: {flag_text(str(message))}", file=sys.stderr)
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"ptxgen: {message}", file=sys.stderr)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..runtime.assemble import AssemblerNotFound
+    from ..scaleout import WorkerLost
+    from ..sim.errors import HazardError
+    from ..scaleout.simulate import OverlappingWrites
+
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            args = _parser().parse_args(argv)
+            if args.command == "emit":
+                return cmd_emit(args)
+            if args.command == "info":
+                return cmd_info(args)
+            if args.command == "tune":
+                from .tune import cmd_tune
+                return cmd_tune(args)
+            from .run import cmd_run
+            return cmd_run(args)
+    except KeyboardInterrupt:
+        return _fail("interrupted (Ctrl-C); nothing was checked", 130)
+    except UsageError as e:
+        return _fail(str(e), 2)
+    except LoweringNotBuilt as e:  # a legal schedule ptxgen cannot lower yet (sm_90a)
+        return _fail(f"not built yet: {schedule_error_text(e)}", 2)
+    except ScheduleError as e:
+        return _fail(f"invalid schedule: {schedule_error_text(e)}", 2)
+    except AssembleError as e:
+        return _fail(f"assembly failed: {e}", 1)
+    except AssemblerNotFound as e:
+        forced = os.environ.get("PTXGEN_ASSEMBLER")
+        hint = (f"\nPTXGEN_ASSEMBLER={forced!r} in the environment picks the assembler: set it to nvjitlink, "
+                "ptxas or auto, or unset it" if forced else "")
+        return _fail(f"cannot assemble: {e}{hint}", 2)
+    except MemoryError:
+        return _fail("out of host memory: the operands, C and the reference do not fit. Fix: a smaller "
+                     "--shape (or --batch); the simulator samples tiles, but C is allocated whole", 1)
+    except (HazardError, OverlappingWrites) as e:
+        return _fail(f"the simulator stopped the kernel: {e}\nThis is a bug in the generated code: please "
+                     "report it as a ptxgen issue, with the command line", 1)
+    except ImportError as e:  # an optional extra (Ray) that is not installed: the message names it
+        return _fail(str(e), 2)
+    except WorkerLost as e:
+        return _fail(str(e), 1)
+    except BrokenPipeError:  # the reader of stdout stopped early (`ptxgen emit | head`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
+        return 141                             # what a shell reports for a writer stopped by SIGPIPE
+    except (OSError, ValueError, TypeError) as e:
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        return _fail(flag_text(str(e)), 2)
+    except Exception as e:  # anything else is a bug: one line, and the traceback on request
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        return _fail(f"internal error: {type(e).__name__}: {e}\nThis is a bug: please report it as a "
+                     f"ptxgen issue, with the command line (run with {DEBUG_ENV}=1 for the traceback)", 3)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""`ptxgen run`: compile, execute on the GPU or the CPU simulator, and compare with numpy.
+
+Before allocating anything it estimates the host memory the run needs and refuses (with the fix)
+what cannot fit; before simulating it estimates the time and warns about runs of minutes. The
+float64 reference is computed only for the output tiles that are checked, in bands of rows, so a
+sampled 8192^3 run pays for five tiles, not for all of C.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..check import compare, random_epilogue_operands, random_operands, random_scale, reference_tile, unwritten
+from .app import UsageError, build
+from .report import bank_summary, describe, resources_line
+from ..kernel import Kernel
+from ..progress import duration
+from ..scaleout import Workers
+from ..schedule.problem import numpy_dtype
+
+#: Warn before a simulation expected to take longer than this many seconds.
+SLOW_RUN_S = 60.0
+#: Elements of C (or of the reference) handled at once when scanning for stray writes or
+#: building a whole-grid reference: bounds the float64 temporaries.
+BAND_ELEMENTS = 1 << 22
+
+
+@dataclass(frozen=True)
+class Region:
+    """A block of C that is checked: one batch's rows x cols (a tile, or a band of rows)."""
+
+    batch: int
+    rows: slice
+    cols: slice
+
+
+def host_bytes(k: Kernel, checked_elements: int, workers: int = 1) -> dict[str, int]:
+    """Host memory a run needs at its peak, by what needs it (bytes); `workers` local processes
+    each hold a private copy of C (and of the split-K workspace)."""
+    g = k.gemm
+    elem, out = np.dtype(numpy_dtype(g.dtype)).itemsize, np.dtype(numpy_dtype(g.out_dtype)).itemsize
+    mk, kn, mn = g.batch * g.m * g.k, g.batch * g.k * g.n, g.batch * g.m * g.leading_dims()[2]
+    need = {"A and B": elem * (mk + kn),
+            "drawing A and B (float64 temporaries)": 24 * max(mk, kn),  # random_operands' draws
+            "C": out * mn}
+    if g.epi.beta != 0.0:  # C's input, its float64 draw and the copy the kernel writes into
+        need["C's input for beta"] = (2 * out + 8) * mn
+    if k.workspace_elements:
+        need["split-K workspace"] = 4 * k.workspace_elements + 4 * k.counter_count
+    if workers > 1:
+        need[f"C in each of {workers} workers"] = workers * (need["C"] + need.get("split-K workspace", 0))
+    rows = min(g.m, max(k.schedule.bm, BAND_ELEMENTS // max(g.n, 1)))  # one region's A rows, at most
+    # the reference and C of the checked elements in float64 (a few copies inside compare), and one
+    # region's float64 rows of A and columns of B
+    need["float64 reference of the checked tiles"] = 40 * checked_elements + 8 * (rows * g.k + g.k * g.n)
+    return need
+
+
+def available_bytes() -> int | None:
+    """Memory the OS can give without swapping (MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gb(n: float) -> str:
+    return f"{n / 2**30:.1f} GB"
+
+
+def check_memory(k: Kernel, checked_elements: int, available: int | None = None, workers: int = 1) -> None:
+    """Refuse, naming the fix, a run whose arrays cannot fit in host memory."""
+    available = available_bytes() if available is None else available
+    need = host_bytes(k, checked_elements, workers)
+    total = sum(need.values())
+    if available is None or total <= 0.9 * available:
+        return
+    g = k.gemm
+    parts = ", ".join(f"{what} {_gb(n)}" for what, n in sorted(need.items(), key=lambda kv: -kv[1]) if n >= 2**28)
+    raise UsageError(
+        f"run --shape {g.m}x{g.n}x{g.k}{f' --batch {g.batch}' if g.batch > 1 else ''} needs about {_gb(total)} of "
+        f"host memory ({parts}), more than the {_gb(available)} available. Fix: a smaller --shape"
+        + (", fewer --workers" if workers > 1 else "") + "; "
+        "the simulator checks only sampled tiles, but A, B and C are allocated whole")
+
+
+def tile_regions(k: Kernel, ctas: list[tuple[int, int, int]] | None) -> list[Region]:
+    """The output tiles the CTAs compute (None: all of C, as bands of rows)."""
+    from ..simulate import cta_batch_tiles
+
+    g, s = k.gemm, k.schedule
+    if ctas is None:
+        band = max(1, BAND_ELEMENTS // max(g.n, 1))
+        return [Region(b, slice(r, min(r + band, g.m)), slice(0, g.n))
+                for b in range(g.batch) for r in range(0, g.m, band)]
+    seen: dict[tuple[int, int, int], Region] = {}
+    for cta in ctas:
+        for batch, tm, tn in cta_batch_tiles(k, cta):  # a persistent sm_90a CTA computes several
+            seen.setdefault((batch, tm, tn), Region(batch, slice(tm * s.bm, min((tm + 1) * s.bm, g.m)),
+                                                    slice(tn * s.bn, min((tn + 1) * s.bn, g.n))))
+    return list(seen.values())
+
+
+def _batch(x: np.ndarray | None, b: int, batched: bool) -> np.ndarray | None:
+    return x if x is None or not batched else x[b]
+
+
+def check_regions(k: Kernel, regions: list[Region], c, a, b, c0, bias, scale):
+    """Compare C with the float64 reference on the regions only."""
+    batched = k.gemm.batch > 1
+    got, ref, starts = [], [], []
+    for r in regions:
+        cb = _batch(c, r.batch, batched)
+        starts.append(sum(x.size for x in got))
+        got.append(np.asarray(cb[r.rows, r.cols]).ravel())
+        ref.append(reference_tile(_batch(a, r.batch, batched), _batch(b, r.batch, batched), k.gemm.epilogue,
+                                  r.rows, r.cols, _batch(c0, r.batch, batched), bias, scale).ravel())
+    result = compare(np.concatenate(got), np.concatenate(ref), k.gemm)
+    return replace(result, worst=tuple((_matrix_index(regions, starts, i[0], batched), g, w)
+                                       for i, g, w in result.worst))
+
+
+def _matrix_index(regions: list[Region], starts: list[int], flat: int, batched: bool) -> tuple[int, ...]:
+    """Where element `flat` of the concatenated regions sits in C: (row, column), batch first if batched."""
+    at = max(j for j, s in enumerate(starts) if s <= flat)
+    r, off = regions[at], flat - starts[at]
+    width = r.cols.stop - r.cols.start
+    row, col = r.rows.start + off // width, r.cols.start + off % width
+    return (r.batch, row, col) if batched else (row, col)
+
+
+def stray_writes(k: Kernel, c: np.ndarray, c0: np.ndarray | None, regions: list[Region]) -> int:
+    """Elements outside the regions that no longer hold their value (the poison, or C's own
+    under beta != 0), scanned in bands of rows so no full-size temporaries are made."""
+    g = k.gemm
+    batched = g.batch > 1
+    band = max(1, BAND_ELEMENTS // max(g.n, 1))
+    strays = 0
+    for bi in range(g.batch):
+        cb, c0b = _batch(c, bi, batched), _batch(c0, bi, batched)
+        mine = [r for r in regions if r.batch == bi]
+        for r0 in range(0, g.m, band):
+            r1 = min(r0 + band, g.m)
+            sub = cb[r0:r1]
+            kept = unwritten(sub) if c0b is None else (sub == c0b[r0:r1])
+            inside = np.zeros(sub.shape, dtype=bool)
+            for r in mine:
+                lo, hi = max(r.rows.start, r0), min(r.rows.stop, r1)
+                if lo < hi:
+                    inside[lo - r0:hi - r0, r.cols] = True
+            strays += int((~inside & ~kept).sum())
+    return strays
+
+
+def _progress_arg(args: argparse.Namespace):
+    return {"auto": None, "on": True, "off": False}[getattr(args, "progress", "auto")]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..runtime.driver import gpu_available, gpu_unavailable_reason
+    from ..simulate import SECONDS_PER_CTA_STEP, estimate_seconds, sample_ctas
+
+    spread_over = workers_from(args)
+    k = build(args, (256, 256, 128))
+    print("\n".join(describe(k)))
+    print(resources_line(k))
+    g = k.gemm
+    on_gpu = gpu_available() and not args.sim
+    ctas = None if (on_gpu or args.all_ctas) else sample_ctas(k)
+    regions = tile_regions(k, ctas)
+    tiles = -(-g.m // k.schedule.bm) * -(-g.n // k.schedule.bn) * g.batch
+    checked = tiles if ctas is None else len(regions)
+    if on_gpu and spread_over.parallel:
+        print("ptxgen: note: --workers and --ray spread the CPU simulator's CTAs; this run is on the GPU "
+              "(add --sim to simulate)", file=sys.stderr)
+    if not on_gpu:
+        estimate = estimate_seconds(k, ctas)
+        if spread_over.processes > 1:  # Ray's CPU count is the cluster's: not known before connecting
+            n = len(ctas) if ctas else k.grid[0] * k.grid[1] * k.grid[2]
+            estimate /= min(spread_over.processes, n)
+        if estimate > SLOW_RUN_S:
+            n = len(ctas) if ctas else k.grid[0] * k.grid[1] * k.grid[2]
+            count = f"{n} sampled CTAs" if ctas else ("the grid's one CTA" if n == 1 else f"all {n} CTAs")
+            print(f"ptxgen: warning: simulating {count} will take about {duration(estimate)} (the CPU "
+                  f"simulator runs about {1 / SECONDS_PER_CTA_STEP:.0f} instructions of a CTA a second). Faster: "
+                  "a smaller --shape (K sets the k-loop's length)"
+                  + (", or drop --all-ctas to check sampled tiles" if args.all_ctas else "")
+                  + "; Ctrl-C stops it", file=sys.stderr, flush=True)
+    check_memory(k, sum((r.rows.stop - r.rows.start) * (r.cols.stop - r.cols.start) for r in regions),
+                 workers=1 if on_gpu else spread_over.processes)
+    a, b = random_operands(g, seed=args.seed)
+    c0, bias = random_epilogue_operands(g, seed=args.seed + 1)
+    scale = random_scale(g, seed=args.seed + 2)
+    total = k.grid[0] * k.grid[1] * k.grid[2]
+    if on_gpu:
+        c = k(a, b, c=None if c0 is None else c0.copy(), bias=bias, scale=scale)
+        from ..runtime import simdriver
+
+        where = "through the simulator-backed driver (PTXGEN_DRIVER=sim)" if simdriver.active() else "on the GPU"
+        print(f"executed   {where}, every CTA; runs {k.resources.binary}")
+        result = check_regions(k, regions, c, a, b, c0, bias, scale)
+        print(f"{result}; checked {checked} of {tiles} tiles")
+        return 0 if result.ok else 1
+    from ..simulate import run_simulation
+
+    why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"
+    why = short_reason(why)
+    c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias, scale=scale,
+                            progress=_progress_arg(args), workers=spread_over)
+    scope = "every CTA" if ctas is None else f"{len(ctas)} of {total} CTAs {ctas}"
+    over = f" over {spread_over.describe()}" if spread_over.parallel else ""
+    print(f"executed   on the CPU simulator ({why}): {scope}{over}, {res.instructions} thread-instructions")
+    result = check_regions(k, regions, c, a, b, c0, bias, scale)
+    strays = stray_writes(k, c, c0, regions)
+    print(f"{result}; checked {checked} of {tiles} tiles" + ("" if ctas is None else f" ({len(ctas)} of {total} CTAs)"))
+    if strays:
+        print(f"FAIL: {strays} elements outside the simulated CTAs' tiles were written")
+    print("shared-memory bank conflicts:")
+    print("\n".join(bank_summary(k, res.smem_wavefronts)))
+    return 0 if result.ok and not strays else 1
+
+
+def workers_from(args: argparse.Namespace) -> Workers:
+    """Where the simulator's CTAs run: --workers N local processes, or --ray [ADDRESS]."""
+    workers, address = getattr(args, "workers", 1), getattr(args, "ray", None)
+    if address is not None and workers > 1:
+        raise UsageError(f"--workers {workers} and --ray both ask where to simulate: pass one (--workers N for "
+                         "local processes, --ray [ADDRESS] for a Ray cluster)")
+    return Workers.of("ray", address or None) if address is not None else Workers.of(workers)
+
+
+def short_reason(why: str, width: int = 90) -> str:
+    """`why` in at most `width` characters: a trailing "(...)" (the loader's own message) is
+    dropped whole rather than cut mid-word."""
+    if len(why) <= width or not why.endswith(")"):
+        return why if len(why) <= width else why[: width - 3] + "..."
+    depth = 0
+    for i in range(len(why) - 1, -1, -1):  # the "(" that the final ")" closes
+        depth += {")": 1, "(": -1}.get(why[i], 0)
+        if depth == 0:
+            head = why[:i].rstrip()
+            return head if len(head) <= width else head[: width - 3] + "..."
+    return why[: width - 3] + "..."

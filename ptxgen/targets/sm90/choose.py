@@ -1,0 +1,280 @@
+"""Choosing an sm_90a (wgmma) schedule: the candidates the built Hopper lowering can emit, and the
+cost model's price of one.
+
+Why separate from the mma.sync model: a wgmma CTA is one or two consumer warpgroups fed by TMA
+(and, by default, a producer warpgroup walking a persistent grid), so its k-tile costs tensor time
+at wgmma's full rate (not mma.sync's share), TMA writes plus descriptor reads of shared memory (no
+ldmatrix, no cp.async issue), and its shared memory and registers come from `hopper_plan`, the
+same numbers the verifier and the lowering use.
+
+The designs priced, each as the lowering builds it (README, "Hopper (sm_90a): what is built"):
+
+* warp-specialised + persistent (the default): one CTA per SM walks ceil(tiles / grid) tiles, so
+  the grid's waves are whole tiles per CTA; the producer runs up to S stages ahead of the
+  consumers and keeps loading across a tile boundary, so the pipeline fills once per CTA (not once
+  per tile) and a k-tile's latency floor is DRAM latency / S;
+* non-specialised, one CTA per tile: the consumers issue the next stage's copies themselves after
+  waiting, so S-1 stages are in flight (floor: latency / (S-1)), every CTA fills and drains its
+  own pipeline, and waves are CTAs / (SMs x CTAs per SM) with the tail priced as such. It is the
+  only built kernel for split-K (skinny M x N, long K) and Stream-K (batches: both kernels, the
+  persistent one walking batch x tiles);
+* the epilogue: direct stores from the accumulator fragments (each thread writes 2 adjacent
+  elements per row, so a 16-bit C fills half a 32-byte sector per 4 threads) or the TMA store
+  (fragments to swizzled shared memory, one bulk copy per box, whole sectors). The persistent
+  kernel's stores drain under the next tile's main loop; a CTA per tile waits for its own.
+
+What is estimated (weak spots, no GPU measured these): the loaded DRAM latency (devices.py), the
+per-k-tile instruction counts, the sector efficiency of direct stores, and that a persistent
+CTA's epilogue stalls its consumers fully (they do not overlap it with the next tile's wgmmas,
+true of the built kernel: one set of accumulators). L2 and DRAM traffic are priced as for sm_80
+(`costmodel`).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterator
+
+from ...errors import LoweringNotBuilt, ScheduleError
+from ...tune.costmodel import BARRIER_CLOCKS, KTileCost, Prediction, _ceil, _dram_bytes
+from ...schedule.devices import DeviceModel, device_model
+from .plan import CONSUMER_OVERHEAD_REGS, HopperPlan, epilogue_path, hopper_plan, persistent_ctas
+from ...schedule.occupancy import occupancy
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ...schedule.streamk import stream_k_grid, stream_k_plan
+from .verify_built import SM80, check_sm90_built
+
+#: (BM, consumers) the built lowering runs: 64 rows per warpgroup at least, 128 at most.
+BLOCK_ROWS = ((64, 1), (128, 1), (128, 2), (256, 2))
+#: wgmma N the chooser tries (any multiple of 8 is legal; these fill the 128-byte swizzle rows).
+BLOCK_COLS = (64, 128, 192, 256)
+#: BK in bytes: one 128-byte swizzle row per box (64 f16, 32 tf32, 128 fp8/int8 elements).
+BK_BYTES = 128
+STAGES = (2, 3, 4, 5, 6)
+#: The deepest ring tried when shared memory allows more than STAGES (small tiles).
+MAX_STAGES = 8
+#: H100's shared memory per CTA (227 KB, the opt-in maximum; targets.py / the verifier).
+SMEM_PER_CTA = 227 * 1024
+GROUP_M = 8
+SPLITS = (2, 3, 4, 6, 8)
+#: Base schedules (non-specialised) whose split-K and Stream-K variants are tried.
+VARIANT_BASES = 6
+#: Warp instructions per k-tile of a consumer warp besides its wgmmas: the full-barrier wait, the
+#: fence, commit/wait_group, descriptor and loop updates (estimate, from the emitted loop).
+WGMMA_LOOP_INSTRUCTIONS = 16
+#: Extra per-k-tile instructions of a non-specialised consumer: it also arrives on the empty
+#: barrier's replacement (a CTA barrier), and one thread issues the next stage's copies.
+NON_WS_LOOP_INSTRUCTIONS = 10
+#: Bytes of one 32-byte sector a direct store of 4 threads' fragment pairs fills per row, over 32.
+SECTOR_BYTES = 32
+
+
+def _up_to_cover(sides: tuple, extent: int, key=lambda x: x) -> list:
+    """The sides up to (and every one equal to) the first whose extent covers `extent`."""
+    cover = next((key(side) for side in sides if key(side) >= extent), None)
+    return [side for side in sides if cover is None or key(side) <= cover]
+
+
+def _probe(g: Gemm) -> Schedule:
+    return Schedule(block=(128, 128, BK_BYTES // g.in_bytes), instruction="wgmma", warp_specialized=False, persistent=False,
+                    consumers=1, stages=3, swizzle=128)
+
+
+def check_problem_built(g: Gemm, arch: str) -> None:
+    """LoweringNotBuilt, naming arch='sm_90' as the fix, when no built wgmma schedule can run `g`."""
+    check_sm90_built(g, _probe(g), arch)
+
+
+def _stage_counts(g: Gemm, bm: int, bn: int, bk: int) -> list[int]:
+    """STAGES, plus the deepest ring (at most MAX_STAGES) whose operand stages fill shared memory
+    (the verifier still checks the epilogue staging and barriers on top)."""
+    stage = (bm + bn) * bk * g.in_bytes
+    deepest = min(MAX_STAGES, (SMEM_PER_CTA - 2 * 1024) // stage)
+    return sorted(set(STAGES) | ({deepest} if deepest > STAGES[-1] else set()))
+
+
+def hopper_candidates(g: Gemm) -> Iterator[Schedule]:
+    """Every base schedule of the built sm_90a kernels worth trying for `g`, legal or not (the
+    verifier prunes): block rows and columns up to the first that covers M and N, BK 128 bytes,
+    2-6 stages and the deepest ring that fits, 128-byte swizzle; the warp-specialised persistent
+    kernel (for a batch, walking batch x tiles) and the non-specialised one-CTA-per-tile kernel; the TMA-store and
+    the direct epilogue where the TMA one applies; row and (with more tile rows than a group)
+    grouped raster. Split-K and Stream-K: `hopper_variants`."""
+    bk = BK_BYTES // g.in_bytes
+    for bm, consumers in _up_to_cover(BLOCK_ROWS, g.m, key=lambda rc: rc[0]):
+        for bn in _up_to_cover(BLOCK_COLS, g.n):
+            rasters = [{}]
+            if _ceil(g.m, bm) > GROUP_M and _ceil(g.n, bn) > 1:
+                rasters.append({"raster": "grouped", "group_m": GROUP_M})
+            for stages in _stage_counts(g, bm, bn, bk):
+                for ws in (True, False):
+                    base = Schedule(block=(bm, bn, bk), instruction="wgmma", warp_specialized=ws, persistent=ws,
+                                    consumers=consumers, stages=stages, swizzle=128)
+                    epilogues = [None] + ([False] if epilogue_path(g, base) == "tma" else [])
+                    for via in epilogues:
+                        for raster in rasters:
+                            yield replace(base, epilogue_via_smem=via, **raster)
+
+
+def hopper_variants(g: Gemm, s: Schedule) -> Iterator[Schedule]:
+    """Split-K and Stream-K of a non-specialised base schedule (the kernel that builds them), when
+    K spans at least two k-tiles per split; f32 accumulation only (the partials are f32)."""
+    if s.warp_specialized or g.accumulator != "f32":
+        return
+    kt = _ceil(g.k, s.bk)
+    flat = replace(s, epilogue_via_smem=None, raster="row", group_m=8)
+    for split in SPLITS:
+        if kt >= 2 * split:
+            yield replace(flat, split_k=split, persistent=False)
+    if kt >= 4 and g.batch == 1:
+        yield replace(flat, decomposition="stream-k", persistent=True)
+
+
+def no_candidate_error(g: Gemm, arch: str, first: ScheduleError | None) -> ScheduleError:
+    """What `rank` raises when the verifier turns down every built wgmma candidate (e.g. rows not
+    16-byte aligned for TMA): the first candidate's reason, with arch='sm_90' as the way out."""
+    why = f"{first.field}={first.value!r}: {first.rule}" if first else "no candidate"
+    return LoweringNotBuilt("arch", arch, f"no schedule of the built sm_90a lowering runs this {g.dtype} "
+                            f"problem ({why})", SM80.replace("or compile", "compile"))
+
+
+def hopper_ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel) -> KTileCost:
+    """Clocks of one k-tile of one wgmma CTA on an idle SM: tensor time at wgmma's full rate for the
+    dtype (a warpgroup spans the 4 sub-partitions), shared memory (TMA writes A and B once; each
+    consumer's wgmmas read its A rows and all of B), issue (consumer warps, plus one producer warp
+    when specialised), and the pipeline's latency floor: DRAM latency over the stages in flight
+    (S with a producer running ahead, S-1 when the consumers refill the stage they just freed)."""
+    plan = hopper_plan(g, s)
+    mma = 2 * s.bm * s.bn * s.bk / dev.tensor_flops_per_clk_sm[g.dtype]
+    writes = (s.bm + s.bn) * s.bk * g.in_bytes
+    reads = (s.bm + plan.consumers * s.bn) * s.bk * g.in_bytes
+    smem = (reads + writes) / dev.smem_bytes_per_clk_sm
+    consumer_warps = 4 * plan.consumers
+    per_warp = WGMMA_LOOP_INSTRUCTIONS + (0 if s.warp_specialized else NON_WS_LOOP_INSTRUCTIONS)
+    producer = WGMMA_LOOP_INSTRUCTIONS if s.warp_specialized else 0
+    issue = (consumer_warps * (plan.wgmmas_per_k_tile + per_warp) + producer) / dev.schedulers_per_sm
+    in_flight = s.stages if s.warp_specialized else s.stages - 1
+    if in_flight >= 1:
+        return KTileCost(mma, smem, issue, dev.dram_latency_clk / in_flight + BARRIER_CLOCKS)
+    return KTileCost(mma, smem, issue, dev.dram_latency_clk + BARRIER_CLOCKS, serial=True)
+
+
+def epilogue_clocks(g: Gemm, s: Schedule, plan: HopperPlan, dev: DeviceModel) -> tuple[float, float]:
+    """(exposed, drain) clocks of one tile's epilogue. Exposed: what stalls the consumers (the math
+    pass over the accumulators, plus the staging writes to shared memory for the TMA store).
+    Drain: the tile's bytes leaving at the SM's share of DRAM bandwidth, divided by the sector
+    efficiency (direct stores of a 16-bit C write half sectors); the caller charges it only where
+    nothing overlaps it."""
+    tile = s.bm * s.bn
+    sm_bytes_per_clk = dev.dram_bytes_per_s / dev.clock_hz / dev.sms
+    consumer_threads = 128 * plan.consumers
+    math = tile / consumer_threads * 4                    # a few instructions per element per thread
+    out_bytes = tile * g.out_bytes
+    if plan.epilogue == "tma":
+        staging = out_bytes / dev.smem_bytes_per_clk_sm    # fragments written once (TMA reads them async)
+        return math + staging + BARRIER_CLOCKS, out_bytes / sm_bytes_per_clk
+    per_row = 4 * 2 * g.out_bytes                          # 4 threads x 2 adjacent elements of one row
+    efficiency = min(1.0, per_row / SECTOR_BYTES)
+    return math, out_bytes / sm_bytes_per_clk / efficiency
+
+
+def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]:
+    """(CTAs, k-tiles of the busiest CTA's whole walk, its tiles or units, f32 partial bytes) of
+    the grid the schedule launches."""
+    kt_total = _ceil(g.k, s.bk)
+    tiles = g.batch * _ceil(g.m, s.bm) * _ceil(g.n, s.bn)
+    if s.stream_k:
+        grid = stream_k_grid(g, s, dev.sms)
+        sk = stream_k_plan(g, s, grid)
+        dp = _ceil(sk.dp_tiles, grid)
+        sk_iters = _ceil(sk.sk_iters, sk.sk_ctas) if sk.sk_ctas else 0
+        units = dp + (_ceil(sk_iters, kt_total) + 1 if sk_iters else 0)
+        partial = 2 * 4 * s.bm * s.bn * min(sk.sk_ctas, sk.sk_tiles * 2)
+        return grid, dp * kt_total + sk_iters, units, partial
+    if s.split_k > 1:
+        ctas = tiles * s.split_k
+        return ctas, _ceil(kt_total, s.split_k), 1, 2 * 4 * s.bm * s.bn * ctas
+    if s.persistent:
+        grid = persistent_ctas(g, s, dev.sms)
+        per_cta = _ceil(tiles, grid)
+        return grid, per_cta * kt_total, per_cta, 0
+    return tiles, kt_total, 1, 0
+
+
+def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:
+    """The model's time for a built wgmma schedule. `registers`: the assembler's count per thread
+    (default: accumulators + the consumer overhead estimate, capped at the launch registers).
+
+    Persistent grids (warp-specialised, Stream-K): one CTA per SM walks its tiles one after the
+    other, the pipeline filled once; one CTA per tile: waves of CTAs / (SMs x CTAs per SM), the
+    CTAs sharing an SM sharing its units, each paying its fill and its epilogue's drain."""
+    dev = device_model(arch)
+    plan = hopper_plan(g, s)
+    regs = registers if registers is not None else min(
+        plan.launch_regs, _ceil(plan.accumulator_regs + CONSUMER_OVERHEAD_REGS, 8) * 8)
+    occ = occupancy(arch, regs, plan.smem.total, plan.threads, dev.sms)
+    per_sm = max(1, occ.ctas_per_sm)
+    ctas, kt, units, partial_bytes = _work(g, s, dev)
+    cost = hopper_ktile_cost(g, s, dev)
+    exposed, drain = epilogue_clocks(g, s, plan, dev)
+    sm_bytes_per_clk = dev.dram_bytes_per_s / dev.clock_hz / dev.sms
+    if s.split_k > 1 or s.stream_k:  # partials: written f32, read back by the tile's last CTA
+        exposed += 2 * 4 * s.bm * s.bn / sm_bytes_per_clk
+    fill = dev.dram_latency_clk
+    if s.persistent:
+        # the last tile's stores drain after the loop; earlier ones under the next tile's loads
+        per_ktile = cost.latency + cost.throughput if cost.serial else max(cost.throughput, cost.latency)
+        clocks = fill + kt * per_ktile + units * exposed + drain
+        wave_ctas = min(ctas, dev.sms)
+    else:
+        wave_ctas = per_sm * dev.sms
+        full, rest = divmod(ctas, wave_ctas)
+        clocks = full * _cta_wave(cost, per_sm, kt, exposed + drain, fill)
+        if rest:
+            clocks += _cta_wave(cost, _ceil(rest, dev.sms), kt, exposed + drain, fill)
+    compute_s = clocks / dev.clock_hz
+    tiles = g.batch * plan.tiles[0] * plan.tiles[1]
+    kt_total = _ceil(g.k, s.bk)
+    l2 = tiles * (s.bm + s.bn) * kt_total * s.bk * g.in_bytes + partial_bytes
+    l2_s = l2 / (dev.l2_bytes_per_clk * dev.clock_hz)
+    dram = _dram_bytes(g, s, dev, wave_ctas) + partial_bytes
+    dram_s = dram / dev.dram_bytes_per_s
+    terms = {"waves": compute_s, "L2": l2_s, "DRAM": dram_s, "launch": dev.launch_s}
+    bound, slowest = max(("waves", compute_s), ("L2", l2_s), ("DRAM", dram_s), key=lambda kv: kv[1])
+    if bound == "waves":
+        bound = "latency" if cost.latency >= cost.throughput else cost.resource
+    time_s = slowest + dev.launch_s
+    computed = tiles * s.bm * s.bn * kt_total * s.bk
+    useful = g.batch * g.m * g.n * g.k
+    waves = tiles / (dev.sms if s.persistent else wave_ctas)
+    return Prediction(
+        time_s=time_s, efficiency=g.flops * g.batch / (time_s * dev.peak_flops(g.dtype, instruction_share=False)),
+        ctas=ctas, ctas_per_sm=occ.ctas_per_sm, limiter=occ.limiter, registers=regs, waves=waves,
+        edge_waste=1 - useful / computed, dram_bytes=int(dram), l2_bytes=int(l2), bound=bound, terms=terms)
+
+
+def _cta_wave(cost: KTileCost, ctas_on_sm: int, kt: int, epilogue: float, fill: float) -> float:
+    """Clocks for `ctas_on_sm` one-tile CTAs sharing an SM: each fills its pipeline, runs `kt`
+    k-tiles (the SM's units shared), then its epilogue (the CTAs' epilogues do not overlap)."""
+    shared = ctas_on_sm * cost.throughput
+    per_ktile = cost.latency + shared if cost.serial else max(shared, cost.latency)
+    return fill + kt * per_ktile + ctas_on_sm * epilogue
+
+
+def describe_hopper(s: Schedule) -> str:
+    """A wgmma schedule as the CLI flags that give it."""
+    ws = "--warp-specialized" if s.warp_specialized else "--no-warp-specialized"
+    persistent = "--persistent" if s.persistent else "--no-persistent"
+    text = (f"--instruction wgmma --block {s.bm}x{s.bn}x{s.bk} --consumers {s.consumers} --stages {s.stages} "
+            f"--swizzle {s.swizzle} {ws} {persistent}")
+    if s.epilogue_via_smem is not None:
+        text += f" --epilogue-via {'smem' if s.epilogue_via_smem else 'registers'}"
+    if s.raster == "grouped":
+        text += f" --raster grouped --group-m {s.group_m}"
+    if s.split_k > 1:
+        text += f" --split-k {s.split_k}"
+    if s.stream_k:
+        text += " --stream-k" + (" pure" if s.decomposition == "stream-k-pure" else "")
+    if s.sms is not None:
+        text += f" --sms {s.sms}"
+    return text

@@ -1,0 +1,255 @@
+"""Thread-block clusters on the warp-specialised persistent sm_90a kernel: which tiles a cluster's
+CTAs walk, TMA multicast of the operand they share, and the barrier protocol that makes it safe
+(docs/ptx_facts/clusters.md, tma.md §9d, mbarrier.md §9e).
+
+Launch. The entry declares `.reqnctapercluster CM*CN, 1, 1`: a cluster is CM*CN consecutive CTAs
+of the 1-D persistent grid (whose size `hopper.persistent_ctas` rounds to whole clusters), and
+the runtime also passes the same dimensions to cuLaunchKernelEx. CTA rank r of a cluster sits at
+(dm, dn) = (r % CM, r / CM) in the cluster's CM x CN block of output tiles.
+
+Tiles. The output tiles are grouped into cluster tiles of CM x CN tiles (the tile grid rounded UP
+to whole cluster tiles, as CUTLASS does); cluster c walks cluster tiles c, c + %nclusterid.x, ...
+in the schedule's raster (grouped: group_m / CM cluster rows per group), and its CTA (dm, dn)
+computes tile (CM * ctm + dm, CN * ctn + dn). Every CTA of a cluster therefore walks the same
+number of tiles and k-tiles in lockstep; a CTA whose tile lies past M or N (an odd tile count)
+loads boxes that TMA fills with zeros (their bytes still count) and stores nothing, so it takes
+part in the multicast and barrier protocol like its peers.
+
+Multicast. Along M the CM CTAs of a cluster column (same dn) need the same B block, along N the
+CN CTAs of a cluster row (same dm) the same A block. With multicast, each CTA's producer loads
+1/CM of the B box (rows dm * outer/CM .. of every swizzle-wide box: the tensor map's box has
+outer/CM rows) and multicasts it to its column (ctaMask), likewise 1/CN of A to its row, and
+loads the rest itself. Each CTA's full[stage] still expects the whole stage's bytes from its own
+producer's arrive.expect_tx: the peers' complete-tx lands on the same barrier offset.
+
+Releasing a stage. A producer may refill stage s only when the consumers of EVERY CTA its copies
+land in have finished reading s: its own and those of its multicast peers ("receivers": 1 +
+(CM-1 if B is shared) + (CN-1 if A is shared); 2 for (2, 1) and (1, 2)). So empty[s] is
+initialised to consumer_warps * receivers, and lane j < receivers of every consumer warp arrives
+on empty[s] of receiver j (mapa + mbarrier.arrive.release.cluster.shared::cluster, itself
+included), after wgmma wait_group has retired the reads. The producer waits on empty[s] with
+.acquire.cluster so those remote releases order the peers' reads before its overwrite.
+
+Start and exit. Barrier init must be visible cluster-wide before a peer multicasts into this CTA
+or arrives on its empty barriers: thread 0 inits, fence.mbarrier_init.release.cluster, then every
+thread barrier.cluster.arrive + wait. No CTA may exit while a peer may still arrive on its
+barriers (a consumer's last release of its last tile) or multicast into it: every remaining
+thread (consumers and the producer's elected thread) arrives and waits on the cluster barrier
+once its walk is done. Multicast lands only in stages the receiver itself consumes, so once its
+consumers are done no copy is still coming. Without multicast (clusters for scheduling only) no
+CTA touches another's memory: empty counts one CTA's warps and no cluster barrier is needed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...ir import Addr, Imm, Sym, VReg
+from .plan import HopperPlan
+from ...emit.tiles import Tile
+from . import mbarrier_isa as mb
+from . import tma_isa as tma
+
+if TYPE_CHECKING:
+    from .mainloop import TmaWgmmaLoop
+    from .pipeline import Sm90Lowering
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """The numbers of a (CM, CN) cluster: which operands are multicast and how many CTAs read
+    what one CTA's producer writes."""
+
+    cm: int
+    cn: int
+    multicast: tuple[str, ...]
+
+    @property
+    def size(self) -> int:
+        return self.cm * self.cn
+
+    def parts(self, operand: str) -> int:
+        """Into how many slices `operand`'s box is cut (one per CTA sharing it), 1 if not shared."""
+        if operand not in self.multicast:
+            return 1
+        return self.cm if operand == "B" else self.cn
+
+    @property
+    def receivers(self) -> int:
+        """CTAs (this one included) whose consumers read what this CTA's producer writes."""
+        return 1 + (self.cm - 1 if "B" in self.multicast else 0) + (self.cn - 1 if "A" in self.multicast else 0)
+
+    @property
+    def remote(self) -> bool:
+        """Whether CTAs touch each other's shared memory (multicast, remote arrivals)."""
+        return bool(self.multicast)
+
+
+def cluster_shape(plan: HopperPlan) -> ClusterShape | None:
+    """The cluster of a plan, None for (1, 1)."""
+    cm, cn = plan.cluster
+    return None if cm * cn == 1 else ClusterShape(cm, cn, plan.multicast)
+
+
+def split_box_rows(outer: int, parts: int) -> int:
+    """Rows of one CTA's slice of a multicast box (the tensor map's box outer extent)."""
+    return outer // parts
+
+
+class ClusterRoles:
+    """The cluster registers (rank, position, masks, slices, release target) and the pieces of
+    the protocol the warp-specialised loop calls."""
+
+    def __init__(self, lw: "Sm90Lowering", shape: ClusterShape):
+        self.lw, self.b, self.shape = lw, lw.b, shape
+        self.masks: dict[str, VReg] = {}          # per multicast operand: its .b16 ctaMask
+        self.slice_rows: dict[str, VReg] = {}     # per multicast operand: which slice this CTA loads
+        # set by setup() before the roles split: %cluster_ctarank and this CTA's (dm, dn) in the cluster
+        self.rank: VReg
+        self.dm: VReg
+        self.dn: VReg
+        # set by tile_count() in each role's walk: cluster tiles along M and N
+        self.num_m: VReg
+        self.num_n: VReg
+
+    # -- set-up, before the roles split ---------------------------------------------------------
+    def setup(self) -> None:
+        """%cluster_ctarank -> (dm, dn); the multicast masks and slice offsets of each shared operand."""
+        lw, b, sh = self.lw, self.b, self.shape
+        b.comment(f"cluster of {sh.cm}x{sh.cn} CTAs: rank r is tile (dm, dn) = (r % {sh.cm}, r / {sh.cm}) of "
+                  "the cluster tile")
+        self.rank = lw.u32("mov.u32", Sym("%cluster_ctarank"))
+        self.dm = lw.u32("rem.u32", self.rank, Imm(str(sh.cm))) if sh.cm > 1 else lw.u32("mov.u32", Imm("0"))
+        self.dn = lw.u32("div.u32", self.rank, Imm(str(sh.cm))) if sh.cn > 1 else lw.u32("mov.u32", Imm("0"))
+        if "B" in sh.multicast:  # the cluster column: ranks CM*dn .. CM*dn + CM-1
+            column = lw.u32("shl.b32", Imm(str((1 << sh.cm) - 1)), lw.u32("mul.lo.u32", self.dn, Imm(str(sh.cm))))
+            self.masks["B"] = self._b16(column, "ctaMask of B: the CTAs of this cluster column (same n-tile)")
+            self.slice_rows["B"] = self.dm
+        if "A" in sh.multicast:  # the cluster row: ranks dm, dm + CM, ...
+            pattern = sum(1 << (sh.cm * j) for j in range(sh.cn))
+            row = lw.u32("shl.b32", Imm(str(pattern)), self.dm)
+            self.masks["A"] = self._b16(row, "ctaMask of A: the CTAs of this cluster row (same m-tile)")
+            self.slice_rows["A"] = self.dn
+
+    def _b16(self, x: VReg, comment: str) -> VReg:
+        d = self.b.reg("b16")
+        self.b.emit("cvt.u16.u32", d, x, ndefs=1, comment=comment)
+        return d
+
+    def barrier_counts(self, consumer_warps: int) -> int:
+        """Arrivals per phase of an empty barrier: one per consumer warp of every receiving CTA."""
+        return consumer_warps * self.shape.receivers
+
+    def sync_after_init(self) -> None:
+        """Barrier inits visible to the whole cluster before any peer multicasts or arrives."""
+        b = self.b
+        mb.fence_mbarrier_init(b, comment="the inits, ordered before the cluster barrier's release")
+        mb.cluster_arrive(b, comment="every thread of every CTA: the cluster's barriers are initialised")
+        mb.cluster_wait(b, comment="(also a CTA barrier: the inits are visible to this CTA's threads)")
+
+    def sync_before_exit(self, aligned: bool) -> None:
+        """No CTA leaves while a peer may still arrive on its barriers or multicast into it."""
+        b = self.b
+        op = "barrier.cluster.arrive" + (".aligned" if aligned else "")
+        b.emit(op, comment="done with the cluster: my releases and copies are issued")
+        b.emit("barrier.cluster.wait" + (".aligned" if aligned else ""),
+               comment="every peer is done too: nobody will touch this CTA's shared memory again")
+
+    # -- the consumer's release of a stage -------------------------------------------------------
+    def release_targets(self, lane: VReg) -> tuple[VReg, VReg]:
+        """(predicate: this lane arrives, shared::cluster address of empty[0] of its receiver).
+        Lane j < receivers serves receiver j: the cluster column (B shared) first, then the
+        cluster row (A shared) without this CTA."""
+        lw, sh = self.lw, self.shape
+        col = sh.cm if "B" in sh.multicast else 1
+        if "B" in sh.multicast:
+            target = lw.u32("add.u32", lane, lw.u32("mul.lo.u32", self.dn, Imm(str(sh.cm))),
+                            comment="lane j -> rank j of this cluster column")
+        else:
+            target = self.rank
+        if "A" in sh.multicast:
+            k = lw.u32("sub.u32", lane, Imm(str(col)))
+            skip_me = lw.u32("selp.u32", Imm("1"), Imm("0"), lw.pred("setp.ge.u32", k, self.dn))
+            dn2 = lw.u32("add.u32", k, skip_me)
+            row_rank = lw.u32("add.u32", self.dm, lw.u32("mul.lo.u32", dn2, Imm(str(sh.cm))),
+                              comment="lane col + k -> the k-th other CTA of this cluster row")
+            in_row = lw.pred("setp.ge.u32", lane, Imm(str(col)))
+            target = lw.u32("selp.u32", row_rank, target, in_row)
+        target = lw.u32("min.u32", target, Imm(str(sh.size - 1)), comment="lanes that do not arrive: any valid rank")
+        go = lw.pred("setp.lt.u32", lane, Imm(str(sh.receivers)))
+        remote = mb.mapa(self.b, lw.empty_bars, target, comment="empty[0] of this lane's receiver CTA")
+        return go, remote
+
+    def release(self, remote_empty: VReg, stage: VReg, guard: VReg, comment: str) -> None:
+        lw = self.lw
+        addr = lw.u32("add.u32", remote_empty, lw.u32("shl.b32", stage, Imm("3")))
+        mb.arrive_remote(self.b, Addr(addr), guard=guard, comment=comment)
+
+    # -- the producer's copies of one stage ------------------------------------------------------
+    def issue_stage(self, loop: "TmaWgmmaLoop", stage: VReg, kt: VReg, origin: tuple[VReg, VReg]) -> None:
+        """arrive.expect_tx the whole stage on this CTA's full[stage]; this CTA's slice of each
+        shared operand multicast to the CTAs sharing it, the rest loaded for itself."""
+        lw, b, plan = self.lw, self.b, loop.plan
+        bar = Addr(loop.barrier(stage))
+        mb.arrive_expect_tx(b, bar, plan.stage_tx_bytes,
+                            comment=f"expect all {plan.stage_tx_bytes} B of the stage: mine and my peers' multicast")
+        base = loop.stage_base(stage)
+        k0 = lw.u32("mul.lo.u32", kt, Imm(str(lw.s.bk)))
+        m0, n0 = origin
+        for name, box, mn0, offset in (("A", plan.a_box, m0, 0), ("B", plan.b_box, n0, loop.ring.a_bytes)):
+            assert box is not None
+            parts = self.shape.parts(name)
+            rows = split_box_rows(box.outer, parts)
+            mask = self.masks.get(name)
+            if mask is not None:
+                first = lw.u32("mul.lo.u32", self.slice_rows[name], Imm(str(rows)),
+                               comment=f"my slice of {name}: rows {rows} x part")
+                sub = lw.u32("mul.lo.u32", first, Imm(str(plan.swizzle)))
+            for j in range(box.count):
+                at = offset + j * box.outer * plan.swizzle
+                dst = lw.u32("add.u32", base, Imm(str(at)))
+                if mask is not None:
+                    dst = lw.u32("add.u32", dst, sub)
+                contiguous = (lw.u32("add.u32", k0 if box.k_major else mn0, Imm(str(j * box.inner)))
+                              if j else (k0 if box.k_major else mn0))
+                strided = mn0 if box.k_major else k0
+                if mask is not None:
+                    strided = lw.u32("add.u32", strided, first)
+                what = (f"{name} box {rows}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}"
+                        + (f", my 1/{parts}, multicast" if mask is not None else ""))
+                tma.load(b, Addr(dst), lw.tmaps[name], (contiguous, strided, *lw.tma_batch), bar, comment=what, cta_mask=mask)
+
+    # -- tiles -------------------------------------------------------------------------------------
+    def tile_count(self) -> VReg:
+        """Cluster tiles: ceil(tiles_m / CM) * ceil(tiles_n / CN)."""
+        lw, sh = self.lw, self.shape
+        self.num_m = lw.ceil_div(lw.ceil_div(lw.dim("M"), lw.s.bm), sh.cm)
+        self.num_n = lw.ceil_div(lw.ceil_div(lw.dim("N"), lw.s.bn), sh.cn)
+        return lw.u32("mul.lo.u32", self.num_m, self.num_n, comment="cluster tiles this grid of clusters walks")
+
+    def tile(self, index: VReg) -> Tile:
+        """This CTA's tile of cluster tile `index` (the schedule's raster over cluster tiles)."""
+        lw, b, s, sh = self.lw, self.b, self.lw.s, self.shape
+        if s.raster == "row":
+            b.comment("raster row over cluster tiles: index -> (index / cluster tiles_n, index % cluster tiles_n)")
+            ctm = lw.u32("div.u32", index, self.num_n)
+            ctn = lw.u32("rem.u32", index, self.num_n)
+        else:
+            group = s.group_m // sh.cm
+            b.comment(f"raster grouped over cluster tiles: groups of {group} cluster rows ({s.group_m} m-tiles)")
+            in_group = lw.u32("mul.lo.u32", self.num_n, Imm(str(group)))
+            first_m = lw.u32("mul.lo.u32", lw.u32("div.u32", index, in_group), Imm(str(group)))
+            size_m = lw.u32("min.u32", lw.u32("sub.u32", self.num_m, first_m), Imm(str(group)))
+            pos = lw.u32("rem.u32", index, in_group)
+            ctm = lw.u32("add.u32", first_m, lw.u32("rem.u32", pos, size_m))
+            ctn = lw.u32("div.u32", pos, size_m)
+        tm = lw.u32("mad.lo.u32", ctm, Imm(str(sh.cm)), self.dm)
+        tn = lw.u32("mad.lo.u32", ctn, Imm(str(sh.cn)), self.dn)
+        bm0 = lw.u32("mul.lo.u32", tm, Imm(str(s.bm)), comment="bm0: first row of this CTA's tile")
+        bn0 = lw.u32("mul.lo.u32", tn, Imm(str(s.bn)), comment="bn0: first column of this CTA's tile")
+        return Tile(tm, tn, bm0, bn0)
+
+
+def cluster_tiles_of(tiles: tuple[int, int], cluster: tuple[int, int]) -> tuple[int, int]:
+    """(cluster tiles along M, along N) for a tile grid: rounded up to whole clusters."""
+    return -(-tiles[0] // cluster[0]), -(-tiles[1] // cluster[1])

@@ -1,0 +1,325 @@
+"""The sm_90a TMA-store epilogue: accumulators -> epilogue math -> cast -> a swizzled shared staging
+tile -> one TMA store per box, per consumer warpgroup (docs/ptx_facts/tma.md §9d).
+
+Each warpgroup owns `rows` = BM / consumers rows of the tile and walks BN in chunks of one TMA box
+(`hopper.EpilogueTile`: rows x one swizzle width of columns). Chunk j goes through buffer j % 2:
+
+    [beta] wait cfull[j % 2]        C's box, loaded by TMA into the C buffer (zero-filled out of bounds)
+    every thread: math (epilogue/math.py) and cast of its chunk elements, written with stmatrix
+                  (16-bit outputs, warp_specialisation.md §9i) or st.shared.v2.f32 (f32)
+    fence.proxy.async.shared::cta    the generic writes, before the async proxy reads them (mbarrier.md §9f)
+    leader: cp.async.bulk.wait_group.read 0    store j-1 has read the other buffer, which chunk j+1 fills
+    bar.sync 8, 128 x consumers      every writer's chunk (and the leaders' waits) before the stores
+    leader: TMA store of chunk j; commit_group; [beta] reload cfull[j % 2] with chunk j + 2
+and after the last chunk the leader waits (wait_group.read 0) so no store still reads shared memory
+when the kernel (or the next tile's epilogue) goes on. TMA clips the boxes at M and N: no
+per-element guards, except on the bias / scale vector loads (which must not read past their ends).
+
+Where the buffers live (TmaEpilogueLayout): after the ring's barriers, or, without a persistent
+grid or warp specialisation, in the ring's own bytes (hopper.staging_fits_ring), which are idle
+once every warpgroup's last wgmma has retired: the epilogue then starts with a CTA barrier.
+
+Staging addresses: the thread's rows and the box swizzle (tma.md "Swizzle modes": the 16-byte
+chunk index XORed with address bits 7.. modulo 8/4/2) give one register per 16- or 32-byte column
+group; m64 blocks, row halves and buffers are immediate offsets on them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...ir import Addr, Imm, Vec, VReg
+from ...schedule.geometry import align_up
+from .plan import EPILOGUE_BUFFERS, EXTRA_BARRIERS, MBARRIER_BYTES, SWIZZLE_ALIGN, EpilogueTile
+from ...emit.epilogue.math import CVT_PACK
+from . import mbarrier_isa as mb
+from . import tma_isa as tma
+from .epilogue import DirectStores
+
+if TYPE_CHECKING:
+    from .mainloop import RingLayout
+    from .pipeline import Sm90Lowering
+
+#: The epilogue's named barrier (0 is the CTA's bar.sync), over the consumer warpgroups' threads:
+#: one id for all of them, since the simulator wants a barrier id uniform over threads running
+#: together (a per-warpgroup id, 8 + w, is legal PTX but reported as divergence there).
+EPILOGUE_BARRIER = 8
+#: Address bits 7.. that each swizzle width XORs into the 16-byte chunk index (0: no swizzle).
+SWIZZLE_ROW_BITS = {128: 7, 64: 3, 32: 1, 0: 0}
+TMA_MAP_SWIZZLE = {128: "128B", 64: "64B", 32: "32B", 0: "none"}
+
+
+@dataclass(frozen=True)
+class TmaEpilogueLayout:
+    """Byte offsets (from the 1024-aligned shared base) of the C-load mbarriers (two per consumer,
+    beta != 0 only) right after the ring's, then the store buffers, then the C-load buffers, each
+    consumer's EPILOGUE_BUFFERS consecutive and every buffer on the 1024-byte swizzle pattern."""
+
+    tile: EpilogueTile
+    consumers: int
+    loads_c: bool
+    barriers: int
+    store: int
+    in_ring: bool = False   # the buffers reuse the idle ring's bytes (hopper.staging_fits_ring)
+
+    @property
+    def per_consumer(self) -> int:
+        return EPILOGUE_BUFFERS * self.tile.buffer_bytes
+
+    @property
+    def load(self) -> int:
+        return self.store + self.consumers * self.per_consumer
+
+    @property
+    def end(self) -> int:
+        """Where the epilogue's shared memory ends (its C-load barriers, with the buffers in the ring)."""
+        if self.in_ring:
+            return self.barriers + (MBARRIER_BYTES * EXTRA_BARRIERS * self.consumers if self.loads_c else 0)
+        return self.load + (self.consumers * self.per_consumer if self.loads_c else 0)
+
+
+def tma_epilogue_layout(tile: EpilogueTile, consumers: int, loads_c: bool, ring: "RingLayout",
+                        in_ring: bool = False) -> TmaEpilogueLayout:
+    """The epilogue's shared memory after the ring's barriers; with `in_ring` its buffers start at
+    the ring's first stage (offset 0, 1024-aligned) instead."""
+    barriers = ring.nbytes
+    n_bars = EXTRA_BARRIERS * consumers if loads_c else 0
+    store = 0 if in_ring else align_up(barriers + MBARRIER_BYTES * n_bars, SWIZZLE_ALIGN)
+    layout = TmaEpilogueLayout(tile, consumers, loads_c, barriers, store, in_ring)
+    assert not in_ring or layout.load + (consumers * layout.per_consumer if loads_c else 0) <= ring.barriers
+    return layout
+
+
+class TmaStores(DirectStores):
+    """EpilogueMath with the staged TMA-store path. `init_barriers` runs in the kernel's setup
+    (before its CTA barrier); `emit(acc)` is the whole epilogue of one tile (a persistent loop may
+    call it once per tile: the C-load parities are loop-carried registers and every store has been
+    waited for (.read) when it returns).
+
+    What it reads of the lowering `lw`: smem (the 1024-aligned base), ring (where its shared
+    memory starts: ring.nbytes), plan, tid, warpgroup, leader (thread 0), tile_m0/tile_n0,
+    tmaps["C"] (the generic address of tmapC), dim("M"/"N"), ptr (bias/scale) and ScalarOps."""
+
+    def __init__(self, lw: "Sm90Lowering"):
+        super().__init__(lw)
+        tile = lw.plan.epilogue_tile
+        assert tile is not None, "the plan chose direct stores"
+        self.tile = tile
+        self.loads_c = self.e.beta != 0.0
+        self.layout = tma_epilogue_layout(tile, lw.plan.consumers, self.loads_c, lw.ring,
+                                          lw.plan.smem.staging_in_ring > 0)
+        self.c_phase: list[VReg] = []
+        self.bar_threads = 128 * lw.plan.consumers
+
+    # -- setup ----------------------------------------------------------------------------------
+    def init_barriers(self) -> None:
+        """Thread 0 initialises the C-load mbarriers (one arrival: the warpgroup leader's
+        expect_tx); the parity of each, loop-carried across tiles, starts at 0."""
+        if not self.loads_c:
+            return
+        lw, b = self.lw, self.b
+        n = EXTRA_BARRIERS * self.layout.consumers
+        b.comment(f"thread 0 initialises the {n} C-load barriers of the TMA epilogue (one arrival each)")
+        for i in range(n):
+            mb.init(b, Addr(lw.smem, self.layout.barriers + MBARRIER_BYTES * i), 1, guard=lw.leader)
+        self.c_phase = [lw.u32("mov.u32", Imm("0"), comment=f"C buffer {k}: phase parity") for k in range(2)]
+
+    # -- addresses ------------------------------------------------------------------------------
+    def _thread_row(self, sixteen_bit: bool) -> VReg:
+        """The warpgroup row of this thread's first staged element: 16w + g (f32 pairs), or for
+        stmatrix 16w + 8*(matrix & 1) + r, lane 8*matrix + r giving row r of matrix `matrix`."""
+        lw = self.lw
+        lane = lw.u32("and.b32", lw.tid, Imm("31"))
+        warp = lw.u32("and.b32", lw.u32("shr.u32", lw.tid, Imm("5")), Imm("3"))
+        row = lw.u32("shl.b32", warp, Imm("4"))
+        if sixteen_bit:
+            half = lw.u32("and.b32", lw.u32("shr.u32", lane, Imm("3")), Imm("1"))
+            row = lw.u32("add.u32", row, lw.u32("shl.b32", half, Imm("3")))
+            return lw.u32("add.u32", row, lw.u32("and.b32", lane, Imm("7")), comment="16w + 8(m&1) + r")
+        return lw.u32("add.u32", row, lw.u32("shr.u32", lane, Imm("2")), comment="16w + g")
+
+    def staging_addresses(self, base: VReg) -> list[VReg]:
+        """One shared address per column group of a chunk (16-bit: two 8-column blocks, one
+        stmatrix.x4; f32: one 8-column block, a thread's 2 columns), swizzled for its row."""
+        lw, tile = self.lw, self.tile
+        sixteen_bit = self.ob == 2
+        row = self._thread_row(sixteen_bit)
+        rowterm = lw.u32("mul.lo.u32", row, Imm(str(tile.pitch)), comment=f"row x {tile.pitch} B")
+        lane = lw.u32("and.b32", lw.tid, Imm("31"))
+        if sixteen_bit:  # lanes 16..31 give the addresses of the second 8-column block
+            inner = lw.u32("and.b32", lane, Imm("16"))
+            step, starts = 16, range(0, tile.cols // 8, 2)
+        else:            # a thread's two f32 columns 2t, 2t+1: 8t bytes into the 32-byte block
+            inner = lw.u32("shl.b32", lw.u32("and.b32", lane, Imm("3")), Imm("3"))
+            step, starts = 32, range(tile.cols // 8)
+        bits = SWIZZLE_ROW_BITS[tile.swizzle]
+        if bits:
+            key = lw.u32("and.b32", lw.u32("shr.u32", rowterm, Imm("7")), Imm(str(bits)))
+            key = lw.u32("shl.b32", key, Imm("4"), comment=f"{tile.swizzle}B swizzle: row bits into the chunk")
+            inner = lw.u32("xor.b32", inner, key)
+        rowbase = lw.u32("add.u32", base, rowterm)
+        return [lw.u32("add.u32", rowbase, lw.u32("xor.b32", inner, Imm(str(step * q))) if q else inner,
+                       comment=f"column block {q * (2 if sixteen_bit else 1)}") for q in starts]
+
+    # -- the epilogue ---------------------------------------------------------------------------
+    def emit(self, acc: list[tuple[VReg, ...]]) -> None:
+        lw, b, g, tile, lay = self.lw, self.b, self.g, self.tile, self.layout
+        b.banner(f"Epilogue: accumulators -> {g.out_dtype} -> {tile.swizzle or 'un'}{'B-' if tile.swizzle else ''}"
+                 f"swizzled staging ({tile.rows}x{tile.cols} per box, {EPILOGUE_BUFFERS} buffers) -> TMA store "
+                 f"(clipped at M and N){'; C read through TMA' if self.loads_c else ''}")
+        self.describe()
+        if lay.in_ring:
+            mb.fence_proxy_async(b, comment="the wgmma (async proxy) reads of the ring before generic writes")
+            b.emit("bar.sync", Imm("0"), comment="every warpgroup's wgmma has retired: the ring becomes the staging")
+        th = lw.u32("and.b32", lw.tid, Imm("127"))
+        self.wg_leader = lw.pred("setp.eq.u32", th, Imm("0"))
+        mine = lw.u32("mul.lo.u32", lw.warpgroup, Imm(str(lay.per_consumer)))
+        self.store_base = lw.u32("add.u32", lw.u32("add.u32", lw.smem, Imm(str(lay.store))), mine,
+                                 comment="this warpgroup's store buffers")
+        self.addrs = self.staging_addresses(self.store_base)
+        self.row0 = lw.tile_m0
+        if lw.plan.consumers > 1:
+            first = lw.u32("mul.lo.u32", lw.warpgroup, Imm(str(tile.rows)))
+            self.row0 = lw.u32("add.u32", lw.tile_m0, first, comment="the warpgroup's first row")
+        if self.loads_c:
+            self.c_bars = lw.u32("add.u32", lw.smem, Imm(str(lay.barriers)))
+            if lw.plan.consumers > 1:
+                self.c_bars = lw.u32("add.u32", self.c_bars, lw.u32("shl.b32", lw.warpgroup, Imm("4")))
+            self.c_dst = lw.u32("add.u32", lw.u32("add.u32", lw.smem, Imm(str(lay.load))), mine,
+                                comment="this warpgroup's C buffers")
+            b.comment("the warpgroup leader loads C's first boxes")
+            for j in range(min(2, tile.chunks)):
+                self.load_c(j)
+        for j in range(tile.chunks):
+            self.chunk(acc, j)
+        tma.bulk_wait_group(b, 0, read_only=True, guard=self.wg_leader,
+                            comment="the last stores have read shared memory")
+
+    def col0(self, j: int) -> VReg:
+        """The first column of chunk j (TMA coordinate and vector index)."""
+        if j == 0:
+            return self.lw.tile_n0
+        return self.lw.u32("add.u32", self.lw.tile_n0, Imm(str(j * self.tile.cols)))
+
+    def load_c(self, j: int) -> None:
+        """The leader arms C buffer j % 2's barrier and loads chunk j of C into it."""
+        lw, b, tile = self.lw, self.b, self.tile
+        k = j % 2
+        bar = Addr(self.c_bars, MBARRIER_BYTES * k)
+        nbytes = tile.rows * tile.pitch
+        mb.arrive_expect_tx(b, bar, nbytes, guard=self.wg_leader, comment=f"C box {j}: {nbytes} B")
+        tma.load(b, Addr(self.c_dst, k * tile.buffer_bytes), lw.tmaps["C"], (self.col0(j), self.row0), bar,
+                 guard=self.wg_leader, comment=f"C columns +{j * tile.cols}, box {tile.rows}x{tile.cols}")
+
+    def chunk(self, acc: list[tuple[VReg, ...]], j: int) -> None:
+        lw, b, e, tile = self.lw, self.b, self.e, self.tile
+        k = j % 2
+        b.comment(f"chunk {j}: columns +{j * tile.cols}..+{(j + 1) * tile.cols - 1} through buffer {k}")
+        q0, nq = j * tile.cols // 8, tile.cols // 8          # the chunk's 8-column accumulator blocks
+        if self.loads_c:
+            mb.wait_parity(b, Addr(self.c_bars, MBARRIER_BYTES * k), self.c_phase[k], "wait_c",
+                           comment=f"C box {j} landed")
+            b.emit("xor.b32", self.c_phase[k], self.c_phase[k], Imm("1"), ndefs=1)
+        t2 = lw.u32("shl.b32", lw.u32("and.b32", lw.tid, Imm("3")), Imm("1"))
+        col_vec = {}
+        if e.bias == "col" or e.scale == "col":
+            col = lw.u32("add.u32", self.col0(j), t2, comment="this thread's first column of the chunk")
+            room = lw.u32("sub.u32", lw.dim("N"), col)
+            offs = [8 * q + c for q in range(nq) for c in (0, 1)]
+            oks = [lw.pred("setp.gt.s32", room, Imm(str(o))) for o in offs]
+            col_vec = {name: dict(zip(offs, self.vector_values(name, col, offs, oks)))
+                       for name in ("bias", "scale") if getattr(e, name) == "col"}
+        row_t = None
+        if e.bias == "row" or e.scale == "row":
+            lane = lw.u32("and.b32", lw.tid, Imm("31"))
+            warp = lw.u32("and.b32", lw.u32("shr.u32", lw.tid, Imm("5")), Imm("3"))
+            row_t = lw.u32("add.u32", lw.u32("shl.b32", warp, Imm("4")), lw.u32("shr.u32", lane, Imm("2")))
+            row_t = lw.u32("add.u32", self.row0, row_t, comment="16w + g: this thread's first row")
+        for m, frag in enumerate(acc):
+            row_vecs: list[dict] = [{}, {}]
+            if row_t is not None:
+                for half in (0, 1):
+                    row = lw.u32("add.u32", row_t, Imm(str(64 * m + 8 * half)))
+                    ok = lw.pred("setp.lt.u32", row, lw.dim("M"))
+                    row_vecs[half] = {name: self.vector_values(name, row, [0], [ok])[0]
+                                      for name in ("bias", "scale") if getattr(e, name) == "row"}
+            b.comment(f"m64 block {m}")
+            self.rows_out(frag, m, q0, nq, k, col_vec, row_vecs)
+        mb.fence_proxy_async(b, comment="the staged tile, written by the generic proxy, before TMA reads it")
+        if j >= 1 and j + 1 < tile.chunks:
+            tma.bulk_wait_group(b, 0, read_only=True, guard=self.wg_leader,
+                                comment=f"store {j - 1} has read buffer {1 - k}, which chunk {j + 1} fills")
+        b.emit("bar.sync", Imm(str(EPILOGUE_BARRIER)), Imm(str(self.bar_threads)),
+               comment="the consumers' staged chunks are complete")
+        tma.store(b, lw.tmaps["C"], (self.col0(j), self.row0), Addr(self.store_base, k * tile.buffer_bytes),
+                  guard=self.wg_leader,
+                  comment=f"box {tile.rows}x{tile.cols} of C, clipped at M and N")
+        tma.bulk_commit_group(b, guard=self.wg_leader, comment=f"chunk {j}'s store")
+        if self.loads_c and j + 2 < tile.chunks:
+            self.load_c(j + 2)
+
+    def rows_out(self, frag: tuple[VReg, ...], m: int, q0: int, nq: int, k: int, col_vec: dict,
+                 row_vecs: list[dict]) -> None:
+        """The chunk's elements of m64 block m: C read (beta), math, cast, staged. 16-bit outputs
+        go per pair of 8-column blocks, both row halves in one stmatrix.x4 (x2 for a last odd
+        block); f32 per 8-column block and row half, one st.shared.v2.f32 per thread."""
+        b, tile = self.b, self.tile
+        off = k * tile.buffer_bytes + 64 * m * tile.pitch
+        if self.ob == 2:
+            for gi, qb in enumerate(range(0, nq, 2)):
+                count = min(2, nq - qb)
+                elems = [4 * (q0 + qb + d) + 2 * h + c for d in range(count) for h in (0, 1) for c in (0, 1)]
+                old = self.read_c16(Addr(self.addrs[gi], off), 2 * count) if self.loads_c else None
+                vals = [self.element(frag[i], old[n] if old else None, 8 * ((i >> 2) - q0) + (i & 1),
+                                     col_vec, row_vecs[(i >> 1) & 1]) for n, i in enumerate(elems)]
+                packed = []
+                for p in range(0, len(vals), 2):
+                    r = b.reg("b32")
+                    b.emit(CVT_PACK[self.g.out_dtype], r, vals[p + 1], vals[p], ndefs=1)  # odd column high
+                    packed.append(r)
+                mb.stmatrix(b, Addr(self.addrs[gi], off), tuple(packed),
+                            comment=f"columns +{8 * qb}..+{8 * (qb + count) - 1}, both row halves")
+            return
+        for half in (0, 1):
+            at = off + 8 * half * tile.pitch
+            for q in range(nq):
+                i0 = 4 * (q0 + q) + 2 * half
+                old = None
+                if self.loads_c:
+                    old = list(b.regs("f32", 2))
+                    b.emit("ld.shared.v2.f32", Vec(tuple(old)), Addr(self.addrs[q], at + self.c_delta), ndefs=1)
+                vals = [self.element(frag[i0 + c], old[c] if old else None, 8 * q + c, col_vec, row_vecs[half])
+                        for c in (0, 1)]
+                b.emit("st.shared.v2.f32", Addr(self.addrs[q], at), Vec(tuple(vals)))
+
+    @property
+    def c_delta(self) -> int:
+        """From a store buffer to the C buffer of the same warpgroup and index."""
+        return self.layout.load - self.layout.store
+
+    def read_c16(self, at: Addr, count: int) -> list[VReg]:
+        """C's 16-bit values at the staging positions of `count` 8x8 matrices (ldmatrix: the
+        inverse of the stmatrix that writes the results), widened to f32 in element order."""
+        regs = self.b.regs("b32", count)
+        self.b.emit(f"ldmatrix.sync.aligned.m8n8.x{count}.shared.b16", Vec(regs),
+                    Addr(at.base, at.offset + self.c_delta), ndefs=1, comment="C values (beta)")
+        out: list[VReg] = []
+        for r in regs:
+            out.extend(self.unpack(r, self.g.out_dtype))
+        return out
+
+    def element(self, v: VReg, old: VReg | None, col: int, col_vec: dict, row_vec: dict) -> VReg:
+        """apply() with the element's vector values: `col` is its column offset from the thread's
+        first column of the chunk. s32 accumulators (s8/u8 inputs) go out as they are for an s32
+        output (no epilogue math: verify.py), else through cvt.rn.f32.s32 first, as in epilogue.py."""
+        if self.g.out_dtype == "s32":
+            return v
+        if self.int_to_float:
+            v = self.f("cvt.rn.f32.s32", v)
+        vec = {}
+        for name in ("bias", "scale"):
+            if name in row_vec:
+                vec[name] = row_vec[name]
+            elif name in col_vec:
+                vec[name] = col_vec[name][col]
+        return self.apply(v, old, vec.get("bias"), vec.get("scale"))

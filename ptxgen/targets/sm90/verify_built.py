@@ -1,0 +1,60 @@
+"""Which legal sm_90a schedules the Hopper lowering builds today (ptxgen/emit/sm90/pipeline.py).
+
+`verify_rules` has already passed the schedule: every check here is a part of the Hopper design
+that is not emitted yet, raised as LoweringNotBuilt naming the field and the setting that is built.
+"""
+from __future__ import annotations
+
+from ...errors import LoweringNotBuilt
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+
+#: Input dtypes the built path multiplies: f16/bf16 (either major), tf32, e4m3/e5m2 (f32 accumulation)
+#: and s8/u8 (s32 accumulation), the last three K-major (verify_hopper.verify_tma refuses the rest).
+BUILT_DTYPES = ("f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8")
+#: Output dtypes its direct epilogue stores (which input gives which: verify.verify_dtype_table).
+BUILT_OUT = ("f32", "f16", "bf16", "s32", "s8", "u8")
+SM80 = "or compile for arch='sm_90' with instruction='m16n8k16' (the mma.sync path)"
+
+
+def _sm80(g: Gemm) -> str:
+    fp8 = g.dtype in ("e4m3", "e5m2")
+    return SM80 + (f"; {g.dtype} needs its operands converted to f16 first (exact)" if fp8 else "")
+
+
+def _refuse(g: Gemm, field: str, value: object, what: str, fix: str) -> None:
+    raise LoweringNotBuilt(field, value, f"{what}: not built yet in the sm_90a lowering", f"{fix}, {_sm80(g)}")
+
+
+def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
+    """Raise LoweringNotBuilt for the first part of (g, s) the sm_90a lowering cannot emit."""
+    if s.persistent and not s.warp_specialized and not s.stream_k:  # Stream-K's grid: emit/sm90/streamk.py
+        _refuse(g, "schedule.persistent", s.persistent, "the persistent grid of whole tiles without warp "
+                "specialisation (the warp-specialised kernel and Stream-K walk tiles)",
+                "set warp_specialized=True, or persistent=False")
+    if s.epilogue_via_smem and g.out_bytes == 1:
+        _refuse(g, "schedule.epilogue_via_smem", s.epilogue_via_smem, f"the TMA-store epilogue for 1-byte "
+                f"({g.out_dtype}) output", "set epilogue_via_smem=None or False (direct stores)")
+    if s.epilogue_via_smem and (g.batch > 1 or s.split_k > 1 or s.stream_k):
+        what = "batched GEMMs" if g.batch > 1 else "split-K" if s.split_k > 1 else "Stream-K"
+        _refuse(g, "schedule.epilogue_via_smem", s.epilogue_via_smem, f"the TMA-store epilogue for {what}",
+                "set epilogue_via_smem=None or False (direct stores)")
+    if s.warp_specialized and (s.split_k > 1 or s.stream_k):  # batches: the walk covers them (persistent.py)
+        what = "split-K" if s.split_k > 1 else "Stream-K"
+        _refuse(g, "schedule.warp_specialized", s.warp_specialized, f"{what} in the warp-specialised kernel (built "
+                "in the non-specialised one)", "set warp_specialized=False" + ("" if s.stream_k else
+                                                                                 " and persistent=False"))
+    if tuple(s.cluster) != (1, 1) and not (s.warp_specialized and s.persistent):
+        _refuse(g, "schedule.cluster", s.cluster, "thread-block clusters outside the warp-specialised persistent "
+                "kernel (emit/sm90/cluster.py)", "set cluster=(1, 1), or warp_specialized=True and persistent=True "
+                "(the defaults)")
+    if g.dtype not in BUILT_DTYPES:
+        _refuse(g, "gemm.dtype", g.dtype, f"{g.dtype} inputs (only {', '.join(BUILT_DTYPES)})", "use dtype='f16' or 'bf16'")
+    if g.accumulator not in ("f32", "s32"):  # s32: the s8/u8 inputs' own accumulator
+        _refuse(g, "gemm.accumulator", g.accumulator, "f16 accumulation", "use f32 accumulation")
+    if s.split_k > 1 and s.split_k_mode == "atomic":
+        _refuse(g, "schedule.split_k_mode", s.split_k_mode, "atomic split-K (partials added into C)",
+                "set split_k_mode='workspace' (the built split-K)")
+    if g.out_dtype not in BUILT_OUT:
+        _refuse(g, "gemm.out_dtype", g.out_dtype, f"{g.out_dtype} output (only {', '.join(BUILT_OUT)})",
+                "use out_dtype='f32', 'f16' or 'bf16'")

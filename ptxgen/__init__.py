@@ -8,15 +8,30 @@ Importing needs no GPU and no driver: the CUDA bindings load only when a kernel 
 """
 from __future__ import annotations
 
-from .compile import compile
+from .targets import registry as _registry  # noqa: F401  (registers every target's schedule rules first)
+from .compile import compile as _compile_schedule
 from .errors import AssembleError, ScheduleError, ScheduleTypeError
 from .kernel import Kernel
 from .schedule.problem import Epilogue, Gemm
 from .schedule.schedule import Schedule
 from .schedule.verify import verify
-from .tune.tuner import TuneResult, tune
+from .tune import TuneResult, compile_chosen, tune
+from .version import __version__
 from . import sim
 
+
+def compile(gemm: Gemm, schedule: Schedule | None = None, arch: str = "sm_80") -> Kernel:  # noqa: A001
+    """Lower (gemm, schedule) to PTX for `arch` (`ptxgen.compile.compile`'s stages). Raises
+    ScheduleError for an invalid schedule (ScheduleTypeError, also a TypeError, for a field of the
+    wrong type) and TypeError for arguments that are not a Gemm, a Schedule and an arch string.
+
+    Without a schedule, `tune.compile_chosen`: the winner `ptxgen.tune` measured for this problem
+    class on this machine's GPU (the tuning cache), else the cost model's choice; `kernel.choice`
+    says which and why."""
+    if schedule is None:
+        return compile_chosen(gemm, arch)
+    return _compile_schedule(gemm, schedule, arch)
+
+
 __all__ = ["Gemm", "Epilogue", "Schedule", "Kernel", "compile", "verify", "ScheduleError", "ScheduleTypeError",
-           "AssembleError", "sim", "tune", "TuneResult"]
-__version__ = "0.1.0"
+           "AssembleError", "sim", "tune", "TuneResult", "__version__"]

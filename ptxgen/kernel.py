@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from .schedule.problem import Gemm
 from .schedule.schedule import Schedule
+from .targets.base import Backend
+from .targets.registry import backend_for
+from .targets.sm80.backend import PARAM_NAMES as SM80_PARAM_NAMES
 
 if TYPE_CHECKING:
     from .ir import Function
@@ -28,8 +31,8 @@ if TYPE_CHECKING:
     from .runtime.assemble import Assembled, Resources
     from .tune.choose import Choice
 
-#: Parameter names in kernel order; `args_for` builds values in this order.
-PARAM_NAMES = ("A", "B", "C", "M", "N", "K", "lda", "ldb", "ldc")
+#: Parameter names in kernel order of the pointer kernels (the sm_80 backend's).
+PARAM_NAMES = SM80_PARAM_NAMES
 
 
 @dataclass
@@ -52,6 +55,11 @@ class Kernel:
     #: Why this schedule, when `compile` chose it (no schedule given): the predicted time, waves,
     #: occupancy limiter and runners-up (`Choice.lines()`); None for a schedule the caller gave.
     choice: "Choice | None" = field(default=None, repr=False)
+
+    @property
+    def backend(self) -> Backend:
+        """The target backend that lowered this kernel (`targets.registry`)."""
+        return backend_for(self.arch, self.schedule.instruction)
 
     # -- assembly ---------------------------------------------------------------------------
     def assemble(self) -> "Assembled":
@@ -110,8 +118,7 @@ class Kernel:
         from .schedule.geometry import grid_for
 
         s = self.schedule
-        persistent = s.stream_k or (s.hopper and s.persistent)
-        if persistent and s.sms is None and sm_count:
+        if self.backend.fills_device(s) and s.sms is None and sm_count:
             return grid_for(self.gemm, self.schedule, sm_count)
         return self.grid
 
@@ -120,10 +127,7 @@ class Kernel:
         """Thread-block cluster dimensions of the launch: (CM*CN, 1, 1) for an sm_90a schedule with
         a cluster (consecutive CTAs of the 1-D persistent grid, as the entry's .reqnctapercluster
         says: emit/sm90/cluster.py), else (1, 1, 1)."""
-        s = self.schedule
-        if not s.hopper or s.cluster is None:
-            return (1, 1, 1)
-        return (s.cluster[0] * s.cluster[1], 1, 1)
+        return self.backend.cluster_dims(self.schedule)
 
     @property
     def zeroes_c_first(self) -> bool:
@@ -135,11 +139,31 @@ class Kernel:
         """The CUtensorMaps an sm_90a kernel takes by value, in parameter order (tmapA, tmapB):
         each a `TensorMapSpec` (operand, box, swizzle; 3-D with the batch outermost for a batched
         GEMM); () for kernels that take pointers."""
-        if not self.schedule.hopper:
-            return ()
-        from .targets.sm90.pipeline import tensor_map_specs
+        return self.backend.tensor_maps(self.gemm, self.schedule)
 
-        return tensor_map_specs(self.gemm, self.schedule)
+    @property
+    def walks_tiles(self) -> bool:
+        """Whether each CTA walks output tiles x, x + gridDim.x, ... (a persistent grid of whole tiles)."""
+        return self.backend.walks_tiles(self.schedule)
+
+    # -- what the runtime and the simulator ask (runtime.launch.LaunchSpec) ------------------
+    def check_params(self, decls: list) -> list:
+        """The entry's declared parameters, checked against what a launch passes."""
+        return self.backend.check_params(self, decls)
+
+    def check_operand(self, view: Any) -> None:
+        """Refuse an operand view this kernel cannot read (e.g. a batch stride TMA cannot describe)."""
+        self.backend.check_operand(self, view)
+
+    def tensor_map_args(self, views: tuple, ptrs: list[int]) -> list[bytes]:
+        """The CUtensorMaps to pass by value for A, B (and C) at device pointers `ptrs`; [] for
+        kernels that take pointers."""
+        return self.backend.tensor_map_args(self, views, ptrs)
+
+    def arguments(self, views: tuple, operands: list, maps: list) -> list:
+        """The leading kernel arguments for A's, B's and C's views at `operands` (pointers or the
+        simulator's buffers), with `maps` the tensor maps where the kernel takes them."""
+        return self.backend.arguments(self.gemm, views, operands, maps)
 
     def scalar_args(self) -> list[int]:
         g = self.gemm

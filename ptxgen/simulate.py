@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .kernel import Kernel
 from .check import poisoned
-from .progress import ProgressArg, progress_callback
+from .scaleout.progress import ProgressArg, progress_callback
 
 if TYPE_CHECKING:
+    from .kernel import Kernel
     from .runtime.operands import OperandView
 
 #: Grids up to this many CTAs are simulated whole by default in `ptxgen run`.
@@ -36,10 +36,10 @@ def cta_tile(kernel: Kernel, cta: tuple[int, int, int]) -> tuple[int, int]:
     return first_m + pos % size_m, pos // size_m
 
 
-def persistent_hopper(kernel: Kernel) -> bool:
-    """A persistent sm_90a grid: CTA x walks tiles x, x + gridDim.x, ... (emit/sm90/persistent.py)."""
-    s = kernel.schedule
-    return bool(s.hopper and s.persistent and not s.stream_k)
+def walks_tiles(kernel: Kernel) -> bool:
+    """A persistent grid of whole tiles: CTA x walks tiles x, x + gridDim.x, ... (its backend says:
+    targets/sm90/persistent.py)."""
+    return kernel.walks_tiles
 
 
 def tile_of_index(kernel: Kernel, index: int) -> tuple[int, int]:
@@ -61,7 +61,7 @@ def cta_batch_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int
     """Every (batch, m-tile, n-tile) a CTA computes: its ctaid.z's batch (ctaid.z = batch *
     split_k + split), or a persistent CTA's walk over batch x tiles, the batch outermost
     (emit/sm90/persistent.py: index i is batch i // per_batch, tile i % per_batch)."""
-    if not persistent_hopper(kernel):
+    if not walks_tiles(kernel):
         return [(cta[2] // kernel.schedule.split_k, *cta_tile(kernel, cta))]
     g, s = kernel.gemm, kernel.schedule
     if kernel.cluster_dims != (1, 1, 1):
@@ -106,7 +106,7 @@ def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:
     if gx * gy * gz <= WHOLE_GRID_CTAS or kernel.schedule.stream_k:
         return None  # Stream-K CTAs share tiles and wait for each other: only the whole grid runs
     splits, batches = kernel.schedule.split_k, kernel.gemm.batch
-    if persistent_hopper(kernel):
+    if walks_tiles(kernel):
         batches = 1  # a persistent grid is 1-D: each CTA walks every batch (cta_batch_tiles)
     tiles = {(0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1), (gx // 2, gy // 2)}
     return sorted((x, y, b * splits + sp) for x, y in tiles for b in {0, batches - 1} for sp in range(splits))
@@ -130,7 +130,7 @@ def steps_per_cta(kernel: Kernel) -> int:
     k_tiles = -(-g.k // s.bk)
     ctas = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
     tiles = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch
-    per_cta = (-(-k_tiles * tiles // ctas) if s.stream_k or persistent_hopper(kernel)
+    per_cta = (-(-k_tiles * tiles // ctas) if s.stream_k or walks_tiles(kernel)
                else -(-k_tiles // s.split_k))
     return len(op_lines) + body * max(per_cta - 1, 0)
 
@@ -178,11 +178,9 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "O
     out-of-bounds boxes fill with zero on loads and are clipped on stores."""
     from . import sim
 
-    from .targets.sm90.args import check_tma_batch_stride
-
     assert va.host is not None and vb.host is not None
     for v in (va, vb):
-        check_tma_batch_stride(v)
+        kernel.check_operand(v)
     logical = {"A": va.host, "B": vb.host, "C": None if vc is None else vc.host}
     return [sim.TensorMap(t.view(logical[t.operand]), t.box, swizzle=t.swizzle) for t in kernel.tensor_maps]
 
@@ -218,12 +216,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     inputs = [buf_a, buf_b] + [v.host_span() for v in vectors]
     for buf in inputs:
         buf.flags.writeable = False
-    args = [buf_a, buf_b, buf_c, g.m, g.n, g.k, va.ld, vb.ld, vc.ld]
-    if kernel.schedule.hopper:  # tensor maps by value instead of the A and B pointers (sm90/pipeline.py)
-        args = [*sim_tensor_maps(kernel, va, vb, vc), buf_c, g.m, g.n, g.k, vc.ld] + ([sc] if g.batch > 1 else [])
-    elif g.batch > 1:
-        args += [sa, sb, sc]
-    args += inputs[2:]
+    views = (va, vb, vc)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)
+    args = kernel.arguments(views, [buf_a, buf_b, buf_c], sim_tensor_maps(kernel, va, vb, vc)) + inputs[2:]
     readonly = (0, 1) + tuple(range(len(args) - len(inputs) + 2, len(args)))
     if kernel.workspace_elements:
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..check import compare, random_epilogue_operands, random_operands, random_scale, reference_tile, unwritten
-from .app import UsageError, build
+from .build import UsageError, build
 from .report import bank_summary, describe, resources_line
 from ..kernel import Kernel
-from ..progress import duration
+from ..scaleout.progress import duration
 from ..scaleout import Workers
 from ..schedule.problem import numpy_dtype
 

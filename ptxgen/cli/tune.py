@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .app import SCHEDULE_FLAGS, UsageError, problem
+from .build import SCHEDULE_FLAGS, UsageError, problem
 from .flags import flag_text
 from ..tune.tuner import tune
 

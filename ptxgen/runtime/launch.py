@@ -9,7 +9,7 @@ import importlib
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -20,10 +20,7 @@ from .modules import (Function, Module, describe_run, kernel_binary, load_functi
                       ptx_binary)
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .params import ParamBlock, ParamDecl, parse_params
-from ..targets.sm90.args import check_sm90_params, sm90_tensor_maps
-
-if TYPE_CHECKING:
-    from ..kernel import Kernel
+from .spec import LaunchSpec
 
 __all__ = ["launch_kernel", "launch_ptx", "prepare_launch", "load_function", "Function"]
 
@@ -169,31 +166,16 @@ class _Plan:
     flats: list = field(default_factory=list)  # host staging arrays, kept alive
 
 
-def _check_params(kernel: "Kernel") -> list[ParamDecl]:
-    from ..kernel import PARAM_NAMES
-
-    decls = parse_params(kernel.ptx, kernel.entry)
-    if kernel.schedule.hopper:
-        return check_sm90_params(kernel, decls)
-    types = [d.type for d in decls]
-    epi = kernel.gemm.epi
-    want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] * 3 if kernel.gemm.batch > 1 else []) + \
-        (["u64"] if epi.bias else []) + (["u64"] if epi.scale else []) + \
-        (["u64"] * 2 if kernel.workspace_elements else [])
-    if len(decls) != len(want) or any(t[1:] != w[1:] or t[0] not in "ubs" for t, w in zip(types, want)):
-        raise ValueError(f"entry {kernel.entry} declares parameters "
-                         f"{[f'{d.name}:.{d.type}' for d in decls]}; ptxgen kernels must take "
-                         f"{list(PARAM_NAMES)} as 3 × .u64 then 6 × .u32, then 3 × .u64 batch "
-                         f"strides when batched, .u64 bias and scale pointers when the epilogue has them, "
-                         f"and .u64 workspace and counters for split-K / Stream-K")
-    return decls
+def _check_params(kernel: "LaunchSpec") -> list[ParamDecl]:
+    """The entry's parameters, as its target's backend checks them against what the launch passes."""
+    return kernel.check_params(parse_params(kernel.ptx, kernel.entry))
 
 
 #: The epilogue's vector parameters: what each does to D (for messages).
 _VECTORS = {"bias": "adds", "scale": "multiplies by"}
 
 
-def check_epilogue_operands(kernel: "Kernel", c: Any, bias: Any, scale: Any = None) -> None:
+def check_epilogue_operands(kernel: "LaunchSpec", c: Any, bias: Any, scale: Any = None) -> None:
     """C must be given when beta != 0 (it is read); bias and scale exactly when the epilogue
     has them."""
     e = kernel.gemm.epi
@@ -209,7 +191,7 @@ def check_epilogue_operands(kernel: "Kernel", c: Any, bias: Any, scale: Any = No
                              f"Gemm(epilogue=Epilogue({name}='col' or 'row'))")
 
 
-def vector_view(kernel: "Kernel", name: str, x: Any, device: int | None) -> OperandView:
+def vector_view(kernel: "LaunchSpec", name: str, x: Any, device: int | None) -> OperandView:
     """The epilogue's `bias` (`gemm.bias_dtype`) or `scale` (f32) vector checked as a 1 x L
     row-major matrix, L = N for a "col" vector and M for a "row" one."""
     g = kernel.gemm
@@ -262,12 +244,12 @@ class _RowOf:
                                          "strides": None if strides is None else (0, *strides)}
 
 
-def bias_view(kernel: "Kernel", bias: Any, device: int | None) -> OperandView:
+def bias_view(kernel: "LaunchSpec", bias: Any, device: int | None) -> OperandView:
     """The bias vector checked as a 1 x L row-major matrix of `gemm.bias_dtype`."""
     return vector_view(kernel, "bias", bias, device)
 
 
-def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = None, scale: Any = None) -> _Plan:
+def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any = None, scale: Any = None) -> _Plan:
     g = kernel.gemm
     check_epilogue_operands(kernel, c, bias, scale)
     ctx = drv.context()
@@ -342,17 +324,13 @@ def _plan(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any, bias: Any = Non
             drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
     if kernel.scratch_sizes(grid)[0]:
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
-    if kernel.schedule.hopper:  # tensor maps by value instead of A and B (emit/sm90/pipeline.py)
-        maps = sm90_tensor_maps(kernel, (av, bv, cv), ptrs[:3])
-        batch = [cv.batch_stride] if g.batch > 1 else []
-        plan.params = ParamBlock(decls, maps + [ptrs[2], g.m, g.n, g.k, cv.ld] + batch + ptrs[3:])
-        return plan
-    strides = [v.batch_stride for v in (av, bv, cv)] if g.batch > 1 else []
-    plan.params = ParamBlock(decls, ptrs[:3] + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + strides + ptrs[3:])
+    views = (av, bv, cv)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)
+    plan.params = ParamBlock(decls, kernel.arguments(views, ptrs[:3], kernel.tensor_map_args(views, ptrs[:3]))
+                             + ptrs[3:])
     return plan
 
 
-def _split_k_scratch(kernel: "Kernel", grid: tuple[int, int, int], stream: int) -> tuple[Any, Any]:
+def _split_k_scratch(kernel: "LaunchSpec", grid: tuple[int, int, int], stream: int) -> tuple[Any, Any]:
     """The workspace and counters (or flags) of a split-K / Stream-K kernel for `grid`, allocated
     once per (device, context, grid) and kept on the kernel: the kernel leaves its counters at
     zero, and partials are rewritten every launch. Launches of one such kernel on concurrent streams share them, so
@@ -381,7 +359,7 @@ def _finish_host(plan: _Plan) -> None:
         buf.free()
 
 
-def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None,
+def launch_kernel(kernel: "LaunchSpec", a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None,
                   scale: Any = None) -> Any:
     """Run a compiled GEMM on the GPU and return C.
 
@@ -403,7 +381,7 @@ def launch_kernel(kernel: "Kernel", a: Any, b: Any, c: Any = None, bias: Any = N
     return plan.c_out
 
 
-def prepare_launch(kernel: "Kernel", a: Any, b: Any, c: Any, stream: Any = None, bias: Any = None,
+def prepare_launch(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any = None, bias: Any = None,
                    scale: Any = None) -> Callable[[], None]:
     """Check everything once and return a zero-argument function that only launches.
 

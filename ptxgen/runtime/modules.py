@@ -25,7 +25,7 @@ from .assemble_setmaxnreg import setmaxnreg_status
 from .driver_jit import jit_load, registers_of
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel
+    from .spec import LaunchSpec
     from .assemble import Assembled
 
 __all__ = ["Module", "Function", "load_function", "kernel_binary", "MODULE_CACHE_LIMIT", "pin",
@@ -165,7 +165,7 @@ def _readable(assembler: str, version: int) -> bool:
     return major is None or version >= major * 1000
 
 
-def kernel_binary(kernel: "Kernel", ctx: drv.Context) -> tuple[bytes | None, str, str]:
+def kernel_binary(kernel: "LaunchSpec", ctx: drv.Context) -> tuple[bytes | None, str, str]:
     """(cubin or None, what runs, why not a cubin) for this device and driver (`ptx_binary`)."""
     from .assemble import assemble
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .problem import Gemm
+from .rules import rules_for
 from .schedule import Schedule
 from .streamk import stream_k_grid
 
@@ -311,14 +312,14 @@ def k_tiles(g: Gemm, s: Schedule) -> int:
 
 
 def grid_for(g: Gemm, s: Schedule, sms: int = 108) -> tuple[int, int, int]:
-    """The launch grid; Stream-K's and sm_90a's persistent grids use the schedule's `sms`, else
+    """The launch grid; Stream-K's and a target's persistent grids use the schedule's `sms`, else
     `sms` given (the device's SM count on a GPU, the target's in the simulator)."""
     if s.stream_k:
         return (stream_k_grid(g, s, sms), 1, 1)
-    if s.hopper and s.persistent:
-        from ..targets.sm90.plan import persistent_ctas  # hopper.py imports the schedule modules
-
-        return (persistent_ctas(g, s, sms), 1, 1)  # CTA x walks tiles x, x + gridDim.x, ...
+    target_rules = rules_for(s.instruction)
+    own = target_rules.grid(g, s, sms) if target_rules is not None else None
+    if own is not None:  # the target's own grid, e.g. sm_90a's persistent one (CTA x walks x, x + gridDim.x, ...)
+        return own
     tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)
     z = g.batch * s.split_k
     if s.raster == "grouped":

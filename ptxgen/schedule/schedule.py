@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from .rules import rules_for
 from .scalars import normalise
 
 #: Instruction shapes (m, n, k) by name: mma.sync m16n8k16, or the opaque-fragment wmma m16n16k16
@@ -115,41 +116,15 @@ class Schedule:
     def __post_init__(self) -> None:
         tuples = ("block", "warps", "cluster")
         normalise(self, tuple(f.name for f in fields(self) if f.name not in tuples), tuples)
-        if self.instruction == "wgmma":
-            self._hopper_defaults()
+        rules = rules_for(self.instruction)
+        if rules is not None:  # the target's own fields (e.g. wgmma's consumers, cluster)
+            rules.fill_defaults(self)
         known = (self.instruction if isinstance(self.instruction, str) and self.instruction in DEFAULT_SMEM_LAYOUT
                  else "m16n8k16")  # any other value: the verifier names it
         if self.warps is None:
             object.__setattr__(self, "warps", DEFAULT_WARPS[known])
         if self.smem_layout is None:
             object.__setattr__(self, "smem_layout", DEFAULT_SMEM_LAYOUT[known])
-
-    def _hopper_defaults(self) -> None:
-        """Fill the wgmma fields left None with the sm_90a defaults (the ones that need the Gemm,
-        `swizzle` and `epilogue_via_smem`, are resolved by `hopper.hopper_plan`). Values of a wrong
-        type are left as given, for the verifier to name."""
-        def default(name: str, value: object) -> None:
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
-
-        bm = self.block[0] if isinstance(self.block, tuple) and self.block and isinstance(self.block[0], int) else 0
-        default("consumers", 2 if bm % 128 == 0 and bm > 0 else 1)
-        # split-K and Stream-K are built in the non-specialised kernel (verify_sm90_built.py): their
-        # defaults follow; Stream-K's grid is persistent, split-K's one CTA per (tile, split)
-        split = isinstance(self.split_k, int) and self.split_k > 1
-        streamk = self.decomposition in ("stream-k", "stream-k-pure")
-        default("warp_specialized", not (split or streamk))
-        default("persistent", not split)
-        default("cluster", (1, 1))
-        default("multicast", isinstance(self.cluster, tuple) and self.cluster != (1, 1))
-        if isinstance(self.consumers, int) and not isinstance(self.consumers, bool):
-            default("warps", (4 * self.consumers, 1))
-        if self.warp_specialized is True and isinstance(self.consumers, int) and 1 <= self.consumers <= 2:
-            from ..targets.sm90.plan import default_consumer_regs  # hopper.py imports this module
-
-            default("producer_regs", DEFAULT_PRODUCER_REGS)
-            if isinstance(self.producer_regs, int):
-                default("consumer_regs", default_consumer_regs(self.consumers, self.producer_regs))
 
     @property
     def bm(self) -> int:
@@ -171,7 +146,7 @@ class Schedule:
     @property
     def producer_warpgroups(self) -> int:
         """1 for a warp-specialised wgmma schedule (the TMA producer), else 0."""
-        return 1 if self.hopper and self.warp_specialized else 0
+        return 1 if self.warp_specialized else 0  # None on every other schedule
 
     @property
     def num_warps(self) -> int:

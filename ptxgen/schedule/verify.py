@@ -14,8 +14,7 @@ from .problem import INTEGER_DTYPES, QUANTIZED_DTYPES, Gemm, instruction_name, i
 from .schedule import Schedule
 from .streamk import tile_count
 from .targets import TARGETS, target
-from ..targets.sm90.verify import verify_hopper, verify_target
-from ..targets.sm90.verify_built import check_sm90_built
+from .rules import check_pairing, rules_for
 from .verify_types import check_arguments, verify_types
 from ..errors import ScheduleError
 
@@ -48,7 +47,8 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
                             "use dtype='f16', out_dtype='f16', or acc_dtype='f32'")
     for name in ("alpha", "beta"):
         verify_f32_factor(f"epilogue.{name}", getattr(g.epi, name))
-    verify_dtype_table(g, s.hopper)
+    target_rules = rules_for(s.instruction)
+    verify_dtype_table(g, target_rules is not None and target_rules.tf32_narrow_outputs)
     if g.align not in (None, 1, 2, 4, 8, 16):
         raise ScheduleError("gemm.align", g.align, "must be 1, 2, 4, 8 or 16 bytes",
                             "state the alignment your pointers and leading dimensions guarantee, or None")
@@ -78,7 +78,7 @@ def verify_f32_factor(field: str, v: int | float) -> None:
                             "in that range (or use 0)")
 
 
-def verify_dtype_table(g: Gemm, hopper: bool = False) -> None:
+def verify_dtype_table(g: Gemm, tf32_narrow_outputs: bool = False) -> None:
     """The (inputs, accumulator, output) rows that are lowered. Every row takes all four layouts:
     M/N-contiguous tf32 and int8 tiles, which ldmatrix .trans cannot transpose (it moves 16-bit
     elements), load their fragments with scalar ld.shared instead (emit/sm80/fragments.py).
@@ -101,7 +101,7 @@ def verify_dtype_table(g: Gemm, hopper: bool = False) -> None:
     if g.bias_dtype not in bias_types:
         raise ScheduleError("gemm.bias_dtype", g.bias_dtype, f"a {g.out_dtype} output takes a bias of dtype "
                             + " or ".join(bias_types), "use bias_dtype='f32' (the default)")
-    if g.dtype == "tf32" and g.out_dtype != "f32" and not hopper:  # the wgmma epilogue casts tf32's f32 too
+    if g.dtype == "tf32" and g.out_dtype != "f32" and not tf32_narrow_outputs:  # the wgmma epilogue casts tf32's f32 too
         raise ScheduleError("gemm.out_dtype", g.out_dtype, "tf32 GEMMs give f32 output on the mma.sync path",
                             "use out_dtype='f32', or arch='sm_90a' with instruction='wgmma' (f16/bf16 outputs too)")
 
@@ -295,34 +295,25 @@ def verify_stream_k(g: Gemm, s: Schedule) -> None:
 
 def verify_rules(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     """Raise ScheduleError for the first rule (Gemm, Schedule) breaks on `arch` (a TypeError for
-    arguments that are not a Gemm, a Schedule and an arch string, e.g. swapped ones). Hopper
-    (wgmma, sm_90a) schedules get the rules of verify_hopper.py; the rest the sm_80 rules."""
+    arguments that are not a Gemm, a Schedule and an arch string, e.g. swapped ones): the fields,
+    what each target reserves, the rules of the target that lowers `s.instruction` (registered in
+    `rules`: targets/sm80/verify.py, targets/sm90/verify.py), then the problem's."""
     check_arguments("verify", g, s, arch)
     verify_fields(g, s, arch)
-    verify_target(g, s, arch)
-    if s.hopper:
-        verify_hopper(g, s, arch)
-        verify_problem(g, s)
-        verify_split_k(g, s)
-        verify_stream_k(g, s)
-        return
-    if s.instruction == "wmma" and g.dtype not in ("f16", "bf16"):
-        raise ScheduleError("schedule.instruction", s.instruction, f"the wmma path takes f16/bf16, not {g.dtype}",
-                            "use instruction='m16n8k16' (mma.sync)")
-    verify_tiling(g, s)
-    verify_copies(g, s)
-    verify_wmma(g, s)
-    verify_staging(g, s)
-    verify_resources(g, s, arch)
+    check_pairing(g, s, arch)
+    target_rules = rules_for(s.instruction)
+    assert target_rules is not None, f"no target registered for instruction {s.instruction!r}"
+    target_rules.verify(g, s, arch)
     verify_problem(g, s)
     verify_split_k(g, s)
     verify_stream_k(g, s)
 
 
 def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
-    """`verify_rules`, and then whether ptxgen can lower the schedule: a legal sm_90a (wgmma)
-    schedule outside the part of the Hopper design that is built (verify_sm90_built.py) raises
-    LoweringNotBuilt (a ScheduleError), so that `compile` stops here with the setting to use."""
+    """`verify_rules`, and then whether ptxgen can lower the schedule: a legal schedule outside
+    what its target has built (e.g. targets/sm90/verify_built.py) raises LoweringNotBuilt (a
+    ScheduleError), so that `compile` stops here with the setting to use."""
     verify_rules(g, s, arch)
-    if s.hopper:
-        check_sm90_built(g, s, arch)
+    target_rules = rules_for(s.instruction)
+    assert target_rules is not None
+    target_rules.check_built(g, s, arch)

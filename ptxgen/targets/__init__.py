@@ -1,2 +1,3 @@
-"""One backend package per GPU target: `sm80/` (mma.sync and wmma, sm_80..sm_90) and `sm90/`
-(wgmma + TMA + mbarrier, sm_90a)."""
+"""One backend package per GPU target, behind `base.Backend`: `sm80/` (mma.sync and wmma for
+sm_80, sm_86, sm_89 and sm_90) and `sm90/` (wgmma + TMA + mbarrier for sm_90a). `registry`
+picks one from (arch, schedule.instruction); docs/architecture.md says how to add a target."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import version
 from ..runtime.cache import STALE_SECONDS, CacheWarning, default_dir, enabled, write_atomically
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
@@ -75,10 +76,8 @@ def toolchain() -> str:
 
 
 def make_key(g: Gemm, arch: str, device: str, tools: str | None = None) -> dict[str, Any]:
-    from .. import __version__
-
     return {"device": device, "arch": arch, "toolchain": tools if tools is not None else toolchain(),
-            "ptxgen": __version__, "problem": problem_class(g)}
+            "ptxgen": version.__version__, "problem": problem_class(g)}
 
 
 def _digest(key: dict[str, Any]) -> str:

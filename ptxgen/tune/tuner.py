@@ -20,17 +20,20 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from ..errors import ScheduleError
-from ..progress import ProgressArg, ProgressBar
+from ..scaleout.progress import ProgressArg, ProgressBar
 from ..scaleout import Workers, spread
-from .choose import Choice, Ranked, _order, assembled_resources, describe_schedule, rank
+from .choose import Choice, Ranked, _order, assembled_resources, choose, describe_schedule, rank
 from .costmodel import predict
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from .measure import TIMING_UNAVAILABLE, DeviceMeasure, Measurement
 from . import cache as tuning_cache
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
 
 Measure = Callable[[Gemm, Schedule, str], Measurement]
 
@@ -227,7 +230,7 @@ def stand_in_warning(g: Gemm, arch: str, schedules: list[Schedule]) -> str | Non
     """What checking `schedules` costs on the simulator-backed stand-in (each candidate's whole grid
     runs on the CPU simulator), when it is over SLOW_STAND_IN_S; None on a real driver or when quick."""
     from ..compile import compile as compile_kernel
-    from ..progress import duration
+    from ..scaleout.progress import duration
     from ..runtime import simdriver
     from ..simulate import estimate_seconds
 
@@ -273,3 +276,22 @@ def cached_choice(g: Gemm, arch: str) -> Choice | None:
               f"{entry.when}, best of {entry.candidates})")
     return Choice(entry.schedule, predict(g, entry.schedule, arch), [], entry.candidates, source=source,
                   arch=arch, kernel=kernel)
+
+
+def compile_chosen(gemm: Gemm, arch: str = "sm_80") -> "Kernel":
+    """`ptxgen.compile(gemm, arch=arch)` with no schedule: the winner `tune` measured for this problem
+    class on this machine's GPU (the tuning cache), else the cost model's choice (`choose`): the
+    fastest predicted legal schedule that assembles without spilling; `kernel.choice` says which
+    and why."""
+    from ..compile import compile as compile_kernel
+
+    if not isinstance(gemm, Gemm):
+        raise TypeError(f"compile(gemm, schedule=None, arch): the first argument must be a ptxgen.Gemm, got "
+                        f"{type(gemm).__name__}")
+    if not isinstance(arch, str):
+        raise TypeError(f"compile(gemm, schedule=None, arch): arch must be a string, got {type(arch).__name__}")
+    choice = cached_choice(gemm, arch) or choose(gemm, arch)
+    kernel = choice.kernel or compile_kernel(gemm, choice.schedule, arch)
+    choice.kernel = None  # the kernel holds its choice, not the other way round
+    kernel.choice = choice
+    return kernel

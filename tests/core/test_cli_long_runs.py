@@ -15,7 +15,7 @@ import pytest
 import ptxgen
 from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, reference_tile
 from ptxgen.cli.app import main
-from ptxgen.progress import ProgressBar
+from ptxgen.scaleout.progress import ProgressBar
 from ptxgen.simulate import run_simulation, steps_per_cta
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

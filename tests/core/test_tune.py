@@ -239,7 +239,7 @@ def test_cli_tune_errors_are_one_line(capsys, argv, message):
 def test_the_progress_bar_counts_candidates():
     import io
 
-    from ptxgen.progress import ProgressBar
+    from ptxgen.scaleout.progress import ProgressBar
 
     out = io.StringIO()
     bar = ProgressBar(3, stream=out, label="tuning", unit="candidates", delay=0.0, tick=60.0)

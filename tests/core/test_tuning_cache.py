@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import ptxgen
 from ptxgen.tune import cache as tuning_cache
-from ptxgen.tune.candidates import base_schedules, legal, variants
+from ptxgen.targets.sm80.candidates import base_schedules, legal, variants
 
 SCHEDULE = ptxgen.Schedule(block=(64, 128, 32), warps=(2, 2), stages=3, raster="grouped", group_m=8)
 
@@ -67,7 +67,8 @@ def test_the_key_holds_device_arch_toolchain_version_and_class(cache, monkeypatc
     assert tuning_cache.load(g, "sm_80", "GPU B", tools="nvJitLink 13.5") is None
     assert tuning_cache.load(g, "sm_86", "GPU A", tools="nvJitLink 13.5") is None
     assert tuning_cache.load(ptxgen.Gemm(100, 200, 300, dtype="bf16"), "sm_80", "GPU A", tools="nvJitLink 13.5") is None
-    monkeypatch.setattr(ptxgen, "__version__", "0.2.0")  # the public version attribute, not an internal
+    # the version module `ptxgen.__version__` re-exports (what a release bump edits)
+    monkeypatch.setattr(ptxgen.version, "__version__", "0.2.0")
     assert tuning_cache.load(g, "sm_80", "GPU A", tools="nvJitLink 13.5") is None
 
 

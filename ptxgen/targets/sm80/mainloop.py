@@ -11,7 +11,7 @@ With stages == 1 there is one buffer: copy, wait, barrier, compute, barrier.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ...schedule.geometry import prefetches_across_k_tiles
 from ...ir import Imm, Sym, VReg
@@ -39,10 +39,8 @@ class MainLoop:
     @property
     def sm80(self) -> "Sm80Pipeline":
         """The mma.sync math, whose fragments the cross-tile prefetch carries (never wmma's)."""
-        from .pipeline import Sm80Pipeline
-
-        assert isinstance(self.math, Sm80Pipeline), "the cross-tile prefetch needs mma.sync fragments"
-        return self.math
+        assert self.s.instruction == "m16n8k16", "the cross-tile prefetch needs mma.sync fragments"
+        return cast("Sm80Pipeline", self.math)
 
     @property
     def prefetch_across_tiles(self) -> bool:

@@ -35,7 +35,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from ...errors import LoweringNotBuilt, ScheduleError
-from ...tune.costmodel import BARRIER_CLOCKS, KTileCost, Prediction, _ceil, _dram_bytes
+from ...schedule.cost import BARRIER_CLOCKS, KTileCost, Prediction, ceil_div as _ceil, dram_bytes as _dram_bytes
 from ...schedule.devices import DeviceModel, device_model
 from .plan import CONSUMER_OVERHEAD_REGS, HopperPlan, epilogue_path, hopper_plan, persistent_ctas
 from ...schedule.occupancy import occupancy

@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Iterator
 
-from ..errors import ScheduleError
-from ..schedule.problem import Gemm
-from ..schedule.schedule import Schedule
-from ..schedule.verify import verify
+from ...errors import ScheduleError
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ...schedule.cost import Prediction, time_bucket
+from ...schedule.verify import verify, verify_fields
+from .cost import predict
 
 TILE_SIDES = (16, 32, 64, 128, 256)
 #: BK in units of the 32 bytes of K one mma k-step covers.
@@ -72,3 +74,42 @@ def legal(g: Gemm, schedules: Iterable[Schedule], arch: str) -> Iterator[Schedul
         except ScheduleError:
             continue
         yield s
+
+
+#: Base schedules whose variants (grouped raster, split-K, Stream-K) are tried.
+VARIANT_BASES = 12
+
+
+def order_key(s: Schedule, p: Prediction) -> tuple:
+    """Time in TIE-wide buckets, then the simpler and more robust schedule: no split-K or Stream-K,
+    row raster, four warps (latency hidden by other warps, not only by other CTAs), larger BK
+    (fewer barriers per flop), three stages (latency hidden without the most shared memory), the
+    larger tile."""
+    return (time_bucket(p), s.split_k, s.stream_k, s.raster != "row", abs(s.num_warps - 4), -s.bk,
+            abs(s.stages - 3), -s.bm * s.bn, s.block, s.warps)
+
+
+def rank(g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
+    """Every legal candidate with its prediction, best first: the base space whole, then the
+    variants of the VARIANT_BASES best."""
+    verify_fields(g, Schedule(block=(128, 128, 32)), arch)  # a bad problem fails here, named
+    base = sorted(((s, predict(g, s, arch)) for s in legal(g, base_schedules(g), arch)), key=lambda r: order_key(*r))
+    extra = [(v, predict(g, v, arch)) for s, _ in base[:VARIANT_BASES] for v in legal(g, variants(g, s), arch)]
+    ranked = sorted(base + extra, key=lambda r: order_key(*r))
+    if not ranked:
+        verify(g, Schedule(block=(128, 128, 32)), arch)  # a problem no schedule fits: its own error
+        raise ScheduleError("schedule", None, f"no candidate schedule passes the verifier for this "
+                            f"{g.dtype} problem on {arch}", "give a schedule explicitly")
+    return ranked
+
+
+def describe_schedule(s: Schedule) -> str:
+    """The schedule as the CLI flags that give it."""
+    text = f"--block {s.bm}x{s.bn}x{s.bk} --warps {s.warps[0]}x{s.warps[1]} --stages {s.stages}"
+    if s.raster == "grouped":
+        text += f" --raster grouped --group-m {s.group_m}"
+    if s.split_k > 1:
+        text += f" --split-k {s.split_k}"
+    if s.stream_k:
+        text += " --stream-k" + (" pure" if s.decomposition == "stream-k-pure" else "")
+    return text

@@ -1,0 +1,97 @@
+"""The terms every target's cost model prices in (`Prediction`, `KTileCost`) and the parts they
+share: the DRAM traffic of a wave's operand panels. Each target's model lives in its backend
+(targets/sm80/cost.py, targets/sm90/choose.py); `ptxgen.tune.costmodel.predict` picks one."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .devices import DeviceModel
+from .problem import Gemm
+from .schedule import Schedule
+
+#: Clocks a CTA spends at each k-tile's barrier that its own warps cannot hide.
+BARRIER_CLOCKS = 30
+#: Share of L2 a wave's operand panels may occupy before they start evicting each other.
+L2_USABLE = 0.5
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the model says about one schedule, with the terms that decided it."""
+
+    time_s: float
+    efficiency: float        # flops / (time x the instruction's peak for the dtype)
+    ctas: int
+    ctas_per_sm: int
+    limiter: str             # what bounds CTAs per SM
+    registers: int           # per thread: the estimate, or the assembler's count when given
+    waves: float
+    edge_waste: float        # share of the computed MACs outside the problem
+    dram_bytes: int
+    l2_bytes: int
+    bound: str               # the term that set the time
+    terms: dict[str, float] = field(default_factory=dict)  # seconds of each term
+
+    def summary(self) -> str:
+        return (f"{self.time_s * 1e6:.1f} us predicted ({self.efficiency:.0%} of the mma peak, "
+                f"{self.bound}-bound), {self.waves:.2f} waves, {self.ctas_per_sm} CTAs/SM "
+                f"(limited by {self.limiter}), {self.registers} registers, edge waste {self.edge_waste:.0%}")
+
+
+@dataclass(frozen=True)
+class KTileCost:
+    """Clocks one CTA's k-tile costs on an otherwise idle SM, by resource."""
+
+    mma: float
+    smem: float
+    issue: float
+    latency: float           # the floor set by the pipeline depth
+    serial: bool = False     # one stage: the load's latency adds to the compute instead of hiding under it
+
+    @property
+    def throughput(self) -> float:
+        return max(self.mma, self.smem, self.issue)
+
+    @property
+    def resource(self) -> str:
+        return max((("tensor", self.mma), ("shared memory", self.smem), ("issue", self.issue)),
+                   key=lambda kv: kv[1])[0]
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def dram_bytes(g: Gemm, s: Schedule, dev: DeviceModel, wave_ctas: int) -> int:
+    """Compulsory bytes, plus re-reads of operand panels when a wave's footprint overflows L2."""
+    tm, tn = ceil_div(g.m, s.bm), ceil_div(g.n, s.bn)
+    a_panel, b_panel = s.bm * g.k * g.in_bytes, s.bn * g.k * g.in_bytes
+    a_all, b_all = tm * a_panel, tn * b_panel
+    out = g.m * g.n * g.out_bytes * (2 if g.epi.beta else 1)
+    usable = dev.l2_bytes * L2_USABLE
+    if a_all + b_all <= usable:
+        operands = a_all + b_all
+    else:
+        tiles = tm * tn
+        waves = max(1, ceil_div(tiles, wave_ctas))
+        if s.raster == "grouped" and tm > 1:
+            rows = min(tm, s.group_m)
+            cols = min(tn, ceil_div(min(wave_ctas, tiles), rows))
+        else:
+            cols = min(tn, wave_ctas)
+            rows = min(tm, ceil_div(min(wave_ctas, tiles), tn) + 1)
+        # each wave reads its rows of A and columns of B; whatever fits L2 across waves is read once
+        a_reads = a_all if a_all <= usable / 2 else min(waves * rows * a_panel, tiles * a_panel)
+        b_reads = b_all if b_all <= usable / 2 else min(waves * cols * b_panel, tiles * b_panel)
+        operands = max(a_reads, a_all) + max(b_reads, b_all)
+    return g.batch * (operands + out)
+
+
+#: Predicted times within this factor of each other rank as ties: the model is not that precise.
+TIE = 1.02
+
+
+def time_bucket(p: Prediction) -> int:
+    """The TIE-wide bucket of a predicted time: candidates in one bucket rank by simplicity."""
+    return math.floor(math.log(p.time_s) / math.log(TIE))

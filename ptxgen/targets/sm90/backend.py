@@ -1,0 +1,169 @@
+"""The sm_90a backend: wgmma from shared-memory descriptors fed by TMA on an mbarrier ring, with
+warp specialisation, persistent grids and clusters (`.target sm_90a`, PTX 8.0)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ScheduleError
+from ...ir import Function
+from ...regalloc import plan_shared
+from ...regalloc.smem import SmemPlan
+from ...runtime.params import ParamDecl
+from ...schedule.cost import Prediction, time_bucket
+from ...schedule.problem import Gemm
+from ...schedule.schedule import DEFAULT_PRODUCER_REGS, Schedule
+from ...schedule.verify import verify as verify_schedule
+from ..base import Backend
+from .args import check_sm90_params, check_tma_batch_stride, sm90_tensor_maps
+from .choose import (VARIANT_BASES, check_problem_built, describe_hopper, hopper_candidates, hopper_variants,
+                     no_candidate_error, predict_hopper)
+from .describe import describe_hopper as describe_kernel
+from .header import sm90_header_lines
+from .pipeline import RING_BUFFER, Sm90Pipeline, lower_sm90, param_names, tensor_map_specs
+from .plan import default_consumer_regs, persistent_ctas
+from .verify import verify_hopper, verify_target
+from .verify_built import check_sm90_built
+
+
+def fill_defaults(s: Schedule) -> None:
+    """Fill the wgmma fields left None with the sm_90a defaults (the ones that need the Gemm,
+    `swizzle` and `epilogue_via_smem`, are resolved by `hopper.hopper_plan`). Values of a wrong
+    type are left as given, for the verifier to name."""
+    def default(name: str, value: object) -> None:
+        if getattr(s, name) is None:
+            object.__setattr__(s, name, value)
+
+    bm = s.block[0] if isinstance(s.block, tuple) and s.block and isinstance(s.block[0], int) else 0
+    default("consumers", 2 if bm % 128 == 0 and bm > 0 else 1)
+    # split-K and Stream-K are built in the non-specialised kernel (verify_built.py): their
+    # defaults follow; Stream-K's grid is persistent, split-K's one CTA per (tile, split)
+    split = isinstance(s.split_k, int) and s.split_k > 1
+    streamk = s.decomposition in ("stream-k", "stream-k-pure")
+    default("warp_specialized", not (split or streamk))
+    default("persistent", not split)
+    default("cluster", (1, 1))
+    default("multicast", isinstance(s.cluster, tuple) and s.cluster != (1, 1))
+    if isinstance(s.consumers, int) and not isinstance(s.consumers, bool):
+        default("warps", (4 * s.consumers, 1))
+    if s.warp_specialized is True and isinstance(s.consumers, int) and 1 <= s.consumers <= 2:
+        default("producer_regs", DEFAULT_PRODUCER_REGS)
+        if isinstance(s.producer_regs, int):
+            default("consumer_regs", default_consumer_regs(s.consumers, s.producer_regs))
+
+
+def rank_hopper(g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
+    """The built wgmma candidates the verifier accepts, fastest first; a problem the built sm_90a
+    lowering cannot run raises LoweringNotBuilt naming arch='sm_90' instead of picking anything."""
+    check_problem_built(g, arch)
+    ranked, first = [], None
+    for s in hopper_candidates(g):
+        try:
+            verify_schedule(g, s, arch)
+        except ScheduleError as e:
+            first = first or e
+            continue
+        ranked.append((s, predict_hopper(g, s, arch)))
+    if not ranked:
+        raise no_candidate_error(g, arch, first)
+    ranked.sort(key=lambda r: order_key(*r))
+    bases = [s for s, _ in ranked if not s.warp_specialized][:VARIANT_BASES]
+    seen = {s for s, _ in ranked}
+    for base in bases:  # split-K and Stream-K, built in the non-specialised kernel
+        for v in hopper_variants(g, base):
+            if v in seen:
+                continue
+            seen.add(v)
+            try:
+                verify_schedule(g, v, arch)
+            except ScheduleError:
+                continue
+            ranked.append((v, predict_hopper(g, v, arch)))
+    return sorted(ranked, key=lambda r: order_key(*r))
+
+
+def order_key(s: Schedule, p: Prediction) -> tuple:
+    """Time in TIE-wide buckets, then: no split, the warp-specialised persistent kernel, the
+    default epilogue, row raster, three or four stages, the larger tile, fewer warpgroups."""
+    return (time_bucket(p), s.split_k, s.stream_k, not s.warp_specialized, s.epilogue_via_smem is not None,
+            s.raster != "row", abs(s.stages - 3.5), -s.bm * s.bn, s.consumers, s.block)
+
+
+class Sm90Backend(Backend):
+    """wgmma kernels: A and B (and C for the TMA-store epilogue) through tensor maps by value."""
+
+    name = "sm90"
+    instructions = ("wgmma",)
+    archs = ("sm_90a",)
+    tf32_narrow_outputs = True  # the wgmma epilogue casts tf32's f32 accumulators to f16/bf16 too
+
+    def fill_defaults(self, s: Schedule) -> None:
+        fill_defaults(s)
+
+    def grid(self, g: Gemm, s: Schedule, sms: int) -> tuple[int, int, int] | None:
+        return (persistent_ctas(g, s, sms), 1, 1) if s.persistent else None  # CTA x walks x, x + gridDim.x, ...
+
+    def verify(self, g: Gemm, s: Schedule, arch: str) -> None:
+        verify_hopper(g, s, arch)
+
+    def check_built(self, g: Gemm, s: Schedule, arch: str) -> None:
+        check_sm90_built(g, s, arch)
+
+    def check_pairing(self, g: Gemm, s: Schedule, arch: str) -> None:
+        verify_target(g, s, arch)
+
+    def plan_shared(self, g: Gemm, s: Schedule) -> SmemPlan:
+        return plan_shared(Sm90Pipeline.shared_buffers(g, s))
+
+    def lower(self, g: Gemm, s: Schedule, plan: SmemPlan) -> Function:
+        return lower_sm90(g, s, plan.offsets[RING_BUFFER])
+
+    def header_lines(self, g: Gemm, s: Schedule, arch: str, grid: tuple[int, int, int], smem: int) -> list[str]:
+        return sm90_header_lines(g, s, arch, grid, smem)
+
+    def param_names(self, g: Gemm, s: Schedule) -> tuple[str, ...]:
+        return param_names(g, s)
+
+    def tensor_maps(self, g: Gemm, s: Schedule) -> tuple:
+        return tensor_map_specs(g, s)
+
+    def fills_device(self, s: Schedule) -> bool:
+        return bool(s.stream_k or s.persistent)
+
+    def walks_tiles(self, s: Schedule) -> bool:
+        return bool(s.persistent and not s.stream_k)
+
+    def cluster_dims(self, s: Schedule) -> tuple[int, int, int]:
+        """(CM*CN, 1, 1): consecutive CTAs of the 1-D persistent grid, as the entry's
+        .reqnctapercluster says (cluster.py)."""
+        if s.cluster is None:
+            return (1, 1, 1)
+        return (s.cluster[0] * s.cluster[1], 1, 1)
+
+    def check_params(self, kernel: Any, decls: list[ParamDecl]) -> list[ParamDecl]:
+        return check_sm90_params(kernel, decls)
+
+    def check_operand(self, kernel: Any, view: Any) -> None:
+        check_tma_batch_stride(view)
+
+    def tensor_map_args(self, kernel: Any, views: tuple, ptrs: list[int]) -> list[bytes]:
+        return sm90_tensor_maps(kernel, views, ptrs)
+
+    def arguments(self, g: Gemm, views: tuple, operands: list, maps: list) -> list:
+        """Tensor maps by value instead of the A and B pointers (pipeline.py's parameters)."""
+        cv = views[2]
+        return list(maps) + [operands[2], g.m, g.n, g.k, cv.ld] + ([cv.batch_stride] if g.batch > 1 else [])
+
+    def predict(self, g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:
+        return predict_hopper(g, s, arch, registers)
+
+    def rank(self, g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
+        return rank_hopper(g, arch)
+
+    def order_key(self, s: Schedule, p: Prediction) -> tuple:
+        return order_key(s, p)
+
+    def describe_schedule(self, s: Schedule) -> str:
+        return describe_hopper(s)
+
+    def describe(self, kernel: Any) -> list[str] | None:
+        return describe_kernel(kernel)

@@ -6,6 +6,7 @@ sizes) and the documented rules, never from the geometry helpers the emitter its
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
@@ -223,3 +224,71 @@ def test_pack_order_puts_odd_column_high():
     acc0 = next(ins for ins in k.function.instructions() if ins.op.startswith("mma")).operands[0].regs
     first = ins[0]
     assert first.operands[1] == acc0[1] and first.operands[2] == acc0[0]
+
+
+# -- the code's own structure (issue 19: one backend per GPU target) ----------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _counter():
+    """bench/structure_counts.py, loaded from its file (bench/ is not a package)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("structure_counts", ROOT / "bench" / "structure_counts.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _structure_counts():
+    """The counts for this checkout (structure_counts.py's docstring defines each one)."""
+    return _counter().measure(ROOT)
+
+
+def test_layers_point_one_way_and_targets_sit_behind_the_registry():
+    """No import circles (function-local imports count), nothing in schedule/ imports tune/,
+    targets/, compile or runtime/, at most 5 architecture branches outside targets/ and the
+    simulator, and at most 6 modules directly under ptxgen/."""
+    c = _structure_counts()
+    assert c.cycles == 0, c.cycle_modules
+    assert c.schedule_upward == 0 and c.schedule_outside == 0, c.schedule_upward_modules
+    assert c.arch_branches <= 5, c.arch_branch_files
+    assert c.top_level_modules <= 6, c.top_level_names
+
+
+def test_the_counter_sees_what_it_counts(tmp_path):
+    """The counts are not vacuous: a planted cycle, an upward import, an arch branch, a write onto
+    a lowering object and a seventh top-level module are each found."""
+    import textwrap
+
+    pkg = tmp_path / "ptxgen"
+    for d in ("", "schedule", "emit"):
+        (pkg / d).mkdir(parents=True, exist_ok=True)
+        (pkg / d / "__init__.py").write_text("")
+    files = {
+        "a.py": "def f():\n    from . import b\n",
+        "b.py": "from . import a\n",
+        "schedule/s.py": "def g():\n    from ..compile import x\n",
+        "compile.py": "x = 1\ndef h(s):\n    if s.hopper:\n        return 1\n",
+        "emit/l.py": textwrap.dedent("""
+            class FooLowering:
+                def __init__(self):
+                    self.ok = 1
+                def setup(self):
+                    self.late = 2
+            def helper(lw):
+                lw.tile = 3
+            """),
+        "c.py": "", "d.py": "", "e.py": "", "f.py": "",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    c = _counter().measure(tmp_path)
+    assert c.cycle_modules == [["ptxgen.a", "ptxgen.b"]]
+    assert c.schedule_upward_modules == ["ptxgen.schedule.s"]
+    assert c.arch_branch_files == {"ptxgen/compile.py": 1}
+    assert c.lowering_attr_write_sites == ["ptxgen/emit/l.py:6", "ptxgen/emit/l.py:8"]
+    assert c.top_level_modules == 7

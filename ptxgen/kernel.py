@@ -126,7 +126,7 @@ class Kernel:
     def cluster_dims(self) -> tuple[int, int, int]:
         """Thread-block cluster dimensions of the launch: (CM*CN, 1, 1) for an sm_90a schedule with
         a cluster (consecutive CTAs of the 1-D persistent grid, as the entry's .reqnctapercluster
-        says: emit/sm90/cluster.py), else (1, 1, 1)."""
+        says: targets/sm90/cluster.py), else (1, 1, 1)."""
         return self.backend.cluster_dims(self.schedule)
 
     @property

@@ -60,7 +60,7 @@ def cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int]
 def cta_batch_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int, int]]:
     """Every (batch, m-tile, n-tile) a CTA computes: its ctaid.z's batch (ctaid.z = batch *
     split_k + split), or a persistent CTA's walk over batch x tiles, the batch outermost
-    (emit/sm90/persistent.py: index i is batch i // per_batch, tile i % per_batch)."""
+    (targets/sm90/persistent.py: index i is batch i // per_batch, tile i % per_batch)."""
     if not walks_tiles(kernel):
         return [(cta[2] // kernel.schedule.split_k, *cta_tile(kernel, cta))]
     g, s = kernel.gemm, kernel.schedule
@@ -72,7 +72,7 @@ def cta_batch_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int
 
 
 def cluster_cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int, int, int]]:
-    """A clustered persistent CTA's tiles (emit/sm90/cluster.py): cluster x // size walks cluster
+    """A clustered persistent CTA's tiles (targets/sm90/cluster.py): cluster x // size walks cluster
     tiles in the raster over cluster tiles; rank r takes tile (CM*ctm + r % CM, CN*ctn + r // CM);
     tiles past the edge (the grid rounded up to whole clusters) write nothing."""
     g, s = kernel.gemm, kernel.schedule

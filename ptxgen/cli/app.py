@@ -1,7 +1,7 @@
 """`ptxgen emit | info | run | tune`: the problem and schedule as flags, every flag with a default.
 
 The CLI never shows a traceback: every failure a user can cause gets its own one-line message with
-the fix (`main`), flags are named as typed (`cli_flags.flag_text`), and anything unexpected is one
+the fix (`main`), flags are named as typed (`flags.flag_text`), and anything unexpected is one
 line asking for a report (PTXGEN_DEBUG=1 shows the traceback).
 """
 from __future__ import annotations

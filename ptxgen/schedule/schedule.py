@@ -26,7 +26,7 @@ HOPPER_FIELDS = ("consumers", "warp_specialized", "producer_regs", "consumer_reg
 #: TMA / wgmma-descriptor swizzle widths in bytes (docs/ptx_facts/tma.md "Swizzle modes").
 SWIZZLE_WIDTHS = (128, 64, 32)
 #: CUTLASS's warp-specialised register split (docs/ptx_facts/warp_specialisation.md §9g): the
-#: producer keeps 40; consumers take what the CTA's registers at launch leave (`hopper.py`).
+#: producer keeps 40; consumers take what the CTA's registers at launch leave (`targets/sm90/plan.py`).
 DEFAULT_PRODUCER_REGS = 40
 
 

@@ -81,7 +81,7 @@ def verify_f32_factor(field: str, v: int | float) -> None:
 def verify_dtype_table(g: Gemm, tf32_narrow_outputs: bool = False) -> None:
     """The (inputs, accumulator, output) rows that are lowered. Every row takes all four layouts:
     M/N-contiguous tf32 and int8 tiles, which ldmatrix .trans cannot transpose (it moves 16-bit
-    elements), load their fragments with scalar ld.shared instead (emit/sm80/fragments.py).
+    elements), load their fragments with scalar ld.shared instead (targets/sm80/fragments.py).
 
     s8/u8 inputs accumulate exactly in s32 and give either that s32 as it is (no epilogue), or the
     epilogue's f32 value rounded to s8/u8 (quantised) or cast to f32/f16/bf16 (dequantised).

@@ -11,7 +11,7 @@ the top, and not good enough to trust blindly (its constants are estimates: sche
 
 Where measurements run: `measure=` (a function measure(gemm, schedule, arch) -> Measurement: the
 seam for another timer, and what the tests inject), else Ray workers at `ray_address` with one GPU
-each (`scaleout.ray_map(num_gpus=1)`), else this machine's GPU (`tune_measure.DeviceMeasure`).
+each (`scaleout.ray_map(num_gpus=1)`), else this machine's GPU (`measure.DeviceMeasure`).
 Without a GPU, tune says so in one line and ranks statically; nothing is cached. Only candidates
 checked correct AND timed can win a measurement; the winner is cached (`tuning_cache`) under the
 device that measured it.

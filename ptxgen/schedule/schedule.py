@@ -119,6 +119,9 @@ class Schedule:
         rules = rules_for(self.instruction)
         if rules is not None:  # the target's own fields (e.g. wgmma's consumers, cluster)
             rules.fill_defaults(self)
+        elif isinstance(self.instruction, str) and self.instruction in INSTRUCTIONS:
+            raise RuntimeError(f"no target backend has registered instruction {self.instruction!r} yet: import "
+                               "ptxgen (ptxgen.targets.registry registers them) before building a Schedule")
         known = (self.instruction if isinstance(self.instruction, str) and self.instruction in DEFAULT_SMEM_LAYOUT
                  else "m16n8k16")  # any other value: the verifier names it
         if self.warps is None:

@@ -161,9 +161,9 @@ def test_consumers_releasing_only_their_own_cta_is_caught(monkeypatch):
     from ptxgen.emit.sm90 import mbarrier_isa as mb
     from ptxgen.emit.sm90.cluster import ClusterRoles
 
-    def own_only(self, lane):
-        return (self.lw.pred("setp.eq.u32", lane, 0),
-                mb.mapa(self.b, self.lw.empty_bars, self.rank, comment="only my own CTA (planted)"))
+    def own_only(self, lane, empty):
+        return (self.ops.pred("setp.eq.u32", lane, 0),
+                mb.mapa(self.b, empty, self.rank, comment="only my own CTA (planted)"))
 
     monkeypatch.setattr(ClusterRoles, "release_targets", own_only)
     monkeypatch.setattr(ClusterRoles, "barrier_counts", lambda self, warps: warps)

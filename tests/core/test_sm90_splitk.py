@@ -115,7 +115,7 @@ def test_a_k_range_overlapping_its_neighbour_is_caught(monkeypatch):
 
     def overlapping(self, kt, split_index):
         first, count = real(self, kt, split_index)
-        return first, self.lw.u32("add.u32", count, ptxgen.ir.Imm("1"))
+        return first, self.ctx.u32("add.u32", count, ptxgen.ir.Imm("1"))
 
     monkeypatch.setattr(Sm90SplitK, "k_range", overlapping)
     assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=2) > 0.1

@@ -8,7 +8,7 @@ aligned below a pair's width, fall back to scalar stores. s32 accumulators are s
 from __future__ import annotations
 
 from ..addressing import RowPointers
-from ..epilogue.math import EpilogueMath
+from ..epilogue.math import EpilogueMath, TileEpilogueMath
 from ...ir import Addr, Imm, VReg
 from ..memory import st_global
 from .plans import StorePlan, store_plan
@@ -40,7 +40,7 @@ def site_vectors(epi: EpilogueMath, sp: StorePlan, row: VReg, col: VReg, name: s
     return {(dr, dc + j): value[dc + j if by_col else dr] for *_, dr, dc in sp.sites for j in range(2)}
 
 
-class DirectEpilogue(EpilogueMath):
+class DirectEpilogue(TileEpilogueMath):
     """Stores the tile straight from the fragment registers (no staging tile)."""
 
     def emit(self, acc) -> None:

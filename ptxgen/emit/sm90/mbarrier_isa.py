@@ -26,6 +26,12 @@ def init(b: Builder, bar: Addr, count: int | VReg, guard: VReg | None = None,
     return b.emit("mbarrier.init.shared::cta.b64", bar, count, guard=guard, comment=comment)
 
 
+def inval(b: Builder, bar: Addr, guard: VReg | None = None, comment: str | None = None) -> Instr:
+    """Invalidate the mbarrier at `bar`: required before a valid mbarrier is initialised again
+    (docs/ptx_facts/mbarrier.md §9e), e.g. to put a ring back to phase 0."""
+    return b.emit("mbarrier.inval.shared::cta.b64", bar, guard=guard, comment=comment)
+
+
 def arrive(b: Builder, bar: Addr, count: int | None = None, guard: VReg | None = None,
            comment: str | None = None) -> Instr:
     """One arrival (or `count`) on a CTA-local mbarrier, release semantics at CTA scope."""

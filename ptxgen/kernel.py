@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from .runtime.assemble import Assembled, Resources
     from .schedule.choose import Choice
 
-#: Parameter names in kernel order; `args_for` builds values in this order.
+#: Parameter names in kernel order (sm_80/wmma): runtime/launch.py `_plan` passes the values in this
+#: order and `_check_params` checks an entry's declarations against it.
 PARAM_NAMES = ("A", "B", "C", "M", "N", "K", "lda", "ldb", "ldc")
 
 

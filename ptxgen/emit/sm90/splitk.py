@@ -3,7 +3,7 @@
 The protocol is emit/splitk.py's, on the wgmma accumulator layout: %ctaid.z = batch * S + split
 (tiles.TileScheduler.z_slot); split s runs k-tiles [s * per, s * per + count) of KT
 (per = ceil(KT / S); the verifier gives every split at least one), handed to the main loop as a
-k-range by parameter (`TmaWgmmaLoop.emit(acc, count, first)`): the TMA copies' K coordinate is
+k-range (`KRange(count, first=first)`, run by `TmaWgmmaLoop.emit`): the TMA copies' K coordinate is
 (first + kt) * BK, and TMA zero-fills past K. Every split then stores its f32 partial tile to
 workspace[batch * S + split][Mpad][Npad] (padded to whole tiles: no bounds checks), thread 0
 releases it with an acq_rel atomic increment of the tile's counter, and the CTA that sees S-1 is

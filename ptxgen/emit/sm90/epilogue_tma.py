@@ -125,7 +125,8 @@ class TmaStores(DirectStores):
         self.loads_c = self.e.beta != 0.0
         self.layout = tma_epilogue_layout(tile, ctx.plan.consumers, self.loads_c, ctx.layout,
                                           ctx.plan.smem.staging_in_ring > 0)
-        self.c_phase: list[VReg] = []
+        #: the C buffers' phase parities, loop-carried across tiles (set to 0 by init_barriers)
+        self.c_phase: tuple[VReg, ...] = ctx.b.regs("b32", 2) if self.loads_c else ()
         self.bar_threads = 128 * ctx.plan.consumers
 
     # -- setup ----------------------------------------------------------------------------------
@@ -139,7 +140,8 @@ class TmaStores(DirectStores):
         b.comment(f"thread 0 initialises the {n} C-load barriers of the TMA epilogue (one arrival each)")
         for i in range(n):
             mb.init(b, Addr(lw.smem, self.layout.barriers + MBARRIER_BYTES * i), 1, guard=lw.leader)
-        self.c_phase = [lw.u32("mov.u32", Imm("0"), comment=f"C buffer {k}: phase parity") for k in range(2)]
+        for k, phase in enumerate(self.c_phase):
+            b.emit("mov.u32", phase, Imm("0"), ndefs=1, comment=f"C buffer {k}: phase parity")
 
     # -- addresses ------------------------------------------------------------------------------
     def _thread_row(self, sixteen_bit: bool) -> VReg:

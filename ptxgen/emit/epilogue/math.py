@@ -113,10 +113,6 @@ class EpilogueMath:
         e = self.f("ex2.approx.f32", self.f("mul.f32", z, f32(-LOG2_E)))
         return self.f("mul.f32", v, self.f("rcp.rn.f32", self.f("add.f32", e, f32(1.0))))
 
-    def emit(self, acc) -> None:
-        """The whole epilogue of the tile from the accumulators `acc` (the store path's)."""
-        raise NotImplementedError
-
     # -- memory -----------------------------------------------------------------------------------
     def load_old(self, addr: Addr, count: int, guard: VReg | None) -> list[VReg]:
         """C's current values at `addr` (beta != 0), as f32; zero where the guard is off."""
@@ -209,6 +205,10 @@ class TileEpilogueMath(EpilogueMath):
     def __init__(self, lw: "GemmLowering", tile: "Tile", edge: "StoreEdges"):
         super().__init__(lw)
         self.tile, self.edge = tile, edge  # the output tile and its bounds
+
+    def emit(self, acc) -> None:
+        """The whole epilogue of the tile from the accumulators `acc` (the store path's)."""
+        raise NotImplementedError
 
 
 def _vec(*regs: VReg) -> Vec:

@@ -23,7 +23,7 @@ def fragment_pair(epi: EpilogueMath, frag: tuple[VReg, ...], h: int) -> list[VRe
     return [epi.f("cvt.rn.f32.s32", v) for v in vals] if epi.int_to_float else vals
 
 
-def site_vectors(epi: EpilogueMath, sp: StorePlan, row: VReg, col: VReg, name: str) -> dict[tuple[int, int], VReg]:
+def site_vectors(epi: TileEpilogueMath, sp: StorePlan, row: VReg, col: VReg, name: str) -> dict[tuple[int, int], VReg]:
     """The value of the row or column vector `name` (bias, or alpha * scale) at each (row delta,
     column delta) site, loaded once per distinct row or column of this thread."""
     lw, kind = epi.lw, getattr(epi.e, name)

@@ -26,7 +26,7 @@ from .isa import mma
 if TYPE_CHECKING:
     from ..gemm import GemmLowering
     from ..edges import StoreEdges
-    from ..epilogue.math import EpilogueMath
+    from ..epilogue.math import TileEpilogueMath
     from ..tiles import KRange, Tile, TileOperands
 
 
@@ -89,7 +89,7 @@ class Sm80Pipeline(CpAsyncOperands):
                 self.mma_step(ks, self.fragments.load(ks, addr), acc)
 
     # -- epilogue and partial tiles -----------------------------------------------------------
-    def epilogue(self, tile: "Tile", ops: "TileOperands") -> EpilogueMath:
+    def epilogue(self, tile: "Tile", ops: "TileOperands") -> "TileEpilogueMath":
         """Direct stores from the fragments, or staged through shared memory (in f32, or in the
         output dtype for 16- and 8-bit outputs), as `geometry.staging_layout` decides; guarded by
         the tile's edge checks."""

@@ -71,7 +71,8 @@ class TileWalk:
             if self.moves_c:
                 base_c, stride_c = ctx.ptr["C"], ld_param(b, "b64", ".u64", BATCH_PARAM.name)
         if self.cluster is not None:
-            index = ctx.u32("mov.u32", Sym("%clusterid.x"), comment=f"{self.role}: first cluster tile, then += %nclusterid.x")
+            index = ctx.u32("mov.u32", Sym("%clusterid.x"),
+                            comment=f"{self.role}: first cluster tile, then += %nclusterid.x")
         else:
             index = ctx.u32("mov.u32", Sym("%ctaid.x"), comment=f"{self.role}: first tile, then += %nctaid.x")
         top, done = b.label(f"{self.role}_tile_loop"), b.label(f"{self.role}_tiles_done")

@@ -68,7 +68,7 @@ SHAPE_ROWS = (
                                                b_layout="row"),
      dict(block=(64, 128, 64), warps=(2, 2), stages=2, smem_layout="pad")),
 )
-#: --arch sm_90a: the wgmma kernels ptxgen builds (emit/sm90), not warp-specialised (one CTA per
+#: --arch sm_90a: the wgmma kernels ptxgen builds (targets/sm90), not warp-specialised (one CTA per
 #: tile, the consumers issue the copies) and warp-specialised + persistent ("ws": the defaults), on
 #: a divisible and an edge problem; the mma.sync rows above are sm_90's. The ws rows keep their
 #: setmaxnreg split only with whole-program ptxas, which `assemble` picks for PTX using setmaxnreg

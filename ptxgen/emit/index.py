@@ -109,7 +109,8 @@ class ExprEmitter:
         try:
             yield
         finally:
-            self.memo = saved
+            self.memo.clear()
+            self.memo.update(saved)
 
     def emit(self, e: Expr) -> VReg | Imm:
         e = _fold(e)

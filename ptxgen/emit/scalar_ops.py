@@ -1,4 +1,5 @@
-"""Scalar instruction helpers shared by the lowerings (sm_80/wmma `GemmLowering`, sm_90a `Sm90Lowering`).
+"""Scalar instruction helpers shared by the lowerings (sm_80/wmma `GemmLowering`, sm_90a
+`Sm90Lowering` and its `Sm90Context`).
 
 A lowering that mixes these in provides `self.b` (its Builder) and `self.dims` (the .u32 size
 parameters loaded so far); each helper emits one instruction into a fresh virtual register."""

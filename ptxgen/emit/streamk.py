@@ -13,14 +13,51 @@ The owner waits only for CTAs with lower %ctaid.x (ranks run backwards), which s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..ir import Addr, Function, Imm, Sym, VReg
+from ..ir import Addr, Builder, Function, Imm, Sym, VReg
+from ..schedule.problem import Gemm
+from ..schedule.schedule import Schedule
 from .memory import bar_sync
 from .tiles import KRange, Tile, TileOperands
 
 if TYPE_CHECKING:
     from ..targets.sm80.lowering import GemmLowering
+    from .index import ExprEmitter
+    from .pipeline import Pipeline
+
+
+class StreamKOps(Protocol):
+    """What the shared Stream-K protocol needs of a lowering (sm_80/wmma `GemmLowering`, sm_90a
+    `Sm90Context`): builder, problem, schedule, %tid.x expressions, the workspace and counters
+    pointers and scalar helpers."""
+
+    @property
+    def b(self) -> Builder: ...
+
+    @property
+    def g(self) -> Gemm: ...
+
+    @property
+    def s(self) -> Schedule: ...
+
+    @property
+    def ex(self) -> "ExprEmitter": ...
+
+    @property
+    def ptr(self) -> dict[str, VReg]: ...
+
+    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
+
+    def u64(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
+
+    def pred(self, op: str, *srcs) -> VReg: ...
+
+    def wide_mul(self, a: VReg | Imm, bb: VReg | Imm) -> VReg: ...
+
+    def ceil_div(self, x: VReg, d: int) -> VReg: ...
+
+    def dim(self, name: str) -> VReg: ...
 
 
 @dataclass(frozen=True)
@@ -52,13 +89,15 @@ class UnitRegs:
     kc: VReg
 
 
-class StreamK:
-    """Emits the persistent Stream-K kernel for one GemmLowering (handed in explicitly)."""
+class StreamKUnits:
+    """The target-independent Stream-K protocol: the decomposition, the unit selection, the
+    partial hand-off and the owner's fix-up, over any lowering (`StreamKOps`) and any pipeline
+    (`io`: how its accumulators reach a partial tile, and its epilogue)."""
 
-    def __init__(self, lw: "GemmLowering"):
+    def __init__(self, lw: StreamKOps, io: "Pipeline[Any, Any]"):
         self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
         self.tile_bytes = self.s.bm * self.s.bn * 4  # one f32 partial tile per workspace slot
-        self.io = lw.pipeline  # how fragments reach a partial tile
+        self.io = io
 
     # -- small helpers ------------------------------------------------------------------------
     def mov(self, dst: VReg, src) -> None:
@@ -67,33 +106,6 @@ class StreamK:
     def branch(self, pred: VReg | None, label: str, negate: bool = False, comment: str | None = None) -> None:
         """A CTA-uniform branch (every value it tests is the same in all threads)."""
         self.b.emit("bra.uni", Sym(label), guard=pred, negate=negate, comment=comment)
-
-    # -- the kernel ---------------------------------------------------------------------------
-    def lower(self) -> Function:
-        lw, b = self.lw, self.b
-        b.banner("Setup: parameters, Stream-K decomposition, per-thread shared addresses")
-        lw.load_pointers()
-        base_ptr = dict(lw.ptr)
-        lw.load_dims()
-        lw.dim("M"), lw.dim("N")
-        strides = lw.batch_strides() if self.g.batch > 1 else None
-        b.comment(f"KT = ceil(K / {self.s.bk}): MAC iterations (k-tiles) per output tile")
-        kt_tile = lw.ceil_div(lw.dim("K"), self.s.bk)
-        lw.pipeline.prepare_loop()
-        lw.pipeline.setup()
-        t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
-        d = self.decompose(kt_tile)
-        acc = lw.accumulators()
-        u = UnitRegs(b.reg("b32"), b.reg("b32"), b.reg("b32"))
-        loop, finish = b.label("unit_loop"), b.label("all_units_done")
-        b.banner("Persistent loop: one work unit (a tile, or a stretch of one tile's k-tiles) per trip")
-        b.place(loop)
-        self.select_unit(d, u, finish)
-        tile, ops = self.run_unit(acc, d, u, base_ptr, strides)
-        self.finish_unit(acc, d, u, tile, ops, loop, t0)
-        b.place(finish)
-        b.emit("ret")
-        return b.function
 
     def decompose(self, kt_tile: VReg) -> Decomposition:
         """The hybrid split of T tiles over G CTAs, and this CTA's Stream-K range [start, end)."""
@@ -159,27 +171,10 @@ class StreamK:
         b.emit("add.u32", d.next_dp, d.next_dp, d.G, ndefs=1)
         b.place(have)
 
-    def run_unit(self, acc, d: Decomposition, u: UnitRegs, base_ptr: dict[str, VReg],
-                 strides: dict[str, VReg] | None) -> tuple[Tile, TileOperands]:
-        """Point the pipeline at the unit's tile and k-tiles, and run it; returns the tile and its operands."""
-        lw, b, g = self.lw, self.b, self.g
-        bar_sync(b, comment="the previous unit is done with the shared buffers")
-        if g.batch > 1:
-            batch = lw.u32("div.u32", u.index, d.per_batch)
-            pid = lw.u32("mad.lo.s32", batch, lw.u32("neg.s32", d.per_batch), u.index)
-            lw.batch_offsets(batch, base_ptr, strides)
-        else:
-            pid = u.index
-        tile = lw.scheduler.tile(pid)
-        k = KRange(u.kc, lw.u32("mad.lo.s32", u.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0"))
-        ops = lw.pipeline.operands(tile)
-        lw.pipeline.skip_k_tiles(ops.gptr, u.k0, "the unit's first k-tile (k0)")
-        lw.zero_accumulators(acc)
-        lw.mainloop(acc, ops, k)
-        return tile, ops
-
-    def finish_unit(self, acc, d: Decomposition, u: UnitRegs, tile: Tile, ops: TileOperands, loop: str,
+    def finish_unit(self, acc, d: Decomposition, u: UnitRegs, tile: Tile, ops: Any, loop: str,
                     t0: VReg) -> None:
+        """After a unit's main loop: publish its partial, or (the tile's owner) add the later
+        ranks' partials, and store a finished tile (`ops`: the pipeline's operands of the tile)."""
         lw, b = self.lw, self.b
         publish, store = b.label("publish_partial"), b.label("tile_epilogue")
         sites_base = self.slot_offset()
@@ -198,9 +193,9 @@ class StreamK:
             self.publish(acc, d, sites_base, t0)
         self.branch(None, loop)
 
-    def store_tile(self, acc, tile: Tile, ops: TileOperands) -> None:
+    def store_tile(self, acc, tile: Tile, ops: Any) -> None:
         """The tile's epilogue (the pipeline's store path)."""
-        self.lw.epilogue(tile, ops.edge).emit(acc)
+        self.io.epilogue(tile, ops).emit(acc)
 
     # -- partials -------------------------------------------------------------------------------
     def slot_offset(self) -> VReg:
@@ -247,3 +242,58 @@ class StreamK:
         b.emit("add.u32", other, other, Imm("1"), ndefs=1)
         self.branch(None, loop)
         b.place(done)
+
+
+class StreamK(StreamKUnits):
+    """Emits the persistent Stream-K kernel for one GemmLowering (handed in explicitly) and its
+    cp.async pipeline."""
+
+    lw: "GemmLowering"
+
+    def __init__(self, lw: "GemmLowering"):
+        super().__init__(lw, lw.pipeline)
+
+    def lower(self) -> Function:
+        lw, b = self.lw, self.b
+        b.banner("Setup: parameters, Stream-K decomposition, per-thread shared addresses")
+        lw.load_pointers()
+        base_ptr = dict(lw.ptr)
+        lw.load_dims()
+        lw.dim("M"), lw.dim("N")
+        strides = lw.batch_strides() if self.g.batch > 1 else None
+        b.comment(f"KT = ceil(K / {self.s.bk}): MAC iterations (k-tiles) per output tile")
+        kt_tile = lw.ceil_div(lw.dim("K"), self.s.bk)
+        lw.pipeline.prepare_loop()
+        lw.pipeline.setup()
+        t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
+        d = self.decompose(kt_tile)
+        acc = lw.accumulators()
+        u = UnitRegs(b.reg("b32"), b.reg("b32"), b.reg("b32"))
+        loop, finish = b.label("unit_loop"), b.label("all_units_done")
+        b.banner("Persistent loop: one work unit (a tile, or a stretch of one tile's k-tiles) per trip")
+        b.place(loop)
+        self.select_unit(d, u, finish)
+        tile, ops = self.run_unit(acc, d, u, base_ptr, strides)
+        self.finish_unit(acc, d, u, tile, ops, loop, t0)
+        b.place(finish)
+        b.emit("ret")
+        return b.function
+
+    def run_unit(self, acc, d: Decomposition, u: UnitRegs, base_ptr: dict[str, VReg],
+                 strides: dict[str, VReg] | None) -> tuple[Tile, TileOperands]:
+        """Point the pipeline at the unit's tile and k-tiles, and run it; returns the tile and its operands."""
+        lw, b, g = self.lw, self.b, self.g
+        bar_sync(b, comment="the previous unit is done with the shared buffers")
+        if g.batch > 1:
+            batch = lw.u32("div.u32", u.index, d.per_batch)
+            pid = lw.u32("mad.lo.s32", batch, lw.u32("neg.s32", d.per_batch), u.index)
+            lw.batch_offsets(batch, base_ptr, strides)
+        else:
+            pid = u.index
+        tile = lw.scheduler.tile(pid)
+        k = KRange(u.kc, lw.u32("mad.lo.s32", u.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0"))
+        ops = lw.pipeline.operands(tile)
+        lw.pipeline.skip_k_tiles(ops.gptr, u.k0, "the unit's first k-tile (k0)")
+        lw.zero_accumulators(acc)
+        lw.mainloop(acc, ops, k)
+        return tile, ops

@@ -7,13 +7,34 @@ what %ctaid.z stands for (batch index and split-K slice).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ..ir import Imm, Sym, VReg
+from ..ir import Builder, Imm, Sym, VReg
+from ..schedule.problem import Gemm
+from ..schedule.schedule import Schedule
 
 if TYPE_CHECKING:
-    from ..targets.sm80.lowering import GemmLowering
     from .edges import StoreEdges
+
+
+class TileOps(Protocol):
+    """What the tile scheduler needs of a lowering (sm_80/wmma `GemmLowering`, sm_90a
+    `Sm90Lowering` or its `Sm90Context`): the builder, the problem and schedule, scalar helpers."""
+
+    @property
+    def b(self) -> Builder: ...
+
+    @property
+    def g(self) -> Gemm: ...
+
+    @property
+    def s(self) -> Schedule: ...
+
+    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
+
+    def dim(self, name: str) -> VReg: ...
+
+    def ceil_div(self, x: VReg, d: int) -> VReg: ...
 
 
 @dataclass(frozen=True)
@@ -34,6 +55,9 @@ class KRange:
 
     count: VReg
     k_left: VReg | None = None
+    #: The first k-tile's index (None: k-tile 0), for pipelines that address k-tiles by index
+    #: (the sm_90a TMA copies' K coordinate) rather than by moved pointers.
+    first: VReg | None = None
 
 
 @dataclass(frozen=True)
@@ -50,7 +74,7 @@ class TileScheduler:
     """Maps a CTA (from the launch grid) or a linear tile index (Stream-K) to its output tile,
     in the schedule's raster order (row, or grouped for L2 reuse)."""
 
-    def __init__(self, lw: "GemmLowering"):
+    def __init__(self, lw: TileOps):
         self.lw, self.b, self.s = lw, lw.b, lw.s
 
     def z_slot(self) -> ZSlot | None:

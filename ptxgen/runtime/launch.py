@@ -47,8 +47,9 @@ def _launch(fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int
 
 def _cluster_config(grid: tuple[int, int, int], block: tuple[int, int, int], smem: int, stream: int,
                     cluster: tuple[int, int, int]) -> Any:
-    """A CUlaunchConfig with the cluster-dimension attribute (issue 13, item 3): cluster kernels
-    launch through cuLaunchKernelEx with the dimensions their .reqnctapercluster also states."""
+    """A CUlaunchConfig with the cluster-dimension attribute: cluster kernels launch through
+    cuLaunchKernelEx with the dimensions their .reqnctapercluster also states
+    (docs/ptx_facts/clusters.md)."""
     d = drv._driver()
     cfg = d.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid

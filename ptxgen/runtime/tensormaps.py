@@ -1,5 +1,5 @@
 """Runtime TMA tensor maps: CUtensorMaps for device arrays, passed by value to kernels, and the
-cluster launch (issue 13, item 3).
+cluster launch (docs/ptx_facts/tma.md §9d′, clusters.md).
 
 Why a module of its own: a Hopper kernel's TMA copies read a 128-byte CUtensorMap that the host
 encodes with `cuTensorMapEncodeTiled` and passes as a `.param .align 64 .b8 map[128]` kernel

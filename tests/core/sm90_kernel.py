@@ -13,7 +13,7 @@ from ptxgen.emit.index import ExprEmitter, Tid
 from ptxgen.ir import REG_CLASSES, Addr, Function, Param, Sym, Vec, VReg
 from ptxgen.ir.render import render
 from ptxgen.targets.sm90 import descriptors as dsc
-from ptxgen.targets.sm90 import mbarrier_isa as mb
+from ptxgen.emit import mbarrier_isa as mb
 from ptxgen.targets.sm90 import tma_isa as tma
 from ptxgen.targets.sm90 import wgmma_isa as wi
 from ptxgen.targets.sm90.wgmma_layouts import accumulator_table

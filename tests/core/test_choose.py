@@ -1,5 +1,5 @@
 """`compile(gemm)` without a schedule: the chooser's pick is legal, never spills, runs correctly, and
-fits the shape (issue 14: decode M=1 must not run a 128-row tile; 77x131x45 and 100x72x7 batch 3
+fits the shape (decode M=1 must not run a 128-row tile; 77x131x45 and 100x72x7 batch 3
 spilled on the old fixed default)."""
 from __future__ import annotations
 

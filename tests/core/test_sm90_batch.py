@@ -1,4 +1,4 @@
-"""Batched sm_90a GEMMs (emit/sm90/batch.py): A and B through 3-D tensor maps (batch outermost,
+"""Batched sm_90a GEMMs (targets/sm90/batch.py): A and B through 3-D tensor maps (batch outermost,
 the operand's batch stride), the batch index the TMA copies' third coordinate, C moved by
 batch_stride_c. Proven on the simulator against float64 numpy per batch with a poisoned C; a
 planted bug (the batch coordinate dropped) must be caught; a batch stride TMA cannot describe is

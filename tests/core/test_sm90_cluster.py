@@ -1,4 +1,4 @@
-"""Thread-block clusters on the warp-specialised persistent sm_90a kernel (ptxgen/emit/sm90/cluster.py):
+"""Thread-block clusters on the warp-specialised persistent sm_90a kernel (ptxgen/targets/sm90/cluster.py):
 the CTAs of a (CM, CN) cluster walk cluster tiles in lockstep, each loads 1/CM of the shared B box
 (1/CN of A) and multicasts it, every consumer warp releases a stage on every CTA it came from, and
 cluster barriers guard the barrier inits and the exit. Proven on the simulator (which runs whole
@@ -158,12 +158,12 @@ def test_consumers_releasing_only_their_own_cta_is_caught(monkeypatch):
     """Each CTA's consumers arrive only on their own empty barrier (counted for them alone): a
     producer refills a stage its multicast peer is still reading, or has not read yet. The
     deadlock form of a missing remote release is caught (test_missing_remote_release_is_a_deadlock)."""
-    from ptxgen.targets.sm90 import mbarrier_isa as mb
+    from ptxgen.emit import mbarrier_isa as mb
     from ptxgen.targets.sm90.cluster import ClusterRoles
 
-    def own_only(self, lane):
-        return (self.lw.pred("setp.eq.u32", lane, 0),
-                mb.mapa(self.b, self.lw.empty_bars, self.rank, comment="only my own CTA (planted)"))
+    def own_only(self, lane, empty):
+        return (self.ops.pred("setp.eq.u32", lane, 0),
+                mb.mapa(self.b, empty, self.rank, comment="only my own CTA (planted)"))
 
     monkeypatch.setattr(ClusterRoles, "release_targets", own_only)
     monkeypatch.setattr(ClusterRoles, "barrier_counts", lambda self, warps: warps)

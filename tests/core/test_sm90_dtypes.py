@@ -1,4 +1,4 @@
-"""The sm_90a lowering for tf32, fp8 (e4m3/e5m2) and s8/u8 inputs (emit/sm90/operand_types.py):
+"""The sm_90a lowering for tf32, fp8 (e4m3/e5m2) and s8/u8 inputs (targets/sm90/operand_types.py):
 K-major only (A row-major, B column-major: wgmma transposes only 16-bit types, wgmma.md §9a), TMA
 boxes one swizzle width of 4- or 1-byte elements, the k8 / k32 instruction, f32 or exact s32
 accumulators and the shared epilogue (scales, bias, activations, quantised 8-bit outputs).

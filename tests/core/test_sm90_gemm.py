@@ -1,4 +1,4 @@
-"""The sm_90a GEMM lowering (ptxgen/emit/sm90/pipeline.py): TMA + full-mbarrier ring + wgmma, one
+"""The sm_90a GEMM lowering (ptxgen/targets/sm90/pipeline.py): TMA + full-mbarrier ring + wgmma, one
 or two consumer warpgroups, the TMA-store epilogue by default (direct stores where C's rows are not
 16-byte aligned or epilogue_via_smem=False; tests/core/test_sm90_tma_store.py has its own). Proven on the simulator against float64 numpy with
 never-zero inputs and a poisoned C; planted bugs (a stage refilled while its wgmma may still read

@@ -1,4 +1,4 @@
-"""The sm90 ISA tables (ptxgen/emit/sm90) cell by cell against the ISA (docs/ptx_facts/), and the
+"""The sm90 ISA tables (ptxgen/targets/sm90) cell by cell against the ISA (docs/ptx_facts/), and the
 descriptor and fragment layouts against ptxgen.sim's independent decoders.
 
 Expected values are written out here from the PTX ISA text (shape lists, the descriptor bit table,
@@ -15,7 +15,7 @@ from ptxgen.emit.index import evaluate
 from ptxgen.ir import Addr, Sym
 from ptxgen.ir.render import render_instr
 from ptxgen.targets.sm90 import descriptors as dsc
-from ptxgen.targets.sm90 import mbarrier_isa as mb
+from ptxgen.emit import mbarrier_isa as mb
 from ptxgen.targets.sm90 import tma_isa as tma
 from ptxgen.targets.sm90 import wgmma_isa as wi
 from ptxgen.targets.sm90 import wgmma_layouts as wl

@@ -1,4 +1,4 @@
-"""Split-K on sm_90a (emit/sm90/splitk.py): each split's CTA runs its k-range through the TMA/wgmma
+"""Split-K on sm_90a (targets/sm90/splitk.py): each split's CTA runs its k-range through the TMA/wgmma
 main loop, stores an f32 partial tile, and the last split sums them in order and runs the epilogue
 once. Proven on the simulator against float64 numpy with a poisoned C (beta and bias show an
 epilogue applied more than once); a planted bug (a k-range overlapping its neighbour's) must be
@@ -115,7 +115,7 @@ def test_a_k_range_overlapping_its_neighbour_is_caught(monkeypatch):
 
     def overlapping(self, kt, split_index):
         first, count = real(self, kt, split_index)
-        return first, self.lw.u32("add.u32", count, ptxgen.ir.Imm("1"))
+        return first, self.ctx.u32("add.u32", count, ptxgen.ir.Imm("1"))
 
     monkeypatch.setattr(Sm90SplitK, "k_range", overlapping)
     assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=2) > 0.1

@@ -1,4 +1,4 @@
-"""Stream-K on sm_90a (emit/sm90/streamk.py): emit/streamk.py's persistent loop over work units,
+"""Stream-K on sm_90a (targets/sm90/streamk.py): emit/streamk.py's persistent loop over work units,
 each unit run by the TMA/wgmma main loop over its k-range, the ring's barriers re-initialised
 between units, partials in the wgmma accumulator layout, the epilogue run once per tile by its
 owner. Proven on the simulator against float64 numpy with a poisoned C; a planted bug (the

@@ -1,4 +1,4 @@
-"""The sm_90a TMA-store epilogue (ptxgen/emit/sm90/epilogue_tma.py): accumulators -> epilogue math
+"""The sm_90a TMA-store epilogue (ptxgen/targets/sm90/epilogue_tma.py): accumulators -> epilogue math
 -> cast -> swizzled shared staging (stmatrix / st.shared.v2.f32) -> fence.proxy.async -> barrier ->
 one thread's TMA store per box, clipped by TMA at M and N; beta's C read through TMA on mbarriers.
 

@@ -139,7 +139,7 @@ def test_every_sync_and_cluster_wrapper_assembles():
     """One module holding each mbarrier / fence / setmaxnreg / stmatrix / cluster wrapper and the
     text-level TMA store, multicast load and elect.sync: ptxas for sm_90a accepts the spellings."""
     from ptxgen.ir import REG_CLASSES
-    from ptxgen.targets.sm90 import mbarrier_isa as mb
+    from ptxgen.emit import mbarrier_isa as mb
     from ptxgen.targets.sm90 import tma_isa as tma
 
     b = Builder("k", [Param(".align 64 .b8", "tmap[128]")])

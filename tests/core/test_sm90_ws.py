@@ -1,4 +1,4 @@
-"""The warp-specialised sm_90a kernel (ptxgen/emit/sm90/warp_specialized.py): a producer warpgroup's
+"""The warp-specialised sm_90a kernel (ptxgen/targets/sm90/warp_specialized.py): a producer warpgroup's
 elected thread fills a full/empty mbarrier ring with TMA, one or two consumer warpgroups run wgmma
 and release each stage after the wgmma reading it retired. Proven on the simulator against float64
 numpy with never-zero inputs and a NaN-poisoned C; planted bugs (a stage released before its wgmma

@@ -1,10 +1,12 @@
-"""Batched GEMMs in the warp-specialised persistent sm_90a kernel (emit/sm90/persistent.py): the walk
+"""Batched GEMMs in the warp-specialised persistent sm_90a kernel (targets/sm90/persistent.py): the walk
 covers batch x tiles (the batch outermost, the raster within a batch), the producer's TMA copies name
 the tile's batch as their third coordinate, the consumers move C by batch_stride_c. Proven on the
 simulator against float64 numpy per batch with a poisoned C, over a hypothesis space with small grids
 (so CTAs cross batch boundaries), with and without clusters; a planted bug (the producer's batch
 coordinate dropped) must be caught; ptxas assembles the kernel without spills."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
@@ -108,10 +110,10 @@ def test_producer_dropping_the_batch_coordinate_is_caught(monkeypatch):
     real = sm90_persistent.TileWalk.begin
 
     def producer_batch_zero(self):
-        tile = real(self)
+        ops, step = real(self)
         if self.role == "producer":
-            self.lw.tma_batch = tuple(self.lw.u32("mov.u32", Imm("0")) for _ in self.lw.tma_batch)
-        return tile
+            ops = replace(ops, batch=tuple(self.ctx.u32("mov.u32", Imm("0")) for _ in ops.batch))
+        return ops, step
 
     monkeypatch.setattr(sm90_persistent.TileWalk, "begin", producer_batch_zero)
     bad = ptxgen.compile(g, s, arch=ARCH)

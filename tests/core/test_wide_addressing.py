@@ -1,6 +1,6 @@
 """Global addresses past 2^32 bytes: leading dimensions whose rows are 4 GiB or more apart.
 
-A 32-bit `ld * element_bytes` (or `row * ld`) wraps at 2^32 and silently aliases rows (issue 10).
+A 32-bit `ld * element_bytes` (or `row * ld`) wraps at 2^32 and silently aliases rows.
 The operands here are strided views of lazily zeroed buffers: only the pages the kernel touches
 become memory, and the simulator reads the caller's buffers in place, so each run is cheap.
 Every run is on the simulator with its bounds checks on.

@@ -1,4 +1,4 @@
-"""The sm_90a GEMM (ptxgen/emit/sm90) through the CUDA driver API: `k(a, b)` encodes A's and B's
+"""The sm_90a GEMM (ptxgen/targets/sm90) through the CUDA driver API: `k(a, b)` encodes A's and B's
 CUtensorMaps with cuTensorMapEncodeTiled (ptxgen/runtime/launch.py: sm90_tensor_maps), passes
 them by value and launches; checked against float64 numpy. On a CPU it runs through the
 simulator-backed stand-in driver, whose cuTensorMapEncodeTiled rules are the driver's."""
@@ -190,7 +190,7 @@ def test_sm90_tma_store_epilogue_through_the_driver():
                                                ("e5m2", "f32", (64, 48, 64)), ("s8", "s32", (64, 64, 128)),
                                                ("u8", "u8", (64, 64, 64))])
 def test_sm90_tf32_fp8_int8_through_the_driver(dtype, out, block):
-    """The K-major tf32 / fp8 / int8 kernels (emit/sm90/operand_types.py): maps of 4- and 1-byte
+    """The K-major tf32 / fp8 / int8 kernels (targets/sm90/operand_types.py): maps of 4- and 1-byte
     elements (FLOAT32 / UINT8 TMA types) encoded by cuTensorMapEncodeTiled, every output checked."""
     from ptxgen.check import check_kernel, random_epilogue_operands, random_scale
     from ptxgen import Epilogue
@@ -209,7 +209,7 @@ def test_sm90_tf32_fp8_int8_through_the_driver(dtype, out, block):
 @pytest.mark.parametrize("shape, layouts, cluster", [((300, 200, 136), "tn", (2, 1)),    # odd m-tile count
                                                      ((136, 264, 104), "nt", (1, 2))])
 def test_cluster_multicast_gemm_launches_through_cuLaunchKernelEx(shape, layouts, cluster, monkeypatch):
-    """A cluster kernel (emit/sm90/cluster.py) goes through cuLaunchKernelEx with the cluster-
+    """A cluster kernel (targets/sm90/cluster.py) goes through cuLaunchKernelEx with the cluster-
     dimension attribute (the same (CM*CN, 1, 1) its .reqnctapercluster states), never cuLaunchKernel."""
     from ptxgen.runtime import launch as launch_mod
 

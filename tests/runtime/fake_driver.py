@@ -7,7 +7,7 @@ allocations. Kernels are Python functions registered by entry name with their pa
 The simulator-backed stand-in driver (ptxgen/runtime/simdriver, PTXGEN_DRIVER=sim) runs the runtime
 through the real bindings with ptxgen's real kernels: tests/gpu, test_simdriver*.py,
 test_runtime_launch_standin.py and test_runtime_tensormaps.py use it. This fake remains only where
-a test needs what the stand-in cannot give (issue 11, item 4):
+a test needs what the stand-in cannot give:
 
 - test_runtime_launch_fake.py: Python "kernels" that report exactly which pointers, leading
   dimensions, grid, block and shared memory reached them (48 layout cases in milliseconds), and

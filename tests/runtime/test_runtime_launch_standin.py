@@ -1,7 +1,7 @@
 """launch_kernel / launch_ptx through the simulator-backed stand-in driver (the `standin` fixture,
 tests/runtime/conftest.py): the real cuda.bindings, ptxgen's real kernels run on ptxgen.sim.
 
-Moved here from the fake-driver tests (issue 11 item 4): where the stand-in can check a thing,
+Moved here from the fake-driver tests (fake_driver.py lists what stays there): where the stand-in can check a thing,
 it checks it against the driver's own rules (device pointers, the shared-memory opt-in, the
 device's limits) with real kernels, not against a Python "kernel" written next to the test.
 """

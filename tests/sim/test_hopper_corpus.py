@@ -1,4 +1,4 @@
-"""PTX that Triton wrote for sm_90a, run on ptxgen.sim and checked against float64 numpy (issue 12).
+"""PTX that Triton wrote for sm_90a, run on ptxgen.sim and checked against float64 numpy.
 
 The corpus (tests/sim/hopper_corpus, see its README) is test data: CI needs no Triton. An entry
 that needs a Hopper feature the simulator does not model yet (harness.SUPPORTED) is a strict
@@ -39,7 +39,7 @@ def _param(entry: harness.Entry):
         return pytest.param(entry, id=entry.name)
     return pytest.param(entry, id=entry.name, marks=pytest.mark.xfail(
         strict=True, raises=(HazardError, harness.SimFeatureMissing),
-        reason=f"ptxgen.sim does not model {', '.join(missing)} yet (issue 12)"))
+        reason=f"ptxgen.sim does not model {', '.join(missing)} yet"))
 
 
 @pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES])

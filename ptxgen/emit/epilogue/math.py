@@ -8,12 +8,13 @@ memory), sm80/epilogue_typed.py (staged in the output dtype).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ...ir import Addr, Imm, Vec, VReg
+from ...ir import Addr, Builder, Imm, Vec, VReg
 from ..memory import st_global
 from ..quantize import load_bytes, quantize, store_bytes
-from ...schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES
+from ...schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES, Gemm
+from ...schedule.schedule import Schedule
 
 if TYPE_CHECKING:
     from ...targets.sm80.lowering import GemmLowering
@@ -31,13 +32,35 @@ def f32(x: float) -> Imm:
     return Imm("0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0])
 
 
-class EpilogueMath:
-    """The element math and memory accesses of the epilogue of one output tile (`tile`, with the
-    store guards of `edge`); subclasses add a store path (`emit`)."""
+class EpilogueOps(Protocol):
+    """What the epilogue math needs of a lowering (sm_80/wmma `GemmLowering`, sm_90a
+    `Sm90Context`): builder, problem, schedule, the vector pointers and scalar helpers."""
 
-    def __init__(self, lw: "GemmLowering", tile: "Tile", edge: "StoreEdges"):
+    @property
+    def b(self) -> Builder: ...
+
+    @property
+    def g(self) -> Gemm: ...
+
+    @property
+    def s(self) -> Schedule: ...
+
+    @property
+    def ptr(self) -> dict[str, VReg]: ...
+
+    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
+
+    def u64(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
+
+    def wide_mul(self, a: VReg | Imm, bb: VReg | Imm) -> VReg: ...
+
+
+class EpilogueMath:
+    """The element math and memory accesses of an epilogue; subclasses add a store path (`emit`)
+    and say where the tile is (`TileEpilogueMath` on sm_80/wmma; the sm_90a stores take it per call)."""
+
+    def __init__(self, lw: EpilogueOps):
         self.lw, self.b, self.g = lw, lw.b, lw.g
-        self.tile, self.edge = tile, edge  # the output tile and its bounds
         self.e = lw.g.epi
         self.ob = lw.g.out_bytes
         self.atomic = lw.s.split_k > 1 and lw.s.split_k_mode == "atomic"
@@ -89,10 +112,6 @@ class EpilogueMath:
         1 + tanh(z/2), so small results keep their relative accuracy."""
         e = self.f("ex2.approx.f32", self.f("mul.f32", z, f32(-LOG2_E)))
         return self.f("mul.f32", v, self.f("rcp.rn.f32", self.f("add.f32", e, f32(1.0))))
-
-    def emit(self, acc) -> None:
-        """The whole epilogue of the tile from the accumulators `acc` (the store path's)."""
-        raise NotImplementedError
 
     # -- memory -----------------------------------------------------------------------------------
     def load_old(self, addr: Addr, count: int, guard: VReg | None) -> list[VReg]:
@@ -176,6 +195,21 @@ class EpilogueMath:
                                                             else []) + ([e.activation] if e.activation else [])
         out = f"{g.out_dtype} (round to nearest even, saturate)" if self.quantized else g.out_dtype
         self.b.comment(f"epilogue in f32: {', '.join(steps)}; -> {out}")
+
+
+class TileEpilogueMath(EpilogueMath):
+    """EpilogueMath of one sm_80/wmma output tile (`tile`, with the store guards of `edge`)."""
+
+    lw: "GemmLowering"
+
+    def __init__(self, lw: "GemmLowering", tile: "Tile", edge: "StoreEdges"):
+        super().__init__(lw)
+        self.tile, self.edge = tile, edge  # the output tile and its bounds
+
+    def emit(self, acc) -> None:
+        """The whole epilogue of the tile from the accumulators `acc` (the store path's)."""
+        raise NotImplementedError
+
 
 def _vec(*regs: VReg) -> Vec:
     return Vec(tuple(regs))

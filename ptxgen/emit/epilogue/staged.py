@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...schedule.geometry import staging_layout
-from .math import CVT_PACK, EpilogueMath
+from .math import CVT_PACK, TileEpilogueMath
 from ..addressing import RowPointers
 from ..index import Tid, evaluate, share_bases
 from ...ir import Addr, Imm, Vec, VReg
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 STAGE_BUFFER = "C_stage"
 
 
-class StagedEpilogue(EpilogueMath):
+class StagedEpilogue(TileEpilogueMath):
     """The f32 staging store path: the pipeline writes its fragments to the staging tile
     (`Pipeline.stage_fragments`), then every thread drains 16-byte chunks through the math."""
 

@@ -8,7 +8,7 @@ aligned below a pair's width, fall back to scalar stores. s32 accumulators are s
 from __future__ import annotations
 
 from ...emit.addressing import RowPointers
-from ...emit.epilogue.math import EpilogueMath
+from ...emit.epilogue.math import EpilogueMath, TileEpilogueMath
 from ...ir import Addr, Imm, VReg
 from ...emit.memory import st_global
 from .plans import StorePlan, store_plan
@@ -23,7 +23,7 @@ def fragment_pair(epi: EpilogueMath, frag: tuple[VReg, ...], h: int) -> list[VRe
     return [epi.f("cvt.rn.f32.s32", v) for v in vals] if epi.int_to_float else vals
 
 
-def site_vectors(epi: EpilogueMath, sp: StorePlan, row: VReg, col: VReg, name: str) -> dict[tuple[int, int], VReg]:
+def site_vectors(epi: TileEpilogueMath, sp: StorePlan, row: VReg, col: VReg, name: str) -> dict[tuple[int, int], VReg]:
     """The value of the row or column vector `name` (bias, or alpha * scale) at each (row delta,
     column delta) site, loaded once per distinct row or column of this thread."""
     lw, kind = epi.lw, getattr(epi.e, name)
@@ -40,7 +40,7 @@ def site_vectors(epi: EpilogueMath, sp: StorePlan, row: VReg, col: VReg, name: s
     return {(dr, dc + j): value[dc + j if by_col else dr] for *_, dr, dc in sp.sites for j in range(2)}
 
 
-class DirectEpilogue(EpilogueMath):
+class DirectEpilogue(TileEpilogueMath):
     """Stores the tile straight from the fragment registers (no staging tile)."""
 
     def emit(self, acc) -> None:

@@ -24,7 +24,7 @@ from ...emit.splitk import SplitK
 from ...emit.streamk import StreamK
 from .pipeline import Sm80Pipeline
 from .wmma.pipeline import WmmaPipeline
-from ...emit.pipeline import Accumulators, Pipeline
+from ...emit.pipeline import Accumulators, CpAsyncPipeline
 from ...ir import Function, Imm, Param, Sym, VReg
 from ...emit.tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
 from ...emit.memory import ld_param
@@ -84,7 +84,7 @@ class GemmLowering(ScalarOps):
         self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
         self.tile_a, self.tile_b = operand_tiles(g, s)
-        self.pipeline: Pipeline = pipeline_class(s)(self)
+        self.pipeline: CpAsyncPipeline = pipeline_class(s)(self)
         self.scheduler = TileScheduler(self)
         # Kernel-invariant registers, emitted by the setup before any use:
         self._tid: VReg | None = None  # %tid.x, from load_pointers
@@ -186,13 +186,9 @@ class GemmLowering(ScalarOps):
         if self.workspace_split:
             assert z is not None
             SplitK(self).reduce(acc, tile, z)
-        self.epilogue(tile, ops.edge).emit(acc)
+        self.pipeline.epilogue(tile, ops).emit(acc)
         b.emit("ret")
         return b.function
-
-    def epilogue(self, tile: Tile, edge: StoreEdges) -> EpilogueMath:
-        """The pipeline's epilogue store path for the tile."""
-        return self.pipeline.epilogue(tile, edge)
 
     def accumulators(self) -> Accumulators:
         """The warp tile's accumulator registers, as the pipeline lays them out."""

@@ -26,7 +26,7 @@ from .isa import mma
 if TYPE_CHECKING:
     from .lowering import GemmLowering
     from ...emit.edges import StoreEdges
-    from ...emit.epilogue.math import EpilogueMath
+    from ...emit.epilogue.math import TileEpilogueMath
     from ...emit.tiles import KRange, Tile, TileOperands
 
 
@@ -89,12 +89,13 @@ class Sm80Pipeline(CpAsyncOperands):
                 self.mma_step(ks, self.fragments.load(ks, addr), acc)
 
     # -- epilogue and partial tiles -----------------------------------------------------------
-    def epilogue(self, tile: "Tile", edge: "StoreEdges") -> EpilogueMath:
+    def epilogue(self, tile: "Tile", ops: "TileOperands") -> "TileEpilogueMath":
         """Direct stores from the fragments, or staged through shared memory (in f32, or in the
-        output dtype for 16- and 8-bit outputs), as `geometry.staging_layout` decides."""
+        output dtype for 16- and 8-bit outputs), as `geometry.staging_layout` decides; guarded by
+        the tile's edge checks."""
         st = staging_layout(self.g, self.s)
         cls = DirectEpilogue if st is None else TypedStagedEpilogue if st.typed else StagedEpilogue
-        return cls(self.lw, tile, edge)
+        return cls(self.lw, tile, ops.edge)
 
     def stage_fragments(self, acc: Accumulators, base: VReg, epi: "StagedEpilogue") -> None:
         lw, sp = self.lw, self.sp

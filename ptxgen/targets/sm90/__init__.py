@@ -6,6 +6,6 @@ As CuTe keeps `cute/arch/mma_sm90_gmma.hpp` (the raw instruction) apart from
 - `wgmma_layouts`: accumulator and register-A fragments as (thread, register) -> (row, col);
 - `descriptors`: the 64-bit shared-memory matrix descriptor and the canonical layouts it names;
 - `tma_isa`: cp.async.bulk.tensor and bulk-group instructions;
-- `mbarrier_isa`: mbarrier, proxy fences, elect.sync, setmaxnreg, cluster helpers.
+- `../../emit/mbarrier_isa` (shared with later targets): mbarrier, proxy fences, elect.sync, setmaxnreg, cluster helpers.
 Every fact is written up, with its PTX ISA section, under docs/ptx_facts/.
 """

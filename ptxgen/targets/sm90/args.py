@@ -1,4 +1,4 @@
-"""Arguments of ptxgen's sm_90a kernels (emit/sm90/pipeline.py) on the driver path: the
+"""Arguments of ptxgen's sm_90a kernels (targets/sm90/pipeline.py) on the driver path: the
 CUtensorMaps of A and B (and of C for the TMA-store epilogue) passed by value, and the check of the entry's parameter list. Apart
 from launch.py, whose pointer-argument kernels are the rest of ptxgen's."""
 from __future__ import annotations

@@ -16,36 +16,46 @@ batch outermost, and each role takes the batch (and the consumers C's matrix) pe
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...ir import Imm, Param, VReg
 from ...emit.memory import ld_param
-from ...emit.tiles import TileScheduler, ZSlot
-
-if TYPE_CHECKING:
-    from .pipeline import Sm90Lowering
+from ...emit.tiles import TileOps, TileScheduler, ZSlot
 
 #: Appended after ldc when batch > 1: elements between consecutive C matrices.
 BATCH_PARAM = Param(".u64", "batch_stride_c")
+
+
+class BatchOps(TileOps, Protocol):
+    """What moving C to a batch needs beyond the tile scheduler's helpers."""
+
+    def u64(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
 
 
 def batch_params(batch: int) -> list[Param]:
     return [BATCH_PARAM] if batch > 1 else []
 
 
-def z_slot(lw: "Sm90Lowering") -> ZSlot | None:
+def z_slot(lw: TileOps) -> ZSlot | None:
     """%ctaid.z as (batch, split), None when the launch has no z dimension."""
-    return TileScheduler(lw).z_slot()  # type: ignore[arg-type]  # uses b, s, g, u32
+    return TileScheduler(lw).z_slot()
 
 
-def tma_batch_coordinate(lw: "Sm90Lowering", z: ZSlot | None) -> tuple[VReg, ...]:
-    """The TMA copies' extra (outermost) coordinate: (batch,) for a batched GEMM, else ().
-    Moves C to the batch's matrix: C += batch * batch_stride_c * element bytes."""
+def batch_matrix_c(lw: BatchOps, z: ZSlot | None, c: VReg) -> VReg:
+    """C moved to the CTA's batch: c + batch * batch_stride_c * element bytes (c itself when not
+    batched)."""
     if lw.g.batch == 1:
-        return ()
+        return c
     assert z is not None, "a batched launch has a z dimension"
     lw.b.comment("batch: the third tensor-map coordinate of every TMA copy, and C's matrix")
     stride = ld_param(lw.b, "b64", ".u64", BATCH_PARAM.name)
     step = lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", z.batch), stride)
-    lw.ptr["C"] = lw.u64("mad.lo.u64", step, Imm(str(lw.g.out_bytes)), lw.ptr["C"])
+    return lw.u64("mad.lo.u64", step, Imm(str(lw.g.out_bytes)), c)
+
+
+def tma_batch_coordinate(lw: TileOps, z: ZSlot | None) -> tuple[VReg, ...]:
+    """The TMA copies' extra (outermost) coordinate: (batch,) for a batched GEMM, else ()."""
+    if lw.g.batch == 1:
+        return ()
+    assert z is not None, "a batched launch has a z dimension"
     return (z.batch,)

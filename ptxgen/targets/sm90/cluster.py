@@ -42,17 +42,19 @@ CTA touches another's memory: empty counts one CTA's warps and no cluster barrie
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ...ir import Addr, Imm, Sym, VReg
+from ...ir import Addr, Builder, Imm, Sym, VReg
 from .plan import HopperPlan
+from ...schedule.schedule import Schedule
 from ...emit.tiles import Tile
-from . import mbarrier_isa as mb
+from ...emit import mbarrier_isa as mb
 from . import tma_isa as tma
 
 if TYPE_CHECKING:
+    from ..mbarrier_ring import MbarrierRing
+    from .context import TmaOperands
     from .mainloop import TmaWgmmaLoop
-    from .pipeline import Sm90Lowering
 
 
 @dataclass(frozen=True)
@@ -96,45 +98,50 @@ def split_box_rows(outer: int, parts: int) -> int:
     return outer // parts
 
 
+class ClusterOps(Protocol):
+    """What the cluster protocol needs of its lowering: the builder, schedule and scalar helpers."""
+
+    @property
+    def b(self) -> Builder: ...
+
+    @property
+    def s(self) -> Schedule: ...
+
+    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
+
+    def pred(self, op: str, *srcs) -> VReg: ...
+
+    def dim(self, name: str) -> VReg: ...
+
+    def ceil_div(self, x: VReg, d: int) -> VReg: ...
+
+
+@dataclass(frozen=True)
+class ClusterTiles:
+    """Cluster tiles along M and N, and their product (what a cluster's walk covers per batch)."""
+
+    num_m: VReg
+    num_n: VReg
+    count: VReg
+
+
+@dataclass(frozen=True, eq=False)
 class ClusterRoles:
-    """The cluster registers (rank, position, masks, slices, release target) and the pieces of
-    the protocol the warp-specialised loop calls."""
+    """The cluster registers (rank, position, masks, slices), set once before the roles split
+    (`cluster_roles` emits and returns them), and the pieces of the protocol the
+    warp-specialised kernel calls."""
 
-    def __init__(self, lw: "Sm90Lowering", shape: ClusterShape):
-        self.lw, self.b, self.shape = lw, lw.b, shape
-        self.masks: dict[str, VReg] = {}          # per multicast operand: its .b16 ctaMask
-        self.slice_rows: dict[str, VReg] = {}     # per multicast operand: which slice this CTA loads
-        # set by setup() before the roles split: %cluster_ctarank and this CTA's (dm, dn) in the cluster
-        self.rank: VReg
-        self.dm: VReg
-        self.dn: VReg
-        # set by tile_count() in each role's walk: cluster tiles along M and N
-        self.num_m: VReg
-        self.num_n: VReg
+    ops: ClusterOps
+    shape: ClusterShape
+    rank: VReg                  # %cluster_ctarank
+    dm: VReg                    # this CTA's (dm, dn) in the cluster's CM x CN block of tiles
+    dn: VReg
+    masks: dict[str, VReg]      # per multicast operand: its .b16 ctaMask
+    slice_rows: dict[str, VReg]  # per multicast operand: which slice this CTA loads
 
-    # -- set-up, before the roles split ---------------------------------------------------------
-    def setup(self) -> None:
-        """%cluster_ctarank -> (dm, dn); the multicast masks and slice offsets of each shared operand."""
-        lw, b, sh = self.lw, self.b, self.shape
-        b.comment(f"cluster of {sh.cm}x{sh.cn} CTAs: rank r is tile (dm, dn) = (r % {sh.cm}, r / {sh.cm}) of "
-                  "the cluster tile")
-        self.rank = lw.u32("mov.u32", Sym("%cluster_ctarank"))
-        self.dm = lw.u32("rem.u32", self.rank, Imm(str(sh.cm))) if sh.cm > 1 else lw.u32("mov.u32", Imm("0"))
-        self.dn = lw.u32("div.u32", self.rank, Imm(str(sh.cm))) if sh.cn > 1 else lw.u32("mov.u32", Imm("0"))
-        if "B" in sh.multicast:  # the cluster column: ranks CM*dn .. CM*dn + CM-1
-            column = lw.u32("shl.b32", Imm(str((1 << sh.cm) - 1)), lw.u32("mul.lo.u32", self.dn, Imm(str(sh.cm))))
-            self.masks["B"] = self._b16(column, "ctaMask of B: the CTAs of this cluster column (same n-tile)")
-            self.slice_rows["B"] = self.dm
-        if "A" in sh.multicast:  # the cluster row: ranks dm, dm + CM, ...
-            pattern = sum(1 << (sh.cm * j) for j in range(sh.cn))
-            row = lw.u32("shl.b32", Imm(str(pattern)), self.dm)
-            self.masks["A"] = self._b16(row, "ctaMask of A: the CTAs of this cluster row (same m-tile)")
-            self.slice_rows["A"] = self.dn
-
-    def _b16(self, x: VReg, comment: str) -> VReg:
-        d = self.b.reg("b16")
-        self.b.emit("cvt.u16.u32", d, x, ndefs=1, comment=comment)
-        return d
+    @property
+    def b(self) -> Builder:
+        return self.ops.b
 
     def barrier_counts(self, consumer_warps: int) -> int:
         """Arrivals per phase of an empty barrier: one per consumer warp of every receiving CTA."""
@@ -156,11 +163,11 @@ class ClusterRoles:
                comment="every peer is done too: nobody will touch this CTA's shared memory again")
 
     # -- the consumer's release of a stage -------------------------------------------------------
-    def release_targets(self, lane: VReg) -> tuple[VReg, VReg]:
-        """(predicate: this lane arrives, shared::cluster address of empty[0] of its receiver).
-        Lane j < receivers serves receiver j: the cluster column (B shared) first, then the
-        cluster row (A shared) without this CTA."""
-        lw, sh = self.lw, self.shape
+    def release_targets(self, lane: VReg, empty: VReg) -> tuple[VReg, VReg]:
+        """(predicate: this lane arrives, shared::cluster address of empty[0] of its receiver),
+        from this CTA's empty[0] at `empty`. Lane j < receivers serves receiver j: the cluster
+        column (B shared) first, then the cluster row (A shared) without this CTA."""
+        lw, sh = self.ops, self.shape
         col = sh.cm if "B" in sh.multicast else 1
         if "B" in sh.multicast:
             target = lw.u32("add.u32", lane, lw.u32("mul.lo.u32", self.dn, Imm(str(sh.cm))),
@@ -177,26 +184,21 @@ class ClusterRoles:
             target = lw.u32("selp.u32", row_rank, target, in_row)
         target = lw.u32("min.u32", target, Imm(str(sh.size - 1)), comment="lanes that do not arrive: any valid rank")
         go = lw.pred("setp.lt.u32", lane, Imm(str(sh.receivers)))
-        remote = mb.mapa(self.b, lw.empty_bars, target, comment="empty[0] of this lane's receiver CTA")
+        remote = mb.mapa(self.b, empty, target, comment="empty[0] of this lane's receiver CTA")
         return go, remote
 
-    def release(self, remote_empty: VReg, stage: VReg, guard: VReg, comment: str) -> None:
-        lw = self.lw
-        addr = lw.u32("add.u32", remote_empty, lw.u32("shl.b32", stage, Imm("3")))
-        mb.arrive_remote(self.b, Addr(addr), guard=guard, comment=comment)
-
     # -- the producer's copies of one stage ------------------------------------------------------
-    def issue_stage(self, loop: "TmaWgmmaLoop", stage: VReg, kt: VReg, origin: tuple[VReg, VReg]) -> None:
+    def issue_stage(self, loop: "TmaWgmmaLoop", stage: VReg, kt: VReg, ops: "TmaOperands") -> None:
         """arrive.expect_tx the whole stage on this CTA's full[stage]; this CTA's slice of each
         shared operand multicast to the CTAs sharing it, the rest loaded for itself."""
-        lw, b, plan = self.lw, self.b, loop.plan
-        bar = Addr(loop.barrier(stage))
-        mb.arrive_expect_tx(b, bar, plan.stage_tx_bytes,
-                            comment=f"expect all {plan.stage_tx_bytes} B of the stage: mine and my peers' multicast")
+        lw, b, plan, ctx = self.ops, self.b, loop.plan, loop.ctx
+        bar = loop.ring.producer_commit(stage, plan.stage_tx_bytes,
+                                        comment=f"expect all {plan.stage_tx_bytes} B of the stage: mine and my "
+                                        "peers' multicast")
         base = loop.stage_base(stage)
         k0 = lw.u32("mul.lo.u32", kt, Imm(str(lw.s.bk)))
-        m0, n0 = origin
-        for name, box, mn0, offset in (("A", plan.a_box, m0, 0), ("B", plan.b_box, n0, loop.ring.a_bytes)):
+        m0, n0 = ops.tile.bm0, ops.tile.bn0
+        for name, box, mn0, offset in (("A", plan.a_box, m0, 0), ("B", plan.b_box, n0, loop.layout.a_bytes)):
             assert box is not None
             parts = self.shape.parts(name)
             rows = split_box_rows(box.outer, parts)
@@ -217,29 +219,31 @@ class ClusterRoles:
                     strided = lw.u32("add.u32", strided, first)
                 what = (f"{name} box {rows}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}"
                         + (f", my 1/{parts}, multicast" if mask is not None else ""))
-                tma.load(b, Addr(dst), lw.tmaps[name], (contiguous, strided, *lw.tma_batch), bar, comment=what, cta_mask=mask)
+                tma.load(b, Addr(dst), ctx.tmaps[name], (contiguous, strided, *ops.batch), bar, comment=what,
+                         cta_mask=mask)
 
     # -- tiles -------------------------------------------------------------------------------------
-    def tile_count(self) -> VReg:
+    def tile_count(self) -> ClusterTiles:
         """Cluster tiles: ceil(tiles_m / CM) * ceil(tiles_n / CN)."""
-        lw, sh = self.lw, self.shape
-        self.num_m = lw.ceil_div(lw.ceil_div(lw.dim("M"), lw.s.bm), sh.cm)
-        self.num_n = lw.ceil_div(lw.ceil_div(lw.dim("N"), lw.s.bn), sh.cn)
-        return lw.u32("mul.lo.u32", self.num_m, self.num_n, comment="cluster tiles this grid of clusters walks")
+        lw, sh = self.ops, self.shape
+        num_m = lw.ceil_div(lw.ceil_div(lw.dim("M"), lw.s.bm), sh.cm)
+        num_n = lw.ceil_div(lw.ceil_div(lw.dim("N"), lw.s.bn), sh.cn)
+        return ClusterTiles(num_m, num_n,
+                            lw.u32("mul.lo.u32", num_m, num_n, comment="cluster tiles this grid of clusters walks"))
 
-    def tile(self, index: VReg) -> Tile:
+    def tile(self, index: VReg, tiles: ClusterTiles) -> Tile:
         """This CTA's tile of cluster tile `index` (the schedule's raster over cluster tiles)."""
-        lw, b, s, sh = self.lw, self.b, self.lw.s, self.shape
+        lw, b, s, sh = self.ops, self.b, self.ops.s, self.shape
         if s.raster == "row":
             b.comment("raster row over cluster tiles: index -> (index / cluster tiles_n, index % cluster tiles_n)")
-            ctm = lw.u32("div.u32", index, self.num_n)
-            ctn = lw.u32("rem.u32", index, self.num_n)
+            ctm = lw.u32("div.u32", index, tiles.num_n)
+            ctn = lw.u32("rem.u32", index, tiles.num_n)
         else:
             group = s.group_m // sh.cm
             b.comment(f"raster grouped over cluster tiles: groups of {group} cluster rows ({s.group_m} m-tiles)")
-            in_group = lw.u32("mul.lo.u32", self.num_n, Imm(str(group)))
+            in_group = lw.u32("mul.lo.u32", tiles.num_n, Imm(str(group)))
             first_m = lw.u32("mul.lo.u32", lw.u32("div.u32", index, in_group), Imm(str(group)))
-            size_m = lw.u32("min.u32", lw.u32("sub.u32", self.num_m, first_m), Imm(str(group)))
+            size_m = lw.u32("min.u32", lw.u32("sub.u32", tiles.num_m, first_m), Imm(str(group)))
             pos = lw.u32("rem.u32", index, in_group)
             ctm = lw.u32("add.u32", first_m, lw.u32("rem.u32", pos, size_m))
             ctn = lw.u32("div.u32", pos, size_m)
@@ -248,6 +252,48 @@ class ClusterRoles:
         bm0 = lw.u32("mul.lo.u32", tm, Imm(str(s.bm)), comment="bm0: first row of this CTA's tile")
         bn0 = lw.u32("mul.lo.u32", tn, Imm(str(s.bn)), comment="bn0: first column of this CTA's tile")
         return Tile(tm, tn, bm0, bn0)
+
+
+def cluster_roles(lw: ClusterOps, shape: ClusterShape) -> ClusterRoles:
+    """%cluster_ctarank -> (dm, dn); the multicast masks and slice offsets of each shared operand."""
+    b, sh = lw.b, shape
+    b.comment(f"cluster of {sh.cm}x{sh.cn} CTAs: rank r is tile (dm, dn) = (r % {sh.cm}, r / {sh.cm}) of "
+              "the cluster tile")
+    rank = lw.u32("mov.u32", Sym("%cluster_ctarank"))
+    dm = lw.u32("rem.u32", rank, Imm(str(sh.cm))) if sh.cm > 1 else lw.u32("mov.u32", Imm("0"))
+    dn = lw.u32("div.u32", rank, Imm(str(sh.cm))) if sh.cn > 1 else lw.u32("mov.u32", Imm("0"))
+    masks: dict[str, VReg] = {}
+    slice_rows: dict[str, VReg] = {}
+    if "B" in sh.multicast:  # the cluster column: ranks CM*dn .. CM*dn + CM-1
+        column = lw.u32("shl.b32", Imm(str((1 << sh.cm) - 1)), lw.u32("mul.lo.u32", dn, Imm(str(sh.cm))))
+        masks["B"] = _b16(b, column, "ctaMask of B: the CTAs of this cluster column (same n-tile)")
+        slice_rows["B"] = dm
+    if "A" in sh.multicast:  # the cluster row: ranks dm, dm + CM, ...
+        pattern = sum(1 << (sh.cm * j) for j in range(sh.cn))
+        row = lw.u32("shl.b32", Imm(str(pattern)), dm)
+        masks["A"] = _b16(b, row, "ctaMask of A: the CTAs of this cluster row (same m-tile)")
+        slice_rows["A"] = dn
+    return ClusterRoles(lw, shape, rank, dm, dn, masks, slice_rows)
+
+
+def _b16(b: Builder, x: VReg, comment: str) -> VReg:
+    d = b.reg("b16")
+    b.emit("cvt.u16.u32", d, x, ndefs=1, comment=comment)
+    return d
+
+
+@dataclass(frozen=True)
+class ClusterRelease:
+    """The consumers' release of a stage with multicast (an `mbarrier_ring.StageRelease`): lane j
+    arrives on empty[stage] of receiver j, through `remote_empty` (its receiver's empty[0], from
+    `ClusterRoles.release_targets`), at cluster scope."""
+
+    roles: ClusterRoles
+    remote_empty: VReg
+
+    def release(self, ring: "MbarrierRing", index: VReg, guard: VReg | None, comment: str) -> None:
+        addr = self.roles.ops.u32("add.u32", self.remote_empty, ring.stage_offset(index))
+        mb.arrive_remote(self.roles.b, Addr(addr), guard=guard, comment=comment + " (every CTA my stage came from)")
 
 
 def cluster_tiles_of(tiles: tuple[int, int], cluster: tuple[int, int]) -> tuple[int, int]:

@@ -17,18 +17,21 @@ from ...emit.epilogue.math import LOG2_E, EpilogueMath, f32
 from .wgmma_layouts import accumulator_coord
 
 if TYPE_CHECKING:
-    from .pipeline import Sm90Lowering
+    from .context import Sm90Context, TmaOperands
 
 #: Output dtypes the direct store writes: floats from every input, s32 and quantised s8/u8 from s8/u8.
 OUTPUTS = ("f32", "f16", "bf16", "s32", "s8", "u8")
 
 
 class DirectStores(EpilogueMath):
-    """EpilogueMath with the wgmma accumulator layout's store path (no tile/edge objects: the
-    guards are built here from the accumulator coordinates)."""
+    """EpilogueMath with the wgmma accumulator layout's store path; `emit` takes the tile's
+    operands (its origin, C matrix and warpgroup), the guards are built from the accumulator
+    coordinates."""
 
-    def __init__(self, lw: "Sm90Lowering"):
-        super().__init__(lw, None, None)  # type: ignore[arg-type]
+    lw: "Sm90Context"
+
+    def __init__(self, ctx: "Sm90Context"):
+        super().__init__(ctx)
 
     def times_sigmoid(self, v: VReg, z: VReg) -> VReg:
         """v / (1 + e^-z) as EpilogueMath's, but with rcp.approx (1 ulp): ptxas lowers rcp.rn.f32 to
@@ -36,17 +39,17 @@ class DirectStores(EpilogueMath):
         e = self.f("ex2.approx.f32", self.f("mul.f32", z, f32(-LOG2_E)))
         return self.f("mul.f32", v, self.f("rcp.approx.ftz.f32", self.f("add.f32", e, f32(1.0))))
 
-    def emit(self, acc: list[tuple[VReg, ...]]) -> None:
+    def emit(self, acc: list[tuple[VReg, ...]], ops: "TmaOperands") -> None:
         lw, b, g, e = self.lw, self.b, self.g, self.e
         eb = self.ob
         b.banner(f"Epilogue: accumulators -> {g.out_dtype} -> C, direct stores guarded by M and N")
         self.describe()
         row_expr, col_expr = accumulator_coord(0)
-        row0 = lw.u32("add.u32", lw.tile_m0, lw.ex.emit(row_expr), comment="16w + g: this thread's first row")
+        row0 = lw.u32("add.u32", ops.tile.bm0, lw.ex.emit(row_expr), comment="16w + g: this thread's first row")
         if lw.plan.consumers > 1:
-            first = lw.u32("mul.lo.u32", lw.warpgroup, Imm(str(lw.plan.rows_per_consumer)))
+            first = lw.u32("mul.lo.u32", ops.warpgroup, Imm(str(lw.plan.rows_per_consumer)))
             row0 = lw.u32("add.u32", row0, first, comment="the warpgroup's first row")
-        col0 = lw.u32("add.u32", lw.tile_n0, lw.ex.emit(col_expr), comment="2t: this thread's first column")
+        col0 = lw.u32("add.u32", ops.tile.bn0, lw.ex.emit(col_expr), comment="2t: this thread's first column")
         room = lw.u32("sub.u32", lw.dim("N"), col0, comment="columns left from col0 (negative: none)")
         cols = sorted({8 * (i >> 2) + (i & 1) for i in range(len(acc[0]))})
         col_ok = {c: lw.pred("setp.gt.s32", room, Imm(str(c))) for c in cols}
@@ -62,7 +65,7 @@ class DirectStores(EpilogueMath):
                 off = lw.u64("mad.wide.u32", row, lw.dim("ldc"), wide_col)
                 if eb > 1:
                     off = lw.u64("shl.b64", off, Imm(str(eb.bit_length() - 1)))
-                ptr = lw.u64("add.s64", lw.ptr["C"], off)
+                ptr = lw.u64("add.s64", ops.c, off)
                 b.comment(f"m64 block {m}, rows +{8 * half}")
                 for i, r in enumerate(frag):
                     if (i >> 1) & 1 != half:

@@ -25,20 +25,20 @@ group; m64 blocks, row halves and buffers are immediate offsets on them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ...ir import Addr, Imm, Vec, VReg
 from ...schedule.geometry import align_up
 from .plan import EPILOGUE_BUFFERS, EXTRA_BARRIERS, MBARRIER_BYTES, SWIZZLE_ALIGN, EpilogueTile
 from ...emit.epilogue.math import CVT_PACK
-from . import mbarrier_isa as mb
+from ...emit import mbarrier_isa as mb
 from . import tma_isa as tma
 from .epilogue import DirectStores
 
 if TYPE_CHECKING:
+    from .context import Sm90Context, TmaOperands
     from .mainloop import RingLayout
-    from .pipeline import Sm90Lowering
 
 #: The epilogue's named barrier (0 is the CTA's bar.sync), over the consumer warpgroups' threads:
 #: one id for all of them, since the simulator wants a barrier id uniform over threads running
@@ -90,26 +90,44 @@ def tma_epilogue_layout(tile: EpilogueTile, consumers: int, loads_c: bool, ring:
     return layout
 
 
+@dataclass(frozen=True)
+class TileStaging:
+    """The per-tile registers of one TMA-store epilogue (`TmaStores.emit`): the warpgroup
+    leader's predicate, its store buffers' base and per-column-group staging addresses, the
+    warpgroup's first row and the tile's first column (the TMA coordinates), and with beta its
+    C-load barriers and buffers."""
+
+    wg_leader: VReg
+    store_base: VReg
+    addrs: list[VReg]
+    row0: VReg
+    col_n0: VReg
+    c_bars: VReg | None = None
+    c_dst: VReg | None = None
+
+
 class TmaStores(DirectStores):
     """EpilogueMath with the staged TMA-store path. `init_barriers` runs in the kernel's setup
     (before its CTA barrier); `emit(acc)` is the whole epilogue of one tile (a persistent loop may
     call it once per tile: the C-load parities are loop-carried registers and every store has been
     waited for (.read) when it returns).
 
-    What it reads of the lowering `lw`: smem (the 1024-aligned base), ring (where its shared
-    memory starts: ring.nbytes), plan, tid, warpgroup, leader (thread 0), tile_m0/tile_n0,
-    tmaps["C"] (the generic address of tmapC), dim("M"/"N"), ptr (bias/scale) and ScalarOps."""
+    What it reads of the kernel context `ctx`: smem (the 1024-aligned base), layout (where its
+    shared memory starts: layout.nbytes), plan, tid, leader (thread 0), tmaps["C"] (the generic
+    address of tmapC), dim("M"/"N"), ptr (bias/scale) and ScalarOps; of the tile's operands its
+    origin and warpgroup."""
 
-    def __init__(self, lw: "Sm90Lowering"):
-        super().__init__(lw)
-        tile = lw.plan.epilogue_tile
+    def __init__(self, ctx: "Sm90Context"):
+        super().__init__(ctx)
+        tile = ctx.plan.epilogue_tile
         assert tile is not None, "the plan chose direct stores"
         self.tile = tile
         self.loads_c = self.e.beta != 0.0
-        self.layout = tma_epilogue_layout(tile, lw.plan.consumers, self.loads_c, lw.ring,
-                                          lw.plan.smem.staging_in_ring > 0)
-        self.c_phase: list[VReg] = []
-        self.bar_threads = 128 * lw.plan.consumers
+        self.layout = tma_epilogue_layout(tile, ctx.plan.consumers, self.loads_c, ctx.layout,
+                                          ctx.plan.smem.staging_in_ring > 0)
+        #: the C buffers' phase parities, loop-carried across tiles (set to 0 by init_barriers)
+        self.c_phase: tuple[VReg, ...] = ctx.b.regs("b32", 2) if self.loads_c else ()
+        self.bar_threads = 128 * ctx.plan.consumers
 
     # -- setup ----------------------------------------------------------------------------------
     def init_barriers(self) -> None:
@@ -122,7 +140,8 @@ class TmaStores(DirectStores):
         b.comment(f"thread 0 initialises the {n} C-load barriers of the TMA epilogue (one arrival each)")
         for i in range(n):
             mb.init(b, Addr(lw.smem, self.layout.barriers + MBARRIER_BYTES * i), 1, guard=lw.leader)
-        self.c_phase = [lw.u32("mov.u32", Imm("0"), comment=f"C buffer {k}: phase parity") for k in range(2)]
+        for k, phase in enumerate(self.c_phase):
+            b.emit("mov.u32", phase, Imm("0"), ndefs=1, comment=f"C buffer {k}: phase parity")
 
     # -- addresses ------------------------------------------------------------------------------
     def _thread_row(self, sixteen_bit: bool) -> VReg:
@@ -162,7 +181,7 @@ class TmaStores(DirectStores):
                        comment=f"column block {q * (2 if sixteen_bit else 1)}") for q in starts]
 
     # -- the epilogue ---------------------------------------------------------------------------
-    def emit(self, acc: list[tuple[VReg, ...]]) -> None:
+    def emit(self, acc: list[tuple[VReg, ...]], ops: "TmaOperands") -> None:
         lw, b, g, tile, lay = self.lw, self.b, self.g, self.tile, self.layout
         b.banner(f"Epilogue: accumulators -> {g.out_dtype} -> {tile.swizzle or 'un'}{'B-' if tile.swizzle else ''}"
                  f"swizzled staging ({tile.rows}x{tile.cols} per box, {EPILOGUE_BUFFERS} buffers) -> TMA store "
@@ -172,58 +191,62 @@ class TmaStores(DirectStores):
             mb.fence_proxy_async(b, comment="the wgmma (async proxy) reads of the ring before generic writes")
             b.emit("bar.sync", Imm("0"), comment="every warpgroup's wgmma has retired: the ring becomes the staging")
         th = lw.u32("and.b32", lw.tid, Imm("127"))
-        self.wg_leader = lw.pred("setp.eq.u32", th, Imm("0"))
-        mine = lw.u32("mul.lo.u32", lw.warpgroup, Imm(str(lay.per_consumer)))
-        self.store_base = lw.u32("add.u32", lw.u32("add.u32", lw.smem, Imm(str(lay.store))), mine,
-                                 comment="this warpgroup's store buffers")
-        self.addrs = self.staging_addresses(self.store_base)
-        self.row0 = lw.tile_m0
+        wg_leader = lw.pred("setp.eq.u32", th, Imm("0"))
+        mine = lw.u32("mul.lo.u32", ops.warpgroup, Imm(str(lay.per_consumer)))
+        store_base = lw.u32("add.u32", lw.u32("add.u32", lw.smem, Imm(str(lay.store))), mine,
+                            comment="this warpgroup's store buffers")
+        addrs = self.staging_addresses(store_base)
+        row0 = ops.tile.bm0
         if lw.plan.consumers > 1:
-            first = lw.u32("mul.lo.u32", lw.warpgroup, Imm(str(tile.rows)))
-            self.row0 = lw.u32("add.u32", lw.tile_m0, first, comment="the warpgroup's first row")
+            first = lw.u32("mul.lo.u32", ops.warpgroup, Imm(str(tile.rows)))
+            row0 = lw.u32("add.u32", ops.tile.bm0, first, comment="the warpgroup's first row")
+        st = TileStaging(wg_leader, store_base, addrs, row0, ops.tile.bn0)
         if self.loads_c:
-            self.c_bars = lw.u32("add.u32", lw.smem, Imm(str(lay.barriers)))
+            c_bars = lw.u32("add.u32", lw.smem, Imm(str(lay.barriers)))
             if lw.plan.consumers > 1:
-                self.c_bars = lw.u32("add.u32", self.c_bars, lw.u32("shl.b32", lw.warpgroup, Imm("4")))
-            self.c_dst = lw.u32("add.u32", lw.u32("add.u32", lw.smem, Imm(str(lay.load))), mine,
-                                comment="this warpgroup's C buffers")
+                c_bars = lw.u32("add.u32", c_bars, lw.u32("shl.b32", ops.warpgroup, Imm("4")))
+            c_dst = lw.u32("add.u32", lw.u32("add.u32", lw.smem, Imm(str(lay.load))), mine,
+                           comment="this warpgroup's C buffers")
+            st = replace(st, c_bars=c_bars, c_dst=c_dst)
             b.comment("the warpgroup leader loads C's first boxes")
             for j in range(min(2, tile.chunks)):
-                self.load_c(j)
+                self.load_c(st, j)
         for j in range(tile.chunks):
-            self.chunk(acc, j)
-        tma.bulk_wait_group(b, 0, read_only=True, guard=self.wg_leader,
+            self.chunk(acc, st, j)
+        tma.bulk_wait_group(b, 0, read_only=True, guard=st.wg_leader,
                             comment="the last stores have read shared memory")
 
-    def col0(self, j: int) -> VReg:
+    def col0(self, st: TileStaging, j: int) -> VReg:
         """The first column of chunk j (TMA coordinate and vector index)."""
         if j == 0:
-            return self.lw.tile_n0
-        return self.lw.u32("add.u32", self.lw.tile_n0, Imm(str(j * self.tile.cols)))
+            return st.col_n0
+        return self.lw.u32("add.u32", st.col_n0, Imm(str(j * self.tile.cols)))
 
-    def load_c(self, j: int) -> None:
+    def load_c(self, st: TileStaging, j: int) -> None:
         """The leader arms C buffer j % 2's barrier and loads chunk j of C into it."""
         lw, b, tile = self.lw, self.b, self.tile
+        assert st.c_bars is not None and st.c_dst is not None, "C is loaded only with beta != 0"
         k = j % 2
-        bar = Addr(self.c_bars, MBARRIER_BYTES * k)
+        bar = Addr(st.c_bars, MBARRIER_BYTES * k)
         nbytes = tile.rows * tile.pitch
-        mb.arrive_expect_tx(b, bar, nbytes, guard=self.wg_leader, comment=f"C box {j}: {nbytes} B")
-        tma.load(b, Addr(self.c_dst, k * tile.buffer_bytes), lw.tmaps["C"], (self.col0(j), self.row0), bar,
-                 guard=self.wg_leader, comment=f"C columns +{j * tile.cols}, box {tile.rows}x{tile.cols}")
+        mb.arrive_expect_tx(b, bar, nbytes, guard=st.wg_leader, comment=f"C box {j}: {nbytes} B")
+        tma.load(b, Addr(st.c_dst, k * tile.buffer_bytes), lw.tmaps["C"], (self.col0(st, j), st.row0), bar,
+                 guard=st.wg_leader, comment=f"C columns +{j * tile.cols}, box {tile.rows}x{tile.cols}")
 
-    def chunk(self, acc: list[tuple[VReg, ...]], j: int) -> None:
+    def chunk(self, acc: list[tuple[VReg, ...]], st: TileStaging, j: int) -> None:
         lw, b, e, tile = self.lw, self.b, self.e, self.tile
         k = j % 2
         b.comment(f"chunk {j}: columns +{j * tile.cols}..+{(j + 1) * tile.cols - 1} through buffer {k}")
         q0, nq = j * tile.cols // 8, tile.cols // 8          # the chunk's 8-column accumulator blocks
         if self.loads_c:
-            mb.wait_parity(b, Addr(self.c_bars, MBARRIER_BYTES * k), self.c_phase[k], "wait_c",
+            assert st.c_bars is not None
+            mb.wait_parity(b, Addr(st.c_bars, MBARRIER_BYTES * k), self.c_phase[k], "wait_c",
                            comment=f"C box {j} landed")
             b.emit("xor.b32", self.c_phase[k], self.c_phase[k], Imm("1"), ndefs=1)
         t2 = lw.u32("shl.b32", lw.u32("and.b32", lw.tid, Imm("3")), Imm("1"))
         col_vec = {}
         if e.bias == "col" or e.scale == "col":
-            col = lw.u32("add.u32", self.col0(j), t2, comment="this thread's first column of the chunk")
+            col = lw.u32("add.u32", self.col0(st, j), t2, comment="this thread's first column of the chunk")
             room = lw.u32("sub.u32", lw.dim("N"), col)
             offs = [8 * q + c for q in range(nq) for c in (0, 1)]
             oks = [lw.pred("setp.gt.s32", room, Imm(str(o))) for o in offs]
@@ -234,7 +257,7 @@ class TmaStores(DirectStores):
             lane = lw.u32("and.b32", lw.tid, Imm("31"))
             warp = lw.u32("and.b32", lw.u32("shr.u32", lw.tid, Imm("5")), Imm("3"))
             row_t = lw.u32("add.u32", lw.u32("shl.b32", warp, Imm("4")), lw.u32("shr.u32", lane, Imm("2")))
-            row_t = lw.u32("add.u32", self.row0, row_t, comment="16w + g: this thread's first row")
+            row_t = lw.u32("add.u32", st.row0, row_t, comment="16w + g: this thread's first row")
         for m, frag in enumerate(acc):
             row_vecs: list[dict] = [{}, {}]
             if row_t is not None:
@@ -244,21 +267,21 @@ class TmaStores(DirectStores):
                     row_vecs[half] = {name: self.vector_values(name, row, [0], [ok])[0]
                                       for name in ("bias", "scale") if getattr(e, name) == "row"}
             b.comment(f"m64 block {m}")
-            self.rows_out(frag, m, q0, nq, k, col_vec, row_vecs)
+            self.rows_out(frag, st.addrs, m, q0, nq, k, col_vec, row_vecs)
         mb.fence_proxy_async(b, comment="the staged tile, written by the generic proxy, before TMA reads it")
         if j >= 1 and j + 1 < tile.chunks:
-            tma.bulk_wait_group(b, 0, read_only=True, guard=self.wg_leader,
+            tma.bulk_wait_group(b, 0, read_only=True, guard=st.wg_leader,
                                 comment=f"store {j - 1} has read buffer {1 - k}, which chunk {j + 1} fills")
         b.emit("bar.sync", Imm(str(EPILOGUE_BARRIER)), Imm(str(self.bar_threads)),
                comment="the consumers' staged chunks are complete")
-        tma.store(b, lw.tmaps["C"], (self.col0(j), self.row0), Addr(self.store_base, k * tile.buffer_bytes),
-                  guard=self.wg_leader,
+        tma.store(b, lw.tmaps["C"], (self.col0(st, j), st.row0), Addr(st.store_base, k * tile.buffer_bytes),
+                  guard=st.wg_leader,
                   comment=f"box {tile.rows}x{tile.cols} of C, clipped at M and N")
-        tma.bulk_commit_group(b, guard=self.wg_leader, comment=f"chunk {j}'s store")
+        tma.bulk_commit_group(b, guard=st.wg_leader, comment=f"chunk {j}'s store")
         if self.loads_c and j + 2 < tile.chunks:
-            self.load_c(j + 2)
+            self.load_c(st, j + 2)
 
-    def rows_out(self, frag: tuple[VReg, ...], m: int, q0: int, nq: int, k: int, col_vec: dict,
+    def rows_out(self, frag: tuple[VReg, ...], addrs: list[VReg], m: int, q0: int, nq: int, k: int, col_vec: dict,
                  row_vecs: list[dict]) -> None:
         """The chunk's elements of m64 block m: C read (beta), math, cast, staged. 16-bit outputs
         go per pair of 8-column blocks, both row halves in one stmatrix.x4 (x2 for a last odd
@@ -269,7 +292,7 @@ class TmaStores(DirectStores):
             for gi, qb in enumerate(range(0, nq, 2)):
                 count = min(2, nq - qb)
                 elems = [4 * (q0 + qb + d) + 2 * h + c for d in range(count) for h in (0, 1) for c in (0, 1)]
-                old = self.read_c16(Addr(self.addrs[gi], off), 2 * count) if self.loads_c else None
+                old = self.read_c16(Addr(addrs[gi], off), 2 * count) if self.loads_c else None
                 vals = [self.element(frag[i], old[n] if old else None, 8 * ((i >> 2) - q0) + (i & 1),
                                      col_vec, row_vecs[(i >> 1) & 1]) for n, i in enumerate(elems)]
                 packed = []
@@ -277,7 +300,7 @@ class TmaStores(DirectStores):
                     r = b.reg("b32")
                     b.emit(CVT_PACK[self.g.out_dtype], r, vals[p + 1], vals[p], ndefs=1)  # odd column high
                     packed.append(r)
-                mb.stmatrix(b, Addr(self.addrs[gi], off), tuple(packed),
+                mb.stmatrix(b, Addr(addrs[gi], off), tuple(packed),
                             comment=f"columns +{8 * qb}..+{8 * (qb + count) - 1}, both row halves")
             return
         for half in (0, 1):
@@ -287,10 +310,10 @@ class TmaStores(DirectStores):
                 old = None
                 if self.loads_c:
                     old = list(b.regs("f32", 2))
-                    b.emit("ld.shared.v2.f32", Vec(tuple(old)), Addr(self.addrs[q], at + self.c_delta), ndefs=1)
+                    b.emit("ld.shared.v2.f32", Vec(tuple(old)), Addr(addrs[q], at + self.c_delta), ndefs=1)
                 vals = [self.element(frag[i0 + c], old[c] if old else None, 8 * q + c, col_vec, row_vecs[half])
                         for c in (0, 1)]
-                b.emit("st.shared.v2.f32", Addr(self.addrs[q], at), Vec(tuple(vals)))
+                b.emit("st.shared.v2.f32", Addr(addrs[q], at), Vec(tuple(vals)))
 
     @property
     def c_delta(self) -> int:

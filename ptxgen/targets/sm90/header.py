@@ -9,7 +9,7 @@ from .plan import hopper_plan
 
 
 def sm90_roles(plan) -> str:
-    """Who does what in an sm_90a CTA (emit/sm90/warp_specialized.py), for the header and `info`."""
+    """Who does what in an sm_90a CTA (targets/sm90/warp_specialized.py), for the header and `info`."""
     c = plan.consumers
     if not plan.warp_specialized:
         return f"{c} warpgroup{'s' if c > 1 else ''} (not warp-specialised: thread 0 also issues the TMA copies)"
@@ -31,7 +31,7 @@ def describe_sm90_stores(plan, g: Gemm) -> str:
 
 
 def sm90_cluster_line(plan) -> str:
-    """The cluster and what its CTAs share (emit/sm90/cluster.py), for the header."""
+    """The cluster and what its CTAs share (targets/sm90/cluster.py), for the header."""
     cm, cn = plan.cluster
     shared = (" and ".join(f"{op} multicast (each CTA loads 1/{cm if op == 'B' else cn} of the box)"
                            for op in plan.multicast) if plan.multicast else "no multicast (scheduling only)")

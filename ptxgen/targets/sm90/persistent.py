@@ -14,87 +14,105 @@ and each CTA takes its own tile of each, so the CTAs of a cluster walk in lockst
 Batched GEMMs (Gemm(batch=B)): the persistent walk covers B x the tiles (or cluster tiles) of one
 matrix, the batch outermost: index i is batch i / per_batch, tile i % per_batch in the raster, so
 the grouped raster stays within a batch and a CTA may cross from one batch into the next. Each
-role takes the batch as its TMA copies' third coordinate (lw.tma_batch); the consumers also move
-C to the batch's matrix (base + batch * batch_stride_c elements). Not persistent: %ctaid.z is the
+role takes the batch as its TMA copies' third coordinate (TmaOperands.batch); the consumers also
+move C to the batch's matrix (base + batch * batch_stride_c elements). Not persistent: %ctaid.z is the
 batch (sm90/batch.py, from the setup).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...ir import Imm, Sym, VReg
 from ...emit.memory import ld_param
-from ...emit.tiles import Tile, TileScheduler
+from ...emit.tiles import TileScheduler
 from .batch import BATCH_PARAM
+from .context import TmaOperands
 
 if TYPE_CHECKING:
-    from .pipeline import Sm90Lowering
+    from .context import Sm90Context
+
+
+@dataclass(frozen=True)
+class WalkStep:
+    """The loop registers and labels of a persistent walk (`TileWalk.begin`), for `TileWalk.end`:
+    the current tile (or cluster tile) index, how many there are, the loop's top and exit.
+    None for a kernel with one tile per CTA (no loop)."""
+
+    index: VReg
+    count: VReg
+    top: str
+    done: str
 
 
 class TileWalk:
     """Emits the loop over a CTA's output tiles around one role's body: `begin` returns the
-    current tile (registers defined afresh each iteration), `end` steps to the next one."""
+    current tile's operands (registers defined afresh each iteration) and the loop's step, which
+    `end` takes to go to the next tile."""
 
-    def __init__(self, lw: "Sm90Lowering", role: str, moves_c: bool = False):
-        """`moves_c`: this role stores C, so each tile points lw.ptr["C"] at its batch's matrix."""
-        self.lw, self.b, self.role, self.moves_c = lw, lw.b, role, moves_c
-        self.cluster = lw.cluster
-        self.persistent = bool(lw.s.persistent)
-        self.index: VReg | None = None
-        self.count: VReg | None = None
-        self.top = self.done = ""
+    def __init__(self, ctx: "Sm90Context", role: str, moves_c: bool = False):
+        """`moves_c`: this role stores C, so each tile's operands point C at its batch's matrix."""
+        self.ctx, self.b, self.role, self.moves_c = ctx, ctx.b, role, moves_c
+        self.cluster = ctx.cluster
+        self.persistent = bool(ctx.s.persistent)
 
-    def begin(self) -> Tile:
-        lw, b = self.lw, self.b
-        sched = TileScheduler(lw)  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
-        if not self.persistent:
-            return sched.tile()
-        per_batch = self.cluster.tile_count() if self.cluster is not None else sched.tile_count()
-        self.count = per_batch
-        batched = lw.g.batch > 1
+    def begin(self) -> tuple[TmaOperands, WalkStep | None]:
+        ctx, b = self.ctx, self.b
+        sched = TileScheduler(ctx)
+        if not self.persistent:  # one tile per CTA, its batch from the setup
+            return TmaOperands(sched.tile(), ctx.batch, ctx.ptr["C"], ctx.warpgroup), None
+        cluster_tiles = self.cluster.tile_count() if self.cluster is not None else None
+        per_batch = cluster_tiles.count if cluster_tiles is not None else sched.tile_count()
+        count = per_batch
+        batched = ctx.g.batch > 1
         if batched:
-            self.count = lw.u32("mul.lo.u32", per_batch, Imm(str(lw.g.batch)),
-                                comment=f"x {lw.g.batch} batches: the walk covers every matrix, batch outermost")
+            count = ctx.u32("mul.lo.u32", per_batch, Imm(str(ctx.g.batch)),
+                            comment=f"x {ctx.g.batch} batches: the walk covers every matrix, batch outermost")
             if self.moves_c:
-                base_c, stride_c = lw.ptr["C"], ld_param(b, "b64", ".u64", BATCH_PARAM.name)
+                base_c, stride_c = ctx.ptr["C"], ld_param(b, "b64", ".u64", BATCH_PARAM.name)
         if self.cluster is not None:
-            self.index = lw.u32("mov.u32", Sym("%clusterid.x"),
-                                comment=f"{self.role}: first cluster tile, then += %nclusterid.x")
+            index = ctx.u32("mov.u32", Sym("%clusterid.x"),
+                            comment=f"{self.role}: first cluster tile, then += %nclusterid.x")
         else:
-            self.index = lw.u32("mov.u32", Sym("%ctaid.x"), comment=f"{self.role}: first tile, then += %nctaid.x")
-        self.top, self.done = b.label(f"{self.role}_tile_loop"), b.label(f"{self.role}_tiles_done")
-        b.emit("bra", Sym(self.done), guard=lw.pred("setp.ge.u32", self.index, self.count))
-        b.place(self.top)
-        pid = self.index
+            index = ctx.u32("mov.u32", Sym("%ctaid.x"), comment=f"{self.role}: first tile, then += %nctaid.x")
+        top, done = b.label(f"{self.role}_tile_loop"), b.label(f"{self.role}_tiles_done")
+        b.emit("bra", Sym(done), guard=ctx.pred("setp.ge.u32", index, count))
+        b.place(top)
+        pid, batch, c = index, ctx.batch, ctx.ptr["C"]
         if batched:
             b.comment(f"{self.role}: tile index -> (batch, tile of the batch); the batch is the TMA copies' "
                       "third coordinate" + (" and C's matrix" if self.moves_c else ""))
-            batch = lw.u32("div.u32", self.index, per_batch)
-            pid = lw.u32("mad.lo.s32", batch, lw.u32("neg.s32", per_batch), self.index)
-            lw.tma_batch = (batch,)
+            which = ctx.u32("div.u32", index, per_batch)
+            pid = ctx.u32("mad.lo.s32", which, ctx.u32("neg.s32", per_batch), index)
+            batch = (which,)
             if self.moves_c:
-                step = lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", batch), stride_c)
-                lw.ptr["C"] = lw.u64("mad.lo.u64", step, Imm(str(lw.g.out_bytes)), base_c)
-        return self.cluster.tile(pid) if self.cluster is not None else sched.tile(pid)
+                step = ctx.u64("mul.lo.u64", ctx.u64("cvt.u64.u32", which), stride_c)
+                c = ctx.u64("mad.lo.u64", step, Imm(str(ctx.g.out_bytes)), base_c)
+        if self.cluster is not None:
+            assert cluster_tiles is not None
+            tile = self.cluster.tile(pid, cluster_tiles)
+        else:
+            tile = sched.tile(pid)
+        return TmaOperands(tile, batch, c, ctx.warpgroup), WalkStep(index, count, top, done)
 
-    def end(self) -> None:
-        if not self.persistent:
+    def end(self, step: WalkStep | None) -> None:
+        """The next tile of this CTA (+= the grid's CTAs or clusters), back to `begin`'s top."""
+        if step is None:
             return
-        lw, b = self.lw, self.b
-        assert self.index is not None and self.count is not None
-        step = "%nclusterid.x" if self.cluster is not None else "%nctaid.x"
-        b.comment(f"{self.role}: next {'cluster ' if self.cluster is not None else ''}tile of this CTA (+= {step})")
-        b.emit("add.u32", self.index, self.index, lw.u32("mov.u32", Sym(step)), ndefs=1)
-        b.emit("bra", Sym(self.top), guard=lw.pred("setp.lt.u32", self.index, self.count))
-        b.place(self.done)
+        ctx, b = self.ctx, self.b
+        grid = "%nclusterid.x" if self.cluster is not None else "%nctaid.x"
+        b.comment(f"{self.role}: next {'cluster ' if self.cluster is not None else ''}tile of this CTA (+= {grid})")
+        b.emit("add.u32", step.index, step.index, ctx.u32("mov.u32", Sym(grid)), ndefs=1)
+        b.emit("bra", Sym(step.top), guard=ctx.pred("setp.lt.u32", step.index, step.count))
+        b.place(step.done)
 
 
-def zero_accumulators(lw: "Sm90Lowering", acc: list[tuple[VReg, ...]]) -> None:
+def zero_accumulators(ctx: "Sm90Context", acc: list[tuple[VReg, ...]]) -> None:
     """mov 0 into every accumulator: once per kernel, or per tile of a persistent walk."""
     from .operand_types import accumulator_dtype, zero_accumulator
 
-    lw.b.comment(f"zero {sum(len(a) for a in acc)} {accumulator_dtype(lw.g)} accumulators")
-    op, zero = zero_accumulator(lw.g)
+    ctx.b.comment(f"zero {sum(len(a) for a in acc)} {accumulator_dtype(ctx.g)} accumulators")
+    op, zero = zero_accumulator(ctx.g)
     for frag in acc:
         for r in frag:
-            lw.b.emit(op, r, zero, ndefs=1)
+            ctx.b.emit(op, r, zero, ndefs=1)

@@ -12,10 +12,11 @@ each operand's view with its contiguous dimension last: K-major A (M, K) / B (N,
 A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), then tmapC (C as (M, N),
 for the TMA-store epilogue only), C (.u64), M, N, K, ldc (.u32), batch_stride_c (.u64) when
 batch > 1, then bias and scale (.u64) when the epilogue has them, then workspace and counters
-(.u64) with split-K. `Kernel.tensor_maps` gives the view, box and swizzle each map must have; a
+(.u64) with split-K or Stream-K. `Kernel.tensor_maps` gives the view, box and swizzle each map must have; a
 batched GEMM's A and B maps are 3-D, the batch outermost (sm90/batch.py). Split-K
 (sm90/splitk.py): %ctaid.z = batch * split_k + split; each split's main loop runs its k-range,
-and the last split sums the f32 partials before the epilogue.
+and the last split sums the f32 partials before the epilogue. Stream-K (sm90/streamk.py): a
+persistent loop over work units, each a tile and a k-range, run by the same pipeline.
 
 Each warpgroup owns its rows as wgmma m64 blocks (hopper_plan: rows_per_consumer), each
 accumulating a 64 x BN f32 fragment (wgmma_layouts.accumulator_coord). The epilogue follows
@@ -31,21 +32,26 @@ from ...regalloc.smem import SmemBuffer
 from .plan import ALIGN_SLACK, SWIZZLE_ALIGN, hopper_plan
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
-from ...emit.index import ExprEmitter
+from ...emit.index import Expr, ExprEmitter
+from ...emit.mbarrier_ring import MbarrierRing
 from ...emit.memory import ld_param
 from ...emit.scalar_ops import ScalarOps
-from ...emit.tiles import TileScheduler, ZSlot
+from ...emit.tiles import KRange, Tile, TileScheduler, ZSlot
 from . import wgmma_isa as wi
 from . import batch as sm90_batch
 from . import splitk as sm90_splitk
-from .cluster import ClusterRoles, cluster_shape, split_box_rows
+from . import streamk as sm90_streamk
+from .cluster import cluster_roles, cluster_shape, split_box_rows
+from .context import Sm90Context, TmaOperands
 from .epilogue import DirectStores
 from .epilogue_tma import TMA_MAP_SWIZZLE, TmaStores, tma_epilogue_layout
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
 from .persistent import zero_accumulators
+from .splitk import WgmmaPartials
 from .streamk import Sm90StreamK
-from .warp_specialized import WarpSpecializedLoop
-from .operand_types import accumulator_class, accumulator_dtype, zero_accumulator
+from .warp_specialized import WarpSpecializedKernel, empty_arrivals
+from .warp_specialized import init_barriers as ws_init_barriers
+from .operand_types import accumulator_class, accumulator_dtype
 
 SMEM_SYMBOL = "smem"
 RING_BUFFER = "sm90_ring"
@@ -78,15 +84,28 @@ def entry_name(g: Gemm, s: Schedule) -> str:
     return f"ptxgen_gemm_sm90_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tma_wgmma{split}"
 
 
-class Sm90Pipeline:
-    """TMA loads into 128B/64B/32B-swizzled stages completing on full mbarriers, wgmma from
-    descriptors into f32 accumulators (the `Pipeline` roles this slice has: shared buffers,
-    setup, accumulators, main loop, epilogue; partial tiles belong to split-K, not built)."""
+@dataclass(frozen=True)
+class TileStores:
+    """One tile's epilogue (a `pipeline.TileEpilogue`): the pipeline's store path, bound to the
+    tile's operands."""
 
-    def __init__(self, lw: "Sm90Lowering"):
-        self.lw = lw
-        self.loop = WarpSpecializedLoop(lw) if lw.plan.warp_specialized else TmaWgmmaLoop(lw)
-        self.stores = TmaStores(lw) if lw.plan.epilogue == "tma" else DirectStores(lw)
+    stores: DirectStores
+    ops: TmaOperands
+
+    def emit(self, acc: list[tuple[VReg, ...]]) -> None:
+        self.stores.emit(acc, self.ops)
+
+
+class Sm90Pipeline:
+    """TMA loads into 128B/64B/32B-swizzled stages completing on the full mbarriers of the
+    kernel's ring, wgmma from descriptors into f32 (s32) accumulators; implements
+    `pipeline.Pipeline[list[tuple[VReg, ...]], TmaOperands]`."""
+
+    def __init__(self, ctx: Sm90Context):
+        self.ctx = ctx
+        self.loop = TmaWgmmaLoop(ctx)
+        self.stores = TmaStores(ctx) if ctx.plan.epilogue == "tma" else DirectStores(ctx)
+        self.partials = WgmmaPartials(ctx)
 
     @classmethod
     def shared_buffers(cls, g: Gemm, s: Schedule) -> list[SmemBuffer]:
@@ -104,102 +123,127 @@ class Sm90Pipeline:
     def setup(self) -> None:
         if isinstance(self.stores, TmaStores):
             self.stores.init_barriers()  # before the ring's, whose bar.sync publishes both
-        self.loop.init_barriers()
+        if self.ctx.plan.warp_specialized:
+            ws_init_barriers(self.ctx)
+        else:
+            self.loop.init_barriers()
 
     def accumulators(self) -> list[tuple[VReg, ...]]:
         """One 64 x BN f32 (s32 for s8/u8) fragment per m64 block of the warpgroup's rows."""
-        g = self.lw.g
-        n_regs = wi.accumulator_registers(self.lw.s.bn, accumulator_dtype(g))
-        return [self.lw.b.regs(accumulator_class(g), n_regs) for _ in range(self.lw.plan.rows_per_consumer // 64)]
+        ctx = self.ctx
+        n_regs = wi.accumulator_registers(ctx.s.bn, accumulator_dtype(ctx.g))
+        return [ctx.b.regs(accumulator_class(ctx.g), n_regs) for _ in range(ctx.plan.rows_per_consumer // 64)]
 
-    def mainloop(self, acc: list[tuple[VReg, ...]], kt_count: VReg, kt_begin: VReg | None = None) -> None:
-        if kt_begin is None:  # the whole k-range (the warp-specialised loop has no other)
-            self.loop.emit(acc, kt_count)
-        else:
-            self.loop.emit(acc, kt_count, kt_begin)
+    def mainloop(self, acc: list[tuple[VReg, ...]], ops: TmaOperands, k: KRange) -> None:
+        """One CTA's loop over the k-range (the warp-specialised kernel runs its roles' loops instead)."""
+        assert not self.ctx.plan.warp_specialized, "warp_specialized.WarpSpecializedKernel runs that loop"
+        self.loop.emit(acc, ops, k)
 
-    def epilogue(self, acc: list[tuple[VReg, ...]]) -> None:
-        self.stores.emit(acc)
+    def epilogue(self, tile: Tile, ops: TmaOperands) -> TileStores:
+        assert ops.tile is tile, "the operands are the tile's"
+        return TileStores(self.stores, ops)
+
+    def partial_origin(self, row_elems: int) -> Expr:
+        return self.partials.partial_origin(row_elems)
+
+    def store_partial(self, acc: list[tuple[VReg, ...]], base: VReg, row_elems: int) -> None:
+        self.partials.store_partial(acc, base, row_elems)
+
+    def add_partial(self, acc: list[tuple[VReg, ...]], base: VReg, row_elems: int) -> None:
+        self.partials.add_partial(acc, base, row_elems)
 
 
 class Sm90Lowering(ScalarOps):
-    """Builds one sm_90a kernel; holds the kernel-invariant registers its parts share."""
+    """Builds one sm_90a kernel: the entry, its directives and the problem's plan here; the
+    kernel-invariant registers come from `setup`, which returns them as an `Sm90Context`."""
 
     def __init__(self, g: Gemm, s: Schedule, offset: int = 0):
         self.g, self.s, self.plan = g, s, hopper_plan(g, s)
-        self.ring: RingLayout = ring_layout(self.plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
+        self.layout: RingLayout = ring_layout(self.plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
         self.ring_offset = offset
         self.b = Builder(entry_name(g, s), kernel_params(g, s))
         self.b.function.directives.append(f".maxntid {self.plan.threads}, 1, 1")
         if self.plan.warp_specialized:  # setmaxnreg needs a register cap (warp_specialisation.md §9g)
             self.b.function.directives.append(f".maxnreg {self.plan.launch_regs}")
-        shape = cluster_shape(self.plan)
-        self.cluster: ClusterRoles | None = ClusterRoles(self, shape) if shape is not None else None
-        if shape is not None:  # a 1-D cluster of consecutive CTAs of the 1-D persistent grid (cluster.py)
-            self.b.function.directives.append(f".reqnctapercluster {shape.size}, 1, 1")
+        self.cluster_shape = cluster_shape(self.plan)
+        if self.cluster_shape is not None:  # a 1-D cluster of consecutive CTAs of the 1-D persistent grid (cluster.py)
+            self.b.function.directives.append(f".reqnctapercluster {self.cluster_shape.size}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
-        self.pipeline = Sm90Pipeline(self)
         self.dims: dict[str, VReg] = {}
-        self.ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
-        self.tma_batch: tuple[VReg, ...] = ()  # the TMA copies' batch coordinate, when batched
-        self.z: ZSlot | None = None  # %ctaid.z as (batch, split), when the grid has a z dimension
 
     # -- the kernel --------------------------------------------------------------------------
-    def setup(self, per_cta_tile: bool = True) -> VReg:
-        """Parameters, the tile origin (unless Stream-K's units set it: per_cta_tile=False), the
-        aligned shared base; returns the k-tile count."""
-        b, s = self.b, self.s
+    def setup(self, per_cta_tile: bool = True) -> tuple[Sm90Context, VReg, Tile | None]:
+        """Parameters, the CTA's batch and tile (unless tiles come from a walk or from Stream-K's
+        units: per_cta_tile=False, or the warp-specialised kernel), the aligned shared base, the
+        ring and the cluster registers; returns the kernel context, the k-tile count and the
+        CTA's tile (None where roles or units choose tiles)."""
+        b, s, g, plan = self.b, self.s, self.g, self.plan
         b.banner("Setup: tensor maps, CTA tile origin, 1024-aligned shared ring, barriers")
-        self.tid = self.u32("mov.u32", Sym("%tid.x"))
-        self.ex = ExprEmitter(b, self.tid)
-        self.leader = self.pred("setp.eq.u32", self.tid, Imm("0"))
-        self.warpgroup = self.u32("shr.u32", self.tid, Imm("7"), comment="consumer warpgroup: its BM/consumers rows")
-        self.tmaps: dict[str, VReg] = {}
-        for name, param in zip(("A", "B", "C"), tensor_map_params(self.g, s)):
+        tid = self.u32("mov.u32", Sym("%tid.x"))
+        ex = ExprEmitter(b, tid)
+        leader = self.pred("setp.eq.u32", tid, Imm("0"))
+        warpgroup = self.u32("shr.u32", tid, Imm("7"), comment="consumer warpgroup: its BM/consumers rows")
+        tmaps: dict[str, VReg] = {}
+        for name, param in zip(("A", "B", "C"), tensor_map_params(g, s)):
             addr = self.u64("mov.b64", Sym(param))
-            self.tmaps[name] = self.u64("cvta.param.u64", addr, comment=f"generic address of {param} (by value)")
-        for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(self.g.epi, n)):
-            self.ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
+            tmaps[name] = self.u64("cvta.param.u64", addr, comment=f"generic address of {param} (by value)")
+        ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
+        for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n)):
+            ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)
-        if per_cta_tile and not (self.plan.warp_specialized and s.persistent):  # the walk takes the batch
-            self.z = z = sm90_batch.z_slot(self)
-            self.tma_batch = sm90_batch.tma_batch_coordinate(self, z)
-        if per_cta_tile and not self.plan.warp_specialized:  # warp-specialised roles walk their tiles (persistent.py)
-            tile = TileScheduler(self).tile()  # type: ignore[arg-type]  # uses b, s, g, u32, dim, ceil_div
-            self.tile_m0, self.tile_n0 = tile.bm0, tile.bn0
+        z: ZSlot | None = None
+        batch: tuple[VReg, ...] = ()
+        if per_cta_tile and not (plan.warp_specialized and s.persistent):  # the walk takes the batch
+            z = sm90_batch.z_slot(self)
+            ptr["C"] = sm90_batch.batch_matrix_c(self, z, ptr["C"])
+            batch = sm90_batch.tma_batch_coordinate(self, z)
+        tile = None
+        if per_cta_tile and not plan.warp_specialized:  # warp-specialised roles walk their tiles (persistent.py)
+            tile = TileScheduler(self).tile()
         window = self.u32("mov.u32", Sym(SMEM_SYMBOL))
         start = self.u32("add.u32", window, Imm(str(self.ring_offset + SWIZZLE_ALIGN - 1)))
-        self.smem = self.u32("and.b32", start, Imm(str(-SWIZZLE_ALIGN)),
-                             comment="ring base rounded up to 1024 B (swizzle pattern, descriptor base offset 0)")
-        self.bars = self.u32("add.u32", self.smem, Imm(str(self.ring.barriers)), comment="full barriers")
-        if self.ring.empty_barriers:
-            self.empty_bars = self.u32("add.u32", self.bars, Imm(str(self.ring.empty)), comment="empty barriers")
-        if self.cluster is not None:
-            self.cluster.setup()
+        smem = self.u32("and.b32", start, Imm(str(-SWIZZLE_ALIGN)),
+                        comment="ring base rounded up to 1024 B (swizzle pattern, descriptor base offset 0)")
+        full = self.u32("add.u32", smem, Imm(str(self.layout.barriers)), comment="full barriers")
+        empty = (self.u32("add.u32", full, Imm(str(self.layout.empty)), comment="empty barriers")
+                 if self.layout.empty_barriers else None)
+        cluster = cluster_roles(self, self.cluster_shape) if self.cluster_shape is not None else None
+        remote = cluster is not None and cluster.shape.remote
+        ring = MbarrierRing(self, self.layout.stages, full, empty,
+                            empty_arrivals(plan.consumers, cluster) if empty is not None else 0,
+                            scope="cluster" if remote else "cta")
+        ctx = Sm90Context(b, self.dims, g, s, plan, self.layout, tid, ex, leader, warpgroup, tmaps, ptr, z, batch,
+                          smem, ring, cluster)
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
-        return self.ceil_div(self.dim("K"), s.bk)
+        return ctx, self.ceil_div(self.dim("K"), s.bk), tile
 
     def lower(self) -> Function:
         if self.s.stream_k:
-            return Sm90StreamK(self).lower()
-        kt_count = self.setup()
-        kt_begin = None
-        split_k = sm90_splitk.Sm90SplitK(self) if self.s.split_k > 1 else None
+            ctx, kt_tile, _ = self.setup(per_cta_tile=False)
+            ctx = sm90_streamk.with_scratch_pointers(ctx)
+            return Sm90StreamK(ctx, Sm90Pipeline(ctx)).lower(kt_tile)
+        ctx, kt_count, tile = self.setup()
+        k = KRange(kt_count)
+        split_k = sm90_splitk.Sm90SplitK(ctx) if self.s.split_k > 1 else None
         if split_k is not None:
-            assert self.z is not None and self.z.split is not None
-            kt_begin, kt_count = split_k.k_range(kt_count, self.z.split)
-        self.pipeline.setup()
-        acc = self.pipeline.accumulators()
+            assert ctx.z is not None and ctx.z.split is not None
+            first, count = split_k.k_range(kt_count, ctx.z.split)
+            k = KRange(count, first=first)
+        pipeline = Sm90Pipeline(ctx)
+        pipeline.setup()
+        acc = pipeline.accumulators()
         if self.plan.warp_specialized:  # zeroes, runs the epilogue and exits per role and tile
-            self.pipeline.mainloop(acc, kt_count)
+            WarpSpecializedKernel(ctx, pipeline).emit(acc, kt_count)
             return self.b.function
-        zero_accumulators(self, acc)
-        self.pipeline.mainloop(acc, kt_count, kt_begin)
+        assert tile is not None
+        ops = TmaOperands(tile, ctx.batch, ctx.ptr["C"], ctx.warpgroup)
+        zero_accumulators(ctx, acc)
+        pipeline.mainloop(acc, ops, k)
         if split_k is not None:
-            assert self.z is not None
-            split_k.reduce(acc, self.z)
-        self.pipeline.epilogue(acc)
+            assert ctx.z is not None
+            split_k.reduce(acc, tile, ctx.z)
+        pipeline.epilogue(tile, ops).emit(acc)
         self.b.emit("ret")
         return self.b.function
 

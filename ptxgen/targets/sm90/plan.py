@@ -273,7 +273,7 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
 
 def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:
     """CTAs of a persistent grid: one per SM (`s.sms` if given), never more than the work units
-    (tiles x splits x batch, the tile grid rounded up to whole clusters: emit/sm90/cluster.py),
+    (tiles x splits x batch, the tile grid rounded up to whole clusters: targets/sm90/cluster.py),
     rounded down to whole clusters."""
     cm, cn = s.cluster
     tiles_m, tiles_n = -(-g.m // s.bm // cm) * cm, -(-g.n // s.bn // cn) * cn

@@ -3,7 +3,7 @@
 The protocol is emit/splitk.py's, on the wgmma accumulator layout: %ctaid.z = batch * S + split
 (tiles.TileScheduler.z_slot); split s runs k-tiles [s * per, s * per + count) of KT
 (per = ceil(KT / S); the verifier gives every split at least one), handed to the main loop as a
-k-range by parameter (`TmaWgmmaLoop.emit(acc, count, first)`): the TMA copies' K coordinate is
+k-range (`KRange(count, first=first)`, run by `TmaWgmmaLoop.emit`): the TMA copies' K coordinate is
 (first + kt) * BK, and TMA zero-fills past K. Every split then stores its f32 partial tile to
 workspace[batch * S + split][Mpad][Npad] (padded to whole tiles: no bounds checks), thread 0
 releases it with an acq_rel atomic increment of the tile's counter, and the CTA that sees S-1 is
@@ -12,7 +12,8 @@ result does not depend on which CTA came last) and runs the epilogue once (alpha
 bias, ... applied once). The workspace and counters are the sm_80 kernels' (`Kernel.
 workspace_elements`, `counter_count`, passed as the last two .u64 parameters).
 
-Atomic split-K (partials added into C) and Stream-K are not built on sm_90a.
+Atomic split-K (partials added into C) is not built on sm_90a; Stream-K is (sm90/streamk.py, on
+WgmmaPartials below).
 """
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ from ...schedule.schedule import Schedule
 from ...emit.index import Expr, Tid
 from ...emit.memory import ld_param
 from ...emit.splitk import continue_if_last_split
-from ...emit.tiles import ZSlot
+from ...emit.tiles import Tile, ZSlot
 from .wgmma_layouts import accumulator_coord
 
 if TYPE_CHECKING:
-    from .pipeline import Sm90Lowering
+    from .context import Sm90Context
 
 #: Appended last: f32 partial tiles and one u32 arrival counter per (batch, output tile).
 SPLIT_K_PARAMS = (Param(".u64", "workspace"), Param(".u64", "counters"))
@@ -53,14 +54,14 @@ class WgmmaPartials:
     (wgmma_layouts.accumulator_coord), so adjacent column pairs move as v2.f32 at immediate
     offsets from the thread's first element."""
 
-    def __init__(self, lw: "Sm90Lowering"):
-        self.lw, self.b = lw, lw.b
+    def __init__(self, ctx: "Sm90Context"):
+        self.ctx, self.b = ctx, ctx.b
 
     def thread_row(self) -> Expr:
         """Row of the thread's first element within the CTA tile (its warpgroup's rows first)."""
         row = accumulator_coord(0)[0]
-        if self.lw.plan.consumers > 1:
-            row = row + (Tid() >> 7) * self.lw.plan.rows_per_consumer
+        if self.ctx.plan.consumers > 1:
+            row = row + (Tid() >> 7) * self.ctx.plan.rows_per_consumer
         return row
 
     def thread_col(self) -> Expr:
@@ -92,16 +93,16 @@ class WgmmaPartials:
 class Sm90SplitK:
     """The k-range of a split, and the partial-tile reduction after the main loop."""
 
-    def __init__(self, lw: "Sm90Lowering"):
-        self.lw, self.b, self.g, self.s = lw, lw.b, lw.g, lw.s
-        self.S = lw.s.split_k
+    def __init__(self, ctx: "Sm90Context"):
+        self.ctx, self.b, self.g, self.s = ctx, ctx.b, ctx.g, ctx.s
+        self.S = ctx.s.split_k
         self.tiles_m, self.tiles_n = -(-self.g.m // self.s.bm), -(-self.g.n // self.s.bn)
         self.mpad, self.npad = self.tiles_m * self.s.bm, self.tiles_n * self.s.bn
-        self.io = WgmmaPartials(lw)
+        self.io = WgmmaPartials(ctx)
 
     def k_range(self, kt: VReg, split: VReg) -> tuple[VReg, VReg]:
         """(first k-tile, k-tile count) of this split: [split * per, + min(per, KT - split * per))."""
-        lw = self.lw
+        lw = self.ctx
         self.b.comment(f"split-K: this CTA runs k-tiles [split * per, ...) of {self.S} splits, per = ceil(KT / {self.S})")
         per = lw.ceil_div(kt, self.S)
         first = lw.u32("mul.lo.u32", split, per, comment="this split's first k-tile")
@@ -111,37 +112,37 @@ class Sm90SplitK:
     # -- partial tiles in the workspace --------------------------------------------------------
     def thread_base(self, slot: VReg, within: VReg, workspace: VReg) -> VReg:
         """workspace + slot * slice bytes + within (this thread's first element in a slice)."""
-        lw = self.lw
+        lw = self.ctx
         slice_bytes = self.mpad * self.npad * 4
         skip = (lw.wide_mul(slot, Imm(str(slice_bytes))) if slice_bytes < 2**32
                 else lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", slot), Imm(str(slice_bytes))))
         return lw.u64("add.s64", workspace, lw.u64("add.s64", skip, within))
 
-    def within(self) -> VReg:
+    def within(self, tile: Tile) -> VReg:
         """Byte offset of this thread's first accumulator element in a Mpad x Npad f32 slice (the
         tile's origin plus WgmmaPartials.partial_origin); 64-bit, since Mpad * Npad may pass 2^32."""
-        lw = self.lw
-        row = lw.u32("add.u32", lw.tile_m0, lw.ex.emit(self.io.thread_row()))
-        col = lw.u32("add.u32", lw.tile_n0, lw.ex.emit(self.io.thread_col()))
+        lw = self.ctx
+        row = lw.u32("add.u32", tile.bm0, lw.ex.emit(self.io.thread_row()))
+        col = lw.u32("add.u32", tile.bn0, lw.ex.emit(self.io.thread_col()))
         elem = lw.u64("mad.wide.u32", row, Imm(str(self.npad)), lw.u64("cvt.u64.u32", col))
         return lw.u64("shl.b64", elem, Imm("2"))
 
     # -- the reduction --------------------------------------------------------------------------
-    def reduce(self, acc: list[tuple[VReg, ...]], z: ZSlot) -> None:
-        """Store the partial, synchronise with the other splits, and (last CTA) sum all of them."""
-        lw, b, s = self.lw, self.b, self.s
+    def reduce(self, acc: list[tuple[VReg, ...]], tile: Tile, z: ZSlot) -> None:
+        """Store `tile`'s partial, synchronise with the other splits, and (last CTA) sum all of them."""
+        lw, b, s = self.ctx, self.b, self.s
         b.banner(f"Split-K: publish this split's partial tile; the last of {self.S} sums them in order")
         workspace, counters = (lw.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", p.name))
                                for p in SPLIT_K_PARAMS)
-        within = self.within()
+        within = self.within(tile)
         self.io.store_partial(acc, self.thread_base(z.slot, within, workspace), self.npad)
-        tm = lw.u32("div.u32", lw.tile_m0, Imm(str(s.bm)))
-        tn = lw.u32("div.u32", lw.tile_n0, Imm(str(s.bn)))
+        tm = lw.u32("div.u32", tile.bm0, Imm(str(s.bm)))
+        tn = lw.u32("div.u32", tile.bn0, Imm(str(s.bn)))
         index = lw.u32("mad.lo.u32", tm, Imm(str(self.tiles_n)), tn)
         index = lw.u32("mad.lo.u32", z.batch, Imm(str(self.tiles_m * self.tiles_n)), index,
                        comment="the tile's counter: batch * tiles + tm * tiles_n + tn")
         counter = lw.u64("add.s64", counters, lw.wide_mul(index, Imm("4")))
-        flag = lw.u32("add.u32", lw.smem, Imm(str(lw.ring.nbytes)), comment="the last-split flag, after the barriers")
+        flag = lw.u32("add.u32", lw.smem, Imm(str(lw.layout.nbytes)), comment="the last-split flag, after the barriers")
         t0 = lw.leader
         continue_if_last_split(lw, counter, flag, t0, self.S)
         b.comment("sum the partials in split order 0..S-1 (deterministic whichever CTA is last)")

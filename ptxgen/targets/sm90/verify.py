@@ -222,7 +222,7 @@ def verify_cluster(g: Gemm, s: Schedule, plan: HopperPlan, arch: str) -> None:
     """At most 8 CTAs, multicast only within a real cluster, slices of a multicast box that start
     on a swizzle atom, and a tile walk that keeps a cluster's CTAs on the same k-tiles. The tile
     grid need not be a multiple of the cluster: it is rounded up to whole clusters, and a CTA whose
-    tile lies past M or N loads zeros and stores nothing (emit/sm90/cluster.py)."""
+    tile lies past M or N loads zeros and stores nothing (targets/sm90/cluster.py)."""
     cm, cn = s.cluster
     size, most = cm * cn, target(arch).max_cluster
     if size > most:

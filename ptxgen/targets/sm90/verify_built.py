@@ -1,4 +1,4 @@
-"""Which legal sm_90a schedules the Hopper lowering builds today (ptxgen/emit/sm90/pipeline.py).
+"""Which legal sm_90a schedules the Hopper lowering builds today (ptxgen/targets/sm90/pipeline.py).
 
 `verify_rules` has already passed the schedule: every check here is a part of the Hopper design
 that is not emitted yet, raised as LoweringNotBuilt naming the field and the setting that is built.
@@ -28,7 +28,7 @@ def _refuse(g: Gemm, field: str, value: object, what: str, fix: str) -> None:
 
 def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     """Raise LoweringNotBuilt for the first part of (g, s) the sm_90a lowering cannot emit."""
-    if s.persistent and not s.warp_specialized and not s.stream_k:  # Stream-K's grid: emit/sm90/streamk.py
+    if s.persistent and not s.warp_specialized and not s.stream_k:  # Stream-K's grid: targets/sm90/streamk.py
         _refuse(g, "schedule.persistent", s.persistent, "the persistent grid of whole tiles without warp "
                 "specialisation (the warp-specialised kernel and Stream-K walk tiles)",
                 "set warp_specialized=True, or persistent=False")
@@ -46,7 +46,7 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
                                                                                  " and persistent=False"))
     if tuple(s.cluster) != (1, 1) and not (s.warp_specialized and s.persistent):
         _refuse(g, "schedule.cluster", s.cluster, "thread-block clusters outside the warp-specialised persistent "
-                "kernel (emit/sm90/cluster.py)", "set cluster=(1, 1), or warp_specialized=True and persistent=True "
+                "kernel (targets/sm90/cluster.py)", "set cluster=(1, 1), or warp_specialized=True and persistent=True "
                 "(the defaults)")
     if g.dtype not in BUILT_DTYPES:
         _refuse(g, "gemm.dtype", g.dtype, f"{g.dtype} inputs (only {', '.join(BUILT_DTYPES)})", "use dtype='f16' or 'bf16'")

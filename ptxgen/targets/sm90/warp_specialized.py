@@ -8,8 +8,8 @@ warpgroup is the producer. Putting the producer last keeps `tid >> 7` the consum
 subtraction. The producer's warps `setmaxnreg.dec` to `producer_regs`, then every thread but one
 (lane 0 of its warp 0, the elected thread) exits; the consumers `setmaxnreg.inc` to `consumer_regs`.
 
-The ring (S stages, per stage a full and an empty barrier, `stage`/`parity` counters that each role
-keeps for itself and carries from tile to tile):
+The ring (mbarrier_ring.py: S stages, per stage a full and an empty barrier; each role keeps its
+own PipelineState, index and parity, and carries it from tile to tile):
     producer, per k-tile:  wait empty[stage] (parity ^ 1: a fresh barrier's "previous phase" is
                            complete, so the first S waits pass); arrive.expect_tx full[stage] with
                            the stage's bytes; TMA boxes of A and B into the stage
@@ -27,54 +27,67 @@ cluster barrier before it exits.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...ir import Addr, Imm, Sym, VReg
-from . import mbarrier_isa as mb
+from ...emit import mbarrier_isa as mb
 from . import tma_isa as tma
 from . import wgmma_isa as wi
-from .mainloop import TmaWgmmaLoop
+from .cluster import ClusterRelease, ClusterRoles
 from .persistent import TileWalk, zero_accumulators
 
 if TYPE_CHECKING:
-    from .pipeline import Sm90Lowering
+    from .context import Sm90Context
+    from .mainloop import TmaWgmmaLoop
+    from .pipeline import Sm90Pipeline
 
 WARPS_PER_WARPGROUP = 4
 
 
-class WarpSpecializedLoop(TmaWgmmaLoop):
-    """The producer's and the consumers' halves of the kernel, around the tile walk."""
+def empty_arrivals(consumers: int, cluster: ClusterRoles | None) -> int:
+    """Arrivals per phase of an empty barrier: one per consumer warp (of every CTA reading this
+    CTA's copies, with multicast)."""
+    warps = WARPS_PER_WARPGROUP * consumers
+    return cluster.barrier_counts(warps) if cluster is not None and cluster.shape.remote else warps
 
-    def __init__(self, lw: "Sm90Lowering"):
-        super().__init__(lw)
-        self.consumer_warps = WARPS_PER_WARPGROUP * self.plan.consumers
 
-    @property
-    def remote(self):
-        """The cluster roles when CTAs touch each other's barriers (multicast), else None."""
-        c = self.lw.cluster
-        return c if c is not None and c.shape.remote else None
+def remote_roles(ctx: "Sm90Context") -> ClusterRoles | None:
+    """The cluster roles when CTAs touch each other's barriers (multicast), else None."""
+    c = ctx.cluster
+    return c if c is not None and c.shape.remote else None
 
-    def init_barriers(self) -> None:
-        lw, b, stages = self.lw, self.b, self.ring.stages
-        empty = self.remote.barrier_counts(self.consumer_warps) if self.remote else self.consumer_warps
-        who = (f"one per consumer warp of the {self.remote.shape.receivers} CTAs reading this CTA's copies"
-               if self.remote else "one per consumer warp")
-        b.comment(f"thread 0 initialises {stages} full barriers (1 arrival: the producer's expect_tx) and "
-                  f"{stages} empty barriers ({empty} arrivals: {who})")
-        for st in range(stages):
-            mb.init(b, Addr(lw.bars, 8 * st), 1, guard=lw.leader)
-        for st in range(stages):
-            mb.init(b, Addr(lw.empty_bars, 8 * st), empty, guard=lw.leader)
-        if self.remote:
-            self.remote.sync_after_init()
-        else:
-            b.emit("bar.sync", Imm("0"), comment="the barriers are initialised before any role uses them")
+
+def init_barriers(ctx: "Sm90Context") -> None:
+    """Thread 0 initialises the ring's full and empty barriers, published to every role (and,
+    with multicast, to the cluster)."""
+    b, ring, remote = ctx.b, ctx.ring, remote_roles(ctx)
+    who = (f"one per consumer warp of the {remote.shape.receivers} CTAs reading this CTA's copies"
+           if remote else "one per consumer warp")
+    b.comment(f"thread 0 initialises {ring.stages} full barriers (1 arrival: the producer's expect_tx) and "
+              f"{ring.stages} empty barriers ({ring.empty_arrivals} arrivals: {who})")
+    ring.init(ctx.leader)
+    if remote:
+        remote.sync_after_init()
+    else:
+        b.emit("bar.sync", Imm("0"), comment="the barriers are initialised before any role uses them")
+
+
+class WarpSpecializedKernel:
+    """The producer's and the consumers' halves of the kernel, around the tile walk, on the
+    pipeline's pieces (its `TmaWgmmaLoop`) and its epilogue."""
+
+    def __init__(self, ctx: "Sm90Context", pipeline: "Sm90Pipeline"):
+        self.ctx, self.b, self.plan = ctx, ctx.b, ctx.plan
+        self.pipeline = pipeline
+        self.loop: TmaWgmmaLoop = pipeline.loop
+        self.ring = ctx.ring
+        self.remote = remote_roles(ctx)
 
     def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
-        lw, b = self.lw, self.b
+        ctx, b = self.ctx, self.b
         consumer = b.label("consumer_start")
-        is_consumer = lw.pred("setp.lt.u32", lw.warpgroup, Imm(str(self.plan.consumers)))
+        is_consumer = ctx.pred("setp.lt.u32", ctx.warpgroup, Imm(str(self.plan.consumers)))
         b.emit("bra", Sym(consumer), guard=is_consumer)
         self.producer(kt_count)
         b.place(consumer)
@@ -82,97 +95,89 @@ class WarpSpecializedLoop(TmaWgmmaLoop):
 
     # -- the producer warpgroup ---------------------------------------------------------------
     def producer(self, kt_count: VReg) -> None:
-        lw, b, plan = self.lw, self.b, self.plan
+        ctx, b, plan, ring = self.ctx, self.b, self.plan, self.ring
         b.banner(f"Producer warpgroup {plan.consumers}: registers down to {plan.producer_regs}; its elected "
                  "thread fills the ring with TMA for every tile of the CTA, the other threads exit")
         assert plan.producer_regs is not None
         mb.setmaxnreg(b, plan.producer_regs, increase=False,
                       comment="every warp of the warpgroup: registers go to the consumers")
-        elected = lw.pred("setp.eq.u32", lw.tid, Imm(str(128 * plan.consumers)))
+        elected = ctx.pred("setp.eq.u32", ctx.tid, Imm(str(128 * plan.consumers)))
         b.emit("ret", guard=elected, negate=True, comment="only lane 0 of the producer's warp 0 issues copies")
-        for t in lw.tmaps.values():
+        for t in ctx.tmaps.values():
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
-        stage = lw.u32("mov.u32", Imm("0"), comment="producer's ring position, carried across tiles")
-        parity = lw.u32("mov.u32", Imm("1"), comment="empty-barrier parity the producer waits for (starts 1)")
-        walk = TileWalk(lw, "producer")
-        tile = walk.begin()
-        kt = lw.u32("mov.u32", Imm("0"))
+        position = ring.start(1, ("producer's ring position, carried across tiles",
+                                  "empty-barrier parity the producer waits for (starts 1)"))
+        walk = TileWalk(ctx, "producer")
+        ops, step = walk.begin()
+        kt = ctx.u32("mov.u32", Imm("0"))
+        state = position.counting(kt)
         top = b.label("producer_k_loop")
         b.place(top)
         remote = self.remote
-        mb.wait_parity(b, Addr(self.barrier(stage, empty=True)), parity, "wait_empty",
-                       comment="the consumers released this stage (their wgmma reading it retired)"
-                       + (", in every CTA my copies land in" if remote else ""),
-                       scope="cluster" if remote else "cta")
+        ring.producer_acquire(state, comment="the consumers released this stage (their wgmma reading it retired)"
+                              + (", in every CTA my copies land in" if remote else ""))
         if remote:
-            remote.issue_stage(self, stage, kt, (tile.bm0, tile.bn0))
+            remote.issue_stage(self.loop, state.index, kt, ops)
         else:
-            self.issue_stage(stage, kt, None, (tile.bm0, tile.bn0))
-        b.emit("add.u32", kt, kt, Imm("1"), ndefs=1)
-        self.advance(stage, parity)
-        b.emit("bra", Sym(top), guard=lw.pred("setp.lt.u32", kt, kt_count))
-        walk.end()
+            self.loop.issue_stage(state.index, kt, None, ops)
+        ring.advance(state)
+        b.emit("bra", Sym(top), guard=ctx.pred("setp.lt.u32", kt, kt_count))
+        walk.end(step)
         if remote:
             remote.sync_before_exit(aligned=False)   # one thread of its warp is left: not .aligned
         b.emit("ret")
 
     # -- the consumer warpgroups --------------------------------------------------------------
     def consumer(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
-        lw, b, plan = self.lw, self.b, self.plan
+        ctx, b, plan, loop = self.ctx, self.b, self.plan, self.loop
         b.banner(f"Consumer warpgroups 0..{plan.consumers - 1}: registers up to {plan.consumer_regs}; wait full, "
-                 f"{plan.wgmmas_per_k_tile} wgmma per k-tile with {self.in_flight} group in flight, release the "
+                 f"{plan.wgmmas_per_k_tile} wgmma per k-tile with {loop.in_flight} group in flight, release the "
                  "retired stage, epilogue per tile")
         mb.setmaxnreg(b, plan.consumer_regs, increase=True, comment="the producer's registers")
         # tid >> 7 is the same in every lane, but ptxas cannot prove it; lane 0's copy, broadcast
         # by shfl, it can: the descriptors then live in uniform registers that HGMMA reads directly
         # (without, each k-tile moves every descriptor with R2UR), as CUTLASS's warp-group index does.
         uniform = b.reg("b32")
-        b.emit("shfl.sync.idx.b32", uniform, lw.warpgroup, Imm("0"), Imm("31"), Imm("-1"), ndefs=1,
+        b.emit("shfl.sync.idx.b32", uniform, ctx.warpgroup, Imm("0"), Imm("31"), Imm("-1"), ndefs=1,
                comment="consumer warpgroup index, warp-uniform for ptxas")
-        lw.warpgroup = uniform
-        desc = self.descriptors()
-        lane = lw.u32("and.b32", lw.tid, Imm("31"))
+        desc = loop.descriptors(uniform)
+        lane = ctx.u32("and.b32", ctx.tid, Imm("31"))
         remote = self.remote
+        ring = self.ring
         if remote:
-            releaser, self._remote_empty = remote.release_targets(lane)
+            assert ring.empty is not None
+            releaser, remote_empty = remote.release_targets(lane, ring.empty)
+            ring = ring.with_release(ClusterRelease(remote, remote_empty))
         else:
-            releaser = lw.pred("setp.eq.u32", lane, Imm("0"))
-        stage = lw.u32("mov.u32", Imm("0"), comment="consumer's ring position, carried across tiles")
-        parity = lw.u32("mov.u32", Imm("0"), comment="full-barrier parity the consumers wait for")
-        prev = lw.u32("mov.u32", Imm("0"), comment="the previous k-tile's stage")
-        walk = TileWalk(lw, "consumer", moves_c=True)
-        tile = walk.begin()
-        zero_accumulators(lw, acc)
-        kt = lw.u32("mov.u32", Imm("0"))
+            releaser = ctx.pred("setp.eq.u32", lane, Imm("0"))
+        position = ring.start(0, ("consumer's ring position, carried across tiles",
+                                  "full-barrier parity the consumers wait for"))
+        prev = ctx.u32("mov.u32", Imm("0"), comment="the previous k-tile's stage")
+        walk = TileWalk(ctx, "consumer", moves_c=True)
+        ops, step = walk.begin()
+        ops = replace(ops, warpgroup=uniform)
+        zero_accumulators(ctx, acc)
+        kt = ctx.u32("mov.u32", Imm("0"))
+        state = position.counting(kt)
         top = b.label("main_loop")
-        b.banner(f"Main loop: wait full[stage], {plan.wgmmas_per_k_tile} wgmma, release stage kt-{self.in_flight}")
+        b.banner(f"Main loop: wait full[stage], {plan.wgmmas_per_k_tile} wgmma, release stage kt-{loop.in_flight}")
         b.place(top)
-        mb.wait_parity(b, Addr(self.barrier(stage)), parity, "wait_full", comment="the stage's bytes landed")
-        self.compute_stage(acc, *self.stage_descriptors(desc, stage))
-        if self.in_flight:
+        ring.consumer_wait(state, comment="the stage's bytes landed")
+        loop.compute_stage(acc, *loop.stage_descriptors(desc, state.index))
+        if loop.in_flight:
             wi.wait_group(b, 1, comment="k-tile kt-1's wgmma group has retired")
-            go = lw.pred("and.pred", releaser, lw.pred("setp.ne.u32", kt, Imm("0")))
-            self.release(prev, go, "release k-tile kt-1's stage to the producer")
-            b.emit("mov.u32", prev, stage, ndefs=1)
+            go = ctx.pred("and.pred", releaser, ctx.pred("setp.ne.u32", kt, Imm("0")))
+            ring.consumer_release(prev, go, "release k-tile kt-1's stage to the producer")
+            b.emit("mov.u32", prev, state.index, ndefs=1)
         else:
             wi.wait_group(b, 0, comment="this k-tile's wgmma group has retired")
-            self.release(stage, releaser, "release this stage to the producer")
-        b.emit("add.u32", kt, kt, Imm("1"), ndefs=1)
-        self.advance(stage, parity)
-        b.emit("bra", Sym(top), guard=lw.pred("setp.lt.u32", kt, kt_count))
+            ring.consumer_release(state.index, releaser, "release this stage to the producer")
+        ring.advance(state)
+        b.emit("bra", Sym(top), guard=ctx.pred("setp.lt.u32", kt, kt_count))
         wi.wait_group(b, 0, comment="all wgmma retired: the accumulators may be read")
-        if self.in_flight:
-            self.release(prev, releaser, "release the tile's last stage")
-        lw.tile_m0, lw.tile_n0 = tile.bm0, tile.bn0
-        lw.pipeline.epilogue(acc)
-        walk.end()
+        if loop.in_flight:
+            ring.consumer_release(prev, releaser, "release the tile's last stage")
+        self.pipeline.epilogue(ops.tile, ops).emit(acc)
+        walk.end(step)
         if remote:
             remote.sync_before_exit(aligned=True)
-
-    def release(self, stage: VReg, guard: VReg, comment: str) -> None:
-        """The consumers' arrival on empty[stage]: this CTA's (one lane per warp), or with multicast
-        every receiving CTA's (lane j on receiver j's, through the mapa'd address)."""
-        if self.remote:
-            self.remote.release(self._remote_empty, stage, guard, comment + " (every CTA my stage came from)")
-        else:
-            mb.arrive(self.b, Addr(self.barrier(stage, empty=True)), guard=guard, comment=comment)

@@ -28,7 +28,7 @@ from ptxgen.sim.machine import compile_entry
 
 HERE = Path(__file__).resolve().parent
 
-#: Hopper features ptxgen.sim models today (extend as the simulator learns them; issue 12).
+#: Hopper features ptxgen.sim models today (extend as the simulator learns them).
 SUPPORTED: set[str] = {"warp-sync", "wgmma", "elect", "stmatrix", "tma", "mbarrier", "async-proxy", "shfl", "fp8-cvt",
                        "debug-info", "cluster"}
 
@@ -62,7 +62,7 @@ def tensor_map_arg(array: np.ndarray, block: list[int], swizzle: str):
     make = getattr(sim, "TensorMap", None)
     if make is None:
         raise SimFeatureMissing("ptxgen.sim.TensorMap does not exist yet: the simulator does not model "
-                                "TMA tensor maps (issue 12)")
+                                "TMA tensor maps")
     return make(array, tuple(block), swizzle=swizzle)
 
 

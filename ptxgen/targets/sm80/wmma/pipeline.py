@@ -114,9 +114,9 @@ class WmmaPipeline(CpAsyncOperands):
             for ks in range(steps):
                 compute(ks, load(ks))
 
-    def epilogue(self, tile: "Tile", edge: "StoreEdges") -> StagedEpilogue:
+    def epilogue(self, tile: "Tile", ops: "TileOperands") -> StagedEpilogue:
         """wmma fragments are opaque: they leave only through wmma.store.d into the staging tile."""
-        return StagedEpilogue(self.lw, tile, edge)
+        return StagedEpilogue(self.lw, tile, ops.edge)
 
     def stage_fragments(self, acc: Accumulators, stage: VReg, epi: "StagedEpilogue") -> None:
         """wmma.store.d every accumulator fragment into the staging tile (f32, or f16 for f16 acc)."""

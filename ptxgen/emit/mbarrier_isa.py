@@ -7,8 +7,8 @@ operand ranges the ISA states, so a bad value fails in Python with the rule.
 """
 from __future__ import annotations
 
-from ...ir import Builder
-from ...ir import Addr, Imm, Instr, Sym, Vec, VReg
+from ..ir import Builder
+from ..ir import Addr, Imm, Instr, Sym, Vec, VReg
 
 #: mbarrier.init count range: 1 .. 2**20 - 1.
 MAX_ARRIVALS = (1 << 20) - 1
@@ -24,6 +24,12 @@ def init(b: Builder, bar: Addr, count: int | VReg, guard: VReg | None = None,
     if isinstance(count, int) and not 1 <= count <= MAX_ARRIVALS:
         raise ValueError(f"mbarrier.init count {count} must be 1..{MAX_ARRIVALS}")
     return b.emit("mbarrier.init.shared::cta.b64", bar, count, guard=guard, comment=comment)
+
+
+def inval(b: Builder, bar: Addr, guard: VReg | None = None, comment: str | None = None) -> Instr:
+    """Invalidate the mbarrier at `bar`: required before a valid mbarrier is initialised again
+    (docs/ptx_facts/mbarrier.md §9e), e.g. to put a ring back to phase 0."""
+    return b.emit("mbarrier.inval.shared::cta.b64", bar, guard=guard, comment=comment)
 
 
 def arrive(b: Builder, bar: Addr, count: int | None = None, guard: VReg | None = None,

@@ -16,6 +16,7 @@ from ..regalloc.smem import SmemPlan
 from ..schedule.geometry import operand_tiles
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
+from ..schedule.swizzle import WIDEST_ALIGNMENT
 from ..ir import Builder
 from .edges import StoreEdges
 from .index import ExprEmitter
@@ -82,7 +83,7 @@ class GemmLowering(ScalarOps):
         self.workspace_split = s.split_k > 1 and s.split_k_mode == "workspace"
         self.needs_workspace = self.workspace_split or s.stream_k
         self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
-        self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
+        self.b.function.shared.append((SMEM_SYMBOL, WIDEST_ALIGNMENT, None))
         self.tile_a, self.tile_b = operand_tiles(g, s)
         self.pipeline: Pipeline = pipeline_class(s)(self)
         self.scheduler = TileScheduler(self)

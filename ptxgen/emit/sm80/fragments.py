@@ -26,7 +26,7 @@ from .plans import FragmentPlan, a_fragment_plan, b_fragment_plan, warp_origin
 from ..index import SiteBases, share_bases
 from ...ir import Addr, Imm, VReg
 from .layouts import SCALAR_FRAGMENTS, FragmentTable
-from ..swizzle import Swizzle, smem_element_offset
+from ..swizzle import smem_element_offset
 from .isa import ldmatrix
 
 #: prmt.b32 selectors: bytes {a.0, b.0} of two loaded bytes, then the low halves of two pairs.
@@ -70,7 +70,7 @@ def scalar_fragment_plan(s: Schedule, tile: OperandTile) -> ScalarFragmentPlan:
                 for elem in range(table.elems):
                     mn, k = table.coord(reg, elem)
                     col_byte = (mn0 + width * blk + mn) * tile.elem_bytes
-                    sites.append(smem_element_offset(k_per_step * ks + k, col_byte, tile.pitch, Swizzle.of_tile(tile)))
+                    sites.append(smem_element_offset(k_per_step * ks + k, col_byte, tile.pitch, tile.swizzle_pattern))
                     loads.append(ElementLoad(ks, blk, reg, elem, len(sites) - 1))
     return ScalarFragmentPlan(tile, table, blocks, loads, share_bases(sites, s.threads))
 

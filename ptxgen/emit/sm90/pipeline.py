@@ -40,7 +40,7 @@ from . import batch as sm90_batch
 from . import splitk as sm90_splitk
 from .cluster import ClusterRoles, cluster_shape, split_box_rows
 from .epilogue import DirectStores
-from .epilogue_tma import TMA_MAP_SWIZZLE, TmaStores, tma_epilogue_layout
+from .epilogue_tma import TmaStores, tma_epilogue_layout
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
 from .persistent import zero_accumulators
 from .streamk import Sm90StreamK
@@ -137,7 +137,7 @@ class Sm90Lowering(ScalarOps):
         self.cluster: ClusterRoles | None = ClusterRoles(self, shape) if shape is not None else None
         if shape is not None:  # a 1-D cluster of consecutive CTAs of the 1-D persistent grid (cluster.py)
             self.b.function.directives.append(f".reqnctapercluster {shape.size}, 1, 1")
-        self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
+        self.b.function.shared.append((SMEM_SYMBOL, SWIZZLE_ALIGN, None))
         self.pipeline = Sm90Pipeline(self)
         self.dims: dict[str, VReg] = {}
         self.ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
@@ -242,8 +242,8 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
         assert box is not None, "the verifier admits only operands TMA can describe"
         rows = split_box_rows(box.outer, shape.parts(box.operand)) if shape is not None else box.outer
         dims = ((1,) if g.batch > 1 else ()) + (rows, box.inner)
-        specs.append(TensorMapSpec(param, box.operand, dims, f"{plan.swizzle}B", box.k_major))
+        specs.append(TensorMapSpec(param, box.operand, dims, plan.swizzle_mode.name, box.k_major))
     tile = plan.epilogue_tile
     if tile is not None:
-        specs.append(TensorMapSpec(C_MAP_PARAM, "C", (tile.rows, tile.cols), TMA_MAP_SWIZZLE[tile.swizzle]))
+        specs.append(TensorMapSpec(C_MAP_PARAM, "C", (tile.rows, tile.cols), tile.swizzle_mode.name))
     return tuple(specs)

@@ -27,6 +27,8 @@ from .sm80.pipeline import Sm80Pipeline
 from .wmma.pipeline import WmmaPipeline
 from .pipeline import Accumulators, Pipeline
 from ..ir import Function, Imm, Param, Sym, VReg
+from ..ir import ops as ptx
+from ..ir.ops import U32, U64, S64
 from .tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
 from .memory import ld_param
 from .scalar_ops import ScalarOps
@@ -130,7 +132,7 @@ class GemmLowering(ScalarOps):
 
     def load_pointers(self) -> None:
         """%tid.x and the global pointers (A, B, C, then bias / workspace when present)."""
-        self._tid = self.u32("mov.u32", Sym("%tid.x"))
+        self._tid = ptx.mov(self.b, U32, Sym("%tid.x"))
         self._ex = ExprEmitter(self.b, self._tid)
         extra = ((("bias",) if self.g.epi.bias else ()) + (("scale",) if self.g.epi.scale else ())
                  + (("workspace", "counters") if self.needs_workspace else ()))
@@ -141,7 +143,7 @@ class GemmLowering(ScalarOps):
     def load_dims(self) -> None:
         for n in ("K", "lda", "ldb", "ldc"):
             self.dim(n)
-        self._smem = self.u32("mov.u32", Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
+        self._smem = ptx.mov(self.b, U32, Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
 
     def batch_offsets(self, batch: VReg, base: dict[str, VReg] | None = None,
                       strides: dict[str, VReg] | None = None) -> None:
@@ -149,10 +151,10 @@ class GemmLowering(ScalarOps):
         self.b.comment("batch: the batch index selects the matrices (a batch stride of 0 broadcasts)")
         base = base or self.ptr
         strides = strides or self.batch_strides()
-        z = self.u64("cvt.u64.u32", batch)
+        z = ptx.cvt(self.b, U64, U32, batch)
         for name, eb in (("A", self.g.in_bytes), ("B", self.g.in_bytes), ("C", self.g.out_bytes)):
-            step = self.u64("mul.lo.u64", z, strides[name])
-            self.ptr[name] = self.u64("mad.lo.u64", step, Imm(str(eb)), base[name])
+            step = ptx.mul(self.b, U64, z, strides[name])
+            self.ptr[name] = ptx.mad(self.b, U64, step, Imm(str(eb)), base[name])
 
     def batch_strides(self) -> dict[str, VReg]:
         return {n: ld_param(self.b, "b64", ".u64", f"batch_stride_{n.lower()}") for n in ("A", "B", "C")}
@@ -160,16 +162,16 @@ class GemmLowering(ScalarOps):
     def element_pointer(self, base: VReg, ld: str, row: VReg, col: VReg, eb: int) -> VReg:
         """base + (row * ld + col) * eb, all in 64 bits: ld * eb (and row * ld * eb) reach 2^32
         bytes for large leading dimensions, where 32-bit products would alias rows."""
-        off = self.u64("mad.wide.u32", row, self.dim(ld), self.u64("cvt.u64.u32", col))
+        off = ptx.mad_wide(self.b, U32, row, self.dim(ld), ptx.cvt(self.b, U64, U32, col))
         if eb > 1:
-            off = self.u64("shl.b64", off, Imm(str(eb.bit_length() - 1)))
-        return self.u64("add.s64", base, off)
+            off = ptx.shl(self.b, U64, off, Imm(str(eb.bit_length() - 1)))
+        return ptx.add(self.b, S64, base, off)
 
     def shared_bases(self, name: str, bases) -> list[VReg]:
         """Absolute shared addresses in stage 0 of `name`, one per per-thread offset expression."""
         offset = self.plan.offsets[name]
-        start = self.u32("add.u32", self.smem, Imm(str(offset))) if offset else self.smem
-        return [self.u32("add.u32", start, self.ex.emit(e)) for e in bases]
+        start = ptx.add(self.b, U32, self.smem, Imm(str(offset))) if offset else self.smem
+        return [ptx.add(self.b, U32, start, self.ex.emit(e)) for e in bases]
 
     # -- the kernel ---------------------------------------------------------------------------------
     def lower(self) -> Function:

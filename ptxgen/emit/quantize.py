@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from ..ir import Builder
 from ..ir import Addr, Imm, Vec, VReg
+from ..ir import ops as ptx
+from ..ir.ops import B32
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def quantize(b: Builder, dtype: str, value: VReg) -> VReg:
 
 def _prmt(b: Builder, lo: VReg, hi: VReg, selector: str) -> VReg:
     d = b.reg("b32")
-    b.emit("prmt.b32", d, lo, hi, Imm(selector), ndefs=1)
+    ptx.prmt(b, B32, lo, hi, Imm(selector), into=d)
     return d
 
 
@@ -75,7 +77,7 @@ def load_bytes(b: Builder, dtype: str, addr: Addr, count: int, guard: VReg | Non
     if count == 1:
         words = [b.reg("b32")]
         if guard is not None:
-            b.emit("mov.b32", words[0], Imm("0"), ndefs=1)
+            ptx.mov(b, B32, 0, into=words[0])
         b.emit(fam.load.replace(".global", f".{space}"), words[0], addr, ndefs=1, guard=guard)
         ints = words
     else:
@@ -83,7 +85,7 @@ def load_bytes(b: Builder, dtype: str, addr: Addr, count: int, guard: VReg | Non
         words = list(b.regs("b32", max(1, count // 4)))
         if guard is not None:
             for w in words:
-                b.emit("mov.b32", w, Imm("0"), ndefs=1)
+                ptx.mov(b, B32, 0, into=w)
         b.emit(f"ld.{space}{vec}{typ}", Vec(tuple(words)) if len(words) > 1 else words[0], addr, ndefs=1,
                guard=guard)
         ints = []

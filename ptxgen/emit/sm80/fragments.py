@@ -25,6 +25,8 @@ from ...ir import Builder
 from .plans import FragmentPlan, a_fragment_plan, b_fragment_plan, warp_origin
 from ..index import SiteBases, share_bases
 from ...ir import Addr, Imm, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, U8
 from .layouts import SCALAR_FRAGMENTS, FragmentTable
 from ..swizzle import smem_element_offset
 from .isa import ldmatrix
@@ -147,7 +149,7 @@ class FragmentLoader:
                 into = None if dst is None else dst[blk][reg]
                 if t.elems == 1:
                     r = self.b.reg("b32") if into is None else into
-                    self.b.emit("ld.shared.b32", r, self._addr(plan.addr, sites[0], bases), ndefs=1)
+                    ptx.load(self.b, "shared", B32, self._addr(plan.addr, sites[0], bases), into=r)
                 else:
                     r = self.pack_bytes([self._addr(plan.addr, site, bases) for site in sites], into)
                 regs.append(r)
@@ -158,12 +160,12 @@ class FragmentLoader:
         """One .b32 of 4 bytes read from `addrs`, the first in the least significant byte."""
         x = self.b.regs("b32", 4)
         for r, a in zip(x, addrs):
-            self.b.emit("ld.shared.u8", r, a, ndefs=1)
+            ptx.load(self.b, "shared", U8, a, into=r)
         lo, hi = self.b.regs("b32", 2)
         out = self.b.reg("b32") if into is None else into
-        self.b.emit("prmt.b32", lo, x[0], x[1], PAIR_BYTES, ndefs=1)
-        self.b.emit("prmt.b32", hi, x[2], x[3], PAIR_BYTES, ndefs=1)
-        self.b.emit("prmt.b32", out, lo, hi, JOIN_PAIRS, ndefs=1, comment="k, k+1, k+2, k+3 low to high")
+        ptx.prmt(self.b, B32, x[0], x[1], PAIR_BYTES, into=lo)
+        ptx.prmt(self.b, B32, x[2], x[3], PAIR_BYTES, into=hi)
+        ptx.prmt(self.b, B32, lo, hi, JOIN_PAIRS, into=out, comment="k, k+1, k+2, k+3 low to high")
         return out
 
 

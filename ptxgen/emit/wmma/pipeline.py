@@ -20,6 +20,8 @@ from ..sm80.mainloop import MainLoop
 from ..sm80.plans import warp_origin
 from ..index import Expr, share_bases
 from ...ir import Addr, VReg
+from ...ir import ops as ptx
+from ...ir.ops import U32, F32
 from ..pipeline import Accumulators
 from . import isa
 from .isa import ACC_BYTES, ACC_REGS
@@ -88,7 +90,7 @@ class WmmaPipeline(CpAsyncOperands):
         for name in ("A", "B"):
             off = rd_off[name]
             rd[name] = ([(r, off) for r in self.bases[name]] if isinstance(off, int)
-                        else [(lw.u32("add.u32", r, off), 0) for r in self.bases[name]])
+                        else [(ptx.add(lw.b, U32, r, off), 0) for r in self.bases[name]])
         op = isa.mma_opcode(self.layout["A"], self.layout["B"], self.g.dtype, self.acc)
         steps = self.s.bk // 16
 
@@ -123,7 +125,7 @@ class WmmaPipeline(CpAsyncOperands):
         pitch = epi.st.pitch
         eb = ACC_BYTES[self.acc]
         wm0, wn0 = self.origin
-        warp = self.lw.u32("add.u32", stage, self.lw.ex.emit(wm0 * pitch + wn0 * eb))
+        warp = ptx.add(self.lw.b, U32, stage, self.lw.ex.emit(wm0 * pitch + wn0 * eb))
         for m, n, imm in self._blocks(pitch, eb):
             isa.store_d(self.b, "shared", self.acc, Addr(warp, imm), acc[m][n], pitch // eb)
 
@@ -148,4 +150,4 @@ class WmmaPipeline(CpAsyncOperands):
         for m, n, imm in self._blocks(row_elems * 4, 4):
             part = isa.load_c(self.b, "global", "f32", Addr(base, imm), row_elems)
             for r, p in zip(acc[m][n], part):
-                self.b.emit("add.f32", r, r, p, ndefs=1)
+                ptx.add(self.b, F32, r, p, into=r)

@@ -28,9 +28,9 @@ from .wmma.pipeline import WmmaPipeline
 from .pipeline import Accumulators, Pipeline
 from ..ir import Function, Imm, Param, Sym, VReg
 from ..ir import ops as ptx
-from ..ir.ops import U32, U64, S64
+from ..ir.ops import B32, F32, U32, U64, S64
 from .tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
-from .memory import ld_param
+from .memory import load_param
 from .scalar_ops import ScalarOps
 
 SMEM_SYMBOL = "smem"
@@ -137,8 +137,7 @@ class GemmLowering(ScalarOps):
         extra = ((("bias",) if self.g.epi.bias else ()) + (("scale",) if self.g.epi.scale else ())
                  + (("workspace", "counters") if self.needs_workspace else ()))
         for name in ("A", "B", "C") + extra:
-            raw = ld_param(self.b, "b64", ".u64", name)
-            self.ptr[name] = self.u64("cvta.to.global.u64", raw)
+            self.ptr[name] = ptx.to_global(self.b, U64, load_param(self.b, U64, name))
 
     def load_dims(self) -> None:
         for n in ("K", "lda", "ldb", "ldc"):
@@ -157,7 +156,7 @@ class GemmLowering(ScalarOps):
             self.ptr[name] = ptx.mad(self.b, U64, step, Imm(str(eb)), base[name])
 
     def batch_strides(self) -> dict[str, VReg]:
-        return {n: ld_param(self.b, "b64", ".u64", f"batch_stride_{n.lower()}") for n in ("A", "B", "C")}
+        return {n: load_param(self.b, U64, f"batch_stride_{n.lower()}") for n in ("A", "B", "C")}
 
     def element_pointer(self, base: VReg, ld: str, row: VReg, col: VReg, eb: int) -> VReg:
         """base + (row * ld + col) * eb, all in 64 bits: ld * eb (and row * ld * eb) reach 2^32
@@ -210,8 +209,7 @@ class GemmLowering(ScalarOps):
         for row in acc:
             for frag in row:
                 for r in frag:
-                    self.b.emit("mov.f32" if float_acc else "mov.b32", r, Imm("0f00000000" if float_acc else "0"),
-                                ndefs=1)
+                    ptx.mov(self.b, F32 if float_acc else B32, Imm("0f00000000") if float_acc else 0, into=r)
 
     def mainloop(self, acc, ops: TileOperands, k: KRange) -> None:
         """The K loop over the k-tiles of `k` (at least one), from the pointers of `ops`."""

@@ -33,9 +33,19 @@ class PtxType:
     def __str__(self) -> str:
         return "pred" if self.kind == "pred" else f"{self.kind}{self.bits}"
 
+    @classmethod
+    def named(cls, name: str) -> "PtxType":
+        """The type PTX spells `name` ("u32", "f16", "bf16", "pred")."""
+        if name == "pred":
+            return PRED
+        kind = name.rstrip("0123456789")
+        if kind not in ("u", "s", "f", "b", "bf", "tf") or not name[len(kind):].isdigit():
+            raise ValueError(f"{name!r} is not a PTX type name (u32, s64, f16, bf16, b32, pred, ...)")
+        return cls(kind, int(name[len(kind):]))
+
     @property
     def is_float(self) -> bool:
-        return self.kind == "f"
+        return self.kind in ("f", "bf", "tf")
 
     @property
     def is_int(self) -> bool:
@@ -57,10 +67,10 @@ class PtxType:
 
 
 PRED = PtxType("pred", 1)
-B16, B32, B64 = PtxType("b", 16), PtxType("b", 32), PtxType("b", 64)
+B8, B16, B32, B64 = PtxType("b", 8), PtxType("b", 16), PtxType("b", 32), PtxType("b", 64)
 U8, S8, U16, U32, S32, U64, S64 = (PtxType("u", 8), PtxType("s", 8), PtxType("u", 16), PtxType("u", 32),
                                    PtxType("s", 32), PtxType("u", 64), PtxType("s", 64))
-F16, F32 = PtxType("f", 16), PtxType("f", 32)
+F16, F32, BF16, TF32 = PtxType("f", 16), PtxType("f", 32), PtxType("bf", 16), PtxType("tf", 32)
 #: setp comparisons (signed/unsigned/float alike; lo/ls/hi/hs are the unsigned spellings).
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")
 
@@ -98,6 +108,9 @@ SPELLING: dict[str, Callable[[PtxType], str]] = {
     "mov": lambda t: f"mov.{t}",
     "selp": lambda t: f"selp.{t}",
     "prmt": lambda t: f"prmt.{t.untyped}",
+    "bfe": _integer("bfe", lambda t: f"bfe.{t}"),   # the extension follows the type's sign
+    "ex2": lambda t: f"ex2.approx.{t}",
+    "cvta.to.global": lambda t: f"cvta.to.global.{t}",
 }
 
 
@@ -130,7 +143,9 @@ def _op(name: str) -> Callable[..., VReg]:
 
 
 add, sub, mul, mad, fma, div, rem = (_op(n) for n in ("add", "sub", "mul", "mad", "fma", "div", "rem"))
-min_, max_, neg, rcp, mov, prmt = (_op(n) for n in ("min", "max", "neg", "rcp", "mov", "prmt"))
+min_, max_, neg, rcp, ex2, mov, prmt, bfe = (_op(n) for n in ("min", "max", "neg", "rcp", "ex2", "mov", "prmt", "bfe"))
+#: A generic address made a global one (cvta.to.global).
+to_global = _op("cvta.to.global")
 and_, or_, xor, not_, shl, shr = (_op(n) for n in ("and", "or", "xor", "not", "shl", "shr"))
 
 

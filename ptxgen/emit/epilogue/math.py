@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ...ir import Addr, Imm, Vec, VReg
 from ...ir import ops as ptx
-from ...ir.ops import B16, B32, U16, U32, S64, F16, F32
+from ...ir.ops import B16, B32, F16, F32, S64, U16, U32, PtxType
 from ..memory import st_global
 from ..quantize import load_bytes, quantize, store_bytes
 from ...schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES
@@ -58,7 +58,7 @@ class EpilogueMath:
         if dtype == "f16":
             return ptx.cvt(self.b, F32, F16, half)
         wide = ptx.cvt(self.lw.b, U32, U16, half)
-        return self.f("shl.b32", wide, Imm("16"))
+        return ptx.emit(self.b, "shl", U32, wide, 16, result=F32)   # the f32 whose top half is the bf16
 
     def unpack(self, packed: VReg, dtype: str) -> tuple[VReg, VReg]:
         lo, hi = self.b.reg("b16"), self.b.reg("b16")
@@ -89,7 +89,7 @@ class EpilogueMath:
     def times_sigmoid(self, v: VReg, z: VReg) -> VReg:
         """v / (1 + e^-z) via ex2.approx and rcp.rn: no cancellation for large negative z, unlike
         1 + tanh(z/2), so small results keep their relative accuracy."""
-        e = self.f("ex2.approx.f32", ptx.mul(self.b, F32, z, f32(-LOG2_E)))
+        e = ptx.ex2(self.b, F32, ptx.mul(self.b, F32, z, f32(-LOG2_E)))
         return ptx.mul(self.b, F32, v, ptx.rcp(self.b, F32, ptx.add(self.b, F32, e, f32(1.0))))
 
     def emit(self, acc) -> None:
@@ -107,14 +107,14 @@ class EpilogueMath:
             for v in vals:
                 if guard is not None:
                     ptx.mov(self.b, F32, f32(0.0), into=v)
-            op = "ld.global.f32" if count == 1 else "ld.global.v2.f32"
-            self.b.emit(op, vals[0] if count == 1 else _vec(*vals), addr, ndefs=1, guard=guard)
+            ptx.load(self.b, "global", F32, addr, into=vals[0] if count == 1 else _vec(*vals), width=count,
+                     guard=guard)
             return vals
-        cls = "b16" if count == 1 else "b32"
-        raw = self.b.reg(cls)
+        bits = B16 if count == 1 else B32
+        raw = self.b.reg(bits.reg_class)
         if guard is not None:
-            self.b.emit(f"mov.{cls}", raw, Imm("0"), ndefs=1)
-        self.b.emit(f"ld.global.{cls}", raw, addr, ndefs=1, guard=guard)
+            ptx.mov(self.b, bits, 0, into=raw)
+        ptx.load(self.b, "global", bits, addr, into=raw, guard=guard)
         return [self.to_f32(raw, dt)] if count == 1 else list(self.unpack(raw, dt))
 
     def vector_values(self, name: str, index: VReg, offsets: list[int], guards: list[VReg | None]) -> list[VReg]:
@@ -160,7 +160,7 @@ class EpilogueMath:
             st_global(self.b, B32, addr, (packed,), guard=guard)
         else:
             h = self.b.reg("b16")
-            self.b.emit(f"cvt.rn.{dt}.f32", h, values[0], ndefs=1)
+            ptx.cvt(self.b, PtxType.named(dt), F32, values[0], rounding="rn", into=h)
             st_global(self.b, B16, addr, (h,), guard=guard)
 
     def describe(self) -> None:

@@ -24,7 +24,7 @@ from ..addressing import RowPointers
 from ..index import Tid, evaluate, share_bases
 from ...ir import Addr, Imm, Vec, VReg
 from ...ir import ops as ptx
-from ...ir.ops import PRED, B16, U32
+from ...ir.ops import B16, B32, F32, PRED, U32
 from ..memory import bar_sync
 from ..swizzle import stage_offset
 from ..quantize import load_bytes, quantize, store_bytes
@@ -125,8 +125,7 @@ class StagedEpilogue(EpilogueMath):
         vals: list[VReg] = []
         for q, addr in zip(range(0, v, 4), addrs):
             regs = self.b.regs("f32", min(4, v - q))
-            op = "ld.shared.v4.f32" if len(regs) == 4 else ("ld.shared.v2.f32" if len(regs) == 2 else "ld.shared.f32")
-            self.b.emit(op, Vec(regs) if len(regs) > 1 else regs[0], addr, ndefs=1)
+            ptx.load(self.b, "shared", F32, addr, into=Vec(regs) if len(regs) > 1 else regs[0], width=len(regs))
             vals.extend(regs)
         return vals
 
@@ -137,8 +136,7 @@ class StagedEpilogue(EpilogueMath):
             ptx.load(self.b, "shared", B16, addr, into=h)
             return [self.to_f32(h, "f16")]
         words = self.b.regs("b32", v // 2)
-        op = {1: "ld.shared.b32", 2: "ld.shared.v2.b32", 4: "ld.shared.v4.b32"}[len(words)]
-        self.b.emit(op, Vec(words) if len(words) > 1 else words[0], addr, ndefs=1)
+        ptx.load(self.b, "shared", B32, addr, into=Vec(words) if len(words) > 1 else words[0], width=len(words))
         return [x for w in words for x in self.unpack(w, "f16")]  # low half = lower column
 
     def finish_chunk(self, addr: Addr, vals: list[VReg], guard: VReg | None, vecs: dict[str, list[VReg]]) -> None:
@@ -189,7 +187,7 @@ class StagedEpilogue(EpilogueMath):
                 w = b.reg("b32")
                 b.emit(CVT_PACK[dt], w, vals[q + 1], vals[q], ndefs=1)  # odd column -> high half
                 words.append(w)
-        vec = {1: "", 2: ".v2", 4: ".v4"}[len(words)]
-        typ = ".f32" if dt == "f32" else ".b32"  # s32 and packed 16-bit pairs store as bits
-        b.emit(f"st.global{vec}{typ}", addr, Vec(tuple(words)) if len(words) > 1 else words[0], guard=guard)
+        bits = F32 if dt == "f32" else B32  # s32 and packed 16-bit pairs store as bits
+        ptx.store(b, "global", bits, addr, Vec(tuple(words)) if len(words) > 1 else words[0], width=len(words),
+                  guard=guard)
 

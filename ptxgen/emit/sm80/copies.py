@@ -136,18 +136,18 @@ class CpAsyncCopies:
         zero-extends, and the first element is the low byte), so no byte past the edge is read.
         """
         h = self.b.reg("b16")
-        typ = ".b16" if cb == 2 else ".u8"
+        ty = B16 if cb == 2 else U8
         if size is not None or guard is not None:
             ptx.mov(self.b, B16, 0, into=h)
         if size is None:
-            self.b.emit(f"ld.global{typ}", h, src, ndefs=1, guard=guard)
+            ptx.load(self.b, "global", ty, src, into=h, guard=guard)
         else:
             full = ptx.setp(self.lw.b, "eq", U32, size, Imm(str(cb)))
-            self.b.emit(f"ld.global{typ}", h, src, ndefs=1, guard=self.both(full, guard))
+            ptx.load(self.b, "global", ty, src, into=h, guard=self.both(full, guard))
             if cb == 2 and eb == 1:  # the straddling unit: its first byte only
                 first = ptx.setp(self.lw.b, "eq", U32, size, 1)
                 ptx.load(self.b, "global", U8, src, into=h, guard=self.both(first, guard))
-        self.b.emit(f"st.shared{typ}", dst, h, guard=guard)
+        ptx.store(self.b, "shared", ty, dst, h, guard=guard)
 
     def both(self, p: VReg, q: VReg | None) -> VReg:
         return p if q is None else ptx.and_(self.lw.b, PRED, p, q)

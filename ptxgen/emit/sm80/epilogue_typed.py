@@ -27,14 +27,13 @@ from .plans import store_plan
 from ..index import Tid, evaluate, share_bases
 from ...ir import Addr, Imm, Vec, VReg
 from ...ir import ops as ptx
-from ...ir.ops import PRED, B16, B32, U32, S64
+from ...ir.ops import B8, B16, B32, PRED, S64, U8, U32, PtxType
 from ..memory import bar_sync
 from ..quantize import load_bytes, pack, quantize
 
 
 #: Bytes per chunk access -> (vector suffix, type, register class, registers).
-ACCESS = {16: (".v4", ".b32", "b32", 4), 8: (".v2", ".b32", "b32", 2), 4: ("", ".b32", "b32", 1),
-          2: ("", ".b16", "b16", 1), 1: ("", ".u8", "b16", 1)}
+ACCESS = {16: (4, B32, "b32"), 8: (2, B32, "b32"), 4: (1, B32, "b32"), 2: (1, B16, "b16"), 1: (1, U8, "b16")}
 
 
 @dataclass
@@ -167,20 +166,20 @@ class TypedStaging:
         chunk's shared side is unguarded (phase 0 stages zeros where C is not read), a single
         element's is guarded (it must not overwrite the chunk's staged bytes)."""
         b = self.b
-        vec, typ, cls, count = ACCESS[width]
+        count, ty, cls = ACCESS[width]
         regs = b.regs(cls, count)
         val: VReg | Vec = Vec(tuple(regs)) if count > 1 else regs[0]
-        store_typ = ".b8" if width == 1 else typ
+        store_ty = B8 if width == 1 else ty
         shared_guard = guard if element else None
         if to_shared:
             if guard is not None:
                 for r in regs:
-                    b.emit(f"mov.{cls}", r, Imm("0"), ndefs=1)
-            b.emit(f"ld.global{vec}{typ}", val, gmem, ndefs=1, guard=guard)
-            b.emit(f"st.shared{vec}{store_typ}", smem, val, guard=shared_guard)
+                    ptx.mov(b, PtxType.named(cls), 0, into=r)
+            ptx.load(b, "global", ty, gmem, into=val, width=count, guard=guard)
+            ptx.store(b, "shared", store_ty, smem, val, width=count, guard=shared_guard)
         else:
-            b.emit(f"ld.shared{vec}{typ}", val, smem, ndefs=1, guard=shared_guard)
-            b.emit(f"st.global{vec}{store_typ}", gmem, val, guard=guard)
+            ptx.load(b, "shared", ty, smem, into=val, width=count, guard=shared_guard)
+            ptx.store(b, "global", store_ty, gmem, val, width=count, guard=guard)
 
 
 class TypedStagedEpilogue(StagedEpilogue):

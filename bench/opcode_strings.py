@@ -7,7 +7,8 @@ dot-separated word is a PTX opcode followed by a dot ("add.u32", "setp.lt.u32",
 f"ldmatrix.sync.aligned.m8n8.x{n}...", f"cvt.rn.{t}"); bare words ("bra", "ret") and prose are
 not counted. Lambdas in a module-level table count as table entries.
 
-    python bench/opcode_strings.py [root]      # default: ptxgen/emit next to this script
+    python bench/opcode_strings.py [--list] [root]   # default root: ptxgen/emit next to this script
+                                                      # --list: every inline site, then the table
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 #: PTX opcodes (the first word of an instruction) the emitters use or could use.
 OPCODES = frozenset("""
-abs activemask add and atom bar barrier bfe bfi bfind brev brkpt clz cnot copysign cos cp cvt cvta div
+abs activemask add and atom bar barrier bfe bfi bfind bra brev brkpt call clz cnot copysign cos cp cvt cvta div
 elect ex2 exit fence fma fns getctarank griddepcontrol isspacep ld ldmatrix ldu lg2 lop3 mad mad24 mapa
 match max mbarrier membar min mma mov mul mul24 multimem nanosleep neg not or popc prefetch prmt rcp red
 redux rem ret rsqrt sad selp set setmaxnreg setp shf shfl shl shr sin slct sqrt st stmatrix sub suld sust
@@ -30,7 +31,7 @@ _HEAD = re.compile(r"^([a-z][a-z0-9]*)\.")
 
 def is_opcode(text: str) -> bool:
     m = _HEAD.match(text)
-    return bool(m) and m.group(1) in OPCODES and " " not in text.strip()
+    return bool(m) and m.group(1) in OPCODES and not any(c in text for c in " ()")
 
 
 def _literal_head(node: ast.AST) -> str | None:
@@ -41,8 +42,8 @@ def _literal_head(node: ast.AST) -> str | None:
     return None
 
 
-def count_file(path: Path) -> Counter:
-    """{"inline": n, "table": m} for one module."""
+def count_file(path: Path, sites: list[str] | None = None) -> Counter:
+    """{"inline": n, "table": m} for one module; inline sites appended to `sites` as "path:line text"."""
     tree = ast.parse(path.read_text(), str(path))
     counts: Counter = Counter()
 
@@ -53,6 +54,8 @@ def count_file(path: Path) -> Counter:
         if head is not None:
             if is_opcode(head):
                 counts["inline" if in_function else "table"] += 1
+                if in_function and sites is not None:
+                    sites.append(f"{path}:{getattr(node, 'lineno', 0)} {head}")
             if isinstance(node, ast.JoinedStr):
                 return
         inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -63,18 +66,23 @@ def count_file(path: Path) -> Counter:
     return counts
 
 
-def count_tree(root: Path) -> dict[str, Counter]:
+def count_tree(root: Path, sites: list[str] | None = None) -> dict[str, Counter]:
     """Counts per directory under `root` (relative names; "." for root itself)."""
     per_dir: dict[str, Counter] = {}
     for path in sorted(root.rglob("*.py")):
         key = str(path.parent.relative_to(root)) or "."
-        per_dir.setdefault(key, Counter()).update(count_file(path))
+        per_dir.setdefault(key, Counter()).update(count_file(path, sites))
     return per_dir
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent.parent / "ptxgen" / "emit"
-    per_dir = count_tree(root)
+    listing = "--list" in argv
+    args = [a for a in argv[1:] if a != "--list"]
+    root = Path(args[0]) if args else Path(__file__).resolve().parent.parent / "ptxgen" / "emit"
+    sites: list[str] = []
+    per_dir = count_tree(root, sites)
+    if listing:
+        print("\n".join(sites))
     total: Counter = Counter()
     print(f"{'directory':<12} {'inline':>7} {'table':>7} {'inline %':>9}")
     for key, c in per_dir.items():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..ir import Addr, Imm, Sym, VReg
+from ..ir import Addr, Imm, VReg
 from ..ir import ops as ptx
 from ..ir.ops import U32, S32, U64, S64, F32
 from .memory import bar_sync
@@ -35,9 +35,8 @@ def continue_if_last_split(lw, counter: VReg, flag: VReg, t0: VReg, splits: int)
     b = lw.b
     bar_sync(b, comment="every partial of this CTA is written")
     b.emit("fence.acq_rel.gpu", guard=t0)
-    old = b.reg("b32")
-    b.emit("atom.acq_rel.gpu.global.add.u32", old, Addr(counter), Imm("1"), ndefs=1, guard=t0,
-           comment="release our partial; acquire the earlier splits'")
+    old = ptx.atom(b, "add", U32, Addr(counter), 1, sem="acq_rel.gpu", guard=t0,
+                   comment="release our partial; acquire the earlier splits'")
     ptx.store(b, "shared", U32, Addr(flag), old, guard=t0)
     bar_sync(b, comment="the arrival count is visible to the whole CTA")
     seen = ptx.load(lw.b, "shared", U32, Addr(flag))
@@ -105,4 +104,4 @@ class SplitK:
         ptx.add(b, S64, ptr, Imm(str(self.mpad * self.npad * 4)), into=ptr, comment="next split's slice")
         ptx.add(b, U32, s, 1, into=s)
         again = ptx.setp(lw.b, "lt", U32, s, Imm(str(self.S)))
-        b.emit("bra.uni", Sym(loop), guard=again)
+        ptx.bra(b, loop, guard=again)

@@ -68,7 +68,7 @@ class StreamK:
 
     def branch(self, pred: VReg | None, label: str, negate: bool = False, comment: str | None = None) -> None:
         """A CTA-uniform branch (every value it tests is the same in all threads)."""
-        self.b.emit("bra.uni", Sym(label), guard=pred, negate=negate, comment=comment)
+        ptx.bra(self.b, label, guard=pred, negate=negate, comment=comment)
 
     # -- the kernel ---------------------------------------------------------------------------
     def lower(self) -> Function:

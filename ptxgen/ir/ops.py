@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Union
 
 from .builder import Builder
-from .nodes import Addr, Operand, Vec, VReg
+from .nodes import Addr, Operand, Sym, Vec, VReg
 
 Src = Union[Operand, int]
 
@@ -209,3 +209,25 @@ def store(b: Builder, space: str, ty: PtxType, addr: Addr, value: Src | Vec, *, 
           comment: str | None = None, guard: VReg | None = None) -> None:
     """`st.space[.vN].ty [addr], value`."""
     b.emit(memory_opcode("st", space, ty, width, sem), addr, value, comment=comment, guard=guard)
+
+
+def atom(b: Builder, op: str, ty: PtxType, addr: Addr, value: Src, *, sem: str = "", space: str = "global",
+         comment: str | None = None, guard: VReg | None = None) -> VReg:
+    """`atom[.sem].space.op.ty d, [addr], value`: the old value, in a fresh register."""
+    d = b.reg(ty.reg_class)
+    b.emit(f"atom{'.' + sem if sem else ''}.{space}.{op}.{ty}", d, addr, value, ndefs=1, comment=comment,
+           guard=guard)
+    return d
+
+
+def red(b: Builder, op: str, ty: PtxType, addr: Addr, value: Src, *, sem: str = "", space: str = "global",
+        comment: str | None = None, guard: VReg | None = None) -> None:
+    """`red[.sem].space.op.ty [addr], value`: an atomic update whose old value nobody reads."""
+    b.emit(f"red{'.' + sem if sem else ''}.{space}.{op}.{ty}", addr, value, comment=comment, guard=guard)
+
+
+# -- control -------------------------------------------------------------------------------------
+def bra(b: Builder, label: str, *, uniform: bool = True, guard: VReg | None = None, negate: bool = False,
+        comment: str | None = None) -> None:
+    """A branch to `label`; `uniform` (bra.uni) where every thread that runs it takes the same way."""
+    b.emit("bra.uni" if uniform else "bra", Sym(label), guard=guard, negate=negate, comment=comment)

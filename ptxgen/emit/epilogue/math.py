@@ -149,7 +149,7 @@ class EpilogueMath:
         dt = self.g.out_dtype
         if self.atomic:  # split-K partial sums land in C with hardware float adds
             for j, v in enumerate(values):
-                self.b.emit("red.relaxed.gpu.global.add.f32", Addr(addr.base, addr.offset + 4 * j), v, guard=guard)
+                ptx.red(self.b, "add", F32, Addr(addr.base, addr.offset + 4 * j), v, sem="relaxed.gpu", guard=guard)
         elif self.quantized:
             store_bytes(self.b, addr, [quantize(self.b, dt, v) for v in values], guard)
         elif dt in ("f32", "s32"):  # s32: the accumulator bits, stored as they are

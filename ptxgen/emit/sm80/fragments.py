@@ -26,7 +26,7 @@ from .plans import FragmentPlan, a_fragment_plan, b_fragment_plan, warp_origin
 from ..index import SiteBases, share_bases
 from ...ir import Addr, Imm, VReg
 from ...ir import ops as ptx
-from ...ir.ops import B32, U8
+from ...ir.ops import B32, F32, TF32, U8
 from .layouts import SCALAR_FRAGMENTS, FragmentTable
 from ..swizzle import smem_element_offset
 from .isa import ldmatrix
@@ -114,7 +114,7 @@ class FragmentLoader:
         # round f32 inputs to tf32 (ties away), docs/ptx_facts/mma_sync.md §2a
         if self.g.dtype == "tf32":
             for r in regs:
-                self.b.emit("cvt.rna.tf32.f32", r, r, ndefs=1)
+                ptx.cvt(self.b, TF32, F32, r, rounding="rna", into=r)
 
     def matrices(self, name: str, plan: FragmentPlan, ks: int, bases: Sequence[tuple[VReg, int]], frag: list,
                  dst: list | None) -> None:

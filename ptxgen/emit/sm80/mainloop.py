@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...schedule.geometry import prefetches_across_k_tiles
-from ...ir import Imm, Sym, VReg
+from ...ir import Imm, VReg
 from ...ir import ops as ptx
 from ...ir.ops import U32
 from ..memory import bar_sync
@@ -104,7 +104,7 @@ class MainLoop:
             self.rotate(rd, wr)
         ptx.add(b, U32, i, 1, into=i)
         again = ptx.setp(self.lw.b, "lt", U32, i, self.k.count)
-        b.emit("bra.uni", Sym(loop), guard=again)
+        ptx.bra(b, loop, guard=again)
         b.banner("Epilogue: drain the copy pipeline, store the accumulators")
         wait_group(b, 0, comment="drain: every remaining group is empty")
 
@@ -165,7 +165,7 @@ class MainLoop:
         bar_sync(b, comment="every thread is done reading stage 0 before it is overwritten")
         ptx.add(b, U32, i, 1, into=i)
         again = ptx.setp(self.lw.b, "lt", U32, i, self.k.count)
-        b.emit("bra.uni", Sym(loop), guard=again)
+        ptx.bra(b, loop, guard=again)
         b.banner("Epilogue: store the accumulators")
 
 

@@ -125,16 +125,17 @@ def _result(b: Builder, cls: str, into: VReg | None) -> VReg:
     return b.reg(cls) if into is None else into
 
 
-def emit(b: Builder, op: str, ty: PtxType, *srcs: Src, into: VReg | None = None, result: PtxType | None = None,
-         comment: str | None = None, guard: VReg | None = None) -> VReg:
-    """`op` on `ty`, written into `into` or a fresh register of `result`'s class (default `ty`'s)."""
-    d = _result(b, (result or ty).reg_class, into)
+def emit(b: Builder, op: str, ty: PtxType, *srcs: Src, into: VReg | Vec | None = None,
+         result: PtxType | None = None, comment: str | None = None, guard: VReg | None = None) -> VReg:
+    """`op` on `ty`, written into `into` or a fresh register of `result`'s class (default `ty`'s).
+    `into` may be a Vec (`mov.b32 {lo, hi}, x` splits a word); it is returned as given."""
+    d = b.reg((result or ty).reg_class) if into is None else into
     b.emit(opcode(op, ty), d, *srcs, ndefs=1, comment=comment, guard=guard)
-    return d
+    return d  # type: ignore[return-value]  # a Vec destination comes back as the caller gave it
 
 
 def _op(name: str) -> Callable[..., VReg]:
-    def helper(b: Builder, ty: PtxType, *srcs: Src, into: VReg | None = None, comment: str | None = None,
+    def helper(b: Builder, ty: PtxType, *srcs: Src, into: VReg | Vec | None = None, comment: str | None = None,
                guard: VReg | None = None) -> VReg:
         return emit(b, name, ty, *srcs, into=into, comment=comment, guard=guard)
     helper.__name__ = name.replace(".", "_")

@@ -125,17 +125,16 @@ def _result(b: Builder, cls: str, into: VReg | None) -> VReg:
     return b.reg(cls) if into is None else into
 
 
-def emit(b: Builder, op: str, ty: PtxType, *srcs: Src, into: VReg | Vec | None = None,
+def emit(b: Builder, op: str, ty: PtxType, *srcs: Src, into: VReg | None = None,
          result: PtxType | None = None, comment: str | None = None, guard: VReg | None = None) -> VReg:
-    """`op` on `ty`, written into `into` or a fresh register of `result`'s class (default `ty`'s).
-    `into` may be a Vec (`mov.b32 {lo, hi}, x` splits a word); it is returned as given."""
-    d = b.reg((result or ty).reg_class) if into is None else into
+    """`op` on `ty`, written into `into` or a fresh register of `result`'s class (default `ty`'s)."""
+    d = _result(b, (result or ty).reg_class, into)
     b.emit(opcode(op, ty), d, *srcs, ndefs=1, comment=comment, guard=guard)
-    return d  # type: ignore[return-value]  # a Vec destination comes back as the caller gave it
+    return d
 
 
 def _op(name: str) -> Callable[..., VReg]:
-    def helper(b: Builder, ty: PtxType, *srcs: Src, into: VReg | Vec | None = None, comment: str | None = None,
+    def helper(b: Builder, ty: PtxType, *srcs: Src, into: VReg | None = None, comment: str | None = None,
                guard: VReg | None = None) -> VReg:
         return emit(b, name, ty, *srcs, into=into, comment=comment, guard=guard)
     helper.__name__ = name.replace(".", "_")
@@ -160,6 +159,12 @@ def _wide(name: str) -> Callable[..., VReg]:
 
 
 mul_wide, mad_wide = _wide("mul.wide"), _wide("mad.wide")
+
+
+def split(b: Builder, ty: PtxType, value: Src, parts: Vec) -> None:
+    """`mov.ty {p0, p1, ...}, value`: a `ty` word split into the narrower registers of `parts`,
+    lowest bits first."""
+    b.emit(opcode("mov", ty), parts, value, ndefs=1)
 
 
 def setp(b: Builder, cmp: str, ty: PtxType, a: Src, c: Src, *, into: VReg | None = None,

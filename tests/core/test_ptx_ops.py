@@ -101,3 +101,10 @@ def test_refusals_name_the_problem():
         ptx.emit(b, "popc", U32, Imm("1"))
     with pytest.raises(ValueError, match="not a PTX type name"):
         PtxType.named("int32")
+
+
+def test_split_moves_a_word_into_narrower_registers():
+    b = Builder("k", [])
+    lo, hi = b.reg("b16"), b.reg("b16")
+    ptx.split(b, B32, Imm("7"), Vec((lo, hi)))
+    assert (last(b).op, last(b).defs()) == ("mov.b32", (lo, hi))

@@ -62,7 +62,7 @@ class EpilogueMath:
 
     def unpack(self, packed: VReg, dtype: str) -> tuple[VReg, VReg]:
         lo, hi = self.b.reg("b16"), self.b.reg("b16")
-        ptx.mov(self.b, B32, packed, into=_vec(lo, hi))
+        ptx.split(self.b, B32, packed, _vec(lo, hi))
         return self.to_f32(lo, dtype), self.to_f32(hi, dtype)
 
     def apply(self, v: VReg, old: VReg | None, bias: VReg | None, factor: VReg | None = None) -> VReg:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from ..ir import Builder
-from ..ir import Imm, VReg
+from ..ir import VReg
+from ..ir import ops as ptx
+from ..ir.ops import S64, U32
 
 
 class RowPointers:
@@ -26,11 +28,7 @@ class RowPointers:
             gap = row - self.prev
             if gap not in self.steps:
                 assert self.ld is not None, f"no step for a gap of {gap} rows"
-                step = self.b.reg("b64")
-                self.b.emit("mul.wide.u32", step, self.ld, Imm(str(gap * self.elem_bytes)), ndefs=1)
-                self.steps[gap] = step
-            nxt = self.b.reg("b64")
-            self.b.emit("add.s64", nxt, self.ptr[self.prev], self.steps[gap], ndefs=1)
-            self.ptr[row] = nxt
+                self.steps[gap] = ptx.mul_wide(self.b, U32, self.ld, gap * self.elem_bytes)
+            self.ptr[row] = ptx.add(self.b, S64, self.ptr[self.prev], self.steps[gap])
         self.prev = row
         return self.ptr[row]

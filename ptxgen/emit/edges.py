@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 from ..schedule.geometry import edges
 from ..ir import Imm, VReg
+from ..ir import ops as ptx
+from ..ir.ops import PRED, U32
 
 if TYPE_CHECKING:
     from ..targets.sm80.lowering import GemmLowering
@@ -30,9 +32,9 @@ class StoreEdges:
         cols: dict[int, VReg] = {}
         for dr, dc in sites:
             if self.m_edge and dr not in rows:
-                rows[dr] = lw.pred("setp.lt.u32", lw.u32("add.u32", row, Imm(str(dr))), lw.dim("M"))
+                rows[dr] = ptx.setp(lw.b, "lt", U32, ptx.add(lw.b, U32, row, Imm(str(dr))), lw.dim("M"))
             if self.n_edge and dc not in cols:
-                cols[dc] = lw.pred("setp.lt.u32", lw.u32("add.u32", col, Imm(str(dc))), lw.dim("N"))
+                cols[dc] = ptx.setp(lw.b, "lt", U32, ptx.add(lw.b, U32, col, Imm(str(dc))), lw.dim("N"))
         return StoreGuards(lw, rows, cols)
 
 
@@ -46,5 +48,5 @@ class StoreGuards:
     def __getitem__(self, site: tuple[int, int]) -> VReg | None:
         r, c = self.rows.get(site[0]), self.cols.get(site[1])
         if r is not None and c is not None:
-            return self.lw.pred("and.pred", r, c)
+            return ptx.and_(self.lw.b, PRED, r, c)
         return r or c

@@ -16,6 +16,8 @@ import numpy as np
 
 from ..ir import Builder
 from ..ir import Imm, VReg
+from ..ir import ops as ptx
+from ..ir.ops import U32
 
 
 class Expr:
@@ -57,9 +59,9 @@ _NUMPY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "add": np.add, "mul": np.multiply, "shr": np.right_shift, "shl": np.left_shift,
     "and": np.bitwise_and, "xor": np.bitwise_xor, "div": np.floor_divide, "rem": np.remainder,
 }
-#: PTX opcode of each operation on .u32 values.
-_PTX = {"add": "add.u32", "mul": "mul.lo.u32", "shr": "shr.u32", "shl": "shl.b32",
-        "and": "and.b32", "xor": "xor.b32", "div": "div.u32", "rem": "rem.u32"}
+#: The `ops.SPELLING` operation of each expression operation (all on .u32 values).
+_OPS = {"add": "add", "mul": "mul", "shr": "shr", "shl": "shl", "and": "and", "xor": "xor", "div": "div",
+        "rem": "rem"}
 _COMMUTATIVE = {"add", "mul", "and", "xor"}
 
 
@@ -121,20 +123,15 @@ class ExprEmitter:
         assert isinstance(e, Bin)
         a, c = self.emit(e.a), self.emit(e.b)
         if isinstance(a, Imm):  # non-commutative op with a constant left operand
-            t = self.b.reg("b32")
-            self.b.emit("mov.u32", t, a, ndefs=1)
-            a = t
-        d = self.b.reg("b32")
-        self.b.emit(_PTX[e.op], d, a, c, ndefs=1)
+            a = ptx.mov(self.b, U32, a)
+        d = ptx.emit(self.b, _OPS[e.op], U32, a, c)
         self.memo[e] = d
         return d
 
     def reg(self, e: Expr) -> VReg:
         v = self.emit(e)
         if isinstance(v, Imm):
-            r = self.b.reg("b32")
-            self.b.emit("mov.u32", r, v, ndefs=1)
-            return r
+            return ptx.mov(self.b, U32, v)
         return v
 
 

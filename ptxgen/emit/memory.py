@@ -7,20 +7,29 @@ from __future__ import annotations
 
 from ..ir import Builder
 from ..ir import Addr, Imm, Operand, Sym, Vec, VReg
+from ..ir import ops as ptx
+from ..ir.ops import PtxType
+
+
+def load_param(b: Builder, ty: PtxType, name: str) -> VReg:
+    """Kernel parameter `name` of type `ty`, in a fresh register of its class."""
+    r = ptx.load(b, "param", ty, Addr(Sym(name)))
+    assert isinstance(r, VReg)
+    return r
 
 
 def ld_param(b: Builder, cls: str, ptx_type: str, name: str) -> VReg:
+    """`load_param` with the type spelled by hand (".u32"), as the sm_90a lowering calls it."""
     r = b.reg(cls)
     b.emit(f"ld.param{ptx_type}", r, Addr(Sym(name)), ndefs=1)
     return r
 
 
-def st_global(b: Builder, ptx_type: str, addr: Addr, values: tuple[VReg, ...],
+def st_global(b: Builder, ty: PtxType, addr: Addr, values: tuple[VReg, ...],
               guard: VReg | None = None) -> None:
-    """A 1/2/4-wide global store (`st.global.v2.f32` ...) from registers."""
-    vec = {1: "", 2: ".v2", 4: ".v4"}[len(values)]
+    """A 1/2/4-wide global store (`st.global.v2.f32` ...) of `ty` values from registers."""
     src: Operand = values[0] if len(values) == 1 else Vec(values)
-    b.emit(f"st.global{vec}{ptx_type}", addr, src, guard=guard)
+    ptx.store(b, "global", ty, addr, src, width=len(values), guard=guard)
 
 
 def bar_sync(b: Builder, comment: str | None = None) -> None:

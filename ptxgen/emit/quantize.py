@@ -10,41 +10,36 @@ from dataclasses import dataclass
 
 from ..ir import Builder
 from ..ir import Addr, Imm, Vec, VReg
+from ..ir import ops as ptx
+from ..ir.ops import B8, B16, B32, F32, S8, S32, U8, U32, PtxType
 
 
 @dataclass(frozen=True)
 class ByteFamily:
-    """The instructions that move one 8-bit dtype between f32 and memory."""
+    """The types that move one 8-bit dtype between f32 and memory: `element` (cvt.rni.sat to it
+    rounds to nearest even and saturates; ld of it extends to 32 bits) and `word`, the 32-bit
+    type of the same signedness (bfe extends a byte to it; cvt.rn.f32 of it is exact, |x| <= 255)."""
 
-    quantize: str  # f32 -> integer: round to nearest even, saturate to the type's range
-    load: str  # one element from memory, extended to 32 bits
-    extract: str  # byte i of a 32-bit word (bfe d, w, 8i, 8), extended
-    widen: str  # the extended integer -> f32 (exact: |x| <= 255)
+    element: PtxType
+    word: PtxType
 
 
-BYTE_FAMILIES = {
-    "s8": ByteFamily("cvt.rni.sat.s8.f32", "ld.global.s8", "bfe.s32", "cvt.rn.f32.s32"),
-    "u8": ByteFamily("cvt.rni.sat.u8.f32", "ld.global.u8", "bfe.u32", "cvt.rn.f32.u32"),
-}
+BYTE_FAMILIES = {"s8": ByteFamily(S8, S32), "u8": ByteFamily(U8, U32)}
 
 #: prmt selectors: nibble i picks byte i of the result from the 8 bytes of {b, a} (a = bytes 0-3).
 LOW_BYTES = "0x0040"  # byte 0 of a, byte 0 of b (the upper half is don't-care)
 LOW_HALVES = "0x5410"  # bytes 0-1 of a, then bytes 0-1 of b
-#: Bytes per access -> (vector suffix, type) moving them as one 16-bit or 1/2/4 32-bit words.
-WORD_ACCESS = {2: ("", ".b16"), 4: ("", ".b32"), 8: (".v2", ".b32"), 16: (".v4", ".b32")}
+#: Bytes per access -> (vector width, type) moving them as one 16-bit or 1/2/4 32-bit words.
+WORD_ACCESS = {2: (1, B16), 4: (1, B32), 8: (2, B32), 16: (4, B32)}
 
 
 def quantize(b: Builder, dtype: str, value: VReg) -> VReg:
     """`value` rounded to nearest even and saturated to `dtype`, in a .b32 register's low byte."""
-    q = b.reg("b32")
-    b.emit(BYTE_FAMILIES[dtype].quantize, q, value, ndefs=1)
-    return q
+    return ptx.cvt(b, BYTE_FAMILIES[dtype].element, F32, value, rounding="rni.sat")
 
 
 def _prmt(b: Builder, lo: VReg, hi: VReg, selector: str) -> VReg:
-    d = b.reg("b32")
-    b.emit("prmt.b32", d, lo, hi, Imm(selector), ndefs=1)
-    return d
+    return ptx.prmt(b, B32, lo, hi, Imm(selector))
 
 
 def pack(b: Builder, quantized: list[VReg]) -> list[VReg]:
@@ -60,11 +55,11 @@ def store_bytes(b: Builder, addr: Addr, quantized: list[VReg], guard: VReg | Non
     """Store 1, 2, 4, 8 or 16 adjacent 8-bit elements with one instruction (`addr` is aligned to
     the whole width)."""
     if len(quantized) == 1:
-        b.emit("st.global.b8", addr, quantized[0], guard=guard)
+        ptx.store(b, "global", B8, addr, quantized[0], guard=guard)
         return
-    vec, typ = WORD_ACCESS[len(quantized)]
+    width, ty = WORD_ACCESS[len(quantized)]
     words = pack(b, quantized)
-    b.emit(f"st.global{vec}{typ}", addr, Vec(tuple(words)) if len(words) > 1 else words[0], guard=guard)
+    ptx.store(b, "global", ty, addr, Vec(tuple(words)) if len(words) > 1 else words[0], width=width, guard=guard)
 
 
 def load_bytes(b: Builder, dtype: str, addr: Addr, count: int, guard: VReg | None,
@@ -75,25 +70,16 @@ def load_bytes(b: Builder, dtype: str, addr: Addr, count: int, guard: VReg | Non
     if count == 1:
         words = [b.reg("b32")]
         if guard is not None:
-            b.emit("mov.b32", words[0], Imm("0"), ndefs=1)
-        b.emit(fam.load.replace(".global", f".{space}"), words[0], addr, ndefs=1, guard=guard)
+            ptx.mov(b, B32, 0, into=words[0])
+        ptx.load(b, space, fam.element, addr, into=words[0], guard=guard)
         ints = words
     else:
-        vec, typ = WORD_ACCESS[count]
+        width, ty = WORD_ACCESS[count]
         words = list(b.regs("b32", max(1, count // 4)))
         if guard is not None:
             for w in words:
-                b.emit("mov.b32", w, Imm("0"), ndefs=1)
-        b.emit(f"ld.{space}{vec}{typ}", Vec(tuple(words)) if len(words) > 1 else words[0], addr, ndefs=1,
-               guard=guard)
-        ints = []
-        for i in range(count):
-            x = b.reg("b32")
-            b.emit(fam.extract, x, words[i // 4], Imm(str(8 * (i % 4))), Imm("8"), ndefs=1)
-            ints.append(x)
-    out = []
-    for x in ints:
-        f = b.reg("f32")
-        b.emit(fam.widen, f, x, ndefs=1)
-        out.append(f)
-    return out
+                ptx.mov(b, B32, 0, into=w)
+        ptx.load(b, space, ty, addr, into=Vec(tuple(words)) if len(words) > 1 else words[0], width=width,
+                 guard=guard)
+        ints = [ptx.bfe(b, fam.word, words[i // 4], Imm(str(8 * (i % 4))), Imm("8")) for i in range(count)]
+    return [ptx.cvt(b, F32, fam.word, x, rounding="rn") for x in ints]

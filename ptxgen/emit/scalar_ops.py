@@ -6,7 +6,9 @@ parameters loaded so far); each helper emits one instruction into a fresh virtua
 from __future__ import annotations
 
 from ..ir import Builder, Imm, VReg
-from .memory import ld_param
+from ..ir import ops as ptx
+from ..ir.ops import U32, PtxType
+from .memory import load_param
 
 
 class ScalarOps:
@@ -16,6 +18,8 @@ class ScalarOps:
     dims: dict[str, VReg]
 
     def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
+        """One instruction spelled by hand into a fresh b32 (the sm_90a lowering's form; the shared
+        code spells types through `ptxgen.ir.ops`)."""
         d = self.b.reg("b32")
         self.b.emit(op, d, *srcs, ndefs=1, comment=comment)
         return d
@@ -30,18 +34,18 @@ class ScalarOps:
         self.b.emit(op, p, *srcs, ndefs=1)
         return p
 
-    def wide_mul(self, a: VReg | Imm, bb: VReg | Imm) -> VReg:
-        return self.u64("mul.wide.u32", a, bb)
+    def wide_mul(self, a: VReg | Imm, bb: VReg | Imm, ty: PtxType = U32) -> VReg:
+        return ptx.mul_wide(self.b, ty, a, bb)
 
     def ceil_div(self, x: VReg, d: int) -> VReg:
-        """ceil(x / d) for a constant d: a shift when d is a power of two."""
-        up = self.u32("add.u32", x, Imm(str(d - 1))) if d > 1 else x
+        """ceil(x / d) of a u32 for a constant d: a shift when d is a power of two."""
+        up = ptx.add(self.b, U32, x, d - 1) if d > 1 else x
         if d & (d - 1) == 0:
-            return self.u32("shr.u32", up, Imm(str(d.bit_length() - 1)))
-        return self.u32("div.u32", up, Imm(str(d)))
+            return ptx.shr(self.b, U32, up, d.bit_length() - 1)
+        return ptx.div(self.b, U32, up, d)
 
     def dim(self, name: str) -> VReg:
         """A .u32 size parameter, loaded on first use."""
         if name not in self.dims:
-            self.dims[name] = ld_param(self.b, "b32", ".u32", name)
+            self.dims[name] = load_param(self.b, U32, name)
         return self.dims[name]

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..ir import Addr, Imm, Sym, VReg
+from ..ir import Addr, Imm, VReg
+from ..ir import ops as ptx
+from ..ir.ops import U32, S32, U64, S64, F32
 from .memory import bar_sync
 from .tiles import KRange, Tile, ZSlot
 
@@ -33,15 +35,14 @@ def continue_if_last_split(lw, counter: VReg, flag: VReg, t0: VReg, splits: int)
     b = lw.b
     bar_sync(b, comment="every partial of this CTA is written")
     b.emit("fence.acq_rel.gpu", guard=t0)
-    old = b.reg("b32")
-    b.emit("atom.acq_rel.gpu.global.add.u32", old, Addr(counter), Imm("1"), ndefs=1, guard=t0,
-           comment="release our partial; acquire the earlier splits'")
-    b.emit("st.shared.u32", Addr(flag), old, guard=t0)
+    old = ptx.atom(b, "add", U32, Addr(counter), 1, sem="acq_rel.gpu", guard=t0,
+                   comment="release our partial; acquire the earlier splits'")
+    ptx.store(b, "shared", U32, Addr(flag), old, guard=t0)
     bar_sync(b, comment="the arrival count is visible to the whole CTA")
-    seen = lw.u32("ld.shared.u32", Addr(flag))
-    not_last = lw.pred("setp.ne.u32", seen, Imm(str(splits - 1)))
+    seen = ptx.load(lw.b, "shared", U32, Addr(flag))
+    not_last = ptx.setp(lw.b, "ne", U32, seen, Imm(str(splits - 1)))
     b.emit("exit", guard=not_last, comment="not the last split: its partial waits in the workspace")
-    b.emit("st.global.u32", Addr(counter), Imm("0"), guard=t0, comment="reset the counter for the next launch")
+    ptx.store(b, "global", U32, Addr(counter), 0, guard=t0, comment="reset the counter for the next launch")
 
 
 class SplitK:
@@ -60,9 +61,9 @@ class SplitK:
         lw, b = self.lw, self.b
         b.comment(f"split-K: this CTA sums k-tiles [split * per, ...) of {self.S} splits")
         per = lw.ceil_div(kt, self.S)
-        first = lw.u32("mul.lo.u32", split, per)
-        count = lw.u32("min.u32", per, lw.u32("sub.u32", kt, first))
-        k_left = lw.u32("mad.lo.s32", first, Imm(str(-self.s.bk)), lw.dim("K"))
+        first = ptx.mul(lw.b, U32, split, per)
+        count = ptx.min_(lw.b, U32, per, ptx.sub(lw.b, U32, kt, first))
+        k_left = ptx.mad(lw.b, S32, first, Imm(str(-self.s.bk)), lw.dim("K"))
         lw.pipeline.skip_k_tiles(gptr, first, "this split's first k-tile")
         return KRange(count, k_left)
 
@@ -70,37 +71,37 @@ class SplitK:
         """Workspace address, in slice z, of this thread's (mma) or warp's (wmma) first element."""
         lw = self.lw
         if self.within is None:  # the same in every slice; 64-bit, since Mpad * Npad may pass 2^32
-            col = lw.u32("add.u32", tile.bn0, lw.ex.emit(self.io.partial_origin(self.npad)))
-            elem = lw.u64("mad.wide.u32", tile.bm0, Imm(str(self.npad)), lw.u64("cvt.u64.u32", col))
-            self.within = lw.u64("shl.b64", elem, Imm("2"))
+            col = ptx.add(lw.b, U32, tile.bn0, lw.ex.emit(self.io.partial_origin(self.npad)))
+            elem = ptx.mad_wide(lw.b, U32, tile.bm0, Imm(str(self.npad)), ptx.cvt(lw.b, U64, U32, col))
+            self.within = ptx.shl(lw.b, U64, elem, 2)
         slice_bytes = self.mpad * self.npad * 4
         skip = (lw.wide_mul(z, Imm(str(slice_bytes))) if slice_bytes < 2**32
-                else lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", z), Imm(str(slice_bytes))))
-        return lw.u64("add.s64", lw.ptr["workspace"], lw.u64("add.s64", skip, self.within))
+                else ptx.mul(lw.b, U64, ptx.cvt(lw.b, U64, U32, z), Imm(str(slice_bytes))))
+        return ptx.add(lw.b, S64, lw.ptr["workspace"], ptx.add(lw.b, S64, skip, self.within))
 
     def reduce(self, acc, tile: Tile, z: ZSlot) -> None:
         """Store the partial, synchronise with the other splits, and (last CTA) sum all of them."""
         lw, b = self.lw, self.b
         b.banner(f"Split-K: publish this split's partial tile; the last of {self.S} sums them in order")
         self.io.store_partial(acc, self.thread_base(z.slot, tile), self.npad)
-        flag = lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[FLAG_BUFFER])))
-        t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
-        index = lw.u32("mad.lo.u32", tile.tm, Imm(str(-(-self.g.n // self.s.bn))), tile.tn)
-        index = lw.u32("mad.lo.u32", z.batch, Imm(str(self.tiles)), index)
-        counter = lw.u64("add.s64", lw.ptr["counters"], lw.wide_mul(index, Imm("4")))
+        flag = ptx.add(lw.b, U32, lw.smem, Imm(str(lw.plan.offsets[FLAG_BUFFER])))
+        t0 = ptx.setp(lw.b, "eq", U32, lw.tid, 0)
+        index = ptx.mad(lw.b, U32, tile.tm, Imm(str(-(-self.g.n // self.s.bn))), tile.tn)
+        index = ptx.mad(lw.b, U32, z.batch, Imm(str(self.tiles)), index)
+        counter = ptx.add(lw.b, S64, lw.ptr["counters"], lw.wide_mul(index, Imm("4")))
         continue_if_last_split(lw, counter, flag, t0, self.S)
         b.comment("sum the partials in split order 0..S-1 (deterministic whichever CTA is last)")
-        first_slot = lw.u32("mul.lo.u32", z.batch, Imm(str(self.S)))
+        first_slot = ptx.mul(lw.b, U32, z.batch, Imm(str(self.S)))
         ptr = self.thread_base(first_slot, tile)
         for row in acc:
             for frag in row:
                 for r in frag:
-                    b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
-        s = lw.u32("mov.u32", Imm("0"))
+                    ptx.mov(b, F32, Imm("0f00000000"), into=r)
+        s = ptx.mov(lw.b, U32, 0)
         loop = b.label("split_k_reduce")
         b.place(loop)
         self.io.add_partial(acc, ptr, self.npad)
-        b.emit("add.s64", ptr, ptr, Imm(str(self.mpad * self.npad * 4)), ndefs=1, comment="next split's slice")
-        b.emit("add.u32", s, s, Imm("1"), ndefs=1)
-        again = lw.pred("setp.lt.u32", s, Imm(str(self.S)))
-        b.emit("bra.uni", Sym(loop), guard=again)
+        ptx.add(b, S64, ptr, Imm(str(self.mpad * self.npad * 4)), into=ptr, comment="next split's slice")
+        ptx.add(b, U32, s, 1, into=s)
+        again = ptx.setp(lw.b, "lt", U32, s, Imm(str(self.S)))
+        ptx.bra(b, loop, guard=again)

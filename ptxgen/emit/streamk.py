@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..ir import Addr, Builder, Function, Imm, Sym, VReg
+from ..ir import Addr, Function, Imm, Sym, VReg, ops as ptx, Builder
+from ..ir.ops import B32, U32, S32, U64, S64
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from .memory import bar_sync
@@ -101,74 +102,73 @@ class StreamKUnits:
 
     # -- small helpers ------------------------------------------------------------------------
     def mov(self, dst: VReg, src) -> None:
-        self.b.emit("mov.u32", dst, src, ndefs=1)
+        ptx.mov(self.b, U32, src, into=dst)
 
     def branch(self, pred: VReg | None, label: str, negate: bool = False, comment: str | None = None) -> None:
         """A CTA-uniform branch (every value it tests is the same in all threads)."""
-        self.b.emit("bra.uni", Sym(label), guard=pred, negate=negate, comment=comment)
+        ptx.bra(self.b, label, guard=pred, negate=negate, comment=comment)
 
     def decompose(self, kt_tile: VReg) -> Decomposition:
         """The hybrid split of T tiles over G CTAs, and this CTA's Stream-K range [start, end)."""
         lw, b, s = self.lw, self.b, self.s
         b.comment(f"decomposition ({s.decomposition}): G persistent CTAs, T tiles of KT k-tiles each")
-        G = lw.u32("mov.u32", Sym("%nctaid.x"))
-        cta = lw.u32("mov.u32", Sym("%ctaid.x"))
+        G = ptx.mov(lw.b, U32, Sym("%nctaid.x"))
+        cta = ptx.mov(lw.b, U32, Sym("%ctaid.x"))
         num_m, num_n = lw.ceil_div(lw.dim("M"), s.bm), lw.ceil_div(lw.dim("N"), s.bn)
-        per_batch = lw.u32("mul.lo.u32", num_m, num_n)
-        tiles = lw.u32("mul.lo.u32", per_batch, Imm(str(self.g.batch))) if self.g.batch > 1 else per_batch
+        per_batch = ptx.mul(lw.b, U32, num_m, num_n)
+        tiles = ptx.mul(lw.b, U32, per_batch, Imm(str(self.g.batch))) if self.g.batch > 1 else per_batch
         if s.decomposition == "stream-k-pure":
             b.comment("every tile is shared out as MAC iterations")
             sk = tiles
         else:
             b.comment("T = full * G + rem: rem > 0 sends the last rem + G tiles (all, if full = 0) to Stream-K")
-            full = lw.u32("div.u32", tiles, G)
-            rem = lw.u32("rem.u32", tiles, G)
-            sk = lw.u32("add.u32", rem, G)
-            sk = lw.u32("selp.b32", tiles, sk, lw.pred("setp.eq.u32", full, Imm("0")))
-            sk = lw.u32("selp.b32", Imm("0"), sk, lw.pred("setp.eq.u32", rem, Imm("0")))
-        dp = lw.u32("sub.u32", tiles, sk, comment="dp: data-parallel tiles (the first ones)")
-        iters = lw.u32("mul.lo.u32", sk, kt_tile, comment="I: Stream-K iterations")
-        sk_ctas = lw.u32("min.u32", G, iters, comment="Gs: CTAs sharing them (each gets >= 1)")
-        q = lw.u32("div.u32", iters, lw.u32("max.u32", sk_ctas, Imm("1")))
-        extra = lw.u32("mad.lo.s32", q, lw.u32("neg.s32", sk_ctas), iters,
-                       comment="I % Gs ranks get one more iteration")
+            full = ptx.div(lw.b, U32, tiles, G)
+            rem = ptx.rem(lw.b, U32, tiles, G)
+            sk = ptx.add(lw.b, U32, rem, G)
+            sk = ptx.selp(lw.b, B32, tiles, sk, ptx.setp(lw.b, "eq", U32, full, 0))
+            sk = ptx.selp(lw.b, B32, 0, sk, ptx.setp(lw.b, "eq", U32, rem, 0))
+        dp = ptx.sub(lw.b, U32, tiles, sk, comment="dp: data-parallel tiles (the first ones)")
+        iters = ptx.mul(lw.b, U32, sk, kt_tile, comment="I: Stream-K iterations")
+        sk_ctas = ptx.min_(lw.b, U32, G, iters, comment="Gs: CTAs sharing them (each gets >= 1)")
+        q = ptx.div(lw.b, U32, iters, ptx.max_(lw.b, U32, sk_ctas, 1))
+        extra = ptx.mad(lw.b, S32, q, ptx.neg(lw.b, S32, sk_ctas), iters,
+                        comment="I % Gs ranks get one more iteration")
         b.comment("rank = Gs - 1 - ctaid.x: owners (who wait) have higher ctaid.x than the CTAs they wait for")
-        last_rank = lw.u32("sub.u32", sk_ctas, Imm("1"))
-        rank = lw.u32("sub.u32", last_rank, cta)
+        last_rank = ptx.sub(lw.b, U32, sk_ctas, 1)
+        rank = ptx.sub(lw.b, U32, last_rank, cta)
         start = self.range_start(rank, q, extra)
-        count = lw.u32("add.u32", q, lw.u32("selp.b32", Imm("1"), Imm("0"), lw.pred("setp.lt.u32", rank, extra)))
-        count = lw.u32("selp.b32", count, Imm("0"), lw.pred("setp.lt.u32", cta, sk_ctas))
-        it = lw.u32("mov.u32", start, comment="it: next Stream-K iteration of this CTA")
-        end = lw.u32("add.u32", start, count)
-        next_dp = lw.u32("mov.u32", cta, comment="next data-parallel tile: ctaid.x, + G per trip")
+        count = ptx.add(lw.b, U32, q, ptx.selp(lw.b, B32, 1, 0, ptx.setp(lw.b, "lt", U32, rank, extra)))
+        count = ptx.selp(lw.b, B32, count, 0, ptx.setp(lw.b, "lt", U32, cta, sk_ctas))
+        it = ptx.mov(lw.b, U32, start, comment="it: next Stream-K iteration of this CTA")
+        end = ptx.add(lw.b, U32, start, count)
+        next_dp = ptx.mov(lw.b, U32, cta, comment="next data-parallel tile: ctaid.x, + G per trip")
         return Decomposition(kt_tile, G, per_batch, dp, q, extra, rank, it, end, next_dp)
 
     def range_start(self, rank: VReg, q: VReg, extra: VReg) -> VReg:
         """First Stream-K iteration of `rank`: rank * q + min(rank, I % Gs)."""
         lw = self.lw
-        return lw.u32("mad.lo.u32", rank, q, lw.u32("min.u32", rank, extra))
+        return ptx.mad(lw.b, U32, rank, q, ptx.min_(lw.b, U32, rank, extra))
 
     def select_unit(self, d: Decomposition, u: UnitRegs, finish: str) -> None:
         lw, b = self.lw, self.b
         dp_unit, have = b.label("data_parallel_unit"), b.label("have_unit")
-        is_dp = lw.pred("setp.lt.u32", d.next_dp, d.dp)
+        is_dp = ptx.setp(lw.b, "lt", U32, d.next_dp, d.dp)
         self.branch(is_dp, dp_unit, comment="whole tiles first")
         b.comment("Stream-K unit: iterations [it, min(end, end of it's tile))")
-        done = lw.pred("setp.ge.u32", d.it, d.end)
+        done = ptx.setp(lw.b, "ge", U32, d.it, d.end)
         self.branch(done, finish, comment="this CTA's range is used up")
-        t = lw.u32("div.u32", d.it, d.kt_tile)
-        b.emit("mad.lo.s32", u.k0, t, lw.u32("neg.s32", d.kt_tile), d.it, ndefs=1,
-               comment="k0: first k-tile within the tile")
-        b.emit("min.u32", u.kc, lw.u32("sub.u32", d.kt_tile, u.k0),
-               lw.u32("sub.u32", d.end, d.it), ndefs=1, comment="kc: k-tiles this unit runs")
-        b.emit("add.u32", u.index, d.dp, t, ndefs=1)
-        b.emit("add.u32", d.it, d.it, u.kc, ndefs=1)
+        t = ptx.div(lw.b, U32, d.it, d.kt_tile)
+        ptx.mad(b, S32, t, ptx.neg(lw.b, S32, d.kt_tile), d.it, into=u.k0, comment="k0: first k-tile within the tile")
+        ptx.min_(b, U32, ptx.sub(lw.b, U32, d.kt_tile, u.k0), ptx.sub(lw.b, U32, d.end, d.it), into=u.kc,
+                 comment="kc: k-tiles this unit runs")
+        ptx.add(b, U32, d.dp, t, into=u.index)
+        ptx.add(b, U32, d.it, u.kc, into=d.it)
         self.branch(None, have)
         b.place(dp_unit)
         self.mov(u.index, d.next_dp)
         self.mov(u.k0, Imm("0"))
         self.mov(u.kc, d.kt_tile)
-        b.emit("add.u32", d.next_dp, d.next_dp, d.G, ndefs=1)
+        ptx.add(b, U32, d.next_dp, d.G, into=d.next_dp)
         b.place(have)
 
     def finish_unit(self, acc, d: Decomposition, u: UnitRegs, tile: Tile, ops: Any, loop: str,
@@ -178,9 +178,9 @@ class StreamKUnits:
         lw, b = self.lw, self.b
         publish, store = b.label("publish_partial"), b.label("tile_epilogue")
         sites_base = self.slot_offset()
-        self.branch(lw.pred("setp.ne.u32", u.k0, Imm("0")), publish,
+        self.branch(ptx.setp(lw.b, "ne", U32, u.k0, 0), publish,
                     comment="not the tile's first k-tiles: hand the partial to the owner")
-        whole = lw.pred("setp.eq.u32", lw.u32("add.u32", u.k0, u.kc), d.kt_tile)
+        whole = ptx.setp(lw.b, "eq", U32, ptx.add(lw.b, U32, u.k0, u.kc), d.kt_tile)
         self.branch(whole, store, comment="the whole tile was ours")
         with lw.ex.scoped():
             self.fixup(acc, d, u, sites_base, t0)
@@ -204,42 +204,42 @@ class StreamKUnits:
 
     def slot(self, rank: VReg, thread_off: VReg) -> VReg:
         lw = self.lw
-        off = lw.u64("add.s64", lw.wide_mul(rank, Imm(str(self.tile_bytes))), lw.u64("cvt.u64.u32", thread_off))
-        return lw.u64("add.s64", lw.ptr["workspace"], off)
+        off = ptx.add(lw.b, S64, lw.wide_mul(rank, Imm(str(self.tile_bytes))), ptx.cvt(lw.b, U64, U32, thread_off))
+        return ptx.add(lw.b, S64, lw.ptr["workspace"], off)
 
     def flag(self, rank: VReg) -> VReg:
-        return self.lw.u64("add.s64", self.lw.ptr["counters"], self.lw.wide_mul(rank, Imm("4")))
+        return ptx.add(self.lw.b, S64, self.lw.ptr["counters"], self.lw.wide_mul(rank, Imm("4")))
 
     def publish(self, acc, d: Decomposition, thread_off: VReg, t0: VReg) -> None:
         b = self.b
         b.banner("Stream-K: publish this unit's partial tile (workspace slot = rank), then release the flag")
         self.io.store_partial(acc, self.slot(d.rank, thread_off), self.s.bn)
         bar_sync(b, comment="every thread's part of the partial is written")
-        b.emit("st.release.gpu.global.u32", Addr(self.flag(d.rank)), Imm("1"), guard=t0,
-               comment="release: the partial is complete")
+        ptx.store(b, "global", U32, Addr(self.flag(d.rank)), 1, sem="release.gpu", guard=t0,
+                  comment="release: the partial is complete")
 
     def fixup(self, acc, d: Decomposition, u: UnitRegs, thread_off: VReg, t0: VReg) -> None:
         """Owner: add the partials of ranks rank+1, rank+2, ... that start inside this tile, in order."""
         lw, b = self.lw, self.b
         b.banner("Stream-K fix-up: add the later ranks' partials of this tile, in K order")
-        tile_end = lw.u32("mul.lo.u32", lw.u32("add.u32", lw.u32("sub.u32", u.index, d.dp), Imm("1")),
-                          d.kt_tile, comment="Stream-K iteration where this tile ends")
-        other = lw.u32("add.u32", d.rank, Imm("1"))
+        tile_end = ptx.mul(lw.b, U32, ptx.add(lw.b, U32, ptx.sub(lw.b, U32, u.index, d.dp), 1), d.kt_tile,
+                           comment="Stream-K iteration where this tile ends")
+        other = ptx.add(lw.b, U32, d.rank, 1)
         loop, spin, done = b.label("fixup_next_rank"), b.label("fixup_wait_flag"), b.label("fixup_done")
         b.place(loop)
-        inside = lw.pred("setp.lt.u32", self.range_start(other, d.q, d.extra), tile_end)
+        inside = ptx.setp(lw.b, "lt", U32, self.range_start(other, d.q, d.extra), tile_end)
         self.branch(inside, done, negate=True, comment="next rank starts past this tile: all added")
         flag = self.flag(other)
         seen = b.reg("b32")
         b.place(spin)
-        b.emit("ld.acquire.gpu.global.u32", seen, Addr(flag), ndefs=1, comment="acquire the partial")
-        waiting = lw.pred("setp.eq.u32", seen, Imm("0"))
+        ptx.load(b, "global", U32, Addr(flag), sem="acquire.gpu", into=seen, comment="acquire the partial")
+        waiting = ptx.setp(lw.b, "eq", U32, seen, 0)
         b.emit("bra", Sym(spin), guard=waiting, comment="every thread polls the same flag")
         bar_sync(b, comment="every thread has seen the flag, so it may be reset")
-        b.emit("st.relaxed.gpu.global.u32", Addr(flag), Imm("0"), guard=t0,
-               comment="reset the flag for the next launch")
+        ptx.store(b, "global", U32, Addr(flag), 0, sem="relaxed.gpu", guard=t0,
+                  comment="reset the flag for the next launch")
         self.io.add_partial(acc, self.slot(other, thread_off), self.s.bn)
-        b.emit("add.u32", other, other, Imm("1"), ndefs=1)
+        ptx.add(b, U32, other, 1, into=other)
         self.branch(None, loop)
         b.place(done)
 

@@ -1,50 +1,24 @@
-"""The shared-memory XOR swizzle, as one object, and the tile offsets it places.
+"""Tile offsets in shared memory, placed through the one swizzle value (`schedule.swizzle.Swizzle`,
+CuTe's Swizzle<B, M, S>) as index expressions.
 
-Every swizzle in the kernels is the same rule on 16-byte chunks: the chunk index is XORed with
-`(key >> shift) & mask`, where the key is the tile row (operand stage tiles, CuTe's
-Swizzle<B, 4, S> on byte offsets) or the chunk's own index (the f32 staging tile of the
-epilogue, whose drain reads whole rows). Copies, fragment loads and the epilogue all place bytes
-through this one object, so writer and reader cannot disagree.
+Operand stage tiles are keyed by the tile row (`OperandTile.swizzle_pattern`), the f32 staging
+tile of the epilogue by the 16-byte unit itself (`StagingLayout.swizzle_pattern`: its drain reads
+whole rows). Copies, fragment loads and the epilogue all place bytes through these functions, so
+writer and reader cannot disagree.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..schedule.geometry import OperandTile, StagingLayout
+from ..schedule.geometry import StagingLayout
+from ..schedule.swizzle import Swizzle
 from .index import Expr
 
-
-@dataclass(frozen=True)
-class Swizzle:
-    """chunk -> chunk ^ ((key >> shift) & mask), on 16-byte chunk indices."""
-
-    shift: int
-    mask: int
-
-    def apply(self, chunk: Expr, key: Expr) -> Expr:
-        return chunk ^ ((key >> self.shift) & self.mask)
-
-    @classmethod
-    def of_tile(cls, tile: OperandTile) -> "Swizzle | None":
-        """An operand stage tile's swizzle (keyed by the tile row), or None for pad and plain
-        tiles. The bits follow the row width (`OperandTile.swizzle_bits`,
-        docs/ptx_facts/shared_memory.md §8)."""
-        if tile.smem_layout != "swizzle":
-            return None
-        shift, mask = tile.swizzle_bits()
-        return cls(shift, mask)
-
-    @classmethod
-    def of_staging(cls, st: StagingLayout) -> "Swizzle | None":
-        """The f32 staging tile's swizzle (keyed by the 16-byte unit itself: bits above a 128-byte
-        line spread a quarter-warp's reads over all bank groups), or None (`st.swizzle_mask`)."""
-        return cls(3, st.swizzle_mask) if st.swizzle else None
+__all__ = ["Swizzle", "smem_offset", "smem_element_offset", "stage_offset"]
 
 
 def smem_offset(row: Expr, chunk: Expr, pitch: int, swizzle: Swizzle | None) -> Expr:
     """Byte offset of 16-byte chunk `chunk` of tile row `row` (the swizzle keyed by the row)."""
     if swizzle is not None:
-        chunk = swizzle.apply(chunk, row)
+        chunk = swizzle.permute_row_unit(row, chunk, pitch)
     return row * pitch + (chunk << 4)
 
 
@@ -56,9 +30,9 @@ def smem_element_offset(row: Expr, col_byte: Expr, pitch: int, swizzle: Swizzle 
 
 def stage_offset(row: Expr, col: Expr, st: StagingLayout) -> Expr:
     """Byte offset of element (row, col) of the epilogue's staging tile; with a swizzle its
-    16-byte units of f32 move as `Swizzle.of_staging` says."""
-    swizzle = Swizzle.of_staging(st)
+    16-byte units of f32 move as `StagingLayout.swizzle_pattern` says (within the row)."""
+    swizzle = st.swizzle_pattern
     if swizzle is None:
         return row * st.pitch + col * st.elem_bytes
     unit = col >> 2
-    return row * st.pitch + (swizzle.apply(unit, unit) << 4) + (col & 3) * 4
+    return row * st.pitch + (swizzle.permute_units(unit) << swizzle.base) + (col & 3) * 4

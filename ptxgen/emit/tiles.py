@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..ir import Builder, Imm, Sym, VReg
+from ..ir import Imm, Sym, VReg, ops as ptx, Builder
+from ..ir.ops import U32
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 
@@ -82,46 +83,46 @@ class TileScheduler:
         lw, g, s = self.lw, self.lw.g, self.s
         if g.batch == 1 and s.split_k == 1:
             return None
-        slot = lw.u32("mov.u32", Sym("%ctaid.z"))
+        slot = ptx.mov(lw.b, U32, Sym("%ctaid.z"))
         if s.split_k == 1:
             return ZSlot(slot, slot, None)
         self.b.comment(f"ctaid.z = batch * {s.split_k} + split")
-        split = lw.u32("rem.u32", slot, Imm(str(s.split_k)))
-        return ZSlot(slot, lw.u32("div.u32", slot, Imm(str(s.split_k))), split)
+        split = ptx.rem(lw.b, U32, slot, Imm(str(s.split_k)))
+        return ZSlot(slot, ptx.div(lw.b, U32, slot, Imm(str(s.split_k))), split)
 
     def tile_count(self) -> VReg:
         """ceil(M / BM) * ceil(N / BN): the output tiles of one batch, which a persistent grid walks
         by index (`tile(index)` maps each index to its tile in the raster)."""
         lw = self.lw
-        return lw.u32("mul.lo.u32", lw.ceil_div(lw.dim("M"), self.s.bm), lw.ceil_div(lw.dim("N"), self.s.bn),
-                      comment="tiles: the output tiles this grid walks")
+        return ptx.mul(lw.b, U32, lw.ceil_div(lw.dim("M"), self.s.bm), lw.ceil_div(lw.dim("N"), self.s.bn),
+                       comment="tiles: the output tiles this grid walks")
 
     def tile(self, pid: VReg | None = None) -> Tile:
         """The CTA's tile from the launch grid, or (Stream-K) from a linear tile index `pid` within the batch."""
         lw, b, s = self.lw, self.b, self.s
         if s.raster == "row" and pid is None:
             b.comment("raster row: ctaid.x -> n-tile, ctaid.y -> m-tile")
-            tn, tm = lw.u32("mov.u32", Sym("%ctaid.x")), lw.u32("mov.u32", Sym("%ctaid.y"))
+            tn, tm = ptx.mov(lw.b, U32, Sym("%ctaid.x")), ptx.mov(lw.b, U32, Sym("%ctaid.y"))
         elif s.raster == "row":
             b.comment("raster row: tile -> (tile / tiles_n, tile % tiles_n)")
             num_n = lw.ceil_div(lw.dim("N"), s.bn)
-            tm = lw.u32("div.u32", pid, num_n)
-            tn = lw.u32("rem.u32", pid, num_n)
+            tm = ptx.div(lw.b, U32, pid, num_n)
+            tn = ptx.rem(lw.b, U32, pid, num_n)
         else:
             b.comment(f"raster grouped: groups of {s.group_m} m-tiles walk n together (L2 reuse)")
             if pid is None:
-                pid = lw.u32("mov.u32", Sym("%ctaid.x"))
+                pid = ptx.mov(lw.b, U32, Sym("%ctaid.x"))
             num_m, num_n = lw.ceil_div(lw.dim("M"), s.bm), lw.ceil_div(lw.dim("N"), s.bn)
-            in_group = lw.u32("mul.lo.u32", num_n, Imm(str(s.group_m)))
-            group = lw.u32("div.u32", pid, in_group)
-            first_m = lw.u32("mul.lo.u32", group, Imm(str(s.group_m)))
-            left = lw.u32("sub.u32", num_m, first_m)
-            size_m = lw.u32("min.u32", left, Imm(str(s.group_m)))
-            pos = lw.u32("rem.u32", pid, in_group)
-            tm = lw.u32("add.u32", first_m, lw.u32("rem.u32", pos, size_m))
-            tn = lw.u32("div.u32", pos, size_m)
-        bm0 = lw.u32("mul.lo.u32", tm, Imm(str(s.bm)), comment="bm0: first row of the CTA tile")
-        bn0 = lw.u32("mul.lo.u32", tn, Imm(str(s.bn)), comment="bn0: first column of the CTA tile")
+            in_group = ptx.mul(lw.b, U32, num_n, Imm(str(s.group_m)))
+            group = ptx.div(lw.b, U32, pid, in_group)
+            first_m = ptx.mul(lw.b, U32, group, Imm(str(s.group_m)))
+            left = ptx.sub(lw.b, U32, num_m, first_m)
+            size_m = ptx.min_(lw.b, U32, left, Imm(str(s.group_m)))
+            pos = ptx.rem(lw.b, U32, pid, in_group)
+            tm = ptx.add(lw.b, U32, first_m, ptx.rem(lw.b, U32, pos, size_m))
+            tn = ptx.div(lw.b, U32, pos, size_m)
+        bm0 = ptx.mul(lw.b, U32, tm, Imm(str(s.bm)), comment="bm0: first row of the CTA tile")
+        bn0 = ptx.mul(lw.b, U32, tn, Imm(str(s.bn)), comment="bn0: first column of the CTA tile")
         return Tile(tm, tn, bm0, bn0)
 
 

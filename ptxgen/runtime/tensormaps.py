@@ -34,12 +34,14 @@ from typing import Any
 import numpy as np
 
 from . import driver as drv
+from ..schedule.swizzle import TMA_MODES
 from .params import ParamBlock, parse_params
 
 __all__ = ["TensorMapError", "TensorMap", "encode_tiled", "launch", "MAP_BYTES"]
 
 MAP_BYTES = 128
-_SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+#: The swizzle modes by the names `encode_tiled` takes ("none", "32B", "64B", "128B").
+_SWIZZLES = {mode.name: mode for mode in TMA_MODES}
 _L2_PROMOTION = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}
 #: numpy dtype name -> CUtensorMapDataType suffix (TMA moves bytes: int8 and fp8 are UINT8)
 _MAP_TYPES = {"uint8": "UINT8", "int8": "UINT8", "float8_e4m3fn": "UINT8", "float8_e5m2": "UINT8",
@@ -104,8 +106,8 @@ def _check(address: int, shape, strides, dtype: np.dtype, box, swizzle: str, oob
     if len(box) != rank:
         raise TensorMapError(f"box {tuple(box)} has {len(box)} sizes for a {rank}-D array: give one per "
                              "dimension, outermost first")
-    if swizzle not in _SWIZZLE_BYTES:
-        raise TensorMapError(f"swizzle {swizzle!r} is not one of {sorted(_SWIZZLE_BYTES)}")
+    if swizzle not in _SWIZZLES:
+        raise TensorMapError(f"swizzle {swizzle!r} is not one of {sorted(_SWIZZLES)}")
     if oob_fill not in ("zero", "nan"):
         raise TensorMapError(f"oob_fill {oob_fill!r} must be 'zero' or 'nan'")
     if oob_fill == "nan" and _MAP_TYPES[name] not in _FLOAT_TYPES:
@@ -139,8 +141,8 @@ def _check(address: int, shape, strides, dtype: np.dtype, box, swizzle: str, oob
     if row % 16:
         raise TensorMapError(f"the box row is {box[-1]} x {size} = {row} bytes, not a multiple of 16: "
                              f"make box[-1] a multiple of {16 // np.gcd(16, size)}")
-    span = _SWIZZLE_BYTES[swizzle]
-    if span and row > span:
+    span = _SWIZZLES[swizzle].width
+    if _SWIZZLES[swizzle].bits and row > span:
         raise TensorMapError(f"the box row of {row} bytes is wider than the {swizzle} swizzle: use box[-1] "
                              f"<= {span // size}, or a wider swizzle")
     return _MAP_TYPES[name]
@@ -157,14 +159,13 @@ def encode_tiled(array: Any, box, *, swizzle: str = "128B", oob_fill: str = "zer
     drv.context()  # the driver initialised, a context current on this thread
     d = drv._driver()
     rank = len(shape)
-    swz = "NONE" if swizzle == "none" else swizzle
     fill = "NAN_REQUEST_ZERO_FMA" if oob_fill == "nan" else "NONE"
     tmap = drv._call("cuTensorMapEncodeTiled",
                      getattr(d.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{type_name}"), rank, address,
                      [d.cuuint64_t(s) for s in shape[::-1]], [d.cuuint64_t(s) for s in strides[-2::-1]],
                      [d.cuuint32_t(b) for b in box[::-1]], [d.cuuint32_t(1)] * rank,
                      d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-                     getattr(d.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
+                     getattr(d.CUtensorMapSwizzle, _SWIZZLES[swizzle].tensor_map_name),
                      getattr(d.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{_L2_PROMOTION[l2_promotion]}"),
                      getattr(d.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{fill}"))
     raw = ctypes.string_at(int(tmap.getPtr()), MAP_BYTES)

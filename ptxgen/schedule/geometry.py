@@ -11,6 +11,7 @@ from .problem import Gemm
 from .rules import rules_for
 from .schedule import Schedule
 from .streamk import stream_k_grid
+from .swizzle import WIDEST_ALIGNMENT, Swizzle, chunk_swizzle
 
 CHUNK_BYTES = 16  # one cp.async.cg copy, one ldmatrix row
 
@@ -76,24 +77,19 @@ class OperandTile:
 
     @property
     def align(self) -> int:
-        """Swizzled tiles are 1024-B aligned so the XOR pattern starts on its natural boundary."""
-        return 1024 if self.smem_layout == "swizzle" else 128
+        """Swizzled tiles start on the widest pattern's period (1024 B): the XOR here is
+        tile-relative, so this only keeps the offset and address forms equal (shared_memory.md §8)."""
+        return WIDEST_ALIGNMENT if self.smem_layout == "swizzle" else 128
 
     @property
     def stage_bytes(self) -> int:
         return align_up(self.rows * self.pitch, self.align)
 
-    def swizzle_bits(self) -> tuple[int, int]:
-        """(shift, mask) of the XOR: physical chunk = chunk ^ ((row >> shift) & mask).
-
-        Rows of 2^c chunks: c >= 3 gives Swizzle<3,3,3>-style `chunk ^= row & 7`; narrower rows
-        use c bits taken from the row bits just above the ones that already spread a 128-byte
-        line (docs/ptx_facts/shared_memory.md §8), so 8 consecutive rows always land in 8 distinct
-        bank groups.
-        """
-        c = self.chunks_per_row.bit_length() - 1
-        bits = min(c, 3)
-        return max(3 - c, 0), (1 << bits) - 1
+    @property
+    def swizzle_pattern(self) -> Swizzle | None:
+        """The XOR of a "swizzle" tile (`swizzle.chunk_swizzle`: it follows the row width, so 8
+        consecutive rows always land in 8 distinct bank groups), None for pad and plain tiles."""
+        return chunk_swizzle(self.chunks_per_row) if self.smem_layout == "swizzle" else None
 
 
 def operand_tiles(g: Gemm, s: Schedule) -> tuple[OperandTile, OperandTile]:
@@ -147,16 +143,14 @@ class StagingLayout:
     typed: bool = False
 
     @property
-    def swizzle_mask(self) -> int:
+    def swizzle_pattern(self) -> Swizzle | None:
         """Drain chunks of 2 or 4 staged 16-byte units (16-bit or 8-bit outputs) put a quarter-warp's
         16-byte reads 32 or 64 bytes apart, hitting only 4 or 2 of the 8 bank groups; XORing the
-        unit index's low bits with the bits just above a 128-byte line (u ^= (u >> 3) & mask)
-        spreads them over all 8. 0: no swizzle (one-unit chunks, or wmma's plain tile)."""
-        return 0 if self.plain or self.typed else max(1, self.chunk_elems * 4 // CHUNK_BYTES) - 1
-
-    @property
-    def swizzle(self) -> bool:
-        return self.swizzle_mask > 0
+        unit's low bits with the bits just above a 128-byte line (Swizzle<1 or 2, 4, 3> on the
+        byte offset within a row) spreads them over all 8. None: no swizzle (one-unit chunks,
+        wmma's plain tile, or a typed tile)."""
+        units = 1 if self.plain or self.typed else max(1, self.chunk_elems * 4 // CHUNK_BYTES)
+        return Swizzle.tma(units.bit_length() - 1) if units > 1 else None
 
 
 #: Auto-staging never needs more shared memory than every target offers (99 KB on sm_86/sm_89).

@@ -5,6 +5,7 @@ from dataclasses import dataclass, fields
 
 from .rules import rules_for
 from .scalars import normalise
+from .swizzle import TMA_MODES
 
 #: Instruction shapes (m, n, k) by name: mma.sync m16n8k16, or the opaque-fragment wmma m16n16k16
 #: (IREE's LLVMGPUMatmulTensorCore path, kept for ablation).
@@ -23,8 +24,9 @@ DEFAULT_SMEM_LAYOUT = {"m16n8k16": "swizzle", "wmma": "pad", "wgmma": "swizzle"}
 #: The fields only wgmma schedules use (None on every other schedule; see `Schedule`).
 HOPPER_FIELDS = ("consumers", "warp_specialized", "producer_regs", "consumer_regs", "persistent", "cluster",
                  "multicast", "swizzle")
-#: TMA / wgmma-descriptor swizzle widths in bytes (docs/ptx_facts/tma.md "Swizzle modes").
-SWIZZLE_WIDTHS = (128, 64, 32)
+#: TMA / wgmma-descriptor swizzle widths in bytes, widest first (the swizzled `TMA_MODES`;
+#: docs/ptx_facts/tma.md "Swizzle modes").
+SWIZZLE_WIDTHS = tuple(mode.width for mode in reversed(TMA_MODES) if mode.bits)
 #: CUTLASS's warp-specialised register split (docs/ptx_facts/warp_specialisation.md §9g): the
 #: producer keeps 40; consumers take what the CTA's registers at launch leave (`targets/sm90/plan.py`).
 DEFAULT_PRODUCER_REGS = 40

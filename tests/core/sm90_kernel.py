@@ -12,10 +12,9 @@ from ptxgen.ir import Builder
 from ptxgen.emit.index import ExprEmitter, Tid
 from ptxgen.ir import REG_CLASSES, Addr, Function, Param, Sym, Vec, VReg
 from ptxgen.ir.render import render
-from ptxgen.targets.sm90 import descriptors as dsc
+from ptxgen.schedule.swizzle import SWIZZLE_128B
+from ptxgen.targets.sm90 import descriptors as dsc, tma_isa as tma, wgmma_isa as wi
 from ptxgen.emit import mbarrier_isa as mb
-from ptxgen.targets.sm90 import tma_isa as tma
-from ptxgen.targets.sm90 import wgmma_isa as wi
 from ptxgen.targets.sm90.wgmma_layouts import accumulator_table
 from ptxgen.schedule.targets import Target
 
@@ -58,8 +57,8 @@ def _prologue(b: Builder, tile_bytes: int):
 
 def build(n: int, k: int, b_major: str) -> str:
     """PTX for D(64 x n, f32) = A(64 x k, f16) @ B(k x n, f16), one CTA of 128 threads."""
-    a_tile = dsc.CanonicalTile(M, k, 2, "K", "128B")
-    b_tile = dsc.CanonicalTile(n, k, 2, b_major, "128B")
+    a_tile = dsc.CanonicalTile(M, k, 2, "K", SWIZZLE_128B)
+    b_tile = dsc.CanonicalTile(n, k, 2, b_major, SWIZZLE_128B)
     b_base = a_tile.nbytes                      # a multiple of 1024: B's pattern starts aligned
     b = Builder(ENTRY, [Param(".u64", "pA"), Param(".u64", "pB"), Param(".u64", "pD")])
     tid, ex, ptrs, smem = _prologue(b, a_tile.nbytes + b_tile.nbytes)
@@ -116,7 +115,7 @@ def _copy(b: Builder, ex: ExprEmitter, tid: VReg, gptr: VReg, smem: VReg, tile: 
         c = Tid() + j
         row, col = c // chunks_per_row, (c % chunks_per_row) * 8
         mn, kk = (row, col) if rows_along_mn else (col, row)
-        sh = ex.reg(dsc.swizzle_address(tile.offset(mn, kk), tile.swizzle) + base)
+        sh = ex.reg(tile.swizzle(tile.offset(mn, kk)) + base)
         goff = ex.reg(c * 16)
         wide, gaddr, saddr = b.reg("b64"), b.reg("b64"), b.reg("b32")
         b.emit("cvt.u64.u32", wide, goff, ndefs=1)
@@ -136,8 +135,8 @@ def build_tma(n: int, k: int, b_major: str) -> str:
 
     The TMA copies are spliced in as text from tma_isa (the IR has no tensor-coordinate operand):
     the builder leaves a marker comment where each goes."""
-    a_tile = dsc.CanonicalTile(M, k, 2, "K", "128B")
-    b_tile = dsc.CanonicalTile(n, k, 2, b_major, "128B")
+    a_tile = dsc.CanonicalTile(M, k, 2, "K", SWIZZLE_128B)
+    b_tile = dsc.CanonicalTile(n, k, 2, b_major, SWIZZLE_128B)
     b_base = a_tile.nbytes
     bar_off = b_base + b_tile.nbytes
     b = Builder(TMA_ENTRY, [Param(".align 64 .b8", "tmapA[128]"), Param(".align 64 .b8", "tmapB[128]"),
@@ -199,8 +198,8 @@ def build_loop(n: int, k: int, accum: str) -> Function:
     scale-d = 1 accumulating into registers zeroed before the loop, then f32 (or packed f16) stores.
     Returns the Function so tests can render it with ptxgen's register allocator: the IR does not
     mark D as read by the wgmma, and this is the shape where that could go wrong."""
-    a_tile = dsc.CanonicalTile(M, k, 2, "K", "128B")
-    b_tile = dsc.CanonicalTile(n, k, 2, "K", "128B")
+    a_tile = dsc.CanonicalTile(M, k, 2, "K", SWIZZLE_128B)
+    b_tile = dsc.CanonicalTile(n, k, 2, "K", SWIZZLE_128B)
     b = Builder(LOOP_ENTRY, [Param(".u64", "pA"), Param(".u64", "pB"), Param(".u64", "pD")])
     tid, ex, ptrs, smem = _prologue(b, a_tile.nbytes + b_tile.nbytes)
     _copy(b, ex, tid, ptrs[0], smem, a_tile, 0, True, k)

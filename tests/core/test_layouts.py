@@ -10,7 +10,7 @@ import pytest
 
 from ptxgen.targets.sm80 import layouts as L
 from ptxgen.emit.index import evaluate
-from ptxgen.emit.swizzle import Swizzle, smem_element_offset, smem_offset
+from ptxgen.emit.swizzle import smem_element_offset, smem_offset
 from ptxgen.schedule.geometry import OperandTile
 
 LANES = np.arange(32)
@@ -117,7 +117,7 @@ def swizzled_offsets(cols: int, rows: int = 32) -> np.ndarray:
     r = np.repeat(np.arange(rows), tile.chunks_per_row)
     c = np.tile(np.arange(tile.chunks_per_row), rows)
     from ptxgen.emit.index import Const
-    offs = [at(smem_offset(Const(int(rr)), Const(int(cc)), tile.pitch, Swizzle.of_tile(tile)), 0)
+    offs = [at(smem_offset(Const(int(rr)), Const(int(cc)), tile.pitch, tile.swizzle_pattern), 0)
             for rr, cc in zip(r, c)]
     return np.array(offs).reshape(rows, tile.chunks_per_row)
 
@@ -195,7 +195,7 @@ def test_scalar_fragments_cover_the_sizes_ldmatrix_cannot_transpose():
 def test_element_offsets_place_bytes_inside_the_chunk_the_copies_wrote(layout):
     from ptxgen.emit.index import Const
     tile = OperandTile("A", 32, 64, 1, True, layout, 128)  # 64-byte rows: 4 chunks, 2 swizzle bits
-    swz = Swizzle.of_tile(tile)
+    swz = tile.swizzle_pattern
     for row in range(32):
         for col in range(64):
             chunk = at(smem_offset(Const(row), Const(col // 16), tile.pitch, swz), 0)

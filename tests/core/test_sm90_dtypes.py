@@ -24,6 +24,7 @@ from ptxgen.targets.sm90.epilogue import DirectStores
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
 from ptxgen.targets.sm90.plan import WGMMA_N
 from ptxgen.schedule.problem import DTYPE_BYTES, WGMMA_K
+from ptxgen.schedule.swizzle import Swizzle
 from ptxgen.schedule.verify import verify
 
 ARCH = "sm_90a"
@@ -67,7 +68,7 @@ def test_instruction_boxes_expect_tx_and_descriptors_per_dtype(dtype, block):
     assert [(t.operand, t.box, t.swizzle, t.k_major) for t in k.tensor_maps if t.operand != "C"] == [
         ("A", (bm, inner), f"{w}B", True), ("B", (bn, inner), f"{w}B", True)]
     # K-major, swizzled: SBO = 8 rows x the width whatever the element size, LBO unused (16)
-    hi = dsc.SmemDescriptor(0, 16, 8 * w, f"{w}B").hi_lo()[0]
+    hi = dsc.SmemDescriptor(0, 16, 8 * w, Swizzle.of_width(w)).hi_lo()[0]
     assert re.search(rf"mov\.u32 %r\d+, {hi};\s+// SBO {8 * w} B, {w}B swizzle", k.ptx)
     # the k-steps inside one k-tile advance the start address by 32 bytes (2 units of 16)
     if bk // kk > 1:
@@ -82,7 +83,7 @@ def test_k_major_lbo_sbo_for_one_and_four_byte_elements(esize, swizzle, lbo, sbo
     swizzle LBO = 128 (adjacent core matrices along K), SBO = 8 rows x the row's K bytes. The next
     instruction's 32 bytes of K start 32 bytes on inside a 64/128-byte row, one block of 64 rows x 32 B
     on with the 32B swizzle, two core matrices (2 LBO) on without a swizzle."""
-    tile = dsc.CanonicalTile(64, 128 // esize, esize, "K", swizzle)      # 64 rows, 128 bytes of K
+    tile = dsc.CanonicalTile(64, 128 // esize, esize, "K", Swizzle.named(swizzle))  # 64 rows, 128 bytes of K
     assert (tile.lbo, tile.sbo) == (lbo, sbo)
     assert tile.descriptor(0, 0, 32 // esize).start == step
 

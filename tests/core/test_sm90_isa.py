@@ -14,12 +14,12 @@ from ptxgen.ir import Builder
 from ptxgen.emit.index import evaluate
 from ptxgen.ir import Addr, Sym
 from ptxgen.ir.render import render_instr
-from ptxgen.targets.sm90 import descriptors as dsc
+from ptxgen.schedule.swizzle import TMA_MODES, Swizzle
+from ptxgen.targets.sm90 import descriptors as dsc, tma_isa as tma, wgmma_isa as wi, wgmma_layouts as wl
 from ptxgen.emit import mbarrier_isa as mb
-from ptxgen.targets.sm90 import tma_isa as tma
-from ptxgen.targets.sm90 import wgmma_isa as wi
-from ptxgen.targets.sm90 import wgmma_layouts as wl
 from ptxgen.sim import wgmma_layouts as sim_layouts
+
+SW = Swizzle.named
 
 # ------------------------------------------------------------------ wgmma type table
 FLOAT_N = [8 * i for i in range(1, 33)]                        # .m64n8 ... .m64n256, step 8
@@ -129,20 +129,20 @@ def test_descriptor_against_hand_computed_bits():
     # 128B, K-major f16, start 0x400, LBO 16 (encoded 1), SBO 1024 (encoded 64): bits written out
     want = (0x400 >> 4) | (1 << 16) | (64 << 32) | (1 << 62)
     assert want == 0x4000_0040_0001_0040
-    assert dsc.SmemDescriptor(0x400, 16, 1024, "128B").encode() == want
-    assert dsc.SmemDescriptor(0x400, 16, 1024, "64B").encode() == want ^ (1 << 62) ^ (2 << 62)
-    assert dsc.SmemDescriptor(0x400, 16, 1024, "32B").encode() == want ^ (1 << 62) ^ (3 << 62)
-    assert dsc.SmemDescriptor(0x400, 16, 1024, "none").encode() == want ^ (1 << 62)
+    assert dsc.SmemDescriptor(0x400, 16, 1024, SW("128B")).encode() == want
+    assert dsc.SmemDescriptor(0x400, 16, 1024, SW("64B")).encode() == want ^ (1 << 62) ^ (2 << 62)
+    assert dsc.SmemDescriptor(0x400, 16, 1024, SW("32B")).encode() == want ^ (1 << 62) ^ (3 << 62)
+    assert dsc.SmemDescriptor(0x400, 16, 1024, SW("none")).encode() == want ^ (1 << 62)
     # start keeps address bits 17..4 only; base offset is bits 51..49
-    assert dsc.SmemDescriptor(0x4_0000 + 0x30, 0, 0, "none").encode() == 0x3
-    assert dsc.SmemDescriptor(0, 0, 0, "128B", base_offset=5).encode() == (5 << 49) | (1 << 62)
-    assert dsc.SmemDescriptor(0x3FFF0, 0x3FFF0, 0x3FFF0, "none").encode() == 0x3FFF | 0x3FFF << 16 | 0x3FFF << 32
-    assert dsc.SmemDescriptor(0x400, 16, 1024, "128B").hi_lo() == (want >> 32, want & 0xFFFFFFFF)
+    assert dsc.SmemDescriptor(0x4_0000 + 0x30, 0, 0, SW("none")).encode() == 0x3
+    assert dsc.SmemDescriptor(0, 0, 0, SW("128B"), base_offset=5).encode() == (5 << 49) | (1 << 62)
+    assert dsc.SmemDescriptor(0x3FFF0, 0x3FFF0, 0x3FFF0, SW("none")).encode() == 0x3FFF | 0x3FFF << 16 | 0x3FFF << 32
+    assert dsc.SmemDescriptor(0x400, 16, 1024, SW("128B")).hi_lo() == (want >> 32, want & 0xFFFFFFFF)
 
 
 def test_swizzle_enums_differ_between_descriptor_and_tensor_map():
-    assert dsc.DESCRIPTOR_SWIZZLE == {"none": 0, "128B": 1, "64B": 2, "32B": 3}
-    assert dsc.TENSORMAP_SWIZZLE == {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+    assert {m.name: m.descriptor_code for m in TMA_MODES} == {"none": 0, "128B": 1, "64B": 2, "32B": 3}
+    assert {m.name: m.tensor_map_enum for m in TMA_MODES} == {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 
 
 @pytest.mark.parametrize("field, kw", [("start address", dict(start=8)), ("LBO", dict(lbo=24)),
@@ -154,9 +154,9 @@ def test_descriptor_rejects_unencodable_offsets(field, kw):
 
 
 def test_base_offset_rule():
-    assert dsc.base_offset_for(0x2400, "128B") == 0
-    assert dsc.base_offset_for(0x2400 + 384, "128B") == 3
-    assert dsc.base_offset_for(0x200, "64B") == 0 and dsc.base_offset_for(0x100, "32B") == 0
+    assert dsc.base_offset_for(0x2400, SW("128B")) == 0
+    assert dsc.base_offset_for(0x2400 + 384, SW("128B")) == 3
+    assert dsc.base_offset_for(0x200, SW("64B")) == 0 and dsc.base_offset_for(0x100, SW("32B")) == 0
 
 
 @settings(max_examples=60, deadline=None)
@@ -166,7 +166,7 @@ def test_decode_matches_the_simulators_decoder(value):
     theirs = sim_layouts.decode_descriptor(value)
     assert (mine.start, mine.lbo, mine.sbo, mine.base_offset) == (theirs.start, theirs.lbo, theirs.sbo,
                                                                   theirs.base_offset)
-    assert dsc.DESCRIPTOR_SWIZZLE[mine.swizzle] == theirs.swizzle
+    assert mine.swizzle.descriptor_code == theirs.swizzle
 
 
 # ------------------------------------------------------------------ canonical layouts vs the simulator
@@ -178,11 +178,11 @@ LAYOUTS = [(major, sw, esize) for sw in ("none", "32B", "64B", "128B")
 def test_canonical_tile_matches_simulator_decode(major, swizzle, esize):
     """Every wgmma K step of a whole tile: the element addresses our layout stores to are the ones
     the simulator's decoder reads for the descriptor we build."""
-    w = dsc.SWIZZLE_BYTES[swizzle]
+    w = SW(swizzle).width
     k_inst = 32 // esize
     mn = 64 if major == "K" else max(64, 2 * w // esize)
     k = 2 * max(w // esize, k_inst) if major == "K" else 32
-    tile = dsc.CanonicalTile(mn, k, esize, major, swizzle)
+    tile = dsc.CanonicalTile(mn, k, esize, major, SW(swizzle))
     base = 3 * 1024
     seen = set()
     for k0 in range(0, k, k_inst):
@@ -201,7 +201,7 @@ def test_canonical_tile_matches_simulator_decode(major, swizzle, esize):
 def test_any_subtile_descriptor_matches_simulator_decode(data):
     """A wgmma anywhere inside a larger tile (a later M block, a later K step or K block)."""
     major, swizzle, esize = data.draw(st.sampled_from(LAYOUTS), label="major, swizzle, esize")
-    w = dsc.SWIZZLE_BYTES[swizzle]
+    w = SW(swizzle).width
     if major == "K":
         mn = 8 * data.draw(st.integers(8, 24), label="mn / 8")
         k = (w // esize) * data.draw(st.integers(1, 3), label="k blocks") * max(1, 32 // w)
@@ -216,7 +216,7 @@ def test_any_subtile_descriptor_matches_simulator_decode(data):
     k_inst = 32 // esize
     k0 = k_inst * data.draw(st.integers(0, k // k_inst - 1), label="k step")
     base = 1024 * data.draw(st.integers(0, 100), label="base / 1024")
-    tile = dsc.CanonicalTile(mn, k, esize, major, swizzle)
+    tile = dsc.CanonicalTile(mn, k, esize, major, SW(swizzle))
     value = tile.descriptor(base, mn0, k0).encode()
     got = sim_layouts.operand_addresses(sim_layouts.decode_descriptor(value), mn_extent, k_inst, esize,
                                         major == "MN")
@@ -230,16 +230,16 @@ def test_encode_matches_the_simulators_decoder(data):
     start = 16 * data.draw(st.integers(0, (1 << 14) - 1), label="start / 16")
     lbo = 16 * data.draw(st.integers(0, (1 << 14) - 1), label="lbo / 16")
     sbo = 16 * data.draw(st.integers(0, (1 << 14) - 1), label="sbo / 16")
-    swizzle = data.draw(st.sampled_from(sorted(dsc.DESCRIPTOR_SWIZZLE)), label="swizzle")
+    swizzle = data.draw(st.sampled_from([m.name for m in TMA_MODES]), label="swizzle")
     base_offset = data.draw(st.integers(0, 7), label="base offset")
-    theirs = sim_layouts.decode_descriptor(dsc.SmemDescriptor(start, lbo, sbo, swizzle, base_offset).encode())
+    theirs = sim_layouts.decode_descriptor(dsc.SmemDescriptor(start, lbo, sbo, SW(swizzle), base_offset).encode())
     assert (theirs.start, theirs.lbo, theirs.sbo, theirs.base_offset) == (start, lbo, sbo, base_offset)
     assert sim_layouts.SWIZZLE_NAMES[theirs.swizzle] == swizzle
 
 
 def test_kmajor_128b_f16_matches_the_fact_sheet_formula():
     """Element (r, c) of a 64-wide f16 tile at r*128 + (((c>>3) ^ (r&7)) << 4) + (c&7)*2."""
-    tile = dsc.CanonicalTile(64, 64, 2, "K", "128B")
+    tile = dsc.CanonicalTile(64, 64, 2, "K", SW("128B"))
     for r in range(64):
         for c in range(64):
             assert tile.address(0, r, c) == r * 128 + (((c >> 3) ^ (r & 7)) << 4) + (c & 7) * 2
@@ -249,13 +249,13 @@ def test_kmajor_128b_f16_matches_the_fact_sheet_formula():
 
 def test_canonical_tile_rejects_what_the_layout_cannot_hold():
     with pytest.raises(ValueError, match="multiple of 128 B"):
-        dsc.CanonicalTile(64, 32, 2, "K", "128B")
+        dsc.CanonicalTile(64, 32, 2, "K", SW("128B"))
     with pytest.raises(ValueError, match="1024-byte boundary"):
-        dsc.CanonicalTile(64, 64, 2, "K", "128B").descriptor(512)
+        dsc.CanonicalTile(64, 64, 2, "K", SW("128B")).descriptor(512)
     with pytest.raises(ValueError, match="multiple of 8 along MN"):
-        dsc.CanonicalTile(64, 64, 2, "K", "128B").descriptor(0, 4, 0)
+        dsc.CanonicalTile(64, 64, 2, "K", SW("128B")).descriptor(0, 4, 0)
     with pytest.raises(ValueError, match="and of 8 along K"):
-        dsc.CanonicalTile(128, 64, 2, "MN", "128B").descriptor(0, 0, 4)
+        dsc.CanonicalTile(128, 64, 2, "MN", SW("128B")).descriptor(0, 0, 4)
 
 
 # ------------------------------------------------------------------ fragment layouts vs the simulator
@@ -313,11 +313,11 @@ def test_tma_strings():
     ((128, 64), 2, "128B", "at most 128 B"), ((1,) * 6, 16, "none", "rank 1..5")])
 def test_tensor_tile_rules(box, esize, swizzle, match):
     with pytest.raises(ValueError, match=match):
-        tma.TensorTile(box, esize, swizzle)
+        tma.TensorTile(box, esize, SW(swizzle))
 
 
 def test_tensor_tile_bytes():
-    assert tma.TensorTile((64, 128), 2, "128B").nbytes == 16384
+    assert tma.TensorTile((64, 128), 2, SW("128B")).nbytes == 16384
 
 
 def test_mbarrier_and_sync_spelling():

@@ -10,7 +10,8 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Protocol
 
-from ...ir import Addr, Builder, Imm, Vec, VReg
+from ...ir import Addr, Imm, Vec, VReg, ops as ptx, Builder
+from ...ir.ops import B16, B32, F16, F32, S64, U16, U32, PtxType
 from ..memory import st_global
 from ..quantize import load_bytes, quantize, store_bytes
 from ...schedule.problem import DTYPE_BYTES, QUANTIZED_DTYPES, Gemm
@@ -77,32 +78,32 @@ class EpilogueMath:
     def to_f32(self, half: VReg, dtype: str) -> VReg:
         """A .b16 f16/bf16 value widened exactly to f32 (bf16 is the top half of an f32)."""
         if dtype == "f16":
-            return self.f("cvt.f32.f16", half)
-        wide = self.lw.u32("cvt.u32.u16", half)
-        return self.f("shl.b32", wide, Imm("16"))
+            return ptx.cvt(self.b, F32, F16, half)
+        wide = ptx.cvt(self.lw.b, U32, U16, half)
+        return ptx.emit(self.b, "shl", U32, wide, 16, result=F32)   # the f32 whose top half is the bf16
 
     def unpack(self, packed: VReg, dtype: str) -> tuple[VReg, VReg]:
         lo, hi = self.b.reg("b16"), self.b.reg("b16")
-        self.b.emit("mov.b32", _vec(lo, hi), packed, ndefs=1)
+        ptx.split(self.b, B32, packed, _vec(lo, hi))
         return self.to_f32(lo, dtype), self.to_f32(hi, dtype)
 
     def apply(self, v: VReg, old: VReg | None, bias: VReg | None, factor: VReg | None = None) -> VReg:
         """act(factor * v + beta * old + bias) in f32; `factor` is alpha * scale[i] (else alpha)."""
         e = self.e
         if factor is not None:
-            v = self.f("mul.f32", v, factor)
+            v = ptx.mul(self.b, F32, v, factor)
         elif e.alpha != 1.0:
-            v = self.f("mul.f32", v, f32(e.alpha))
+            v = ptx.mul(self.b, F32, v, f32(e.alpha))
         if old is not None:
-            v = self.f("fma.rn.f32", old, f32(e.beta), v)
+            v = ptx.fma(self.b, F32, old, f32(e.beta), v)
         if bias is not None:
-            v = self.f("add.f32", v, bias)
+            v = ptx.add(self.b, F32, v, bias)
         if e.activation == "relu":
-            v = self.f("max.f32", v, f32(0.0))
+            v = ptx.max_(self.b, F32, v, f32(0.0))
         elif e.activation == "gelu":  # 0.5 v (1 + tanh(y)) = v sigmoid(2y), y = sqrt(2/pi)(v + 0.044715 v^3)
-            sq = self.f("mul.f32", v, v)
-            k = self.f("fma.rn.f32", sq, f32(2 * SQRT_2_OVER_PI * GELU_CUBIC), f32(2 * SQRT_2_OVER_PI))
-            v = self.times_sigmoid(v, self.f("mul.f32", v, k))
+            sq = ptx.mul(self.b, F32, v, v)
+            k = ptx.fma(self.b, F32, sq, f32(2 * SQRT_2_OVER_PI * GELU_CUBIC), f32(2 * SQRT_2_OVER_PI))
+            v = self.times_sigmoid(v, ptx.mul(self.b, F32, v, k))
         elif e.activation == "silu":  # v sigmoid(v)
             v = self.times_sigmoid(v, v)
         return v
@@ -110,8 +111,8 @@ class EpilogueMath:
     def times_sigmoid(self, v: VReg, z: VReg) -> VReg:
         """v / (1 + e^-z) via ex2.approx and rcp.rn: no cancellation for large negative z, unlike
         1 + tanh(z/2), so small results keep their relative accuracy."""
-        e = self.f("ex2.approx.f32", self.f("mul.f32", z, f32(-LOG2_E)))
-        return self.f("mul.f32", v, self.f("rcp.rn.f32", self.f("add.f32", e, f32(1.0))))
+        e = ptx.ex2(self.b, F32, ptx.mul(self.b, F32, z, f32(-LOG2_E)))
+        return ptx.mul(self.b, F32, v, ptx.rcp(self.b, F32, ptx.add(self.b, F32, e, f32(1.0))))
 
     # -- memory -----------------------------------------------------------------------------------
     def load_old(self, addr: Addr, count: int, guard: VReg | None) -> list[VReg]:
@@ -123,15 +124,15 @@ class EpilogueMath:
             vals = list(self.b.regs("f32", count))
             for v in vals:
                 if guard is not None:
-                    self.b.emit("mov.f32", v, f32(0.0), ndefs=1)
-            op = "ld.global.f32" if count == 1 else "ld.global.v2.f32"
-            self.b.emit(op, vals[0] if count == 1 else _vec(*vals), addr, ndefs=1, guard=guard)
+                    ptx.mov(self.b, F32, f32(0.0), into=v)
+            ptx.load(self.b, "global", F32, addr, into=vals[0] if count == 1 else _vec(*vals), width=count,
+                     guard=guard)
             return vals
-        cls = "b16" if count == 1 else "b32"
-        raw = self.b.reg(cls)
+        bits = B16 if count == 1 else B32
+        raw = self.b.reg(bits.reg_class)
         if guard is not None:
-            self.b.emit(f"mov.{cls}", raw, Imm("0"), ndefs=1)
-        self.b.emit(f"ld.global.{cls}", raw, addr, ndefs=1, guard=guard)
+            ptx.mov(self.b, bits, 0, into=raw)
+        ptx.load(self.b, "global", bits, addr, into=raw, guard=guard)
         return [self.to_f32(raw, dt)] if count == 1 else list(self.unpack(raw, dt))
 
     def vector_values(self, name: str, index: VReg, offsets: list[int], guards: list[VReg | None]) -> list[VReg]:
@@ -141,10 +142,10 @@ class EpilogueMath:
         lw, e = self.lw, self.e
         dt = self.g.bias_dtype if name == "bias" else "f32"
         eb = DTYPE_BYTES[dt]
-        ptr = lw.u64("add.s64", lw.ptr[name], lw.wide_mul(index, Imm(str(eb))))
+        ptr = ptx.add(lw.b, S64, lw.ptr[name], lw.wide_mul(index, Imm(str(eb))))
         vals = [self.load_element(dt, Addr(ptr, o * eb), g) for o, g in zip(offsets, guards)]
         if name == "scale" and e.alpha != 1.0:
-            vals = [self.f("mul.f32", v, f32(e.alpha)) for v in vals]
+            vals = [ptx.mul(self.b, F32, v, f32(e.alpha)) for v in vals]
         return vals
 
     def load_element(self, dt: str, addr: Addr, guard: VReg | None) -> VReg:
@@ -152,13 +153,13 @@ class EpilogueMath:
         if dt == "f32":
             v = self.b.reg("f32")
             if guard is not None:
-                self.b.emit("mov.f32", v, f32(0.0), ndefs=1)
-            self.b.emit("ld.global.f32", v, addr, ndefs=1, guard=guard)
+                ptx.mov(self.b, F32, f32(0.0), into=v)
+            ptx.load(self.b, "global", F32, addr, into=v, guard=guard)
             return v
         raw = self.b.reg("b16")
         if guard is not None:
-            self.b.emit("mov.b16", raw, Imm("0"), ndefs=1)
-        self.b.emit("ld.global.b16", raw, addr, ndefs=1, guard=guard)
+            ptx.mov(self.b, B16, 0, into=raw)
+        ptx.load(self.b, "global", B16, addr, into=raw, guard=guard)
         return self.to_f32(raw, dt)
 
     def store(self, addr: Addr, values: list[VReg], guard: VReg | None) -> None:
@@ -166,19 +167,19 @@ class EpilogueMath:
         dt = self.g.out_dtype
         if self.atomic:  # split-K partial sums land in C with hardware float adds
             for j, v in enumerate(values):
-                self.b.emit("red.relaxed.gpu.global.add.f32", Addr(addr.base, addr.offset + 4 * j), v, guard=guard)
+                ptx.red(self.b, "add", F32, Addr(addr.base, addr.offset + 4 * j), v, sem="relaxed.gpu", guard=guard)
         elif self.quantized:
             store_bytes(self.b, addr, [quantize(self.b, dt, v) for v in values], guard)
         elif dt in ("f32", "s32"):  # s32: the accumulator bits, stored as they are
-            st_global(self.b, ".f32" if dt == "f32" else ".b32", addr, tuple(values), guard=guard)
+            st_global(self.b, F32 if dt == "f32" else B32, addr, tuple(values), guard=guard)
         elif len(values) == 2:
             packed = self.b.reg("b32")
             self.b.emit(CVT_PACK[dt], packed, values[1], values[0], ndefs=1)  # odd column -> high half
-            st_global(self.b, ".b32", addr, (packed,), guard=guard)
+            st_global(self.b, B32, addr, (packed,), guard=guard)
         else:
             h = self.b.reg("b16")
-            self.b.emit(f"cvt.rn.{dt}.f32", h, values[0], ndefs=1)
-            st_global(self.b, ".b16", addr, (h,), guard=guard)
+            ptx.cvt(self.b, PtxType.named(dt), F32, values[0], rounding="rn", into=h)
+            st_global(self.b, B16, addr, (h,), guard=guard)
 
     def describe(self) -> None:
         """A comment saying what the epilogue computes, in the order it does."""

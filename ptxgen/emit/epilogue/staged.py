@@ -23,6 +23,8 @@ from .math import CVT_PACK, TileEpilogueMath
 from ..addressing import RowPointers
 from ..index import Tid, evaluate, share_bases
 from ...ir import Addr, Imm, Vec, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B16, B32, F32, PRED, U32
 from ..memory import bar_sync
 from ..swizzle import stage_offset
 from ..quantize import load_bytes, quantize, store_bytes
@@ -48,7 +50,7 @@ class StagedEpilogue(TileEpilogueMath):
     def stage_base(self) -> VReg:
         """Shared address of the staging tile."""
         lw = self.lw
-        return lw.u32("add.u32", lw.smem, Imm(str(lw.plan.offsets[STAGE_BUFFER])))
+        return ptx.add(lw.b, U32, lw.smem, Imm(str(lw.plan.offsets[STAGE_BUFFER])))
 
     def emit(self, acc) -> None:
         b = self.b
@@ -76,10 +78,10 @@ class StagedEpilogue(TileEpilogueMath):
             cols.append(c % cpr)
         halves = list(range(0, v, 16 // st.elem_bytes))  # 16-byte reads per chunk, each at its own site
         reads = share_bases([stage_offset(r, c * v + q, st) for r, c in zip(rows, cols) for q in halves], threads)
-        read_base = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in reads.bases]
+        read_base = [ptx.add(lw.b, U32, base, lw.ex.emit(e)) for e in reads.bases]
         row0, col0 = lw.ex.reg(rows[0]), lw.ex.reg(cols[0] * v)
-        grow = lw.u32("add.u32", row0, self.tile.bm0)
-        gcol = lw.u32("add.u32", col0, self.tile.bn0)
+        grow = ptx.add(lw.b, U32, row0, self.tile.bm0)
+        gcol = ptx.add(lw.b, U32, col0, self.tile.bn0)
         ptr0 = lw.element_pointer(lw.ptr["C"], "ldc", grow, gcol, ob)  # 64-bit: ldc * ob may pass 2^32
         tid = np.arange(threads)
         r0v, c0v = evaluate(rows[0], tid), evaluate(cols[0], tid)
@@ -93,25 +95,26 @@ class StagedEpilogue(TileEpilogueMath):
             dc = int((evaluate(cols[it], tid) - c0v)[0]) * v
             sites = reads.site[it * len(halves):(it + 1) * len(halves)]
             vals = self.read_stage([Addr(read_base[bi], imm) for bi, imm in sites], v)
-            row_ok = (lw.pred("setp.lt.u32", lw.u32("add.u32", grow, Imm(str(dr))), lw.dim("M"))
+            row_ok = (ptx.setp(lw.b, "lt", U32, ptx.add(lw.b, U32, grow, Imm(str(dr))), lw.dim("M"))
                       if edge.m_edge else None)
-            col = lw.u32("add.u32", gcol, Imm(str(dc))) if (edge.n_edge or "col" in kinds) else None
+            col = ptx.add(lw.b, U32, gcol, Imm(str(dc))) if (edge.n_edge or "col" in kinds) else None
             addr = Addr(row_ptr[dr], dc * ob)
             full, inside = row_ok, None
             if edge.n_edge:
-                inside = lw.pred("setp.le.u32", lw.u32("add.u32", col, Imm(str(v))), lw.dim("N"))
-                full = inside if row_ok is None else lw.pred("and.pred", inside, row_ok)
+                inside = ptx.setp(lw.b, "le", U32, ptx.add(lw.b, U32, col, Imm(str(v))), lw.dim("N"))
+                full = inside if row_ok is None else ptx.and_(lw.b, PRED, inside, row_ok)
             if dc not in by_column:
                 by_column[dc] = self.vectors("col", col, v, inside)
-            by_row = self.vectors("row", lw.u32("add.u32", grow, Imm(str(dr))) if "row" in kinds else None, v, row_ok)
+            by_row = self.vectors("row", ptx.add(lw.b, U32, grow,
+                                                 Imm(str(dr))) if "row" in kinds else None, v, row_ok)
             self.finish_chunk(addr, vals, full, {**by_column[dc], **by_row})
             if straddle:  # the chunk that crosses N: element by element
                 for j in range(v):
-                    col_j = lw.u32("add.u32", col, Imm(str(j)))
-                    ok = lw.pred("setp.lt.u32", col_j, lw.dim("N"))
-                    part = lw.pred("and.pred", ok, lw.pred("not.pred", inside))
+                    col_j = ptx.add(lw.b, U32, col, Imm(str(j)))
+                    ok = ptx.setp(lw.b, "lt", U32, col_j, lw.dim("N"))
+                    part = ptx.and_(lw.b, PRED, ok, ptx.not_(lw.b, PRED, inside))
                     if row_ok is not None:
-                        part = lw.pred("and.pred", part, row_ok)
+                        part = ptx.and_(lw.b, PRED, part, row_ok)
                     vecs = {**self.vectors("col", col_j, 1, part), **{k: x[:1] for k, x in by_row.items()}}
                     self.finish_chunk(Addr(addr.base, addr.offset + j * ob), [vals[j]], part, vecs)
 
@@ -122,8 +125,7 @@ class StagedEpilogue(TileEpilogueMath):
         vals: list[VReg] = []
         for q, addr in zip(range(0, v, 4), addrs):
             regs = self.b.regs("f32", min(4, v - q))
-            op = "ld.shared.v4.f32" if len(regs) == 4 else ("ld.shared.v2.f32" if len(regs) == 2 else "ld.shared.f32")
-            self.b.emit(op, Vec(regs) if len(regs) > 1 else regs[0], addr, ndefs=1)
+            ptx.load(self.b, "shared", F32, addr, into=Vec(regs) if len(regs) > 1 else regs[0], width=len(regs))
             vals.extend(regs)
         return vals
 
@@ -131,11 +133,10 @@ class StagedEpilogue(TileEpilogueMath):
         """v <= 8 staged f16 values (at most 16 bytes: one load), widened exactly to f32."""
         if v == 1:
             h = self.b.reg("b16")
-            self.b.emit("ld.shared.b16", h, addr, ndefs=1)
+            ptx.load(self.b, "shared", B16, addr, into=h)
             return [self.to_f32(h, "f16")]
         words = self.b.regs("b32", v // 2)
-        op = {1: "ld.shared.b32", 2: "ld.shared.v2.b32", 4: "ld.shared.v4.b32"}[len(words)]
-        self.b.emit(op, Vec(words) if len(words) > 1 else words[0], addr, ndefs=1)
+        ptx.load(self.b, "shared", B32, addr, into=Vec(words) if len(words) > 1 else words[0], width=len(words))
         return [x for w in words for x in self.unpack(w, "f16")]  # low half = lower column
 
     def finish_chunk(self, addr: Addr, vals: list[VReg], guard: VReg | None, vecs: dict[str, list[VReg]]) -> None:
@@ -186,7 +187,7 @@ class StagedEpilogue(TileEpilogueMath):
                 w = b.reg("b32")
                 b.emit(CVT_PACK[dt], w, vals[q + 1], vals[q], ndefs=1)  # odd column -> high half
                 words.append(w)
-        vec = {1: "", 2: ".v2", 4: ".v4"}[len(words)]
-        typ = ".f32" if dt == "f32" else ".b32"  # s32 and packed 16-bit pairs store as bits
-        b.emit(f"st.global{vec}{typ}", addr, Vec(tuple(words)) if len(words) > 1 else words[0], guard=guard)
+        bits = F32 if dt == "f32" else B32  # s32 and packed 16-bit pairs store as bits
+        ptx.store(b, "global", bits, addr, Vec(tuple(words)) if len(words) > 1 else words[0], width=len(words),
+                  guard=guard)
 

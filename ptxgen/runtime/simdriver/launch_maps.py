@@ -18,6 +18,7 @@ import ctypes
 import ml_dtypes
 import numpy as np
 
+from ptxgen.schedule.swizzle import Swizzle
 from ptxgen.sim import tensormap as simmap
 
 SUCCESS, INVALID_VALUE, ILLEGAL_ADDRESS, NOT_SUPPORTED, INVALID_CLUSTER_SIZE = 0, 1, 700, 801, 912
@@ -26,7 +27,6 @@ SUCCESS, INVALID_VALUE, ILLEGAL_ADDRESS, NOT_SUPPORTED, INVALID_CLUSTER_SIZE = 0
 MAP_DTYPES = {0: np.uint8, 1: np.uint16, 2: np.uint32, 3: np.int32, 4: np.uint64, 5: np.int64,
               6: np.float16, 7: np.float32, 8: np.float64, 9: ml_dtypes.bfloat16, 10: np.float32,
               11: np.float32, 12: np.float32}
-_SWIZZLE_NAMES = {0: "none", 32: "32B", 64: "64B", 128: "128B"}
 PORTABLE_CLUSTER = 8       # CTAs per cluster every sm_90 launch may use
 NON_PORTABLE_CLUSTER = 16  # with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED on an H100
 
@@ -73,7 +73,7 @@ def tensor_map_argument(raw: bytes, translate, roots: dict) -> simmap.TensorMap 
                                           f"{int(size.value)}-byte allocation") from None
     estrides = tuple(int(e) for e in data[122:122 + rank][::-1])
     try:
-        return simmap.TensorMap(view, decoded.box, swizzle=_SWIZZLE_NAMES[decoded.swizzle],
+        return simmap.TensorMap(view, decoded.box, swizzle=Swizzle.of_width(decoded.swizzle).name,
                                 oob_fill="nan" if decoded.fill is not None else "zero",
                                 element_strides=estrides)
     except ValueError as e:

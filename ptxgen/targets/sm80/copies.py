@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from ...emit.addressing import RowPointers
 from ...ir import Addr, Imm, Operand, VReg
+from ...ir import ops as ptx
+from ...ir.ops import PRED, B16, U8, U32, U64, S64
 from ...emit.tiles import Tile, TileOperands
 from .isa import cp_async
 from .load_edges import EdgeChecks
@@ -61,9 +63,9 @@ class CpAsyncCopies:
         col = self.lw.ex.reg(cp.col0 * (tile.copy_bytes // eb))
         origin = out_tile.bm0 if name == "A" else out_tile.bn0  # the CTA's first row of A / column of B
         if tile.k_along_rows:  # tile rows run along K: the CTA origin is a column offset
-            col = self.lw.u32("add.u32", col, origin)
+            col = ptx.add(self.lw.b, U32, col, origin)
         else:
-            row = self.lw.u32("add.u32", row, origin)
+            row = ptx.add(self.lw.b, U32, row, origin)
         return self.lw.element_pointer(self.lw.ptr[name], "lda" if name == "A" else "ldb", row, col, eb)
 
     def k_advance(self) -> dict[str, VReg | Imm]:
@@ -83,8 +85,8 @@ class CpAsyncCopies:
         for name in ("A", "B"):
             adv = self.advance[name]
             skip = (self.lw.wide_mul(first, adv) if isinstance(adv, Imm)
-                    else self.lw.u64("mul.lo.u64", self.lw.u64("cvt.u64.u32", first), adv))
-            self.b.emit("add.s64", gptr[name], gptr[name], skip, ndefs=1, comment=f"{name} -> {what}")
+                    else ptx.mul(self.lw.b, U64, ptx.cvt(self.lw.b, U64, U32, first), adv))
+            ptx.add(self.b, S64, gptr[name], skip, into=gptr[name], comment=f"{name} -> {what}")
 
     def row_steps(self) -> dict[str, dict[int, VReg]]:
         """Loop-invariant 64-bit byte steps between consecutive copy rows (usually just one)."""
@@ -110,7 +112,7 @@ class CpAsyncCopies:
         if isinstance(stage_off, int):
             dst = [(base, stage_off) for base in self.dst_bases[name]]
         else:
-            dst = [(self.lw.u32("add.u32", base, stage_off), 0) for base in self.dst_bases[name]]
+            dst = [(ptx.add(self.lw.b, U32, base, stage_off), 0) for base in self.dst_bases[name]]
         sizes = ops.edge.src_sizes(name, k_rem)
         row_ptr = RowPointers(self.b, ops.gptr[name], steps=self.steps[name])  # steps: loop-invariant
         for it in range(cp.tile.copies_per_thread):
@@ -122,8 +124,8 @@ class CpAsyncCopies:
                 cp_async(self.b, dst_addr, src_addr, cb, src_size=sizes[it], guard=guard)
             else:
                 self.copy_narrow(dst_addr, src_addr, cb, cp.tile.elem_bytes, sizes[it], guard)
-        self.b.emit("add.s64", ops.gptr[name], ops.gptr[name], self.advance[name], ndefs=1,
-                    comment=f"{name} pointer -> next k-tile")
+        ptx.add(self.b, S64, ops.gptr[name], self.advance[name], into=ops.gptr[name],
+                comment=f"{name} pointer -> next k-tile")
 
     def copy_narrow(self, dst: Addr, src: Addr, cb: int, eb: int, size: Operand | None,
                     guard: VReg | None) -> None:
@@ -134,21 +136,21 @@ class CpAsyncCopies:
         zero-extends, and the first element is the low byte), so no byte past the edge is read.
         """
         h = self.b.reg("b16")
-        typ = ".b16" if cb == 2 else ".u8"
+        ty = B16 if cb == 2 else U8
         if size is not None or guard is not None:
-            self.b.emit("mov.b16", h, Imm("0"), ndefs=1)
+            ptx.mov(self.b, B16, 0, into=h)
         if size is None:
-            self.b.emit(f"ld.global{typ}", h, src, ndefs=1, guard=guard)
+            ptx.load(self.b, "global", ty, src, into=h, guard=guard)
         else:
-            full = self.lw.pred("setp.eq.u32", size, Imm(str(cb)))
-            self.b.emit(f"ld.global{typ}", h, src, ndefs=1, guard=self.both(full, guard))
+            full = ptx.setp(self.lw.b, "eq", U32, size, Imm(str(cb)))
+            ptx.load(self.b, "global", ty, src, into=h, guard=self.both(full, guard))
             if cb == 2 and eb == 1:  # the straddling unit: its first byte only
-                first = self.lw.pred("setp.eq.u32", size, Imm("1"))
-                self.b.emit("ld.global.u8", h, src, ndefs=1, guard=self.both(first, guard))
-        self.b.emit(f"st.shared{typ}", dst, h, guard=guard)
+                first = ptx.setp(self.lw.b, "eq", U32, size, 1)
+                ptx.load(self.b, "global", U8, src, into=h, guard=self.both(first, guard))
+        ptx.store(self.b, "shared", ty, dst, h, guard=guard)
 
     def both(self, p: VReg, q: VReg | None) -> VReg:
-        return p if q is None else self.lw.pred("and.pred", p, q)
+        return p if q is None else ptx.and_(self.lw.b, PRED, p, q)
 
 
 class CpAsyncOperands:

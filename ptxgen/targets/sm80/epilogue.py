@@ -10,6 +10,8 @@ from __future__ import annotations
 from ...emit.addressing import RowPointers
 from ...emit.epilogue.math import EpilogueMath, TileEpilogueMath
 from ...ir import Addr, Imm, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, U32, S32, F32
 from ...emit.memory import st_global
 from .plans import StorePlan, store_plan
 
@@ -20,7 +22,7 @@ def fragment_pair(epi: EpilogueMath, frag: tuple[VReg, ...], h: int) -> list[VRe
     if epi.g.acc_dtype == "f16":
         return list(epi.unpack(frag[h], "f16"))
     vals = [frag[2 * h], frag[2 * h + 1]]
-    return [epi.f("cvt.rn.f32.s32", v) for v in vals] if epi.int_to_float else vals
+    return [ptx.cvt(epi.b, F32, S32, v, rounding="rn") for v in vals] if epi.int_to_float else vals
 
 
 def site_vectors(epi: TileEpilogueMath, sp: StorePlan, row: VReg, col: VReg, name: str) -> dict[tuple[int, int], VReg]:
@@ -34,7 +36,7 @@ def site_vectors(epi: TileEpilogueMath, sp: StorePlan, row: VReg, col: VReg, nam
     epi.b.comment(f"{what} ({kind}): one load per distinct {'column' if by_col else 'row'} of this thread")
     keys = sorted({dc + j if by_col else dr for *_, dr, dc in sp.sites for j in range(2)})
     base, dim, edge = (col, "N", epi.edge.n_edge) if by_col else (row, "M", epi.edge.m_edge)
-    guards = [lw.pred("setp.lt.u32", lw.u32("add.u32", base, Imm(str(key))), lw.dim(dim)) if edge else None
+    guards = [ptx.setp(lw.b, "lt", U32, ptx.add(lw.b, U32, base, Imm(str(key))), lw.dim(dim)) if edge else None
               for key in keys]
     value = dict(zip(keys, epi.vector_values(name, base, keys, guards)))
     return {(dr, dc + j): value[dc + j if by_col else dr] for *_, dr, dc in sp.sites for j in range(2)}
@@ -47,8 +49,8 @@ class DirectEpilogue(TileEpilogueMath):
         lw, b, g, ob = self.lw, self.b, self.g, self.ob
         sp = store_plan(lw.s)
         b.comment(f"C pointer of this thread's first fragment element ({g.out_dtype})")
-        row = lw.u32("add.u32", lw.ex.reg(sp.row0), self.tile.bm0)
-        col = lw.u32("add.u32", lw.ex.reg(sp.col0), self.tile.bn0)
+        row = ptx.add(lw.b, U32, lw.ex.reg(sp.row0), self.tile.bm0)
+        col = ptx.add(lw.b, U32, lw.ex.reg(sp.col0), self.tile.bn0)
         base = lw.element_pointer(lw.ptr["C"], "ldc", row, col, ob)
         # Pair stores need an even N (so a pair never straddles the edge) and pair-aligned rows.
         pair = g.n % 2 == 0 and g.out_alignment() >= 2 * ob and not self.atomic
@@ -62,7 +64,7 @@ class DirectEpilogue(TileEpilogueMath):
             if n == 0:
                 b.comment(f"epilogue rows m-tile {m} {'g+8' if h else 'g'}")
             if g.acc_dtype == "f16" and self.e.is_identity and pair:  # already packed f16x2
-                st_global(b, ".b32", Addr(row_ptr[dr], dc * ob), (acc[m][n][h],), guard=guards[dr, dc])
+                st_global(b, B32, Addr(row_ptr[dr], dc * ob), (acc[m][n][h],), guard=guards[dr, dc])
                 continue
             vals = fragment_pair(self, acc[m][n], h)
             for j0 in (range(0, 2, 2) if pair else range(2)):
@@ -80,4 +82,4 @@ class DirectEpilogue(TileEpilogueMath):
         if self.g.acc_dtype == "f16":
             return list(self.unpack(tile[h], "f16"))
         vals = [tile[2 * h], tile[2 * h + 1]]
-        return [self.f("cvt.rn.f32.s32", v) for v in vals] if self.int_to_float else vals
+        return [ptx.cvt(self.b, F32, S32, v, rounding="rn") for v in vals] if self.int_to_float else vals

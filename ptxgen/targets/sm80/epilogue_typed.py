@@ -26,13 +26,14 @@ from .epilogue import fragment_pair, site_vectors
 from .plans import store_plan
 from ...emit.index import Tid, evaluate, share_bases
 from ...ir import Addr, Imm, Vec, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B8, B16, B32, PRED, S64, U8, U32, PtxType
 from ...emit.memory import bar_sync
 from ...emit.quantize import load_bytes, pack, quantize
 
 
 #: Bytes per chunk access -> (vector suffix, type, register class, registers).
-ACCESS = {16: (".v4", ".b32", "b32", 4), 8: (".v2", ".b32", "b32", 2), 4: ("", ".b32", "b32", 1),
-          2: ("", ".b16", "b16", 1), 1: ("", ".u8", "b16", 1)}
+ACCESS = {16: (4, B32, "b32"), 8: (2, B32, "b32"), 4: (1, B32, "b32"), 2: (1, B16, "b16"), 1: (1, U8, "b16")}
 
 
 @dataclass
@@ -73,18 +74,18 @@ class TypedStaging:
         lw, b, g, epi = self.lw, self.b, self.g, self.epi
         sp = store_plan(lw.s)
         b.comment(f"phase 1: accumulator pairs -> epilogue -> {g.out_dtype} pairs in the staging tile")
-        row = lw.u32("add.u32", lw.ex.reg(sp.row0), epi.tile.bm0)
-        col = lw.u32("add.u32", lw.ex.reg(sp.col0), epi.tile.bn0)
+        row = ptx.add(lw.b, U32, lw.ex.reg(sp.row0), epi.tile.bm0)
+        col = ptx.add(lw.b, U32, lw.ex.reg(sp.col0), epi.tile.bn0)
         bias = site_vectors(epi, sp, row, col, "bias")
         factor = site_vectors(epi, sp, row, col, "scale")
         sites = share_bases([(sp.row0 + dr) * self.st.pitch + (sp.col0 + dc) * self.ob for *_, dr, dc in sp.sites],
                             lw.s.threads)
-        bases = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in sites.bases]
+        bases = [ptx.add(lw.b, U32, base, lw.ex.emit(e)) for e in sites.bases]
         packed_acc = g.acc_dtype == "f16" and epi.e.is_identity
         for (m, n, h, dr, dc), (bi, imm) in zip(sp.sites, sites.site):
             addr = Addr(bases[bi], imm)
             if packed_acc:  # f16x2 accumulators are already the output pair
-                b.emit("st.shared.b32", addr, acc[m][n][h])
+                ptx.store(b, "shared", B32, addr, acc[m][n][h])
                 continue
             vals = fragment_pair(epi, acc[m][n], h)
             olds = self.staged_pair(addr) if self.beta else [None, None]
@@ -97,7 +98,7 @@ class TypedStaging:
         if self.epi.quantized:
             return load_bytes(self.b, dt, addr, 2, None, space="shared")
         w = self.b.reg("b32")
-        self.b.emit("ld.shared.b32", w, addr, ndefs=1)
+        ptx.load(self.b, "shared", B32, addr, into=w)
         return list(self.epi.unpack(w, dt))
 
     def stage_pair(self, addr: Addr, outs: list[VReg]) -> None:
@@ -105,11 +106,11 @@ class TypedStaging:
         dt, b = self.g.out_dtype, self.b
         if self.epi.quantized:
             (word,) = pack(b, [quantize(b, dt, v) for v in outs])
-            b.emit("st.shared.b16", addr, word)
+            ptx.store(b, "shared", B16, addr, word)
             return
         w = b.reg("b32")
         b.emit(CVT_PACK[dt], w, outs[1], outs[0], ndefs=1)  # odd column -> high half
-        b.emit("st.shared.b32", addr, w)
+        ptx.store(b, "shared", B32, addr, w)
 
     # -- phases 0 and 2 ---------------------------------------------------------------------------
     def chunks(self, base: VReg) -> list[Chunk]:
@@ -119,12 +120,12 @@ class TypedStaging:
         rows = [(Tid() + it * threads) // cpr for it in range(st.chunks_per_thread)]
         cols = [(Tid() + it * threads) % cpr for it in range(st.chunks_per_thread)]
         reads = share_bases([r * st.pitch + c * (v * ob) for r, c in zip(rows, cols)], threads)
-        read_base = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in reads.bases]
-        grow = lw.u32("add.u32", lw.ex.reg(rows[0]), self.epi.tile.bm0)
-        gcol = lw.u32("add.u32", lw.ex.reg(cols[0] * v), self.epi.tile.bn0)
-        ldc_bytes = lw.u32("mul.lo.u32", lw.dim("ldc"), Imm(str(ob)))
-        ptr0 = lw.u64("add.s64", lw.ptr["C"], lw.u64("add.s64", lw.wide_mul(grow, ldc_bytes),
-                                                      lw.wide_mul(gcol, Imm(str(ob)))))
+        read_base = [ptx.add(lw.b, U32, base, lw.ex.emit(e)) for e in reads.bases]
+        grow = ptx.add(lw.b, U32, lw.ex.reg(rows[0]), self.epi.tile.bm0)
+        gcol = ptx.add(lw.b, U32, lw.ex.reg(cols[0] * v), self.epi.tile.bn0)
+        ldc_bytes = ptx.mul(lw.b, U32, lw.dim("ldc"), Imm(str(ob)))
+        ptr0 = ptx.add(lw.b, S64, lw.ptr["C"],
+                       ptx.add(lw.b, S64, lw.wide_mul(grow, ldc_bytes), lw.wide_mul(gcol, Imm(str(ob)))))
         row_ptr = RowPointers(self.b, ptr0, ldc_bytes)
         tid = np.arange(threads)
         r0v, c0v = evaluate(rows[0], tid), evaluate(cols[0], tid)
@@ -134,19 +135,19 @@ class TypedStaging:
         for it, (bi, imm) in enumerate(reads.site):
             dr = int((evaluate(rows[it], tid) - r0v)[0])
             dc = int((evaluate(cols[it], tid) - c0v)[0]) * v
-            row_ok = (lw.pred("setp.lt.u32", lw.u32("add.u32", grow, Imm(str(dr))), lw.dim("M"))
+            row_ok = (ptx.setp(lw.b, "lt", U32, ptx.add(lw.b, U32, grow, Imm(str(dr))), lw.dim("M"))
                       if edge.m_edge else None)
             full, parts = row_ok, None
             if edge.n_edge:
-                col = lw.u32("add.u32", gcol, Imm(str(dc)))
-                inside = lw.pred("setp.le.u32", lw.u32("add.u32", col, Imm(str(v))), lw.dim("N"))
-                full = inside if row_ok is None else lw.pred("and.pred", inside, row_ok)
+                col = ptx.add(lw.b, U32, gcol, Imm(str(dc)))
+                inside = ptx.setp(lw.b, "le", U32, ptx.add(lw.b, U32, col, Imm(str(v))), lw.dim("N"))
+                full = inside if row_ok is None else ptx.and_(lw.b, PRED, inside, row_ok)
                 if straddle:
                     parts = []
                     for j in range(v):
-                        ok = lw.pred("setp.lt.u32", lw.u32("add.u32", col, Imm(str(j))), lw.dim("N"))
-                        part = lw.pred("and.pred", ok, lw.pred("not.pred", inside))
-                        parts.append(part if row_ok is None else lw.pred("and.pred", part, row_ok))
+                        ok = ptx.setp(lw.b, "lt", U32, ptx.add(lw.b, U32, col, Imm(str(j))), lw.dim("N"))
+                        part = ptx.and_(lw.b, PRED, ok, ptx.not_(lw.b, PRED, inside))
+                        parts.append(part if row_ok is None else ptx.and_(lw.b, PRED, part, row_ok))
             out.append(Chunk(Addr(read_base[bi], imm), Addr(row_ptr[dr], dc * ob), full, parts))
         return out
 
@@ -165,20 +166,20 @@ class TypedStaging:
         chunk's shared side is unguarded (phase 0 stages zeros where C is not read), a single
         element's is guarded (it must not overwrite the chunk's staged bytes)."""
         b = self.b
-        vec, typ, cls, count = ACCESS[width]
+        count, ty, cls = ACCESS[width]
         regs = b.regs(cls, count)
         val: VReg | Vec = Vec(tuple(regs)) if count > 1 else regs[0]
-        store_typ = ".b8" if width == 1 else typ
+        store_ty = B8 if width == 1 else ty
         shared_guard = guard if element else None
         if to_shared:
             if guard is not None:
                 for r in regs:
-                    b.emit(f"mov.{cls}", r, Imm("0"), ndefs=1)
-            b.emit(f"ld.global{vec}{typ}", val, gmem, ndefs=1, guard=guard)
-            b.emit(f"st.shared{vec}{store_typ}", smem, val, guard=shared_guard)
+                    ptx.mov(b, PtxType.named(cls), 0, into=r)
+            ptx.load(b, "global", ty, gmem, into=val, width=count, guard=guard)
+            ptx.store(b, "shared", store_ty, smem, val, width=count, guard=shared_guard)
         else:
-            b.emit(f"ld.shared{vec}{typ}", val, smem, ndefs=1, guard=shared_guard)
-            b.emit(f"st.global{vec}{store_typ}", gmem, val, guard=guard)
+            ptx.load(b, "shared", ty, smem, into=val, width=count, guard=shared_guard)
+            ptx.store(b, "global", store_ty, gmem, val, width=count, guard=guard)
 
 
 class TypedStagedEpilogue(StagedEpilogue):

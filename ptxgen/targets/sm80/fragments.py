@@ -25,8 +25,10 @@ from ...ir import Builder
 from .plans import FragmentPlan, a_fragment_plan, b_fragment_plan, warp_origin
 from ...emit.index import SiteBases, share_bases
 from ...ir import Addr, Imm, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, F32, TF32, U8
 from .layouts import SCALAR_FRAGMENTS, FragmentTable
-from ...emit.swizzle import Swizzle, smem_element_offset
+from ...emit.swizzle import smem_element_offset, Swizzle
 from .isa import ldmatrix
 
 #: prmt.b32 selectors: bytes {a.0, b.0} of two loaded bytes, then the low halves of two pairs.
@@ -70,7 +72,7 @@ def scalar_fragment_plan(s: Schedule, tile: OperandTile) -> ScalarFragmentPlan:
                 for elem in range(table.elems):
                     mn, k = table.coord(reg, elem)
                     col_byte = (mn0 + width * blk + mn) * tile.elem_bytes
-                    sites.append(smem_element_offset(k_per_step * ks + k, col_byte, tile.pitch, Swizzle.of_tile(tile)))
+                    sites.append(smem_element_offset(k_per_step * ks + k, col_byte, tile.pitch, tile.swizzle_pattern))
                     loads.append(ElementLoad(ks, blk, reg, elem, len(sites) - 1))
     return ScalarFragmentPlan(tile, table, blocks, loads, share_bases(sites, s.threads))
 
@@ -112,7 +114,7 @@ class FragmentLoader:
         # round f32 inputs to tf32 (ties away), docs/ptx_facts/mma_sync.md §2a
         if self.g.dtype == "tf32":
             for r in regs:
-                self.b.emit("cvt.rna.tf32.f32", r, r, ndefs=1)
+                ptx.cvt(self.b, TF32, F32, r, rounding="rna", into=r)
 
     def matrices(self, name: str, plan: FragmentPlan, ks: int, bases: Sequence[tuple[VReg, int]], frag: list,
                  dst: list | None) -> None:
@@ -147,7 +149,7 @@ class FragmentLoader:
                 into = None if dst is None else dst[blk][reg]
                 if t.elems == 1:
                     r = self.b.reg("b32") if into is None else into
-                    self.b.emit("ld.shared.b32", r, self._addr(plan.addr, sites[0], bases), ndefs=1)
+                    ptx.load(self.b, "shared", B32, self._addr(plan.addr, sites[0], bases), into=r)
                 else:
                     r = self.pack_bytes([self._addr(plan.addr, site, bases) for site in sites], into)
                 regs.append(r)
@@ -158,12 +160,12 @@ class FragmentLoader:
         """One .b32 of 4 bytes read from `addrs`, the first in the least significant byte."""
         x = self.b.regs("b32", 4)
         for r, a in zip(x, addrs):
-            self.b.emit("ld.shared.u8", r, a, ndefs=1)
+            ptx.load(self.b, "shared", U8, a, into=r)
         lo, hi = self.b.regs("b32", 2)
         out = self.b.reg("b32") if into is None else into
-        self.b.emit("prmt.b32", lo, x[0], x[1], PAIR_BYTES, ndefs=1)
-        self.b.emit("prmt.b32", hi, x[2], x[3], PAIR_BYTES, ndefs=1)
-        self.b.emit("prmt.b32", out, lo, hi, JOIN_PAIRS, ndefs=1, comment="k, k+1, k+2, k+3 low to high")
+        ptx.prmt(self.b, B32, x[0], x[1], PAIR_BYTES, into=lo)
+        ptx.prmt(self.b, B32, x[2], x[3], PAIR_BYTES, into=hi)
+        ptx.prmt(self.b, B32, lo, hi, JOIN_PAIRS, into=out, comment="k, k+1, k+2, k+3 low to high")
         return out
 
 

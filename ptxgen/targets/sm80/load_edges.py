@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from ...emit.edges import StoreEdges
 from ...ir import Imm, Operand, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, U32, S32
 from ...emit.tiles import KRange, Tile
 
 #: A k limit no k-tile reaches: marks a copy whose row is outside the matrix.
@@ -68,7 +70,7 @@ class EdgeChecks(StoreEdges):
                         firsts[key] = lw.ex.reg(cp.col0 * (cb // eb) + key * cb // eb)
                     if edge:  # a row outside M/N is past the end of K everywhere
                         inside = self._row_inside(name, it, origin, limit)
-                        limits.append(lw.u32("selp.b32", firsts[key], Imm(str(INT32_MAX)), inside))
+                        limits.append(ptx.selp(lw.b, B32, firsts[key], Imm(str(INT32_MAX)), inside))
                     else:
                         limits.append(firsts[key])
                     sizes.append(None)
@@ -76,11 +78,11 @@ class EdgeChecks(StoreEdges):
                     sizes.append(None)
                 elif not tile.k_along_rows:  # tile rows run along M/N: the whole unit is in or out
                     inside = self._row_inside(name, it, origin, limit)
-                    sizes.append(lw.u32("selp.b32", Imm(str(cb)), Imm("0"), inside))
+                    sizes.append(ptx.selp(lw.b, B32, Imm(str(cb)), 0, inside))
                 else:  # units run along M/N: a unit may straddle the edge
-                    first = lw.u32("mad.lo.u32", lw.ex.reg(cp.col0), Imm(str(cb // eb)), origin)
-                    first = lw.u32("add.u32", first, Imm(str(cp.cols[it] * cb // eb)))
-                    sizes.append(self._clamp_bytes(lw.u32("sub.s32", limit, first), eb, cb))
+                    first = ptx.mad(lw.b, U32, lw.ex.reg(cp.col0), Imm(str(cb // eb)), origin)
+                    first = ptx.add(lw.b, U32, first, Imm(str(cp.cols[it] * cb // eb)))
+                    sizes.append(self._clamp_bytes(ptx.sub(lw.b, S32, limit, first), eb, cb))
             self.fixed[name] = sizes
             self.k_limits[name] = limits
 
@@ -96,15 +98,15 @@ class EdgeChecks(StoreEdges):
         """row < M (A) or N (B) for copy `it`, whose tile row runs along M/N."""
         lw = self.lw
         cp = self.plans[name]
-        row = lw.u32("add.u32", lw.u32("add.u32", lw.ex.reg(cp.row0), origin), Imm(str(cp.rows[it])))
-        return lw.pred("setp.lt.u32", row, limit)
+        row = ptx.add(lw.b, U32, ptx.add(lw.b, U32, lw.ex.reg(cp.row0), origin), Imm(str(cp.rows[it])))
+        return ptx.setp(lw.b, "lt", U32, row, limit)
 
     def _clamp_bytes(self, elems: VReg, eb: int, cb: int) -> VReg:
         """clamp(elems, 0, cb / eb) * eb: clamped in elements first, since elems * eb overflows
         32 bits once 2^31 / eb elements remain (2^29 tf32 elements of M, N or K)."""
         lw = self.lw
-        clamped = lw.u32("min.s32", lw.u32("max.s32", elems, Imm("0")), Imm(str(cb // eb)))
-        return clamped if eb == 1 else lw.u32("shl.b32", clamped, Imm(str(eb.bit_length() - 1)))
+        clamped = ptx.min_(lw.b, S32, ptx.max_(lw.b, S32, elems, 0), Imm(str(cb // eb)))
+        return clamped if eb == 1 else ptx.shl(lw.b, U32, clamped, Imm(str(eb.bit_length() - 1)))
 
     def k_remaining(self, k_tile: VReg | int, k_range: KRange) -> VReg | None:
         """K - k_tile*BK: elements of K left from this k-tile's start (only with a K edge); k-tiles
@@ -114,8 +116,8 @@ class EdgeChecks(StoreEdges):
         lw = self.lw
         k = k_range.k_left if k_range.k_left is not None else lw.dim("K")
         if isinstance(k_tile, int):
-            return lw.u32("sub.s32", k, Imm(str(k_tile * lw.s.bk)))
-        return lw.u32("mad.lo.s32", k_tile, Imm(str(-lw.s.bk)), k)
+            return ptx.sub(lw.b, S32, k, Imm(str(k_tile * lw.s.bk)))
+        return ptx.mad(lw.b, S32, k_tile, Imm(str(-lw.s.bk)), k)
 
     def src_sizes(self, name: str, k_rem: VReg | None) -> list[Operand | None]:
         """Per copy: None for a full copy, a .u32 src-size (bytes copied, the rest zero-filled), or
@@ -130,7 +132,7 @@ class EdgeChecks(StoreEdges):
             outside: dict[VReg, VReg] = {}
             for lim in self.k_limits[name]:
                 if lim not in outside:
-                    outside[lim] = lw.pred("setp.ge.s32", lim, k_rem)
+                    outside[lim] = ptx.setp(lw.b, "ge", S32, lim, k_rem)
             return [outside[lim] for lim in self.k_limits[name]]
         out: list[Operand | None] = []
         past_k: dict[int, VReg] = {}  # tile row = k: per distinct row, k >= K left
@@ -139,18 +141,18 @@ class EdgeChecks(StoreEdges):
             if tile.k_along_rows:  # tile row = k: the whole unit is in or out
                 row = cp.rows[it]
                 if row not in past_k:
-                    k = lw.u32("add.u32", lw.ex.reg(cp.row0), Imm(str(row)))
-                    past_k[row] = lw.pred("setp.ge.s32", k, k_rem)
+                    k = ptx.add(lw.b, U32, lw.ex.reg(cp.row0), Imm(str(row)))
+                    past_k[row] = ptx.setp(lw.b, "ge", S32, k, k_rem)
                 if fixed is None and cb >= 4:  # ignore-src: no size register
                     out.append(past_k[row])
                 else:
                     full = fixed if fixed is not None else Imm(str(cb))
-                    out.append(lw.u32("selp.b32", Imm("0"), full, past_k[row]))
+                    out.append(ptx.selp(lw.b, B32, 0, full, past_k[row]))
                 continue
             col = cp.cols[it]
             if col not in clamped:
-                first = lw.u32("mad.lo.u32", lw.ex.reg(cp.col0), Imm(str(cb // eb)), Imm(str(col * cb // eb)))
-                clamped[col] = self._clamp_bytes(lw.u32("sub.s32", k_rem, first), eb, cb)
+                first = ptx.mad(lw.b, U32, lw.ex.reg(cp.col0), Imm(str(cb // eb)), Imm(str(col * cb // eb)))
+                clamped[col] = self._clamp_bytes(ptx.sub(lw.b, S32, k_rem, first), eb, cb)
             size = clamped[col]
-            out.append(size if fixed is None else lw.u32("min.s32", size, fixed))
+            out.append(size if fixed is None else ptx.min_(lw.b, S32, size, fixed))
         return out

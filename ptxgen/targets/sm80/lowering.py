@@ -16,19 +16,20 @@ from ...regalloc.smem import SmemPlan
 from ...schedule.geometry import operand_tiles
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
-from ...ir import Builder
+from ...schedule.swizzle import WIDEST_ALIGNMENT
+from ...ir import Builder, Function, Imm, Param, Sym, VReg, ops as ptx
 from ...emit.edges import StoreEdges
 from ...emit.index import ExprEmitter
-from ...emit.epilogue.math import EpilogueMath
 from ...emit.splitk import SplitK
 from ...emit.streamk import StreamK
 from .pipeline import Sm80Pipeline
 from .wmma.pipeline import WmmaPipeline
-from ...emit.pipeline import Accumulators, CpAsyncPipeline
-from ...ir import Function, Imm, Param, Sym, VReg
+from ...ir.ops import B32, F32, U32, U64, S64
 from ...emit.tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
-from ...emit.memory import ld_param
+from ...emit.memory import load_param, ld_param
 from ...emit.scalar_ops import ScalarOps
+from ...emit.epilogue.math import EpilogueMath
+from ...emit.pipeline import Accumulators, CpAsyncPipeline
 
 SMEM_SYMBOL = "smem"
 PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u32", "M"),
@@ -82,7 +83,7 @@ class GemmLowering(ScalarOps):
         self.workspace_split = s.split_k > 1 and s.split_k_mode == "workspace"
         self.needs_workspace = self.workspace_split or s.stream_k
         self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
-        self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
+        self.b.function.shared.append((SMEM_SYMBOL, WIDEST_ALIGNMENT, None))
         self.tile_a, self.tile_b = operand_tiles(g, s)
         self.pipeline: CpAsyncPipeline = pipeline_class(s)(self)
         self.scheduler = TileScheduler(self)
@@ -129,18 +130,17 @@ class GemmLowering(ScalarOps):
 
     def load_pointers(self) -> None:
         """%tid.x and the global pointers (A, B, C, then bias / workspace when present)."""
-        self._tid = self.u32("mov.u32", Sym("%tid.x"))
+        self._tid = ptx.mov(self.b, U32, Sym("%tid.x"))
         self._ex = ExprEmitter(self.b, self._tid)
         extra = ((("bias",) if self.g.epi.bias else ()) + (("scale",) if self.g.epi.scale else ())
                  + (("workspace", "counters") if self.needs_workspace else ()))
         for name in ("A", "B", "C") + extra:
-            raw = ld_param(self.b, "b64", ".u64", name)
-            self.ptr[name] = self.u64("cvta.to.global.u64", raw)
+            self.ptr[name] = ptx.to_global(self.b, U64, load_param(self.b, U64, name))
 
     def load_dims(self) -> None:
         for n in ("K", "lda", "ldb", "ldc"):
             self.dim(n)
-        self._smem = self.u32("mov.u32", Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
+        self._smem = ptx.mov(self.b, U32, Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
 
     def batch_offsets(self, batch: VReg, base: dict[str, VReg] | None = None,
                       strides: dict[str, VReg] | None = None) -> None:
@@ -148,27 +148,27 @@ class GemmLowering(ScalarOps):
         self.b.comment("batch: the batch index selects the matrices (a batch stride of 0 broadcasts)")
         base = base or self.ptr
         strides = strides or self.batch_strides()
-        z = self.u64("cvt.u64.u32", batch)
+        z = ptx.cvt(self.b, U64, U32, batch)
         for name, eb in (("A", self.g.in_bytes), ("B", self.g.in_bytes), ("C", self.g.out_bytes)):
-            step = self.u64("mul.lo.u64", z, strides[name])
-            self.ptr[name] = self.u64("mad.lo.u64", step, Imm(str(eb)), base[name])
+            step = ptx.mul(self.b, U64, z, strides[name])
+            self.ptr[name] = ptx.mad(self.b, U64, step, Imm(str(eb)), base[name])
 
     def batch_strides(self) -> dict[str, VReg]:
-        return {n: ld_param(self.b, "b64", ".u64", f"batch_stride_{n.lower()}") for n in ("A", "B", "C")}
+        return {n: load_param(self.b, U64, f"batch_stride_{n.lower()}") for n in ("A", "B", "C")}
 
     def element_pointer(self, base: VReg, ld: str, row: VReg, col: VReg, eb: int) -> VReg:
         """base + (row * ld + col) * eb, all in 64 bits: ld * eb (and row * ld * eb) reach 2^32
         bytes for large leading dimensions, where 32-bit products would alias rows."""
-        off = self.u64("mad.wide.u32", row, self.dim(ld), self.u64("cvt.u64.u32", col))
+        off = ptx.mad_wide(self.b, U32, row, self.dim(ld), ptx.cvt(self.b, U64, U32, col))
         if eb > 1:
-            off = self.u64("shl.b64", off, Imm(str(eb.bit_length() - 1)))
-        return self.u64("add.s64", base, off)
+            off = ptx.shl(self.b, U64, off, Imm(str(eb.bit_length() - 1)))
+        return ptx.add(self.b, S64, base, off)
 
     def shared_bases(self, name: str, bases) -> list[VReg]:
         """Absolute shared addresses in stage 0 of `name`, one per per-thread offset expression."""
         offset = self.plan.offsets[name]
-        start = self.u32("add.u32", self.smem, Imm(str(offset))) if offset else self.smem
-        return [self.u32("add.u32", start, self.ex.emit(e)) for e in bases]
+        start = ptx.add(self.b, U32, self.smem, Imm(str(offset))) if offset else self.smem
+        return [ptx.add(self.b, U32, start, self.ex.emit(e)) for e in bases]
 
     # -- the kernel ---------------------------------------------------------------------------------
     def lower(self) -> Function:
@@ -203,8 +203,7 @@ class GemmLowering(ScalarOps):
         for row in acc:
             for frag in row:
                 for r in frag:
-                    self.b.emit("mov.f32" if float_acc else "mov.b32", r, Imm("0f00000000" if float_acc else "0"),
-                                ndefs=1)
+                    ptx.mov(self.b, F32 if float_acc else B32, Imm("0f00000000") if float_acc else 0, into=r)
 
     def mainloop(self, acc, ops: TileOperands, k: KRange) -> None:
         """The K loop over the k-tiles of `k` (at least one), from the pointers of `ops`."""

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from ...schedule.geometry import prefetches_across_k_tiles
-from ...ir import Imm, Sym, VReg
+from ...ir import Imm, VReg, ops as ptx, Sym
+from ...ir.ops import U32
 from ...emit.memory import bar_sync
 from .isa import commit_group, wait_group
 from ...emit.tiles import KRange, TileOperands
@@ -50,7 +51,7 @@ class MainLoop:
 
     def emit(self, acc) -> None:
         """The K loop over the range's k-tiles (at least one), from the operands' pointers."""
-        i = self.lw.u32("mov.u32", Imm("0"), comment="i: k-tile computed by this iteration")
+        i = ptx.mov(self.lw.b, U32, 0, comment="i: k-tile computed by this iteration")
         if self.s.stages == 1:
             self.single_buffer_loop(i, acc)
         else:
@@ -61,15 +62,15 @@ class MainLoop:
         prefetch = self.prefetch_across_tiles
         b.banner(f"Prologue: k-tiles 0..{S - 2} -> stages 0..{S - 2}, one cp.async group each")
         for st in range(S - 1):
-            guard = None if st == 0 else self.lw.pred("setp.lt.u32", Imm(str(st)), self.k.count)
+            guard = None if st == 0 else ptx.setp(self.lw.b, "lt", U32, Imm(str(st)), self.k.count)
             rem = self.edge.k_remaining(st, self.k)
             for name in ("A", "B"):
                 self.copies.issue_tile(self.ops, name, st * stage_bytes[name], guard, f"k-tile {st} -> stage {st}", rem)
             commit_group(b, comment=f"group of k-tile {st}")
-        rd = self.lw.u32("mov.u32", Imm("0"), comment="stage read this iteration: i % S")
+        rd = ptx.mov(self.lw.b, U32, 0, comment="stage read this iteration: i % S")
         # With two stages the written stage is the other one: derived, not carried (a register less)
-        wr = None if S == 2 else self.lw.u32("mov.u32", Imm(str(S - 1)),
-                                             comment="stage written this iteration: (i + S - 1) % S")
+        wr = None if S == 2 else ptx.mov(self.lw.b, U32, Imm(str(S - 1)),
+                                         comment="stage written this iteration: (i + S - 1) % S")
         first = None
         if prefetch:
             wait_group(b, S - 2, comment=f"k-tile 0 has landed (at most {S - 2} newer groups in flight)")
@@ -82,9 +83,9 @@ class MainLoop:
         if not prefetch:
             wait_group(b, S - 2, comment=f"k-tile i has landed (at most {S - 2} newer groups in flight)")
             bar_sync(b, comment="k-tile i visible to all threads; stage (i-1) % S is free")
-        nxt = self.lw.u32("add.u32", i, Imm(str(S - 1)))
-        more = self.lw.pred("setp.lt.u32", nxt, self.k.count)
-        wr_off = self.stage_offsets(self.lw.u32("xor.b32", rd, Imm("1")) if wr is None else wr, stage_bytes)
+        nxt = ptx.add(self.lw.b, U32, i, Imm(str(S - 1)))
+        more = ptx.setp(self.lw.b, "lt", U32, nxt, self.k.count)
+        wr_off = self.stage_offsets(ptx.xor(self.lw.b, U32, rd, 1) if wr is None else wr, stage_bytes)
         rem = self.edge.k_remaining(nxt, self.k)
         if prefetch:
             b.comment(f"stage (i+{S - 1}) % {S} held k-tile i-1, which every warp read before the last barrier")
@@ -98,9 +99,9 @@ class MainLoop:
             self.math.compute_tile(self.stage_offsets(rd, stage_bytes), acc)
             b.comment("advance: i += 1, stages rotate")
             self.rotate(rd, wr)
-        b.emit("add.u32", i, i, Imm("1"), ndefs=1)
-        again = self.lw.pred("setp.lt.u32", i, self.k.count)
-        b.emit("bra.uni", Sym(loop), guard=again)
+        ptx.add(b, U32, i, 1, into=i)
+        again = ptx.setp(self.lw.b, "lt", U32, i, self.k.count)
+        ptx.bra(b, loop, guard=again)
         b.banner("Epilogue: drain the copy pipeline, store the accumulators")
         wait_group(b, 0, comment="drain: every remaining group is empty")
 
@@ -132,18 +133,18 @@ class MainLoop:
         """Move the read and write stage indices on by one, modulo the stage count (two stages:
         the read index flips, and the write index is derived from it)."""
         if wr is None:
-            self.b.emit("xor.b32", rd, rd, Imm("1"), ndefs=1)
+            ptx.xor(self.b, U32, rd, 1, into=rd)
             return
         for reg in (rd, wr):
-            self.b.emit("add.u32", reg, reg, Imm("1"), ndefs=1)
-            wrap = self.lw.pred("setp.eq.u32", reg, Imm(str(self.s.stages)))
-            self.b.emit("mov.u32", reg, Imm("0"), ndefs=1, guard=wrap)
+            ptx.add(self.b, U32, reg, 1, into=reg)
+            wrap = ptx.setp(self.lw.b, "eq", U32, reg, Imm(str(self.s.stages)))
+            ptx.mov(self.b, U32, 0, into=reg, guard=wrap)
 
     def stage_offsets(self, stage: VReg, stage_bytes: dict[str, int]) -> dict[str, VReg]:
         """Byte offset of stage `stage` in each operand's buffer (one multiply per distinct size)."""
         by_size: dict[int, VReg] = {}
         for size in sorted(set(stage_bytes.values())):
-            by_size[size] = self.lw.u32("mul.lo.u32", stage, Imm(str(size)))
+            by_size[size] = ptx.mul(self.lw.b, U32, stage, Imm(str(size)))
         return {n: by_size[stage_bytes[n]] for n in stage_bytes}
 
     def single_buffer_loop(self, i: VReg, acc) -> None:
@@ -159,9 +160,9 @@ class MainLoop:
         bar_sync(b, comment="k-tile i visible to all threads")
         self.math.compute_tile({"A": 0, "B": 0}, acc)
         bar_sync(b, comment="every thread is done reading stage 0 before it is overwritten")
-        b.emit("add.u32", i, i, Imm("1"), ndefs=1)
-        again = self.lw.pred("setp.lt.u32", i, self.k.count)
-        b.emit("bra.uni", Sym(loop), guard=again)
+        ptx.add(b, U32, i, 1, into=i)
+        again = ptx.setp(self.lw.b, "lt", U32, i, self.k.count)
+        ptx.bra(b, loop, guard=again)
         b.banner("Epilogue: store the accumulators")
 
 
@@ -180,7 +181,7 @@ class StageBases(Sequence):
         if isinstance(self.offset, int):
             return self.bases[i], self.offset
         if i not in self.moved:
-            self.moved[i] = self.lw.u32("add.u32", self.bases[i], self.offset)
+            self.moved[i] = ptx.add(self.lw.b, U32, self.bases[i], self.offset)
         return self.moved[i], 0
 
     def __len__(self) -> int:

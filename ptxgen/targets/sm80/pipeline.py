@@ -19,6 +19,8 @@ from .mainloop import MainLoop, StageBases
 from .plans import store_plan
 from ...emit.index import Expr, share_bases
 from ...ir import Addr, Vec, VReg
+from ...ir import ops as ptx
+from ...ir.ops import U32, F32
 from ...emit.pipeline import Accumulators
 from ...emit.swizzle import stage_offset
 from .isa import mma
@@ -101,22 +103,23 @@ class Sm80Pipeline(CpAsyncOperands):
         lw, sp = self.lw, self.sp
         sites = share_bases([stage_offset(sp.row0 + dr, sp.col0 + dc, epi.st) for *_, dr, dc in sp.sites],
                             lw.s.threads)
-        bases = [lw.u32("add.u32", base, lw.ex.emit(e)) for e in sites.bases]
+        bases = [ptx.add(lw.b, U32, base, lw.ex.emit(e)) for e in sites.bases]
         for (m, n, h, _, _), (bi, imm) in zip(sp.sites, sites.site):
             lo, hi = fragment_pair(epi, acc[m][n], h)
-            self.b.emit("st.shared.v2.f32", Addr(bases[bi], imm), Vec((lo, hi)))
+            ptx.store(self.b, "shared", F32, Addr(bases[bi], imm), Vec((lo, hi)), width=2)
 
     def partial_origin(self, row_elems: int) -> Expr:
         return self.sp.row0 * row_elems + self.sp.col0
 
     def store_partial(self, acc: Accumulators, base: VReg, row_elems: int) -> None:
         for m, n, h, dr, dc in self.sp.sites:
-            self.b.emit("st.global.v2.f32", Addr(base, (dr * row_elems + dc) * 4), Vec(acc[m][n][2 * h:2 * h + 2]))
+            ptx.store(self.b, "global", F32, Addr(base, (dr * row_elems + dc) * 4), Vec(acc[m][n][2 * h:2 * h + 2]),
+                      width=2)
 
     def add_partial(self, acc: Accumulators, base: VReg, row_elems: int) -> None:
         for m, n, h, dr, dc in self.sp.sites:
             part = self.b.regs("f32", 2)
-            self.b.emit("ld.global.v2.f32", Vec(part), Addr(base, (dr * row_elems + dc) * 4), ndefs=1)
+            ptx.load(self.b, "global", F32, Addr(base, (dr * row_elems + dc) * 4), width=2, into=Vec(part))
             for j in range(2):
                 r = acc[m][n][2 * h + j]
-                self.b.emit("add.f32", r, r, part[j], ndefs=1)
+                ptx.add(self.b, F32, r, part[j], into=r)

@@ -15,7 +15,7 @@ from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...emit.index import Expr, SiteBases, Tid, evaluate, share_bases
 from .layouts import A_MCONTIG, A_ROWMAJOR, B_KCONTIG, B_KCONTIG_X2, B_NCONTIG, B_NCONTIG_X2, LdmatrixForm, mma_c_coord
-from ...emit.swizzle import Swizzle, smem_offset
+from ...emit.swizzle import smem_offset, Swizzle
 
 WARP = Tid() >> 5
 
@@ -56,7 +56,7 @@ def copy_plan(tile: OperandTile) -> CopyPlan:
         assert np.all(dr == dr[0]) and np.all(dc == dc[0]), "non-uniform copy map"
         rows.append(int(dr[0]))
         cols.append(int(dc[0]))
-    swizzle = Swizzle.of_tile(tile)
+    swizzle = tile.swizzle_pattern
     dst = share_bases([smem_offset(r, c // per_chunk, tile.pitch, swizzle) + (c % per_chunk) * tile.copy_bytes
                        for r, c in zip(row_e, col_e)], tile.threads)
     return CopyPlan(tile, row_e[0], col_e[0], rows, cols, dst)
@@ -100,7 +100,7 @@ def a_fragment_plan(s: Schedule, tile: OperandTile) -> FragmentPlan:
                 row, chunk = 16 * ks + form.row, (wm0 + 16 * m) // 8 + form.chunk
             else:  # rows are m, chunks along k
                 row, chunk = wm0 + 16 * m + form.row, 2 * ks + form.chunk
-            sites.append(smem_offset(row, chunk, tile.pitch, Swizzle.of_tile(tile)))
+            sites.append(smem_offset(row, chunk, tile.pitch, tile.swizzle_pattern))
             loads.append(FragmentLoad(ks, "A", m, 4, form.trans, len(sites) - 1))
     return FragmentPlan(tile, loads, share_bases(sites, s.threads))
 
@@ -120,7 +120,7 @@ def b_fragment_plan(g: Gemm, s: Schedule, tile: OperandTile) -> FragmentPlan:
             else:  # rows are k, chunks along n
                 form = B_NCONTIG if pair else B_NCONTIG_X2
                 row, chunk = 16 * ks + form.row, (wn0 + 8 * n) // 8 + form.chunk
-            sites.append(smem_offset(row, chunk, tile.pitch, Swizzle.of_tile(tile)))
+            sites.append(smem_offset(row, chunk, tile.pitch, tile.swizzle_pattern))
             loads.append(FragmentLoad(ks, "B", n, 4 if pair else 2, form.trans, len(sites) - 1))
     return FragmentPlan(tile, loads, share_bases(sites, s.threads))
 

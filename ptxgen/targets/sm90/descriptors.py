@@ -7,7 +7,8 @@ A descriptor is a 64-bit value, identical across the warpgroup:
   bits 29-16 leading-dimension byte offset (LBO) >> 4
   bits 45-32 stride-dimension byte offset (SBO) >> 4
   bits 51-49 base offset (0 when the swizzle pattern starts on its natural boundary)
-  bits 63-62 swizzle: 0 none, 1 128B, 2 64B, 3 32B (NOT the CUtensorMapSwizzle order)
+  bits 63-62 swizzle: 0 none, 1 128B, 2 64B, 3 32B (NOT the CUtensorMapSwizzle order; both come
+             from the one `Swizzle` value, schedule/swizzle.py)
 All other bits are 0 on sm_90 (the sm_100 descriptor's fixed 0b001 at bits 48-46 is not Hopper's).
 
 The layouts here are the ones a TMA box of the same swizzle writes, so the producer (TMA) and the
@@ -19,15 +20,7 @@ from dataclasses import dataclass
 
 from ...ir import Builder
 from ...ir import Vec, VReg
-
-#: Descriptor bits 63-62 per swizzle mode.
-DESCRIPTOR_SWIZZLE: dict[str, int] = {"none": 0, "128B": 1, "64B": 2, "32B": 3}
-#: CUtensorMapSwizzle enum per swizzle mode (a different order: keep the two apart).
-TENSORMAP_SWIZZLE: dict[str, int] = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
-#: Width of one swizzled row in bytes (the span the XOR pattern covers; 16 = one core-matrix row).
-SWIZZLE_BYTES: dict[str, int] = {"none": 16, "32B": 32, "64B": 64, "128B": 128}
-#: Address alignment at which each pattern starts (8 rows of its width): base offset 0 there.
-SWIZZLE_ALIGN: dict[str, int] = {"none": 16, "32B": 256, "64B": 512, "128B": 1024}
+from ...schedule.swizzle import SWIZZLE_128B, Swizzle
 
 _FIELD_LIMIT = 1 << 18     # the 14-bit fields hold bits 17..4 of a byte quantity
 
@@ -46,17 +39,18 @@ class SmemDescriptor:
     start: int
     lbo: int
     sbo: int
-    swizzle: str = "128B"
+    swizzle: Swizzle = SWIZZLE_128B
     base_offset: int = 0
 
     def encode(self) -> int:
-        if self.swizzle not in DESCRIPTOR_SWIZZLE:
-            raise ValueError(f"swizzle {self.swizzle!r} is not one of {sorted(DESCRIPTOR_SWIZZLE)}")
+        if not isinstance(self.swizzle, Swizzle) or not self.swizzle.is_tma_mode:
+            raise ValueError(f"swizzle {self.swizzle!r} is not a wgmma swizzle mode: pass one of "
+                             f"schedule.swizzle.TMA_MODES, e.g. Swizzle.named('128B')")
         if not 0 <= self.base_offset <= 7:
             raise ValueError(f"base offset {self.base_offset} must be 0..7 (3 bits)")
         return (_enc(self.start % _FIELD_LIMIT, "start address") | _enc(self.lbo, "LBO") << 16
                 | _enc(self.sbo, "SBO") << 32 | self.base_offset << 49
-                | DESCRIPTOR_SWIZZLE[self.swizzle] << 62)
+                | self.swizzle.descriptor_code << 62)
 
     def hi_lo(self) -> tuple[int, int]:
         """(high 32 bits, low 32 bits): the emitter builds the 64-bit value with mov.b64 {lo, hi}
@@ -67,25 +61,17 @@ class SmemDescriptor:
 
 def decode(value: int) -> SmemDescriptor:
     """The fields of a 64-bit descriptor (for reports and round-trip tests)."""
-    names = {v: k for k, v in DESCRIPTOR_SWIZZLE.items()}
     return SmemDescriptor(start=(value & 0x3FFF) << 4, lbo=((value >> 16) & 0x3FFF) << 4,
-                          sbo=((value >> 32) & 0x3FFF) << 4, swizzle=names[(value >> 62) & 3],
+                          sbo=((value >> 32) & 0x3FFF) << 4, swizzle=Swizzle.of_descriptor_code((value >> 62) & 3),
                           base_offset=(value >> 49) & 7)
 
 
-def base_offset_for(pattern_start: int, swizzle: str) -> int:
+def base_offset_for(pattern_start: int, swizzle: Swizzle) -> int:
     """Base offset field for a swizzled tile whose pattern starts at `pattern_start`: 0 on the
     pattern's natural boundary, else (addr >> 7) & 7 (PTX ISA "Matrix Descriptor Format")."""
-    if swizzle == "none" or pattern_start % SWIZZLE_ALIGN[swizzle] == 0:
+    if not swizzle.bits or pattern_start % swizzle.alignment == 0:
         return 0
     return (pattern_start >> 7) & 7
-
-
-def swizzle_address(addr: int, swizzle: str) -> int:
-    """The physical shared byte of logical byte address `addr` (absolute, as the hardware sees it):
-    CuTe's Swizzle<B,4,3> in bytes, bits [4, 4+B) ^= bits [7, 7+B) with B = log2(width / 16)."""
-    bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[swizzle]
-    return addr ^ (((addr >> 7) & ((1 << bits) - 1)) << 4)
 
 
 # ---------------------------------------------------------------------------- canonical layouts
@@ -109,22 +95,25 @@ class CanonicalTile:
     k: int
     esize: int
     major: str = "K"
-    swizzle: str = "128B"
+    swizzle: Swizzle = SWIZZLE_128B
 
     def __post_init__(self) -> None:
         if self.major not in ("K", "MN"):
             raise ValueError(f"major {self.major!r} must be 'K' or 'MN'")
-        w = SWIZZLE_BYTES[self.swizzle]
+        if not isinstance(self.swizzle, Swizzle) or not self.swizzle.is_tma_mode:
+            raise ValueError(f"swizzle {self.swizzle!r} is not a wgmma swizzle mode: pass one of "
+                             f"schedule.swizzle.TMA_MODES, e.g. Swizzle.named('128B')")
+        w = self.swizzle.width
         along = self.k if self.major == "K" else self.mn
         other = self.mn if self.major == "K" else self.k
         if (along * self.esize) % w or other % 8:
-            raise ValueError(f"a {self.major}-major {self.swizzle} tile needs the contiguous extent "
+            raise ValueError(f"a {self.major}-major {self.swizzle.name} tile needs the contiguous extent "
                              f"({along} x {self.esize} B) to be a multiple of {w} B and the other extent "
                              f"({other}) a multiple of 8")
 
     @property
     def width(self) -> int:
-        return SWIZZLE_BYTES[self.swizzle]
+        return self.swizzle.width
 
     @property
     def nbytes(self) -> int:
@@ -132,48 +121,43 @@ class CanonicalTile:
 
     @property
     def lbo(self) -> int:
-        w = self.width
-        if self.major == "K":
-            return 128 if self.swizzle == "none" else 16
-        return 128 * (self.mn * self.esize // 16) if self.swizzle == "none" else self.k * w
+        return self.swizzle.lbo_sbo(self.major, self.mn, self.k, self.esize)[0]
 
     @property
     def sbo(self) -> int:
-        if self.major == "K":
-            return 8 * self.k * self.esize if self.swizzle == "none" else 8 * self.width
-        return 128 if self.swizzle == "none" else 8 * self.width
+        return self.swizzle.lbo_sbo(self.major, self.mn, self.k, self.esize)[1]
 
     def offset(self, mn: int, k: int) -> int:
         """Logical byte offset of element (mn, k) from the tile base, before the swizzle."""
         e, w = self.esize, self.width
         if self.major == "K":
             kb = k * e
-            if self.swizzle == "none":
+            if not self.swizzle.bits:
                 return (mn // 8) * self.sbo + (kb // 16) * self.lbo + (mn % 8) * 16 + kb % 16
             return (kb // w) * self.mn * w + (mn // 8) * self.sbo + (mn % 8) * w + kb % w
         mb = mn * e
-        if self.swizzle == "none":
+        if not self.swizzle.bits:
             return (mb // 16) * self.sbo + (k // 8) * self.lbo + (k % 8) * 16 + mb % 16
         return (mb // w) * self.lbo + (k // 8) * self.sbo + (k % 8) * w + mb % w
 
     def address(self, base: int, mn: int, k: int) -> int:
         """Physical shared byte of element (mn, k) for a tile at `base` (aligned to the pattern)."""
-        if base % SWIZZLE_ALIGN[self.swizzle]:
-            raise ValueError(f"a {self.swizzle} tile must start on a {SWIZZLE_ALIGN[self.swizzle]}-byte "
+        if base % self.swizzle.alignment:
+            raise ValueError(f"a {self.swizzle.name} tile must start on a {self.swizzle.alignment}-byte "
                              f"boundary (base offset 0); got {base:#x}")
-        return swizzle_address(base + self.offset(mn, k), self.swizzle)
+        return self.swizzle(base + self.offset(mn, k))
 
     def descriptor(self, base: int, mn0: int = 0, k0: int = 0) -> SmemDescriptor:
         """Descriptor of the sub-tile starting at (mn0, k0) (mn0 a multiple of 8 for K-major, of
         the swizzle width for MN-major; k0 a multiple of one wgmma's K): the start address is the
         unswizzled logical offset, which is how CuTe's descriptor iterator advances along K."""
-        if base % SWIZZLE_ALIGN[self.swizzle]:
-            raise ValueError(f"a {self.swizzle} tile must start on a {SWIZZLE_ALIGN[self.swizzle]}-byte "
+        if base % self.swizzle.alignment:
+            raise ValueError(f"a {self.swizzle.name} tile must start on a {self.swizzle.alignment}-byte "
                              f"boundary; got {base:#x}")
         mn_step = 8 if self.major == "K" else max(self.width, 16) // self.esize
         k_step = 16 // self.esize if self.major == "K" else 8
         if mn0 % mn_step or k0 % k_step or not (0 <= mn0 < self.mn and 0 <= k0 < self.k):
-            raise ValueError(f"a {self.major}-major {self.swizzle} sub-tile starts at a multiple of {mn_step} "
+            raise ValueError(f"a {self.major}-major {self.swizzle.name} sub-tile starts at a multiple of {mn_step} "
                              f"along MN and of {k_step} along K inside the {self.mn} x {self.k} tile; "
                              f"got ({mn0}, {k0})")
         return SmemDescriptor(base + self.offset(mn0, k0), self.lbo, self.sbo, self.swizzle, 0)
@@ -194,7 +178,7 @@ def emit_descriptor(b: Builder, smem_addr: VReg, tile: CanonicalTile) -> VReg:
     start, low, high, desc = b.reg("b32"), b.reg("b32"), b.reg("b32"), b.reg("b64")
     b.emit("bfe.u32", start, smem_addr, 4, 14, ndefs=1, comment="descriptor start field: addr[17:4]")
     b.emit("or.b32", low, start, lo_fields, ndefs=1, comment=f"| LBO {tile.lbo} B")
-    b.emit("mov.u32", high, hi, ndefs=1, comment=f"SBO {tile.sbo} B, {tile.swizzle} swizzle")
+    b.emit("mov.u32", high, hi, ndefs=1, comment=f"SBO {tile.sbo} B, {tile.swizzle.name} swizzle")
     b.emit("mov.b64", desc, Vec((low, high)), ndefs=1)
     return desc
 

@@ -44,9 +44,6 @@ if TYPE_CHECKING:
 #: one id for all of them, since the simulator wants a barrier id uniform over threads running
 #: together (a per-warpgroup id, 8 + w, is legal PTX but reported as divergence there).
 EPILOGUE_BARRIER = 8
-#: Address bits 7.. that each swizzle width XORs into the 16-byte chunk index (0: no swizzle).
-SWIZZLE_ROW_BITS = {128: 7, 64: 3, 32: 1, 0: 0}
-TMA_MAP_SWIZZLE = {128: "128B", 64: "64B", 32: "32B", 0: "none"}
 
 
 @dataclass(frozen=True)
@@ -171,10 +168,10 @@ class TmaStores(DirectStores):
         else:            # a thread's two f32 columns 2t, 2t+1: 8t bytes into the 32-byte block
             inner = lw.u32("shl.b32", lw.u32("and.b32", lane, Imm("3")), Imm("3"))
             step, starts = 32, range(tile.cols // 8)
-        bits = SWIZZLE_ROW_BITS[tile.swizzle]
-        if bits:
-            key = lw.u32("and.b32", lw.u32("shr.u32", rowterm, Imm("7")), Imm(str(bits)))
-            key = lw.u32("shl.b32", key, Imm("4"), comment=f"{tile.swizzle}B swizzle: row bits into the chunk")
+        swz = tile.swizzle_mode   # the box's Swizzle<B,4,3>: address bits 7.. into the chunk bits 4..
+        if swz.bits:
+            key = lw.u32("and.b32", lw.u32("shr.u32", rowterm, Imm(str(swz.base + swz.shift))), Imm(str(swz.mask)))
+            key = lw.u32("shl.b32", key, Imm(str(swz.base)), comment=f"{swz.name} swizzle: row bits into the chunk")
             inner = lw.u32("xor.b32", inner, key)
         rowbase = lw.u32("add.u32", base, rowterm)
         return [lw.u32("add.u32", rowbase, lw.u32("xor.b32", inner, Imm(str(step * q))) if q else inner,

@@ -62,7 +62,7 @@ def ring_layout(plan: HopperPlan, bm: int, bn: int, bk: int, esize: int, stages:
     """Each operand's stage tile in wgmma's canonical layout for its major (K-major: A row-major,
     B column-major; MN-major otherwise, read with wgmma's transpose bit)."""
     assert plan.a_box is not None and plan.b_box is not None
-    swz = f"{plan.swizzle}B"
+    swz = plan.swizzle_mode
     major = {True: "K", False: "MN"}
     return RingLayout(dsc.CanonicalTile(bm, bk, esize, major[plan.a_box.k_major], swz),
                       dsc.CanonicalTile(bn, bk, esize, major[plan.b_box.k_major], swz),

@@ -44,7 +44,7 @@ from . import streamk as sm90_streamk
 from .cluster import cluster_roles, cluster_shape, split_box_rows
 from .context import Sm90Context, TmaOperands
 from .epilogue import DirectStores
-from .epilogue_tma import TMA_MAP_SWIZZLE, TmaStores, tma_epilogue_layout
+from .epilogue_tma import TmaStores, tma_epilogue_layout
 from .mainloop import RingLayout, TmaWgmmaLoop, ring_layout
 from .persistent import zero_accumulators
 from .splitk import WgmmaPartials
@@ -168,7 +168,7 @@ class Sm90Lowering(ScalarOps):
         self.cluster_shape = cluster_shape(self.plan)
         if self.cluster_shape is not None:  # a 1-D cluster of consecutive CTAs of the 1-D persistent grid (cluster.py)
             self.b.function.directives.append(f".reqnctapercluster {self.cluster_shape.size}, 1, 1")
-        self.b.function.shared.append((SMEM_SYMBOL, 1024, None))
+        self.b.function.shared.append((SMEM_SYMBOL, SWIZZLE_ALIGN, None))
         self.dims: dict[str, VReg] = {}
 
     # -- the kernel --------------------------------------------------------------------------
@@ -286,8 +286,8 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
         assert box is not None, "the verifier admits only operands TMA can describe"
         rows = split_box_rows(box.outer, shape.parts(box.operand)) if shape is not None else box.outer
         dims = ((1,) if g.batch > 1 else ()) + (rows, box.inner)
-        specs.append(TensorMapSpec(param, box.operand, dims, f"{plan.swizzle}B", box.k_major))
+        specs.append(TensorMapSpec(param, box.operand, dims, plan.swizzle_mode.name, box.k_major))
     tile = plan.epilogue_tile
     if tile is not None:
-        specs.append(TensorMapSpec(C_MAP_PARAM, "C", (tile.rows, tile.cols), TMA_MAP_SWIZZLE[tile.swizzle]))
+        specs.append(TensorMapSpec(C_MAP_PARAM, "C", (tile.rows, tile.cols), tile.swizzle_mode.name))
     return tuple(specs)

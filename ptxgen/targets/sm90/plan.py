@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ...schedule.geometry import align_up
 from ...schedule.problem import DTYPE_BYTES, WGMMA_K, WGMMA_M, Gemm
 from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
@@ -36,11 +37,12 @@ MAX_LAUNCH_REGS = 248
 #: counters, barrier addresses, epilogue temporaries (an estimate: CUTLASS's 128x256 tile runs its
 #: 128 accumulators in 232 registers per consumer thread).
 CONSUMER_OVERHEAD_REGS = 40
-#: Swizzled tiles start on the swizzle pattern's 1024-byte boundary (descriptor base offset 0).
-SWIZZLE_ALIGN = 1024
-#: The dynamic shared-memory base is rounded up to 1024 bytes at run time (whether the driver
+#: Swizzled tiles start on the widest swizzle pattern's boundary, 1024 bytes (descriptor base
+#: offset 0 for every mode: `Swizzle.alignment`).
+SWIZZLE_ALIGN = WIDEST_ALIGNMENT
+#: The dynamic shared-memory base is rounded up to SWIZZLE_ALIGN at run time (whether the driver
 #: honours `.align 1024` is unverified, module.md §10), which may cost up to this many bytes.
-ALIGN_SLACK = 1024
+ALIGN_SLACK = SWIZZLE_ALIGN
 MBARRIER_BYTES = 8
 #: Epilogue via TMA store: each consumer stages its rows x `EPILOGUE_COLUMN_BYTES` of C at a time
 #: (128B-swizzled, so the box's inner extent is one swizzle width), double-buffered so one buffer's
@@ -149,6 +151,13 @@ class HopperPlan:
     multicast: tuple[str, ...]
     tiles: tuple[int, int]                # output tiles along M and N
 
+    @property
+    def swizzle_mode(self) -> Swizzle:
+        """The operand tiles' swizzle (TMA boxes and wgmma descriptors alike)."""
+        if self.swizzle is None:
+            raise ValueError("no swizzle width fits these tiles: verify the schedule first (verify_hopper says why)")
+        return Swizzle.of_width(self.swizzle)
+
 
 @dataclass(frozen=True)
 class EpilogueTile:
@@ -170,6 +179,11 @@ class EpilogueTile:
     def pitch(self) -> int:
         """Bytes of one staged row (the box's inner extent)."""
         return self.cols * self.out_bytes
+
+    @property
+    def swizzle_mode(self) -> Swizzle:
+        """The staging boxes' swizzle (TMA store and the epilogue's own addresses alike)."""
+        return Swizzle.of_width(self.swizzle)
 
     @property
     def buffer_bytes(self) -> int:

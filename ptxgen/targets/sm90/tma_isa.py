@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ...ir import Builder
 from ...ir import Addr, Imm, Instr, TensorRef, VReg
-from .descriptors import SWIZZLE_BYTES
+from ...schedule.swizzle import SWIZZLE_128B, Swizzle
 
 #: Tensor ranks a tile-mode tensor map may have.
 RANKS = (1, 2, 3, 4, 5)
@@ -29,7 +29,7 @@ class TensorTile:
 
     box: tuple[int, ...]
     esize: int
-    swizzle: str = "128B"
+    swizzle: Swizzle = SWIZZLE_128B
 
     def __post_init__(self) -> None:
         if len(self.box) not in RANKS:
@@ -39,9 +39,9 @@ class TensorTile:
         inner = self.box[0] * self.esize
         if inner % 16:
             raise ValueError(f"the inner box extent is {inner} bytes; it must be a multiple of 16")
-        if self.swizzle != "none" and inner > SWIZZLE_BYTES[self.swizzle]:
-            raise ValueError(f"with {self.swizzle} swizzle the inner box extent ({inner} B) must be at most "
-                             f"{SWIZZLE_BYTES[self.swizzle]} B: narrow box[0] or widen the swizzle")
+        if self.swizzle.bits and inner > self.swizzle.width:
+            raise ValueError(f"with {self.swizzle.name} swizzle the inner box extent ({inner} B) must be at most "
+                             f"{self.swizzle.width} B: narrow box[0] or widen the swizzle")
 
     @property
     def nbytes(self) -> int:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ....ir import Addr, VReg, ops as ptx
+from ....ir.ops import U32, F32
 from ....emit.epilogue.staged import StagedEpilogue
 from ..copies import CpAsyncCopies, CpAsyncOperands
 from ..mainloop import MainLoop
 from ..plans import warp_origin
 from ....emit.index import Expr, share_bases
-from ....ir import Addr, VReg
 from ....emit.pipeline import Accumulators
 from . import isa
 from .isa import ACC_BYTES, ACC_REGS
@@ -88,7 +89,7 @@ class WmmaPipeline(CpAsyncOperands):
         for name in ("A", "B"):
             off = rd_off[name]
             rd[name] = ([(r, off) for r in self.bases[name]] if isinstance(off, int)
-                        else [(lw.u32("add.u32", r, off), 0) for r in self.bases[name]])
+                        else [(ptx.add(lw.b, U32, r, off), 0) for r in self.bases[name]])
         op = isa.mma_opcode(self.layout["A"], self.layout["B"], self.g.dtype, self.acc)
         steps = self.s.bk // 16
 
@@ -123,7 +124,7 @@ class WmmaPipeline(CpAsyncOperands):
         pitch = epi.st.pitch
         eb = ACC_BYTES[self.acc]
         wm0, wn0 = self.origin
-        warp = self.lw.u32("add.u32", stage, self.lw.ex.emit(wm0 * pitch + wn0 * eb))
+        warp = ptx.add(self.lw.b, U32, stage, self.lw.ex.emit(wm0 * pitch + wn0 * eb))
         for m, n, imm in self._blocks(pitch, eb):
             isa.store_d(self.b, "shared", self.acc, Addr(warp, imm), acc[m][n], pitch // eb)
 
@@ -148,4 +149,4 @@ class WmmaPipeline(CpAsyncOperands):
         for m, n, imm in self._blocks(row_elems * 4, 4):
             part = isa.load_c(self.b, "global", "f32", Addr(base, imm), row_elems)
             for r, p in zip(acc[m][n], part):
-                self.b.emit("add.f32", r, r, p, ndefs=1)
+                ptx.add(self.b, F32, r, p, into=r)

@@ -1,5 +1,6 @@
-"""Fixtures shared by the scale-out tests (test_scaleout, test_simulate_workers, test_cli_workers,
-test_tune), and the child process the Ray tests run in.
+"""Fixtures shared by the scale-out tests (common/test_scaleout, common/test_simulate_workers,
+cli/test_cli_workers, tune/test_tune), and the child process the Ray tests run in. tests/conftest.py
+imports every fixture and hook here, so they apply wherever such a test lives.
 
 Ray tests (those using the `local_ray` fixture, marked `ray` at collection) never run in the pytest process itself: a Ray driver there would live on
 beside every later test, and a process that forks a Ray driver (the process-pool tests do) or loses
@@ -69,7 +70,7 @@ def local_ray():
 # -- the Ray child process -------------------------------------------------------------------------
 def pytest_configure(config):
     config.addinivalue_line("markers", "ray: runs in a child pytest process with a local Ray instance "
-                                       "(tests/core/conftest.py)")
+                                       "(tests/ray_child.py)")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -21,7 +21,7 @@ from ptxgen.simulate import run_simulation, sample_ctas
 from ptxgen.simulate_spread import (GroupResult, Merger, OverlappingWrites, changed_runs,
                                     communication_groups, run_indices)
 
-from .draws import draw_gemm, draw_small_schedule
+from tests.draws import draw_gemm, draw_small_schedule
 
 LIMIT_S = 300
 

@@ -1,5 +1,5 @@
 """tf32 (m16n8k8, inputs rounded with cvt.rna) and s8/u8 (m16n8k32) GEMMs: -> s32 (exact), or through
-the f32 epilogue -> s8/u8 (quantised) or f32/f16/bf16 (dequantised); tests/core/test_int8_scale.py
+the f32 epilogue -> s8/u8 (quantised) or f32/f16/bf16 (dequantised); tests/targets/sm80/test_int8_scale.py
 covers the scaled rows in depth."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from ptxgen.check import compare, random_operands, reference
 from ptxgen.schedule.geometry import operand_tiles
 from ptxgen.simulate import run_simulation
 
-from .draws import draw_gemm, draw_small_schedule
+from tests.draws import draw_gemm, draw_small_schedule
 
 SIZES = [1, 2, 7, 15, 16, 17, 63, 100, 127, 129]
 

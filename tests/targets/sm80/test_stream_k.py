@@ -21,7 +21,7 @@ from ptxgen.schedule.streamk import stream_k_grid, stream_k_plan
 from ptxgen.simulate import run_simulation
 from ptxgen.sim import HazardError
 
-from .draws import draw_gemm, draw_small_schedule
+from tests.draws import draw_gemm, draw_small_schedule
 
 SIZES = [1, 7, 17, 63, 64, 100, 129, 200]
 

@@ -36,7 +36,7 @@ def render_plain(fn: Function, target: Target = SM90A) -> str:
         return f"{REG_CLASSES[v.cls][1]}{v.id}"
 
     decls = [f".reg {REG_CLASSES[c][0]} {REG_CLASSES[c][1]}<{n + 1}>;" for c, n in sorted(used.items())]
-    return render(fn, target, ["hand-assembled wgmma tile (tests/core/sm90_kernel.py)"], decls, name)
+    return render(fn, target, ["hand-assembled wgmma tile (tests/targets/sm90/sm90_kernel.py)"], decls, name)
 
 
 def _prologue(b: Builder, tile_bytes: int):

@@ -1,6 +1,6 @@
 """The sm_90a GEMM lowering (ptxgen/emit/sm90/pipeline.py): TMA + full-mbarrier ring + wgmma, one
 or two consumer warpgroups, the TMA-store epilogue by default (direct stores where C's rows are not
-16-byte aligned or epilogue_via_smem=False; tests/core/test_sm90_tma_store.py has its own). Proven on the simulator against float64 numpy with
+16-byte aligned or epilogue_via_smem=False; tests/targets/sm90/test_sm90_tma_store.py has its own). Proven on the simulator against float64 numpy with
 never-zero inputs and a poisoned C; planted bugs (a stage refilled while its wgmma may still read
 it, accumulators read before wait_group) must be caught; the schedules it does not build yet are
 refused with the field and the fix."""
@@ -86,7 +86,7 @@ def test_sm90_fused_epilogues_match_numpy(epi, out):
 
 def test_spreading_an_sm90_simulation_gives_the_serial_bytes():
     """The tensor maps reach the worker processes (simulate_spread.ShippedMap); more in
-    tests/core/test_simulate_workers.py."""
+    tests/common/test_simulate_workers.py."""
     g = tn(100, 72, 64)
     k = ptxgen.compile(g, simple((64, 64, 64)), arch=ARCH)
     a, b = random_operands(g)

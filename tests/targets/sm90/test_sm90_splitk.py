@@ -3,7 +3,7 @@ main loop, stores an f32 partial tile, and the last split sums them in order and
 once. Proven on the simulator against float64 numpy with a poisoned C (beta and bias show an
 epilogue applied more than once); a planted bug (a k-range overlapping its neighbour's) must be
 caught; atomic split-K, not built, is refused with the field and the fix (Stream-K:
-tests/core/test_sm90_streamk.py)."""
+tests/targets/sm90/test_sm90_streamk.py)."""
 from __future__ import annotations
 
 import numpy as np

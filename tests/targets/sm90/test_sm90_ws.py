@@ -301,7 +301,7 @@ def test_consumer_loop_is_at_most_40_sass_instructions_per_k_tile(block, stages,
 
     from ptxgen.runtime import assemble as asm
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
     from sass import cuobjdump, sass_text
     from sass_hopper import analyse_sass
 

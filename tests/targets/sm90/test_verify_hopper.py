@@ -290,7 +290,7 @@ def test_the_stage_count_the_smem_rule_suggests_is_the_largest_that_fits(bm, bn,
 
 def test_schedule_tables_agree_with_the_emit_side_wgmma_table():
     """The verifier's N/K/transpose tables and emit/sm90's instruction table (assembled with ptxas
-    in tests/core/test_sm90_isa.py) must say the same; skipped where emit/sm90 is not merged yet."""
+    in tests/targets/sm90/test_sm90_isa.py) must say the same; skipped where emit/sm90 is not merged yet."""
     isa = pytest.importorskip("ptxgen.emit.sm90.wgmma_isa")
     from ptxgen.schedule.hopper import TRANSPOSABLE
     from ptxgen.schedule.problem import WGMMA_K

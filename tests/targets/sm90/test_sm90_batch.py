@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule
-from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, tolerance
+from ptxgen.check import random_operands
 from ptxgen.emit.sm90 import batch as sm90_batch
 from ptxgen.schedule.hopper import WGMMA_N
+from tests import harness
 
 ARCH = "sm_90a"
 
@@ -21,23 +22,6 @@ ARCH = "sm_90a"
 def simple(block, stages=2, consumers=1, **kw) -> Schedule:
     return Schedule(block=block, instruction="wgmma", stages=stages, warp_specialized=False, persistent=False,
                     consumers=consumers, **kw)
-
-
-def per_batch_error(g: Gemm, k, seed: int) -> float:
-    """Largest relative error over the batches of k's result vs float64 numpy; C starts poisoned."""
-    a, b = random_operands(g, seed)
-    c_in, bias = random_epilogue_operands(g, seed + 1)
-    scale = random_scale(g, seed + 2)
-    if c_in is None:
-        c = k.simulate(a, b, bias=bias, scale=scale)  # a new C, poisoned (NaN) where nothing was written
-    else:
-        c = c_in.copy()
-        k.simulate(a, b, c=c, bias=bias, scale=scale)
-    assert not np.isnan(c.astype(np.float32)).any(), "an element of C was never written"
-    ref = reference(a, b, g.epi, c_in, bias, scale)
-    c, ref = c.reshape((g.batch, g.m, g.n)), ref.reshape((g.batch, g.m, g.n))
-    return max(np.linalg.norm(c[i].astype(np.float64) - ref[i]) / max(np.linalg.norm(ref[i]), 1e-30)
-               for i in range(g.batch))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -67,7 +51,7 @@ def test_batched_sm90_gemms_match_numpy_per_batch(data):
     kern = ptxgen.compile(g, s, arch=ARCH)
     assert kern.grid[2] == batch
     assert all(len(t.box) == (3 if batch > 1 else 2) for t in kern.tensor_maps)
-    assert per_batch_error(g, kern, seed=batch) < tolerance(g)
+    harness.check(kern, seed=batch)
 
 
 @pytest.mark.parametrize("g, s", [
@@ -75,7 +59,7 @@ def test_batched_sm90_gemms_match_numpy_per_batch(data):
     (Gemm(64, 64, 64, batch=2, dtype="bf16", a_layout="col", b_layout="row", out_dtype="bf16"), simple((64, 64, 64))),
 ], ids=["4-batches-2wg-edges", "mn-major-bf16"])
 def test_batched_edges_and_majors(g, s):
-    assert per_batch_error(g, ptxgen.compile(g, s, arch=ARCH), seed=3) < tolerance(g)
+    harness.check(g, s, ARCH, seed=3)
 
 
 def test_the_batch_is_the_third_tma_coordinate_and_moves_c():
@@ -89,10 +73,10 @@ def test_the_batch_is_the_third_tma_coordinate_and_moves_c():
 
 def test_dropping_the_batch_coordinate_is_caught(monkeypatch):
     """Planted bug: every TMA copy reads batch 0 (the coordinate a zero register); C still moves by
-    batch, so batches 1.. get batch 0's product, and the per-batch comparison must see it."""
+    batch, so batches 1.. get batch 0's product, and the elementwise comparison must see it."""
     g = Gemm(64, 64, 64, batch=3, a_layout="row", b_layout="col")
     s = simple((64, 64, 64))
-    assert per_batch_error(g, ptxgen.compile(g, s, arch=ARCH), seed=1) < tolerance(g)
+    harness.check(g, s, ARCH, seed=1)
     real = sm90_batch.tma_batch_coordinate
 
     def batch_zero(lw, z):
@@ -101,7 +85,7 @@ def test_dropping_the_batch_coordinate_is_caught(monkeypatch):
 
     monkeypatch.setattr(sm90_batch, "tma_batch_coordinate", batch_zero)
     bad = ptxgen.compile(g, s, arch=ARCH)
-    assert per_batch_error(g, bad, seed=1) > 0.1
+    assert not harness.run(bad, seed=1).ok
 
 
 def test_a_broadcast_operand_is_refused_with_the_fix():
@@ -112,9 +96,7 @@ def test_a_broadcast_operand_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="batch stride is 0.*3-D tensor map.*arch='sm_90'"):
         k.simulate(np.broadcast_to(a[0], a.shape), b)
     sm80 = ptxgen.compile(g, Schedule(block=(64, 64, 32)), arch="sm_90")   # the fix named works
-    c = sm80.simulate(np.broadcast_to(a[0], a.shape), b)
-    ref = a[0].astype(np.float64) @ b.astype(np.float64)
-    assert np.allclose(c, ref, rtol=1e-2, atol=1e-2)
+    harness.check(sm80, ops=harness.Operands(np.broadcast_to(a[0], a.shape), b))
 
 
 def test_a_strided_batch_view_reads_the_right_matrices():
@@ -125,6 +107,4 @@ def test_a_strided_batch_view_reads_the_right_matrices():
     a, b = random_operands(g, 2)
     wide = np.zeros((4, 64, 64), a.dtype)
     wide[::2] = a
-    c = k.simulate(wide[::2], b)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < tolerance(g)
+    harness.check(k, ops=harness.Operands(wide[::2], b))

@@ -14,13 +14,15 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Gemm, Schedule, sim
-from ptxgen.check import random_operands
+from ptxgen.check import Comparison, random_operands
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
 from ptxgen.schedule.hopper import persistent_ctas
 from ptxgen.schedule.verify import verify, verify_rules
 from ptxgen.simulate import cta_tiles
 
-from .test_sm90_gemm import check_epilogue, tn
+from tests import harness
+
+from .test_sm90_gemm import tn
 from .test_sm90_ws import GELU, draw_ws_case
 
 ARCH = "sm_90a"
@@ -49,7 +51,7 @@ def cl(block, cluster, stages=3, consumers=1, sms=2, **kw) -> Schedule:
 ], ids=["2x1-odd-m", "1x2-odd-n", "2x1-tt", "1x2-nt", "1x2-nn", "2x1-2c-bf16", "1x2-2c", "2x1-s1",
         "2x1-grouped", "1x2-gelu", "2x1-no-multicast", "2x2", "4x1"])
 def test_cluster_gemm_matches_numpy(g, s):
-    check_epilogue(g, s, seed=g.m + g.n + g.k)
+    harness.check(g, s, ARCH, seed=g.m + g.n + g.k)
 
 
 def test_cluster_kernel_declares_its_cluster_and_multicasts_half_of_b():
@@ -88,9 +90,8 @@ def test_one_cluster_computes_exactly_its_tiles():
     written = ~np.isnan(np.pad(c, ((0, 20), (0, 0)), constant_values=np.nan))
     got = written.reshape(5, 64, 3, 64).any(axis=(1, 3))
     assert (got == want).all()
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    mask = ~np.isnan(c)
-    assert np.allclose(c[mask], ref[mask], rtol=1e-5, atol=1e-4)
+    _, result = harness.judge(g, c, harness.Operands(a, b), mask=~np.isnan(c))   # the cluster's tiles
+    assert result.ok, str(result)
 
 
 # -- property test over the cluster space -------------------------------------------------------------
@@ -114,7 +115,7 @@ def test_cluster_schedules_match_numpy(data):
         event(f"rejected: {e.field}")
         return
     event(f"cluster {cluster}, multicast {s.multicast}")
-    check_epilogue(g, s, seed=g.m * g.n + g.k)
+    harness.check(g, s, ARCH, seed=g.m * g.n + g.k)
 
 
 # -- planted bugs the simulator must catch ------------------------------------------------------------
@@ -126,15 +127,15 @@ def _plant_kernel(cluster=(2, 1), epilogue_via_smem=None):
                                       epilogue_via_smem=epilogue_via_smem), arch=ARCH)
 
 
-def _run(ptx: str, k) -> float:
+def _run(ptx: str, k) -> Comparison:
+    """Launch `ptx` (k's, or a planted variant) through sim.launch; C against float64 numpy."""
     g = k.gemm
     a, b = random_operands(g, 7)
     c = np.full((g.m, g.n), np.nan, np.float32)
     maps = [sim.TensorMap(v, t.box, swizzle=t.swizzle) for v, t in zip((a, b.T, c), k.tensor_maps)]
     sim.launch(ptx, k.entry, grid=k.grid, block=k.block, args=[*maps, c, g.m, g.n, g.k, g.n],
                dynamic_smem=k.smem_bytes)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    return float(np.linalg.norm(c - ref) / np.linalg.norm(ref))
+    return harness.judge(g, c, harness.Operands(a, b))[1]
 
 
 def _without(ptx: str, *markers: str, lines_removed: int | None = None) -> str:
@@ -147,7 +148,7 @@ def _without(ptx: str, *markers: str, lines_removed: int | None = None) -> str:
 @pytest.mark.parametrize("cluster", [(2, 1), (1, 2)])
 def test_the_unplanted_cluster_kernel_runs_through_sim_launch(cluster):
     k = _plant_kernel(cluster)
-    assert _run(k.ptx, k) < 1e-5
+    assert _run(k.ptx, k).ok
 
 
 @pytest.mark.xfail(strict=True, reason="the simulator runs a cluster's CTAs round-robin and finds cross-CTA "

@@ -3,7 +3,7 @@ K-major only (A row-major, B column-major: wgmma transposes only 16-bit types, w
 boxes one swizzle width of 4- or 1-byte elements, the k8 / k32 instruction, f32 or exact s32
 accumulators and the shared epilogue (scales, bias, activations, quantised 8-bit outputs).
 
-Proven on the simulator against float64 numpy (check.check_simulated: never-zero inputs, poisoned
+Proven on the simulator against float64 numpy (tests/harness.py: never-zero inputs, poisoned
 C, each dtype's tolerance); planted bugs of each dtype family (descriptors stepping K as if the
 elements were 16-bit, s8 read as u8, e4m3 read as e5m2, s32 bits taken as f32) must be caught."""
 from __future__ import annotations
@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
-from ptxgen.check import (check_simulated, compare, magnitude, random_epilogue_operands, random_operands, random_scale,
-                          reference)
+from ptxgen.check import Comparison, compare, magnitude, random_operands, reference
 from ptxgen.emit.sm90 import descriptors as dsc
 from ptxgen.emit.sm90 import operand_types
 from ptxgen.emit.sm90.epilogue import DirectStores
@@ -25,6 +24,7 @@ from ptxgen.errors import LoweringNotBuilt, ScheduleError
 from ptxgen.schedule.hopper import WGMMA_N
 from ptxgen.schedule.problem import DTYPE_BYTES, WGMMA_K
 from ptxgen.schedule.verify import verify
+from tests import harness
 
 ARCH = "sm_90a"
 DTYPES = ("tf32", "e4m3", "e5m2", "s8", "u8")
@@ -41,12 +41,9 @@ def simple(block, stages=2, consumers=1, **kw) -> Schedule:
                     consumers=consumers, **kw)
 
 
-def run(g: Gemm, s: Schedule, seed: int = 0):
-    """compile + simulate with every operand the epilogue reads, compared with float64 numpy."""
-    k = ptxgen.compile(g, s, arch=ARCH)
-    a, b = random_operands(g, seed)
-    c, bias = random_epilogue_operands(g, seed + 1)
-    return check_simulated(k, a, b, c, bias, random_scale(g, seed + 2))
+def run(g: Gemm, s: Schedule, seed: int = 0) -> Comparison:
+    """The harness's verdict: every operand the epilogue reads, every element against float64 numpy."""
+    return harness.run(g, s, ARCH, seed=seed).result
 
 
 # -- what the kernel is made of -------------------------------------------------------------------
@@ -203,8 +200,7 @@ def test_the_chooser_picks_a_built_schedule(dtype, out):
     k = ptxgen.compile(g, arch=ARCH)
     assert k.schedule.instruction == "wgmma" and k.schedule.bk * g.in_bytes == 128, k.schedule
     assert k.resources.spill_bytes == 0
-    r = check_simulated(k, *random_operands(g, 3))
-    assert r.ok, r
+    harness.check(k, seed=3)
 
 
 # -- planted bugs the tests must catch --------------------------------------------------------------
@@ -289,8 +285,7 @@ def test_tf32_inputs_are_truncated_by_wgmma_and_compare_allows_it():
     a, b = (np.abs(x) for x in random_operands(g, 5))                  # every product positive
     truncated = [(x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) for x in (a, b)]
     want = truncated[0].astype(np.float64) @ truncated[1].astype(np.float64)
-    r = check_simulated(k, a, b)
-    assert r.ok, r
+    harness.check(k, ops=harness.Operands(a, b))
     got = k.simulate(a, b)
     assert np.allclose(got, want, rtol=1e-6), "the simulator truncates tf32 inputs"
     assert (a.astype(np.float64) @ b.astype(np.float64) - want).min() > 0   # all errors one way

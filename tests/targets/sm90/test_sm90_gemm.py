@@ -12,11 +12,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
-from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, tolerance
+from ptxgen.check import random_operands
 from ptxgen.errors import LoweringNotBuilt
 from ptxgen.schedule.hopper import WGMMA_N
 from ptxgen.schedule.verify import verify, verify_rules
 from ptxgen.errors import ScheduleError
+from tests import harness
 
 ARCH = "sm_90a"
 
@@ -25,30 +26,6 @@ def simple(block, stages=2, consumers=1, **kw) -> Schedule:
     """The built design: not warp-specialised, not persistent, one or two consumer warpgroups."""
     return Schedule(block=block, instruction="wgmma", stages=stages, warp_specialized=False, persistent=False,
                     consumers=consumers, **kw)
-
-
-def check(g: Gemm, s: Schedule, seed: int = 0) -> np.ndarray:
-    k = ptxgen.compile(g, s, arch=ARCH)
-    a, b = random_operands(g, seed)
-    c = k.simulate(a, b)
-    assert not np.isnan(c.astype(np.float32)).any(), "an element of C was never written"
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    err = np.linalg.norm(c.astype(np.float64) - ref) / np.linalg.norm(ref)
-    assert err < tolerance(g), (err, g, s)
-    return c
-
-
-def check_epilogue(g: Gemm, s: Schedule, seed: int) -> None:
-    """compile + simulate with the epilogue's operands (C, bias, scale) vs the float64 reference."""
-    k = ptxgen.compile(g, s, arch=ARCH)
-    a, b = random_operands(g, seed)
-    c_in, bias = random_epilogue_operands(g, seed + 1)
-    scale = random_scale(g, seed + 2)
-    got = k.simulate(a, b, c=None if c_in is None else c_in.copy(), bias=bias, scale=scale)
-    assert not np.isnan(got.astype(np.float32)).any(), "an element of C was never written"
-    ref = reference(a, b, g.epi, c_in, bias, scale)
-    err = np.linalg.norm(got.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
-    assert err < tolerance(g), (err, g, s)
 
 
 def tn(m: int, n: int, k: int, dtype: str = "f16", out: str = "f32") -> Gemm:
@@ -70,7 +47,7 @@ def tn(m: int, n: int, k: int, dtype: str = "f16", out: str = "f32") -> Gemm:
 ], ids=["edges-s3", "bm128-bf16", "s1-swz64", "swz32-grouped", "swz32-chosen", "n256-s4", "nn", "tt-bf16",
         "nt-swz64", "2wg-256x128", "2wg-nt-128x256"])
 def test_sm90_gemm_matches_numpy(g, s):
-    check(g, s)
+    harness.check(g, s, ARCH)
 
 
 @pytest.mark.parametrize("epi, out", [
@@ -81,7 +58,7 @@ def test_sm90_gemm_matches_numpy(g, s):
 def test_sm90_fused_epilogues_match_numpy(epi, out):
     """The shared epilogue math (epilogue/math.py) on the wgmma accumulator layout, at edges."""
     g = Gemm(90, 70, 136, dtype="f16", out_dtype=out, a_layout="row", b_layout="col", epilogue=epi)
-    check_epilogue(g, simple((64, 64, 64), 2), seed=5)
+    harness.check(g, simple((64, 64, 64), 2), ARCH, seed=5)
 
 
 def test_spreading_an_sm90_simulation_gives_the_serial_bytes():
@@ -95,13 +72,9 @@ def test_spreading_an_sm90_simulation_gives_the_serial_bytes():
 
 def test_sampled_ctas_write_their_tiles_only():
     g = tn(200, 300, 64)
-    k = ptxgen.compile(g, simple((64, 64, 64)), arch=ARCH)
-    a, b = random_operands(g)
-    c = k.simulate(a, b, ctas=[(0, 0, 0), (4, 3, 0)])
+    c = harness.check(g, simple((64, 64, 64)), ARCH, ctas=[(0, 0, 0), (4, 3, 0)]).out  # elsewhere poison
     written = ~np.isnan(c)
     assert written[:64, :64].all() and written[192:, 256:].all() and written.sum() == 64 * 64 + 8 * 44
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    assert np.allclose(c[written], ref[written], rtol=1e-5, atol=1e-4)
 
 
 def test_kernel_takes_tensor_maps_by_value():
@@ -127,8 +100,8 @@ def test_the_unplanted_kernel_runs_through_sim_launch():
     g = tn(64, 64, 256)
     k = ptxgen.compile(g, simple((64, 64, 64), 2), arch=ARCH)
     a, b, c = _run(k.ptx, k, g)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-5
+    _, result = harness.judge(g, c, harness.Operands(a, b))
+    assert result.ok, str(result)
 
 
 def test_refilling_a_stage_before_its_wgmma_retired_is_caught():
@@ -206,7 +179,7 @@ def test_built_hopper_schedules_match_numpy(data):
     except ScheduleError as e:
         assert not isinstance(e, LoweringNotBuilt), e   # the drawn subset is the built one
         return                                           # illegal (e.g. smem, box): the verifier's to explain
-    check_epilogue(g, s, seed=m * n + k)
+    harness.check(g, s, ARCH, seed=m * n + k)
 
 
 # -- ptxas (through nvJitLink) accepts it: no spills, no "wgmma serialized" warning -------------------

@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
-from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, tolerance
+from ptxgen.check import random_operands
 from ptxgen.emit.sm90.splitk import Sm90SplitK
 from ptxgen.errors import LoweringNotBuilt
 from ptxgen.schedule.verify import verify_rules
+from tests import harness
 
 ARCH = "sm_90a"
 
@@ -23,18 +24,6 @@ ARCH = "sm_90a"
 def split(block, split_k, stages=2, consumers=1, **kw) -> Schedule:
     return Schedule(block=block, instruction="wgmma", stages=stages, warp_specialized=False, persistent=False,
                     consumers=consumers, split_k=split_k, **kw)
-
-
-def error(g: Gemm, k, seed: int = 0) -> float:
-    """Relative error of k's C against float64 numpy (worst batch); a new C starts poisoned."""
-    a, b = random_operands(g, seed)
-    c_in, bias = random_epilogue_operands(g, seed + 1)
-    scale = random_scale(g, seed + 2)
-    c = k.simulate(a, b, c=None if c_in is None else c_in.copy(), bias=bias, scale=scale)
-    assert not np.isnan(c.astype(np.float32)).any(), "an element of C was never written"
-    ref = reference(a, b, g.epi, c_in, bias, scale).reshape((g.batch, g.m, g.n))
-    c = c.reshape((g.batch, g.m, g.n)).astype(np.float64)
-    return max(np.linalg.norm(c[i] - ref[i]) / max(np.linalg.norm(ref[i]), 1e-30) for i in range(g.batch))
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -68,7 +57,7 @@ def test_sm90_split_k_matches_numpy(data):
         assume(False)  # e.g. the last split left without a k-tile: the verifier's to explain
     kern = ptxgen.compile(g, s, arch=ARCH)
     assert kern.grid[2] == g.batch * split_k and kern.workspace_elements > 0
-    assert error(g, kern, seed=split_k) < tolerance(g)
+    harness.check(kern, seed=split_k)
 
 
 @pytest.mark.parametrize("g, s", [
@@ -78,7 +67,7 @@ def test_sm90_split_k_matches_numpy(data):
           epilogue=Epilogue(alpha=0.5, beta=1.0, bias="row", scale="col")), split((64, 64, 64), 4, 3)),
 ], ids=["2wg-beta-bias", "mn-major-batched-4-splits"])
 def test_the_epilogue_runs_once_on_the_sum(g, s):
-    assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=4) < tolerance(g)
+    harness.check(g, s, ARCH, seed=4)
 
 
 def test_the_counters_are_left_at_zero_for_the_next_launch():
@@ -93,14 +82,14 @@ def test_the_counters_are_left_at_zero_for_the_next_launch():
     maps = [sim.TensorMap(v, t.box, swizzle=t.swizzle) for v, t in zip((a, b.T), k.tensor_maps)]
     workspace = np.zeros(k.workspace_elements, np.float32)
     counters = np.zeros(k.counter_count, np.uint32)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
     runs = []
     for _ in range(2):
         c = np.full((g.m, g.n), np.nan, np.float32)
         sim.launch(k.ptx, k.entry, grid=k.grid, block=k.block, args=[*maps, c, g.m, g.n, g.k, g.n, workspace, counters],
                    dynamic_smem=k.smem_bytes)
         assert not counters.any()
-        assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < tolerance(g)
+        _, result = harness.judge(g, c, harness.Operands(a, b))
+        assert result.ok, str(result)
         runs.append(c.tobytes())
     assert runs[0] == runs[1]
 
@@ -110,7 +99,7 @@ def test_a_k_range_overlapping_its_neighbour_is_caught(monkeypatch):
     split's extra k-tile lies past K and loads as zeros), so those k-tiles are summed twice."""
     g = Gemm(64, 64, 256, a_layout="row", b_layout="col")
     s = split((64, 64, 64), 2)
-    assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=2) < tolerance(g)
+    harness.check(g, s, ARCH, seed=2)
     real = Sm90SplitK.k_range
 
     def overlapping(self, kt, split_index):
@@ -118,7 +107,7 @@ def test_a_k_range_overlapping_its_neighbour_is_caught(monkeypatch):
         return first, self.lw.u32("add.u32", count, ptxgen.ir.Imm("1"))
 
     monkeypatch.setattr(Sm90SplitK, "k_range", overlapping)
-    assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=2) > 0.1
+    assert not harness.run(g, s, ARCH, seed=2).ok
 
 
 @pytest.mark.parametrize("s, field, fix", [

@@ -5,16 +5,16 @@ owner. Proven on the simulator against float64 numpy with a poisoned C; a plante
 barriers not re-initialised, so the second unit waits on the wrong phase) must be caught."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError, sim
-from ptxgen.check import random_epilogue_operands, random_operands, random_scale, reference, tolerance
+from ptxgen.check import random_operands
 from ptxgen.emit.sm90.streamk import Sm90StreamK
 from ptxgen.schedule.streamk import stream_k_plan
 from ptxgen.schedule.verify import verify_rules
+from tests import harness
 
 ARCH = "sm_90a"
 
@@ -22,18 +22,6 @@ ARCH = "sm_90a"
 def stream_k(block, sms, decomposition="stream-k", stages=2, consumers=1) -> Schedule:
     return Schedule(block=block, instruction="wgmma", stages=stages, warp_specialized=False, consumers=consumers,
                     decomposition=decomposition, sms=sms)
-
-
-def error(g: Gemm, k, seed: int = 0) -> float:
-    """Relative error of k's C against float64 numpy (worst batch); a new C starts poisoned."""
-    a, b = random_operands(g, seed)
-    c_in, bias = random_epilogue_operands(g, seed + 1)
-    scale = random_scale(g, seed + 2)
-    c = k.simulate(a, b, c=None if c_in is None else c_in.copy(), bias=bias, scale=scale)
-    assert not np.isnan(c.astype(np.float32)).any(), "an element of C was never written"
-    ref = reference(a, b, g.epi, c_in, bias, scale).reshape((g.batch, g.m, g.n))
-    c = c.reshape((g.batch, g.m, g.n)).astype(np.float64)
-    return max(np.linalg.norm(c[i] - ref[i]) / max(np.linalg.norm(ref[i]), 1e-30) for i in range(g.batch))
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -65,7 +53,7 @@ def test_sm90_stream_k_matches_numpy(data):
         assume(False)
     kern = ptxgen.compile(g, s, arch=ARCH)
     assert 1 <= kern.grid[0] <= s.sms and kern.grid[1:] == (1, 1)
-    assert error(g, kern, seed=s.sms) < tolerance(g)
+    harness.check(kern, seed=s.sms)
 
 
 def test_a_cta_runs_several_units_and_the_owner_sums_the_partials():
@@ -76,7 +64,7 @@ def test_a_cta_runs_several_units_and_the_owner_sums_the_partials():
     plan = stream_k_plan(g, s, 3)
     units = [plan.units(c) for c in range(3)]
     assert all(len(u) >= 2 for u in units) and any(not x.whole for u in units for x in u)
-    assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=7) < tolerance(g)
+    harness.check(g, s, ARCH, seed=7)
 
 
 @pytest.mark.parametrize("g, s", [
@@ -86,14 +74,14 @@ def test_a_cta_runs_several_units_and_the_owner_sums_the_partials():
      stream_k((64, 64, 32), 4, "stream-k-pure", stages=3)),
 ], ids=["2wg-hybrid-epilogue", "mn-major-batched-pure"])
 def test_stream_k_two_warpgroups_and_batches(g, s):
-    assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=11) < tolerance(g)
+    harness.check(g, s, ARCH, seed=11)
 
 
 def test_barriers_not_reinitialised_between_units_are_caught(monkeypatch):
     """Planted bug: the next unit's loop waits on parity 0 of barriers left in a later phase."""
     g = Gemm(128, 128, 192, a_layout="row", b_layout="col")
     s = stream_k((64, 64, 64), 3, "stream-k-pure")
-    assert error(g, ptxgen.compile(g, s, arch=ARCH), seed=1) < tolerance(g)
+    harness.check(g, s, ARCH, seed=1)
     monkeypatch.setattr(Sm90StreamK, "reinit_barriers", lambda self: None)
     bad = ptxgen.compile(g, s, arch=ARCH)
     a, b = random_operands(g, 1)

@@ -14,12 +14,14 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, sim
-from ptxgen.check import random_operands
+from ptxgen.check import Comparison, random_operands
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
 from ptxgen.schedule.hopper import WGMMA_N
 from ptxgen.schedule.verify import verify
 
-from .test_sm90_gemm import check_epilogue, tn
+from tests import harness
+
+from .test_sm90_gemm import tn
 
 ARCH = "sm_90a"
 
@@ -44,7 +46,7 @@ GELU = Epilogue(alpha=0.5, beta=1.0, bias="col", scale="row", activation="gelu")
     (tn(264, 136, 72), ws((256, 128, 64), 2, consumers=2)),
 ], ids=["edges-s3", "bm128-bf16", "2c-s4", "s1", "swz32-grouped", "nn", "tt-2c", "nt-s5", "256x128-2c"])
 def test_warp_specialized_gemm_matches_numpy(g, s):
-    check_epilogue(g, s, seed=g.m + g.k)
+    harness.check(g, s, ARCH, seed=g.m + g.k)
 
 
 @pytest.mark.parametrize("epi, out, consumers", [
@@ -54,7 +56,7 @@ def test_warp_specialized_gemm_matches_numpy(g, s):
 ], ids=["alpha-beta-colbias-relu", "rowbias-colscale-gelu-2c", "rowscale-silu-beta-2c"])
 def test_warp_specialized_fused_epilogues_match_numpy(epi, out, consumers):
     g = Gemm(136, 72, 136, dtype="f16", out_dtype=out, a_layout="row", b_layout="col", epilogue=epi)
-    check_epilogue(g, ws((128, 64, 32), 3, consumers), seed=5)
+    harness.check(g, ws((128, 64, 32), 3, consumers), ARCH, seed=5)
 
 
 def test_kernel_has_roles_and_no_bar_sync_in_the_loops():
@@ -83,7 +85,7 @@ def test_explicit_register_split_is_emitted_and_runs():
     k = ptxgen.compile(g, s, arch=ARCH)
     assert ".maxnreg 168" in k.ptx and k.block == (384, 1, 1)
     assert "setmaxnreg.dec.sync.aligned.u32 24;" in k.ptx and "setmaxnreg.inc.sync.aligned.u32 200;" in k.ptx
-    check_epilogue(g, s, seed=3)
+    harness.check(g, s, ARCH, seed=3)
 
 
 # -- planted bugs the simulator must catch ------------------------------------------------------------
@@ -94,15 +96,15 @@ def _plant_kernel(stages: int = 2):
     return ptxgen.compile(G_PLANT, ws((128, 128, 64), stages, consumers=2), arch=ARCH)
 
 
-def _run(ptx: str, k) -> float:
+def _run(ptx: str, k) -> Comparison:
+    """Launch `ptx` (k's, or a planted variant) through sim.launch; C against float64 numpy."""
     g = k.gemm
     a, b = random_operands(g)
     c = np.full((g.m, g.n), np.nan, np.float32)
     maps = [sim.TensorMap(v, t.box, swizzle=t.swizzle) for v, t in zip((a, b.T, c), k.tensor_maps)]  # C's: TMA store
     sim.launch(ptx, k.entry, grid=k.grid, block=k.block, args=[*maps, c, g.m, g.n, g.k, g.n],
                dynamic_smem=k.smem_bytes)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    return float(np.linalg.norm(c - ref) / np.linalg.norm(ref))
+    return harness.judge(g, c, harness.Operands(a, b))[1]
 
 
 def _without(ptx: str, marker: str) -> str:
@@ -113,7 +115,7 @@ def _without(ptx: str, marker: str) -> str:
 
 def test_the_unplanted_kernel_runs_through_sim_launch():
     k = _plant_kernel()
-    assert _run(k.ptx, k) < 1e-5
+    assert _run(k.ptx, k).ok
 
 
 def test_stage_released_before_its_wgmma_retired_is_caught():
@@ -176,7 +178,7 @@ def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():
     (tn(300, 600, 136, "bf16", "bf16"), Schedule(block=(128, 256, 64), instruction="wgmma", stages=3, sms=2)),
 ], ids=["defaults", "3ctas", "grouped-2c-mn", "s1", "one-cta-gelu", "n256-2c"])
 def test_persistent_gemm_matches_numpy(g, s):
-    check_epilogue(g, s, seed=g.n + g.k)
+    harness.check(g, s, ARCH, seed=g.n + g.k)
 
 
 def test_persistent_grid_is_one_cta_per_sm_and_fills_the_device():
@@ -194,16 +196,12 @@ def test_persistent_grid_is_one_cta_per_sm_and_fills_the_device():
 def test_one_persistent_cta_computes_exactly_its_tiles():
     """CTA 1 of 3 walks tiles 1, 4, 7 (row raster, 3 n-tiles): those are written, the rest stays NaN."""
     g = tn(192, 192, 64)
-    k = ptxgen.compile(g, ws((64, 64, 64), 2, persistent=True, sms=3), arch=ARCH)
-    a, b = random_operands(g)
-    c = k.simulate(a, b, ctas=[(1, 0, 0)])
+    c = harness.check(g, ws((64, 64, 64), 2, persistent=True, sms=3), ARCH, ctas=[(1, 0, 0)]).out
     written = ~np.isnan(c)
     want = np.zeros((3, 3), bool)
     want[[0, 1, 2], [1, 1, 1]] = True
     assert (written.reshape(3, 64, 3, 64).all(axis=(1, 3)) == want).all()
     assert (written.reshape(3, 64, 3, 64).any(axis=(1, 3)) == want).all()
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    assert np.allclose(c[written], ref[written], rtol=1e-5, atol=1e-4)
 
 
 def test_last_stage_never_released_deadlocks_a_persistent_cta():
@@ -211,7 +209,7 @@ def test_last_stage_never_released_deadlocks_a_persistent_cta():
     waits for it forever; the simulator reports the deadlock instead of hanging."""
     g = tn(256, 128, 192)
     k = ptxgen.compile(g, ws((64, 64, 64), 2, persistent=True, sms=1), arch=ARCH)
-    assert _run(k.ptx, k) < 1e-5
+    assert _run(k.ptx, k).ok
     with pytest.raises(sim.HazardError) as e:
         _run(_without(k.ptx, "release the tile's last stage"), k)
     assert e.value.kind == "deadlock"
@@ -267,7 +265,7 @@ def test_warp_specialized_schedules_match_numpy(data):
     tiles = -(-g.m // s.bm) * -(-g.n // s.bn)
     event("not persistent" if not s.persistent else "persistent, CTAs loop" if tiles > (s.sms or 132)
           else "persistent, one tile each")
-    check_epilogue(g, s, seed=g.m * g.n + g.k)
+    harness.check(g, s, ARCH, seed=g.m * g.n + g.k)
 
 
 # -- ptxas: setmaxnreg honoured, no spills ------------------------------------------------------------

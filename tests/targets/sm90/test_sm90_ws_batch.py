@@ -11,15 +11,13 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule
-from ptxgen.check import tolerance
 from ptxgen.emit.sm90 import persistent as sm90_persistent
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
 from ptxgen.ir import Imm
 from ptxgen.schedule.hopper import WGMMA_N
 from ptxgen.schedule.verify import verify
 from ptxgen.simulate import cta_batch_tiles
-
-from .test_sm90_batch import per_batch_error
+from tests import harness
 
 ARCH = "sm_90a"
 
@@ -54,7 +52,7 @@ def test_the_walk_covers_every_batch_tile_once_and_ctas_cross_batches():
      Schedule(block=(64, 64, 64), instruction="wgmma", stages=2, warp_specialized=True, persistent=False)),
 ], ids=["4-batches-2wg-beta-bias", "mn-major-bf16-grouped", "cluster-2x1", "cluster-1x2-beta", "ws-one-cta-per-tile"])
 def test_batched_ws_gemms_match_numpy(g, s):
-    assert per_batch_error(g, ptxgen.compile(g, s, arch=ARCH), seed=5) < tolerance(g)
+    harness.check(g, s, ARCH, seed=5)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -96,7 +94,7 @@ def test_batched_ws_schedules_match_numpy(data):
     event("CTAs cross batches" if any(len({b for b, _, _ in cta_batch_tiles(kern, (x, 0, 0))}) > 1
                                       for x in range(kern.grid[0])) else "each CTA within one batch")
     assert kern.grid[1:] == (1, 1) and kern.grid[0] <= walked
-    assert per_batch_error(g, kern, seed=m + n + k) < tolerance(g)
+    harness.check(kern, seed=m + n + k)
 
 
 def test_producer_dropping_the_batch_coordinate_is_caught(monkeypatch):
@@ -104,7 +102,7 @@ def test_producer_dropping_the_batch_coordinate_is_caught(monkeypatch):
     consumers still store to the tile's batch: batches 1.. get batch 0's product."""
     g = Gemm(130, 72, 64, batch=3, a_layout="row", b_layout="col")
     s = ws_batch((64, 64, 64), sms=2)
-    assert per_batch_error(g, ptxgen.compile(g, s, arch=ARCH), seed=1) < tolerance(g)
+    harness.check(g, s, ARCH, seed=1)
     real = sm90_persistent.TileWalk.begin
 
     def producer_batch_zero(self):
@@ -115,7 +113,7 @@ def test_producer_dropping_the_batch_coordinate_is_caught(monkeypatch):
 
     monkeypatch.setattr(sm90_persistent.TileWalk, "begin", producer_batch_zero)
     bad = ptxgen.compile(g, s, arch=ARCH)
-    assert per_batch_error(g, bad, seed=1) > 0.1
+    assert not harness.run(bad, seed=1).ok
 
 
 def test_split_k_stays_refused_in_the_ws_kernel_with_the_fix():

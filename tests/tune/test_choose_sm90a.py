@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Gemm
-from ptxgen.check import compare, magnitude, random_operands, reference
 from ptxgen.cli import main
 from ptxgen.errors import LoweringNotBuilt
 from dataclasses import replace
@@ -18,6 +17,7 @@ from ptxgen.schedule.choose import rank
 from ptxgen.schedule.costmodel import predict
 from ptxgen.schedule.hopper import hopper_plan
 from ptxgen.schedule.devices import device_model
+from tests import harness
 
 ARCH = "sm_90a"
 #: Extents along a dimension that is no operand's row stride: anything, odd ones included.
@@ -46,9 +46,7 @@ def test_chosen_wgmma_schedule_is_legal_spill_free_and_correct(data):
     ptxgen.verify(g, s, ARCH)
     assert kern.choice is not None and kern.choice.schedule == s and kern.choice.registers_checked
     assert kern.resources.spill_bytes == 0, f"{g}: chosen {s} spills"
-    a, b = random_operands(g, seed=m + 7 * n + 31 * k)
-    result = compare(kern.simulate(a, b), reference(a, b), g, bound=magnitude(a, b))
-    assert result.ok, f"{g} {s}: {result}"
+    harness.check(kern, seed=m + 7 * n + 31 * k)
 
 
 #: K-major dtypes (tf32, fp8, int8) and the outputs the built epilogues give them.
@@ -66,9 +64,7 @@ def test_chosen_schedule_for_k_major_dtypes_is_legal_and_correct(data):
     s = kern.schedule
     ptxgen.verify(g, s, ARCH)
     assert s.bk * g.in_bytes == 128 and kern.resources.spill_bytes == 0, s
-    a, b = random_operands(g, seed=g.m + 7 * g.n + 31 * g.k)
-    result = compare(kern.simulate(a, b), reference(a, b), g, bound=magnitude(a, b))
-    assert result.ok, f"{g} {s}: {result}"
+    harness.check(kern, seed=g.m + 7 * g.n + 31 * g.k)
 
 
 def test_every_ranked_candidate_is_a_legal_built_wgmma_schedule():

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
-from ptxgen.check import check_simulated, compare, random_operands, reference
+from ptxgen.check import random_operands, reference
+from tests import harness
 
 NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
@@ -43,7 +44,7 @@ def test_bias_of_f32_or_the_output_dtype_is_added_exactly(data):
     assert f"bias (.u64, {compiled})" in k.ptx
     a, b = random_operands(g, 1)
     bias = bias_vector(g.n if kind == "col" else g.m, passed, 2)
-    assert check_simulated(k, a, b, None, bias).ok
+    harness.check(k, ops=harness.Operands(a, b, bias=bias))
 
 
 def test_an_f32_bias_with_f16_output_just_works():
@@ -54,8 +55,7 @@ def test_an_f32_bias_with_f16_output_just_works():
     assert re.search(r"ld\.global\.f32 .*\[%rd\d+(\+\d+)?\]", k.ptx.split("Epilogue")[1])
     a, b = random_operands(g, 3)
     bias = bias_vector(64, "f32", 4)
-    out = k.simulate(a, b, bias=bias)
-    assert compare(out, reference(a, b, g.epilogue, bias=bias), g).ok
+    out = harness.check(k, ops=harness.Operands(a, b, bias=bias), bound=False).out
     wrong = reference(a, b, g.epilogue, bias=bias.astype(np.float16).astype(np.float32))
     assert not np.array_equal(out, wrong.astype(np.float16)), "the bias is used at f32 precision"
 
@@ -65,7 +65,7 @@ def test_an_f16_bias_kernel_takes_half_the_bytes_and_names_the_fix_for_f32():
     k = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
     a, b = random_operands(g, 5)
     bias = bias_vector(64, "f16", 6)
-    assert compare(k.simulate(a, b, bias=bias), reference(a, b, g.epilogue, bias=bias), g).ok
+    harness.check(k, ops=harness.Operands(a, b, bias=bias), bound=False)
     with pytest.raises(TypeError, match=r"compiled for a f16 bias.*Gemm\(bias_dtype='f32'\).*astype"):
         k.simulate(a, b, bias=bias.astype(np.float32))
 

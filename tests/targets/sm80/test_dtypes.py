@@ -9,19 +9,13 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
-from ptxgen.check import check_simulated, random_epilogue_operands, random_operands, random_scale, reference
-from ptxgen.simulate import run_simulation
+from tests import harness
 
 
 def run(g: Gemm, s: Schedule, seed: int = 0):
-    k = ptxgen.compile(g, s)
-    a, b = random_operands(g, seed)
-    c0, bias = random_epilogue_operands(g, seed + 1)
-    scale = random_scale(g, seed + 2)
-    result = check_simulated(k, a, b, c0, bias, scale)  # 8-bit outputs: once per poison
-    assert result.ok, result
-    c, _ = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias, scale=scale)
-    return k, c, reference(a, b, g.epilogue, c0, bias, scale)
+    """The harness's check (8-bit outputs once per poison); (kernel, C, float64 reference)."""
+    checked = harness.check(g, s, seed=seed)
+    return checked.kernel, checked.out, checked.ref
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

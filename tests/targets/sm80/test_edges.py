@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Gemm, Schedule, ScheduleError
-from ptxgen.check import compare, random_operands, reference
+from ptxgen.check import random_operands, reference
 from ptxgen.schedule.geometry import operand_tiles
-from ptxgen.simulate import run_simulation
+from tests import harness
 
 from tests.draws import draw_gemm, draw_small_schedule
 
@@ -22,12 +22,8 @@ SIZES = [1, 2, 7, 15, 16, 17, 63, 100, 127, 129]
 
 
 def run(g: Gemm, s: Schedule):
-    k = ptxgen.compile(g, s)
-    a, b = random_operands(g, seed=g.m * 131 + g.n * 7 + g.k)
-    c, _ = run_simulation(k, a, b)
-    result = compare(c, reference(a, b), g.out_dtype)
-    assert result.ok, f"{g} {s}: {result}"
-    return k
+    """The harness's check, per element within compare's RMS bound for the output dtype."""
+    return harness.check(g, s, seed=g.m * 131 + g.n * 7 + g.k, bound=False).kernel
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -72,10 +68,7 @@ def test_nothing_outside_the_operands_is_touched():
     """Operands embedded in NaN-filled buffers: a stray read would poison C, a stray write is caught."""
     g = Gemm(17, 15, 9, b_layout="row")
     k = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
-    a, b = random_operands(g)
-    c, _ = run_simulation(k, a, b)
-    assert not np.isnan(c).any()
-    assert compare(c, reference(a, b), "f32").ok
+    harness.check(k, bound=False)
 
 
 def main_loop_lines(ptx: str) -> list[str]:
@@ -110,5 +103,6 @@ def test_k_edge_units_that_can_straddle_keep_the_clamp():
     a_padded[:, :41] = a
     b_padded = np.full((24, 48), np.nan, np.float16)
     b_padded[:, :41] = b.T
-    c, _ = run_simulation(ptxgen.compile(g, s), a_padded[:, :41], b_padded[:, :41].T)
-    assert compare(c, reference(a, b), "f32").ok
+    checked = harness.run(ptxgen.compile(g, s), ops=harness.Operands(a_padded[:, :41], b_padded[:, :41].T),
+                          bound=False)
+    assert checked.ok and np.array_equal(checked.ref, reference(a, b)), checked.explain()

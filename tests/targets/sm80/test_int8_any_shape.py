@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
-from ptxgen.check import check_simulated, compare, random_epilogue_operands, random_operands, random_scale, reference
+from ptxgen.check import random_epilogue_operands, random_operands, random_scale
+from tests import harness
 
 ODD = [1, 3, 5, 17, 31, 45, 63, 77, 100, 131]
 
@@ -62,8 +63,7 @@ def test_int8_gemms_at_any_shape_and_layout_are_exact(data):
     fill = 0x5A  # padding bytes: any that reached a dot product would show
     a, b = stored(a, a_layout, lda, fill), stored(b, b_layout, ldb, fill)
     _, bias = random_epilogue_operands(g, seed + 1)
-    result = check_simulated(kern, a, b, None, bias, random_scale(g, seed + 2))
-    assert result.ok, f"{g} {s}: {result}"
+    harness.check(kern, ops=harness.Operands(a, b, None, bias, random_scale(g, seed + 2)))
 
 
 @pytest.mark.parametrize("layout", ["tn", "nt", "nn", "tt"])
@@ -74,7 +74,7 @@ def test_the_issue_shape_runs_in_every_layout(layout):
     kern = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
     assert g.alignment() == 1 and "ld.global.u8" in kern.ptx and "st.shared.u8" in kern.ptx
     a, b = random_operands(g, 3)
-    assert check_simulated(kern, a, b).ok
+    harness.check(kern, ops=harness.Operands(a, b))
 
 
 def test_a_2_byte_copy_straddling_the_edge_loads_one_byte():
@@ -84,7 +84,7 @@ def test_a_2_byte_copy_straddling_the_edge_loads_one_byte():
     kern = ptxgen.compile(g, Schedule(block=(32, 32, 32), warps=(1, 1)))
     assert g.alignment() == 2 and "ld.global.b16" in kern.ptx and "ld.global.u8" in kern.ptx
     a, b = random_operands(g, 4)
-    assert check_simulated(kern, stored(a, "row", 46, 0x7F), stored(b.T, "row", 46, 0x7F).T).ok
+    harness.check(kern, ops=harness.Operands(stored(a, "row", 46, 0x7F), stored(b.T, "row", 46, 0x7F).T))
 
 
 def test_batched_int8_with_odd_batch_strides():
@@ -97,8 +97,7 @@ def test_batched_int8_with_odd_batch_strides():
     b = b_big[:, :45, :]
     assert (a.strides[0] // a.itemsize) % 2 == 1 and (b.strides[0] // b.itemsize) % 2 == 1, "odd batch strides"
     scale = random_scale(g, 7)
-    out = kern.simulate(a, b, scale=scale)
-    assert compare(out, reference(a, b, g.epilogue, scale=scale), g).ok
+    harness.check(kern, ops=harness.Operands(a, b, scale=scale), bound=False)
 
 
 def test_stated_alignment_of_one_byte():
@@ -113,8 +112,7 @@ def test_stated_alignment_of_one_byte():
     with pytest.raises(ValueError, match=r"compile with Gemm\(align=...\)"):
         dense.simulate(a, b)
     g = Gemm(16, 16, 32, dtype="s8", out_dtype="s32", batch=2, align=1)
-    out = ptxgen.compile(g, s).simulate(a, b)
-    assert compare(out, reference(a, b), g).ok
+    harness.check(ptxgen.compile(g, s), ops=harness.Operands(a, b), bound=False)
 
 
 def test_the_issue_command_runs(capsys):

@@ -8,17 +8,8 @@ import pytest
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError, sim
-from ptxgen.check import compare, random_epilogue_operands, random_operands, reference
-from ptxgen.simulate import run_simulation
-
-
-def check(g: Gemm, s: Schedule, ctas=None) -> np.ndarray:
-    k = ptxgen.compile(g, s)
-    a, b = random_operands(g)
-    c0, bias = random_epilogue_operands(g)
-    c, _ = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias, ctas=ctas)
-    assert compare(c, reference(a, b, g.epilogue, c0, bias), g).ok
-    return c
+from ptxgen.check import random_operands
+from tests import harness
 
 
 @pytest.mark.parametrize("g,s", [
@@ -32,7 +23,7 @@ def check(g: Gemm, s: Schedule, ctas=None) -> np.ndarray:
                                                                split_k_mode="atomic", stages=1)),
 ], ids=["workspace", "workspace-batch-epilogue-edges", "workspace-layouts", "atomic", "atomic-edges-alpha"])
 def test_split_k_matches_numpy(g, s):
-    check(g, s)
+    harness.check(g, s, bound=False)
 
 
 #: The same split-K problem on both math backends: mma.sync fragments and wmma's opaque ones.
@@ -44,7 +35,7 @@ BACKENDS = {"mma": Schedule(block=(64, 64, 32), split_k=4),
 def test_workspace_mode_is_deterministic_whoever_arrives_last(backend):
     g, s = Gemm(64, 64, 256), BACKENDS[backend]
     orders = [range(4), reversed(range(4)), [2, 0, 3, 1]]
-    results = [check(g, s, ctas=[(0, 0, z) for z in order]) for order in orders]
+    results = [harness.check(g, s, ctas=[(0, 0, z) for z in order], bound=False).out for order in orders]
     for c in results[1:]:
         assert np.array_equal(results[0].view(np.uint32), c.view(np.uint32))
 
@@ -109,4 +100,5 @@ def test_counters_end_zero_and_stale_partials_do_not_matter():
         assert np.count_nonzero(work) > 0, "the partials stay in the workspace"
         outs.append(c)
         work[:] = np.nan  # stale data in the workspace must not leak into the next launch
-    assert compare(outs[0], reference(a, b), g).ok and np.array_equal(outs[0], outs[1])
+    _, result = harness.judge(g, outs[0], harness.Operands(a, b), bound=False)
+    assert result.ok and np.array_equal(outs[0], outs[1]), str(result)

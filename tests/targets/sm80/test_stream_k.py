@@ -16,10 +16,11 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
-from ptxgen.check import compare, random_epilogue_operands, random_operands, reference
+from ptxgen.check import random_operands
 from ptxgen.schedule.streamk import stream_k_grid, stream_k_plan
 from ptxgen.simulate import run_simulation
 from ptxgen.sim import HazardError
+from tests import harness
 
 from tests.draws import draw_gemm, draw_small_schedule
 
@@ -79,14 +80,10 @@ def test_hybrid_uses_whole_tile_waves_then_stream_k():
 
 
 # -- kernels on the simulator -----------------------------------------------------------------
-def simulate(g: Gemm, s: Schedule, ctas=None, args_hook=None):
-    k = ptxgen.compile(g, s)
-    a, b = random_operands(g, seed=g.m + 3 * g.n + 7 * g.k)
-    c0, bias = random_epilogue_operands(g)
-    c, res = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias, ctas=ctas)
-    result = compare(c, reference(a, b, g.epilogue, c0, bias), g)
-    assert result.ok, f"{g} {s}: {result}"
-    return k, c
+def simulate(g: Gemm, s: Schedule, ctas=None):
+    """The harness's check; `ctas` orders the whole persistent grid. (kernel, C)."""
+    checked = harness.check(g, s, seed=g.m + 3 * g.n + 7 * g.k, ctas=ctas, bound=False)
+    return checked.kernel, checked.out
 
 
 @pytest.mark.parametrize("g,s", [
@@ -150,7 +147,8 @@ def test_flags_are_reset_for_the_next_launch():
         assert np.count_nonzero(work) > 0, "the partials stay in the workspace (README)"
         outs.append(c)
         work[:] = np.nan  # the workspace needs no zeroing: stale partials must not leak
-    assert compare(outs[0], reference(a, b), g).ok and np.array_equal(outs[0], outs[1])
+    _, result = harness.judge(g, outs[0], harness.Operands(a, b), bound=False)
+    assert result.ok and np.array_equal(outs[0], outs[1]), str(result)
 
 
 @pytest.mark.parametrize("pattern,replacement,kind", [

@@ -8,8 +8,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
-from ptxgen.check import compare, random_epilogue_operands, random_operands, reference
-from ptxgen.simulate import run_simulation
+from tests import harness
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -33,10 +32,7 @@ def test_wmma_matches_numpy(data):
     except ScheduleError:
         assume(False)
     k = ptxgen.compile(g, s)
-    a, b = random_operands(g)
-    c0, bias = random_epilogue_operands(g)
-    c, _ = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias)
-    assert compare(c, reference(a, b, g.epilogue, c0, bias), g).ok
+    harness.check(k, bound=False)
 
 
 def test_wmma_kernel_structure():
@@ -81,10 +77,7 @@ def test_wmma_defaults_are_the_layout_and_warps_it_supports():
     g = Gemm(100, 72, 33, epilogue=Epilogue(alpha=2.0, bias="col"))
     k = ptxgen.compile(g, s)
     assert k.schedule.smem_layout == "pad" and "smem pad" in k.ptx and k.block == (256, 1, 1)
-    a, b = random_operands(g)
-    c0, bias = random_epilogue_operands(g)
-    c, _ = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias)
-    assert compare(c, reference(a, b, g.epilogue, c0, bias), g).ok
+    harness.check(k, bound=False)
 
 
 def test_small_wmma_tile_with_default_warps_is_pointed_at_fewer_warps():

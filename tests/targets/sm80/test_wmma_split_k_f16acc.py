@@ -13,9 +13,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
-from ptxgen.check import compare, random_epilogue_operands, random_operands, reference
 from ptxgen.schedule.geometry import staging_layout
-from ptxgen.simulate import run_simulation
+from tests import harness
 
 SIZES = [1, 7, 17, 63, 100, 129]
 #: N and K also take multiples of 8, so 16-byte aligned rows (8-element f16 drain chunks) come up.
@@ -27,14 +26,8 @@ SETTINGS = settings(max_examples=15, deadline=None,
 
 
 def simulate(g: Gemm, s: Schedule, seed: int = 0) -> ptxgen.Kernel:
-    """Compile, simulate on a NaN-poisoned C (zeroed per tile for atomic mode), compare with float64."""
-    k = ptxgen.compile(g, s)
-    a, b = random_operands(g, seed)
-    c0, bias = random_epilogue_operands(g, seed + 1)
-    c, _ = run_simulation(k, a, b, c=None if c0 is None else c0.copy(), bias=bias)
-    result = compare(c, reference(a, b, g.epilogue, c0, bias), g)
-    assert result.ok, f"{g} {s}: {result}"
-    return k
+    """The harness's check: a NaN-poisoned C (zeroed per tile for atomic mode) against float64."""
+    return harness.check(g, s, seed=seed, bound=False).kernel
 
 
 def draw_schedule(data, **fixed) -> Schedule:

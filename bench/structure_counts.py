@@ -2,7 +2,7 @@
 
     python bench/structure_counts.py [--root DIR] [--json]
 
-Counts, each defined so a test can enforce it (tests/core/test_structure.py imports `measure`):
+Counts, each defined so a test can enforce it (tests/common/test_structure.py imports `measure`):
 
 * cycles: strongly connected components of more than one module in the import graph of ptxgen's
   modules. Every `import`/`from ... import` counts, module level or inside a function (a

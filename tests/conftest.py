@@ -4,6 +4,9 @@ tests/gpu/conftest.py may load ptxgen's simulator-backed stand-in driver for tes
 (PTXGEN_DRIVER=sim, marked by PTXGEN_TESTS_AUTO_SIM). The stand-in stays loaded in the process, and
 ptxgen's runtime takes it for a GPU only while PTXGEN_DRIVER=sim, so every test outside tests/gpu
 runs with the variable unset: it sees no GPU and behaves as in a session without tests/gpu.
+
+The Ray tests' fixtures and child-process hooks live in tests/ray_child.py and are imported here,
+so a Ray test runs in the child wherever it lives.
 """
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests.ray_child import (bounded, local_ray, pytest_collection_modifyitems,  # noqa: F401 (fixtures, hooks)
+                             pytest_configure, pytest_pyfunc_call, pytest_runtest_logreport)
 
 _GPU_DIR = Path(__file__).resolve().parent / "gpu"
 

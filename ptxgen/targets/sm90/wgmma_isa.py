@@ -5,7 +5,7 @@
 The table says, per (accumulator, A, B) type, which m64nNkK shapes exist, whether the operands
 may be transposed or negated and which PTX version it needs; the builder spells the instruction and
 checks its operands against the table, so an illegal wgmma fails in Python with the rule, not in
-ptxas. ptxas 13 was used to confirm every row (tests/core/test_sm90_isa.py assembles them).
+ptxas. ptxas 13 was used to confirm every row (tests/targets/sm90/test_sm90_isa.py assembles them).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 HAZARD_KINDS = frozenset(
     {"race", "async-pending", "out-of-bounds", "misaligned", "divergence", "unsupported", "deadlock",
-     "missing-fence"}
+     "missing-fence", "tmem"}
 )
 """The kinds of HazardError:
 
@@ -30,6 +30,10 @@ divergence     a .sync.aligned warp instruction or aligned barrier reached by pa
 unsupported    text the simulator does not implement (reported before anything runs).
 missing-fence  a wgmma uses registers (A fragments, accumulators) accessed since the last
                wgmma.fence of its warpgroup, or it is the warpgroup's first wgmma without one.
+tmem           tensor memory (sm_100a) misused: a CTA exits with columns still allocated, a dealloc
+               of columns it does not hold, an alloc after relinquish_alloc_permit or with a column
+               count that is not a power of two in 32..512, a tcgen05.ld/st by a warp outside its
+               lane quarter, or an access to columns not allocated (tmem.py).
 deadlock       every unfinished CTA keeps spinning on loads that return the same values
                (scheduler.py); the line is the load the first such CTA keeps repeating. Also an
                mbarrier wait polled unchanged while its phase cannot complete (async_proxy.py), and

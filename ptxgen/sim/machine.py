@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
-               ops_sm90_misc, ops_warp, ops_wgmma, ops_wmma, scheduler)
+               ops_sm90_misc, ops_tcgen05, ops_warp, ops_wgmma, ops_wmma, scheduler)
 from . import cluster as clusters, ops_bulk, ops_mbarrier, ops_shfl
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
@@ -25,6 +25,8 @@ REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_cvt.OPS, **ops_math.OPS, **ops
             **ops_wgmma.OPS, **ops_sm90_misc.OPS}
 REGISTRY.update({**ops_mbarrier.OPS, **ops_bulk.OPS, **ops_shfl.OPS})   # after ops_async/ops_atomic: wraps "cp", "fence"
 REGISTRY.update(clusters.OPS)   # after ops_ctrl: "barrier.cluster" here, other barriers there
+REGISTRY.update(ops_tcgen05.OPS)
+REGISTRY["mbarrier"] = ops_tcgen05.wrap_mbarrier(REGISTRY["mbarrier"])   # waits retire tcgen05.mma
 
 
 @dataclass

@@ -15,6 +15,7 @@ from . import named_barriers
 from .errors import Fault
 from .operands import Lit
 from .ops_sm90_misc import check_setmaxnreg_at_exit
+from .tmem import check_exit
 from .parse import Instr
 from .program import mark
 from .state import CtaState
@@ -69,6 +70,8 @@ def compile_exit(ins: Instr, ctx):
             check_setmaxnreg_at_exit(cta)   # an exiting warp owes its warpgroup no setmaxnreg
         if cta.bars:
             named_barriers.recheck(cta)     # barriers waiting for the exited threads may complete
+        if cta.tmem is not None and not cta.active.any():
+            check_exit(cta)                 # tensor memory must be freed before the CTA ends
         return EXIT if cta.n_active == 0 else None
     return run
 

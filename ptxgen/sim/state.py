@@ -51,6 +51,7 @@ class CtaState:
     skip: int = 0                        # scheduler turns still to skip
     wgmma: object | None = None          # wgmma groups in flight (ops_wgmma.WgmmaState), lazily
     hopper: object = None                # mbarriers, TMA and bulk groups (async_proxy.HopperState)
+    tmem: object = None                  # tensor memory and tcgen05 operations (tmem.TmemState), lazily
     cluster: object = None               # cluster.ClusterMember: rank, barrier.cluster counts
     setmaxnreg: dict | None = None       # warpgroup -> ops_sm90_misc.SetmaxnregLog, lazily
     # independent warps (warps.py): while the CTA runs as one group these stay empty, and pc /

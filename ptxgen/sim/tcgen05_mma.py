@@ -1,0 +1,224 @@
+"""tcgen05.mma, cta_group::1, kinds f16 / tf32 / f8f6f4 / i8 (docs/ptx_facts/tcgen05.md §2-§4).
+
+  tcgen05.mma.cta_group::1.kind::K [d-tmem], a-desc|[a-tmem], b-desc, idesc,
+                                   {disable-output-lane,} enable-input-d {, scale-input-d};
+
+One thread issues a whole MMA (PTX ISA §9.7.16.5 Table 46): every executing thread issues its own.
+D = A x B (+ D if enable-input-d), M x N, with K = 256 bits of each row (§9.7.16.2.1). A (M x K) comes
+from shared memory through an sm100 descriptor or from TMEM; B (stored N x K, K-major unless the
+instruction descriptor transposes it) from shared memory. D lives in TMEM: M = 128 in lanes 0-127,
+M = 64 in lanes 0-15 of each quarter (tcgen05_layouts.d_lanes), element n of a row in column n
+(f16 D in the low 16 bits of its column, §9.7.16.10.4.1).
+
+Numerics (the ISA's tcgen05 text states none; the simulator's model as for wgmma, ops_wgmma): the
+exact products are summed in float64, rounded once to f32 (or f16) and added to the accumulator;
+integers exactly, wrapping, or clamped to s32 when the saturate bit is set. tf32 operands drop the
+low 13 mantissa bits.
+
+The MMA is computed at issue and its D written then; it stays in flight (tmem.MmaRecord) until a
+thread observes the mbarrier phase of a tcgen05.commit covering it. Its shared operand bytes are
+counted in smem.async_reads meanwhile, so a TMA or st.shared overwriting them is reported.
+"""
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+
+from . import numerics as nx
+from . import tcgen05_desc as td
+from . import tcgen05_layouts as tl
+from . import tmem as tm
+from .async_proxy import check_async_read
+from .errors import Fault
+from .operands import Lit, Mem, Name, Vec
+from .ops_wgmma import decode_elements
+from .parse import Instr
+from .state import CtaState
+
+ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "e2m3": 1, "e3m2": 1, "e2m1": 1,
+         "s8": 1, "u8": 1}
+
+
+def _decode_fp8_container(kind: str):
+    """fp6/fp4 values sit one per byte under kind::f8f6f4 (§9.7.16.10.4.4); where inside the byte is
+    given only by images (UNVERIFIED), so they are refused until the formats module pins it."""
+    def decode(raw: np.ndarray) -> np.ndarray:
+        raise Fault("unsupported", f"tcgen05.mma with {kind} operands: the placement of {kind} values in their "
+                    "8-bit containers is not pinned down yet (e4m3 and e5m2 are simulated)")
+    return decode
+
+
+#: element format -> bytes (..., esize) uint8 -> float64 / int64; other formats plug in here
+FORMATS = {name: (lambda raw, name=name: decode_elements(raw, name))
+           for name in ("f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8")}
+FORMATS.update({name: _decode_fp8_container(name) for name in ("e2m3", "e3m2", "e2m1")})
+assert ml_dtypes is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _idesc(value: int, kind: str) -> td.InstrDescriptor:
+    return td.decode_instr_descriptor(value, kind, 1)
+
+
+def _operand_getter(ctx, op, typ: str, what: str):
+    if isinstance(op, (Name, Lit)):
+        return ctx.src(op, typ)
+    raise ctx.fail(f"tcgen05.mma {what} must be a register or immediate")
+
+
+def compile_mma(ins: Instr, ctx, mods: list):
+    from .ops_tcgen05 import _cta_group, _tmem_getter
+    if mods and mods[0] == "ws":
+        raise ctx.fail("tcgen05.mma.ws (weight-stationary) is not simulated yet")
+    _cta_group(mods, ctx, "tcgen05.mma")
+    kinds = [m for m in mods if m.startswith("kind::")]
+    rest = [m for m in mods if not m.startswith("kind::") and not m.startswith("collector::a::")]
+    if len(kinds) != 1 or rest:
+        raise ctx.fail(f"tcgen05.mma.{'.'.join(ins.mods[1:])}: write tcgen05.mma.cta_group::1.kind::<kind> "
+                       "(block-scaled kinds, .sp and .ws are not simulated yet)")
+    kind = kinds[0][len("kind::"):]
+    if kind not in td.K_OF_KIND:
+        raise ctx.fail(f"tcgen05.mma .kind::{kind} is not simulated (f16, tf32, f8f6f4, i8; the block-scaled "
+                       "mxf8f6f4 / mxf4 / mxf4nvf4 are not yet)")
+    ops = list(ins.operands)
+    if len(ops) < 5:
+        raise ctx.fail("tcgen05.mma takes [d-tmem], a-desc|[a-tmem], b-desc, idesc, {disable-output-lane,} "
+                       "enable-input-d {, scale-input-d}")
+    get_d = _tmem_getter(ctx, ctx.mem(ops[0]))
+    a_tmem = isinstance(ops[1], Mem)
+    get_a = _tmem_getter(ctx, ops[1]) if a_tmem else _operand_getter(ctx, ops[1], "b64", "a-desc")
+    get_b = _operand_getter(ctx, ops[2], "b64", "b-desc")
+    get_idesc = _operand_getter(ctx, ops[3], "b32", "idesc")
+    tail = ops[4:]
+    disable = None
+    if tail and isinstance(tail[0], Vec):
+        disable = [ctx.src(r, "b32") for r in ctx.vec(tail[0], 4, "disable-output-lane (cta_group::1)")]
+        tail = tail[1:]
+    if len(tail) not in (1, 2):
+        raise ctx.fail("tcgen05.mma: after idesc come {disable-output-lane,} enable-input-d {, scale-input-d}")
+    enable = tail[0]
+    if isinstance(enable, Lit):
+        fixed = bool(enable.value)
+        get_enable = lambda R: np.array([fixed])   # noqa: E731
+    else:
+        get_enable = ctx.src(enable, "pred")
+    scale_shift = 0
+    if len(tail) == 2:
+        if not isinstance(tail[1], Lit) or tail[1].kind != "int" or not 0 <= tail[1].value <= 15:
+            raise ctx.fail("scale-input-d must be an immediate 0..15")
+        if kind not in ("f16", "tf32"):
+            raise ctx.fail(f"scale-input-d exists only for .kind::f16 and .kind::tf32, not .kind::{kind}")
+        scale_shift = int(tail[1].value)
+    line = ctx.line
+
+    def run(cta: CtaState, mask):
+        st = tm.tmem_of(cta)
+        tm.use_cta_group(st, 1, "tcgen05.mma")
+        tids = cta.threads(mask)
+        R = cta.R
+        values = [np.broadcast_to(g(R), (cta.n,))[tids] for g in (get_d, get_a, get_b, get_idesc, get_enable)]
+        lane_masks = [np.broadcast_to(g(R), (cta.n,))[tids] for g in disable] if disable else None
+        for j, tid in enumerate(tids.tolist()):
+            off = None if lane_masks is None else [int(m[j]) for m in lane_masks]
+            _issue(cta, st, kind, int(tid), int(values[0][j]), int(values[1][j]), int(values[2][j]),
+                   int(values[3][j]), bool(values[4][j]), a_tmem, scale_shift, off, line)
+    return run
+
+
+def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_val: int, b_val: int,
+           idesc_val: int, accumulate: bool, a_tmem: bool, scale_shift: int, disabled, line: int) -> None:
+    idesc = _idesc(idesc_val & 0xFFFFFFFF, kind)
+    m, n, k = idesc.m, idesc.n, idesc.k
+    d_lane, d_col = tm.split_address(d_addr)
+    if d_lane not in ((0,) if m == 128 else (0, 16)):
+        raise Fault("tmem", f"tcgen05.mma D at lane {d_lane}: M = {m} needs D at lane 0"
+                    + (" or 16" if m == 64 else ""))
+    rows = d_lane + tl.d_lanes(m)
+    d_region = tm.Region(int(rows.min()), int(rows.max()) + 1, d_col, d_col + n)
+    tm.check_allocated(st, d_region, "tcgen05.mma D")
+    tm.check_not_pending(st.loads, d_region, "tcgen05.mma writes D", "ld")
+    tm.check_not_pending(st.stores, d_region, "tcgen05.mma D", "st")
+    for rec in st.mmas:          # only a chained MMA into the same D may follow without a wait
+        if rec.d.overlaps(d_region) and (rec.d != d_region):
+            raise Fault("async-pending", f"tcgen05.mma D {d_region.describe()} overlaps the D of the tcgen05.mma at "
+                        f"line {rec.line}, still in flight, with another shape")
+    reader = np.array([tid], dtype=np.int64)
+    a_region = None
+    if a_tmem:
+        a, a_region = _read_a_tmem(st, a_val, m, k, idesc.atype, d_lane)
+        smem_idx = [np.zeros(0, dtype=np.int64)]
+    else:
+        a, idx_a = _read_smem(cta, a_val, m, k, idesc.atype, idesc.a_mn_major, reader, "A")
+        smem_idx = [idx_a]
+    bt, idx_b = _read_smem(cta, b_val, n, k, idesc.btype, idesc.b_mn_major, reader, "B")
+    smem_idx.append(idx_b)
+    if idesc.negate_a:
+        a = -a
+    if idesc.negate_b:
+        bt = -bt
+    old = st.cells[rows, d_col:d_col + n]
+    new = _accumulate(a, bt, old, accumulate, idesc, scale_shift)
+    if disabled is not None:
+        off = np.array([(disabled[r >> 5] >> (r & 31)) & 1 for r in rows.tolist()], dtype=bool)
+        new[off] = old[off]
+    st.cells[rows, d_col:d_col + n] = new
+    idx = np.concatenate(smem_idx)
+    rec = tm.MmaRecord(tid, d_region, a_region, idx, line)
+    st.mmas.append(rec)
+    if len(idx):
+        smem = cta.smem
+        if smem.async_reads is None:
+            smem.async_reads = np.zeros(smem.size, dtype=np.int16)
+        np.add.at(smem.async_reads, idx, 1)
+
+
+def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_major: bool,
+               reader: np.ndarray, which: str):
+    desc = td.decode_smem_descriptor(desc_value, which)
+    esize = ESIZE[typ]
+    addrs = td.operand_addresses(desc, mn, k, esize, mn_major, which).reshape(-1)
+    raw = cta.smem.read(np.repeat(reader, addrs.size), addrs, esize, cta.epoch,
+                        f"tcgen05.mma reads {which} from")
+    idx = cta.smem.byte_index(addrs, esize)
+    check_async_read(cta, idx, f"tcgen05.mma (async proxy) operand {which} reads")
+    return FORMATS[typ](raw).reshape(mn, k), idx
+
+
+def _read_a_tmem(st: tm.TmemState, addr: int, m: int, k: int, typ: str, d_lane: int):
+    """A (M x K) from TMEM: row m in the lane D's row m uses, 4/esize elements per 32-bit column,
+    the lower k in the lower bits (UNVERIFIED sub-word order; docs/ptx_facts/tcgen05.md §3)."""
+    lane, col = tm.split_address(addr)
+    esize = ESIZE[typ]
+    ncols = k * esize // 4
+    rows = lane + tl.d_lanes(m)
+    region = tm.Region(int(rows.min()), int(rows.max()) + 1, col, col + ncols)
+    tm.check_allocated(st, region, "tcgen05.mma A")
+    tm.check_not_mma_target(st, region, "tcgen05.mma reads A from")
+    tm.check_not_pending(st.stores, region, "tcgen05.mma reads A from", "st")
+    raw = np.ascontiguousarray(st.cells[rows, col:col + ncols]).view(np.uint8).reshape(m * k, esize)
+    return FORMATS[typ](raw).reshape(m, k), region
+
+
+def _accumulate(a: np.ndarray, bt: np.ndarray, old: np.ndarray, accumulate: bool,
+                idesc: td.InstrDescriptor, scale_shift: int) -> np.ndarray:
+    """New D cells (M x N uint32)."""
+    if idesc.dtype == "s32":
+        total = a @ bt.T
+        if accumulate:
+            total = total + old.view(np.int32).astype(np.int64)
+        if idesc.saturate:
+            total = np.clip(total, -(1 << 31), (1 << 31) - 1)
+        return total.astype(np.int32).view(np.uint32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        exact = a @ bt.T
+        if idesc.dtype == "f32":
+            res = exact.astype(np.float32)
+            if accumulate:
+                c = np.ascontiguousarray(old).view(np.float32)
+                res = res + (c * np.float32(2.0 ** -scale_shift) if scale_shift else c)
+            return np.ascontiguousarray(nx.canonical_nan_f32(res)).view(np.uint32)
+        if accumulate:
+            exact = exact + nx.f16_bits_to_f64((old & 0xFFFF).astype(np.uint16)) * 2.0 ** -scale_shift
+        return nx.f64_to_f16_bits(exact).astype(np.uint32)

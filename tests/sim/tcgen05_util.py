@@ -1,0 +1,133 @@
+"""Kernel text and shared-memory images for the tcgen05 tests, written from the ISA's tables
+(docs/ptx_facts/tcgen05.md); nothing here imports the simulator's internals."""
+from __future__ import annotations
+
+import numpy as np
+
+from ptxgen import sim
+
+HEADER = ".version 8.7\n.target sm_100a\n.address_size 64\n"
+SWIZZLE_CODE = {"none": 0, "128B": 2, "64B": 4, "32B": 6}      # sm100 descriptor bits 61-63
+SWIZZLE_BYTES = {"128B": 128, "64B": 64, "32B": 32}
+
+
+def smem_desc(start: int, lbo: int, sbo: int, swizzle: str) -> int:
+    """Table 40: start>>4 [0,14), LBO>>4 [16,30), SBO>>4 [32,46), 0b001 at [46,49), swizzle [61,64)."""
+    return ((start >> 4) & 0x3FFF) | ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | 1 << 46 \
+        | SWIZZLE_CODE[swizzle] << 61
+
+
+def idesc(dtype: int, atype: int, btype: int, m: int, n: int, ta: int = 0, tb: int = 0, sat: int = 0,
+          neg_a: int = 0, neg_b: int = 0) -> int:
+    """Table 42 written out: D type [4,6), A [7,10), B [10,13), negate 13/14, transpose 15/16,
+    N>>3 [17,23), M>>4 [24,29)."""
+    return (sat << 3 | dtype << 4 | atype << 7 | btype << 10 | neg_a << 13 | neg_b << 14 | ta << 15 | tb << 16
+            | (n >> 3) << 17 | (m >> 4) << 24)
+
+
+def image_kmajor(mat: np.ndarray, swizzle: str, nbytes: int) -> tuple[np.ndarray, int, int]:
+    """(bytes, LBO, SBO) of a rows x K matrix (K * esize = 32 bytes per MMA step or the swizzle
+    width) in the canonical K-major layout. Swizzled: row r of 8-row group g at g*SBO + (r%8)*W,
+    W = swizzle bytes, 16-byte chunk c of the row XORed with the row's bits (Swizzle<log2(W/16),4,3>
+    on the address). No swizzle: core matrices of 8 rows x 16 B, K-chunk j at j*LBO, group g at g*SBO."""
+    rows, k = mat.shape
+    raw = np.ascontiguousarray(mat).view(np.uint8).reshape(rows, -1)
+    row_bytes = raw.shape[1]
+    img = np.zeros(nbytes, dtype=np.uint8)
+    if swizzle == "none":
+        lbo, sbo = 128, 128 * (row_bytes // 16)
+        for r in range(rows):
+            for j in range(row_bytes // 16):
+                at = (r // 8) * sbo + j * lbo + (r % 8) * 16
+                img[at:at + 16] = raw[r, 16 * j:16 * j + 16]
+        return img, lbo, sbo
+    w = SWIZZLE_BYTES[swizzle]
+    assert row_bytes <= w
+    sbo = 8 * w
+    bits = {128: 3, 64: 2, 32: 1}[w]
+    for r in range(rows):
+        for j in range(row_bytes // 16):
+            at = (r // 8) * sbo + (r % 8) * w + 16 * j
+            at ^= ((at >> 7) & ((1 << bits) - 1)) << 4
+            img[at:at + 16] = raw[r, 16 * j:16 * j + 16]
+    return img, 16, sbo
+
+
+def gemm_kernel(n: int, kind: str, steps: int, idesc_value: int, step_bytes: int, a_bytes: int, b_bytes: int,
+                ncols: int = 256, extra_after_mma: str = "", extra_before_dealloc: str = "",
+                wait: bool = True, dealloc: bool = True) -> str:
+    """128 threads: copy the A/B images to shared memory, warp 0 allocates `ncols` TMEM columns,
+    thread 0 issues `steps` MMAs (descriptors advanced by step_bytes >> 4 each), commits to an
+    mbarrier, everyone waits, each warp reads its 32 lanes x n columns with 32x32b and stores them."""
+    copy = []
+    for j in range((a_bytes + b_bytes) // (16 * 128)):
+        copy += [f"    ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd4+{2048 * j}];",
+                 f"    st.shared.v4.u32 [%r3+{2048 * j}], {{%r4, %r5, %r6, %r7}};"]
+    mmas = []
+    for s in range(steps):
+        enable = "%p6" if s else "%p7"
+        mmas.append(f"    @%p4 tcgen05.mma.cta_group::1.kind::{kind} [%r10], %rd10, %rd11, {idesc_value:#x}, {enable};")
+        mmas.append(f"    add.s64 %rd10, %rd10, {step_bytes >> 4};\n    add.s64 %rd11, %rd11, {step_bytes >> 4};")
+    loads = []
+    for c0 in range(0, n, 128):
+        cnt = min(128, n - c0)
+        regs = ", ".join(f"%d{c0 + i}" for i in range(cnt))
+        loads.append(f"    tcgen05.ld.sync.aligned.32x32b.x{cnt}.b32 {{{regs}}}, [%r11+{c0}];")
+    stores = "".join(f"    st.global.b32 [%rd7+{4 * i}], %d{i};\n" for i in range(n))
+    body = f"""
+    mov.u32 %r0, %tid.x;
+    ld.param.u64 %rd0, [pOut];
+    ld.param.u64 %rd1, [pAB];
+    ld.param.u64 %rd10, [dA];
+    ld.param.u64 %rd11, [dB];
+    mov.u32 %r2, buf;
+    shl.b32 %r1, %r0, 4;
+    add.u32 %r3, %r2, %r1;
+    mul.wide.u32 %rd3, %r0, 16;
+    add.u64 %rd4, %rd1, %rd3;
+{chr(10).join(copy)}
+    fence.proxy.async.shared::cta;
+    setp.lt.u32 %p3, %r0, 32;
+    setp.eq.u32 %p4, %r0, 0;
+    setp.eq.u32 %p6, %r0, %r0;
+    setp.ne.u32 %p7, %r0, %r0;
+    @%p3 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [tptr], {ncols};
+    @%p4 mbarrier.init.shared::cta.b64 [bar], 1;
+    bar.sync 0;
+    ld.shared.b32 %r10, [tptr];
+    @%p3 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+    tcgen05.fence::after_thread_sync;
+{chr(10).join(mmas)}
+    @%p4 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];
+{extra_after_mma}
+""" + ("""WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p5, [bar], 0;
+    @!%p5 bra WAIT;
+    tcgen05.fence::after_thread_sync;
+""" if wait else "") + f"""
+    shr.u32 %r12, %r0, 5;
+    and.b32 %r12, %r12, 3;
+    shl.b32 %r12, %r12, 21;
+    add.u32 %r11, %r10, %r12;
+{chr(10).join(loads)}
+    tcgen05.wait::ld.sync.aligned;
+    mul.wide.u32 %rd6, %r0, {4 * n};
+    add.u64 %rd7, %rd0, %rd6;
+{stores}
+    tcgen05.fence::before_thread_sync;
+    bar.sync 0;
+{extra_before_dealloc}
+""" + (f"    @%p3 tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r10, {ncols};\n" if dealloc else "") + "    ret;"
+    return (HEADER + ".shared .align 1024 .b8 buf[65536];\n.shared .align 8 .b64 bar;\n.shared .align 4 .b32 tptr;\n"
+            ".visible .entry k(.param .u64 pOut, .param .u64 pAB, .param .u64 dA, .param .u64 dB)\n{\n"
+            "    .reg .pred %p<8>;\n    .reg .b32 %r<64>;\n    .reg .b64 %rd<32>;\n"
+            f"    .reg .b32 %d<{max(n, 1)}>;\n" + body + "\n}\n")
+
+
+def run_gemm(ptx: str, n: int, image: np.ndarray, da: int, db: int) -> np.ndarray:
+    """(128, n) uint32 cells of D as the warps read them (row 32w+lane)."""
+    out = np.zeros((128, n), dtype=np.uint32)
+    pad = (-image.size) % 2048
+    data = np.concatenate([image, np.zeros(pad, np.uint8)])
+    sim.launch(ptx, "k", block=(128,), args=[out, data, da, db])
+    return out

@@ -1,0 +1,129 @@
+"""tcgen05.mma (sm_100a) against numpy: every simulated kind, 128x128 and 128x256, the sm100 shared-memory
+descriptor in each swizzle, the instruction-descriptor fields (docs/ptx_facts/tcgen05.md §2-§4)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ptxgen import sim
+from tcgen05_util import gemm_kernel, idesc, image_kmajor, run_gemm, smem_desc
+
+M = 128
+
+
+def values(rng, typ: str, shape) -> np.ndarray:
+    """Never-zero small values exactly representable in `typ`."""
+    v = rng.integers(1, 4, shape) * rng.choice([-1, 1], shape)
+    if typ in ("s8",):
+        return v.astype(np.int8)
+    if typ == "u8":
+        return np.abs(v).astype(np.uint8)
+    return v.astype({"f16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32,
+                     "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}[typ])
+
+
+# kind, A/B type, A/B code, D code, element bytes
+KINDS = [("f16", "f16", 0, 1, 2), ("f16", "bf16", 1, 1, 2), ("tf32", "tf32", 2, 1, 4),
+         ("f8f6f4", "e4m3", 0, 1, 1), ("f8f6f4", "e5m2", 1, 1, 1), ("i8", "s8", 1, 2, 1), ("i8", "u8", 0, 2, 1)]
+
+
+def _gemm(kind, typ, code, dcode, esize, n, swizzle="128B", steps=2, seed=0):
+    rng = np.random.default_rng(seed)
+    k_step = 32 // esize
+    row_bytes = {"128B": 128, "64B": 64, "32B": 32, "none": 32}[swizzle]
+    steps = min(steps, row_bytes // 32)
+    k = k_step * steps
+    a, b = values(rng, typ, (M, k)), values(rng, typ, (n, k))
+    ia, lbo, sbo = image_kmajor(a, swizzle, M * row_bytes)
+    ib, _, _ = image_kmajor(b, swizzle, n * row_bytes)
+    da, db = smem_desc(0, lbo, sbo, swizzle), smem_desc(ia.size, lbo, sbo, swizzle)
+    step_bytes = 256 if swizzle == "none" else 32    # none: next K chunk pair is 2 LBO away
+    ptx = gemm_kernel(n, kind, steps, idesc(dcode, code, code, M, n), step_bytes, ia.size, ib.size)
+    out = run_gemm(ptx, n, np.concatenate([ia, ib]), da, db)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    return out, ref
+
+
+@pytest.mark.parametrize("kind,typ,code,dcode,esize", KINDS)
+def test_128x128_every_kind(kind, typ, code, dcode, esize):
+    out, ref = _gemm(kind, typ, code, dcode, esize, 128)
+    got = out.view(np.int32) if dcode == 2 else out.view(np.float32)
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("kind,typ,code,dcode,esize", [KINDS[1], KINDS[3]])
+def test_128x256(kind, typ, code, dcode, esize):
+    out, ref = _gemm(kind, typ, code, dcode, esize, 256, steps=1)
+    np.testing.assert_array_equal(out.view(np.float32), ref)
+
+
+@pytest.mark.parametrize("swizzle", ["none", "32B", "64B", "128B"])
+def test_every_swizzle(swizzle):
+    out, ref = _gemm("f16", "f16", 0, 1, 2, 64, swizzle=swizzle, steps=4)
+    np.testing.assert_array_equal(out[:, :64].view(np.float32), ref)
+
+
+def test_fp32_rounding_of_exact_sum():
+    """The exact sum of products is rounded once to f32 (1 + 2^-24 + 2^-24 is not 1)."""
+    a = np.zeros((M, 16), np.float16)
+    b = np.zeros((8, 16), np.float16)
+    a[:, 0], a[:, 1], a[:, 2] = 1.0, 2.0 ** -12, 2.0 ** -12
+    b[:, 0], b[:, 1], b[:, 2] = 1.0, 2.0 ** -12, 2.0 ** -12
+    ia, _, sbo = image_kmajor(a, "32B", M * 32)
+    ib, _, _ = image_kmajor(b, "32B", 2048)
+    img = np.concatenate([ia, ib])
+    ptx = gemm_kernel(8, "f16", 1, idesc(1, 0, 0, M, 8), 32, ia.size, 2048)
+    out = run_gemm(ptx, 8, img, smem_desc(0, 16, sbo, "32B"), smem_desc(ia.size, 16, sbo, "32B"))
+    assert out.view(np.float32)[0, 0] == np.float32(1 + 2.0 ** -23)
+
+
+def test_idesc_negate_and_f16_accumulator():
+    rng = np.random.default_rng(3)
+    a, b = values(rng, "f16", (M, 16)), values(rng, "f16", (64, 16))
+    ia, _, sbo = image_kmajor(a, "32B", M * 32)
+    ib, _, _ = image_kmajor(b, "32B", 64 * 32)
+    ptx = gemm_kernel(64, "f16", 1, idesc(0, 0, 0, M, 64, neg_a=1), 32, ia.size, ib.size)
+    out = run_gemm(ptx, 64, np.concatenate([ia, ib]), smem_desc(0, 16, sbo, "32B"),
+                   smem_desc(ia.size, 16, sbo, "32B"))
+    ref = -(a.astype(np.float64) @ b.astype(np.float64).T)
+    np.testing.assert_array_equal((out & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64), ref)
+
+
+def test_b_mn_major():
+    """B stored N-major (transpose B = idesc bit 16): 128B swizzle, 64 N elements per 128-byte row,
+    one row per k (8 rows = 1024 B, SBO between 8-K groups)."""
+    rng = np.random.default_rng(5)
+    n = 64
+    a, b = values(rng, "f16", (M, 16)), values(rng, "f16", (n, 16))
+    ia, _, sbo = image_kmajor(a, "32B", M * 32)
+    ib, _, _ = image_kmajor(np.ascontiguousarray(b.T), "128B", 16 * 128)   # rows = k, 64 n each
+    ptx = gemm_kernel(n, "f16", 1, idesc(1, 0, 0, M, n, tb=1), 32, ia.size, ib.size)
+    out = run_gemm(ptx, n, np.concatenate([ia, ib]), smem_desc(0, 16, sbo, "32B"),
+                   smem_desc(ia.size, 8192, 1024, "128B"))
+    np.testing.assert_array_equal(out.view(np.float32), a.astype(np.float64) @ b.astype(np.float64).T)
+
+
+@pytest.mark.parametrize("bad,msg", [
+    (idesc(1, 2, 2, M, 64), "not a .kind::f16 combination"),
+    (idesc(1, 0, 0, 96, 64), "M = 96"),
+    (idesc(1, 0, 0, M, 64) | 1 << 23, "reserved bit"),
+    (idesc(1, 0, 0, M, 64) | 1 << 3, "saturate"),
+])
+def test_bad_instruction_descriptor_is_refused(bad, msg):
+    ptx = gemm_kernel(64, "f16", 1, bad, 32, 4096, 2048)
+    with pytest.raises(sim.HazardError, match=msg):
+        run_gemm(ptx, 64, np.zeros(6144, np.uint8), smem_desc(0, 16, 256, "32B"), smem_desc(4096, 16, 256, "32B"))
+
+
+def test_hopper_descriptor_is_refused():
+    ptx = gemm_kernel(64, "f16", 1, idesc(1, 0, 0, M, 64), 32, 4096, 2048)
+    hopper = smem_desc(0, 16, 256, "32B") & ~(1 << 46)
+    with pytest.raises(sim.HazardError, match="0b001"):
+        run_gemm(ptx, 64, np.zeros(6144, np.uint8), hopper, smem_desc(4096, 16, 256, "32B"))
+
+
+def test_tcgen05_needs_sm100a():
+    ptx = gemm_kernel(64, "f16", 1, idesc(1, 0, 0, M, 64), 32, 4096, 2048).replace("sm_100a", "sm_100")
+    with pytest.raises(sim.HazardError, match="sm_100a"):
+        run_gemm(ptx, 64, np.zeros(6144, np.uint8), 0, 0)

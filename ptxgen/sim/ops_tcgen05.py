@@ -1,5 +1,5 @@
 """tcgen05 instructions other than mma (sm_100a): alloc / dealloc / relinquish_alloc_permit,
-ld / st / wait, commit and fence (docs/ptx_facts/tcgen05.md; state and hazards in tmem.py,
+ld / st / wait, commit and fence (docs/ptx_facts/tcgen05.md §12b, §12f, §12j; state and hazards in tmem.py,
 tcgen05.mma in tcgen05_mma.py).
 
 Forms accepted (PTX ISA §9.7.16.7-§9.7.16.12, as CUTLASS and Triton 3.9 emit them):
@@ -14,7 +14,7 @@ Forms accepted (PTX ISA §9.7.16.7-§9.7.16.12, as CUTLASS and Triton 3.9 emit t
 tcgen05.fence::* orders tcgen05 operations around thread synchronisation. The simulator executes
 in program order and retires MMAs when a wait observes their commit's mbarrier phase, so the
 fences change nothing it models; their absence is not reported because the compilers whose PTX
-runs in production (Triton 3.9, CUTLASS C++) omit them (docs/ptx_facts/tcgen05.md §7).
+runs in production (Triton 3.9, CUTLASS C++) omit them (docs/ptx_facts/tcgen05.md §12j).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from .state import CtaState
 
 def require_tcgen05(ctx, what: str) -> None:
     """tcgen05 exists on sm_100a / sm_101a / sm_103a (and the sm_10xf families from PTX 8.8), PTX ISA
-    8.6 or newer; not on plain sm_100 (§9.7.16.7.1 "Target ISA Notes"; docs/ptx_facts/tcgen05.md §0)."""
+    8.6 or newer; not on plain sm_100 (§9.7.16.7.1 "Target ISA Notes"; docs/ptx_facts/tcgen05.md §12a)."""
     target = (ctx.target or "").replace(",", " ").split()
     arch = target[0] if target else ""
     if arch not in ("sm_100a", "sm_101a", "sm_103a", "sm_100f", "sm_101f", "sm_103f", "sm_110a", "sm_110f"):

@@ -1,4 +1,4 @@
-"""The two descriptors a tcgen05.mma takes, decoded field by field (docs/ptx_facts/tcgen05.md §2, §3).
+"""The two descriptors a tcgen05.mma takes, decoded field by field (docs/ptx_facts/tcgen05.md §12d, §12e).
 
 Shared-memory descriptor (64 bits, sm100 layout, PTX ISA §9.7.16.4.1 Table 40): start address >> 4
 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, the fixed constant 0b001 in 46-48, base offset
@@ -45,7 +45,7 @@ def decode_smem_descriptor(value: int, which: str) -> SmemDescriptor:
     if fixed != 1:
         raise Fault("unsupported", f"tcgen05 {which} descriptor {value:#018x} has {fixed:#05b} in bits 46-48; the "
                     "sm100 descriptor needs the constant 0b001 there (bit 46 set; a Hopper wgmma descriptor "
-                    "lacks it): docs/ptx_facts/tcgen05.md §2")
+                    "lacks it): docs/ptx_facts/tcgen05.md §12d")
     if swizzle not in SWIZZLES and swizzle != BASE32B:
         raise Fault("unsupported", f"tcgen05 {which} descriptor {value:#018x} has swizzle code {swizzle} in bits "
                     "61-63; valid codes are 0 none, 1 128B-with-32B-atomicity, 2 128B, 4 64B, 6 32B")

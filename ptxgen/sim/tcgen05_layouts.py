@@ -1,5 +1,5 @@
 """Where tcgen05.ld / tcgen05.st move each register, and where tcgen05.mma keeps its matrices in
-tensor memory (docs/ptx_facts/tcgen05.md §5, §6).
+tensor memory (docs/ptx_facts/tcgen05.md §12f).
 
 Data-path layouts (PTX ISA §9.7.16.2.3 "Data Movement Shape", Table 49; the figures are images,
 the formulas are CUTLASS's SM100_TMEM_LOAD atoms and Triton's tile layouts). For thread t of the

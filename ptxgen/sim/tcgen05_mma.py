@@ -1,4 +1,4 @@
-"""tcgen05.mma, cta_group::1, kinds f16 / tf32 / f8f6f4 / i8 (docs/ptx_facts/tcgen05.md §2-§4).
+"""tcgen05.mma, cta_group::1, kinds f16 / tf32 / f8f6f4 / i8 (docs/ptx_facts/tcgen05.md §12c–§12f, §12l).
 
   tcgen05.mma.cta_group::1.kind::K [d-tmem], a-desc|[a-tmem], b-desc, idesc,
                                    {disable-output-lane,} enable-input-d {, scale-input-d};
@@ -188,7 +188,7 @@ def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_maj
 
 def _read_a_tmem(st: tm.TmemState, addr: int, m: int, k: int, typ: str, d_lane: int):
     """A (M x K) from TMEM: row m in the lane D's row m uses, 4/esize elements per 32-bit column,
-    the lower k in the lower bits (UNVERIFIED sub-word order; docs/ptx_facts/tcgen05.md §3)."""
+    the lower k in the lower bits (UNVERIFIED sub-word order; docs/ptx_facts/tcgen05.md §12c)."""
     lane, col = tm.split_address(addr)
     esize = ESIZE[typ]
     ncols = k * esize // 4

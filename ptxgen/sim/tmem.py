@@ -1,5 +1,5 @@
 """Tensor memory of one CTA (sm_100a): the cells, the column allocator and the bookkeeping of the
-asynchronous tcgen05 operations that touch them (docs/ptx_facts/tcgen05.md §1, §4, §7).
+asynchronous tcgen05 operations that touch them (docs/ptx_facts/tcgen05.md §12b, §12j, §12l).
 
 Geometry (PTX ISA §9.7.16.1): 128 lanes x 512 columns of 32-bit cells per CTA; an address holds the
 lane in bits 31-16 and the column in bits 15-0. Warp w may tcgen05.ld/st lanes 32*(w%4)..+31 only

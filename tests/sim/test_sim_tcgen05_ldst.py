@@ -1,5 +1,5 @@
 """tcgen05.ld / tcgen05.st data-path layouts per shape, alloc/dealloc and the tensor-memory hazards
-(docs/ptx_facts/tcgen05.md §1, §4-§7). Expected cells are the ISA table's formulas, written out here."""
+(docs/ptx_facts/tcgen05.md §12b, §12f, §12j, §12l). Expected cells are the ISA table's formulas, written out here."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ from tcgen05_util import HEADER, gemm_kernel, idesc, image_kmajor, run_gemm, sme
 
 
 def expected_cell(shape: str, t: int, i: int, split: int = 0) -> tuple[int, int]:
-    """(lane, column) of register i of thread t relative to taddr (docs/ptx_facts/tcgen05.md §5)."""
+    """(lane, column) of register i of thread t relative to taddr (docs/ptx_facts/tcgen05.md §12f)."""
     if shape == "32x32b":
         return t, i
     if shape == "16x64b":

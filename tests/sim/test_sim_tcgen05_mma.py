@@ -1,5 +1,5 @@
 """tcgen05.mma (sm_100a) against numpy: every simulated kind, 128x128 and 128x256, the sm100 shared-memory
-descriptor in each swizzle, the instruction-descriptor fields (docs/ptx_facts/tcgen05.md §2-§4)."""
+descriptor in each swizzle, the instruction-descriptor fields (docs/ptx_facts/tcgen05.md §12c-§12e)."""
 from __future__ import annotations
 
 import ml_dtypes

@@ -171,7 +171,7 @@ def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_
         smem = cta.smem
         if smem.async_reads is None:
             smem.async_reads = np.zeros(smem.size, dtype=np.int16)
-        np.add.at(smem.async_reads, idx, 1)
+        smem.async_reads += tm.byte_counts(idx, smem.size)
 
 
 def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_major: bool,

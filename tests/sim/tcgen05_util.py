@@ -131,3 +131,75 @@ def run_gemm(ptx: str, n: int, image: np.ndarray, da: int, db: int) -> np.ndarra
     data = np.concatenate([image, np.zeros(pad, np.uint8)])
     sim.launch(ptx, "k", block=(128,), args=[out, data, da, db])
     return out
+
+
+def tile_kernel(k: int) -> str:
+    """A 128x128xK f16 -> f32 tile (4 warps) in K blocks of 64: every block, all threads copy the
+    block's pre-swizzled A and B images (16 KiB each, 128B-swizzled K-major) into shared memory,
+    thread 0 issues four K=16 MMAs and commits them to an mbarrier that everyone waits on; then each
+    warp reads its 32 lanes x 128 columns and stores them. `tile_operands` builds the images."""
+    blocks = []
+    for kb in range(k // 64):
+        copy = "".join(f"    ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd4+{32768 * kb + 2048 * j}];\n"
+                       f"    st.shared.v4.u32 [%r3+{2048 * j}], {{%r4, %r5, %r6, %r7}};\n" for j in range(16))
+        mmas = "".join(f"    @%p4 tcgen05.mma.cta_group::1.kind::f16 [%r10], %rd{12 + 2 * s}, %rd{13 + 2 * s}, "
+                       f"0x08200010, {'%p7' if kb == 0 and s == 0 else '%p6'};\n" for s in range(4))
+        blocks.append(f"""{copy}    fence.proxy.async.shared::cta;
+    bar.sync 0;
+{mmas}    @%p4 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];
+WAIT{kb}:
+    mbarrier.try_wait.parity.shared::cta.b64 %p5, [bar], {kb & 1};
+    @!%p5 bra WAIT{kb};
+""")
+    regs = ", ".join(f"%d{i}" for i in range(128))
+    stores = "".join(f"    st.global.v4.b32 [%rd7+{16 * i}], {{%d{4 * i}, %d{4 * i + 1}, %d{4 * i + 2}, %d{4 * i + 3}}};\n"
+                     for i in range(32))
+    descs = "".join(f"    add.s64 %rd{12 + 2 * s}, %rd10, {2 * s};\n    add.s64 %rd{13 + 2 * s}, %rd11, {2 * s};\n"
+                    for s in range(4))
+    body = f"""
+    mov.u32 %r0, %tid.x;
+    ld.param.u64 %rd0, [pOut];
+    ld.param.u64 %rd1, [pAB];
+    ld.param.u64 %rd10, [dA];
+    ld.param.u64 %rd11, [dB];
+{descs}    mov.u32 %r2, buf;
+    shl.b32 %r1, %r0, 4;
+    add.u32 %r3, %r2, %r1;
+    mul.wide.u32 %rd3, %r0, 16;
+    add.u64 %rd4, %rd1, %rd3;
+    setp.lt.u32 %p3, %r0, 32;
+    setp.eq.u32 %p4, %r0, 0;
+    setp.eq.u32 %p6, %r0, %r0;
+    setp.ne.u32 %p7, %r0, %r0;
+    @%p3 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [tptr], 128;
+    @%p4 mbarrier.init.shared::cta.b64 [bar], 1;
+    bar.sync 0;
+    ld.shared.b32 %r10, [tptr];
+    @%p3 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+{''.join(blocks)}    tcgen05.fence::after_thread_sync;
+    shr.u32 %r12, %r0, 5;
+    and.b32 %r12, %r12, 3;
+    shl.b32 %r12, %r12, 21;
+    add.u32 %r11, %r10, %r12;
+    tcgen05.ld.sync.aligned.32x32b.x128.b32 {{{regs}}}, [%r11];
+    tcgen05.wait::ld.sync.aligned;
+    mul.wide.u32 %rd6, %r0, 512;
+    add.u64 %rd7, %rd0, %rd6;
+{stores}    tcgen05.fence::before_thread_sync;
+    bar.sync 0;
+    @%p3 tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r10, 128;
+    ret;"""
+    return (HEADER + ".shared .align 1024 .b8 buf[32768];\n.shared .align 8 .b64 bar;\n.shared .align 4 .b32 tptr;\n"
+            ".visible .entry tile(.param .u64 pOut, .param .u64 pAB, .param .u64 dA, .param .u64 dB)\n{\n"
+            "    .reg .pred %p<8>;\n    .reg .b32 %r<64>;\n    .reg .b64 %rd<32>;\n    .reg .b32 %d<128>;\n"
+            + body + "\n}\n")
+
+
+def tile_operands(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """(global image, A descriptor, B descriptor) for tile_kernel: per K block of 64, A's then B's
+    128B-swizzled K-major image (rows of 128 bytes, SBO 1024) at shared offsets 0 and 16 KiB."""
+    parts = []
+    for kb in range(a.shape[1] // 64):
+        parts.append(image_kmajor(a[:, 64 * kb:64 * kb + 64], "128B", 16384)[0])
+        parts.append(image_kmajor(b[:, 64 * kb:64 * kb + 64], "128B", 16384)[0])
+    return np.concatenate(parts), smem_desc(0, 16, 1024, "128B"), smem_desc(16384, 16, 1024, "128B")

@@ -127,3 +127,15 @@ def test_tcgen05_needs_sm100a():
     ptx = gemm_kernel(64, "f16", 1, idesc(1, 0, 0, M, 64), 32, 4096, 2048).replace("sm_100a", "sm_100")
     with pytest.raises(sim.HazardError, match="sm_100a"):
         run_gemm(ptx, 64, np.zeros(6144, np.uint8), 0, 0)
+
+
+def test_tile_kernel_128x128x256_in_four_k_blocks():
+    """The bench's tile kernel (bench/sim_speed.py): four stages through one buffer, each reused only
+    after the wait on the MMAs' commit (the simulator would report an earlier overwrite)."""
+    from tcgen05_util import tile_kernel, tile_operands
+    rng = np.random.default_rng(7)
+    a, b = values(rng, "f16", (128, 256)), values(rng, "f16", (128, 256))
+    image, da, db = tile_operands(a, b)
+    out = np.full((128, 128), np.nan, np.float32)
+    sim.launch(tile_kernel(256), "tile", block=(128,), args=[out, image, da, db])
+    np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64).T)

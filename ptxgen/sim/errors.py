@@ -18,7 +18,9 @@ async-pending  a cp.async destination is read or overwritten before a wait cover
                TMA/bulk destination before a wait saw its mbarrier phase complete, and a bulk
                store's shared source before cp.async.bulk.wait_group{.read} covered it; a register
                or shared byte that a wgmma still in flight uses is accessed before the
-               wgmma.wait_group that retires it.
+               wgmma.wait_group that retires it; likewise the tensor memory or shared operands
+               of a tcgen05.mma before a wait saw its tcgen05.commit's mbarrier phase, and
+               tensor memory a tcgen05.ld/st moves before tcgen05.wait::ld/::st (tmem.py).
 out-of-bounds  an access outside the argument array its address was derived from (named, with the
                distance and its bounds), outside the shared window or a parameter, or a store
                into a read-only argument; a .shared::cluster address of a rank outside the cluster

@@ -341,7 +341,8 @@ class SharedMemory:
         if self.async_reads is not None and self.async_reads[idx].any():
             k = int(np.flatnonzero(self.async_reads[idx])[0])
             raise Fault("async-pending", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} that a "
-                        "wgmma still in flight reads; retire it with wgmma.wait_group first")
+                        "wgmma still in flight reads; retire it with wgmma.wait_group first (a tcgen05.mma: wait "
+                        "on the mbarrier its tcgen05.commit arrives on)")
         wt = self.w_thread[idx]
         rt = self.r_thread[idx]
         by_writer = (self.w_epoch[idx] == epoch) & (wt != tid) & (wt != NOBODY)

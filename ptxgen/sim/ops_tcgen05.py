@@ -262,6 +262,7 @@ def _compile_st(ins: Instr, ctx, mods: list):
         abs_lanes, abs_cols, regions = _region_check(cta, st, warps, taddr, lanes, cols, "tcgen05.st writes")
         for w, region in zip(warps.tolist(), regions):
             tm.check_not_mma_target(st, region, f"warp {w} tcgen05.st writes")
+            tm.check_not_mma_source(st, region, f"warp {w} tcgen05.st writes")
             tm.check_not_pending(st.loads, region, f"warp {w} tcgen05.st writes", "ld")
             st.stores.append(tm.Pending(w, region, line))
         vals = read_warp_regs(cta, getters, None if len(warps) == cta.nwarps else warps)

@@ -110,6 +110,9 @@ class InstrDescriptor:
     n: int
     m: int
     k: int
+    scale_type: str = ""      # block-scaled kinds: "ue8m0" or "ue4m3"
+    sfa_id: int = 0
+    sfb_id: int = 0
 
 
 def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescriptor:
@@ -160,3 +163,47 @@ def encode_instr_descriptor(kind: str, dtype: str, atype: str, btype: str, m: in
     return (int(saturate) << 3 | dcode << 4 | code[atype] << 7 | code[btype] << 10 | int(negate_a) << 13
             | int(negate_b) << 14 | int(a_mn_major) << 15 | int(b_mn_major) << 16 | (n >> 3) << 17
             | (m >> 4) << 24)
+
+
+# ------------------------------------------------------------------ block-scaled kinds (Tables 43, 44)
+SCALED_AB_TYPES = {"mxf8f6f4": AB_TYPES["f8f6f4"], "mxf4": {1: "e2m1"}, "mxf4nvf4": {1: "e2m1"}}
+#: scale vector size -> the SF_ID values it allows (the ID picks a byte, half-word or word of a column)
+SF_IDS = {1: (0, 1, 2, 3), 2: (0, 2), 4: (0,)}
+
+
+def decode_scaled_instr_descriptor(value: int, kind: str, vec: int) -> InstrDescriptor:
+    """Decode and validate the instruction descriptor of .kind::mxf8f6f4 / mxf4 / mxf4nvf4
+    (§9.7.16.4.2 Tables 43/44): SFB_ID bits 4-5, scale type bit 23 (UE8M0 1, UE4M3 0), M >> 4 in
+    bits 24-28 (CUTLASS and Triton write it there; the ISA names bits 27-28 = M >> 7, the same
+    bits for M = 128), SFA_ID bits 29-30; dense, cta_group::1 (M = 128)."""
+    value = int(value) & 0xFFFFFFFF
+    text = f"tcgen05.mma .kind::{kind} instruction descriptor {value:#010x}"
+    if value & 0b111:
+        raise Fault("unsupported", f"{text} selects sparsity (bits 0-2); sparse MMA is not simulated")
+    if value & (1 << 3) or value & (1 << 6) or value >> 31:
+        raise Fault("unsupported", f"{text} sets a reserved bit (3, 6 and 31 must be 0; bit 31 is the "
+                    "sm_103a K = 96 flag)")
+    table = SCALED_AB_TYPES[kind]
+    fp4 = kind != "mxf8f6f4"
+    atype, btype = table.get(value >> 7 & 7), table.get(value >> 10 & (3 if fp4 else 7))
+    if atype is None or btype is None or (fp4 and value >> 12 & 1):
+        raise Fault("unsupported", f"{text}: A type code {value >> 7 & 7}, B type code {value >> 10 & 7} are not "
+                    f".kind::{kind} types ({sorted(table.items())})")
+    scale_type = "ue8m0" if value >> 23 & 1 else "ue4m3"
+    if scale_type == "ue4m3" and not (kind == "mxf4nvf4" and vec == 4):
+        raise Fault("unsupported", f"{text} selects ue4m3 scale factors (bit 23 = 0); only .kind::mxf4nvf4 with "
+                    ".block16 / .scale_vec::4X takes them, the others need ue8m0 (bit 23 = 1)")
+    sfa, sfb = value >> 29 & 3, value >> 4 & 3
+    if sfa not in SF_IDS[vec] or sfb not in SF_IDS[vec]:
+        raise Fault("unsupported", f"{text}: SFA_ID {sfa} / SFB_ID {sfb}; with {vec} scale(s) per row the IDs "
+                    f"must be in {SF_IDS[vec]}")
+    ta, tb = bool(value >> 15 & 1), bool(value >> 16 & 1)
+    if fp4 and (ta or tb):
+        raise Fault("unsupported", f"{text} transposes an operand; .kind::{kind} operands are K-major only")
+    n, m = (value >> 17 & 0x3F) << 3, (value >> 24 & 0x1F) << 4
+    if m != 128:
+        raise Fault("unsupported", f"{text}: M = {m}; block-scaled kinds take M = 128 with cta_group::1")
+    if not 8 <= n <= 256:
+        raise Fault("unsupported", f"{text}: N = {n} is outside 8..256")
+    return InstrDescriptor(kind, "f32", atype, btype, False, bool(value >> 13 & 1), bool(value >> 14 & 1),
+                           ta, tb, n, m, 64 if fp4 else 32, scale_type, sfa, sfb)

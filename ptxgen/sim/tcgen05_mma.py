@@ -1,4 +1,5 @@
-"""tcgen05.mma, cta_group::1, kinds f16 / tf32 / f8f6f4 / i8 (docs/ptx_facts/tcgen05.md §12c–§12f, §12l).
+"""tcgen05.mma, cta_group::1, kinds f16 / tf32 / f8f6f4 / i8 and the block-scaled mxf8f6f4 / mxf4 /
+mxf4nvf4 (tcgen05_scaled.py) (docs/ptx_facts/tcgen05.md §12c–§12f, §12h, §12l).
 
   tcgen05.mma.cta_group::1.kind::K [d-tmem], a-desc|[a-tmem], b-desc, idesc,
                                    {disable-output-lane,} enable-input-d {, scale-input-d};
@@ -29,6 +30,7 @@ import numpy as np
 from . import numerics as nx
 from . import tcgen05_desc as td
 from . import tcgen05_layouts as tl
+from . import tcgen05_scaled as ts
 from . import tmem as tm
 from .async_proxy import check_async_read
 from .errors import Fault
@@ -58,7 +60,9 @@ assert ml_dtypes is not None
 
 
 @functools.lru_cache(maxsize=256)
-def _idesc(value: int, kind: str) -> td.InstrDescriptor:
+def _idesc(value: int, kind: str, vec: int) -> td.InstrDescriptor:
+    if vec:
+        return td.decode_scaled_instr_descriptor(value, kind, vec)
     return td.decode_instr_descriptor(value, kind, 1)
 
 
@@ -74,24 +78,33 @@ def compile_mma(ins: Instr, ctx, mods: list):
         raise ctx.fail("tcgen05.mma.ws (weight-stationary) is not simulated yet")
     _cta_group(mods, ctx, "tcgen05.mma")
     kinds = [m for m in mods if m.startswith("kind::")]
+    kind = kinds[0][len("kind::"):] if len(kinds) == 1 else ""
+    vec = ts.scale_vector(kind, mods, ctx) if kind in td.SCALED_AB_TYPES else 0
     rest = [m for m in mods if not m.startswith("kind::") and not m.startswith("collector::a::")]
     if len(kinds) != 1 or rest:
-        raise ctx.fail(f"tcgen05.mma.{'.'.join(ins.mods[1:])}: write tcgen05.mma.cta_group::1.kind::<kind> "
-                       "(block-scaled kinds, .sp and .ws are not simulated yet)")
-    kind = kinds[0][len("kind::"):]
-    if kind not in td.K_OF_KIND:
-        raise ctx.fail(f"tcgen05.mma .kind::{kind} is not simulated (f16, tf32, f8f6f4, i8; the block-scaled "
-                       "mxf8f6f4 / mxf4 / mxf4nvf4 are not yet)")
+        raise ctx.fail(f"tcgen05.mma.{'.'.join(ins.mods[1:])}: write tcgen05.mma.cta_group::1.kind::<kind>"
+                       "{.block_scale{.blockN}} (.sp and .ws are not simulated yet)")
+    if kind not in td.K_OF_KIND and not vec:
+        raise ctx.fail(f"tcgen05.mma .kind::{kind} is not simulated (f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, "
+                       "mxf4nvf4)")
     ops = list(ins.operands)
-    if len(ops) < 5:
-        raise ctx.fail("tcgen05.mma takes [d-tmem], a-desc|[a-tmem], b-desc, idesc, {disable-output-lane,} "
-                       "enable-input-d {, scale-input-d}")
+    if len(ops) < 5 or (vec and len(ops) != 7):
+        raise ctx.fail("tcgen05.mma takes [d-tmem], a-desc|[a-tmem], b-desc, idesc, " +
+                       ("[scale-A-tmem], [scale-B-tmem], enable-input-d" if vec else
+                        "{disable-output-lane,} enable-input-d {, scale-input-d}"))
     get_d = _tmem_getter(ctx, ctx.mem(ops[0]))
     a_tmem = isinstance(ops[1], Mem)
     get_a = _tmem_getter(ctx, ops[1]) if a_tmem else _operand_getter(ctx, ops[1], "b64", "a-desc")
     get_b = _operand_getter(ctx, ops[2], "b64", "b-desc")
     get_idesc = _operand_getter(ctx, ops[3], "b32", "idesc")
     tail = ops[4:]
+    scale_getters = []
+    if vec:
+        scale_getters = [_tmem_getter(ctx, ctx.mem(tail[0])), _tmem_getter(ctx, ctx.mem(tail[1]))]
+        tail = tail[2:]
+        if a_tmem and kind != "mxf8f6f4":
+            raise ctx.fail(f"tcgen05.mma .kind::{kind} with A in tensor memory is not simulated (the packing "
+                           "of e2m1 pairs in TMEM is not pinned down)")
     disable = None
     if tail and isinstance(tail[0], Vec):
         disable = [ctx.src(r, "b32") for r in ctx.vec(tail[0], 4, "disable-output-lane (cta_group::1)")]
@@ -112,24 +125,27 @@ def compile_mma(ins: Instr, ctx, mods: list):
             raise ctx.fail(f"scale-input-d exists only for .kind::f16 and .kind::tf32, not .kind::{kind}")
         scale_shift = int(tail[1].value)
     line = ctx.line
+    getters = [get_d, get_a, get_b, get_idesc, get_enable] + scale_getters
 
     def run(cta: CtaState, mask):
         st = tm.tmem_of(cta)
         tm.use_cta_group(st, 1, "tcgen05.mma")
         tids = cta.threads(mask)
         R = cta.R
-        values = [np.broadcast_to(g(R), (cta.n,))[tids] for g in (get_d, get_a, get_b, get_idesc, get_enable)]
+        values = [np.broadcast_to(g(R), (cta.n,))[tids] for g in getters]
         lane_masks = [np.broadcast_to(g(R), (cta.n,))[tids] for g in disable] if disable else None
         for j, tid in enumerate(tids.tolist()):
             off = None if lane_masks is None else [int(m[j]) for m in lane_masks]
+            scales = (int(values[5][j]), int(values[6][j]), vec) if vec else None
             _issue(cta, st, kind, int(tid), int(values[0][j]), int(values[1][j]), int(values[2][j]),
-                   int(values[3][j]), bool(values[4][j]), a_tmem, scale_shift, off, line)
+                   int(values[3][j]), bool(values[4][j]), a_tmem, scale_shift, off, scales, line)
     return run
 
 
 def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_val: int, b_val: int,
-           idesc_val: int, accumulate: bool, a_tmem: bool, scale_shift: int, disabled, line: int) -> None:
-    idesc = _idesc(idesc_val & 0xFFFFFFFF, kind)
+           idesc_val: int, accumulate: bool, a_tmem: bool, scale_shift: int, disabled, scales, line: int) -> None:
+    vec = scales[2] if scales else 0
+    idesc = _idesc(idesc_val & 0xFFFFFFFF, kind, vec)
     m, n, k = idesc.m, idesc.n, idesc.k
     d_lane, d_col = tm.split_address(d_addr)
     if d_lane not in ((0,) if m == 128 else (0, 16)):
@@ -145,15 +161,21 @@ def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_
             raise Fault("async-pending", f"tcgen05.mma D {d_region.describe()} overlaps the D of the tcgen05.mma at "
                         f"line {rec.line}, still in flight, with another shape")
     reader = np.array([tid], dtype=np.int64)
-    a_region = None
+    reads = []
     if a_tmem:
         a, a_region = _read_a_tmem(st, a_val, m, k, idesc.atype, d_lane)
+        reads.append(a_region)
         smem_idx = [np.zeros(0, dtype=np.int64)]
     else:
-        a, idx_a = _read_smem(cta, a_val, m, k, idesc.atype, idesc.a_mn_major, reader, "A")
+        a, idx_a = _read_smem(cta, a_val, m, k, idesc.atype, idesc.a_mn_major, reader, "A", vec > 1)
         smem_idx = [idx_a]
-    bt, idx_b = _read_smem(cta, b_val, n, k, idesc.btype, idesc.b_mn_major, reader, "B")
+    bt, idx_b = _read_smem(cta, b_val, n, k, idesc.btype, idesc.b_mn_major, reader, "B", vec > 1)
     smem_idx.append(idx_b)
+    if vec:
+        sfa, region_a = ts.read_scales(st, scales[0], m, vec, idesc.sfa_id, idesc.scale_type, "A")
+        sfb, region_b = ts.read_scales(st, scales[1], n, vec, idesc.sfb_id, idesc.scale_type, "B")
+        a, bt = ts.apply(a, sfa), ts.apply(bt, sfb)
+        reads += [region_a, region_b]
     if idesc.negate_a:
         a = -a
     if idesc.negate_b:
@@ -165,7 +187,7 @@ def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_
         new[off] = old[off]
     st.cells[rows, d_col:d_col + n] = new
     idx = np.concatenate(smem_idx)
-    rec = tm.MmaRecord(tid, d_region, a_region, idx, line)
+    rec = tm.MmaRecord(tid, d_region, reads, idx, line)
     st.mmas.append(rec)
     if len(idx):
         smem = cta.smem
@@ -175,14 +197,19 @@ def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_
 
 
 def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_major: bool,
-               reader: np.ndarray, which: str):
+               reader: np.ndarray, which: str, packed_fp4: bool = False):
+    """(mn x k values, byte indices read) of a descriptor operand; packed_fp4: two e2m1 per byte
+    (kind::mxf4*), so a row holds k / 2 bytes."""
     desc = td.decode_smem_descriptor(desc_value, which)
     esize = ESIZE[typ]
-    addrs = td.operand_addresses(desc, mn, k, esize, mn_major, which).reshape(-1)
+    width = k // 2 if packed_fp4 else k
+    addrs = td.operand_addresses(desc, mn, width, esize, mn_major, which).reshape(-1)
     raw = cta.smem.read(np.repeat(reader, addrs.size), addrs, esize, cta.epoch,
                         f"tcgen05.mma reads {which} from")
     idx = cta.smem.byte_index(addrs, esize)
     check_async_read(cta, idx, f"tcgen05.mma (async proxy) operand {which} reads")
+    if packed_fp4:
+        return ts.decode_fp4_packed(raw, mn), idx
     return FORMATS[typ](raw).reshape(mn, k), idx
 
 

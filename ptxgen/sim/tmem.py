@@ -51,7 +51,7 @@ class MmaRecord:
     """A tcgen05.mma issued and not yet observed complete."""
     thread: int
     d: Region
-    a: Region | None            # A read from TMEM
+    reads: list                 # TMEM regions it reads: A, scale factors
     smem: np.ndarray            # shared byte indices its operands read
     line: int
     committed: bool = False
@@ -141,7 +141,7 @@ def dealloc(st: TmemState, col: int, ncols: int, lane: int) -> None:
                     f"allocation of this CTA (it holds {held}); pass the address and count of an alloc")
     region = Region(0, LANES, col, col + ncols)
     for rec in st.mmas:
-        if rec.d.overlaps(region) or (rec.a is not None and rec.a.overlaps(region)):
+        if rec.d.overlaps(region) or any(r.overlaps(region) for r in rec.reads):
             raise Fault("async-pending", f"tcgen05.dealloc of columns {col}..{col + ncols - 1} while the "
                         f"tcgen05.mma at line {rec.line} using them is still in flight; wait on the mbarrier "
                         "its tcgen05.commit arrives on first")
@@ -170,6 +170,14 @@ def check_not_mma_target(st: TmemState, region: Region, what: str) -> None:
             raise Fault("async-pending", f"{what} {region.describe()}, the accumulator of the tcgen05.mma at line "
                         f"{rec.line} that is still in flight; wait on the mbarrier its tcgen05.commit arrives on "
                         "(and tcgen05.fence::after_thread_sync) first")
+
+
+def check_not_mma_source(st: TmemState, region: Region, what: str) -> None:
+    """A write of TMEM that an MMA in flight reads (A or scale factors): a write-after-read hazard."""
+    for rec in st.mmas:
+        if any(r.overlaps(region) for r in rec.reads):
+            raise Fault("async-pending", f"{what} {region.describe()}, which the tcgen05.mma at line {rec.line} "
+                        "still in flight reads; wait on the mbarrier its tcgen05.commit arrives on first")
 
 
 def check_not_pending(pend: list, region: Region, what: str, kind: str, warp: int | None = None) -> None:

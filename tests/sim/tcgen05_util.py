@@ -55,7 +55,7 @@ def image_kmajor(mat: np.ndarray, swizzle: str, nbytes: int) -> tuple[np.ndarray
 
 def gemm_kernel(n: int, kind: str, steps: int, idesc_value: int, step_bytes: int, a_bytes: int, b_bytes: int,
                 ncols: int = 256, extra_after_mma: str = "", extra_before_dealloc: str = "",
-                wait: bool = True, dealloc: bool = True) -> str:
+                wait: bool = True, dealloc: bool = True, extra_before_mma: str = "", scale_operands: str = "") -> str:
     """128 threads: copy the A/B images to shared memory, warp 0 allocates `ncols` TMEM columns,
     thread 0 issues `steps` MMAs (descriptors advanced by step_bytes >> 4 each), commits to an
     mbarrier, everyone waits, each warp reads its 32 lanes x n columns with 32x32b and stores them."""
@@ -66,7 +66,8 @@ def gemm_kernel(n: int, kind: str, steps: int, idesc_value: int, step_bytes: int
     mmas = []
     for s in range(steps):
         enable = "%p6" if s else "%p7"
-        mmas.append(f"    @%p4 tcgen05.mma.cta_group::1.kind::{kind} [%r10], %rd10, %rd11, {idesc_value:#x}, {enable};")
+        mmas.append(f"    @%p4 tcgen05.mma.cta_group::1.kind::{kind} [%r10], %rd10, %rd11, {idesc_value:#x}, "
+                    f"{scale_operands}{enable};")
         mmas.append(f"    add.s64 %rd10, %rd10, {step_bytes >> 4};\n    add.s64 %rd11, %rd11, {step_bytes >> 4};")
     loads = []
     for c0 in range(0, n, 128):
@@ -96,6 +97,11 @@ def gemm_kernel(n: int, kind: str, steps: int, idesc_value: int, step_bytes: int
     bar.sync 0;
     ld.shared.b32 %r10, [tptr];
     @%p3 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+    shr.u32 %r12, %r0, 5;
+    and.b32 %r12, %r12, 3;
+    shl.b32 %r12, %r12, 21;
+    add.u32 %r11, %r10, %r12;
+{extra_before_mma}
     tcgen05.fence::after_thread_sync;
 {chr(10).join(mmas)}
     @%p4 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];
@@ -105,10 +111,6 @@ def gemm_kernel(n: int, kind: str, steps: int, idesc_value: int, step_bytes: int
     @!%p5 bra WAIT;
     tcgen05.fence::after_thread_sync;
 """ if wait else "") + f"""
-    shr.u32 %r12, %r0, 5;
-    and.b32 %r12, %r12, 3;
-    shl.b32 %r12, %r12, 21;
-    add.u32 %r11, %r10, %r12;
 {chr(10).join(loads)}
     tcgen05.wait::ld.sync.aligned;
     mul.wide.u32 %rd6, %r0, {4 * n};
@@ -203,3 +205,26 @@ def tile_operands(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int, int]:
         parts.append(image_kmajor(a[:, 64 * kb:64 * kb + 64], "128B", 16384)[0])
         parts.append(image_kmajor(b[:, 64 * kb:64 * kb + 64], "128B", 16384)[0])
     return np.concatenate(parts), smem_desc(0, 16, 1024, "128B"), smem_desc(16384, 16, 1024, "128B")
+
+
+def scale_words(scales: np.ndarray) -> np.ndarray:
+    """(128 lanes, 4 columns) uint32 TMEM words holding the byte scales (rows, per-row count) the
+    way Triton and CUTLASS lay them out (docs/ptx_facts/tcgen05.md §12h): row r's g-th scale in lane
+    r % 32 of every quarter, column r // 32, byte g; duplicated to the four quarters."""
+    rows, count = scales.shape
+    words = np.zeros((128, 4), np.uint32)
+    for r in range(rows):
+        for g in range(count):
+            for q in range(4):
+                words[32 * q + r % 32, r // 32] |= np.uint32(int(scales[r, g]) << (8 * g))
+    return words
+
+
+def store_scales(offset: int, column: int) -> str:
+    """Every thread loads its lane's 4 scale words from shared buf+offset (16 bytes per lane) and the
+    warps store them with tcgen05.st.32x32b.x4 at TMEM column `column` of their quarter."""
+    return f"""    shl.b32 %r20, %r0, 4;
+    add.u32 %r20, %r20, {offset};
+    ld.shared.v4.u32 {{%r21, %r22, %r23, %r24}}, [%r20];
+    tcgen05.st.sync.aligned.32x32b.x4.b32 [%r11+{column}], {{%r21, %r22, %r23, %r24}};
+    tcgen05.wait::st.sync.aligned;"""

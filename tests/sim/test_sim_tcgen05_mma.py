@@ -139,3 +139,58 @@ def test_tile_kernel_128x128x256_in_four_k_blocks():
     out = np.full((128, 128), np.nan, np.float32)
     sim.launch(tile_kernel(256), "tile", block=(128,), args=[out, image, da, db])
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64).T)
+
+
+# ------------------------------------------------------------------ block-scaled kinds
+def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: int, seed: int):
+    """One 128x128 MMA with per-block scales: A, B as codes in shared memory (e2m1 packed two per
+    byte, low nibble first), scales placed by scale_words; reference from the ISA's formula."""
+    from tcgen05_util import scale_words, store_scales
+    rng = np.random.default_rng(seed)
+    n, k = 128, 32 * (1 if kind == "mxf8f6f4" else 2)
+    if fmt == "e2m1":
+        nz = np.array([c for c in range(16) if c not in (0, 8)], np.uint8)
+        ca, cb = rng.choice(nz, (M, k)), rng.choice(nz, (n, k))
+        va = ca.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+        vb = cb.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+        pa, pb = (ca[:, 0::2] | ca[:, 1::2] << 4), (cb[:, 0::2] | cb[:, 1::2] << 4)
+    else:
+        va, vb = values(rng, "e4m3", (M, k)).astype(np.float64), values(rng, "e4m3", (n, k)).astype(np.float64)
+        pa = va.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        pb = vb.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    if scale_type == "ue8m0":
+        sa, sb = rng.integers(124, 131, (M, vec)), rng.integers(124, 131, (n, vec))
+        fa, fb = 2.0 ** (sa - 127.0), 2.0 ** (sb - 127.0)
+    else:
+        sa, sb = rng.integers(0x30, 0x48, (M, vec)), rng.integers(0x30, 0x48, (n, vec))
+        fa = sa.astype(np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+        fb = sb.astype(np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    ref = (va * np.repeat(fa, block, axis=1)) @ (vb * np.repeat(fb, block, axis=1)).T
+    ia, _, sbo = image_kmajor(np.ascontiguousarray(pa), "32B", M * 32)
+    ib, _, _ = image_kmajor(np.ascontiguousarray(pb), "32B", n * 32)
+    words_a = np.zeros((128, 4), np.uint32)
+    words_b = np.zeros((128, 4), np.uint32)
+    full_a = np.zeros((M, 4), np.int64)
+    full_b = np.zeros((n, 4), np.int64)
+    full_a[:, sf_id:sf_id + vec], full_b[:, sf_id:sf_id + vec] = sa, sb
+    words_a, words_b = scale_words(full_a), scale_words(full_b)
+    image = np.concatenate([ia, ib, words_a.view(np.uint8).ravel(), words_b.view(np.uint8).ravel()])
+    off = ia.size + ib.size
+    code = 1 if kind != "mxf8f6f4" else 0
+    idesc_value = (sf_id << 4 | code << 7 | code << 10 | (n >> 3) << 17 | (scale_type == "ue8m0") << 23
+                   | (M >> 4) << 24 | sf_id << 29)
+    qual = {1: "block32", 2: "block32", 4: "block16"}[vec]
+    ptx = gemm_kernel(n, f"{kind}.block_scale.{qual}", 1, idesc_value, 32, ia.size, ib.size + 4096,
+                      extra_before_mma=store_scales(off, 128) + "\n" + store_scales(off + 2048, 132),
+                      scale_operands="[%r10+128], [%r10+132], ")
+    out = run_gemm(ptx, n, image, smem_desc(0, 16, sbo, "32B"), smem_desc(ia.size, 16, sbo, "32B"))
+    return out.view(np.float32), ref
+
+
+@pytest.mark.parametrize("kind,vec,block,fmt,scale_type,sf_id", [
+    ("mxf8f6f4", 1, 32, "e4m3", "ue8m0", 0), ("mxf8f6f4", 1, 32, "e4m3", "ue8m0", 3),
+    ("mxf4", 2, 32, "e2m1", "ue8m0", 0), ("mxf4", 2, 32, "e2m1", "ue8m0", 2),
+    ("mxf4nvf4", 4, 16, "e2m1", "ue4m3", 0)])
+def test_block_scaled_mma(kind, vec, block, fmt, scale_type, sf_id):
+    got, ref = _scaled(kind, vec, block, fmt, scale_type, sf_id, seed=sf_id + vec)
+    np.testing.assert_array_equal(got, ref)

@@ -53,10 +53,7 @@ def _cta_group(mods: list, ctx, what: str) -> int:
     if len(found) != 1 or found[0] not in ("cta_group::1", "cta_group::2"):
         raise ctx.fail(f"{what} needs .cta_group::1 or .cta_group::2")
     mods.remove(found[0])
-    group = int(found[0][-1])
-    if group == 2:
-        raise ctx.fail(f"{what}.cta_group::2 (a CTA pair) is not simulated yet; the simulator runs cta_group::1")
-    return group
+    return int(found[0][-1])
 
 
 def _tmem_getter(ctx, mem: Mem):
@@ -98,6 +95,8 @@ def _compile_alloc(ins: Instr, ctx, mods: list):
     def run(cta: CtaState, mask):
         st = tm.tmem_of(cta)
         tm.use_cta_group(st, group, "tcgen05.alloc")
+        if group == 2:
+            tm.pair_peer(cta, "tcgen05.alloc")
         warps = _warps(cta, mask)
         counts = _warp_uniform(get_n(cta.R), cta, warps, "tcgen05.alloc nCols")
         dsts = _warp_uniform(get_dst(cta.R), cta, warps, "tcgen05.alloc destination")
@@ -314,8 +313,11 @@ def _compile_commit(ins: Instr, ctx, mods: list):
                             "shared window (use .shared::cluster with a shared address)")
             addrs = addrs - SHARED_GENERIC_BASE
         masks = per_thread(get_mask(cta.R), tids).astype(np.int64) if multicast else None
+        if group == 2:
+            tm.pair_peer(cta, what)
         for j, tid in enumerate(tids.tolist()):
             records = [r for r in st.mmas if r.thread == tid]
+            records += [p for r in records for p in r.partners]
             for r in records:
                 r.committed = True
             if multicast:
@@ -332,7 +334,7 @@ def _compile_commit(ins: Instr, ctx, mods: list):
                     if bar.phase != phase:
                         peer.epoch += 1
                     if records:
-                        tm.tmem_of(peer).watch.setdefault(off, []).append((bar, phase, cta, records))
+                        tm.tmem_of(peer).watch.setdefault(off, []).append((bar, phase, records))
     return run
 
 

@@ -117,7 +117,7 @@ class InstrDescriptor:
 
 def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescriptor:
     """Decode and validate a 32-bit instruction descriptor against .kind and the shape table
-    (§9.7.16.2.1 Table 39): dense, non-.ws, cta_group::1."""
+    (§9.7.16.2.1 Table 39): dense, non-.ws; M and N of cta_group::2 are the pair's."""
     value = int(value) & 0xFFFFFFFF
     text = f"tcgen05.mma .kind::{kind} instruction descriptor {value:#010x}"
     if value & 0b111:
@@ -142,14 +142,22 @@ def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescr
     if kind == "i8" and (neg_a or neg_b):
         raise Fault("unsupported", f"{text} negates an operand; .kind::i8 has no negate (bits 13-14 must be 0)")
     n, m = (value >> 17 & 0x3F) << 3, (value >> 24 & 0x1F) << 4
-    if cta_group != 1:
-        raise Fault("unsupported", "tcgen05.mma.cta_group::2 is not simulated yet (cta_group::1 only)")
-    if m not in (64, 128):
-        raise Fault("unsupported", f"{text}: M = {m}; cta_group::1 takes M = 64 or 128 (bits 24-28 = M >> 4)")
-    n_ok = n in (8, 16, 24) or (n % 16 == 0 and 32 <= n <= 256) if kind == "i8" else 8 <= n <= 256
+    if cta_group == 1:
+        if m not in (64, 128):
+            raise Fault("unsupported", f"{text}: M = {m}; cta_group::1 takes M = 64 or 128 (bits 24-28 = M >> 4)")
+        n_ok = n in (8, 16, 24) or (n % 16 == 0 and 32 <= n <= 256) if kind == "i8" else 8 <= n <= 256
+        shapes = "(8, 16, 24, then multiples of 16 to 256)" if kind == "i8" else "(8..256 step 8)"
+    else:
+        if m == 128:
+            raise Fault("unsupported", f"{text}: M = 128 over a CTA pair (the 2x2 layout B, 64 rows per CTA) is "
+                        "not simulated yet; M = 256 is")
+        if m != 256:
+            raise Fault("unsupported", f"{text}: M = {m}; cta_group::2 takes M = 128 or 256 (the pair's M)")
+        n_ok = 32 <= n <= 256 and n % 32 == 0 if kind == "i8" else 16 <= n <= 256 and n % 16 == 0
+        shapes = "(32..256 step 32)" if kind == "i8" else "(16..256 step 16)"
     if not n_ok:
-        raise Fault("unsupported", f"{text}: N = {n} is not in the ISA's shape table for .kind::{kind} "
-                    + ("(8, 16, 24, then multiples of 16 to 256)" if kind == "i8" else "(8..256 step 8)"))
+        raise Fault("unsupported", f"{text}: N = {n} is not in the ISA's cta_group::{cta_group} shape table for "
+                    f".kind::{kind} {shapes}")
     return InstrDescriptor(kind, dtype, atype, btype, saturate, neg_a, neg_b, bool(value >> 15 & 1),
                            bool(value >> 16 & 1), n, m, K_OF_KIND[kind])
 

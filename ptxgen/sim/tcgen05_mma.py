@@ -60,10 +60,10 @@ assert ml_dtypes is not None
 
 
 @functools.lru_cache(maxsize=256)
-def _idesc(value: int, kind: str, vec: int) -> td.InstrDescriptor:
+def _idesc(value: int, kind: str, vec: int, group: int) -> td.InstrDescriptor:
     if vec:
         return td.decode_scaled_instr_descriptor(value, kind, vec)
-    return td.decode_instr_descriptor(value, kind, 1)
+    return td.decode_instr_descriptor(value, kind, group)
 
 
 def _operand_getter(ctx, op, typ: str, what: str):
@@ -76,7 +76,7 @@ def compile_mma(ins: Instr, ctx, mods: list):
     from .ops_tcgen05 import _cta_group, _tmem_getter
     if mods and mods[0] == "ws":
         raise ctx.fail("tcgen05.mma.ws (weight-stationary) is not simulated yet")
-    _cta_group(mods, ctx, "tcgen05.mma")
+    group = _cta_group(mods, ctx, "tcgen05.mma")
     kinds = [m for m in mods if m.startswith("kind::")]
     kind = kinds[0][len("kind::"):] if len(kinds) == 1 else ""
     vec = ts.scale_vector(kind, mods, ctx) if kind in td.SCALED_AB_TYPES else 0
@@ -84,6 +84,9 @@ def compile_mma(ins: Instr, ctx, mods: list):
     if len(kinds) != 1 or rest:
         raise ctx.fail(f"tcgen05.mma.{'.'.join(ins.mods[1:])}: write tcgen05.mma.cta_group::1.kind::<kind>"
                        "{.block_scale{.blockN}} (.sp and .ws are not simulated yet)")
+    if vec and group == 2:
+        raise ctx.fail(f"tcgen05.mma.cta_group::2 .kind::{kind}: block scaling over a CTA pair is not simulated "
+                       "yet (where each CTA's scale factors sit is not pinned down)")
     if kind not in td.K_OF_KIND and not vec:
         raise ctx.fail(f"tcgen05.mma .kind::{kind} is not simulated (f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, "
                        "mxf4nvf4)")
@@ -107,7 +110,9 @@ def compile_mma(ins: Instr, ctx, mods: list):
                            "of e2m1 pairs in TMEM is not pinned down)")
     disable = None
     if tail and isinstance(tail[0], Vec):
-        disable = [ctx.src(r, "b32") for r in ctx.vec(tail[0], 4, "disable-output-lane (cta_group::1)")]
+        disable = [ctx.src(r, "b32") for r in ctx.vec(tail[0], 4 * group, f"disable-output-lane (cta_group::{group})")]
+        if group == 2:
+            raise ctx.fail("tcgen05.mma.cta_group::2 with disable-output-lane is not simulated yet")
         tail = tail[1:]
     if len(tail) not in (1, 2):
         raise ctx.fail("tcgen05.mma: after idesc come {disable-output-lane,} enable-input-d {, scale-input-d}")
@@ -129,7 +134,7 @@ def compile_mma(ins: Instr, ctx, mods: list):
 
     def run(cta: CtaState, mask):
         st = tm.tmem_of(cta)
-        tm.use_cta_group(st, 1, "tcgen05.mma")
+        tm.use_cta_group(st, group, "tcgen05.mma")
         tids = cta.threads(mask)
         R = cta.R
         values = [np.broadcast_to(g(R), (cta.n,))[tids] for g in getters]
@@ -137,29 +142,55 @@ def compile_mma(ins: Instr, ctx, mods: list):
         for j, tid in enumerate(tids.tolist()):
             off = None if lane_masks is None else [int(m[j]) for m in lane_masks]
             scales = (int(values[5][j]), int(values[6][j]), vec) if vec else None
-            _issue(cta, st, kind, int(tid), int(values[0][j]), int(values[1][j]), int(values[2][j]),
-                   int(values[3][j]), bool(values[4][j]), a_tmem, scale_shift, off, scales, line)
+            args = (kind, int(tid), int(values[0][j]), int(values[1][j]), int(values[2][j]),
+                    int(values[3][j]), bool(values[4][j]), a_tmem, scale_shift, off, scales, line)
+            if group == 2:
+                _issue_pair(cta, *args)
+            else:
+                _issue(cta, st, *args)
     return run
+
+
+def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_val: int, idesc_val: int,
+                accumulate: bool, a_tmem: bool, scale_shift: int, disabled, scales, line: int) -> None:
+    """cta_group::2, M = 256 (PTX ISA §9.7.16.5.1, docs/ptx_facts/tcgen05.md §12i): CTA v of the pair
+    (v = cluster rank & 1) holds A rows 128v..128v+127 and B columns v*N/2..(v+1)*N/2-1 at the same
+    shared offsets the issuer's descriptors name, and D rows 128v.. in its own TMEM at d-tmem."""
+    peer = tm.pair_peer(cta, "tcgen05.mma")
+    if a_tmem:
+        raise Fault("unsupported", "tcgen05.mma.cta_group::2 with A in tensor memory is not simulated yet")
+    idesc = _idesc(idesc_val & 0xFFFFFFFF, kind, 0, 2)
+    half_n, k = idesc.n // 2, idesc.k
+    pair = sorted([cta, peer], key=lambda c: c.cluster.rank)
+    reader = np.array([tid], dtype=np.int64)
+    halves, idx = [], []
+    for c in pair:
+        bt, i_b = _read_smem(c, b_val, half_n, k, idesc.btype, idesc.b_mn_major, reader, f"B (CTA rank {c.cluster.rank})")
+        halves.append(bt)
+        idx.append(i_b)
+    bt = np.concatenate(halves)
+    if idesc.negate_b:
+        bt = -bt
+    records = []
+    for c, i_b in zip(pair, idx):
+        st = tm.tmem_of(c)
+        tm.use_cta_group(st, 2, "tcgen05.mma")
+        a, i_a = _read_smem(c, a_val, 128, k, idesc.atype, idesc.a_mn_major, reader, f"A (CTA rank {c.cluster.rank})")
+        if idesc.negate_a:
+            a = -a
+        one = td.InstrDescriptor(**{**idesc.__dict__, "m": 128})
+        records.append(_write_d(c, st, one, tid, d_addr, a, bt, accumulate, scale_shift, None, [],
+                                np.concatenate([i_a, i_b]), line))
+    mine = next(r for r in records if r.owner is cta)
+    mine.partners = [r for r in records if r is not mine]
 
 
 def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_val: int, b_val: int,
            idesc_val: int, accumulate: bool, a_tmem: bool, scale_shift: int, disabled, scales, line: int) -> None:
     vec = scales[2] if scales else 0
-    idesc = _idesc(idesc_val & 0xFFFFFFFF, kind, vec)
+    idesc = _idesc(idesc_val & 0xFFFFFFFF, kind, vec, 1)
     m, n, k = idesc.m, idesc.n, idesc.k
-    d_lane, d_col = tm.split_address(d_addr)
-    if d_lane not in ((0,) if m == 128 else (0, 16)):
-        raise Fault("tmem", f"tcgen05.mma D at lane {d_lane}: M = {m} needs D at lane 0"
-                    + (" or 16" if m == 64 else ""))
-    rows = d_lane + tl.d_lanes(m)
-    d_region = tm.Region(int(rows.min()), int(rows.max()) + 1, d_col, d_col + n)
-    tm.check_allocated(st, d_region, "tcgen05.mma D")
-    tm.check_not_pending(st.loads, d_region, "tcgen05.mma writes D", "ld")
-    tm.check_not_pending(st.stores, d_region, "tcgen05.mma D", "st")
-    for rec in st.mmas:          # only a chained MMA into the same D may follow without a wait
-        if rec.d.overlaps(d_region) and (rec.d != d_region):
-            raise Fault("async-pending", f"tcgen05.mma D {d_region.describe()} overlaps the D of the tcgen05.mma at "
-                        f"line {rec.line}, still in flight, with another shape")
+    d_lane = tm.split_address(d_addr)[0]
     reader = np.array([tid], dtype=np.int64)
     reads = []
     if a_tmem:
@@ -180,20 +211,42 @@ def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_
         a = -a
     if idesc.negate_b:
         bt = -bt
+    _write_d(cta, st, idesc, tid, d_addr, a, bt, accumulate, scale_shift, disabled, reads,
+             np.concatenate(smem_idx), line)
+
+
+def _write_d(cta: CtaState, st: tm.TmemState, idesc: td.InstrDescriptor, tid: int, d_addr: int, a: np.ndarray,
+             bt: np.ndarray, accumulate: bool, scale_shift: int, disabled, reads: list, idx: np.ndarray,
+             line: int) -> tm.MmaRecord:
+    """Compute D = A x B (+ D) into TMEM and record the MMA as in flight."""
+    m, n = idesc.m, idesc.n
+    d_lane, d_col = tm.split_address(d_addr)
+    if d_lane not in ((0,) if m == 128 else (0, 16)):
+        raise Fault("tmem", f"tcgen05.mma D at lane {d_lane}: M = {m} needs D at lane 0"
+                    + (" or 16" if m == 64 else ""))
+    rows = d_lane + tl.d_lanes(m)
+    d_region = tm.Region(int(rows.min()), int(rows.max()) + 1, d_col, d_col + n)
+    tm.check_allocated(st, d_region, "tcgen05.mma D")
+    tm.check_not_pending(st.loads, d_region, "tcgen05.mma writes D", "ld")
+    tm.check_not_pending(st.stores, d_region, "tcgen05.mma D", "st")
+    for rec in st.mmas:          # only a chained MMA into the same D may follow without a wait
+        if rec.d.overlaps(d_region) and (rec.d != d_region):
+            raise Fault("async-pending", f"tcgen05.mma D {d_region.describe()} overlaps the D of the tcgen05.mma at "
+                        f"line {rec.line}, still in flight, with another shape")
     old = st.cells[rows, d_col:d_col + n]
     new = _accumulate(a, bt, old, accumulate, idesc, scale_shift)
     if disabled is not None:
         off = np.array([(disabled[r >> 5] >> (r & 31)) & 1 for r in rows.tolist()], dtype=bool)
         new[off] = old[off]
     st.cells[rows, d_col:d_col + n] = new
-    idx = np.concatenate(smem_idx)
-    rec = tm.MmaRecord(tid, d_region, reads, idx, line)
+    rec = tm.MmaRecord(tid, d_region, reads, idx, line, owner=cta)
     st.mmas.append(rec)
     if len(idx):
         smem = cta.smem
         if smem.async_reads is None:
             smem.async_reads = np.zeros(smem.size, dtype=np.int16)
         smem.async_reads += tm.byte_counts(idx, smem.size)
+    return rec
 
 
 def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_major: bool,

@@ -54,6 +54,8 @@ class MmaRecord:
     reads: list                 # TMEM regions it reads: A, scale factors
     smem: np.ndarray            # shared byte indices its operands read
     line: int
+    owner: object = None        # the CtaState whose TMEM and shared memory it uses
+    partners: list = field(default_factory=list)   # cta_group::2: the peer CTA's half
     committed: bool = False
     retired: bool = False
 
@@ -76,7 +78,7 @@ class TmemState:
     mmas: list = field(default_factory=list)         # MmaRecord in flight
     loads: list = field(default_factory=list)        # Pending tcgen05.ld
     stores: list = field(default_factory=list)       # Pending tcgen05.st
-    watch: dict = field(default_factory=dict)        # mbarrier addr -> [(Barrier, phase, issuing CTA, [MmaRecord])]
+    watch: dict = field(default_factory=dict)        # mbarrier addr -> [(Barrier, phase, [MmaRecord])]
     stall: int = 0
 
 
@@ -193,13 +195,29 @@ def byte_counts(idx: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(idx, minlength=size).astype(np.int16)
 
 
-def retire(cta: CtaState, rec: MmaRecord) -> None:
+def retire(rec: MmaRecord) -> None:
     if rec.retired:
         return
     rec.retired = True
+    cta = rec.owner
     if len(rec.smem) and cta.smem is not None and cta.smem.async_reads is not None:
         cta.smem.async_reads -= byte_counts(rec.smem, cta.smem.size)
     cta.tmem.mmas = [r for r in cta.tmem.mmas if r is not rec]
+
+
+def pair_peer(cta: CtaState, what: str) -> CtaState:
+    """The other CTA of this CTA's pair (cluster ranks differing in bit 0; PTX ISA §9.7.16.5.1),
+    which must be running."""
+    member = cta.cluster
+    size = member.cluster.size if member is not None else 1
+    if size < 2 or size % 2:
+        raise Fault("unsupported", f"{what} with .cta_group::2 needs a CTA pair: launch clusters of an even "
+                    f"number of CTAs (this cluster has {size})")
+    peer = member.cluster.members[member.rank ^ 1]
+    if peer is None or peer.done or peer.smem is None or not peer.active.any():
+        raise Fault("race", f"{what} with .cta_group::2: the peer CTA (cluster rank {member.rank ^ 1}) is not "
+                    "running; it must not have exited (end both CTAs with barrier.cluster arrive + wait)")
+    return peer
 
 
 def observed(cta: CtaState, addr: int, bar) -> None:
@@ -212,10 +230,10 @@ def observed(cta: CtaState, addr: int, bar) -> None:
     if not entries:
         return
     keep = []
-    for barrier, phase, issuer, records in entries:
+    for barrier, phase, records in entries:
         if barrier is bar and bar.phase > phase:
             for rec in records:
-                retire(issuer, rec)
+                retire(rec)
         else:
-            keep.append((barrier, phase, issuer, records))
+            keep.append((barrier, phase, records))
     st.watch[addr] = keep

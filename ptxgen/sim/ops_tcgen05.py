@@ -351,6 +351,9 @@ def compile_tcgen05(ins: Instr, ctx):
     if head == "mma":
         from .tcgen05_mma import compile_mma
         return compile_mma(ins, ctx, mods)
+    if head == "cp":
+        from .tcgen05_cp import compile_cp
+        return compile_cp(ins, ctx, mods)
     table = {"alloc": _compile_alloc, "dealloc": _compile_dealloc, "relinquish_alloc_permit": _compile_relinquish,
              "ld": _compile_ld, "st": _compile_st, "commit": _compile_commit}
     if head in table:
@@ -359,8 +362,8 @@ def compile_tcgen05(ins: Instr, ctx):
         return _compile_wait(ins, ctx, head[-2:], mods)
     if head.startswith("fence::"):
         return _compile_fence(ins, ctx, head, mods)
-    raise ctx.fail(f"tcgen05.{head} is not simulated (alloc, dealloc, relinquish_alloc_permit, mma, commit, "
-                   "ld, st, wait::ld, wait::st, fence::*; tcgen05.cp and tcgen05.shift are not yet)")
+    raise ctx.fail(f"tcgen05.{head} is not simulated (alloc, dealloc, relinquish_alloc_permit, mma, cp, commit, "
+                   "ld, st, wait::ld, wait::st, fence::*; tcgen05.shift is not yet)")
 
 
 # ------------------------------------------------------------------ mbarrier waits retire MMAs

@@ -275,7 +275,7 @@ def _read_a_tmem(st: tm.TmemState, addr: int, m: int, k: int, typ: str, d_lane: 
     rows = lane + tl.d_lanes(m)
     region = tm.Region(int(rows.min()), int(rows.max()) + 1, col, col + ncols)
     tm.check_allocated(st, region, "tcgen05.mma A")
-    tm.check_not_mma_target(st, region, "tcgen05.mma reads A from")
+    tm.check_not_mma_target(st, region, "tcgen05.mma reads A from", by_mma=True)
     tm.check_not_pending(st.stores, region, "tcgen05.mma reads A from", "st")
     raw = np.ascontiguousarray(st.cells[rows, col:col + ncols]).view(np.uint8).reshape(m * k, esize)
     return FORMATS[typ](raw).reshape(m, k), region

@@ -77,7 +77,7 @@ def read_scales(st: tm.TmemState, addr: int, rows: int, vec: int, sf_id: int, sc
     lanes, cols = r & 127, col0 + (r >> 5)
     region = tm.Region(0, min(rows, 128), col0, int(cols.max()) + 1)
     tm.check_allocated(st, region, f"tcgen05.mma scale factors of {which}")
-    tm.check_not_mma_target(st, region, f"tcgen05.mma reads the scale factors of {which} from")
+    tm.check_not_mma_target(st, region, f"tcgen05.mma reads the scale factors of {which} from", by_mma=True)
     tm.check_not_pending(st.stores, region, f"tcgen05.mma reads the scale factors of {which} from", "st")
     words = st.cells[lanes, cols]
     codes = np.stack([(words >> (8 * (sf_id + g))) & 0xFF for g in range(vec)], axis=1).astype(np.uint8)

@@ -55,6 +55,7 @@ class MmaRecord:
     smem: np.ndarray            # shared byte indices its operands read
     line: int
     owner: object = None        # the CtaState whose TMEM and shared memory it uses
+    what: str = "tcgen05.mma"   # or "tcgen05.cp"
     partners: list = field(default_factory=list)   # cta_group::2: the peer CTA's half
     committed: bool = False
     retired: bool = False
@@ -145,7 +146,7 @@ def dealloc(st: TmemState, col: int, ncols: int, lane: int) -> None:
     for rec in st.mmas:
         if rec.d.overlaps(region) or any(r.overlaps(region) for r in rec.reads):
             raise Fault("async-pending", f"tcgen05.dealloc of columns {col}..{col + ncols - 1} while the "
-                        f"tcgen05.mma at line {rec.line} using them is still in flight; wait on the mbarrier "
+                        f"{rec.what} at line {rec.line} using them is still in flight; wait on the mbarrier "
                         "its tcgen05.commit arrives on first")
     for kind, pend in (("ld", st.loads), ("st", st.stores)):
         for p in pend:
@@ -166,10 +167,13 @@ def check_exit(cta: CtaState) -> None:
 
 
 # ------------------------------------------------------------------ async bookkeeping
-def check_not_mma_target(st: TmemState, region: Region, what: str) -> None:
+def check_not_mma_target(st: TmemState, region: Region, what: str, by_mma: bool = False) -> None:
+    """No MMA or cp in flight writes the region; `by_mma`: the reader is a tcgen05.mma, which may
+    follow a tcgen05.cp without a wait (cp -> mma is pipelined, PTX ISA §9.7.16.6.2)."""
     for rec in st.mmas:
-        if rec.d.overlaps(region):
-            raise Fault("async-pending", f"{what} {region.describe()}, the accumulator of the tcgen05.mma at line "
+        if rec.d.overlaps(region) and not (by_mma and rec.what == "tcgen05.cp"):
+            target = "the accumulator of the tcgen05.mma" if rec.what == "tcgen05.mma" else "the destination of the tcgen05.cp"
+            raise Fault("async-pending", f"{what} {region.describe()}, {target} at line "
                         f"{rec.line} that is still in flight; wait on the mbarrier its tcgen05.commit arrives on "
                         "(and tcgen05.fence::after_thread_sync) first")
 

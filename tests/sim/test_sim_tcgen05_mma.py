@@ -142,7 +142,7 @@ def test_tile_kernel_128x128x256_in_four_k_blocks():
 
 
 # ------------------------------------------------------------------ block-scaled kinds
-def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: int, seed: int):
+def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: int, seed: int, via: str = "st"):
     """One 128x128 MMA with per-block scales: A, B as codes in shared memory (e2m1 packed two per
     byte, low nibble first), scales placed by scale_words; reference from the ISA's formula."""
     from tcgen05_util import scale_words, store_scales
@@ -180,8 +180,14 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
     idesc_value = (sf_id << 4 | code << 7 | code << 10 | (n >> 3) << 17 | (scale_type == "ue8m0") << 23
                    | (M >> 4) << 24 | sf_id << 29)
     qual = {1: "block32", 2: "block32", 4: "block16"}[vec]
+    if via == "st":
+        place = store_scales(off, 128) + "\n" + store_scales(off + 2048, 132)
+    else:    # one tcgen05.cp.32x128b.warpx4 per operand (rows 0-31 of the words: 16 dense bytes each),
+        # then the MMA with no wait (cp -> mma is pipelined)
+        place = "".join(f"    @%p4 tcgen05.cp.cta_group::1.32x128b.warpx4 [%r10+{col}], "
+                        f"{smem_desc(src, 16, 128, 'none'):#x};\n" for col, src in ((128, off), (132, off + 2048)))
     ptx = gemm_kernel(n, f"{kind}.block_scale.{qual}", 1, idesc_value, 32, ia.size, ib.size + 4096,
-                      extra_before_mma=store_scales(off, 128) + "\n" + store_scales(off + 2048, 132),
+                      extra_before_mma=place,
                       scale_operands="[%r10+128], [%r10+132], ")
     out = run_gemm(ptx, n, image, smem_desc(0, 16, sbo, "32B"), smem_desc(ia.size, 16, sbo, "32B"))
     return out.view(np.float32), ref
@@ -193,4 +199,9 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
     ("mxf4nvf4", 4, 16, "e2m1", "ue4m3", 0)])
 def test_block_scaled_mma(kind, vec, block, fmt, scale_type, sf_id):
     got, ref = _scaled(kind, vec, block, fmt, scale_type, sf_id, seed=sf_id + vec)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_block_scales_copied_with_tcgen05_cp_feed_the_mma_without_a_wait():
+    got, ref = _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp")
     np.testing.assert_array_equal(got, ref)

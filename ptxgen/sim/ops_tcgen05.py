@@ -26,7 +26,7 @@ from .async_proxy import arrive, barrier_at, check_barrier_address, hopper
 from .cluster import CLUSTER_STRIDE, targets as cluster_targets
 from .errors import Fault
 from .memory import SHARED_GENERIC_BASE
-from .operands import Lit, Mem, Name
+from .operands import Lit, Mem
 from .ops_mem import address_getter, per_thread
 from .ops_warp import participating_warps, read_warp_regs, write_warp_regs
 from .parse import Instr

@@ -45,7 +45,8 @@ def ldst_map(shape: str, num: int, split: int = 0) -> tuple[np.ndarray, np.ndarr
         lane, col = (t & 15) + 0 * i, i + split * (t >= 16)
     else:
         raise ValueError(f"unknown tcgen05 data-movement shape {shape}")
-    lane, col = np.broadcast_to(lane, (32, i.size)).astype(np.int64), np.broadcast_to(col, (32, i.size)).astype(np.int64)
+    lane = np.broadcast_to(lane, (32, i.size)).astype(np.int64)
+    col = np.broadcast_to(col, (32, i.size)).astype(np.int64)
     cells = lane * 4096 + col
     if (shape != "16x32bx2" or split) and np.unique(cells).size != cells.size:
         raise ValueError(f".{shape}.x{num} with half-split offset {split} names a tensor-memory cell twice")

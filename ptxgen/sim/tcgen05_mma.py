@@ -165,7 +165,8 @@ def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_v
     reader = np.array([tid], dtype=np.int64)
     halves, idx = [], []
     for c in pair:
-        bt, i_b = _read_smem(c, b_val, half_n, k, idesc.btype, idesc.b_mn_major, reader, f"B (CTA rank {c.cluster.rank})")
+        bt, i_b = _read_smem(c, b_val, half_n, k, idesc.btype, idesc.b_mn_major, reader,
+                             f"B (CTA rank {c.cluster.rank})")
         halves.append(bt)
         idx.append(i_b)
     bt = np.concatenate(halves)

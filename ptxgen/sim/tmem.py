@@ -172,7 +172,8 @@ def check_not_mma_target(st: TmemState, region: Region, what: str, by_mma: bool 
     follow a tcgen05.cp without a wait (cp -> mma is pipelined, PTX ISA §9.7.16.6.2)."""
     for rec in st.mmas:
         if rec.d.overlaps(region) and not (by_mma and rec.what == "tcgen05.cp"):
-            target = "the accumulator of the tcgen05.mma" if rec.what == "tcgen05.mma" else "the destination of the tcgen05.cp"
+            target = ("the accumulator of the tcgen05.mma" if rec.what == "tcgen05.mma"
+                      else "the destination of the tcgen05.cp")
             raise Fault("async-pending", f"{what} {region.describe()}, {target} at line "
                         f"{rec.line} that is still in flight; wait on the mbarrier its tcgen05.commit arrives on "
                         "(and tcgen05.fence::after_thread_sync) first")

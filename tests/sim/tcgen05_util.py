@@ -55,7 +55,8 @@ def image_kmajor(mat: np.ndarray, swizzle: str, nbytes: int) -> tuple[np.ndarray
 
 def gemm_kernel(n: int, kind: str, steps: int, idesc_value: int, step_bytes: int, a_bytes: int, b_bytes: int,
                 ncols: int = 256, extra_after_mma: str = "", extra_before_dealloc: str = "",
-                wait: bool = True, dealloc: bool = True, extra_before_mma: str = "", scale_operands: str = "") -> str:
+                wait: bool = True, dealloc: bool = True, extra_before_mma: str = "", scale_operands: str = "",
+                a_operand: str = "%rd10") -> str:
     """128 threads: copy the A/B images to shared memory, warp 0 allocates `ncols` TMEM columns,
     thread 0 issues `steps` MMAs (descriptors advanced by step_bytes >> 4 each), commits to an
     mbarrier, everyone waits, each warp reads its 32 lanes x n columns with 32x32b and stores them."""
@@ -66,7 +67,7 @@ def gemm_kernel(n: int, kind: str, steps: int, idesc_value: int, step_bytes: int
     mmas = []
     for s in range(steps):
         enable = "%p6" if s else "%p7"
-        mmas.append(f"    @%p4 tcgen05.mma.cta_group::1.kind::{kind} [%r10], %rd10, %rd11, {idesc_value:#x}, "
+        mmas.append(f"    @%p4 tcgen05.mma.cta_group::1.kind::{kind} [%r10], {a_operand}, %rd11, {idesc_value:#x}, "
                     f"{scale_operands}{enable};")
         mmas.append(f"    add.s64 %rd10, %rd10, {step_bytes >> 4};\n    add.s64 %rd11, %rd11, {step_bytes >> 4};")
     loads = []
@@ -154,8 +155,8 @@ WAIT{kb}:
     @!%p5 bra WAIT{kb};
 """)
     regs = ", ".join(f"%d{i}" for i in range(128))
-    stores = "".join(f"    st.global.v4.b32 [%rd7+{16 * i}], {{%d{4 * i}, %d{4 * i + 1}, %d{4 * i + 2}, %d{4 * i + 3}}};\n"
-                     for i in range(32))
+    stores = "".join(f"    st.global.v4.b32 [%rd7+{16 * i}], "
+                     f"{{%d{4 * i}, %d{4 * i + 1}, %d{4 * i + 2}, %d{4 * i + 3}}};\n" for i in range(32))
     descs = "".join(f"    add.s64 %rd{12 + 2 * s}, %rd10, {2 * s};\n    add.s64 %rd{13 + 2 * s}, %rd11, {2 * s};\n"
                     for s in range(4))
     body = f"""

@@ -1,5 +1,6 @@
 """tcgen05.ld / tcgen05.st data-path layouts per shape, alloc/dealloc and the tensor-memory hazards
-(docs/ptx_facts/tcgen05.md §12b, §12f, §12j, §12l). Expected cells are the ISA table's formulas, written out here."""
+(docs/ptx_facts/tcgen05.md §12b, §12f, §12j, §12l). Expected cells are the ISA table's formulas,
+written out here."""
 from __future__ import annotations
 
 import numpy as np
@@ -104,7 +105,8 @@ def test_st_shape_writes_the_isa_cells(shape, num, nregs):
 def test_pack_16b_joins_two_columns():
     """ld .pack::16b: register c = low halves of columns 2c (bits 15:0) and 2c+1 (bits 31:16)."""
     body = fill_32x32b(8) + "    tcgen05.ld.sync.aligned.32x32b.x4.pack::16b.b32 {%d0, %d1, %d2, %d3}, [%r11];\n" + \
-        "    tcgen05.wait::ld.sync.aligned;\n" + "".join(f"    st.global.b32 [%rd2+{4 * i}], %d{i};\n" for i in range(4))
+        "    tcgen05.wait::ld.sync.aligned;\n" + \
+        "".join(f"    st.global.b32 [%rd2+{4 * i}], %d{i};\n" for i in range(4))
     out = np.zeros((128, 8), np.uint32)
     sim.launch(module(body, 8), "k", block=(128,), args=[out])
     np.testing.assert_array_equal(out[5, :4], [2 * c | (2 * c + 1) << 16 for c in range(4)])
@@ -167,7 +169,8 @@ def test_exit_without_dealloc_is_a_hazard():
 
 
 def test_dealloc_of_columns_not_owned_is_a_hazard():
-    ptx = module("", 1).replace("dealloc.cta_group::1.sync.aligned.b32 %r10, 64", "dealloc.cta_group::1.sync.aligned.b32 %r10, 32")
+    ptx = module("", 1).replace("dealloc.cta_group::1.sync.aligned.b32 %r10, 64",
+                                "dealloc.cta_group::1.sync.aligned.b32 %r10, 32")
     with pytest.raises(sim.HazardError, match="not an allocation"):
         sim.launch(ptx, "k", block=(128,), args=[np.zeros((128, 1), np.uint32)])
 

@@ -52,10 +52,74 @@ def test_128x128_every_kind(kind, typ, code, dcode, esize):
     np.testing.assert_array_equal(got, ref)
 
 
-@pytest.mark.parametrize("kind,typ,code,dcode,esize", [KINDS[1], KINDS[3]])
+@pytest.mark.parametrize("kind,typ,code,dcode,esize", KINDS)
 def test_128x256(kind, typ, code, dcode, esize):
     out, ref = _gemm(kind, typ, code, dcode, esize, 256, steps=1)
-    np.testing.assert_array_equal(out.view(np.float32), ref)
+    np.testing.assert_array_equal(out.view(np.int32) if dcode == 2 else out.view(np.float32), ref)
+
+
+def test_m64_accumulator_uses_lanes_0_to_15_of_each_quarter():
+    """Layout F: row m of an M = 64 D in lane 32 * (m // 16) + m % 16 (docs/ptx_facts/tcgen05.md §12f)."""
+    rng = np.random.default_rng(9)
+    a, b = values(rng, "f16", (64, 16)), values(rng, "f16", (64, 16))
+    ia, _, sbo = image_kmajor(a, "32B", 2048)
+    ib, _, _ = image_kmajor(b, "32B", 2048)
+    ptx = gemm_kernel(64, "f16", 1, idesc(1, 0, 0, 64, 64), 32, ia.size, ib.size)
+    out = run_gemm(ptx, 64, np.concatenate([ia, ib]), smem_desc(0, 16, sbo, "32B"),
+                   smem_desc(ia.size, 16, sbo, "32B")).view(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    for m in range(64):
+        np.testing.assert_array_equal(out[32 * (m // 16) + m % 16], ref[m])
+    assert not out.reshape(4, 32, 64)[:, 16:].any()     # lanes 16-31 of each quarter untouched
+
+
+def test_a_from_tensor_memory():
+    """A (128 x 16 f16) stored to TMEM columns 128.. with tcgen05.st (row m in lane m, two f16 per
+    column, the lower k in the low half), then tcgen05.mma [d], [a-tmem], b-desc."""
+    rng = np.random.default_rng(10)
+    a, b = values(rng, "f16", (M, 16)), values(rng, "f16", (64, 16))
+    ib, _, sbo = image_kmajor(b, "32B", 2048)
+    place = """    shl.b32 %r20, %r0, 5;
+    ld.shared.v4.u32 {%r21, %r22, %r23, %r24}, [%r20];
+    ld.shared.v4.u32 {%r25, %r26, %r27, %r28}, [%r20+16];
+    tcgen05.st.sync.aligned.32x32b.x8.b32 [%r11+128], {%r21, %r22, %r23, %r24, %r25, %r26, %r27, %r28};
+    tcgen05.wait::st.sync.aligned;
+    tcgen05.fence::before_thread_sync;
+    bar.sync 0;"""
+    ptx = gemm_kernel(64, "f16", 1, idesc(1, 0, 0, M, 64), 32, 4096, ib.size, extra_before_mma=place,
+                      a_operand="[%r10+128]")
+    out = run_gemm(ptx, 64, np.concatenate([a.view(np.uint8).ravel(), ib]), 0, smem_desc(4096, 16, sbo, "32B"))
+    np.testing.assert_array_equal(out.view(np.float32), a.astype(np.float64) @ b.astype(np.float64).T)
+
+
+def test_a_mn_major():
+    """A stored M-major (transpose A = idesc bit 15): 64 M elements per 128-byte row, one row per k."""
+    rng = np.random.default_rng(12)
+    a, b = values(rng, "f16", (64, 16)), values(rng, "f16", (64, 16))
+    ia, _, _ = image_kmajor(np.ascontiguousarray(a.T), "128B", 16 * 128)
+    ib, _, sbo = image_kmajor(b, "32B", 2048)
+    ptx = gemm_kernel(64, "f16", 1, idesc(1, 0, 0, 64, 64, ta=1), 32, ia.size, ib.size)
+    out = run_gemm(ptx, 64, np.concatenate([ia, ib]), smem_desc(0, 8192, 1024, "128B"),
+                   smem_desc(ia.size, 16, sbo, "32B")).view(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    np.testing.assert_array_equal(out.reshape(4, 32, 64)[:, :16].reshape(64, 64), ref)
+
+
+@pytest.mark.parametrize("sat,want", [(0, -(1 << 31)), (1, (1 << 31) - 1)])
+def test_i8_saturate_bit(sat, want):
+    """D = A x B + D with D near the s32 maximum: wraps without the saturate bit, clamps with it."""
+    a, b = np.full((M, 32), 1, np.int8), np.full((8, 32), 1, np.int8)
+    ia, _, sbo = image_kmajor(a, "32B", 4096)
+    ib, _, _ = image_kmajor(b, "32B", 2048)
+    place = """    mov.u32 %r21, 0x7FFFFFE0;
+    tcgen05.st.sync.aligned.32x32b.x1.b32 [%r11], {%r21};
+    tcgen05.wait::st.sync.aligned;
+    tcgen05.fence::before_thread_sync;
+    bar.sync 0;"""
+    ptx = gemm_kernel(8, "i8", 1, idesc(2, 1, 1, M, 8, sat=sat), 32, 4096, 2048, extra_before_mma=place)
+    ptx = ptx.replace("%p7;\n", "%p6;\n", 1)      # accumulate into the stored D
+    out = run_gemm(ptx, 8, np.concatenate([ia, ib]), smem_desc(0, 16, sbo, "32B"), smem_desc(4096, 16, sbo, "32B"))
+    assert out.view(np.int32)[5, 0] == want      # 0x7FFFFFE0 + 32 = 2^31
 
 
 @pytest.mark.parametrize("swizzle", ["none", "32B", "64B", "128B"])

@@ -101,7 +101,9 @@ def test_pair_mma_needs_a_cluster():
 
 
 def test_mixing_cta_groups_is_refused():
-    ptx = pair_kernel().replace("tcgen05.relinquish_alloc_permit.cta_group::2", "tcgen05.relinquish_alloc_permit.cta_group::1")
+    ptx = pair_kernel().replace("tcgen05.relinquish_alloc_permit.cta_group::2",
+                                "tcgen05.relinquish_alloc_permit.cta_group::1")
     a, b, image, da, db = _operands()
     with pytest.raises(sim.HazardError, match="same one"):
-        sim.launch(ptx, "k", grid=(2,), block=(128,), cluster=(2, 1, 1), args=[np.zeros((256, N), np.float32), image, da, db])
+        sim.launch(ptx, "k", grid=(2,), block=(128,), cluster=(2, 1, 1),
+                   args=[np.zeros((256, N), np.float32), image, da, db])

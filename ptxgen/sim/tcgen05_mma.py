@@ -226,7 +226,7 @@ def _write_d(cta: CtaState, st: tm.TmemState, idesc: td.InstrDescriptor, tid: in
         raise Fault("tmem", f"tcgen05.mma D at lane {d_lane}: M = {m} needs D at lane 0"
                     + (" or 16" if m == 64 else ""))
     rows = d_lane + tl.d_lanes(m)
-    d_region = tm.Region(int(rows.min()), int(rows.max()) + 1, d_col, d_col + n)
+    d_region = tm.Region(int(rows.min()), int(rows.max()) + 1, d_col, d_col + n, _lane_mask(rows))
     tm.check_allocated(st, d_region, "tcgen05.mma D")
     tm.check_not_pending(st.loads, d_region, "tcgen05.mma writes D", "ld")
     tm.check_not_pending(st.stores, d_region, "tcgen05.mma D", "st")
@@ -248,6 +248,17 @@ def _write_d(cta: CtaState, st: tm.TmemState, idesc: td.InstrDescriptor, tid: in
             smem.async_reads = np.zeros(smem.size, dtype=np.int16)
         smem.async_reads += tm.byte_counts(idx, smem.size)
     return rec
+
+
+def _lane_mask(rows: np.ndarray) -> int:
+    """Bit l set for each TMEM lane l the rows use (cached: a few distinct (lane, M) per kernel)."""
+    return _mask_of(tuple(int(r) for r in rows[[0, -1]]), len(rows))
+
+
+@functools.lru_cache(maxsize=64)
+def _mask_of(ends: tuple, m: int) -> int:
+    rows = ends[0] - int(tl.d_lanes(m)[0]) + tl.d_lanes(m)
+    return sum(1 << int(r) for r in rows)
 
 
 def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_major: bool,
@@ -274,7 +285,7 @@ def _read_a_tmem(st: tm.TmemState, addr: int, m: int, k: int, typ: str, d_lane: 
     esize = ESIZE[typ]
     ncols = k * esize // 4
     rows = lane + tl.d_lanes(m)
-    region = tm.Region(int(rows.min()), int(rows.max()) + 1, col, col + ncols)
+    region = tm.Region(int(rows.min()), int(rows.max()) + 1, col, col + ncols, _lane_mask(rows))
     tm.check_allocated(st, region, "tcgen05.mma A")
     tm.check_not_mma_target(st, region, "tcgen05.mma reads A from", by_mma=True)
     tm.check_not_pending(st.stores, region, "tcgen05.mma reads A from", "st")

@@ -32,15 +32,20 @@ STALL_LIMIT = 1000        # polls of a blocked alloc that saw no dealloc before 
 
 @dataclass
 class Region:
-    """A rectangle of TMEM cells: lanes [lane0, lane1) x columns [col0, col1)."""
+    """TMEM cells: lanes [lane0, lane1) x columns [col0, col1); `mask` (bit l = lane l) narrows the
+    lanes where they are not contiguous (an M = 64 accumulator uses 16 lanes of each quarter)."""
     lane0: int
     lane1: int
     col0: int
     col1: int
+    mask: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.mask:
+            self.mask = ((1 << self.lane1) - 1) ^ ((1 << self.lane0) - 1)
 
     def overlaps(self, other: "Region") -> bool:
-        return (self.lane0 < other.lane1 and other.lane0 < self.lane1
-                and self.col0 < other.col1 and other.col0 < self.col1)
+        return bool(self.mask & other.mask) and self.col0 < other.col1 and other.col0 < self.col1
 
     def describe(self) -> str:
         return f"lanes {self.lane0}..{self.lane1 - 1}, columns {self.col0}..{self.col1 - 1}"

@@ -73,6 +73,22 @@ def test_m64_accumulator_uses_lanes_0_to_15_of_each_quarter():
     assert not out.reshape(4, 32, 64)[:, 16:].any()     # lanes 16-31 of each quarter untouched
 
 
+def test_two_m64_accumulators_interleave_at_lanes_0_and_16():
+    """A second M = 64 D at lane 16 uses the other 16 lanes of each quarter: both MMAs may be in
+    flight together (their cells do not overlap) and each lands in its own lanes."""
+    rng = np.random.default_rng(13)
+    a, b = values(rng, "f16", (64, 16)), values(rng, "f16", (64, 16))
+    ia, _, sbo = image_kmajor(a, "32B", 2048)
+    ib, _, _ = image_kmajor(b, "32B", 2048)
+    ptx = gemm_kernel(64, "f16", 1, idesc(1, 0, 0, 64, 64), 32, ia.size, ib.size)
+    first = next(line for line in ptx.splitlines() if "tcgen05.mma" in line)
+    ptx = ptx.replace(first, first + "\n" + first.replace("[%r10]", f"[%r10+{16 << 16}]"))
+    out = run_gemm(ptx, 64, np.concatenate([ia, ib]), smem_desc(0, 16, sbo, "32B"),
+                   smem_desc(ia.size, 16, sbo, "32B")).view(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    np.testing.assert_array_equal(out.reshape(4, 2, 16, 64), np.stack([ref.reshape(4, 16, 64)] * 2, axis=1))
+
+
 def test_a_from_tensor_memory():
     """A (128 x 16 f16) stored to TMEM columns 128.. with tcgen05.st (row m in lane m, two f16 per
     column, the lower k in the low half), then tcgen05.mma [d], [a-tmem], b-desc."""

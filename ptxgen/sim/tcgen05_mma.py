@@ -44,11 +44,14 @@ ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "e2m3": 1, "e3m2"
 
 
 def _decode_fp8_container(kind: str):
-    """fp6/fp4 values sit one per byte under kind::f8f6f4 (§9.7.16.10.4.4); where inside the byte is
-    given only by images (UNVERIFIED), so they are refused until the formats module pins it."""
+    """fp6/fp4 operands under kind::f8f6f4 / mxf8f6f4 sit in shared memory in the padded forms
+    (.b6x16_p32: 16 values in 12 bytes + 4 padding; .b4x16_p64: 8 bytes + 8 padding; PTX ISA
+    §5.5.1.1.1); the bit order inside them is given by figures only, so they are refused until a
+    kernel (e.g. Triton's mxfp8 x mxfp4 corpus entry) pins it down."""
     def decode(raw: np.ndarray) -> np.ndarray:
-        raise Fault("unsupported", f"tcgen05.mma with {kind} operands: the placement of {kind} values in their "
-                    "8-bit containers is not pinned down yet (e4m3 and e5m2 are simulated)")
+        raise Fault("unsupported", f"tcgen05.mma with {kind} operands under .kind::f8f6f4/mxf8f6f4 (the padded "
+                    "16-value shared-memory forms) is not simulated yet; e4m3 and e5m2 are, and e2m1 under "
+                    ".kind::mxf4/mxf4nvf4")
     return decode
 
 
@@ -297,14 +300,16 @@ def _accumulate(a: np.ndarray, bt: np.ndarray, old: np.ndarray, accumulate: bool
                 idesc: td.InstrDescriptor, scale_shift: int) -> np.ndarray:
     """New D cells (M x N uint32)."""
     if idesc.dtype == "s32":
-        total = a @ bt.T
+        total = np.einsum("mk,nk->mn", a, bt)
         if accumulate:
             total = total + old.view(np.int32).astype(np.int64)
         if idesc.saturate:
             total = np.clip(total, -(1 << 31), (1 << 31) - 1)
         return total.astype(np.int32).view(np.uint32)
     with np.errstate(invalid="ignore", over="ignore"):
-        exact = a @ bt.T
+        # einsum's own loop, not BLAS: on a loaded machine a threaded BLAS call on these small
+        # matrices can take 50 ms instead of 1 ms (both sum the exact products in float64)
+        exact = np.einsum("mk,nk->mn", a, bt)
         if idesc.dtype == "f32":
             res = exact.astype(np.float32)
             if accumulate:

@@ -238,3 +238,19 @@ def test_overwriting_a_shared_operand_before_the_commit_is_observed_is_a_hazard(
 def test_overwriting_the_stage_after_the_wait_is_fine():
     ptx, img, da, db = _mma_case(extra_before_dealloc="    @%p4 st.shared.u32 [buf+64], %r0;")
     run_gemm(ptx, 64, img, da, db)
+
+
+def test_taddr_must_be_warp_uniform():
+    body = "    add.u32 %r16, %r11, %r14;\n    tcgen05.ld.sync.aligned.32x32b.x1.b32 {%d0}, [%r16];\n" \
+           "    tcgen05.wait::ld.sync.aligned;\n"
+    with pytest.raises(sim.HazardError, match="same in every thread") as e:
+        sim.launch(module(body, 1), "k", block=(128,), args=[np.zeros((128, 1), np.uint32)])
+    assert e.value.kind == "divergence"
+
+
+def test_part_of_a_warp_is_divergence():
+    body = "    setp.lt.u32 %p5, %r14, 16;\n    @%p5 tcgen05.ld.sync.aligned.32x32b.x1.b32 {%d0}, [%r11];\n" \
+           "    tcgen05.wait::ld.sync.aligned;\n"
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(module(body, 1), "k", block=(128,), args=[np.zeros((128, 1), np.uint32)])
+    assert e.value.kind == "divergence"

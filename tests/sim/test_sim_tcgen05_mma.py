@@ -285,3 +285,92 @@ def test_block_scaled_mma(kind, vec, block, fmt, scale_type, sf_id):
 def test_block_scales_copied_with_tcgen05_cp_feed_the_mma_without_a_wait():
     got, ref = _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp")
     np.testing.assert_array_equal(got, ref)
+
+
+# ------------------------------------------------------------------ with TMA: a two-block pipeline
+def tma_pipeline_kernel(wait_mma_before_reload: bool) -> str:
+    """K = 32 in two blocks through ONE shared stage: TMA A (128 x 16) and B (64 x 16) boxes
+    (32B swizzle, the canonical K-major SW32 layout), wait, MMA, commit to bar_mma; the second
+    block's TMA may overwrite the stage only after bar_mma's phase is seen."""
+    blocks = []
+    for kb in range(2):
+        reload_guard = ("WM%d:\n    mbarrier.try_wait.parity.shared::cta.b64 %%p5, [%%r6], %d;\n    @!%%p5 bra WM%d;\n"
+                        % (kb, kb - 1, kb)) if kb and wait_mma_before_reload else ""
+        blocks.append(f"""{reload_guard}    mov.u32 %r20, {16 * kb};
+    @%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r5], 6144;
+    @%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {{%r20, %r21}}], [%r5];
+    @%p0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {{%r20, %r21}}], [%r5];
+WL{kb}:
+    mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r5], {kb};
+    @!%p4 bra WL{kb};
+    @%p0 tcgen05.mma.cta_group::1.kind::f16 [%r10], %rd10, %rd11, {idesc(1, 0, 0, M, 64):#x}, {'%p7' if kb == 0 else '%p6'};
+    @%p0 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r6];
+""")
+    regs = ", ".join(f"%d{i}" for i in range(64))
+    stores = "".join(f"    st.global.b32 [%rd7+{4 * i}], %d{i};\n" for i in range(64))
+    return (".version 8.7\n.target sm_100a\n.address_size 64\n.extern .shared .align 1024 .b8 smem[];\n"
+            ".visible .entry k(.param .u64 pOut, .param .align 64 .b8 tmA[128], .param .align 64 .b8 tmB[128], "
+            ".param .u64 dA, .param .u64 dB)\n{\n    .reg .pred %p<8>;\n    .reg .b32 %r<40>;\n    .reg .b64 %rd<16>;\n"
+            "    .reg .b32 %d<64>;\n" + f"""
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, smem;
+    add.u32 %r2, %r1, 4096;
+    add.u32 %r5, %r1, 6144;
+    add.u32 %r6, %r1, 6152;
+    add.u32 %r7, %r1, 6160;
+    mov.u32 %r21, 0;
+    ld.param.u64 %rd10, [dA];
+    ld.param.u64 %rd11, [dB];
+    mov.b64 %rd1, tmA;
+    cvta.param.u64 %rd1, %rd1;
+    mov.b64 %rd2, tmB;
+    cvta.param.u64 %rd2, %rd2;
+    setp.eq.u32 %p0, %r0, 0;
+    setp.lt.u32 %p3, %r0, 32;
+    setp.eq.u32 %p6, %r0, %r0;
+    setp.ne.u32 %p7, %r0, %r0;
+    @%p0 mbarrier.init.shared::cta.b64 [%r5], 1;
+    @%p0 mbarrier.init.shared::cta.b64 [%r6], 1;
+    @%p3 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r7], 64;
+    bar.sync 0;
+    ld.shared.b32 %r10, [%r7];
+    @%p3 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+{''.join(blocks)}WE:
+    mbarrier.try_wait.parity.shared::cta.b64 %p5, [%r6], 1;
+    @!%p5 bra WE;
+    tcgen05.fence::after_thread_sync;
+    shr.u32 %r12, %r0, 5;
+    shl.b32 %r12, %r12, 21;
+    add.u32 %r11, %r10, %r12;
+    tcgen05.ld.sync.aligned.32x32b.x64.b32 {{{regs}}}, [%r11];
+    tcgen05.wait::ld.sync.aligned;
+    ld.param.u64 %rd0, [pOut];
+    mul.wide.u32 %rd6, %r0, 256;
+    add.u64 %rd7, %rd0, %rd6;
+{stores}    tcgen05.fence::before_thread_sync;
+    bar.sync 0;
+    @%p3 tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r10, 64;
+    ret;
+}}
+""")
+
+
+def _tma_pipeline(wait_mma_before_reload: bool):
+    rng = np.random.default_rng(14)
+    a, b = values(rng, "f16", (M, 32)), values(rng, "f16", (64, 32))
+    out = np.full((M, 64), np.nan, np.float32)
+    args = [out, sim.TensorMap(a, (M, 16), swizzle="32B"), sim.TensorMap(b, (64, 16), swizzle="32B"),
+            smem_desc(0, 16, 256, "32B"), smem_desc(4096, 16, 256, "32B")]
+    sim.launch(tma_pipeline_kernel(wait_mma_before_reload), "k", block=(128,), args=args, dynamic_smem=8192)
+    return out, a.astype(np.float64) @ b.astype(np.float64).T
+
+
+def test_tma_pipeline_reusing_the_stage_after_the_mma_commit():
+    out, ref = _tma_pipeline(True)
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_tma_overwriting_the_stage_before_the_mma_commit_is_seen_is_a_hazard():
+    with pytest.raises(sim.HazardError) as e:
+        _tma_pipeline(False)
+    assert e.value.kind == "async-pending" and "cp.async.bulk.tensor" in str(e.value)

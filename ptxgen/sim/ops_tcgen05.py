@@ -32,6 +32,7 @@ from .ops_warp import participating_warps, read_warp_regs, write_warp_regs
 from .parse import Instr
 from .program import mark
 from .state import CtaState
+from .warps import DIVERGE
 
 
 def require_tcgen05(ctx, what: str) -> None:
@@ -100,6 +101,7 @@ def _compile_alloc(ins: Instr, ctx, mods: list):
         warps = _warps(cta, mask)
         counts = _warp_uniform(get_n(cta.R), cta, warps, "tcgen05.alloc nCols")
         dsts = _warp_uniform(get_dst(cta.R), cta, warps, "tcgen05.alloc destination")
+        blocked = []
         for w, ncols, dst in zip(warps.tolist(), counts.tolist(), dsts.tolist()):
             tm.check_alloc_request(st, ncols)
             if space == "generic":
@@ -108,19 +110,30 @@ def _compile_alloc(ins: Instr, ctx, mods: list):
                 raise Fault("misaligned", f"tcgen05.alloc destination {dst:#x} is not 4-byte aligned")
             start = tm.try_alloc(st, ncols)
             if start is None:
-                st.stall += 1
-                if st.stall >= tm.STALL_LIMIT:
-                    held = ", ".join(f"{n} at column {s}" for s, n in sorted(st.allocs.items()))
-                    raise Fault("deadlock", f"tcgen05.alloc of {ncols} columns blocks forever: the CTA holds "
-                                f"{held} of 512 columns and no dealloc frees any ({tm.STALL_LIMIT} polls)")
-                cta.polled = True
-                return me          # blocked: retry (other warps may dealloc meanwhile)
-            st.stall = 0
+                blocked.append((w, ncols))
+                continue
             st.last_ncols = ncols
             data = np.array([start], dtype=np.uint32).view(np.uint8).reshape(1, 4)
             cta.smem.write(np.array([32 * w]), np.array([dst], dtype=np.int64), data, cta.epoch,
                            "tcgen05.alloc writes the TMEM address to")
-        return None
+        if not blocked:
+            st.stall = 0
+            return None
+        # blocked warps retry this instruction (other warps may dealloc meanwhile); the others go on
+        st.stall += 1
+        if st.stall >= tm.STALL_LIMIT:
+            held = ", ".join(f"{n} at column {s}" for s, n in sorted(st.allocs.items()))
+            raise Fault("deadlock", f"tcgen05.alloc of {blocked[0][1]} columns by warp {blocked[0][0]} blocks "
+                        f"forever: the CTA holds {held} of 512 columns and no dealloc frees any "
+                        f"({tm.STALL_LIMIT} polls)")
+        cta.polled = True
+        if len(blocked) == len(warps):
+            return me
+        waiting = np.zeros(cta.n, dtype=bool)
+        for w, _ in blocked:
+            waiting[32 * w:32 * w + 32] = True
+        cta.split = (me, waiting)
+        return DIVERGE
     return mark(run, yields=True)
 
 

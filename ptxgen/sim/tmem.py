@@ -160,6 +160,7 @@ def dealloc(st: TmemState, col: int, ncols: int, lane: int) -> None:
                             f"{p.warp}'s tcgen05.{kind} at line {p.line} is not waited for; execute "
                             f"tcgen05.wait::{kind} (and a barrier) first")
     del st.allocs[col]
+    st.stall = 0              # a blocked alloc may now succeed
 
 
 def check_exit(cta: CtaState) -> None:

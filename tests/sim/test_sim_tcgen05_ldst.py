@@ -254,3 +254,46 @@ def test_part_of_a_warp_is_divergence():
     with pytest.raises(sim.HazardError) as e:
         sim.launch(module(body, 1), "k", block=(128,), args=[np.zeros((128, 1), np.uint32)])
     assert e.value.kind == "divergence"
+
+
+def two_warps_alloc_512(dealloc_first: bool) -> str:
+    """Both warps allocate all 512 columns at one instruction: warp 0 gets them, warp 1 blocks until
+    warp 0 frees them (or forever). Each warp's lane 0 then stores 1 to out[warp]."""
+    free = "    @%p2 tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r9, 512;\n" if dealloc_first else ""
+    return HEADER + f""".shared .align 4 .b32 tptr[2];
+.visible .entry k(.param .u64 pOut)
+{{
+    .reg .pred %p<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<4>;
+    mov.u32 %r0, %tid.x;
+    shr.u32 %r1, %r0, 5;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, tptr;
+    add.u32 %r3, %r3, %r2;
+    mov.u32 %r9, 0;
+    setp.eq.u32 %p2, %r1, 0;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r3], 512;
+{free}    and.b32 %r4, %r0, 31;
+    setp.eq.u32 %p1, %r4, 0;
+    ld.param.u64 %rd0, [pOut];
+    mul.wide.u32 %rd1, %r1, 4;
+    add.u64 %rd0, %rd0, %rd1;
+    mov.u32 %r5, 1;
+    @%p1 st.global.u32 [%rd0], %r5;
+    @!%p2 tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r9, 512;
+    ret;
+}}
+"""
+
+
+def test_a_blocked_alloc_waits_for_another_warps_dealloc():
+    out = np.zeros(2, np.uint32)
+    sim.launch(two_warps_alloc_512(True), "k", block=(64,), args=[out])
+    assert list(out) == [1, 1]
+
+
+def test_an_alloc_no_dealloc_can_satisfy_is_a_deadlock():
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(two_warps_alloc_512(False), "k", block=(64,), args=[np.zeros(2, np.uint32)])
+    assert e.value.kind == "deadlock"

@@ -148,10 +148,7 @@ def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescr
         n_ok = n in (8, 16, 24) or (n % 16 == 0 and 32 <= n <= 256) if kind == "i8" else 8 <= n <= 256
         shapes = "(8, 16, 24, then multiples of 16 to 256)" if kind == "i8" else "(8..256 step 8)"
     else:
-        if m == 128:
-            raise Fault("unsupported", f"{text}: M = 128 over a CTA pair (the 2x2 layout B, 64 rows per CTA) is "
-                        "not simulated yet; M = 256 is")
-        if m != 256:
+        if m not in (128, 256):
             raise Fault("unsupported", f"{text}: M = {m}; cta_group::2 takes M = 128 or 256 (the pair's M)")
         n_ok = 32 <= n <= 256 and n % 32 == 0 if kind == "i8" else 16 <= n <= 256 and n % 16 == 0
         shapes = "(32..256 step 32)" if kind == "i8" else "(16..256 step 16)"

@@ -22,6 +22,7 @@ counted in smem.async_reads meanwhile, so a TMA or st.shared overwriting them is
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import ml_dtypes
@@ -156,9 +157,12 @@ def compile_mma(ins: Instr, ctx, mods: list):
 
 def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_val: int, idesc_val: int,
                 accumulate: bool, a_tmem: bool, scale_shift: int, disabled, scales, line: int) -> None:
-    """cta_group::2, M = 256 (PTX ISA §9.7.16.5.1, docs/ptx_facts/tcgen05.md §12i): CTA v of the pair
-    (v = cluster rank & 1) holds A rows 128v..128v+127 and B columns v*N/2..(v+1)*N/2-1 at the same
-    shared offsets the issuer's descriptors name, and D rows 128v.. in its own TMEM at d-tmem."""
+    """cta_group::2 (PTX ISA §9.7.16.5.1, docs/ptx_facts/tcgen05.md §12i): CTA v of the pair
+    (v = cluster rank & 1) holds A rows v*M/2..(v+1)*M/2-1 and B columns v*N/2..(v+1)*N/2-1 at the
+    same shared offsets the issuer's descriptors name, and D rows v*M/2.. in its own TMEM at d-tmem:
+    M = 256 as layout D (row m in lane m); M = 128 as layout B (row m < 64: columns n < N/2 in lane m,
+    column n; columns n >= N/2 in lane 64 + m, column n - N/2), computed as one 128 x N/2 product of
+    [[A, 0], [0, A]] with [B_low | B_high] (the zero products change no float64 sum)."""
     peer = tm.pair_peer(cta, "tcgen05.mma")
     if a_tmem:
         raise Fault("unsupported", "tcgen05.mma.cta_group::2 with A in tensor memory is not simulated yet")
@@ -179,11 +183,18 @@ def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_v
     for c, i_b in zip(pair, idx):
         st = tm.tmem_of(c)
         tm.use_cta_group(st, 2, "tcgen05.mma")
-        a, i_a = _read_smem(c, a_val, 128, k, idesc.atype, idesc.a_mn_major, reader, f"A (CTA rank {c.cluster.rank})")
+        a, i_a = _read_smem(c, a_val, idesc.m // 2, k, idesc.atype, idesc.a_mn_major, reader,
+                            f"A (CTA rank {c.cluster.rank})")
         if idesc.negate_a:
             a = -a
-        one = td.InstrDescriptor(**{**idesc.__dict__, "m": 128})
-        records.append(_write_d(c, st, one, tid, d_addr, a, bt, accumulate, scale_shift, None, [],
+        if idesc.m == 256:
+            one, a_eff, b_eff = dataclasses.replace(idesc, m=128), a, bt
+        else:
+            zero = np.zeros_like(a)
+            a_eff = np.block([[a, zero], [zero, a]])
+            b_eff = np.concatenate([bt[:half_n], bt[half_n:]], axis=1)
+            one = dataclasses.replace(idesc, m=128, n=half_n, k=2 * k)
+        records.append(_write_d(c, st, one, tid, d_addr, a_eff, b_eff, accumulate, scale_shift, None, [],
                                 np.concatenate([i_a, i_b]), line))
     mine = next(r for r in records if r.owner is cta)
     mine.partners = [r for r in records if r is not mine]

@@ -11,7 +11,7 @@ from tcgen05_util import HEADER, idesc, image_kmajor, smem_desc
 N = 64
 
 
-def pair_kernel(issuer_guard: str = "%p4", dealloc_sync: bool = True) -> str:
+def pair_kernel(issuer_guard: str = "%p4", dealloc_sync: bool = True, m: int = 256) -> str:
     """Both CTAs copy their operand halves (image of pAB at rank * 8192) into shared memory; rank 0's
     thread 0 issues one 256 x N x 16 MMA; the commit arrives on both CTAs' barriers; every warp
     stores its CTA's D rows to out[rank * 128 + row]."""
@@ -48,7 +48,7 @@ def pair_kernel(issuer_guard: str = "%p4", dealloc_sync: bool = True) -> str:
     barrier.cluster.wait.aligned;
     ld.shared.b32 %r10, [tptr];
     @%p3 tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned;
-    @{issuer_guard} tcgen05.mma.cta_group::2.kind::f16 [%r10], %rd10, %rd11, {idesc(1, 0, 0, 256, N):#x}, %p7;
+    @{issuer_guard} tcgen05.mma.cta_group::2.kind::f16 [%r10], %rd10, %rd11, {idesc(1, 0, 0, m, N):#x}, %p7;
     mov.b16 %h1, 3;
     @{issuer_guard} tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [bar], %h1;
 WAIT:
@@ -107,3 +107,26 @@ def test_mixing_cta_groups_is_refused():
     with pytest.raises(sim.HazardError, match="same one"):
         sim.launch(ptx, "k", grid=(2,), block=(128,), cluster=(2, 1, 1),
                    args=[np.zeros((256, N), np.float32), image, da, db])
+
+
+def test_pair_mma_m128_layout_b():
+    """M = 128 over the pair: CTA v holds A rows 64v..64v+63; its D row m (< 64) keeps columns
+    n < N/2 in lane m and columns n >= N/2 in lane 64 + m, both at columns n mod N/2 (layout B,
+    docs/ptx_facts/tcgen05.md §12i; CUTLASS's 2x1SM M=64 atom, single source)."""
+    rng = np.random.default_rng(3)
+    a = (rng.integers(1, 4, (128, 16)) * rng.choice([-1, 1], (128, 16))).astype(np.float16)
+    b = (rng.integers(1, 4, (N, 16)) * rng.choice([-1, 1], (N, 16))).astype(np.float16)
+    images = []
+    for v in range(2):
+        ia, _, _ = image_kmajor(np.concatenate([a[64 * v:64 * v + 64], np.zeros((64, 16), np.float16)]), "32B", 4096)
+        ib, _, _ = image_kmajor(b[N // 2 * v:N // 2 * (v + 1)], "32B", 2048)
+        images.append(np.concatenate([ia, ib]))
+    out = np.full((256, N), np.nan, np.float32)
+    sim.launch(pair_kernel(m=128), "k", grid=(2,), block=(128,), cluster=(2, 1, 1),
+               args=[out, np.concatenate(images), smem_desc(0, 16, 256, "32B"), smem_desc(4096, 16, 256, "32B")])
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    half = N // 2
+    for v in range(2):
+        got = out[128 * v:128 * v + 128, :half]          # CTA v's lanes 0..127, columns 0..N/2-1
+        np.testing.assert_array_equal(got[:64], ref[64 * v:64 * v + 64, :half])
+        np.testing.assert_array_equal(got[64:], ref[64 * v:64 * v + 64, half:])

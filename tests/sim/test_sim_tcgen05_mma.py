@@ -73,6 +73,26 @@ def test_m64_accumulator_uses_lanes_0_to_15_of_each_quarter():
     assert not out.reshape(4, 32, 64)[:, 16:].any()     # lanes 16-31 of each quarter untouched
 
 
+def test_m64_read_back_as_triton_does_with_16x32bx2():
+    """Triton reads an M = 64 D with .16x32bx2.x(N/2), half-split N/2: thread t < 16 gets row t of the
+    warp's 16 rows, columns 0..N/2-1; thread t >= 16 the same row's columns N/2..N-1."""
+    rng = np.random.default_rng(15)
+    a, b = values(rng, "f16", (64, 16)), values(rng, "f16", (64, 16))
+    ia, _, sbo = image_kmajor(a, "32B", 2048)
+    ib, _, _ = image_kmajor(b, "32B", 2048)
+    ptx = gemm_kernel(64, "f16", 1, idesc(1, 0, 0, 64, 64), 32, ia.size, ib.size)
+    load = next(line for line in ptx.splitlines() if "tcgen05.ld" in line)
+    regs = ", ".join(f"%d{i}" for i in range(32))
+    ptx = ptx.replace(load, f"    tcgen05.ld.sync.aligned.16x32bx2.x32.b32 {{{regs}}}, [%r11+0], 32;")
+    out = run_gemm(ptx, 64, np.concatenate([ia, ib]), smem_desc(0, 16, sbo, "32B"),
+                   smem_desc(ia.size, 16, sbo, "32B")).view(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    for w in range(4):
+        for t in range(32):
+            row, half = 16 * w + (t & 15), t >> 4
+            np.testing.assert_array_equal(out[32 * w + t, :32], ref[row, 32 * half:32 * half + 32])
+
+
 def test_two_m64_accumulators_interleave_at_lanes_0_and_16():
     """A second M = 64 D at lane 16 uses the other 16 lanes of each quarter: both MMAs may be in
     flight together (their cells do not overlap) and each lands in its own lanes."""

@@ -1,15 +1,18 @@
-"""tcgen05 instructions other than mma (sm_100a): alloc / dealloc / relinquish_alloc_permit,
-ld / st / wait, commit and fence (docs/ptx_facts/tcgen05.md §12b, §12f, §12j; state and hazards in tmem.py,
-tcgen05.mma in tcgen05_mma.py).
+"""The tcgen05 instruction family on sm_100a: the opcode's dispatcher, and alloc / dealloc /
+relinquish_alloc_permit, ld / st / wait, commit and fence (docs/ptx_facts/tcgen05.md §12b, §12f,
+§12j; state and hazards in tmem.py, tcgen05.mma in tcgen05_mma.py, tcgen05.cp in tcgen05_cp.py).
 
-Forms accepted (PTX ISA §9.7.16.7-§9.7.16.12, as CUTLASS and Triton 3.9 emit them):
-  tcgen05.alloc.cta_group::1.sync.aligned{.shared::cta}.b32 [dst], nCols;
-  tcgen05.dealloc.cta_group::1.sync.aligned.b32 taddr, nCols;
-  tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+Forms accepted (PTX ISA §9.7.16.7-§9.7.16.12, as CUTLASS and Triton 3.9 emit them; N = 1 or 2):
+  tcgen05.alloc.cta_group::N.sync.aligned{.shared::cta}.b32 [dst], nCols;
+  tcgen05.dealloc.cta_group::N.sync.aligned.b32 taddr, nCols;
+  tcgen05.relinquish_alloc_permit.cta_group::N.sync.aligned;
   tcgen05.ld.sync.aligned.<shape>.x<N>{.pack::16b}.b32 {regs}, [taddr]{, immHalfSplitoff};
   tcgen05.st.sync.aligned.<shape>.x<N>{.unpack::16b}.b32 [taddr]{, immHalfSplitoff}, {regs};
   tcgen05.wait::{ld,st}.sync.aligned;  tcgen05.fence::{before,after}_thread_sync;
-  tcgen05.commit.cta_group::1.mbarrier::arrive::one{.shared::cluster}{.multicast::cluster}.b64 [mbar]{, ctaMask};
+  tcgen05.commit.cta_group::N.mbarrier::arrive::one{.shared::cluster}{.multicast::cluster}.b64 [mbar]{, ctaMask};
+
+With cta_group::2 each CTA of the pair keeps its own allocator (the pair's warps allocate the same
+columns when their histories match) and the peer must be running.
 
 tcgen05.fence::* orders tcgen05 operations around thread synchronisation. The simulator executes
 in program order and retires MMAs when a wait observes their commit's mbarrier phase, so the
@@ -49,7 +52,7 @@ def require_tcgen05(ctx, what: str) -> None:
                        f"says .version {ctx.version}")
 
 
-def _cta_group(mods: list, ctx, what: str) -> int:
+def cta_group_of(mods: list, ctx, what: str) -> int:
     found = [m for m in mods if m.startswith("cta_group::")]
     if len(found) != 1 or found[0] not in ("cta_group::1", "cta_group::2"):
         raise ctx.fail(f"{what} needs .cta_group::1 or .cta_group::2")
@@ -57,7 +60,7 @@ def _cta_group(mods: list, ctx, what: str) -> int:
     return int(found[0][-1])
 
 
-def _tmem_getter(ctx, mem: Mem):
+def tmem_getter(ctx, mem: Mem):
     """R -> uint32 TMEM addresses for [reg + imm] (Triton writes `[ %r + 0 ]`)."""
     get = address_getter(ctx, mem, "shared")
     return lambda R: get(R) & 0xFFFFFFFF
@@ -79,7 +82,7 @@ def _warps(cta: CtaState, mask) -> np.ndarray:
 
 # ------------------------------------------------------------------ alloc / dealloc / relinquish
 def _compile_alloc(ins: Instr, ctx, mods: list):
-    group = _cta_group(mods, ctx, "tcgen05.alloc")
+    group = cta_group_of(mods, ctx, "tcgen05.alloc")
     if not {"sync", "aligned", "b32"} <= set(mods) or not set(mods) <= {"sync", "aligned", "b32", "shared::cta"}:
         raise ctx.fail("write tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [dst], nCols;")
     if len(ins.operands) != 2:
@@ -138,7 +141,7 @@ def _compile_alloc(ins: Instr, ctx, mods: list):
 
 
 def _compile_dealloc(ins: Instr, ctx, mods: list):
-    group = _cta_group(mods, ctx, "tcgen05.dealloc")
+    group = cta_group_of(mods, ctx, "tcgen05.dealloc")
     if set(mods) != {"sync", "aligned", "b32"}:
         raise ctx.fail("write tcgen05.dealloc.cta_group::1.sync.aligned.b32 taddr, nCols;")
     if len(ins.operands) != 2:
@@ -158,7 +161,7 @@ def _compile_dealloc(ins: Instr, ctx, mods: list):
 
 
 def _compile_relinquish(ins: Instr, ctx, mods: list):
-    group = _cta_group(mods, ctx, "tcgen05.relinquish_alloc_permit")
+    group = cta_group_of(mods, ctx, "tcgen05.relinquish_alloc_permit")
     if set(mods) != {"sync", "aligned"} or ins.operands:
         raise ctx.fail("write tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;")
 
@@ -211,7 +214,7 @@ def _compile_ld(ins: Instr, ctx, mods: list):
         raise ctx.fail(f"tcgen05.ld.{shape} takes {{regs}}, [taddr]" + (", immHalfSplitoff" if split else ""))
     nregs = num * tl.REGS_PER_NUM[shape]
     slots = [ctx.dst(r, "b32")[0] for r in ctx.vec(ops[0], nregs, f"tcgen05.ld.{shape}.x{num} destination")]
-    get_addr = _tmem_getter(ctx, ctx.mem(ops[1]))
+    get_addr = tmem_getter(ctx, ctx.mem(ops[1]))
     offset = _split_offset(ops[2], ctx) if split else 0
     lanes, cols = _cell_map(shape, num, offset, pack)
     line = ctx.line
@@ -262,7 +265,7 @@ def _compile_st(ins: Instr, ctx, mods: list):
         raise ctx.fail(f"tcgen05.st.{shape} takes [taddr], " + ("immHalfSplitoff, " if split else "") + "{regs}")
     nregs = num * tl.REGS_PER_NUM[shape]
     getters = [ctx.src(r, "b32") for r in ctx.vec(ops[-1], nregs, f"tcgen05.st.{shape}.x{num} source")]
-    get_addr = _tmem_getter(ctx, ctx.mem(ops[0]))
+    get_addr = tmem_getter(ctx, ctx.mem(ops[0]))
     offset = _split_offset(ops[1], ctx) if split else 0
     lanes, cols = _cell_map(shape, num, offset, unpack)
     line = ctx.line
@@ -300,7 +303,7 @@ def _compile_wait(ins: Instr, ctx, kind: str, mods: list):
 
 # ------------------------------------------------------------------ commit
 def _compile_commit(ins: Instr, ctx, mods: list):
-    group = _cta_group(mods, ctx, "tcgen05.commit")
+    group = cta_group_of(mods, ctx, "tcgen05.commit")
     multicast = "multicast::cluster" in mods
     cluster_space = "shared::cluster" in mods
     rest = set(mods) - {"mbarrier::arrive::one", "shared::cluster", "multicast::cluster", "b64"}

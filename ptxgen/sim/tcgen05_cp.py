@@ -35,8 +35,8 @@ SHAPES = {"128x256b": (128, 32), "128x128b": (128, 16), "4x256b": (4, 32), "32x1
 
 
 def compile_cp(ins: Instr, ctx, mods: list):
-    from .ops_tcgen05 import _cta_group, _tmem_getter
-    group = _cta_group(mods, ctx, "tcgen05.cp")
+    from .ops_tcgen05 import cta_group_of, tmem_getter
+    group = cta_group_of(mods, ctx, "tcgen05.cp")
     if group != 1:
         raise ctx.fail("tcgen05.cp.cta_group::2 is not simulated yet (cta_group::1 only)")
     if any(m.startswith("b8x16") or m.startswith("b6x16") or m.startswith("b4x16") for m in mods):
@@ -55,7 +55,7 @@ def compile_cp(ins: Instr, ctx, mods: list):
         raise ctx.fail("tcgen05.cp: .32x128b needs .warpx4, and .warpx4 goes with .32x128b only")
     if len(ins.operands) != 2 or not isinstance(ins.operands[1], (Name, Lit)):
         raise ctx.fail("tcgen05.cp takes [taddr], s-desc")
-    get_addr = _tmem_getter(ctx, ctx.mem(ins.operands[0]))
+    get_addr = tmem_getter(ctx, ctx.mem(ins.operands[0]))
     get_desc = ctx.src(ins.operands[1], "b64")
     rows, width = SHAPES[shape]
     line = ctx.line

@@ -77,10 +77,10 @@ def _operand_getter(ctx, op, typ: str, what: str):
 
 
 def compile_mma(ins: Instr, ctx, mods: list):
-    from .ops_tcgen05 import _cta_group, _tmem_getter
+    from .ops_tcgen05 import cta_group_of, tmem_getter
     if mods and mods[0] == "ws":
         raise ctx.fail("tcgen05.mma.ws (weight-stationary) is not simulated yet")
-    group = _cta_group(mods, ctx, "tcgen05.mma")
+    group = cta_group_of(mods, ctx, "tcgen05.mma")
     kinds = [m for m in mods if m.startswith("kind::")]
     kind = kinds[0][len("kind::"):] if len(kinds) == 1 else ""
     vec = ts.scale_vector(kind, mods, ctx) if kind in td.SCALED_AB_TYPES else 0
@@ -99,15 +99,15 @@ def compile_mma(ins: Instr, ctx, mods: list):
         raise ctx.fail("tcgen05.mma takes [d-tmem], a-desc|[a-tmem], b-desc, idesc, " +
                        ("[scale-A-tmem], [scale-B-tmem], enable-input-d" if vec else
                         "{disable-output-lane,} enable-input-d {, scale-input-d}"))
-    get_d = _tmem_getter(ctx, ctx.mem(ops[0]))
+    get_d = tmem_getter(ctx, ctx.mem(ops[0]))
     a_tmem = isinstance(ops[1], Mem)
-    get_a = _tmem_getter(ctx, ops[1]) if a_tmem else _operand_getter(ctx, ops[1], "b64", "a-desc")
+    get_a = tmem_getter(ctx, ops[1]) if a_tmem else _operand_getter(ctx, ops[1], "b64", "a-desc")
     get_b = _operand_getter(ctx, ops[2], "b64", "b-desc")
     get_idesc = _operand_getter(ctx, ops[3], "b32", "idesc")
     tail = ops[4:]
     scale_getters = []
     if vec:
-        scale_getters = [_tmem_getter(ctx, ctx.mem(tail[0])), _tmem_getter(ctx, ctx.mem(tail[1]))]
+        scale_getters = [tmem_getter(ctx, ctx.mem(tail[0])), tmem_getter(ctx, ctx.mem(tail[1]))]
         tail = tail[2:]
         if a_tmem and kind != "mxf8f6f4":
             raise ctx.fail(f"tcgen05.mma .kind::{kind} with A in tensor memory is not simulated (the packing "

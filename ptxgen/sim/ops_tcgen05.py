@@ -17,9 +17,15 @@ columns when their histories match) and the peer must be running.
 tcgen05.fence::* orders tcgen05 operations around thread synchronisation. The simulator executes
 in program order and retires MMAs when a wait observes their commit's mbarrier phase, so the
 fences change nothing it models; their absence is not reported because the compilers whose PTX
-runs in production (Triton 3.9, CUTLASS C++) omit them (docs/ptx_facts/tcgen05.md §12j).
+runs in production (Triton 3.9, CUTLASS C++) omit them (docs/ptx_facts/tcgen05.md §12j). With the
+environment variable PTXGEN_SIM_TCGEN05_FENCES=strict (read when the PTX is compiled), a thread
+that completed an mbarrier wait and then issues tcgen05.mma/ld/st/cp without a
+tcgen05.fence::after_thread_sync in between is reported (kind missing-fence): the ISA's canonical
+pattern (§9.7.16.6.4).
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -354,13 +360,55 @@ def _compile_commit(ins: Instr, ctx, mods: list):
     return run
 
 
+STRICT_FENCES_ENV = "PTXGEN_SIM_TCGEN05_FENCES"
+
+
+def strict_fences() -> bool:
+    return os.environ.get(STRICT_FENCES_ENV, "") == "strict"
+
+
 def _compile_fence(ins: Instr, ctx, head: str, mods: list):
     if head not in ("fence::before_thread_sync", "fence::after_thread_sync") or mods or ins.operands:
         raise ctx.fail("write tcgen05.fence::before_thread_sync; or tcgen05.fence::after_thread_sync;")
-    return lambda cta, mask: None
+    if head == "fence::before_thread_sync":
+        return lambda cta, mask: None
+
+    def run(cta: CtaState, mask):
+        st = cta.tmem
+        if st is not None and st.unfenced is not None:
+            st.unfenced[cta.threads(mask)] = 0
+    return run
+
+
+def _fenced(run, what: str):
+    """Strict fences: the executing threads must have fenced since their last mbarrier wait."""
+    def checked(cta: CtaState, mask):
+        st = cta.tmem
+        if st is not None and st.unfenced is not None:
+            tids = cta.threads(mask)
+            lines = st.unfenced[tids]
+            if lines.any():
+                k = int(np.flatnonzero(lines)[0])
+                raise Fault("missing-fence", f"thread {int(tids[k])} issues {what} after its mbarrier wait at line "
+                            f"{int(lines[k])} with no tcgen05.fence::after_thread_sync in between (the ISA's "
+                            "canonical pattern, PTX ISA §9.7.16.6.4; reported because "
+                            f"{STRICT_FENCES_ENV}=strict)")
+        return run(cta, mask)
+    for attr in ("yields", "communicates", "releases"):
+        if hasattr(run, attr):
+            setattr(checked, attr, getattr(run, attr))
+    return checked
 
 
 def compile_tcgen05(ins: Instr, ctx):
+    head = ins.mods[0] if ins.mods else ""
+    run = _compile_tcgen05(ins, ctx)
+    if head in ("mma", "ld", "st", "cp") and strict_fences():
+        return _fenced(run, f"tcgen05.{head}")
+    return run
+
+
+def _compile_tcgen05(ins: Instr, ctx):
     mods = list(ins.mods)
     head = mods.pop(0) if mods else ""
     require_tcgen05(ctx, f"tcgen05.{head}")
@@ -395,13 +443,19 @@ def wrap_mbarrier(compile_mbarrier):
         space = "shared" if any(m.startswith("shared") for m in ins.mods) else "generic"
         get_addr = address_getter(ctx, ctx.mem(ins.operands[1]), space)
         generic = space == "generic"
+        strict, line = strict_fences(), ctx.line
 
         def wrapped(cta: CtaState, mask):
             out = run(cta, mask)
-            if cta.tmem is None or not cta.tmem.watch:
+            st = cta.tmem
+            if st is None or not (st.watch or strict):
                 return out
             tids = cta.threads(mask)
             ok = cta.R[pred_slot][tids]
+            if strict and ok.any():
+                if st.unfenced is None:
+                    st.unfenced = np.zeros(cta.n, dtype=np.int64)
+                st.unfenced[tids[ok]] = line
             if ok.any():
                 addrs = per_thread(get_addr(cta.R), tids)[ok]
                 addrs = addrs - SHARED_GENERIC_BASE if generic else addrs % CLUSTER_STRIDE

@@ -297,3 +297,19 @@ def test_an_alloc_no_dealloc_can_satisfy_is_a_deadlock():
     with pytest.raises(sim.HazardError) as e:
         sim.launch(two_warps_alloc_512(False), "k", block=(64,), args=[np.zeros(2, np.uint32)])
     assert e.value.kind == "deadlock"
+
+
+def test_strict_fences_report_a_missing_after_thread_sync(monkeypatch):
+    """Off by default (Triton omits the fences); PTXGEN_SIM_TCGEN05_FENCES=strict reports a tcgen05.ld
+    after an mbarrier wait with no tcgen05.fence::after_thread_sync between them."""
+    ptx, img, da, db = _mma_case()
+    unfenced = ptx.replace("    @!%p5 bra WAIT;\n    tcgen05.fence::after_thread_sync;", "    @!%p5 bra WAIT;")
+    assert unfenced != ptx
+    run_gemm(unfenced, 64, img, da, db)                      # default: accepted
+    monkeypatch.setenv("PTXGEN_SIM_TCGEN05_FENCES", "strict")
+    sim.machine.compile_entry.cache_clear()
+    run_gemm(ptx, 64, img, da, db)                           # with the fence: fine
+    with pytest.raises(sim.HazardError, match="after_thread_sync") as e:
+        run_gemm(unfenced, 64, img, da, db)
+    assert e.value.kind == "missing-fence"
+    sim.machine.compile_entry.cache_clear()

@@ -78,28 +78,29 @@ class Entry:
         return [f for f in self.meta["needs"] if f not in SUPPORTED]
 
 
-def load_entries() -> list[Entry]:
-    return [Entry(p.stem, p.with_suffix(".ptx").read_text(), json.loads(p.read_text()))
-            for p in sorted(HERE.glob("*.json"))]
+def load_entries(directory: Path = HERE, entry_type: type = Entry) -> list[Entry]:
+    """Every <name>.json + <name>.ptx pair in `directory` (the Blackwell corpus passes its own)."""
+    return [entry_type(p.stem, p.with_suffix(".ptx").read_text(), json.loads(p.read_text()))
+            for p in sorted(directory.glob("*.json"))]
 
 
-def features_of(ptx: str) -> list[str]:
-    """The features (FEATURE_OPCODES) the PTX's instructions use."""
+def features_of(ptx: str, table: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """The features (`table`, FEATURE_OPCODES by default) the PTX's instructions use."""
     found = set()
     for line in ptx.splitlines():
         body = line.strip()
         if body.startswith("@"):
             body = body.split(None, 1)[1] if " " in body else ""
-        for feature, prefixes in FEATURE_OPCODES.items():
+        for feature, prefixes in (table or FEATURE_OPCODES).items():
             if body.startswith(prefixes):
                 found.add(feature)
     return sorted(found)
 
 
-def feature_lines(ptx: str, feature: str) -> set[int]:
+def feature_lines(ptx: str, feature: str, table: dict[str, tuple[str, ...]] | None = None) -> set[int]:
     """1-based lines of `ptx` that use `feature`; for debug-info also every line inside a
     `.section { ... }` block (the DWARF data)."""
-    prefixes = FEATURE_OPCODES[feature]
+    prefixes = (table or FEATURE_OPCODES)[feature]
     lines, in_section = set(), False
     for number, line in enumerate(ptx.splitlines(), 1):
         body = line.strip()
@@ -157,10 +158,11 @@ def build_operands(meta: dict, rng: np.random.Generator) -> tuple[dict[str, np.n
     raise ValueError(f"unknown corpus entry kind {kind!r}")
 
 
-def build_case(entry: Entry, seed: int = 0) -> Case:
-    """Inputs for the entry's problem shape (which no tile divides) and its launch arguments."""
+def build_case(entry: Entry, seed: int = 0, operands=None) -> Case:
+    """Inputs for the entry's problem shape (which no tile divides) and its launch arguments;
+    `operands` replaces build_operands (the Blackwell harness adds kinds of kernel)."""
     meta = entry.meta
-    arrays, out_name, ref, scalars = build_operands(meta, np.random.default_rng(seed))
+    arrays, out_name, ref, scalars = (operands or build_operands)(meta, np.random.default_rng(seed))
     descs = meta["tensor_descriptors"]
     args: list = []
     for param in meta["params"]:
@@ -185,26 +187,26 @@ def build_case(entry: Entry, seed: int = 0) -> Case:
     return Case(args, out, ref, CHECK_DTYPE[str(out.dtype)])
 
 
-def run_entry(entry: Entry, seed: int = 0) -> check.Comparison:
+def run_entry(entry: Entry, seed: int = 0, operands=None) -> check.Comparison:
     """Parse the PTX (an unsupported instruction fails here, naming it), launch it on the
     entry's grid and compare the output with the float64 reference."""
     meta = entry.meta
     compile_entry(entry.ptx, meta["entry"])
-    case = build_case(entry, seed)
+    case = build_case(entry, seed, operands)
     sim.launch(entry.ptx, meta["entry"], grid=tuple(meta["grid"]), block=tuple(meta["block"]),
                args=case.args, dynamic_smem=meta["shared"])
     return check.compare(case.out.astype(np.float64), case.ref, case.out_dtype)
 
 
-def refresh_needs() -> list[str]:
-    """Rewrite each json's `needs` from its PTX after FEATURE_OPCODES changed (no Triton needed);
+def refresh_needs(directory: Path = HERE, table: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """Rewrite each json's `needs` from its PTX after the feature table changed (no Triton needed);
     returns the names of the entries that changed."""
     changed = []
-    for entry in load_entries():
-        needs = features_of(entry.ptx)
+    for entry in load_entries(directory):
+        needs = features_of(entry.ptx, table)
         if needs != entry.meta["needs"]:
             entry.meta["needs"] = needs
-            (HERE / f"{entry.name}.json").write_text(json.dumps(entry.meta, indent=1) + "\n")
+            (directory / f"{entry.name}.json").write_text(json.dumps(entry.meta, indent=1) + "\n")
             changed.append(entry.name)
     return changed
 

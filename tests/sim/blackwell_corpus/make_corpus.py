@@ -1,0 +1,116 @@
+"""Regenerate the Blackwell PTX corpus: Triton and Gluon (not ptxgen) compile for sm_100a.
+
+    pip install triton==3.9.0          # dev-only; CI never runs this script
+    TRITON_DEFAULT_FP_FUSION=1 PYTHONPATH=$PWD python tests/sim/blackwell_corpus/make_corpus.py
+
+Writes <name>.ptx and <name>.json per entry next to this file, in the Hopper corpus's format
+(hopper_corpus/make_corpus.py does the compiling and recording; this script lists the entries).
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+
+HERE = Path(__file__).resolve().parent
+
+
+def _load(path: Path, name: str):
+    """Import a file under its own name: both corpora have a make_corpus.py and a harness.py."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The Hopper script (compile_entry/record_entry/write_entry); it imports the Hopper corpus's
+#: kernels.py (the plain matmuls, compiled here for sm_100a) as `kernels`.
+hopper_make = _load(HERE.parent / "hopper_corpus" / "make_corpus.py", "hopper_make_corpus")
+hopper_kernels = sys.modules["kernels"]
+kernels_sm100 = _load(HERE / "kernels_sm100.py", "kernels_sm100")
+harness = _load(HERE / "harness.py", "blackwell_harness")    # this corpus's feature table
+
+BLACKWELL = hopper_make.Corpus(
+    HERE, GPUTarget("cuda", 100, 32), "cuda sm_100a (GPUTarget('cuda', 100, 32))",
+    "TRITON_DEFAULT_FP_FUSION=1 PYTHONPATH=$PWD python tests/sim/blackwell_corpus/make_corpus.py",
+    harness.features_of)
+NP_DTYPE = {**hopper_make.NP_DTYPE, "fp8e5": "float8_e5m2"}
+#: The problem shapes: no tile divides M or N. TMA needs 16-byte row strides; the block-scaled
+#: entries need K a multiple of BLOCK_K (scales cover 32 elements, an fp4 byte two).
+SHAPE_PTR = dict(M=200, N=136, K=100)
+SHAPE_TMA = dict(M=200, N=136, K=104)
+SHAPE_TMA_FP8 = dict(M=200, N=144, K=160)
+SHAPE_SCALED = dict(M=200, N=136, K=256)
+GRID_MN = ["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)", "1"]
+
+
+def write(name: str, fn, sig: dict, constexprs: dict, **kw) -> None:
+    hopper_make.write_entry(name, fn, sig, constexprs, corpus=BLACKWELL, **kw)
+
+
+def tma_sig(dt: str, odt: str, bm: int, bn: int, bk: int, bt: bool = False) -> dict:
+    b_box = f"[{bn}, {bk}]" if bt else f"[{bk}, {bn}]"
+    return {"a_desc": f"tensordesc<{dt}[{bm}, {bk}]>", ("bt_desc" if bt else "b_desc"): f"tensordesc<{dt}{b_box}>",
+            "c_desc": f"tensordesc<{odt}[{bm}, {bn}]>", "K": "i32"}
+
+
+def matmul_arrays(dt: str, odt: str, bt: bool = False) -> dict:
+    return dict(kind="matmul", a=NP_DTYPE[dt], b=NP_DTYPE[dt], c=NP_DTYPE[odt], b_layout="NxK" if bt else "KxN")
+
+
+def write_triton_entries() -> None:
+    tile = lambda bm, bn, bk: {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}  # noqa: E731
+    # TMA matmuls: tcgen05.mma kind::f16 from descriptors, TMEM accumulator, TMA epilogue.
+    for dt, odt, bm, bn, bk, w, s in (("fp16", "fp16", 128, 128, 64, 4, 3),
+                                      ("bf16", "bf16", 128, 256, 64, 8, 2),
+                                      ("fp16", "fp32", 128, 64, 64, 4, 2)):
+        write(f"dot_tma_{dt}_{bm}x{bn}x{bk}_w{w}_s{s}", hopper_kernels.dot_tma_kernel, tma_sig(dt, odt, bm, bn, bk),
+              tile(bm, bn, bk), num_warps=w, num_stages=s, problem=SHAPE_TMA, grid=GRID_MN, aligned=set(),
+              arrays=matmul_arrays(dt, odt))
+    # fp8 (tcgen05 kind::f8f6f4) with B as [N, K].
+    write("dot_tma_fp8e4nv_128x128x64_w4_s3", hopper_kernels.dot_tma_bt_kernel,
+          tma_sig("fp8e4nv", "fp16", 128, 128, 64, bt=True), tile(128, 128, 64), num_warps=4, num_stages=3,
+          problem=SHAPE_TMA_FP8, grid=GRID_MN, aligned=set(), arrays=matmul_arrays("fp8e4nv", "fp16", bt=True))
+    # Warp-specialised K loop.
+    write("dot_tma_ws_fp16_128x128x64_w4_s3", hopper_kernels.dot_tma_ws_kernel, tma_sig("fp16", "fp16", 128, 128, 64),
+          tile(128, 128, 64), num_warps=4, num_stages=3, problem=SHAPE_TMA, grid=GRID_MN, aligned=set(),
+          arrays=matmul_arrays("fp16", "fp16"))
+    # Masked pointer loads at odd shapes (fp16, and fp8 e5m2 with f32 out).
+    ptr_sig = ["M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn"]
+    for dt, odt, bm, bn, bk, w, s in (("fp16", "fp16", 128, 64, 32, 4, 3), ("fp8e5", "fp32", 128, 64, 64, 4, 2)):
+        sig = {"a_ptr": "*" + dt, "b_ptr": "*" + dt, "c_ptr": "*" + odt, **{n: "i32" for n in ptr_sig}}
+        write(f"dot_ptr_{dt}_{bm}x{bn}x{bk}_w{w}_s{s}", hopper_kernels.dot_ptr_kernel, sig, tile(bm, bn, bk),
+              num_warps=w, num_stages=s, problem=SHAPE_PTR, grid=GRID_MN, aligned={"a_ptr", "b_ptr", "c_ptr"},
+              arrays=matmul_arrays(dt, odt))
+    # tl.dot_scaled: mxfp8 (e4m3) and mxfp4 (e2m1, two per byte along K), e8m0 scales per 32 of K.
+    for fmt, bk in (("e4m3", 128), ("e2m1", 128)):
+        sig = {"a_ptr": "*u8", "a_scale_ptr": "*u8", "b_ptr": "*u8", "b_scale_ptr": "*u8", "c_ptr": "*fp32",
+               **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bk", "stride_cm")}}
+        write(f"dot_scaled_{fmt}_128x128x{bk}_w4_s2", kernels_sm100.dot_scaled_ptr_kernel, sig,
+              {"FORMAT": fmt, **tile(128, 128, bk)}, num_warps=4, num_stages=2, problem=SHAPE_SCALED, grid=GRID_MN,
+              aligned={"a_ptr", "a_scale_ptr", "b_ptr", "b_scale_ptr", "c_ptr"},
+              arrays=dict(kind="scaled_matmul", format=fmt, c="float32"))
+    # A persistent TMA matmul (static tile walk) and a 2-CTA cluster one.
+    write("dot_tma_persistent_fp16_128x128x64_w4_s3", kernels_sm100.dot_tma_persistent_kernel,
+          {**{k: v for k, v in tma_sig("fp16", "fp16", 128, 128, 64).items() if k != "K"},
+           "M": "i32", "N": "i32", "K": "i32"},
+          {**tile(128, 128, 64), "NUM_SMS": 3}, num_warps=4, num_stages=3, problem=SHAPE_TMA,
+          grid=["NUM_SMS", "1", "1"], aligned=set(), arrays=matmul_arrays("fp16", "fp16"))
+    write("dot_tma_fp16_256x128x64_w4_s3_ctas2", hopper_kernels.dot_tma_kernel, tma_sig("fp16", "fp16", 256, 128, 64),
+          tile(256, 128, 64), num_warps=4, num_stages=3, num_ctas=2, problem=SHAPE_TMA,
+          grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], aligned=set(), arrays=matmul_arrays("fp16", "fp16"))
+
+
+def main() -> None:
+    only = set(sys.argv[1:])
+    for part in (write_triton_entries,):
+        if not only or part.__name__ in only:
+            part()
+
+
+if __name__ == "__main__":
+    main()

@@ -51,6 +51,7 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
                          "tcgen05.relinquish_alloc_permit.cta_group::2", "tcgen05.mma.cta_group::2",
                          "tcgen05.commit.cta_group::2", "tcgen05.cp.cta_group::2"),
     "clc": ("clusterlaunchcontrol.",),
+    "b128": ("mov.b128", "ld.shared.b128", "st.shared.b128"),     # 128-bit registers (CLC responses)
     "brx": (".branchtargets", "brx.idx"),
     "griddepcontrol": ("griddepcontrol.",),
     "lowprec-cvt": ("cvt.rn.satfinite.e2m1x2", "cvt.rn.f16x2.e2m1x2", "cvt.rn.satfinite.e2m3x2",

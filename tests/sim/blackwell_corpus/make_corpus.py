@@ -105,9 +105,54 @@ def write_triton_entries() -> None:
           grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], aligned=set(), arrays=matmul_arrays("fp16", "fp16"))
 
 
+def gluon_desc(dt: str, shape: list[int], cga_layout=None) -> str:
+    """A Gluon descriptor type: the shared layout travels in the signature."""
+    from triton.experimental.gluon import language as gl
+    layout = gl.NVMMASharedLayout.get_default_for(shape, getattr(gl, {"fp16": "float16", "fp32": "float32"}[dt]),
+                                                  cga_layout=cga_layout)
+    return f"tensordesc<{dt}[{shape[0]}, {shape[1]}],{layout!r}>"
+
+
+def write_gluon(name: str, fn, signature: dict, constexprs: dict, *, num_warps: int, tile: dict, grid: list[str],
+                problem: dict, arrays: dict, num_ctas: int = 1, note: str = "") -> None:
+    """Compile a Gluon kernel (GluonASTSource) and record it like a Triton entry."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+    triton.knobs.compilation.disable_line_info = True
+    full = {**signature, **{k: "constexpr" for k in constexprs}}
+    k = triton.compile(GluonASTSource(fn, full, constexprs), target=BLACKWELL.target,
+                       options=dict(num_warps=num_warps, num_ctas=num_ctas))
+    hopper_make.record_entry(name, k, fn, signature, constexprs, num_warps=num_warps,
+                             num_stages=constexprs.get("STAGES", 1), problem=problem, grid=grid, arrays=arrays,
+                             num_ctas=num_ctas, corpus=BLACKWELL,
+                             extra=dict(source="tests/sim/blackwell_corpus/gluon_kernels.py (Gluon)", tile=tile,
+                                        **({"note": note} if note else {})))
+
+
+def write_gluon_entries() -> None:
+    g = _load(HERE / "gluon_kernels.py", "gluon_kernels")
+    bm, bn, bk = 128, 128, 64
+    f32_out = dict(kind="matmul", a="float16", b="float16", c="float32", b_layout="KxN")
+    f16_out = dict(f32_out, c="float16")
+    tile = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    write_gluon("gluon_tcgen05_ws_fp16_128x128x64_w4_s3", g.tcgen05_ws_matmul,
+                {"a_desc": gluon_desc("fp16", [bm, bk]), "b_desc": gluon_desc("fp16", [bk, bn]),
+                 "c_desc": gluon_desc("fp32", [bm, bn]), "K": "i32"}, {"STAGES": 3}, num_warps=4, tile=tile,
+                grid=GRID_MN, problem=SHAPE_TMA, arrays=f32_out)
+    write_gluon("gluon_clc_fp16_128x128x64_w4", g.clc_matmul,
+                {"a_desc": gluon_desc("fp16", [bm, bk]), "b_desc": gluon_desc("fp16", [bk, bn]),
+                 "c_desc": gluon_desc("fp16", [bm, bn]), "M": "i32", "N": "i32", "K": "i32"}, {}, num_warps=4,
+                tile=tile, grid=["cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)", "1", "1"], problem=SHAPE_TMA, arrays=f16_out,
+                note="one program per tile; programs that finish cancel unlaunched ones (CLC) and take their tile")
+    write_gluon("gluon_2cta_fp16_256x128x64_w4", g.two_cta_matmul,
+                {"a_desc": gluon_desc("fp16", [2 * bm, bk], [(1, 0)]), "b_desc": gluon_desc("fp16", [bk, bn], [(0, 1)]),
+                 "c_desc": gluon_desc("fp16", [2 * bm, bn], [(1, 0)]), "K": "i32"}, {}, num_warps=4, num_ctas=2,
+                tile=dict(BLOCK_M=2 * bm, BLOCK_N=bn, BLOCK_K=bk), grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"],
+                problem=SHAPE_TMA, arrays=f16_out)
+
+
 def main() -> None:
     only = set(sys.argv[1:])
-    for part in (write_triton_entries,):
+    for part in (write_triton_entries, write_gluon_entries):
         if not only or part.__name__ in only:
             part()
 

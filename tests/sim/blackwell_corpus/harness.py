@@ -14,8 +14,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
+
+from ptxgen.sim import lowprec
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,7 +52,7 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
                          "tcgen05.relinquish_alloc_permit.cta_group::2", "tcgen05.mma.cta_group::2",
                          "tcgen05.commit.cta_group::2", "tcgen05.cp.cta_group::2"),
     "clc": ("clusterlaunchcontrol.",),
-    "b128": ("mov.b128", "ld.shared.b128", "st.shared.b128"),     # 128-bit registers (CLC responses)
+    "b128": (".reg .b128", "mov.b128", "ld.shared.b128", "st.shared.b128"),   # 128-bit registers (CLC responses)
     "brx": (".branchtargets", "brx.idx"),
     "griddepcontrol": ("griddepcontrol.",),
     "lowprec-cvt": ("cvt.rn.satfinite.e2m1x2", "cvt.rn.f16x2.e2m1x2", "cvt.rn.satfinite.e2m3x2",
@@ -81,6 +82,52 @@ class BlackwellEntry(Entry):
 
 def load_entries() -> list[BlackwellEntry]:
     return hopper.load_entries(HERE, BlackwellEntry)
+
+
+#: The never-zero scale exponents the block-scaled entries draw (ue8m0 127 = 2^0).
+SCALE_CODES = np.arange(125, 130, dtype=np.uint8)
+
+
+def scaled_codes(rng: np.random.Generator, shape: tuple[int, int], fmt: str) -> np.ndarray:
+    """Random never-zero element codes of `fmt` (e4m3: never_zero values rounded; e2m1: any of
+    the 14 non-zero codes)."""
+    if fmt == "e2m1":
+        return rng.choice(np.array([c for c in range(16) if c not in (0, 8)], np.uint8), shape)
+    return lowprec.encode(fmt, never_zero(rng, shape, "float64").astype(np.float64))
+
+
+def build_operands(meta: dict, rng: np.random.Generator):
+    """The Hopper kinds, plus `scaled_matmul`: tl.dot_scaled's A [M, K] and B [K, N] as bytes
+    (e2m1: two per byte along K, the lower K index in bits 3:0, sm100_formats.md §2), and e8m0
+    scales a_scale [M, K/32], b_scale [N, K/32]. The reference decodes the codes with
+    ptxgen.sim.lowprec and multiplies each 32-element block of K by 2^(scale - 127)."""
+    arrays = meta["arrays"]
+    if arrays["kind"] != "scaled_matmul":
+        return hopper.build_operands(meta, rng)
+    fmt, p = arrays["format"], meta["problem"]
+    m, n, k = p["M"], p["N"], p["K"]
+    a_codes, b_codes = scaled_codes(rng, (m, k), fmt), scaled_codes(rng, (k, n), fmt)
+    a_scale, b_scale = rng.choice(SCALE_CODES, (m, k // 32)), rng.choice(SCALE_CODES, (n, k // 32))
+    a_val = lowprec.decode(fmt, a_codes) * np.repeat(lowprec.scale_values("ue8m0", a_scale), 32, axis=1)
+    b_val = lowprec.decode(fmt, b_codes) * np.repeat(lowprec.scale_values("ue8m0", b_scale), 32, axis=1).T
+    if fmt == "e2m1":
+        a_bytes, b_bytes = lowprec.pack_fp4(a_codes), np.ascontiguousarray(lowprec.pack_fp4(b_codes.T).T)
+    else:
+        a_bytes, b_bytes = a_codes, b_codes
+    c = np.full((m, n), np.nan, dtype=np.float32)
+    sizes = dict(M=m, N=n, K=k, stride_am=a_bytes.shape[1], stride_bk=n, stride_cm=n)
+    named = {"a_ptr": a_bytes, "a_scale_ptr": np.ascontiguousarray(a_scale), "b_ptr": b_bytes,
+             "b_scale_ptr": np.ascontiguousarray(b_scale), "c_ptr": c}
+    return named, "c_ptr", a_val @ b_val, sizes
+
+
+def build_case(entry: Entry, seed: int = 0) -> Case:
+    return hopper.build_case(entry, seed, build_operands)
+
+
+def run_entry(entry: Entry, seed: int = 0):
+    """Parse, launch on the entry's grid (clusters from its .reqnctapercluster) and compare."""
+    return hopper.run_entry(entry, seed, build_operands)
 
 
 if __name__ == "__main__":     # PYTHONPATH=$PWD python tests/sim/blackwell_corpus/harness.py

@@ -1,0 +1,130 @@
+"""PTX that Triton and Gluon wrote for sm_100a, run on ptxgen.sim against float64 numpy (issue 20).
+
+The corpus (tests/sim/blackwell_corpus, see its README) is test data: CI needs no Triton. An entry
+that needs a feature the simulator does not model yet (harness.SUPPORTED) is a strict xfail that
+must fail on an unsupported-instruction error at a line using that feature: when the simulator
+learns the feature, add it to SUPPORTED, and the entries it completes must pass.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ptxgen.sim import HazardError
+
+
+def _load_harness():
+    """blackwell_corpus/harness.py under a name no other test module can shadow."""
+    name = "blackwell_corpus_harness"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parent / "blackwell_corpus" / "harness.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+harness = _load_harness()
+ENTRIES = harness.load_entries()
+
+
+def _param(entry):
+    missing = entry.missing
+    if not missing:
+        return pytest.param(entry, id=entry.name)
+    return pytest.param(entry, id=entry.name, marks=pytest.mark.xfail(
+        strict=True, raises=HazardError, reason=f"needs {', '.join(missing)}: issue 20"))
+
+
+@pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES])
+def test_corpus_entry_matches_numpy(entry):
+    missing = entry.missing
+    try:
+        result = harness.run_entry(entry)
+    except HazardError as err:
+        used = set().union(*(harness.feature_lines(entry.ptx, f) for f in missing)) if missing else set()
+        if err.kind == "unsupported" and err.line in used:
+            raise       # the expected failure: the simulator lacks a feature the entry needs
+        raise AssertionError(f"{entry.name} failed for a reason other than its missing features "
+                             f"{missing}: {err}") from err
+    assert result.ok, f"{entry.name}: {result}"
+
+
+def test_corpus_is_complete_and_consistent():
+    """Every .ptx has its .json, `needs` is what the PTX uses, the corpus covers what issue 20
+    asks for, and it stays small."""
+    here = harness.HERE
+    assert sorted(p.stem for p in here.glob("*.ptx")) == [e.name for e in ENTRIES]
+    for e in ENTRIES:
+        assert e.meta["needs"] == harness.features_of(e.ptx), (
+            f"{e.name}: json needs {e.meta['needs']} but its PTX uses {harness.features_of(e.ptx)}; after "
+            "changing FEATURE_OPCODES run `PYTHONPATH=$PWD python tests/sim/blackwell_corpus/harness.py`")
+        reqntid = re.search(r"\.reqntid\s+(\d+)", e.ptx)
+        threads = int(reqntid.group(1)) if reqntid else 32 * e.meta["num_warps"]
+        assert e.meta["triton_version"] == "3.9.0" and e.meta["block"] == [threads, 1, 1]
+        assert f".entry {e.meta['entry']}(" in e.ptx and ".target sm_100a" in e.ptx
+    assert sum(p.stat().st_size for p in here.iterdir() if p.is_file()) < 2 << 20
+    text = "\n".join(e.ptx for e in ENTRIES)
+    for spelling in ("tcgen05.mma.cta_group::1.kind::f16", "tcgen05.mma.cta_group::1.kind::f8f6f4",
+                     "kind::mxf8f6f4.block_scale", "kind::mxf4.block_scale", "tcgen05.mma.cta_group::2",
+                     "clusterlaunchcontrol.try_cancel", ".branchtargets", "brx.idx", "tcgen05.ld.", "tcgen05.st.",
+                     "cp.async.bulk.tensor.2d.cta_group::2"):
+        assert spelling in text, spelling
+
+
+def test_problem_shapes_do_not_divide_the_masked_tiles():
+    for e in ENTRIES:
+        c, p = {**e.meta["constexprs"], **e.meta.get("tile", {})}, e.meta["problem"]
+        dims = ("M", "N") if e.meta["arrays"]["kind"] == "scaled_matmul" else ("M", "N", "K")
+        for size in dims:
+            block = "BLOCK_" + size
+            if block in c:
+                assert p[size] % c[block] != 0, (e.name, size)
+
+
+def _scaled(fmt: str):
+    return next(e for e in ENTRIES if e.meta["arrays"].get("format") == fmt)
+
+
+@pytest.mark.parametrize("fmt,dtype", [("e4m3", ml_dtypes.float8_e4m3fn), ("e2m1", ml_dtypes.float4_e2m1fn)])
+def test_scaled_reference_agrees_with_ml_dtypes(fmt, dtype):
+    """The block-scaled reference (lowprec decode, low nibble first, 2^(s-127) per 32 of K) computed
+    again from the raw launch bytes with ml_dtypes: the harness feeds the kernel what it checks."""
+    e = _scaled(fmt)
+    arrays, out_name, ref, sizes = harness.build_operands(e.meta, np.random.default_rng(0))
+    a, b = arrays["a_ptr"], arrays["b_ptr"]
+    if fmt == "e2m1":
+        a = np.stack([a & 0xF, a >> 4], axis=-1).reshape(a.shape[0], -1)              # k = 2j (low), 2j+1
+        b = np.stack([b & 0xF, b >> 4], axis=1).reshape(-1, b.shape[1])
+    decode = lambda codes: codes.astype(np.uint8).view(dtype).astype(np.float64)  # noqa: E731
+    sa = np.exp2(np.repeat(arrays["a_scale_ptr"].astype(np.float64) - 127, 32, axis=1))
+    sb = np.exp2(np.repeat(arrays["b_scale_ptr"].astype(np.float64) - 127, 32, axis=1)).T
+    np.testing.assert_array_equal((decode(a) * sa) @ (decode(b) * sb), ref)
+    assert np.all(decode(a) != 0) and np.isnan(arrays[out_name]).all()
+    assert sizes["stride_am"] == (sizes["K"] // 2 if fmt == "e2m1" else sizes["K"])
+
+
+def test_launch_arguments_follow_the_parameter_roles(monkeypatch):
+    """One argument per PTX parameter for every entry (descriptors with a stand-in TensorMap)."""
+    from ptxgen import sim
+
+    class FakeMap:
+        def __init__(self, array, box, *, swizzle):
+            self.array, self.box, self.swizzle = array, box, swizzle
+    monkeypatch.setattr(sim, "TensorMap", FakeMap, raising=False)
+    for e in ENTRIES:
+        case = harness.build_case(e)
+        assert len(case.args) == len(e.meta["params"]), e.name
+        for param, arg in zip(e.meta["params"], case.args):
+            if param["role"].startswith("tensormap:"):
+                d = e.meta["tensor_descriptors"][param["role"].split(":")[1]]
+                assert (list(arg.box), arg.swizzle) == (d["block_size"], d["swizzle"]), e.name
+        assert case.ref.shape == case.out.shape

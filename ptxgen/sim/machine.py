@@ -9,7 +9,7 @@ import numpy as np
 
 from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
                ops_sm90_misc, ops_warp, ops_wgmma, ops_wmma, scheduler)
-from . import cluster as clusters, ops_bulk, ops_mbarrier, ops_shfl
+from . import cluster as clusters, ops_brx, ops_bulk, ops_mbarrier, ops_shfl
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
 from .program import SMEM_LIMIT, Program, build_program
@@ -24,6 +24,7 @@ REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_cvt.OPS, **ops_math.OPS, **ops
             **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS,
             **ops_wgmma.OPS, **ops_sm90_misc.OPS}
 REGISTRY.update({**ops_mbarrier.OPS, **ops_bulk.OPS, **ops_shfl.OPS})   # after ops_async/ops_atomic: wraps "cp", "fence"
+REGISTRY.update(ops_brx.OPS)    # sm_100a-era indirect branch (Triton's warp-specialised dispatch)
 REGISTRY.update(clusters.OPS)   # after ops_ctrl: "barrier.cluster" here, other barriers there
 
 

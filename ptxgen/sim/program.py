@@ -216,6 +216,7 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
 
     ctx = CompileContext(regs, symbols, params, labels)
     ctx.version, ctx.target = module.version, module.target
+    ctx.branchtargets = entry.branchtargets       # brx.idx target lists (ops_brx.py)
     ops: list[tuple[Executor, int, bool]] = []
     op_lines: list[int] = []
     instrs = []

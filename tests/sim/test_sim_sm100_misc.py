@@ -8,7 +8,7 @@ import pytest
 
 from ptxgen import sim
 
-from sim_util import kernel
+from sim_util import kernel, line_of
 
 
 def sm(ptx: str, target: str) -> str:
@@ -51,3 +51,64 @@ def test_elect_sync_elects_one_lane_on_sm100a():
     out = np.full(32, 7, np.uint32)
     sim.launch(sm(kernel(body), "sm_100a"), "k", block=(32,), args=[out])
     assert out.sum() == 1
+
+
+BRX = """
+    mov.u32 %r0, %tid.x;
+    INDEX
+    ld.param.u64 %rd0, [pOut];
+    mul.wide.u32 %rd1, %r0, 4;
+    add.u64 %rd0, %rd0, %rd1;
+    brx.idxUNI %r1, tlist;   // BRX
+L_a:
+    mov.u32 %r2, 10;
+    bra.uni L_done;
+L_b:
+    mov.u32 %r2, 20;
+    bra.uni L_done;
+L_c:
+    mov.u32 %r2, 30;
+L_done:
+    st.global.u32 [%rd0], %r2;
+    ret;
+tlist: .branchtargets L_c, L_a, L_b;"""
+
+
+def brx_kernel(index: str, uni: bool = False, target: str = "sm_100a") -> str:
+    return sm(kernel(BRX.replace("INDEX", index).replace("UNI", ".uni" if uni else "")), target)
+
+
+def test_brx_idx_sends_each_thread_to_its_listed_label():
+    # index = tid % 3 -> list position 0, 1, 2 = L_c (30), L_a (10), L_b (20); threads disagree within warps
+    out = np.zeros(96, np.uint32)
+    sim.launch(brx_kernel("rem.u32 %r1, %r0, 3;"), "k", block=(96,), args=[out])
+    assert out.tolist() == [(30, 10, 20)[t % 3] for t in range(96)]
+
+
+def test_brx_idx_uni_with_warp_uniform_indices():
+    out = np.zeros(96, np.uint32)
+    sim.launch(brx_kernel("shr.u32 %r1, %r0, 5;", uni=True), "k", block=(96,), args=[out])
+    assert out.tolist() == [(30, 10, 20)[t // 32] for t in range(96)]
+
+
+def test_brx_idx_uni_that_splits_a_warp_is_divergence():
+    ptx = brx_kernel("and.b32 %r1, %r0, 1;", uni=True)
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(ptx, "k", block=(32,), args=[np.zeros(32, np.uint32)])
+    assert e.value.kind == "divergence" and e.value.line == line_of(ptx, "BRX")
+
+
+def test_brx_idx_past_the_list_is_reported():
+    ptx = brx_kernel("mov.u32 %r1, 3;")
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(ptx, "k", block=(32,), args=[np.zeros(32, np.uint32)])
+    assert e.value.kind == "out-of-bounds" and "past the end of tlist (3 targets)" in e.value.detail
+
+
+def test_brx_idx_needs_a_declared_list():
+    ptx = brx_kernel("mov.u32 %r1, 0;").replace("tlist: .branchtargets", "other: .branchtargets")
+    with pytest.raises(sim.HazardError, match="not a `.branchtargets` list"):
+        sim.launch(ptx, "k", block=(32,), args=[np.zeros(32, np.uint32)])
+    ptx = brx_kernel("mov.u32 %r1, 0;").replace("tlist: .branchtargets", ".branchtargets")
+    with pytest.raises(sim.HazardError, match="needs its own label"):
+        sim.launch(ptx, "k", block=(32,), args=[np.zeros(32, np.uint32)])

@@ -9,7 +9,8 @@ import numpy as np
 
 from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
                ops_sm90_misc, ops_warp, ops_wgmma, ops_wmma, scheduler)
-from . import cluster as clusters, ops_brx, ops_bulk, ops_mbarrier, ops_shfl
+from . import cluster as clusters, ops_bulk, ops_mbarrier, ops_shfl
+from . import ops_brx
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
 from .program import SMEM_LIMIT, Program, build_program

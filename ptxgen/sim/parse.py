@@ -213,7 +213,7 @@ def _parse_regs(src: _Source, line: int, text: str) -> list[RegDecl]:
     if m is None:
         raise src.fail(line, "cannot parse register declaration (vector registers are not supported)", True)
     typ = m.group(1)
-    if typ not in TYPE_BITS or typ == "tf32":
+    if (typ not in TYPE_BITS and typ != "b128") or typ == "tf32":     # .b128: two 64-bit slots (ops_clc.py)
         raise src.fail(line, f"register type .{typ} is not supported", True)
     out = []
     for item in split_top_level(m.group(2)):

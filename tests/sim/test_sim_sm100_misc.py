@@ -112,3 +112,87 @@ def test_brx_idx_needs_a_declared_list():
     ptx = brx_kernel("mov.u32 %r1, 0;").replace("tlist: .branchtargets", ".branchtargets")
     with pytest.raises(sim.HazardError, match="needs its own label"):
         sim.launch(ptx, "k", block=(32,), args=[np.zeros(32, np.uint32)])
+
+
+CLC = """
+    .reg .b128 %rq<2>;
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, smem;            // response at +0 (16-byte aligned), mbarrier at +16
+    add.u32 %r2, %r1, 16;
+    setp.eq.u32 %p0, %r0, 0;
+    @%p0 mbarrier.init.shared::cta.b64 [%r2], 1;
+    bar.sync 0;
+    @%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 16;
+    @%p0 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1], [%r2];   // TRY
+WAIT
+    ld.shared.v2.b64 {%rd4, %rd5}, [%r1];      // READ
+    mov.b128 %rq1, {%rd4, %rd5};
+    clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p2, %rq1;
+    clusterlaunchcontrol.query_cancel.get_first_ctaid::x.b32.b128 %r5, %rq1;
+    selp.u32 %r6, 1, 0, %p2;
+    mov.b128 {%rd6, %rd7}, %rq1;
+    mov.u32 %r7, %ctaid.x;
+    ld.param.u64 %rd0, [pOut];
+    mul.wide.u32 %rd1, %r7, 16;
+    add.u64 %rd0, %rd0, %rd1;
+    @%p0 st.global.v2.u32 [%rd0], {%r6, %r5};
+    @%p0 st.global.u64 [%rd0+8], %rd7;
+    ret;"""
+WAIT_LOOP = """L_wait:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;
+    @!%p1 bra.uni L_wait;"""
+
+
+def clc_kernel(wait: bool = True, target: str = "sm_100a") -> str:
+    body = CLC.replace("WAIT", WAIT_LOOP if wait else "")
+    return sm(kernel(body, shared=".shared .align 16 .b8 smem[32];\n"), target)
+
+
+def test_try_cancel_takes_over_the_next_unlaunched_cta():
+    """CTAs run one after another here: CTA 0 cancels CTA 1 (which never runs), CTA 2 cancels CTA 3;
+    the response says canceled, ctaid.x of the cancelled CTA, and word 3 = 1 (the high half)."""
+    out = np.full((4, 4), 7, np.uint32)
+    sim.launch(clc_kernel(), "k", grid=(4,), block=(32,), args=[out])
+    assert out[:, :2].tolist() == [[1, 1], [7, 7], [1, 3], [7, 7]]
+    assert out[0, 2:].tolist() == [0, 1]
+
+
+def test_try_cancel_fails_once_every_cta_has_started():
+    out = np.full((1, 4), 7, np.uint32)
+    sim.launch(clc_kernel(), "k", grid=(1,), block=(32,), args=[out])
+    assert out[0, :2].tolist() == [0, 0xFFFFFFFF]
+
+
+def test_reading_the_response_before_the_mbarrier_wait_is_a_hazard():
+    ptx = clc_kernel(wait=False)
+    with pytest.raises(sim.HazardError) as e:
+        sim.launch(ptx, "k", grid=(2,), block=(32,), args=[np.zeros((2, 4), np.uint32)])
+    assert e.value.kind == "async-pending" and e.value.line == line_of(ptx, "READ")
+
+
+def test_clusterlaunchcontrol_needs_sm100a():
+    with pytest.raises(sim.HazardError, match="needs `.target sm_100a`"):
+        sim.launch(clc_kernel(target="sm_90a"), "k", grid=(1,), block=(32,), args=[np.zeros((1, 4), np.uint32)])
+
+
+def test_b128_registers_only_take_b128_instructions():
+    body = "    .reg .b128 %q;\n    mov.b32 %r1, %q;\n    ret;"
+    with pytest.raises(sim.HazardError, match="128-bit"):
+        sim.launch(sm(kernel(body), "sm_100a"), "k", block=(32,), args=[np.zeros(1)])
+
+
+def test_try_cancel_fails_while_every_cluster_is_resident():
+    out = np.full((4, 4), 7, np.uint32)
+    sim.launch(clc_kernel(), "k", grid=(4,), block=(32,), args=[out], cluster=(2, 1, 1))
+    assert out[:, :2].tolist() == [[0, 0xFFFFFFFF]] * 4
+
+
+def test_try_cancel_cancels_a_whole_waiting_cluster(monkeypatch):
+    """One cluster resident at a time: CTA 0's request cancels cluster 1 (CTAs 2 and 3, which never
+    run) and returns its first CTA; CTA 1's request finds nothing left to cancel."""
+    from ptxgen.sim import machine
+    monkeypatch.setattr(machine, "MIN_RESIDENT", 1)
+    monkeypatch.setattr(machine, "RESIDENT_BUDGET", 1)
+    out = np.full((4, 4), 7, np.uint32)
+    sim.launch(clc_kernel(), "k", grid=(4,), block=(32,), args=[out], cluster=(2, 1, 1))
+    assert out[:, :2].tolist() == [[1, 2], [0, 0xFFFFFFFF], [7, 7], [7, 7]]

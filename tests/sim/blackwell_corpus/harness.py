@@ -61,7 +61,7 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
 }
 
 #: Features ptxgen.sim models today (Hopper's all; sm_100a's as they land: issue 20).
-SUPPORTED: set[str] = set(hopper.SUPPORTED) | {"brx"}
+SUPPORTED: set[str] = set(hopper.SUPPORTED) | {"brx", "clc", "b128", "lowprec-cvt", "griddepcontrol"}
 
 
 def features_of(ptx: str) -> list[str]:

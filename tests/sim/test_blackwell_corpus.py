@@ -128,3 +128,45 @@ def test_launch_arguments_follow_the_parameter_roles(monkeypatch):
                 d = e.meta["tensor_descriptors"][param["role"].split(":")[1]]
                 assert (list(arg.box), arg.swizzle) == (d["block_size"], d["swizzle"]), e.name
         assert case.ref.shape == case.out.shape
+
+
+def _entry(prefix: str):
+    return next(e for e in ENTRIES if e.name.startswith(prefix))
+
+
+def _needing(entry, test):
+    """`test` marked like `entry`: a strict xfail while the simulator lacks what the entry needs."""
+    missing = entry.missing
+    return pytest.mark.xfail(strict=True, raises=HazardError, reason=f"needs {', '.join(missing)}: issue 20")(test) \
+        if missing else test
+
+
+@(lambda f: _needing(_entry("dot_scaled_e2m1"), f))
+def test_fp4_nibble_order_is_what_the_kernel_reads(monkeypatch):
+    """The mxfp4 entry passes with the lower K index in bits 3:0 (sm100_formats.md §2); packing the
+    other way round must fail, so the order is checked by the PTX Triton wrote, not assumed."""
+    entry = _entry("dot_scaled_e2m1")
+    assert harness.run_entry(entry).ok
+    swapped = lambda codes: harness.lowprec.pack_fp4(codes.reshape(*codes.shape[:-1], -1, 2)[..., ::-1]  # noqa: E731
+                                                     .reshape(codes.shape))
+    monkeypatch.setattr(harness, "pack_k_pairs", swapped)
+    assert not harness.run_entry(entry).ok
+
+
+@(lambda f: _needing(_entry("gluon_clc"), f))
+def test_clc_entry_takes_over_the_tiles_of_cancelled_ctas(monkeypatch):
+    """The CLC entry runs its CTAs one after another here, so CTA (0, 0, 0) cancels every other
+    CTA (they never launch) and computes their tiles: the result is right only if the cancelled
+    tiles were handed out."""
+    from ptxgen.sim import ops_clc
+    queues = []
+    original = ops_clc.LaunchQueue.__init__
+
+    def record(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        queues.append(self)
+    monkeypatch.setattr(ops_clc.LaunchQueue, "__init__", record)
+    entry = _entry("gluon_clc")
+    assert harness.run_entry(entry).ok
+    tiles = entry.meta["grid"][0]
+    assert [q.cancels for q in queues] == [tiles - 1] and tiles > 1

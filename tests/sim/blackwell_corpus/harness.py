@@ -96,6 +96,12 @@ def scaled_codes(rng: np.random.Generator, shape: tuple[int, int], fmt: str) -> 
     return lowprec.encode(fmt, never_zero(rng, shape, "float64").astype(np.float64))
 
 
+def pack_k_pairs(codes: np.ndarray) -> np.ndarray:
+    """Two e2m1 codes per byte along the last axis, the lower index in bits 3:0 (the ISA's order;
+    a test swaps this to show the corpus checks it)."""
+    return lowprec.pack_fp4(codes)
+
+
 def build_operands(meta: dict, rng: np.random.Generator):
     """The Hopper kinds, plus `scaled_matmul`: tl.dot_scaled's A [M, K] and B [K, N] as bytes
     (e2m1: two per byte along K, the lower K index in bits 3:0, sm100_formats.md §2), and e8m0
@@ -111,7 +117,7 @@ def build_operands(meta: dict, rng: np.random.Generator):
     a_val = lowprec.decode(fmt, a_codes) * np.repeat(lowprec.scale_values("ue8m0", a_scale), 32, axis=1)
     b_val = lowprec.decode(fmt, b_codes) * np.repeat(lowprec.scale_values("ue8m0", b_scale), 32, axis=1).T
     if fmt == "e2m1":
-        a_bytes, b_bytes = lowprec.pack_fp4(a_codes), np.ascontiguousarray(lowprec.pack_fp4(b_codes.T).T)
+        a_bytes, b_bytes = pack_k_pairs(a_codes), np.ascontiguousarray(pack_k_pairs(b_codes.T).T)
     else:
         a_bytes, b_bytes = a_codes, b_codes
     c = np.full((m, n), np.nan, dtype=np.float32)

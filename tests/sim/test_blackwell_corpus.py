@@ -143,14 +143,20 @@ def _needing(entry, test):
 
 @(lambda f: _needing(_entry("dot_scaled_e2m1"), f))
 def test_fp4_nibble_order_is_what_the_kernel_reads(monkeypatch):
-    """The mxfp4 entry passes with the lower K index in bits 3:0 (sm100_formats.md §2); packing the
-    other way round must fail, so the order is checked by the PTX Triton wrote, not assumed."""
+    """The mxfp4 entry passes with the lower K index in bits 3:0 (sm100_formats.md §2). Swapping the
+    order in both operands permutes K alike in A and B and leaves the product unchanged, so only A's
+    bytes are swapped here: that must fail, so the order is checked by the PTX Triton wrote."""
     entry = _entry("dot_scaled_e2m1")
     assert harness.run_entry(entry).ok
-    swapped = lambda codes: harness.lowprec.pack_fp4(codes.reshape(*codes.shape[:-1], -1, 2)[..., ::-1]  # noqa: E731
-                                                     .reshape(codes.shape))
-    monkeypatch.setattr(harness, "pack_k_pairs", swapped)
-    assert not harness.run_entry(entry).ok
+    calls = []
+
+    def swap_first(codes):           # build_operands packs A first, then B
+        calls.append(codes.shape)
+        if len(calls) == 1:
+            codes = codes.reshape(*codes.shape[:-1], -1, 2)[..., ::-1].reshape(codes.shape)
+        return harness.lowprec.pack_fp4(codes)
+    monkeypatch.setattr(harness, "pack_k_pairs", swap_first)
+    assert not harness.run_entry(entry).ok and len(calls) == 2
 
 
 @(lambda f: _needing(_entry("gluon_clc"), f))

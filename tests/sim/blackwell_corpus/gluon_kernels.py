@@ -5,7 +5,8 @@ lowering of each Blackwell feature. f16 in, f32 accumulation in tensor memory.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory, clc,
+from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, TensorMemoryScalesLayout,
+                                                                allocate_tensor_memory, clc, tcgen05_mma_scaled,
                                                                 fence_async_shared, mbarrier, tcgen05_commit,
                                                                 tcgen05_mma, tma)
 from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_mma_barrier_count
@@ -153,6 +154,61 @@ def two_cta_matmul(a_desc, b_desc, c_desc, K):
         mbarrier.wait(mma_bar, phase, deps=[a_smem, b_smem])
         phase ^= 1
         use_acc = True
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    c_smem.store(acc_tmem.load().to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def mma_scaled_matmul(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, M, N, K,
+                      A_FMT: gl.constexpr, B_FMT: gl.constexpr, VEC: gl.constexpr, ONE: gl.constexpr):
+    """C = (A * a_scale) @ (B * b_scale).T with tcgen05.mma block scaling: A [M, K] and B [N, K]
+    behind TMA descriptors (e2m1 packed two per byte along K; as the other operand of an fp8 one it
+    is the padded smem form), scales a_scale [M, K/VEC], b_scale [N, K/VEC] loaded with masked
+    pointer loads (`ONE`, the scale code of 1.0, outside M/N) and stored to tensor memory."""
+    A_PACK: gl.constexpr = 2 if A_FMT == "e2m1" else 1
+    B_PACK: gl.constexpr = 2 if B_FMT == "e2m1" else 1
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    BK: gl.constexpr = a_desc.block_type.shape[1] * A_PACK
+    SK: gl.constexpr = BK // VEC
+    off_m = gl.program_id(0) * BM
+    off_n = gl.program_id(1) * BN
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    scale_layout: gl.constexpr = TensorMemoryScalesLayout()
+    a_scale_tmem = allocate_tensor_memory(a_scale_ptr.dtype.element_ty, [BM, SK], scale_layout)
+    b_scale_tmem = allocate_tensor_memory(b_scale_ptr.dtype.element_ty, [BN, SK], scale_layout)
+    acc_tmem = allocate_tensor_memory(gl.float32, [BM, BN], TensorMemoryLayout([BM, BN], col_stride=1))
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mma_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.init(mma_bar, count=1)
+    rows: gl.constexpr = gl.BlockedLayout([1, 1], [32 // SK, SK], [gl.num_warps(), 1], [1, 0])
+    offs_am = off_m + gl.arange(0, BM, gl.SliceLayout(1, rows))
+    offs_bn = off_n + gl.arange(0, BN, gl.SliceLayout(1, rows))
+    offs_k = gl.arange(0, SK, gl.SliceLayout(0, rows))
+    phase = 0
+    use_acc = False
+    for k in range(0, K, BK):
+        mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        tma.async_load(a_desc, [off_m, k // A_PACK], bar, a_smem)
+        tma.async_load(b_desc, [off_n, k // B_PACK], bar, b_smem)
+        mbarrier.wait(bar, phase)
+        sa = gl.load(a_scale_ptr + offs_am[:, None] * (K // VEC) + (k // VEC + offs_k)[None, :],
+                     mask=offs_am[:, None] < M, other=ONE)
+        sb = gl.load(b_scale_ptr + offs_bn[:, None] * (K // VEC) + (k // VEC + offs_k)[None, :],
+                     mask=offs_bn[:, None] < N, other=ONE)
+        a_scale_tmem.store(gl.convert_layout(sa, a_scale_tmem.get_reg_layout()))
+        b_scale_tmem.store(gl.convert_layout(sb, b_scale_tmem.get_reg_layout()))
+        tcgen05_mma_scaled(a_smem, b_smem.permute((1, 0)), acc_tmem, a_scale_tmem, b_scale_tmem, A_FMT, B_FMT,
+                           use_acc=use_acc)
+        tcgen05_commit(mma_bar)
+        mbarrier.wait(mma_bar, phase)
+        use_acc = True
+        phase ^= 1
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
     c_smem.store(acc_tmem.load().to(c_desc.dtype))
     fence_async_shared()

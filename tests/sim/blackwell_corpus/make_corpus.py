@@ -37,7 +37,7 @@ harness = _load(HERE / "harness.py", "blackwell_harness")    # this corpus's fea
 BLACKWELL = hopper_make.Corpus(
     HERE, GPUTarget("cuda", 100, 32), "cuda sm_100a (GPUTarget('cuda', 100, 32))",
     "TRITON_DEFAULT_FP_FUSION=1 PYTHONPATH=$PWD python tests/sim/blackwell_corpus/make_corpus.py",
-    harness.features_of)
+    harness.features_of, harness.descriptor_features)
 NP_DTYPE = {**hopper_make.NP_DTYPE, "fp8e5": "float8_e5m2"}
 #: The problem shapes: no tile divides M or N. TMA needs 16-byte row strides; the block-scaled
 #: entries need K a multiple of BLOCK_K (scales cover 32 elements, an fp4 byte two).
@@ -105,11 +105,12 @@ def write_triton_entries() -> None:
           grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], aligned=set(), arrays=matmul_arrays("fp16", "fp16"))
 
 
-def gluon_desc(dt: str, shape: list[int], cga_layout=None) -> str:
+def gluon_desc(dt: str, shape: list[int], cga_layout=None, fp4_padded: bool = False) -> str:
     """A Gluon descriptor type: the shared layout travels in the signature."""
     from triton.experimental.gluon import language as gl
-    layout = gl.NVMMASharedLayout.get_default_for(shape, getattr(gl, {"fp16": "float16", "fp32": "float32"}[dt]),
-                                                  cga_layout=cga_layout)
+    ty = {"fp16": "float16", "fp32": "float32", "u8": "uint8", "fp8e4nv": "float8e4nv"}[dt]
+    layout = gl.NVMMASharedLayout.get_default_for(shape, getattr(gl, ty), cga_layout=cga_layout,
+                                                  fp4_padded=fp4_padded)
     return f"tensordesc<{dt}[{shape[0]}, {shape[1]}],{layout!r}>"
 
 
@@ -148,12 +149,40 @@ def write_gluon_entries() -> None:
                  "c_desc": gluon_desc("fp16", [2 * bm, bn], [(1, 0)]), "K": "i32"}, {}, num_warps=4, num_ctas=2,
                 tile=dict(BLOCK_M=2 * bm, BLOCK_N=bn, BLOCK_K=bk), grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"],
                 problem=SHAPE_TMA, arrays=f16_out)
+    write_gluon_scaled_entries(g)
+
+
+def write_gluon_scaled_entries(g) -> None:
+    """tcgen05_mma_scaled from TMA-loaded operands (B as [N, K]) with pointer-loaded scales:
+    nvfp4 (e2m1 x e2m1, ue4m3 scales per 16: kind::mxf4nvf4.block16), mxfp4 (kind::mxf4) and
+    mxfp8 x mxfp4 (kind::mxf8f6f4, the fp4 operand padded in shared memory by its TMA map)."""
+    for name, afmt, bfmt, vec, scale in (("nvfp4", "e2m1", "e2m1", 16, "ue4m3"), ("mxfp4", "e2m1", "e2m1", 32, "ue8m0"),
+                                         ("mxfp8xmxfp4", "e4m3", "e2m1", 32, "ue8m0")):
+        mixed = afmt != bfmt
+        bk = 128 if mixed else 256
+        dts = {f: ("u8" if f == "e2m1" else "fp8e4nv") for f in (afmt, bfmt)}
+        width = {f: bk // (2 if f == "e2m1" else 1) for f in (afmt, bfmt)}
+        sdt = "fp8e4nv" if scale == "ue4m3" else "u8"
+        sig = {"a_desc": gluon_desc(dts[afmt], [128, width[afmt]], fp4_padded=mixed and afmt == "e2m1"),
+               "b_desc": gluon_desc(dts[bfmt], [128, width[bfmt]], fp4_padded=mixed and bfmt == "e2m1"),
+               "c_desc": gluon_desc("fp32", [128, 128]), "a_scale_ptr": "*" + sdt, "b_scale_ptr": "*" + sdt,
+               "M": "i32", "N": "i32", "K": "i32"}
+        constexprs = {"A_FMT": afmt, "B_FMT": bfmt, "VEC": vec, "ONE": 1.0 if scale == "ue4m3" else 127}
+        write_gluon(f"gluon_mma_scaled_{name}_128x128x{bk}_w4", g.mma_scaled_matmul, sig, constexprs, num_warps=4,
+                    tile=dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=bk), grid=GRID_MN, problem=dict(M=200, N=136, K=2 * bk),
+                    arrays=dict(kind="scaled_matmul_tma", a_format=afmt, b_format=bfmt, vec=vec, scale=scale,
+                                c="float32"))
+
+
+def write_gluon_scaled_entries_only() -> None:
+    """Only the block-scaled Gluon entries (`make_corpus.py write_gluon_scaled_entries_only`)."""
+    write_gluon_scaled_entries(_load(HERE / "gluon_kernels.py", "gluon_kernels"))
 
 
 def main() -> None:
     only = set(sys.argv[1:])
-    for part in (write_triton_entries, write_gluon_entries):
-        if not only or part.__name__ in only:
+    for part in (write_triton_entries, write_gluon_entries, write_gluon_scaled_entries_only):
+        if (not only and part is not write_gluon_scaled_entries_only) or part.__name__ in only:
             part()
 
 

@@ -16,6 +16,7 @@ feature to the simulator adds its name here, and the entries it completes must t
 """
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,12 +58,18 @@ class SimFeatureMissing(NotImplementedError):
     """The simulator lacks an API the entry needs (sim.TensorMap before TMA lands)."""
 
 
-def tensor_map_arg(array: np.ndarray, block: list[int], swizzle: str):
-    """The launch argument for a `.param .align 64 .b8 map[128]` tensor-map parameter."""
+def tensor_map_arg(array: np.ndarray, block: list[int], swizzle: str, fp4_padded: bool = False):
+    """The launch argument for a `.param .align 64 .b8 map[128]` tensor-map parameter; fp4_padded:
+    `array` holds two e2m1 per byte and the map lands them padded in shared memory (sm_100a)."""
     make = getattr(sim, "TensorMap", None)
     if make is None:
         raise SimFeatureMissing("ptxgen.sim.TensorMap does not exist yet: the simulator does not model "
                                 "TMA tensor maps (issue 12)")
+    if fp4_padded:
+        if "data_type" not in inspect.signature(make).parameters:
+            raise SimFeatureMissing("sim.TensorMap has no padded fp4 data type (CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B)"
+                                    " yet (issue 20)")
+        return make(array, tuple(block), swizzle=swizzle, data_type="16U4_ALIGN16B")
     return make(array, tuple(block), swizzle=swizzle)
 
 
@@ -173,7 +180,7 @@ def build_case(entry: Entry, seed: int = 0, operands=None) -> Case:
             args.append(int(scalars[role[1]]))
         elif role[0] == "tensormap":
             d = descs[role[1]]
-            args.append(tensor_map_arg(arrays[role[1]], d["block_size"], d["swizzle"]))
+            args.append(tensor_map_arg(arrays[role[1]], d["block_size"], d["swizzle"], d.get("fp4_padded", False)))
         elif role[0] == "shape":
             args.append(int(arrays[role[1]].shape[int(role[2])]))
         elif role[0] == "stride":

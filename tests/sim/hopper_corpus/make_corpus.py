@@ -38,6 +38,8 @@ class Corpus:
     target_text: str
     command: str
     features_of: Callable[[str], list[str]]
+    #: features a json's descriptors need beyond the PTX's instructions (the Blackwell fp4 maps)
+    descriptor_features: Callable[[dict], list[str]] = lambda descs: []
 
 
 HOPPER = Corpus(HERE, TARGET, "cuda sm_90a (GPUTarget('cuda', 90, 32))",
@@ -156,6 +158,8 @@ def record_entry(name: str, k, fn, signature: dict[str, str], constexprs: dict, 
     for n, dm in zip(desc_names, meta):
         descs[n] = dict(block_size=list(dm["block_size"]), swizzle=SWIZZLE[dm["swizzle"]],
                         swizzle_code=dm["swizzle"], elem_size=dm["elem_size"])
+        if dm.get("fp4_padded"):     # sm_100a: fp4 padded in shared memory (CU_TENSOR_MAP_DATA_TYPE 16U4_ALIGN16B)
+            descs[n].update(fp4_padded=True, elem_type=dm["elem_type"])
     extra = extra or {}
     env = {**problem, **constexprs, **extra.get("tile", {}), "cdiv": lambda a, b: -(-a // b)}
     concrete = [int(eval(g, {}, env)) for g in grid]  # noqa: S307 (our own fixed expressions)
@@ -167,7 +171,8 @@ def record_entry(name: str, k, fn, signature: dict[str, str], constexprs: dict, 
         **({"num_ctas": num_ctas} if num_ctas > 1 else {}), **extra,
         block=[block_threads(ptx, num_warps), 1, 1], grid_formula=grid, problem=problem, grid=concrete,
         shared=md.shared, global_scratch_size=getattr(md, "global_scratch_size", 0),
-        params=params, arrays=arrays, tensor_descriptors=descs, needs=corpus.features_of(ptx),
+        params=params, arrays=arrays, tensor_descriptors=descs,
+        needs=sorted(set(corpus.features_of(ptx)) | set(corpus.descriptor_features(descs))),
     )
     (corpus.out_dir / f"{name}.ptx").write_text(ptx)
     (corpus.out_dir / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")

@@ -7,6 +7,8 @@
     cvt.{rz,rp}{.satfinite}.ue8m0x2.f32             d(.b16), a, b
     cvt.{rz,rp}{.satfinite}.ue8m0x2.bf16x2          d(.b16), a(.b32)
     cvt.rn.bf16x2.ue8m0x2                           d(.b32), a(.b16)
+    cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32     d(.b16), a, b      (sm_89+: Triton's nvfp4 scales)
+    cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f16x2   d(.b16), a(.b32)   (sm_89+)
 
 As for every paired cvt, the value from `a` (or a's upper half) goes to d's upper half and `b`'s
 to the lower half: for e2m1x2 a → bits 7:4, b → bits 3:0. An fp6 value sits in the low 6 bits of
@@ -22,13 +24,15 @@ from .parse import Instr
 from .state import store
 
 #: packed type -> (lowprec format, bits per element slot in the container)
-PACKED = {"e2m1x2": ("e2m1", 4), "e2m3x2": ("e2m3", 8), "e3m2x2": ("e3m2", 8), "ue8m0x2": ("ue8m0", 8)}
-CONTAINER = {"e2m1x2": "b8", "e2m3x2": "b16", "e3m2x2": "b16", "ue8m0x2": "b16"}
+PACKED = {"e2m1x2": ("e2m1", 4), "e2m3x2": ("e2m3", 8), "e3m2x2": ("e3m2", 8), "ue8m0x2": ("ue8m0", 8),
+          "e4m3x2": ("e4m3", 8), "e5m2x2": ("e5m2", 8)}
+CONTAINER = {"e2m1x2": "b8", "e2m3x2": "b16", "e3m2x2": "b16", "ue8m0x2": "b16", "e4m3x2": "b16", "e5m2x2": "b16"}
+FP8X2 = ("e4m3x2", "e5m2x2")     # as sources these stay in ops_cvt (cvt.rn.f16x2.e4m3x2)
 
 
 def handles(dtyp: str, atyp: str) -> bool:
     """Whether this module owns cvt.<...>.dtyp.atyp."""
-    return dtyp in PACKED or atyp in PACKED
+    return dtyp in PACKED or (atyp in PACKED and atyp not in FP8X2)
 
 
 #: Targets that run these cvt forms (PTX ISA cvt, "Target ISA notes": sm_100a, sm_101a, sm_120a and
@@ -37,6 +41,8 @@ TARGETS = ("sm_100a", "sm_120a")
 
 
 def compile_cvt_lowprec(ins: Instr, ctx, dtyp: str, atyp: str, mods: set[str]):
+    if dtyp in FP8X2:
+        return _compile_to_fp8x2(ins, ctx, dtyp, atyp, mods)
     target = (getattr(ctx, "target", "") or "").replace(",", " ").split()
     if not target or target[0] not in TARGETS:
         raise ctx.fail(f"cvt.{'.'.join(ins.mods)} needs `.target sm_100a` or `.target sm_120a` (PTX ISA cvt: "
@@ -62,6 +68,36 @@ def compile_cvt_lowprec(ins: Instr, ctx, dtyp: str, atyp: str, mods: set[str]):
     raise ctx.fail(f"cvt.{'.'.join(ins.mods)} is not a form the PTX ISA defines for these packed types")
 
 
+def _compile_to_fp8x2(ins: Instr, ctx, dtyp: str, atyp: str, mods: set[str]):
+    """f32 pairs or f16x2 to e4m3x2/e5m2x2 (PTX ISA cvt: PTX 7.8, sm_89+; .satfinite required)."""
+    target = (getattr(ctx, "target", "") or "").replace(",", " ").split()
+    arch = int("".join(ch for ch in target[0][3:] if ch.isdigit()) or 0) if target else 0
+    if arch < 89:
+        raise ctx.fail(f"cvt.{'.'.join(ins.mods)} needs .target sm_89 or newer; the module targets "
+                       f"{target[0] if target else 'nothing'}")
+    _require(ctx, ins, mods, {"rn", "satfinite"}, {"relu"})
+    if atyp == "f32":
+        return _to_packed_from_f32(ins, ctx, dtyp, "rn", True, "relu" in mods)
+    if atyp == "f16x2":
+        return _fp8x2_from_f16x2(ins, ctx, dtyp, "relu" in mods)
+    raise ctx.fail(f"cvt.{'.'.join(ins.mods)}: {dtyp} converts from .f32 pairs or .f16x2 only")
+
+
+def _fp8x2_from_f16x2(ins: Instr, ctx, dtyp: str, relu: bool):
+    if len(ins.operands) != 2:
+        raise ctx.fail(f"cvt.{dtyp}.f16x2 takes d, a")
+    fmt = PACKED[dtyp][0]
+    slot, _ = ctx.dst(ins.operands[0], "b16", relaxed=True)
+    get = ctx.src(ins.operands[1], "b32")
+
+    def run(cta, mask):
+        a = np.asarray(get(cta.R)).astype(np.uint32)
+        hi = _encode(fmt, nx.f16_bits_to_f64((a >> 16).astype(np.uint16)), "rn", True, relu)
+        lo = _encode(fmt, nx.f16_bits_to_f64((a & 0xFFFF).astype(np.uint16)), "rn", True, relu)
+        store(cta, slot, np.broadcast_to((hi << np.uint32(8)) | lo, (cta.n,)).astype(np.uint32), mask)
+    return run
+
+
 def _require(ctx, ins: Instr, mods: set[str], required: set[str], optional: set[str]) -> None:
     if required - mods:
         raise ctx.fail(f"cvt.{'.'.join(ins.mods)} needs .{sorted(required - mods)[0]}")
@@ -71,8 +107,8 @@ def _require(ctx, ins: Instr, mods: set[str], required: set[str], optional: set[
 
 def _encode(fmt: str, x: np.ndarray, rounding: str, satfinite: bool, relu: bool) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
-    if relu:
-        x = np.where(x < 0, 0.0, x)
+    if relu:                                   # negatives (and -0) become +0; NaN stays NaN
+        x = np.where(np.signbit(x) & ~np.isnan(x), 0.0, x)
     if fmt == "ue8m0":     # unsigned: the ISA gives no encoding for negatives; refuse loudly
         if np.any(x < 0):
             raise ValueError("cvt to ue8m0x2 of a negative value: the PTX ISA defines no result")

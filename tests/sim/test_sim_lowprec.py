@@ -131,3 +131,28 @@ def test_cvt_lowprec_is_refused_before_sm_100a():
 def test_cvt_ue8m0x2_needs_a_directed_rounding():
     with pytest.raises(HazardError, match="needs exactly one of .rz/.rp"):
         run_pair("cvt.rn.satfinite.ue8m0x2.f32 %h0, %f0, %f1;\n    cvt.u32.u16 %r1, %h0;", [1.0], [1.0])
+
+
+def test_cvt_f32_pairs_to_fp8_saturate():
+    # e4m3: 1.0 = 0x38, -896 saturates to -448 = 0xFE; e5m2: inf saturates to 57344 = 0x7B, 0.5 = 0x38
+    got = run_pair("cvt.rn.satfinite.e4m3x2.f32 %h0, %f0, %f1;\n    cvt.u32.u16 %r1, %h0;", [1.0, np.nan], [-896.0, 0.0])
+    assert got.tolist() == [0x38FE, 0x7F00]
+    got = run_pair("cvt.rn.satfinite.e5m2x2.f32 %h0, %f0, %f1;\n    cvt.u32.u16 %r1, %h0;", [np.inf], [0.5])
+    assert got.tolist() == [0x7B38]
+    got = run_pair("cvt.rn.satfinite.relu.e4m3x2.f32 %h0, %f0, %f1;\n    cvt.u32.u16 %r1, %h0;", [-1.0], [-0.0],
+                   target="sm_90a")
+    assert got.tolist() == [0x0000]
+
+
+def test_cvt_f16x2_to_e4m3x2_keeps_the_halves_in_order():
+    # f16x2 {hi 2.0 = 0x4000, lo -1.0 = 0xBC00} -> e4m3 {0x40, 0xB8}
+    got = run_pair("mov.b32 %r2, 0x4000BC00;\n    cvt.rn.satfinite.e4m3x2.f16x2 %h0, %r2;\n    cvt.u32.u16 %r1, %h0;",
+                   [0.0], [0.0])
+    assert got.tolist() == [0x40B8]
+
+
+def test_cvt_to_fp8_needs_sm89_and_satfinite():
+    with pytest.raises(HazardError, match="sm_89 or newer"):
+        run_pair("cvt.rn.satfinite.e4m3x2.f32 %h0, %f0, %f1;\n    cvt.u32.u16 %r1, %h0;", [1.0], [1.0], target="sm_80")
+    with pytest.raises(HazardError, match="needs .satfinite"):
+        run_pair("cvt.rn.e4m3x2.f32 %h0, %f0, %f1;\n    cvt.u32.u16 %r1, %h0;", [1.0], [1.0])

@@ -21,6 +21,7 @@ import numpy as np
 from . import lowprec
 from . import numerics as nx
 from .parse import Instr
+from .ptxtypes import STORAGE_DTYPE, TYPE_BITS, widen
 from .state import store
 
 #: packed type -> (lowprec format, bits per element slot in the container)
@@ -87,15 +88,21 @@ def _fp8x2_from_f16x2(ins: Instr, ctx, dtyp: str, relu: bool):
     if len(ins.operands) != 2:
         raise ctx.fail(f"cvt.{dtyp}.f16x2 takes d, a")
     fmt = PACKED[dtyp][0]
-    slot, _ = ctx.dst(ins.operands[0], "b16", relaxed=True)
+    slot, reg_bits = ctx.dst(ins.operands[0], "b16", relaxed=True)
     get = ctx.src(ins.operands[1], "b32")
 
     def run(cta, mask):
         a = np.asarray(get(cta.R)).astype(np.uint32)
         hi = _encode(fmt, nx.f16_bits_to_f64((a >> 16).astype(np.uint16)), "rn", True, relu)
         lo = _encode(fmt, nx.f16_bits_to_f64((a & 0xFFFF).astype(np.uint16)), "rn", True, relu)
-        store(cta, slot, np.broadcast_to((hi << np.uint32(8)) | lo, (cta.n,)).astype(np.uint32), mask)
+        _put(cta, slot, reg_bits, "b16", (hi << np.uint32(8)) | lo, mask)
     return run
+
+
+def _put(cta, slot: int, reg_bits: int, container: str, values: np.ndarray, mask) -> None:
+    """Store `container`-typed bits into a register of `reg_bits` (zero-extended if wider)."""
+    bits = np.broadcast_to(values, (cta.n,)).astype(STORAGE_DTYPE[TYPE_BITS[container]])
+    store(cta, slot, widen(bits, container, reg_bits), mask)
 
 
 def _require(ctx, ins: Instr, mods: set[str], required: set[str], optional: set[str]) -> None:
@@ -120,7 +127,7 @@ def _to_packed_from_f32(ins: Instr, ctx, dtyp: str, rounding: str, satfinite: bo
     if len(ins.operands) != 3:
         raise ctx.fail(f"cvt.{dtyp}.f32 takes d, a, b")
     fmt, width = PACKED[dtyp]
-    slot, _ = ctx.dst(ins.operands[0], CONTAINER[dtyp], relaxed=True)
+    slot, reg_bits = ctx.dst(ins.operands[0], CONTAINER[dtyp], relaxed=True)
     ga, gb = ctx.src(ins.operands[1], "f32"), ctx.src(ins.operands[2], "f32")
 
     def run(cta, mask):
@@ -130,7 +137,7 @@ def _to_packed_from_f32(ins: Instr, ctx, dtyp: str, rounding: str, satfinite: bo
         except ValueError as err:
             raise ctx.fail(str(err)) from None
         packed = (hi << np.uint32(width)) | lo                  # a -> upper half, b -> lower half
-        store(cta, slot, np.broadcast_to(packed, (cta.n,)).astype(np.uint32), mask)
+        _put(cta, slot, reg_bits, CONTAINER[dtyp], packed, mask)
     return run
 
 
@@ -157,14 +164,14 @@ def _packed_to_half(ins: Instr, ctx, atyp: str, half: str, relu: bool):
         if relu:
             hi, lo = np.where(hi < 0, 0.0, hi), np.where(lo < 0, 0.0, lo)
         out = (_half_bits(hi, half) << np.uint32(16)) | _half_bits(lo, half)
-        store(cta, slot, np.broadcast_to(out, (cta.n,)).astype(np.uint32), mask)
+        _put(cta, slot, 32, "b32", out, mask)
     return run
 
 
 def _ue8m0_from_bf16x2(ins: Instr, ctx, rounding: str, satfinite: bool):
     if len(ins.operands) != 2:
         raise ctx.fail("cvt.ue8m0x2.bf16x2 takes d, a")
-    slot, _ = ctx.dst(ins.operands[0], "b16", relaxed=True)
+    slot, reg_bits = ctx.dst(ins.operands[0], "b16", relaxed=True)
     get = ctx.src(ins.operands[1], "b32")
 
     def run(cta, mask):
@@ -174,5 +181,5 @@ def _ue8m0_from_bf16x2(ins: Instr, ctx, rounding: str, satfinite: bool):
             lo = _encode("ue8m0", nx.bf16_bits_to_f64((a & 0xFFFF).astype(np.uint16)), rounding, satfinite, False)
         except ValueError as err:
             raise ctx.fail(str(err)) from None
-        store(cta, slot, np.broadcast_to((hi << np.uint32(8)) | lo, (cta.n,)).astype(np.uint32), mask)
+        _put(cta, slot, reg_bits, "b16", (hi << np.uint32(8)) | lo, mask)
     return run

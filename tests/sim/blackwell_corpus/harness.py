@@ -51,7 +51,8 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
     "tcgen05-cp": ("tcgen05.cp.", "tcgen05.shift."),
     "tcgen05-cta-pair": ("tcgen05.alloc.cta_group::2", "tcgen05.dealloc.cta_group::2",
                          "tcgen05.relinquish_alloc_permit.cta_group::2", "tcgen05.mma.cta_group::2",
-                         "tcgen05.commit.cta_group::2", "tcgen05.cp.cta_group::2"),
+                         "tcgen05.commit.cta_group::2", "tcgen05.cp.cta_group::2",
+                         *(f"cp.async.bulk.tensor.{d}d.cta_group::2" for d in range(1, 6))),
     "clc": ("clusterlaunchcontrol.",),
     "b128": (".reg .b128", "mov.b128", "ld.shared.b128", "st.shared.b128"),   # 128-bit registers (CLC responses)
     "brx": (".branchtargets", "brx.idx"),
@@ -71,10 +72,19 @@ def features_of(ptx: str) -> list[str]:
     return hopper.features_of(ptx, FEATURE_OPCODES)
 
 
+#: Features a json's descriptors imply (no opcode shows them: the operand types of a kind::f8f6f4 /
+#: mxf8f6f4 MMA are in its runtime instruction descriptor) -> the PTX lines that use them.
+DESCRIPTOR_FEATURE_LINES = {"tma-fp4-padded": (), "mma-fp4-padded": ("tcgen05.mma.cta_group::1.kind::f8f6f4",
+                                                                   "tcgen05.mma.cta_group::1.kind::mxf8f6f4",
+                                                                   "tcgen05.mma.cta_group::2.kind::f8f6f4",
+                                                                   "tcgen05.mma.cta_group::2.kind::mxf8f6f4")}
+
+
 def descriptor_features(descs: dict) -> list[str]:
-    """Features a json's tensor descriptors need: `tma-fp4-padded` for a map of fp4 data padded in
-    shared memory (Gluon's fp4_padded; CUtensorMap data type 16U4_ALIGN16B, elem_type 14)."""
-    return ["tma-fp4-padded"] if any(d.get("fp4_padded") for d in descs.values()) else []
+    """Features a json's tensor descriptors need: a map of fp4 data padded in shared memory (Gluon's
+    fp4_padded; CUtensorMap data type 16U4_ALIGN16B, elem_type 14) needs the TMA to land it padded
+    (`tma-fp4-padded`) and the f8f6f4 MMA to read e2m1 from that form (`mma-fp4-padded`)."""
+    return ["mma-fp4-padded", "tma-fp4-padded"] if any(d.get("fp4_padded") for d in descs.values()) else []
 
 
 def entry_features(entry) -> list[str]:
@@ -82,8 +92,11 @@ def entry_features(entry) -> list[str]:
 
 
 def feature_lines(ptx: str, feature: str) -> set[int]:
-    """PTX lines using `feature` (none for a descriptor feature: its failure is SimFeatureMissing)."""
-    return hopper.feature_lines(ptx, feature, FEATURE_OPCODES) if feature in FEATURE_OPCODES else set()
+    """PTX lines using `feature` (for `tma-fp4-padded` none: its failure is SimFeatureMissing)."""
+    if feature in DESCRIPTOR_FEATURE_LINES:
+        return hopper.feature_lines(ptx, feature, DESCRIPTOR_FEATURE_LINES) if DESCRIPTOR_FEATURE_LINES[feature] \
+            else set()
+    return hopper.feature_lines(ptx, feature, FEATURE_OPCODES)
 
 
 class BlackwellEntry(Entry):

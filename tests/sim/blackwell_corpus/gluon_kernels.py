@@ -6,7 +6,8 @@ lowering of each Blackwell feature. f16 in, f32 accumulation in tensor memory.
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, TensorMemoryScalesLayout,
-                                                                allocate_tensor_memory, clc, tcgen05_mma_scaled,
+                                                                allocate_tensor_memory, clc, tcgen05_copy,
+                                                                tcgen05_mma_scaled,
                                                                 fence_async_shared, mbarrier, tcgen05_commit,
                                                                 tcgen05_mma, tma)
 from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_mma_barrier_count
@@ -213,4 +214,63 @@ def mma_scaled_matmul(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, M, N, K,
     c_smem.store(acc_tmem.load().to(c_desc.dtype))
     fence_async_shared()
     tma.async_store(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _scales_as_2d(smem, ROWS: gl.constexpr, COLS: gl.constexpr):
+    """View a [1, REP_ROWS, REP_K, 2, 256] packed-block scale tile (global layout
+    [rows/128, cols/4, 32, 4, 4]: scale[128a + 32b + c, 4d + e] at [a, d, c, b, e]) as [ROWS, COLS]."""
+    smem = smem.reshape((smem.shape[1], smem.shape[2], 32, 4, 4))
+    smem = smem.permute((0, 3, 2, 1, 4))
+    return smem.reshape((ROWS, COLS))
+
+
+@gluon.jit
+def mma_scaled_cp_matmul(a_desc, b_desc, c_desc, a_scale_desc, b_scale_desc, K,
+                         A_FMT: gl.constexpr, B_FMT: gl.constexpr, VEC: gl.constexpr):
+    """mma_scaled_matmul with the scales TMA-loaded in the packed-block layout and moved to tensor
+    memory by tcgen05.cp (tcgen05_copy) instead of registers."""
+    A_PACK: gl.constexpr = 2 if A_FMT == "e2m1" else 1
+    B_PACK: gl.constexpr = 2 if B_FMT == "e2m1" else 1
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    BK: gl.constexpr = a_desc.block_type.shape[1] * A_PACK
+    REP_K: gl.constexpr = a_scale_desc.block_type.shape[2]
+    pid_m = gl.program_id(0)
+    pid_n = gl.program_id(1)
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    as_smem = gl.allocate_shared_memory(a_scale_desc.dtype, a_scale_desc.block_type.shape, a_scale_desc.layout)
+    bs_smem = gl.allocate_shared_memory(b_scale_desc.dtype, b_scale_desc.block_type.shape, b_scale_desc.layout)
+    scale_layout: gl.constexpr = TensorMemoryScalesLayout()
+    a_scale_tmem = allocate_tensor_memory(a_scale_desc.dtype, [BM, BK // VEC], scale_layout)
+    b_scale_tmem = allocate_tensor_memory(b_scale_desc.dtype, [BN, BK // VEC], scale_layout)
+    acc_tmem = allocate_tensor_memory(gl.float32, [BM, BN], TensorMemoryLayout([BM, BN], col_stride=1))
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mma_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.init(mma_bar, count=1)
+    phase = 0
+    use_acc = False
+    for k in range(0, K, BK):
+        mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes
+                        + a_scale_desc.block_type.nbytes + b_scale_desc.block_type.nbytes)
+        tma.async_load(a_desc, [pid_m * BM, k // A_PACK], bar, a_smem)
+        tma.async_load(b_desc, [pid_n * BN, k // B_PACK], bar, b_smem)
+        tma.async_load(a_scale_desc, [0, pid_m, (k // BK) * REP_K, 0, 0], bar, as_smem)
+        tma.async_load(b_scale_desc, [0, pid_n, (k // BK) * REP_K, 0, 0], bar, bs_smem)
+        mbarrier.wait(bar, phase)
+        tcgen05_copy(_scales_as_2d(as_smem, BM, BK // VEC), a_scale_tmem)
+        tcgen05_copy(_scales_as_2d(bs_smem, BN, BK // VEC), b_scale_tmem)
+        tcgen05_mma_scaled(a_smem, b_smem.permute((1, 0)), acc_tmem, a_scale_tmem, b_scale_tmem, A_FMT, B_FMT,
+                           use_acc=use_acc)
+        tcgen05_commit(mma_bar)
+        mbarrier.wait(mma_bar, phase)
+        use_acc = True
+        phase ^= 1
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    c_smem.store(acc_tmem.load().to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [pid_m * BM, pid_n * BN], c_smem)
     tma.store_wait(0)

@@ -175,7 +175,23 @@ def build_scaled_tma_operands(meta: dict, rng: np.random.Generator):
     b_bytes = pack.get(arrays["b_format"], np.asarray)(b_codes)
     c = np.full((m, n), np.nan, dtype=np.float32)
     named = {"a_desc": a_bytes, "b_desc": b_bytes, "c_desc": c, "a_scale_ptr": a_scale, "b_scale_ptr": b_scale}
+    if arrays.get("scale_layout") == "packed_block":
+        one = int(lowprec.encode(arrays["scale"], [1.0], rounding="rz")[0])
+        named["a_scale_desc"] = packed_block_scales(a_scale, one)
+        named["b_scale_desc"] = packed_block_scales(b_scale, one)
     return named, "c_desc", a_val @ b_val.T, dict(M=m, N=n, K=k)
+
+
+def packed_block_scales(scale: np.ndarray, fill: int) -> np.ndarray:
+    """Scales [rows, cols] in the packed-block layout the tcgen05.cp entries load:
+    G[a, d, c, b, e] = scale[128a + 32b + c, 4d + e] (rows padded to 128 with `fill`, the code of
+    1.0: padded rows meet zero A/B rows, and a NaN scale would poison them), returned as the
+    [1, rows/128, cols/4, 2, 256] array the 5-D tensor map describes."""
+    rows, cols = scale.shape
+    padded = np.full((-(-rows // 128) * 128, cols), fill, dtype=np.uint8)
+    padded[:rows] = scale
+    g = padded.reshape(-1, 4, 32, cols // 4, 4).transpose(0, 3, 2, 1, 4)
+    return np.ascontiguousarray(g).reshape(1, padded.shape[0] // 128, cols // 4, 2, 256)
 
 
 def build_case(entry: Entry, seed: int = 0) -> Case:

@@ -111,7 +111,7 @@ def gluon_desc(dt: str, shape: list[int], cga_layout=None, fp4_padded: bool = Fa
     ty = {"fp16": "float16", "fp32": "float32", "u8": "uint8", "fp8e4nv": "float8e4nv"}[dt]
     layout = gl.NVMMASharedLayout.get_default_for(shape, getattr(gl, ty), cga_layout=cga_layout,
                                                   fp4_padded=fp4_padded)
-    return f"tensordesc<{dt}[{shape[0]}, {shape[1]}],{layout!r}>"
+    return f"tensordesc<{dt}[{', '.join(map(str, shape))}],{layout!r}>"
 
 
 def write_gluon(name: str, fn, signature: dict, constexprs: dict, *, num_warps: int, tile: dict, grid: list[str],
@@ -150,6 +150,7 @@ def write_gluon_entries() -> None:
                 tile=dict(BLOCK_M=2 * bm, BLOCK_N=bn, BLOCK_K=bk), grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"],
                 problem=SHAPE_TMA, arrays=f16_out)
     write_gluon_scaled_entries(g)
+    write_gluon_scaled_cp_entries(g)
 
 
 def write_gluon_scaled_entries(g) -> None:
@@ -174,9 +175,28 @@ def write_gluon_scaled_entries(g) -> None:
                                 c="float32"))
 
 
+def write_gluon_scaled_cp_entries(g) -> None:
+    """tcgen05_mma_scaled with both scale tiles TMA-loaded in the packed-block layout
+    [rows/128, K/(4 vec), 32, 4, 4] (as a [1, rows/128, K/(4 vec), 2, 256] map, no swizzle) and copied
+    to tensor memory with tcgen05.cp (.32x128b.warpx4). Gluon finds no tcgen05.cp layout for the
+    swizzled e4m3 (nvfp4) scale tile, so mxfp8 and mxfp4 only."""
+    for name, fmt, bk in (("mxfp8", "e4m3", 128), ("mxfp4", "e2m1", 256)):
+        dt, width, rep_k = ("u8", bk // 2, bk // 128) if fmt == "e2m1" else ("fp8e4nv", bk, bk // 128)
+        sig = {"a_desc": gluon_desc(dt, [128, width]), "b_desc": gluon_desc(dt, [128, width]),
+               "c_desc": gluon_desc("fp32", [128, 128]), "a_scale_desc": gluon_desc("u8", [1, 1, rep_k, 2, 256]),
+               "b_scale_desc": gluon_desc("u8", [1, 1, rep_k, 2, 256]), "K": "i32"}
+        write_gluon(f"gluon_mma_scaled_cp_{name}_128x128x{bk}_w4", g.mma_scaled_cp_matmul, sig,
+                    {"A_FMT": fmt, "B_FMT": fmt, "VEC": 32}, num_warps=4,
+                    tile=dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=bk), grid=GRID_MN, problem=dict(M=200, N=136, K=2 * bk),
+                    arrays=dict(kind="scaled_matmul_tma", a_format=fmt, b_format=fmt, vec=32, scale="ue8m0",
+                                scale_layout="packed_block", c="float32"))
+
+
 def write_gluon_scaled_entries_only() -> None:
     """Only the block-scaled Gluon entries (`make_corpus.py write_gluon_scaled_entries_only`)."""
-    write_gluon_scaled_entries(_load(HERE / "gluon_kernels.py", "gluon_kernels"))
+    g = _load(HERE / "gluon_kernels.py", "gluon_kernels")
+    write_gluon_scaled_entries(g)
+    write_gluon_scaled_cp_entries(g)
 
 
 def main() -> None:

@@ -196,3 +196,48 @@ def test_try_cancel_cancels_a_whole_waiting_cluster(monkeypatch):
     out = np.full((4, 4), 7, np.uint32)
     sim.launch(clc_kernel(), "k", grid=(4,), block=(32,), args=[out], cluster=(2, 1, 1))
     assert out[:, :2].tolist() == [[1, 2], [0, 0xFFFFFFFF], [7, 7], [7, 7]]
+
+
+CLC_MULTICAST = """
+    .reg .b128 %rq<2>;
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r8, %cluster_ctarank;
+    mov.u32 %r1, smem;
+    add.u32 %r2, %r1, 16;
+    setp.eq.u32 %p0, %r0, 0;
+    setp.eq.u32 %p3, %r8, 0;
+    and.pred %p3, %p3, %p0;
+    @%p0 mbarrier.init.shared::cta.b64 [%r2], 1;
+    fence.mbarrier_init.release.cluster;
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    @%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 16;
+    @%p3 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.multicast::cluster::all.b128 [%r1], [%r2];
+L_wait:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;
+    @!%p1 bra.uni L_wait;
+    ld.shared.v2.b64 {%rd4, %rd5}, [%r1];
+    mov.b128 %rq1, {%rd4, %rd5};
+    clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p2, %rq1;
+    clusterlaunchcontrol.query_cancel.get_first_ctaid.v4.b32.b128 {%r5, %r9, %r10, _}, %rq1;
+    selp.u32 %r6, 1, 0, %p2;
+    mov.u32 %r7, %ctaid.x;
+    ld.param.u64 %rd0, [pOut];
+    mul.wide.u32 %rd1, %r7, 16;
+    add.u64 %rd0, %rd0, %rd1;
+    @%p0 st.global.v4.u32 [%rd0], {%r6, %r5, %r9, %r10};
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    ret;"""
+
+
+def test_multicast_try_cancel_answers_every_cta_of_the_cluster(monkeypatch):
+    """Rank 0 of cluster 0 cancels cluster 1 (CTAs 2, 3 never run); with .multicast::cluster::all
+    the response lands in both CTAs of cluster 0, each on its own mbarrier."""
+    from ptxgen.sim import machine
+    monkeypatch.setattr(machine, "MIN_RESIDENT", 1)
+    monkeypatch.setattr(machine, "RESIDENT_BUDGET", 1)
+    ptx = sm(kernel(CLC_MULTICAST, shared=".shared .align 16 .b8 smem[32];\n"), "sm_100a")
+    out = np.full((4, 4), 7, np.uint32)
+    sim.launch(ptx, "k", grid=(4,), block=(32,), args=[out], cluster=(2, 1, 1))
+    assert out.tolist() == [[1, 2, 0, 0], [1, 2, 0, 0], [7] * 4, [7] * 4]

@@ -1,7 +1,8 @@
 """Cluster launch control (sm_100a; docs/ptx_facts/sm100_formats.md §4) and the .b128 registers
 its responses travel in.
 
-    clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes{.multicast::cluster::all}.b128 [resp], [mbar];
+    clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes
+        {.multicast::cluster::all}.b128 [resp], [mbar];
     clusterlaunchcontrol.query_cancel.is_canceled.pred.b128          p, rq;
     clusterlaunchcontrol.query_cancel.get_first_ctaid::{x,y,z}.b32.b128  r, rq;
     clusterlaunchcontrol.query_cancel.get_first_ctaid.v4.b32.b128    {x, y, z, _}, rq;

@@ -88,6 +88,10 @@ PAIR = """
     ret;"""
 
 
+#: the 16-bit result copied by its own type (a wrong storage type shows), then widened to %r1
+TO_U32 = "\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;"
+
+
 def run_pair(cvt: str, a: list[float], b: list[float], target: str = "sm_100a", regs: str = "") -> np.ndarray:
     ptx = kernel(PAIR.replace("CVT", cvt), params=".param .u64 pOut, .param .u64 pIn", regs=regs)
     ptx = ptx.replace(".version 7.8\n.target sm_80", f".version 8.7\n.target {target}")
@@ -105,14 +109,14 @@ def test_cvt_e2m1x2_puts_a_in_the_upper_nibble():
 
 
 def test_cvt_fp6_pairs_and_relu():
-    got = run_pair("cvt.rn.satfinite.e2m3x2.f32 %h0, %f0, %f1;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;", [1.0, 7.5], [-0.125, 100.0])
+    got = run_pair("cvt.rn.satfinite.e2m3x2.f32 %h0, %f0, %f1;" + TO_U32, [1.0, 7.5], [-0.125, 100.0])
     assert got.tolist() == [0x0821, 0x1F1F]
-    got = run_pair("cvt.rn.satfinite.relu.e3m2x2.f32 %h0, %f0, %f1;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;", [-3.0], [28.0])
+    got = run_pair("cvt.rn.satfinite.relu.e3m2x2.f32 %h0, %f0, %f1;" + TO_U32, [-3.0], [28.0])
     assert got.tolist() == [0x001F]
 
 
 def test_cvt_ue8m0x2_rounding_and_back_to_bf16x2():
-    got = run_pair("cvt.rp.satfinite.ue8m0x2.f32 %h0, %f0, %f1;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;", [3.0], [0.5])
+    got = run_pair("cvt.rp.satfinite.ue8m0x2.f32 %h0, %f0, %f1;" + TO_U32, [3.0], [0.5])
     assert got.tolist() == [(129 << 8) | 126]
     got = run_pair("cvt.rz.satfinite.ue8m0x2.f32 %h0, %f0, %f1;\n    cvt.rn.bf16x2.ue8m0x2 %r1, %h0;", [3.0], [1.0])
     assert got.tolist() == [0x40000000 | 0x3F80]          # bf16 2.0 upper, 1.0 lower
@@ -132,29 +136,29 @@ def test_cvt_lowprec_is_refused_before_sm_100a():
 
 def test_cvt_ue8m0x2_needs_a_directed_rounding():
     with pytest.raises(HazardError, match="needs exactly one of .rz/.rp"):
-        run_pair("cvt.rn.satfinite.ue8m0x2.f32 %h0, %f0, %f1;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;", [1.0], [1.0])
+        run_pair("cvt.rn.satfinite.ue8m0x2.f32 %h0, %f0, %f1;" + TO_U32, [1.0], [1.0])
 
 
 def test_cvt_f32_pairs_to_fp8_saturate():
     # e4m3: 1.0 = 0x38, -896 saturates to -448 = 0xFE; e5m2: inf saturates to 57344 = 0x7B, 0.5 = 0x38
-    got = run_pair("cvt.rn.satfinite.e4m3x2.f32 %h0, %f0, %f1;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;", [1.0, np.nan], [-896.0, 0.0])
+    got = run_pair("cvt.rn.satfinite.e4m3x2.f32 %h0, %f0, %f1;" + TO_U32, [1.0, np.nan], [-896.0, 0.0])
     assert got.tolist() == [0x38FE, 0x7F00]
-    got = run_pair("cvt.rn.satfinite.e5m2x2.f32 %h0, %f0, %f1;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;", [np.inf], [0.5])
+    got = run_pair("cvt.rn.satfinite.e5m2x2.f32 %h0, %f0, %f1;" + TO_U32, [np.inf], [0.5])
     assert got.tolist() == [0x7B38]
-    got = run_pair("cvt.rn.satfinite.relu.e4m3x2.f32 %h0, %f0, %f1;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;", [-1.0], [-0.0],
+    got = run_pair("cvt.rn.satfinite.relu.e4m3x2.f32 %h0, %f0, %f1;" + TO_U32, [-1.0], [-0.0],
                    target="sm_90a")
     assert got.tolist() == [0x0000]
 
 
 def test_cvt_f16x2_to_e4m3x2_keeps_the_halves_in_order():
     # f16x2 {hi 2.0 = 0x4000, lo -1.0 = 0xBC00} -> e4m3 {0x40, 0xB8}
-    got = run_pair("mov.b32 %r2, 0x4000BC00;\n    cvt.rn.satfinite.e4m3x2.f16x2 %h0, %r2;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;",
+    got = run_pair("mov.b32 %r2, 0x4000BC00;\n    cvt.rn.satfinite.e4m3x2.f16x2 %h0, %r2;" + TO_U32,
                    [0.0], [0.0])
     assert got.tolist() == [0x40B8]
 
 
 def test_cvt_to_fp8_needs_sm89_and_satfinite():
     with pytest.raises(HazardError, match="sm_89 or newer"):
-        run_pair("cvt.rn.satfinite.e4m3x2.f32 %h0, %f0, %f1;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;", [1.0], [1.0], target="sm_80")
+        run_pair("cvt.rn.satfinite.e4m3x2.f32 %h0, %f0, %f1;" + TO_U32, [1.0], [1.0], target="sm_80")
     with pytest.raises(HazardError, match="needs .satfinite"):
-        run_pair("cvt.rn.e4m3x2.f32 %h0, %f0, %f1;\n    mov.b16 %h5, %h0;\n    cvt.u32.u16 %r1, %h5;", [1.0], [1.0])
+        run_pair("cvt.rn.e4m3x2.f32 %h0, %f0, %f1;" + TO_U32, [1.0], [1.0])

@@ -44,7 +44,8 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
     **hopper.FEATURE_OPCODES,
     "tcgen05": ("tcgen05.alloc.cta_group::1", "tcgen05.dealloc.cta_group::1",
                 "tcgen05.relinquish_alloc_permit.cta_group::1", "tcgen05.mma.cta_group::1.kind::f16",
-                "tcgen05.mma.cta_group::1.kind::tf32", "tcgen05.commit.cta_group::1", "tcgen05.ld.",
+                "tcgen05.mma.cta_group::1.kind::tf32", "tcgen05.mma.cta_group::1.kind::i8", "tcgen05.commit.cta_group::1",
+                "tcgen05.ld.",
                 "tcgen05.st.", "tcgen05.wait::", "tcgen05.fence::"),
     "tcgen05-f8f6f4": ("tcgen05.mma.cta_group::1.kind::f8f6f4", "tcgen05.mma.cta_group::2.kind::f8f6f4"),
     "tcgen05-block-scale": ("tcgen05.mma.cta_group::1.kind::mxf", "tcgen05.mma.cta_group::2.kind::mxf"),
@@ -136,6 +137,8 @@ def build_operands(meta: dict, rng: np.random.Generator):
     arrays = meta["arrays"]
     if arrays["kind"] == "scaled_matmul_tma":
         return build_scaled_tma_operands(meta, rng)
+    if arrays["kind"] == "matmul" and (arrays["a"] == "int8" or arrays.get("inputs") == "tf32"):
+        return build_exact_input_operands(meta, rng)
     if arrays["kind"] != "scaled_matmul":
         return hopper.build_operands(meta, rng)
     fmt, p = arrays["format"], meta["problem"]
@@ -192,6 +195,24 @@ def packed_block_scales(scale: np.ndarray, fill: int) -> np.ndarray:
     padded[:rows] = scale
     g = padded.reshape(-1, 4, 32, cols // 4, 4).transpose(0, 3, 2, 1, 4)
     return np.ascontiguousarray(g).reshape(1, padded.shape[0] // 128, cols // 4, 2, 256)
+
+
+def build_exact_input_operands(meta: dict, rng: np.random.Generator):
+    """The Hopper `matmul` operands with inputs the MMA takes exactly: int8 values in -3..3 without 0
+    (int32 C, poisoned with INT32_MIN), or f32 values with tf32's 10 mantissa bits (the MMA's tf32
+    conversion keeps them, so the f32 reference applies)."""
+    named, c_name, _, sizes = hopper.build_operands(meta, rng)
+    a_name, b_name = [n for n in named if n != c_name]
+    if meta["arrays"]["a"] == "int8":
+        for name in (a_name, b_name):
+            shape = named[name].shape
+            named[name] = (rng.integers(1, 4, shape) * rng.choice([-1, 1], shape)).astype(np.int8)
+        named[c_name] = np.full(named[c_name].shape, np.iinfo(np.int32).min, dtype=np.int32)
+    else:
+        for name in (a_name, b_name):
+            named[name] = (named[name].view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    b = named[b_name].T if meta["arrays"]["b_layout"] == "NxK" else named[b_name]
+    return named, c_name, named[a_name].astype(np.float64) @ b.astype(np.float64), sizes
 
 
 def build_case(entry: Entry, seed: int = 0) -> Case:

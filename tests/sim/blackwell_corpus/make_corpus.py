@@ -38,7 +38,7 @@ BLACKWELL = hopper_make.Corpus(
     HERE, GPUTarget("cuda", 100, 32), "cuda sm_100a (GPUTarget('cuda', 100, 32))",
     "TRITON_DEFAULT_FP_FUSION=1 PYTHONPATH=$PWD python tests/sim/blackwell_corpus/make_corpus.py",
     harness.features_of, harness.descriptor_features)
-NP_DTYPE = {**hopper_make.NP_DTYPE, "fp8e5": "float8_e5m2"}
+NP_DTYPE = {**hopper_make.NP_DTYPE, "fp8e5": "float8_e5m2", "i8": "int8", "i32": "int32"}
 #: The problem shapes: no tile divides M or N. TMA needs 16-byte row strides; the block-scaled
 #: entries need K a multiple of BLOCK_K (scales cover 32 elements, an fp4 byte two).
 SHAPE_PTR = dict(M=200, N=136, K=100)
@@ -86,6 +86,15 @@ def write_triton_entries() -> None:
         write(f"dot_ptr_{dt}_{bm}x{bn}x{bk}_w{w}_s{s}", hopper_kernels.dot_ptr_kernel, sig, tile(bm, bn, bk),
               num_warps=w, num_stages=s, problem=SHAPE_PTR, grid=GRID_MN, aligned={"a_ptr", "b_ptr", "c_ptr"},
               arrays=matmul_arrays(dt, odt))
+    # int8 (tcgen05 kind::i8, int32 accumulator) at the pointer entries' odd shapes.
+    sig = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*i32", **{n: "i32" for n in ptr_sig}}
+    write("dot_ptr_int8_128x64x64_w4_s2", kernels_sm100.dot_ptr_int8_kernel, sig, tile(128, 64, 64), num_warps=4,
+          num_stages=2, problem=SHAPE_PTR, grid=GRID_MN, aligned={"a_ptr", "b_ptr", "c_ptr"},
+          arrays=dict(kind="matmul", a="int8", b="int8", c="int32", b_layout="KxN"))
+    # tf32 (kind::tf32): f32 inputs that tf32 holds exactly, so the reference is the f32 one.
+    write("dot_tma_tf32_128x64x32_w4_s3", hopper_kernels.dot_tma_kernel, tma_sig("fp32", "fp32", 128, 64, 32),
+          tile(128, 64, 32), num_warps=4, num_stages=3, problem=SHAPE_TMA, grid=GRID_MN, aligned=set(),
+          arrays=dict(matmul_arrays("fp32", "fp32"), inputs="tf32"))
     # tl.dot_scaled: mxfp8 (e4m3) and mxfp4 (e2m1, two per byte along K), e8m0 scales per 32 of K.
     for fmt, bk in (("e4m3", 128), ("e2m1", 128)):
         sig = {"a_ptr": "*u8", "a_scale_ptr": "*u8", "b_ptr": "*u8", "b_scale_ptr": "*u8", "c_ptr": "*fp32",

@@ -51,7 +51,7 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
 }
 
 #: numpy dtype name (json) -> ptxgen.check dtype name, for the tolerance of an output.
-CHECK_DTYPE = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+CHECK_DTYPE = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "int32": "s32"}
 
 
 class SimFeatureMissing(NotImplementedError):

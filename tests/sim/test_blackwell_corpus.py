@@ -46,19 +46,24 @@ def _param(entry):
 
 @pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES])
 def test_corpus_entry_matches_numpy(entry):
-    missing = entry.missing
+    """Each entry matches numpy, or, where its json says `expect_hazard`, the simulator reports that
+    race in the PTX Triton wrote (its kind at its line)."""
+    missing, expected = entry.missing, entry.meta.get("expect_hazard")
     try:
         result = harness.run_entry(entry)
     except HazardError as err:
         used = set().union(*(harness.feature_lines(entry.ptx, f) for f in missing)) if missing else set()
         if err.kind == "unsupported" and err.line in used:
             raise       # the expected failure: the simulator lacks a feature the entry needs
+        if expected and (err.kind, err.line) == (expected["kind"], expected["line"]):
+            return      # the race the json records, found
         raise AssertionError(f"{entry.name} failed for a reason other than its missing features "
                              f"{missing}: {err}") from err
     except harness.SimFeatureMissing as err:
         if "tma-fp4-padded" in missing:
             raise       # expected: sim.TensorMap lacks the padded fp4 data type the entry's map needs
         raise AssertionError(f"{entry.name} does not need a padded fp4 map but asked for one: {err}") from err
+    assert not expected, f"{entry.name}: the simulator did not report {expected['kind']} at line {expected['line']}"
     assert result.ok, f"{entry.name}: {result}"
 
 

@@ -9,6 +9,7 @@ Writes <name>.ptx and <name>.json per entry next to this file, in the Hopper cor
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -62,6 +63,19 @@ def matmul_arrays(dt: str, odt: str, bt: bool = False) -> dict:
     return dict(kind="matmul", a=NP_DTYPE[dt], b=NP_DTYPE[dt], c=NP_DTYPE[odt], b_layout="NxK" if bt else "KxN")
 
 
+def expect_hazard(name: str, kind: str, line_text: str, why: str) -> None:
+    """Record in <name>.json that the simulator must report `kind` at the PTX line `line_text`
+    (a race in the PTX Triton wrote) instead of matching numpy."""
+    path = HERE / f"{name}.json"
+    doc = json.loads(path.read_text())
+    lines = [i + 1 for i, text in enumerate((HERE / f"{name}.ptx").read_text().splitlines())
+             if text.strip() == line_text.strip()]
+    if len(lines) != 1:
+        raise SystemExit(f"{name}: expected one line {line_text!r}, found {lines}")
+    doc["expect_hazard"] = dict(kind=kind, line=lines[0], why=why)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
 def write_triton_entries() -> None:
     tile = lambda bm, bn, bk: {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}  # noqa: E731
     # TMA matmuls: tcgen05.mma kind::f16 from descriptors, TMEM accumulator, TMA epilogue.
@@ -91,10 +105,21 @@ def write_triton_entries() -> None:
     write("dot_ptr_int8_128x64x64_w4_s2", kernels_sm100.dot_ptr_int8_kernel, sig, tile(128, 64, 64), num_warps=4,
           num_stages=2, problem=SHAPE_PTR, grid=GRID_MN, aligned={"a_ptr", "b_ptr", "c_ptr"},
           arrays=dict(kind="matmul", a="int8", b="int8", c="int32", b_layout="KxN"))
-    # tf32 (kind::tf32): f32 inputs that tf32 holds exactly, so the reference is the f32 one.
+    # tf32 (kind::tf32): f32 inputs that tf32 holds exactly, so the reference is the f32 one. With B
+    # as [N, K] (K-major) the MMA reads the TMA tile; with B as [K, N] Triton 3.9 transposes it through
+    # registers into one shared buffer, which the next iteration overwrites while the MMA that reads
+    # it may still run (it waits only for the MMA before): a race the simulator must report.
+    write("dot_tma_tf32_bt_128x64x32_w4_s3", hopper_kernels.dot_tma_bt_kernel,
+          tma_sig("fp32", "fp32", 128, 64, 32, bt=True), tile(128, 64, 32), num_warps=4, num_stages=3,
+          problem=SHAPE_TMA, grid=GRID_MN, aligned=set(),
+          arrays=dict(matmul_arrays("fp32", "fp32", bt=True), inputs="tf32"))
     write("dot_tma_tf32_128x64x32_w4_s3", hopper_kernels.dot_tma_kernel, tma_sig("fp32", "fp32", 128, 64, 32),
           tile(128, 64, 32), num_warps=4, num_stages=3, problem=SHAPE_TMA, grid=GRID_MN, aligned=set(),
           arrays=dict(matmul_arrays("fp32", "fp32"), inputs="tf32"))
+    expect_hazard("dot_tma_tf32_128x64x32_w4_s3", "async-pending", "st.shared.b32 \t[%r9+81920], %r110;",
+                  "Triton 3.9 transposes B ([K, N] f32) through registers into one shared buffer that every "
+                  "K step's tcgen05.mma reads, and overwrites it after waiting only for the previous step's "
+                  "MMA commit, not the one still reading it")
     # tl.dot_scaled: mxfp8 (e4m3) and mxfp4 (e2m1, two per byte along K), e8m0 scales per 32 of K.
     for fmt, bk in (("e4m3", 128), ("e2m1", 128)):
         sig = {"a_ptr": "*u8", "a_scale_ptr": "*u8", "b_ptr": "*u8", "b_scale_ptr": "*u8", "c_ptr": "*fp32",

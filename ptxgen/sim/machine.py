@@ -10,6 +10,7 @@ import numpy as np
 from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
                ops_sm90_misc, ops_tcgen05, ops_warp, ops_wgmma, ops_wmma, scheduler)
 from . import cluster as clusters, ops_bulk, ops_mbarrier, ops_shfl
+from . import ops_brx, ops_clc
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
 from .program import SMEM_LIMIT, Program, build_program
@@ -24,6 +25,9 @@ REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_cvt.OPS, **ops_math.OPS, **ops
             **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS,
             **ops_wgmma.OPS, **ops_sm90_misc.OPS}
 REGISTRY.update({**ops_mbarrier.OPS, **ops_bulk.OPS, **ops_shfl.OPS})   # after ops_async/ops_atomic: wraps "cp", "fence"
+REGISTRY.update(ops_brx.OPS)    # sm_100a-era indirect branch (Triton's warp-specialised dispatch)
+REGISTRY.update(ops_clc.OPS)    # cluster launch control; mov.b128 for its responses
+REGISTRY["mov"] = ops_clc.wrap_mov(REGISTRY["mov"])
 REGISTRY.update(clusters.OPS)   # after ops_ctrl: "barrier.cluster" here, other barriers there
 REGISTRY.update(ops_tcgen05.OPS)
 REGISTRY["mbarrier"] = ops_tcgen05.wrap_mbarrier(REGISTRY["mbarrier"])   # waits retire tcgen05.mma
@@ -75,6 +79,7 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
     stats: dict[int, list[int]] = {}
 
     running: dict[int, clusters.Cluster] = {}
+    queue = ops_clc.LaunchQueue(names, csize) if ops_clc.uses_clc(program.entry) else None
 
     def make(slot: int, smem: SharedMemory) -> CtaState:
         cta = _new_cta(program, grid, block, names[slot], n, nthreads, smem, gmem, param_bytes, stats,
@@ -84,6 +89,9 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
         if group is None:
             group = running[key] = clusters.Cluster(cdims, [None] * csize)
         clusters.join(group, slot % csize, cta)
+        if queue is not None:
+            queue.start(slot)
+            cta.launch_queue = queue
         if slot % csize == csize - 1:
             del running[key]                 # fully started: its members hold it from now on
         return cta
@@ -100,10 +108,12 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
         window = max(csize, window // csize * csize)     # whole clusters are resident together
         result.instructions += scheduler.run_interleaved(program, start, len(names), window,
                                                          subset=ctas is not None, on_done=on_cta_done,
-                                                         group=csize)
+                                                         group=csize, skip=queue and queue.cancelled)
     else:
         smem = SharedMemory(smem_size)
         for slot in range(len(names)):
+            if queue is not None and queue.cancelled(slot):     # taken over through try_cancel
+                continue
             smem.reset()
             result.instructions += scheduler.run_sequential(program, make(slot, smem))
             if on_cta_done is not None:

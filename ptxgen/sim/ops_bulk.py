@@ -26,6 +26,7 @@ from .ops_mem import address_getter, check_aligned, global_write, per_thread
 from .parse import Instr
 from .program import mark
 from .state import CtaState
+from . import tma_fp4
 from .tensormap import MAP_BYTES, DecodedMap, decode, swizzle_addresses
 
 LOAD_SPACES = ("shared::cluster", "shared::cta")
@@ -200,6 +201,8 @@ def _smem_box(cta: CtaState, base: int, nbytes: int, swizzle: int, what: str) ->
 
 def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: int, line: int, what: str,
               cta_mask: int | None = None):
+    if tmap.fp4_padded:          # innermost coordinate in e2m1 values; map in 8-byte units (tma_fp4.py)
+        start = tuple(start[:-1]) + (tma_fp4.inner_coordinate(start[-1], what),)
     offs, valid = _box_elements(tmap, start)
     es = tmap.esize
     elems = np.zeros((len(offs), es), dtype=np.uint8)
@@ -209,8 +212,11 @@ def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: 
         elems[valid] = cta.gmem.read(tmap.address + offs[valid], es, cta.sync, what + " reads",
                                      np.full(int(valid.sum()), tid))
     data = elems.reshape(-1)
+    tx = len(data)                  # complete-tx counts the bytes read (packed, for padded fp4)
+    if tmap.fp4_padded:
+        data = tma_fp4.expand(data)
     for peer, dst_off, mbar_off in _destinations(cta, dst, mbar, len(data), cta_mask, what):
-        _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what)
+        _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what, tx)
 
 
 def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int | None, what: str):
@@ -242,7 +248,7 @@ def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int
 
 
 def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int, mbar: int, line: int,
-               what: str) -> None:
+               what: str, tx: int | None = None) -> None:
     mbars = np.array([mbar], dtype=np.int64)
     check_barrier_address(cta, mbars, what)
     bar = barrier_at(cta, mbar, what if cta.cluster is None or cta.cluster.cluster.size == 1 else
@@ -256,11 +262,13 @@ def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int
                     "flight reads; retire it with wgmma.wait_group (in every warp that issued it, then a barrier) "
                     "before the copy is issued")
     cta.smem.pending[idx] += 1
-    bar.inflight.append(InFlight(idx, data, len(data), line))
+    bar.inflight.append(InFlight(idx, data, len(data) if tx is None else tx, line))
     bar.version += 1
 
 
 def _store_box(cta: CtaState, tid: int, tmap: DecodedMap, start, src: int, what: str) -> None:
+    if tmap.fp4_padded:
+        raise Fault("unsupported", f"{what}: a TMA store through a {tma_fp4.DATA_TYPE} (padded fp4) map is not simulated")
     idx = _smem_box(cta, src, tmap.box_bytes, tmap.swizzle, what)
     data = _read_source(cta, tid, idx, what).reshape(-1, tmap.esize)
     offs, valid = _box_elements(tmap, start)

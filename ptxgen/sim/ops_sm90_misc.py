@@ -24,12 +24,12 @@ from .state import CtaState, store
 from .wgmma_hazards import warpgroups_of
 
 
-def require_sm90a(ctx, what: str) -> None:
-    """wgmma and setmaxnreg exist only on the architecture-specific target sm_90a
-    (docs/ptx_facts/module.md §10)."""
+def require_sm90a(ctx, what: str, targets: tuple[str, ...] = ("sm_90a",)) -> None:
+    """wgmma exists only on the architecture-specific target sm_90a, setmaxnreg on sm_90a and
+    sm_100a/sm_120a (docs/ptx_facts/module.md §10, sm100_formats.md §6)."""
     target = (getattr(ctx, "target", "") or "").replace(",", " ").split()
-    if not target or target[0] != "sm_90a":
-        raise ctx.fail(f"{what} needs `.target sm_90a` (and .version 8.0 or newer); the module targets "
+    if not target or target[0] not in targets:
+        raise ctx.fail(f"{what} needs `.target {'` or `'.join(targets)}`; the module targets "
                        f"{target[0] if target else 'nothing'}")
 
 
@@ -156,7 +156,7 @@ def check_setmaxnreg_at_exit(cta: CtaState) -> None:
 
 
 def compile_setmaxnreg(ins: Instr, ctx):
-    require_sm90a(ctx, "setmaxnreg")
+    require_sm90a(ctx, "setmaxnreg", ("sm_90a", "sm_100a", "sm_120a"))
     mods = tuple(ins.mods)
     if len(mods) != 4 or mods[0] not in ("inc", "dec") or mods[1:] != ("sync", "aligned", "u32"):
         raise ctx.fail(f"setmaxnreg.{'.'.join(mods)}: write setmaxnreg.{{inc|dec}}.sync.aligned.u32 N")

@@ -186,13 +186,13 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
         regs[name] = (len(slot_bits), bits)
         slot_bits.append(bits)
     for decl in entry.regs:
-        bits = TYPE_BITS[decl.type]
+        bits = 128 if decl.type == "b128" else TYPE_BITS[decl.type]
         if decl.name in regs:
             if regs[decl.name][1] != bits:
                 raise hazard(decl.line, Fault("unsupported", f"register {decl.name} redeclared with another width"))
             continue
         regs[decl.name] = (len(slot_bits), bits)
-        slot_bits.append(bits)
+        slot_bits.extend([64, 64] if bits == 128 else [bits])     # .b128: low half, then high half
 
     # params
     params: dict[str, tuple[int, ParamDecl]] = {}
@@ -216,6 +216,7 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
 
     ctx = CompileContext(regs, symbols, params, labels)
     ctx.version, ctx.target = module.version, module.target
+    ctx.branchtargets = entry.branchtargets       # brx.idx target lists (ops_brx.py)
     ops: list[tuple[Executor, int, bool]] = []
     op_lines: list[int] = []
     instrs = []

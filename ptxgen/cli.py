@@ -130,6 +130,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="simulate every CTA, not a sample, on large grids (default: a sample of "
                         "corner and interior tiles when the grid has more than 16 CTAs)")
     r.add_argument("--seed", default=0, type=non_negative("--seed"), help="random seed of the operands (default 0)")
+    r.add_argument("--trace", metavar="JSON", default=None,
+                   help="write the simulated CTAs' per-warp timeline as Chrome trace-event JSON (open it in "
+                        "ui.perfetto.dev); implies --sim")
+    r.add_argument("--trace-png", metavar="PNG", default=None,
+                   help="draw the first traced CTA's (or cluster's) timeline as a Gantt chart (needs matplotlib: "
+                        "pip install -e \".[plot]\"); implies --sim")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="simulator progress bar on stderr (default auto: when stderr is a terminal)")
     r.add_argument("--workers", default=1, type=positive("--workers"),

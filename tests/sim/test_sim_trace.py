@@ -228,3 +228,21 @@ def test_untraced_launch_runs_the_plain_program():
     plain, traced_prog = compile_entry(k.ptx, k.entry), compile_traced(k.ptx, k.entry)
     assert len(plain.ops) == len(traced_prog.ops) and plain.yields == traced_prog.yields
     assert all(a[0] is not b[0] for a, b in zip(plain.ops, traced_prog.ops))
+
+
+def test_cli_run_writes_the_trace_and_its_picture(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import tempfile
+    from ptxgen.cli import main
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))     # where --trace-png alone keeps its JSON
+    js, png = tmp_path / "run.json", tmp_path / "run.png"
+    assert main(["run", "--arch", "sm_90a", "--instruction", "wgmma", "--block", "64x64x64", "--consumers", "1",
+                 "--stages", "2", "--sms", "1", "--shape", "128x64x128", "--trace", str(js),
+                 "--trace-png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "executed   on the CPU simulator" in out and f"trace      {js}" in out and f"trace      {png}" in out
+    doc = json.loads(js.read_text())
+    assert [c["cta"] for c in doc["otherData"]["ctas"]] == [[0, 0, 0]]          # the CTAs run checks
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["run", "--block", "32x32x32", "--shape", "64x64x64", "--trace-png", str(tmp_path / "m.png")]) == 0
+    assert (tmp_path / "m.png").exists() and not list(tmp_path.glob("ptxgen-trace-*"))   # the JSON is removed

@@ -18,8 +18,12 @@ What is recorded (trace_ops.py wraps the executors; nothing here runs when traci
 * instant events: the PTX's banners and stage comments as a warp passes them, and a hazard or
   deadlock on the warps involved. The file is written also when a hazard stops the run.
 
-Other modules may report their own asynchronous work with `async_begin` / `async_end` /
-`barrier_touched` (no-ops for untraced CTAs), e.g. tcgen05.mma from issue to its commit.
+Instructions of opcodes added later get spans by `trace_ops.classify` (tcgen05.* as kind
+"tcgen05", named by their first modifier: tcgen05.mma, tcgen05.ld drains). Their executors may
+report asynchronous work with the hooks at the end of this module, `async_begin` / `async_end`
+(a tcgen05.mma from issue to the arrival of its tcgen05.commit) and `barrier_touched` (an
+mbarrier phase the commit completed, so the waits it releases get a flow arrow); each is a no-op
+for an untraced CTA (`cta.trace is None`), so they cost one attribute test.
 """
 from __future__ import annotations
 
@@ -75,6 +79,7 @@ class CtaTrace:
     last_wait: dict = field(default_factory=dict)   # warp -> barrier address of its last passed wait
     bar_wait: dict = field(default_factory=dict)    # named barrier id -> warps blocked there
     fill: list = field(default_factory=list)        # (ts, stages filled) of the stage ring
+    fill_label: str = "stages filled (copies issued, not yet released)"
     level: int = 0
     cp_ref: int = -1                                # the warp whose cp.async groups are followed
     cp_open: list = field(default_factory=list)     # [first issue ts, bytes] of its uncommitted copies
@@ -295,7 +300,7 @@ class TraceRecorder:
                 ev.append(e)
             if ct.fill:
                 for ts, level in ct.fill:
-                    ev.append({"ph": "C", "name": "stage ring", "pid": ct.pid, "ts": ts, "args": {"filled": level}})
+                    ev.append({"ph": "C", "name": ct.fill_label, "pid": ct.pid, "ts": ts, "args": {"filled": level}})
         for n, (pid, name, cat, start, end, args) in enumerate(self.asyncs):
             base = {"name": name, "cat": cat, "pid": pid, "tid": 0, "id": n + 1}
             ev.append(dict(base, ph="b", ts=start, args=args))
@@ -373,11 +378,13 @@ def launch_traced(launch, ptx_text: str, entry: str, path, trace_ctas, **kw):
 
 
 # -------------------------------------------------------------------- hooks for other modules
-def async_begin(cta, key, name: str, args=None) -> None:
-    """Start an asynchronous span (e.g. a tcgen05.mma from issue to its commit's arrival)."""
+def async_begin(cta, key, name: str, args=None, cat: str = "mma in flight") -> None:
+    """Start an asynchronous span of `cta` (e.g. a tcgen05.mma from issue until the arrival its
+    tcgen05.commit makes): drawn with the wgmma groups for cat "mma in flight", with the copies
+    for "copy in flight"."""
     ct = cta.trace
     if ct is not None:
-        ct.rec.loads[("hook", ct.pid, key)] = [ct.rec.step, name, dict(args or {})]
+        ct.rec.loads[("hook", ct.pid, key)] = [ct.rec.step, name, dict(args or {}), cat]
 
 
 def async_end(cta, key) -> None:
@@ -386,7 +393,7 @@ def async_end(cta, key) -> None:
     if ct is not None:
         got = ct.rec.loads.pop(("hook", ct.pid, key), None)
         if got is not None:
-            ct.rec.asyncs.append((ct.pid, got[1], "async", got[0], ct.rec.step, got[2]))
+            ct.rec.asyncs.append((ct.pid, got[1], got[3], got[0], ct.rec.step, got[2]))
 
 
 def barrier_touched(cta, bar, phase_before: int) -> None:

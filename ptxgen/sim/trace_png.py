@@ -14,6 +14,7 @@ from collections import defaultdict
 from .trace import KINDS
 
 MAX_FLOWS = 400             # flow arrows drawn (the first ones): more only darken the picture
+MMA_CATS = ("wgmma in flight", "mma in flight")
 
 
 def require_matplotlib():
@@ -48,7 +49,7 @@ def chosen_pids(doc: dict, cta=None) -> list[int]:
     return [c["pid"] for c in ctas if c.get("cluster") == first["cluster"]]
 
 
-def draw(trace, png, cta=None, title: str | None = None) -> None:
+def draw(trace, png, cta=None, title: str | None = None, dpi: int = 110) -> None:
     """Draw the timeline of `trace` (path or dict) for one CTA (or its cluster) into `png`."""
     require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -65,19 +66,19 @@ def draw(trace, png, cta=None, title: str | None = None) -> None:
     for e in events:
         if e["ph"] == "X" and e["pid"] in pids:
             spans[(e["pid"], e["tid"])].append((e["cat"], e["ts"], e["dur"]))
-    flying = {(e["pid"], "wgmma" if e["cat"] == "wgmma in flight" else "copy") for e in events if e["ph"] == "b"}
+    flying = {(e["pid"], "wgmma" if e["cat"] in MMA_CATS else "copy") for e in events if e["ph"] == "b"}
     rows = []                                 # (label, key) top to bottom
     for pid in pids:
         tids = sorted(t for p, t in spans if p == pid)
         short = names.get((pid, None), f"CTA {pid}").split(" · ")
         for t in tids:
             rows.append((f"{short[-1] if len(pids) > 1 else ''} {names.get((pid, t), f'warp {t}')}".strip(), (pid, t)))
-        for what, label in (("copy", "copies in flight"), ("wgmma", "wgmma groups in flight")):
+        for what, label in (("copy", "copies in flight"), ("wgmma", "MMA groups in flight")):
             if (pid, what) in flying:
                 rows.append((f"{short[-1] if len(pids) > 1 else ''} {label}".strip(), (pid, what)))
     y_of = {key: i for i, (_, key) in enumerate(rows)}
     colours = _colours()
-    fig = Figure(figsize=(14, 1.8 + 0.32 * len(rows)), dpi=110)
+    fig = Figure(figsize=(14, 1.8 + 0.32 * len(rows)), dpi=dpi)
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(2, 1, height_ratios=[max(len(rows), 1) * 0.32, 1.1], hspace=0.12)
     ax = fig.add_subplot(grid[0])
@@ -101,17 +102,20 @@ def draw(trace, png, cta=None, title: str | None = None) -> None:
     ax.tick_params(axis="x", labelbottom=False)
     ax.grid(axis="x", color="#dddddd", linewidth=0.5)
     handles = [Patch(color=colours[k], label=k) for k in KINDS if k in used]
-    handles += [Line2D([], [], color="#555555", marker="v", linestyle="", markersize=4, label="PTX banner"),
-                Line2D([], [], color="#4477aa", linewidth=0.6, label="phase completed → wait released")]
+    handles.append(Line2D([], [], color="#555555", marker="v", linestyle="", markersize=4, label="PTX banner"))
+    if any(e["ph"] == "s" for e in events):
+        handles.append(Line2D([], [], color="#4477aa", linewidth=0.6, label="phase completed → wait released"))
     ax.legend(handles=handles, fontsize=7, ncol=min(len(handles), 6), loc="lower left",
               bbox_to_anchor=(0, 1.0), frameon=False)
+    fill_name = "stages filled"
     for pid in pids:
         pts = [(e["ts"], e["args"]["filled"]) for e in events if e["ph"] == "C" and e["pid"] == pid]
+        fill_name = next((e["name"] for e in events if e["ph"] == "C" and e["pid"] == pid), fill_name)
         if pts:
             xs, ys = [0] + [p[0] for p in pts], [0] + [p[1] for p in pts]
             label = names.get((pid, None), "")
             fill_ax.step(xs, ys, where="post", linewidth=1.0, label=label.split(" · ")[-1] if len(pids) > 1 else None)
-    fill_ax.set_ylabel("stages\nfilled", fontsize=7)
+    fill_ax.set_ylabel(fill_name.split(" (")[0].replace(" ", "\n", 1), fontsize=7)
     fill_ax.tick_params(labelsize=7)
     if len(pids) > 1:
         fill_ax.legend(fontsize=6, loc="upper right", frameon=False)
@@ -148,7 +152,7 @@ def _draw_async(ax, events, pids, y_of) -> None:
             begins[e["id"]] = e
         elif e["ph"] == "e" and e["id"] in begins:
             b = begins.pop(e["id"])
-            row = (b["pid"], "wgmma" if b["cat"] == "wgmma in flight" else "copy")
+            row = (b["pid"], "wgmma" if b["cat"] in MMA_CATS else "copy")
             if row in y_of:
                 bars[row].append((b["ts"], e["ts"] - b["ts"]))
     for row, items in bars.items():
@@ -178,7 +182,9 @@ def _draw_instants(ax, events, pids, y_of) -> None:
 
 
 def _draw_flows(ax, events, pids, y_of) -> None:
+    """One arrow per completion and released group (the flow to its first warp)."""
     starts = {}
+    seen = set()
     drawn = 0
     for e in events:
         if e["ph"] == "s":
@@ -186,7 +192,9 @@ def _draw_flows(ax, events, pids, y_of) -> None:
         elif e["ph"] == "f" and e["id"] in starts and drawn < MAX_FLOWS:
             s = starts.pop(e["id"])
             a, b = (s["pid"], s["tid"]), (e["pid"], e["tid"])
-            if a in y_of and b in y_of:
+            once = (s["pid"], s["ts"], e["pid"], e["ts"])
+            if a in y_of and b in y_of and once not in seen:
+                seen.add(once)
                 ax.annotate("", xy=(e["ts"], y_of[b]), xytext=(s["ts"], y_of[a]),
                             arrowprops={"arrowstyle": "->", "color": "#4477aa", "linewidth": 0.5, "alpha": 0.6})
                 drawn += 1

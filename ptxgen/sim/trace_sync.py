@@ -314,6 +314,7 @@ def _commit(ct) -> None:
 
 
 def _level(ct) -> None:
+    ct.fill_label = "cp.async groups in flight"
     ct.level = len(ct.cp_flying)
     ct.fill.append((ct.rec.step, ct.level))
 

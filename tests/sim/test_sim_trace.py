@@ -246,3 +246,29 @@ def test_cli_run_writes_the_trace_and_its_picture(tmp_path, capsys, monkeypatch)
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert main(["run", "--block", "32x32x32", "--shape", "64x64x64", "--trace-png", str(tmp_path / "m.png")]) == 0
     assert (tmp_path / "m.png").exists() and not list(tmp_path.glob("ptxgen-trace-*"))   # the JSON is removed
+
+
+def test_hooks_for_other_executors_record_spans_and_completions(tmp_path):
+    """The API a later executor (tcgen05.mma / tcgen05.commit) calls: an async span from issue to
+    its arrival, a phase it completed credited to the running group, nothing for untraced CTAs."""
+    from types import SimpleNamespace
+    from ptxgen.sim.trace import TraceRecorder, async_begin, async_end, barrier_touched
+    rec = TraceRecorder(tmp_path / "h.json", None, "entry")
+    cta = SimpleNamespace(cta_xyz=(0, 0, 0), cluster=None, nwarps=4, mask_all=None, trace=None)
+    rec.attach(cta)
+    ct = cta.trace
+    assert ct is not None and ct.nwarps == 4
+    async_begin(cta, "mma0", "tcgen05.mma group 0", {"stage": 1})
+    rec.step += 7
+    bar = SimpleNamespace(addr=0x40, phase=1)
+    barrier_touched(cta, bar, 0)
+    async_end(cta, "mma0")
+    async_end(cta, "unknown")                                   # ignored
+    assert rec.asyncs == [(0, "tcgen05.mma group 0", "mma in flight", 0, 7, {"stage": 1})]
+    assert rec.completions == {(0, 0x40, 0): (7, 0, 0)}
+    quiet = SimpleNamespace(trace=None)
+    async_begin(quiet, "k", "x")
+    barrier_touched(quiet, bar, 0)
+    rec.write()
+    doc = json.loads((tmp_path / "h.json").read_text())
+    assert [e["ph"] for e in doc["traceEvents"] if e.get("cat") == "mma in flight"] == ["b", "e"]

@@ -287,8 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("out of host memory: the operands, C and the reference do not fit. Fix: a smaller "
                      "--shape (or --batch); the simulator samples tiles, but C is allocated whole", 1)
     except (HazardError, OverlappingWrites) as e:
+        hint = ("\n--trace run.json (or --trace-png run.png) shows what every warp did up to the stop and "
+                "names each waiting warp's last events" if getattr(e, "kind", "") == "deadlock"
+                and getattr(args, "trace", None) is None else "")
         return _fail(f"the simulator stopped the kernel: {e}\nThis is a bug in the generated code: please "
-                     "report it as a ptxgen issue, with the command line", 1)
+                     f"report it as a ptxgen issue, with the command line{hint}", 1)
     except ImportError as e:  # an optional extra (Ray) that is not installed: the message names it
         return _fail(str(e), 2)
     except WorkerLost as e:

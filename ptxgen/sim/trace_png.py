@@ -102,7 +102,8 @@ def draw(trace, png, cta=None, title: str | None = None, dpi: int = 110) -> None
     ax.tick_params(axis="x", labelbottom=False)
     ax.grid(axis="x", color="#dddddd", linewidth=0.5)
     handles = [Patch(color=colours[k], label=k) for k in KINDS if k in used]
-    handles.append(Line2D([], [], color="#555555", marker="v", linestyle="", markersize=4, label="PTX banner"))
+    if any(e["ph"] == "i" and e["cat"] == "banner" for e in events):
+        handles.append(Line2D([], [], color="#555555", marker="v", linestyle="", markersize=4, label="PTX banner"))
     if any(e["ph"] == "s" for e in events):
         handles.append(Line2D([], [], color="#4477aa", linewidth=0.6, label="phase completed → wait released"))
     ax.legend(handles=handles, fontsize=7, ncol=min(len(handles), 6), loc="lower left",

@@ -62,8 +62,21 @@ def enclosing(doc, ev, cat=None):
     return hits[0]
 
 
+def check_tracks(doc):
+    """Perfetto's rules: the spans of one track do not overlap; flows and async spans are paired."""
+    by_track = {}
+    for e in spans(doc):
+        by_track.setdefault((e["pid"], e["tid"]), []).append(e)
+    for track in by_track.values():
+        track.sort(key=lambda e: e["ts"])
+        for a, b in zip(track, track[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"], (a, b)
+    assert len(by_phase(doc, "b")) == len(by_phase(doc, "e")) and len(by_phase(doc, "s")) == len(by_phase(doc, "f"))
+
+
 def check_pipeline(doc, k, ctas):
     """The structure every warp-specialised sm_90a trace must have."""
+    check_tracks(doc)
     g, s = k.gemm, k.schedule
     k_tiles = -(-g.k // s.bk)
     assert "not cycles" in doc["otherData"]["time_unit"]
@@ -149,6 +162,7 @@ def test_mma_sync_trace_shows_cp_async_groups_barriers_and_mma_bursts(tmp_path):
     k, doc = traced(g, s, "sm_80", tmp_path / "mma.json", trace_ctas=[(1, 1, 0)])
     k_tiles = 256 // 32
     assert [c["cta"] for c in doc["otherData"]["ctas"]] == [[1, 1, 0]]
+    check_tracks(doc)
     assert set(thread_names(doc)) == {(0, w) for w in range(4)}
     groups = asyncs(doc, "copy in flight")
     assert sum(1 for a in groups if a[4]["bytes"] > 0) == k_tiles        # one cp.async group per k-tile
@@ -272,3 +286,17 @@ def test_hooks_for_other_executors_record_spans_and_completions(tmp_path):
     rec.write()
     doc = json.loads((tmp_path / "h.json").read_text())
     assert [e["ph"] for e in doc["traceEvents"] if e.get("cat") == "mma in flight"] == ["b", "e"]
+
+
+def test_cli_deadlock_message_points_at_the_trace(monkeypatch, capsys, tmp_path):
+    import ptxgen.simulate
+    from ptxgen.cli import main
+
+    def stuck(*args, **kw):
+        raise sim.HazardError("deadlock", 7, "every thread group waits")
+    monkeypatch.setattr(ptxgen.simulate, "run_simulation", stuck)
+    argv = ["run", "--sim", "--block", "32x32x32", "--shape", "64x64x64"]
+    assert main(argv) == 1
+    assert "--trace run.json (or --trace-png run.png) shows what every warp did" in capsys.readouterr().err
+    assert main(argv + ["--trace", str(tmp_path / "t.json")]) == 1
+    assert "--trace run.json" not in capsys.readouterr().err      # tracing already: the report has the events

@@ -10,20 +10,18 @@ with the same CompileContext the executor was built with.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 
 import numpy as np
 
-from .async_proxy import hopper
 from .cluster import CLUSTER_STRIDE
 from .errors import Fault
 from .memory import SHARED_GENERIC_BASE
-from .operands import Lit, Mem, Name, TensorRef
 from .ops_mem import address_getter, per_thread
 from .parse import parse_module
 from .program import build_program
-from .warps import BLOCK
 
 STAGE_WORDS = re.compile(r"\b(stages?|k-tiles?|tiles?|chunks?|splits?|phase)\b", re.I)
 BANNER_RULE = re.compile(r"^\s*//\s*={8,}\s*$")
@@ -138,8 +136,7 @@ def traced_registry(registry: dict, lines: list[str], start: int = 0) -> dict:
     return {op: wrap_compile(fn) for op, fn in registry.items()}
 
 
-def _bisect(xs, v):
-    import bisect
+def _bisect(xs: list[int], v: int) -> int:
     return bisect.bisect_right(xs, v)
 
 
@@ -217,7 +214,7 @@ def _semantic(fn, ins, ctx):
 
 
 # -------------------------------------------------------------------- operand helpers for trace_sync
-def shared_address(ctx, op) -> "callable":
+def shared_address(ctx, op):
     """Getter of a shared address operand (generic addresses mapped into the window)."""
     mem = ctx.mem(op)
     return address_getter(ctx, mem, "shared")
@@ -248,9 +245,3 @@ def barrier_of(cta, addr: int):
     st = cta.hopper
     return None if st is None else st.barriers.get(addr)
 
-
-def is_name(op, name: str) -> bool:
-    return isinstance(op, Name) and op.name == name
-
-
-__all__ = ["compile_traced", "classify", "source_markers", "role_maker", "Lit", "Mem", "TensorRef", "hopper"]

@@ -68,14 +68,17 @@ def draw(trace, png, cta=None, title: str | None = None, dpi: int = 110) -> None
             spans[(e["pid"], e["tid"])].append((e["cat"], e["ts"], e["dur"]))
     flying = {(e["pid"], "wgmma" if e["cat"] in MMA_CATS else "copy") for e in events if e["ph"] == "b"}
     rows = []                                 # (label, key) top to bottom
+    infos = {c["pid"]: c for c in doc.get("otherData", {}).get("ctas", [])}
     for pid in pids:
         tids = sorted(t for p, t in spans if p == pid)
-        short = names.get((pid, None), f"CTA {pid}").split(" · ")
+        info = infos.get(pid, {})
+        prefix = "" if len(pids) == 1 else (f"rank {info.get('rank', pid)} · " if info.get("cluster") is not None
+                                            else f"CTA {tuple(info.get('cta', ()))} · ")
         for t in tids:
-            rows.append((f"{short[-1] if len(pids) > 1 else ''} {names.get((pid, t), f'warp {t}')}".strip(), (pid, t)))
+            rows.append((prefix + names.get((pid, t), f"warp {t}"), (pid, t)))
         for what, label in (("copy", "copies in flight"), ("wgmma", "MMA groups in flight")):
             if (pid, what) in flying:
-                rows.append((f"{short[-1] if len(pids) > 1 else ''} {label}".strip(), (pid, what)))
+                rows.append((prefix + label, (pid, what)))
     y_of = {key: i for i, (_, key) in enumerate(rows)}
     colours = _colours()
     fig = Figure(figsize=(14, 1.8 + 0.32 * len(rows)), dpi=dpi)
@@ -114,15 +117,19 @@ def draw(trace, png, cta=None, title: str | None = None, dpi: int = 110) -> None
         fill_name = next((e["name"] for e in events if e["ph"] == "C" and e["pid"] == pid), fill_name)
         if pts:
             xs, ys = [0] + [p[0] for p in pts], [0] + [p[1] for p in pts]
-            label = names.get((pid, None), "")
-            fill_ax.step(xs, ys, where="post", linewidth=1.0, label=label.split(" · ")[-1] if len(pids) > 1 else None)
+            info = infos.get(pid, {})
+            label = f"rank {info.get('rank')}" if info.get("cluster") is not None else f"CTA {tuple(info.get('cta', ()))}"
+            fill_ax.step(xs, ys, where="post", linewidth=1.0, label=label if len(pids) > 1 else None)
     fill_ax.set_ylabel(fill_name.split(" (")[0].replace(" ", "\n", 1), fontsize=7)
     fill_ax.tick_params(labelsize=7)
     if len(pids) > 1:
         fill_ax.legend(fontsize=6, loc="upper right", frameon=False)
-    fill_ax.set_xlabel(f"simulator steps (instruction order of the traced thread groups, not cycles)", fontsize=8)
+    fill_ax.set_xlabel("simulator steps (instruction order of the traced thread groups, not cycles)", fontsize=8)
     other = doc.get("otherData", {})
-    head = title or f"{other.get('entry', '')}: {names.get((pids[0], None), '') if pids else ''}"
+    first = infos.get(pids[0], {}) if pids else {}
+    where = (f"cluster {tuple(first['cluster'])}, {len(pids)} CTAs" if len(pids) > 1 and first.get("cluster") is not None
+             else names.get((pids[0], None), "") if pids else "")
+    head = title or f"{other.get('entry', '')}: {where}"
     if other.get("stopped"):
         head += f" — stopped: {other['stopped']}"
     fig.suptitle(head, fontsize=9, x=0.01, ha="left")

@@ -6,8 +6,6 @@ mbarrier phase and the waits that phase released (flow arrows), the stage ring's
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .cluster import CLUSTER_STRIDE
 from .errors import Fault
 from .operands import Lit, TensorRef
@@ -113,6 +111,9 @@ def mbarrier_arrive(fn, ins, ctx, kind):
         targets = barrier_targets(cta, addrs)
         before = [(peer, off, b.phase if (b := barrier_of(peer, off)) is not None else None) for peer, off in targets]
         res = _call(ct, fn, cta, mask, line)
+        if not targets:                          # a peer not started: nothing to attribute
+            ct.act(cta, "arrive", ".".join(kind), ("arrive",))
+            return res
         warps = ct.group(cta)
         src = (rec.step, ct.pid, warps[0])
         peer, off = targets[0]
@@ -423,6 +424,3 @@ def cluster_barrier(fn, ins, ctx):
         return res
     return run
 
-
-__all__ = ["mbarrier_wait", "mbarrier_arrive", "bulk_copy", "cp_async", "wgmma", "named_barrier",
-           "cluster_barrier", "np"]

@@ -26,6 +26,9 @@ oob_fill=...)` argument fills a `.param .align 64 .b8 name[128]` parameter (tens
 Thread block clusters (`cluster=(x, y, z)`, cluster.py): a cluster's CTAs start together and reach
 each other's shared memory (mapa, .shared::cluster, remote mbarrier arrive, TMA multicast),
 ordered by barrier.cluster.
+
+Timeline: `launch(..., trace="run.json", trace_ctas=[...])` writes what the traced CTAs' warps did
+as Chrome trace-event JSON for Perfetto (trace.py; trace_png.py draws it).
 """
 from .errors import HazardError
 from .machine import SimResult, launch

@@ -365,8 +365,19 @@ def launch_traced(launch, ptx_text: str, entry: str, path, trace_ctas, **kw):
     if trace_ctas is not None and not isinstance(trace_ctas, (list, tuple, set)):
         raise TypeError(f"trace_ctas must be a list of CTA indices (x, y, z), got {type(trace_ctas).__name__}")
     rec = TraceRecorder(path, trace_ctas, entry, compile_traced(ptx_text, entry))
+    grid = tuple(kw.get("grid", (1, 1, 1)) if not isinstance(kw.get("grid"), int) else (kw["grid"],))
+    grid = grid + (1,) * (3 - len(grid))
+    outside = sorted(c for c in rec.select or () if any(not 0 <= v < g for v, g in zip(c, grid)))
+    if outside:
+        raise ValueError(f"trace_ctas {outside} are outside grid {grid}")
+    with open(rec.path, "w"):            # an unwritable path fails now, not after the simulation
+        pass
     try:
-        return launch(ptx_text, entry, _tracer=rec, **kw)
+        result = launch(ptx_text, entry, _tracer=rec, **kw)
+        if not rec.ctas:
+            raise ValueError(f"none of trace_ctas {sorted(rec.select)} was simulated (ctas={kw.get('ctas')}); "
+                             "trace CTAs the launch runs")
+        return result
     except HazardError as err:
         summary = rec.stop(err)
         if err.kind == "deadlock" and summary:

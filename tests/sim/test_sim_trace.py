@@ -300,3 +300,19 @@ def test_cli_deadlock_message_points_at_the_trace(monkeypatch, capsys, tmp_path)
     assert "--trace run.json (or --trace-png run.png) shows what every warp did" in capsys.readouterr().err
     assert main(argv + ["--trace", str(tmp_path / "t.json")]) == 1
     assert "--trace run.json" not in capsys.readouterr().err      # tracing already: the report has the events
+
+
+def test_readme_hopper_example_trace_is_small_and_selections_are_checked(tmp_path):
+    g = Gemm(200, 136, 104, dtype="f16", a_layout="row", b_layout="col")
+    k = ptxgen.compile(g, Schedule(block=(128, 128, 64), instruction="wgmma", stages=4), arch="sm_90a")
+    a, b = random_operands(g, seed=0)
+    path = tmp_path / "readme.json"
+    k.simulate(a, b, trace=str(path))
+    assert path.stat().st_size < 5e6                                       # issue 26: under 5 MB
+    assert len(json.loads(path.read_text())["otherData"]["ctas"]) == k.grid[0]
+    with pytest.raises(ValueError, match="outside grid"):
+        k.simulate(a, b, trace=str(path), trace_ctas=[(9, 0, 0)])
+    with pytest.raises(ValueError, match="was simulated"):
+        k.simulate(a, b, ctas=[(0, 0, 0)], trace=str(path), trace_ctas=[(1, 0, 0)])
+    with pytest.raises(OSError):
+        k.simulate(a, b, trace=str(tmp_path / "no" / "such" / "dir.json"))

@@ -207,7 +207,7 @@ def _semantic(fn, ins, ctx):
             return trace_sync.named_barrier(fn, ins, ctx)
         if op == "barrier" and mods[:1] == ("cluster",):
             return trace_sync.cluster_barrier(fn, ins, ctx)
-    except (Fault, IndexError, KeyError, AttributeError, TypeError, ValueError):
+    except (Fault, ImportError, IndexError, KeyError, AttributeError, TypeError, ValueError):
         pass          # operands the getters cannot describe: record the kind only
     kind = classify(ins)
     return _plain(fn, line, *(kind or (None, None)))

@@ -206,3 +206,20 @@ def _draw_flows(ax, events, pids, y_of) -> None:
                 ax.annotate("", xy=(e["ts"], y_of[b]), xytext=(s["ts"], y_of[a]),
                             arrowprops={"arrowstyle": "->", "color": "#4477aa", "linewidth": 0.5, "alpha": 0.6})
                 drawn += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m ptxgen.sim.trace_png run.json run.png [--cta X,Y,Z]: draw a trace written earlier."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m ptxgen.sim.trace_png", description=main.__doc__)
+    ap.add_argument("trace", help="Chrome trace-event JSON written with trace= / --trace")
+    ap.add_argument("png", help="picture to write")
+    ap.add_argument("--cta", default=None, help="the CTA to draw, as X,Y,Z (default: the first traced one)")
+    args = ap.parse_args(argv)
+    cta = None if args.cta is None else tuple(int(v) for v in args.cta.split(","))
+    draw(args.trace, args.png, cta=cta)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -62,6 +62,20 @@ def enclosing(doc, ev, cat=None):
     return hits[0]
 
 
+def launch_args(k):
+    """sim.launch arguments of a (possibly edited) sm_90a kernel's PTX: A, B, C tensor maps, C, M, N, K, ldc."""
+    from ptxgen.simulate import matrix_operand, sim_tensor_maps
+    g = k.gemm
+    a, b = random_operands(g, seed=1)
+    c = np.zeros((g.m, g.n), np.float32)
+    views = [matrix_operand(x, name=name, shape=shape, dtype=dtype, layout=layout, align=16, batch=1,
+                            writable=name == "C")[0]
+             for x, name, shape, dtype, layout in ((a, "A", (g.m, g.k), g.dtype, g.a_layout),
+                                                   (b, "B", (g.k, g.n), g.dtype, g.b_layout),
+                                                   (c, "C", (g.m, g.n), g.out_dtype, "row"))]
+    return [*sim_tensor_maps(k, *views), c, g.m, g.n, g.k, g.n]
+
+
 def check_tracks(doc):
     """Perfetto's rules: the spans of one track do not overlap; flows and async spans are paired."""
     by_track = {}
@@ -184,15 +198,7 @@ def test_deadlock_writes_the_trace_and_names_the_waiting_warps(tmp_path):
     # the empty barriers expect one arrival more than the 4 consumer warps give: the producer waits forever
     ptx, n = re.subn(r"(mbarrier\.init\.shared::cta\.b64 \[%r\d+\+?\d*\]), 4;", r"\1, 5;", k.ptx)
     assert n >= 1
-    from ptxgen.simulate import sim_tensor_maps
-    a, b = random_operands(g, seed=1)
-    c = np.zeros((g.m, g.n), np.float32)
-    from ptxgen.simulate import matrix_operand
-    va = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout, align=16, batch=1)[0]
-    vb = matrix_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout, align=16, batch=1)[0]
-    vc = matrix_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row", align=16, batch=1,
-                        writable=True)[0]
-    args = [*sim_tensor_maps(k, va, vb, vc), c, g.m, g.n, g.k, g.n]
+    args = launch_args(k)
     path = tmp_path / "dead.json"
     with pytest.raises(sim.HazardError) as info:
         sim.launch(ptx, k.entry, grid=k.grid, block=k.block, args=args, dynamic_smem=k.smem_bytes, trace=str(path))
@@ -316,3 +322,28 @@ def test_readme_hopper_example_trace_is_small_and_selections_are_checked(tmp_pat
         k.simulate(a, b, ctas=[(0, 0, 0)], trace=str(path), trace_ctas=[(1, 0, 0)])
     with pytest.raises(OSError):
         k.simulate(a, b, trace=str(tmp_path / "no" / "such" / "dir.json"))
+
+
+def test_hazard_ends_the_trace_with_the_hazard_on_the_warps_involved(tmp_path):
+    """Consumers that skip their full-stage wait read bytes still in flight: the simulator stops the
+    first wgmma; the trace ends there with the hazard on that warpgroup's four warps."""
+    g = Gemm(128, 64, 128, a_layout="row", b_layout="col")
+    s = Schedule(block=(64, 64, 64), instruction="wgmma", stages=2, consumers=1, sms=1)
+    k = ptxgen.compile(g, s, arch="sm_90a")
+    ptx, n = re.subn(r"mbarrier\.try_wait\.parity\.shared::cta\.b64 (%p\d+), \[%r\d+\], %r\d+;( +// the stage's bytes)",
+                     r"setp.eq.u32 \1, 0, 0;\2", k.ptx)
+    assert n == 1
+    path = tmp_path / "race.json"
+    args = launch_args(k)
+    with pytest.raises(sim.HazardError) as info:
+        sim.launch(ptx, k.entry, grid=k.grid, block=k.block, args=args, dynamic_smem=k.smem_bytes, trace=str(path))
+    assert info.value.kind == "async-pending" and "Last events" not in info.value.detail
+    doc = json.loads(path.read_text())
+    assert doc["otherData"]["stopped"] == f"async-pending at PTX line {info.value.line}"
+    hazards = [e for e in by_phase(doc, "i") if e["cat"] == "hazard"]
+    assert {e["tid"] for e in hazards} == {0, 1, 2, 3} and {e["args"]["line"] for e in hazards} == {info.value.line}
+    assert all(e["ts"] == doc["otherData"]["steps"] for e in hazards)      # the last step of the trace
+    pytest.importorskip("matplotlib")
+    from ptxgen.sim.trace_png import main
+    assert main([str(path), str(tmp_path / "race.png"), "--cta", "0,0,0"]) == 0
+    assert (tmp_path / "race.png").stat().st_size > 10_000

@@ -215,7 +215,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0 if result.ok else 1
     from .simulate import run_simulation
 
-    why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"
+    why = ("requested with --sim" if args.sim else "requested with --trace/--trace-png" if tracing and gpu_available()
+           else f"no GPU: {gpu_unavailable_reason()}")
     why = short_reason(why)
     from ptxgen.trace_outputs import traced_run
 

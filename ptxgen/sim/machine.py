@@ -61,6 +61,8 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
     `trace="run.json"` writes a Chrome trace-event timeline (Perfetto) of the CTAs in `trace_ctas`
     (default: every CTA run), also when a hazard stops the run (trace.py).
     """
+    if trace_ctas is not None and trace is None:
+        raise ValueError("trace_ctas= selects the CTAs of a trace: pass trace=\"run.json\" too")
     if trace is not None and _tracer is None:
         from .trace import launch_traced
         return launch_traced(launch, ptx_text, entry, trace, trace_ctas, grid=grid, block=block, args=args,

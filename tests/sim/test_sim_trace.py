@@ -237,6 +237,8 @@ def test_trace_refuses_spread_runs_and_bad_selections(tmp_path):
         k.simulate(a, b, trace=str(tmp_path / "t.json"), workers=2)
     with pytest.raises(TypeError, match="trace_ctas"):
         k.simulate(a, b, trace=str(tmp_path / "t.json"), trace_ctas=3)
+    with pytest.raises(ValueError, match="pass trace="):
+        k.simulate(a, b, trace_ctas=[(0, 0, 0)])
 
 
 def test_untraced_launch_runs_the_plain_program():

@@ -31,6 +31,9 @@ Blackwell (`.target sm_100a`): tensor memory and its allocator (tmem.py), tcgen0
 descriptors (tcgen05_desc.py, tcgen05_mma.py; block scaling in tcgen05_scaled.py), tcgen05.ld/st
 data paths (tcgen05_layouts.py), tcgen05.cp (tcgen05_cp.py), commit/wait/fence (ops_tcgen05.py):
 an MMA is computed at issue and stays in flight until a wait sees its commit's mbarrier phase.
+
+Timeline: `launch(..., trace="run.json", trace_ctas=[...])` writes what the traced CTAs' warps did
+as Chrome trace-event JSON for Perfetto (trace.py; trace_png.py draws it).
 """
 from .errors import HazardError
 from .machine import SimResult, launch

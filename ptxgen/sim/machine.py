@@ -55,7 +55,8 @@ def compile_entry(ptx_text: str, entry: str) -> Program:
 
 def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
            dynamic_smem: int = 0, ctas=None, on_cta_done: Callable[[int], None] | None = None,
-           cluster=None, non_portable_cluster: bool = False) -> SimResult:
+           cluster=None, non_portable_cluster: bool = False, trace=None, trace_ctas=None,
+           _tracer=None) -> SimResult:
     """Run `entry` of `ptx_text` over `grid` x `block` threads on the given arguments.
 
     Array arguments are device buffers written in place; see the package docstring.
@@ -63,8 +64,17 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
     `cluster=(x, y, z)` launches thread block clusters (cluster.py): the CTAs of a cluster run
     together and share their shared memory; `ctas=` then runs the whole cluster of each listed CTA.
     More than 8 CTAs per cluster (up to 16) needs `non_portable_cluster=True`.
+    `trace="run.json"` writes a Chrome trace-event timeline (Perfetto) of the CTAs in `trace_ctas`
+    (default: every CTA run), also when a hazard stops the run (trace.py).
     """
-    program = compile_entry(ptx_text, entry)
+    if trace_ctas is not None and trace is None:
+        raise ValueError("trace_ctas= selects the CTAs of a trace: pass trace=\"run.json\" too")
+    if trace is not None and _tracer is None:
+        from .trace import launch_traced
+        return launch_traced(launch, ptx_text, entry, trace, trace_ctas, grid=grid, block=block, args=args,
+                             dynamic_smem=dynamic_smem, ctas=ctas, on_cta_done=on_cta_done, cluster=cluster,
+                             non_portable_cluster=non_portable_cluster)
+    program = compile_entry(ptx_text, entry) if _tracer is None else _tracer.program
     grid, block = _dims(grid, "grid"), _dims(block, "block")
     _check_block(program, block)
     smem_size = _shared_size(program, dynamic_smem)
@@ -92,6 +102,8 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
         if queue is not None:
             queue.start(slot)
             cta.launch_queue = queue
+        if _tracer is not None:
+            _tracer.attach(cta)
         if slot % csize == csize - 1:
             del running[key]                 # fully started: its members hold it from now on
         return cta

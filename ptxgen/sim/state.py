@@ -62,6 +62,7 @@ class CtaState:
     split: object = None                 # what a DIVERGE/BLOCK executor result refers to
     polled: bool = False                 # an mbarrier wait failed since the last group switch
     fair: int = 0                        # backward branches since the last group switch
+    trace: object = None                 # trace.CtaTrace while a traced launch records this CTA
 
     @property
     def nwarps(self) -> int:

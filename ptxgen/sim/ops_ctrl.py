@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import named_barriers
+from . import async_order, named_barriers
 from .errors import Fault
 from .operands import Lit
 from .ops_sm90_misc import check_setmaxnreg_at_exit
@@ -106,6 +106,7 @@ def compile_barrier(ins: Instr, ctx):
                 mask is None or int(np.count_nonzero(mask)) == cta.n_active):
             cta.epoch += 1                  # the whole (one-group) CTA is here: complete at once
             cta.sync.barrier()
+            async_order.order_all(cta)
             return None
         key = _uniform(cta, mask, get_id, "barrier id", what)
         count = None if get_count is None else _uniform(cta, mask, get_count, "thread count", what)
@@ -151,6 +152,7 @@ def compile_warp_barrier(ins: Instr, ctx):
             if cta.n == 32:
                 cta.epoch += 1
                 cta.sync.barrier()
+                async_order.order_all(cta)
             return None
         going = cta.group_mask() if mask is None else mask
         result = None

@@ -1,0 +1,171 @@
+"""Happens-before from the wait that ends an async-proxy access of shared memory to later accesses.
+
+An async-proxy read of shared memory (a bulk/TMA store's source, a wgmma operand) may happen at any
+time from issue until the wait that covers it returns in the issuing thread(s):
+`cp.async.bulk.wait_group{.read}` of the thread that committed the store (docs/ptx_facts/tma.md
+§9d), `wgmma.wait_group` of the warpgroup (wgmma.md §9b). Until then the bytes are `pending`
+(memory.SharedMemory). After the wait, a write to them by any *other* thread is still a race unless
+a barrier or an mbarrier phase orders it after that wait; a barrier between the issue and the wait
+orders nothing about the read. The race-detection epochs (one per CTA, bumped by every barrier of
+any thread group) cannot see that, so each retired read keeps its own set of threads ordered after
+its wait, grown only by synchronisation that the waiting threads took part in after the wait:
+
+* a named barrier phase (bar.sync / barrier.sync / bar.arrive) that an ordered thread arrived at
+  orders every thread that waited on that phase (named_barriers.py);
+* an mbarrier arrival by an ordered thread makes the phase carry the read; a thread whose wait
+  observes a carrying phase complete is ordered (ops_mbarrier.py, async_proxy.try_complete);
+* a barrier.cluster wait that every thread of the CTA passed orders all of them (cluster.py).
+
+A write (generic store, atomic, cp.async, TMA/bulk load issue) by an ordered thread is fine and ends
+the record for those bytes (later writers are ordered against it by the usual checks); by any other
+thread it is a race naming the wait.
+
+The same records serve the other direction, an async-proxy *write*: a TMA/bulk load's bytes land
+when a wait observes its mbarrier phase complete (async_proxy.py), and they are visible only to
+threads whose own wait observed that phase (or a later one) or that a barrier/mbarrier phase orders
+after such a wait (mbarrier.md §9e: the wait's acquire). The landing makes a record carried by
+every completed phase of the barrier; a generic read or write of the bytes by a thread not ordered
+after it is a race.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import Fault
+
+_ids = itertools.count()
+
+
+@dataclass
+class RetiredRead:
+    """Shared bytes an async-proxy access held until a wait, and the threads ordered after it."""
+    rid: int
+    idx: np.ndarray          # shared byte indices still covered
+    ordered: np.ndarray      # bool per thread of the CTA
+    what: str                # the operation, e.g. "the bulk store issued at line 12 by thread 0"
+    waiter: str              # who waited, e.g. "thread 0"
+    line: int                # the wait's PTX line
+    landed: bool = False     # an async-proxy write (TMA load): generic reads need ordering too
+
+
+class RetiredReads:
+    """One CTA's retired async-proxy reads (kept on SharedMemory.retired, made on the first)."""
+
+    def __init__(self, size: int):
+        self.covered = np.zeros(size, dtype=np.int16)   # live records covering each byte
+        self.records: list[RetiredRead] = []
+        self.landed = False                              # some record is an async write
+
+    def retire(self, idx: np.ndarray, waiters: np.ndarray, what: str, waiter: str, line: int,
+               landed: bool = False) -> int | None:
+        """The access of `idx` ended at a wait executed by the threads in `waiters` (bool per
+        thread); the new record's id, None if it covers no byte."""
+        idx = np.unique(idx)
+        if len(idx) == 0:
+            return None
+        rec = RetiredRead(next(_ids), idx, waiters.copy(), what, waiter, line, landed)
+        self.records.append(rec)
+        self.covered[idx] += 1
+        self.landed = self.landed or landed
+        return rec.rid
+
+    def check_read(self, idx: np.ndarray, tid: np.ndarray, what: str) -> None:
+        """A generic read of `idx` by threads `tid` (one per byte): landed async writes must be ordered
+        before it."""
+        if not self.landed:
+            return
+        hit = self.covered[idx] > 0
+        if not hit.any():
+            return
+        idx, tid = idx[hit], tid[hit]
+        for rec in self.records:
+            if rec.landed:
+                bad = np.isin(idx, rec.idx) & ~rec.ordered[tid]
+                if bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x}, which "
+                                f"{rec.what} wrote through the async proxy; its bytes are visible only to "
+                                "threads whose mbarrier wait observed the phase (or a later one), or that a "
+                                "barrier orders after such a wait, and this thread is neither: wait on the "
+                                "mbarrier in this thread too, or put a barrier after a waiting thread's wait")
+
+    def check_write(self, idx: np.ndarray, tid: np.ndarray, what: str) -> None:
+        """A write of bytes `idx` by threads `tid` (one per byte): race unless ordered after the wait
+        of every retired read covering them; ordered writes end those records for these bytes."""
+        hit = self.covered[idx] > 0
+        if not hit.any():
+            return
+        idx, tid = idx[hit], tid[hit]
+        keep = []
+        for rec in self.records:
+            inside = np.isin(idx, rec.idx)
+            if inside.any():
+                bad = inside & ~rec.ordered[tid]
+                if bad.any() and rec.landed:
+                    k = int(np.flatnonzero(bad)[0])
+                    raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x}, which "
+                                f"{rec.what} wrote through the async proxy, and no mbarrier wait that observed "
+                                "its phase (nor a barrier after one) orders this write after it: wait on the "
+                                "mbarrier first")
+                if bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x}, which "
+                                f"{rec.what} read through the async proxy until {rec.waiter}'s wait at line "
+                                f"{rec.line}; no barrier or mbarrier phase orders this write after that wait "
+                                "(the async proxy may read the bytes until the wait returns, so a barrier "
+                                "before the wait does not help): after the wait, put a barrier (bar.sync, or "
+                                "a named barrier among the waiting thread and the writers) before the write")
+                gone = np.isin(rec.idx, idx)
+                self.covered[rec.idx[gone]] -= 1
+                rec.idx = rec.idx[~gone]
+            if len(rec.idx):
+                keep.append(rec)
+        self.records = keep
+
+    def ordered_ids(self, mask: np.ndarray) -> set[int]:
+        """Records some thread in `mask` is ordered after: what its arrival at a barrier carries."""
+        return {rec.rid for rec in self.records if (rec.ordered & mask).any()}
+
+    def order(self, rids: set[int], mask: np.ndarray) -> None:
+        """The threads in `mask` completed a wait on a phase that carried `rids`."""
+        if not rids or not mask.any():
+            return
+        keep = []
+        for rec in self.records:
+            if rec.rid in rids:
+                rec.ordered |= mask
+                if rec.ordered.all():        # every thread is ordered: nothing left to check
+                    self.covered[rec.idx] -= 1
+                    continue
+            keep.append(rec)
+        self.records = keep
+
+
+def retire(cta, idx: np.ndarray, waiters: np.ndarray, what: str, waiter: str, line: int,
+           landed: bool = False) -> int | None:
+    if cta.smem.retired is None:
+        cta.smem.retired = RetiredReads(cta.smem.size)
+    return cta.smem.retired.retire(idx, waiters, what, waiter, line, landed)
+
+
+def carried_by(cta, mask: np.ndarray) -> set[int]:
+    """What an arrival of the threads in `mask` carries (empty if nothing was retired)."""
+    state = cta.smem.retired
+    return state.ordered_ids(mask) if state is not None and state.records else set()
+
+
+def order(cta, rids: set[int], mask: np.ndarray) -> None:
+    state = cta.smem.retired
+    if state is not None and rids:
+        state.order(rids, mask)
+
+
+def order_all(cta) -> None:
+    """Every thread of the CTA passed one barrier after every ordered thread arrived at it."""
+    state = cta.smem.retired
+    if state is not None and state.records:
+        live = np.ones(cta.n, dtype=bool)
+        state.order({rec.rid for rec in state.records if rec.ordered.any()}, live)

@@ -14,7 +14,13 @@ its wait, grown only by synchronisation that the waiting threads took part in af
   orders every thread that waited on that phase (named_barriers.py);
 * an mbarrier arrival by an ordered thread makes the phase carry the read; a thread whose wait
   observes a carrying phase complete is ordered (ops_mbarrier.py, async_proxy.try_complete);
-* a barrier.cluster wait that every thread of the CTA passed orders all of them (cluster.py).
+* a barrier.cluster wait that every thread of the CTA passed orders all of them, and orders them
+  after the waits of the other CTAs of the cluster too (cluster.py).
+
+Across a cluster (TMA multicast into a peer's stage, consumers releasing every CTA's empty barrier
+with remote arrives), a record also keeps, per peer rank, the peer threads ordered after its wait:
+an arrival carries (record owner, id) pairs, so a peer's thread that waits on a phase a remote
+arrive carried is ordered too. Generic DSMEM stores into a peer's retired bytes are not checked.
 
 A write (generic store, atomic, cp.async, TMA/bulk load issue) by an ordered thread is fine and ends
 the record for those bytes (later writers are ordered against it by the usual checks); by any other
@@ -30,7 +36,7 @@ after it is a race.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,6 +55,14 @@ class RetiredRead:
     waiter: str              # who waited, e.g. "thread 0"
     line: int                # the wait's PTX line
     landed: bool = False     # an async-proxy write (TMA load): generic reads need ordering too
+    remote: dict = field(default_factory=dict)   # cluster rank -> bool per thread of that CTA
+
+    def ordered_in(self, rank: int | None, n: int) -> np.ndarray:
+        """Threads of this CTA (rank None) or of cluster CTA `rank` ordered after the wait."""
+        if rank is None:
+            return self.ordered
+        got = self.remote.get(rank)
+        return np.zeros(n, dtype=bool) if got is None else got
 
 
 class RetiredReads:
@@ -92,9 +106,11 @@ class RetiredReads:
                                 "barrier orders after such a wait, and this thread is neither: wait on the "
                                 "mbarrier in this thread too, or put a barrier after a waiting thread's wait")
 
-    def check_write(self, idx: np.ndarray, tid: np.ndarray, what: str) -> None:
-        """A write of bytes `idx` by threads `tid` (one per byte): race unless ordered after the wait
-        of every retired read covering them; ordered writes end those records for these bytes."""
+    def check_write(self, idx: np.ndarray, tid: np.ndarray, what: str, rank: int | None = None,
+                    n: int = 0) -> None:
+        """A write of bytes `idx` by threads `tid` (one per byte; of cluster CTA `rank` with `n`
+        threads, None: this CTA): race unless ordered after the wait of every retired access
+        covering them; ordered writes end those records for these bytes."""
         hit = self.covered[idx] > 0
         if not hit.any():
             return
@@ -103,7 +119,7 @@ class RetiredReads:
         for rec in self.records:
             inside = np.isin(idx, rec.idx)
             if inside.any():
-                bad = inside & ~rec.ordered[tid]
+                bad = inside & ~rec.ordered_in(rank, n)[tid]
                 if bad.any() and rec.landed:
                     k = int(np.flatnonzero(bad)[0])
                     raise Fault("race", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x}, which "
@@ -125,21 +141,26 @@ class RetiredReads:
                 keep.append(rec)
         self.records = keep
 
-    def ordered_ids(self, mask: np.ndarray) -> set[int]:
-        """Records some thread in `mask` is ordered after: what its arrival at a barrier carries."""
-        return {rec.rid for rec in self.records if (rec.ordered & mask).any()}
+    def ordered_ids(self, mask: np.ndarray, rank: int | None) -> set:
+        """(owner, id) of the records some thread in `mask` (of this CTA, or of cluster CTA `rank`)
+        is ordered after: what its arrival at a barrier carries."""
+        return {(self, rec.rid) for rec in self.records if (rec.ordered_in(rank, len(mask)) & mask).any()}
 
-    def order(self, rids: set[int], mask: np.ndarray) -> None:
-        """The threads in `mask` completed a wait on a phase that carried `rids`."""
+    def order(self, rids: set[int], mask: np.ndarray, rank: int | None) -> None:
+        """The threads in `mask` (of this CTA, or of cluster CTA `rank`) completed a wait on a phase
+        that carried the records `rids`."""
         if not rids or not mask.any():
             return
         keep = []
         for rec in self.records:
             if rec.rid in rids:
-                rec.ordered |= mask
-                if rec.ordered.all():        # every thread is ordered: nothing left to check
-                    self.covered[rec.idx] -= 1
-                    continue
+                if rank is not None:
+                    rec.remote[rank] = rec.ordered_in(rank, len(mask)) | mask
+                else:
+                    rec.ordered |= mask
+                    if rec.ordered.all() and not rec.remote:   # nothing left to check here
+                        self.covered[rec.idx] -= 1
+                        continue
             keep.append(rec)
         self.records = keep
 
@@ -151,21 +172,52 @@ def retire(cta, idx: np.ndarray, waiters: np.ndarray, what: str, waiter: str, li
     return cta.smem.retired.retire(idx, waiters, what, waiter, line, landed)
 
 
-def carried_by(cta, mask: np.ndarray) -> set[int]:
+def _states(cta) -> list[tuple[RetiredReads, int | None]]:
+    """(records, rank the CTA's threads have there: None for its own) of the CTA and its peers."""
+    own = cta.smem.retired
+    out = [] if own is None or not own.records else [(own, None)]
+    member = cta.cluster
+    if member is not None and member.cluster.size > 1:
+        for peer in member.cluster.members:
+            state = None if peer is None or peer is cta or peer.smem is None else peer.smem.retired
+            if state is not None and state.records:
+                out.append((state, member.rank))
+    return out
+
+
+def carried_by(cta, mask: np.ndarray) -> set:
     """What an arrival of the threads in `mask` carries (empty if nothing was retired)."""
+    out: set = set()
+    for state, rank in _states(cta):
+        out |= state.ordered_ids(mask, rank)
+    return out
+
+
+def order(cta, items: set, mask: np.ndarray) -> None:
+    """The threads in `mask` observed a phase that carried `items` ((owner, id) pairs)."""
+    if not items:
+        return
+    for state, rank in _states(cta):
+        rids = {rid for owner, rid in items if owner is state}
+        if rids:
+            state.order(rids, mask, rank)
+
+
+def order_all(cta, cluster: bool = False) -> None:
+    """Every thread of the CTA passed one barrier after every ordered thread arrived at it (with
+    `cluster`, a barrier.cluster: after those of the peers too)."""
+    live = np.ones(cta.n, dtype=bool)
+    for state, rank in _states(cta):
+        if rank is None or cluster:
+            state.order({rec.rid for rec in state.records}, live, rank)
+
+
+def check_write(cta, idx: np.ndarray, tid: int, what: str, issuer) -> None:
+    """An async-proxy write of the CTA's bytes `idx` (a TMA/bulk load) issued by thread `tid` of
+    CTA `issuer` (this CTA or a peer of its cluster)."""
     state = cta.smem.retired
-    return state.ordered_ids(mask) if state is not None and state.records else set()
-
-
-def order(cta, rids: set[int], mask: np.ndarray) -> None:
-    state = cta.smem.retired
-    if state is not None and rids:
-        state.order(rids, mask)
-
-
-def order_all(cta) -> None:
-    """Every thread of the CTA passed one barrier after every ordered thread arrived at it."""
-    state = cta.smem.retired
-    if state is not None and state.records:
-        live = np.ones(cta.n, dtype=bool)
-        state.order({rec.rid for rec in state.records if rec.ordered.any()}, live)
+    if state is None:
+        return
+    rank = None if issuer is cta else issuer.cluster.rank
+    who = "" if rank is None else f" of cluster CTA rank {rank}"
+    state.check_write(idx, np.full(len(idx), tid), f"{what} (issued by thread {tid}{who}) writes", rank, issuer.n)

@@ -47,7 +47,7 @@ class Barrier:
     phase: int = 0                 # completed phases so far; the current phase's parity is phase & 1
     version: int = 0               # bumped on every change (stall detection)
     inflight: list[InFlight] = field(default_factory=list)
-    arriving: set = field(default_factory=set)    # async_order records the current phase's arrivals carry
+    arriving: set = field(default_factory=set)    # async_order (owner, id) pairs the current phase's arrivals carry
     carried: set = field(default_factory=set)     # ... and those every completed phase carried
 
     def describe(self) -> str:

@@ -263,7 +263,7 @@ def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int
     _barrier_init_seen(issuer, tid, cta, mbar, what)
     idx = _smem_box(cta, dst, len(data), swizzle, what)
     cta.smem.check_not_pending(idx, np.full(len(idx), tid), 1, what + " writes")
-    _check_retired(cta, tid, idx, what)
+    async_order.check_write(cta, idx, tid, what, issuer)   # after the waits of earlier async reads
     reads = cta.smem.async_reads
     if reads is not None and reads[idx].any():  # the copy may land at once: a wgmma must not still read it
         k = int(np.flatnonzero(reads[idx])[0])
@@ -273,13 +273,6 @@ def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int
     cta.smem.pending[idx] += 1
     bar.inflight.append(InFlight(idx, data, len(data), line))
     bar.version += 1
-
-
-def _check_retired(cta: CtaState, tid: int, idx: np.ndarray, what: str) -> None:
-    """A load's async-proxy write of `idx`, issued by `tid`, must be ordered after the waits that
-    retired earlier async-proxy reads of those bytes (async_order.py)."""
-    if cta.smem.retired is not None:
-        cta.smem.retired.check_write(idx, np.full(len(idx), tid), f"{what} (issued by thread {tid}) writes")
 
 
 def _store_box(cta: CtaState, tid: int, tmap: DecodedMap, start, src: int, what: str, line: int) -> None:
@@ -350,7 +343,7 @@ def _compile_plain(ins: Instr, ctx, mods: tuple):
                 cta.smem.check_bounds(np.array([dst], dtype=np.int64), size, what)
                 idx = dst + np.arange(size, dtype=np.int64)
                 cta.smem.check_not_pending(idx, np.full(size, tid), 1, what + " writes")
-                _check_retired(cta, tid, idx, what)
+                async_order.check_write(cta, idx, tid, what, cta)
                 cta.smem.pending[idx] += 1
                 bar.inflight.append(InFlight(idx, data, size, line))
                 bar.version += 1

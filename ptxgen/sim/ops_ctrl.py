@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import async_order, named_barriers
+from . import async_order, named_barriers, register_budget
 from .errors import Fault
 from .operands import Lit
 from .ops_sm90_misc import check_setmaxnreg_at_exit
@@ -67,6 +67,7 @@ def compile_exit(ins: Instr, ctx):
         cta.exit_threads(mask)
         if cta.setmaxnreg:
             check_setmaxnreg_at_exit(cta)   # an exiting warp owes its warpgroup no setmaxnreg
+            register_budget.check_at_end(cta)   # an .inc that overdrew the pool for good
         if cta.bars:
             named_barriers.recheck(cta)     # barriers waiting for the exited threads may complete
         return EXIT if cta.n_active == 0 else None

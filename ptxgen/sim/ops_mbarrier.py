@@ -111,7 +111,7 @@ def _landed(cta: CtaState, bar: Barrier, chunks: list, line: int) -> None:
                              f"the TMA/bulk load(s) issued at line {lines} (landed at the wait at line {line})",
                              f"mbarrier {bar.addr:#x}", line, landed=True)
     if rid is not None:
-        bar.carried.add(rid)
+        bar.carried.add((cta.smem.retired, rid))
 
 
 def _completed(cta: CtaState, bar: Barrier, phase: int) -> None:
@@ -239,6 +239,7 @@ def _compile_arrive(ctx, ops, space, kind, name, cluster_space: bool):
                 elif peer.smem.cross is not None:
                     peer.smem.cross.access(np.tile(idx, len(rows)), np.repeat(tids[rows], 8), cta.cluster,
                                            False, name)
+                bar.arriving |= async_order.carried_by(cta, _mask(cta, tids[rows]))   # a remote release
                 if expect:
                     add_tx(bar, int(n[rows].sum()), name)
                     arrive(bar, len(rows), name)

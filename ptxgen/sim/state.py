@@ -53,6 +53,7 @@ class CtaState:
     hopper: object = None                # mbarriers, TMA and bulk groups (async_proxy.HopperState)
     cluster: object = None               # cluster.ClusterMember: rank, barrier.cluster counts
     setmaxnreg: dict | None = None       # warpgroup -> ops_sm90_misc.SetmaxnregLog, lazily
+    regbudget: object = None             # register_budget.RegisterBudget under .maxnreg, lazily
     # independent warps (warps.py): while the CTA runs as one group these stay empty, and pc /
     # mask_all / n_active describe the whole CTA; otherwise they describe the running group
     groups: list = field(default_factory=list)   # parked thread groups (warps.Group)

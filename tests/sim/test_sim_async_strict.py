@@ -232,3 +232,53 @@ def test_rewriting_a_wgmma_operand_another_warpgroup_read_needs_a_barrier_after_
     assert e.value.kind == "race" and e.value.line == line_of(bad, "REWRITE")
     assert "warpgroup 0" in e.value.detail and f"line {line_of(bad, 'WAIT')}" in e.value.detail
     sim.launch(wgmma_kernel("    bar.sync 0;\n"), "k", block=(256,), args=[np.zeros(4, np.uint32)])
+
+
+# ------------------------------------------------------------------ setmaxnreg register budget
+def setmaxnreg_kernel(producer: int, consumer: int, maxnreg: int = 168) -> str:
+    """384 threads under .maxnreg: warpgroup 0 decs to `producer`, warpgroups 1-2 inc to `consumer`
+    (the consumers' branch comes first, so the simulator may run their .inc before the .dec)."""
+    return HEADER + f""".visible .entry k(.param .u64 pOut)
+.maxnreg {maxnreg}
+{{
+    .reg .pred %p<4>; .reg .b32 %r<8>;
+    mov.u32 %r0, %tid.x;
+    setp.lt.u32 %p0, %r0, 128;
+    @%p0 bra PRODUCER;
+    setmaxnreg.inc.sync.aligned.u32 {consumer};   // INC
+    bra.uni END;
+PRODUCER:
+    setmaxnreg.dec.sync.aligned.u32 {producer};   // DEC
+END:
+    ret;
+}}
+"""
+
+
+def run_regs(ptx: str) -> None:
+    sim.launch(ptx, "k", block=(384,), args=[np.zeros(1, np.uint32)])
+
+
+def test_setmaxnreg_within_the_ctas_pool_runs():
+    run_regs(setmaxnreg_kernel(40, 232))          # 40 x 128 + 232 x 256 = 64,512 = 168 x 384
+
+
+@pytest.mark.parametrize("producer, consumer, owned", [(40, 248, 68608), (48, 232, 65536)])
+def test_setmaxnreg_inc_overdrawing_the_pool_is_reported(producer, consumer, owned):
+    """Issue 21: 68,608 registers asked of 64,512 assembles silently; so does 48/232 (65,536)."""
+    bad = setmaxnreg_kernel(producer, consumer)
+    with pytest.raises(sim.HazardError) as e:
+        run_regs(bad)
+    assert e.value.kind == "deadlock" and f"line {line_of(bad, 'INC')}" in e.value.detail
+    assert f"{owned} registers" in e.value.detail and "64512" in e.value.detail
+
+
+def test_setmaxnreg_must_respect_the_warps_current_count():
+    bad = setmaxnreg_kernel(176, 232)             # .dec to more than the 168 the warp owns
+    with pytest.raises(sim.HazardError) as e:
+        run_regs(bad)
+    assert e.value.kind == "out-of-bounds" and e.value.line == line_of(bad, "DEC")
+
+
+def test_without_maxnreg_the_budget_is_unknown_and_not_checked():
+    run_regs(setmaxnreg_kernel(40, 248).replace(".maxnreg 168\n", ""))

@@ -282,3 +282,75 @@ def test_setmaxnreg_must_respect_the_warps_current_count():
 
 def test_without_maxnreg_the_budget_is_unknown_and_not_checked():
     run_regs(setmaxnreg_kernel(40, 248).replace(".maxnreg 168\n", ""))
+
+
+# ------------------------------------------------------------------ across a cluster
+CLUSTER_RELEASE = """.extern .shared .align 1024 .b8 smem[];
+.visible .entry k(.param .u64 pOut, .param .align 64 .b8 tmap[128])
+{
+    .reg .pred %p<8>; .reg .b32 %r<40>; .reg .b64 %rd<8>;
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r30, %cluster_ctarank;
+    mov.u32 %r1, smem;
+    add.u32 %r2, %r1, 1024;
+    add.u32 %r6, %r1, 1032;
+    setp.eq.u32 %p0, %r0, 0;
+    setp.eq.u32 %p3, %r30, 0;
+    and.pred %p4, %p0, %p3;
+    @%p0 mbarrier.init.shared::cta.b64 [%r2], 1;
+    @%p0 mbarrier.init.shared::cta.b64 [%r6], 2;
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    ld.param.u64 %rd1, [pOut];
+    mul.wide.u32 %rd2, %r30, 1024;
+    add.u64 %rd1, %rd1, %rd2;
+    @%p0 cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r1], 1024;
+    @%p0 cp.async.bulk.commit_group;
+RELEASE
+    @!%p4 bra ARMED;
+EMPTY:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r6], 0;
+    @!%p1 bra EMPTY;
+ARMED:
+    @%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 1024;
+    mov.b64 %rd3, tmap;
+    cvta.param.u64 %rd3, %rd3;
+    mov.u32 %r10, 0;
+    mov.b16 %rs1, 3;
+    @%p4 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd3, {%r10, %r10}], [%r2], %rs1;   // LOAD
+FULL:
+    mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2], 0;
+    @!%p2 bra FULL;
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    ret;
+}
+"""
+WAIT_READ = "    @%p0 cp.async.bulk.wait_group.read 0;\n"
+REMOTE_RELEASE = ("    mapa.shared::cluster.u32 %r7, %r6, 0;\n"
+                  "    @%p0 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r7];\n")
+
+
+def cluster_release_kernel(release: str) -> str:
+    return HEADER + CLUSTER_RELEASE.replace("RELEASE\n", release).replace(
+        ".reg .b64 %rd<8>;", ".reg .b64 %rd<8>; .reg .b16 %rs<2>;")
+
+
+def run_cluster_release(ptx: str) -> None:
+    a = (np.arange(16 * 64) % 7 + 1).astype(np.float16).reshape(16, 64)
+    sim.launch(ptx, "k", grid=(2,), block=(32,), cluster=(2,),
+               args=[np.zeros(2048, np.uint8), sim.TensorMap(a, (8, 64))], dynamic_smem=2048)
+
+
+def test_a_remote_release_after_the_peers_wait_orders_the_multicast_load():
+    """Each CTA's thread 0 bulk-stores its buffer, waits .read, then releases rank 0's empty barrier
+    with a remote arrive; rank 0 then multicasts a TMA load into both buffers: ordered."""
+    run_cluster_release(cluster_release_kernel(WAIT_READ + REMOTE_RELEASE))
+
+
+def test_a_remote_release_before_the_peers_wait_does_not():
+    bad = cluster_release_kernel(REMOTE_RELEASE + WAIT_READ)
+    with pytest.raises(sim.HazardError) as e:
+        run_cluster_release(bad)
+    # a race if rank 1 has waited when rank 0 issues, async-pending if it has not yet
+    assert e.value.kind in ("race", "async-pending") and e.value.line == line_of(bad, "LOAD"), e.value

@@ -203,6 +203,12 @@ def order(cta, items: set, mask: np.ndarray) -> None:
             state.order(rids, mask, rank)
 
 
+def live(cta, items: set) -> set:
+    """The (owner, id) pairs in `items` whose record still exists (to keep carried sets small)."""
+    alive = {(state, rec.rid) for state, _ in _states(cta) for rec in state.records}
+    return items & alive
+
+
 def order_all(cta, cluster: bool = False) -> None:
     """Every thread of the CTA passed one barrier after every ordered thread arrived at it (with
     `cluster`, a barrier.cluster: after those of the peers too)."""

@@ -282,6 +282,8 @@ def _compile_wait(ctx, ops, space, kind, name):
                 done = want[rows] < bar.phase
             ok[rows] = done
             if bar.carried and done.any():
+                if len(bar.carried) > 64:      # records ended since (overwritten, all ordered)
+                    bar.carried = async_order.live(cta, bar.carried)
                 async_order.order(cta, bar.carried, _mask(cta, tids[rows][done]))
             note_stall(cta, line, bar, bool(done.all()))
         scatter(cta, pred_slot, tids, ok, mask)

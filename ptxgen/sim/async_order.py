@@ -185,6 +185,11 @@ def _states(cta) -> list[tuple[RetiredReads, int | None]]:
     return out
 
 
+def active(cta) -> bool:
+    """Some record exists in the CTA or (in a cluster) a peer: arrivals may carry something."""
+    return bool(_states(cta))
+
+
 def carried_by(cta, mask: np.ndarray) -> set:
     """What an arrival of the threads in `mask` carries (empty if nothing was retired)."""
     out: set = set()

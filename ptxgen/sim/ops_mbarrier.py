@@ -212,7 +212,8 @@ def _compile_arrive(ctx, ops, space, kind, name, cluster_space: bool):
             bar = barrier_at(cta, addr, name)
             _touch(cta, tids[rows], addr, name)
             tokens[rows] = phase = bar.phase
-            bar.arriving |= async_order.carried_by(cta, _mask(cta, tids[rows]))
+            if async_order.active(cta):
+                bar.arriving |= async_order.carried_by(cta, _mask(cta, tids[rows]))
             if expect:
                 add_tx(bar, int(n[rows].sum()), name)
                 arrive(bar, len(rows), name)
@@ -239,7 +240,8 @@ def _compile_arrive(ctx, ops, space, kind, name, cluster_space: bool):
                 elif peer.smem.cross is not None:
                     peer.smem.cross.access(np.tile(idx, len(rows)), np.repeat(tids[rows], 8), cta.cluster,
                                            False, name)
-                bar.arriving |= async_order.carried_by(cta, _mask(cta, tids[rows]))   # a remote release
+                if async_order.active(cta):         # a remote release carries this CTA's records
+                    bar.arriving |= async_order.carried_by(cta, _mask(cta, tids[rows]))
                 if expect:
                     add_tx(bar, int(n[rows].sum()), name)
                     arrive(bar, len(rows), name)

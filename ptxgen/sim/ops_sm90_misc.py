@@ -4,9 +4,9 @@ stmatrix (docs/ptx_facts/warp_specialisation.md §9i, shared_memory.md §4) is t
 ldmatrix: the same address-supplying lanes and the same register/lane tables
 (ops_warp.LDMATRIX_FLAT), data flowing the other way. elect.sync elects the lowest lane of
 membermask; every lane of membermask must execute it. setmaxnreg
-(docs/ptx_facts/warp_specialisation.md §9g) only redistributes registers, which the simulator does
-not model: it checks N and that every warp of a warpgroup executes the same setmaxnreg sequence
-(SetmaxnregLog). griddepcontrol (programmatic dependent launch) is a no-op on one launch.
+(docs/ptx_facts/warp_specialisation.md §9g) only redistributes registers: the simulator checks N,
+that every warp of a warpgroup executes the same setmaxnreg sequence (SetmaxnregLog) and, under
+.maxnreg, the CTA's register pool (register_budget.py). griddepcontrol (programmatic dependent launch) is a no-op on one launch.
 """
 from __future__ import annotations
 

@@ -164,6 +164,22 @@ def test_missing_phase_flip_is_caught(role, kind):
     assert e.value.kind == kind, e.value
 
 
+@EPILOGUE_RACE
+def test_a_barrier_after_the_leaders_last_store_wait_is_needed_when_a_cta_walks_several_tiles():
+    """Issue 21: with one CTA walking 4 tiles, the next tile's staging writes must be ordered after
+    the leader's last cp.async.bulk.wait_group.read of the previous tile by a barrier after that
+    wait. The fixed kernel runs; without that barrier the simulator names the race (planted bug)."""
+    k = ptxgen.compile(tn(136, 72, 136), ws((128, 64, 64), 3, consumers=2, persistent=True, sms=1), arch=ARCH)
+    lines = k.ptx.split("\n")
+    last = max(i for i, line in enumerate(lines) if "cp.async.bulk.wait_group.read" in line)
+    assert "bar.sync" in lines[last + 1], "no barrier right after the leader's last wait_group.read"
+    assert _run(k.ptx, k) < 1e-2
+    bad = "\n".join(lines[:last + 1] + lines[last + 2:])
+    with pytest.raises(sim.HazardError) as e:
+        _run(bad, k)
+    assert e.value.kind == "race" and f"wait at line {last + 1}" in e.value.detail, e.value
+
+
 def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():
     k = _plant_kernel()
     bad = re.sub(r"(mbarrier\.init\.shared::cta\.b64 \[[^\]]*\]), 8;", r"\1, 16;", k.ptx)

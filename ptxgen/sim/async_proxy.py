@@ -47,6 +47,8 @@ class Barrier:
     phase: int = 0                 # completed phases so far; the current phase's parity is phase & 1
     version: int = 0               # bumped on every change (stall detection)
     inflight: list[InFlight] = field(default_factory=list)
+    arriving: set = field(default_factory=set)    # async_order (owner, id) pairs the current phase's arrivals carry
+    carried: set = field(default_factory=set)     # ... and those every completed phase carried
 
     def describe(self) -> str:
         flying = sum(c.nbytes for c in self.inflight)
@@ -61,6 +63,7 @@ class BulkRead:
     thread: int
     group: int
     idx: np.ndarray
+    line: int = 0          # the store's PTX line
 
 
 @dataclass
@@ -143,6 +146,9 @@ def try_complete(bar: Barrier, land) -> bool:
         bar.inflight = []
     if bar.tx:
         return False
+    if bar.arriving:
+        bar.carried |= bar.arriving
+        bar.arriving = set()
     bar.phase += 1
     bar.pending = bar.expected
     bar.version += 1

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import async_order
 from .errors import Fault
 from .memory import SHARED_GENERIC_BASE
 from .parse import Instr
@@ -448,6 +449,7 @@ def _wait(aligned: bool, index: int, line: int):
             if not (cta.active & (m.waits != m.waits[tids[0]])).any():
                 cta.epoch += 1             # every thread of the CTA passed: a CTA barrier too
                 cta.sync.barrier()
+                async_order.order_all(cta, cluster=True)
             return None
         sig = np.array([int(p.cluster.arrives.sum()) for p in m.cluster.members]
                        + [int(p.n_active) for p in m.cluster.members], dtype=np.int64)

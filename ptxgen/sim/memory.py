@@ -238,6 +238,7 @@ class SharedMemory:
         self.r_epoch = np.full(size, -1, dtype=np.int32)
         self.pending = np.zeros(size, dtype=np.int16)
         self.async_reads: np.ndarray | None = None   # per byte: wgmmas in flight reading it
+        self.retired = None   # async_order.RetiredReads: async-proxy reads ended by a wait, made on the first
         self.cross = None     # cluster.CrossTags in a launch with clusters of 2+ CTAs (DSMEM ordering)
         self.x_thread: np.ndarray | None = None   # per byte: last atomic accessor (or MANY)
         self.x_epoch: np.ndarray | None = None    # and the barrier epoch of that atomic
@@ -252,6 +253,7 @@ class SharedMemory:
         self.r_epoch.fill(-1)
         self.pending.fill(0)
         self.async_reads = None
+        self.retired = None
         self.cross = None
         self.x_thread = self.x_epoch = None
 
@@ -278,6 +280,8 @@ class SharedMemory:
         idx = self.byte_index(addrs, width)
         tid = np.repeat(threads, width)
         self.check_not_pending(idx, threads, width, what)
+        if self.retired is not None:
+            self.retired.check_read(idx, tid, what)
         wt = self.w_thread[idx]
         conflict = (self.w_epoch[idx] == epoch) & (wt != tid) & (wt != NOBODY)
         if conflict.any():
@@ -343,6 +347,8 @@ class SharedMemory:
             raise Fault("async-pending", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} that a "
                         "wgmma still in flight reads; retire it with wgmma.wait_group first (a tcgen05.mma: wait "
                         "on the mbarrier its tcgen05.commit arrives on)")
+        if self.retired is not None:
+            self.retired.check_write(idx, tid, what)
         wt = self.w_thread[idx]
         rt = self.r_thread[idx]
         by_writer = (self.w_epoch[idx] == epoch) & (wt != tid) & (wt != NOBODY)

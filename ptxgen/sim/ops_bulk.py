@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops_async, ops_atomic
+from . import async_order, ops_async, ops_atomic
 from .async_proxy import (BulkRead, InFlight, barrier_at, check_async_read, check_barrier_address, hopper, proxy_fence,
                           require)
 from .cluster import CLUSTER_STRIDE, note_fence
@@ -49,8 +49,8 @@ def compile_cp(ins: Instr, ctx):
         ops = ins.operands
         if len(ops) != 1 or not isinstance(ops[0], Lit) or ops[0].kind != "int" or ops[0].value < 0:
             raise ctx.fail("cp.async.bulk.wait_group needs an immediate group count")
-        keep = int(ops[0].value)
-        return lambda cta, mask: _wait(cta, mask, keep)
+        keep, line = int(ops[0].value), ctx.line
+        return lambda cta, mask: _wait(cta, mask, keep, line)
     if rest and rest[0] == "tensor":
         return _compile_tensor(ins, ctx, rest[1:])
     if rest and rest[0] == "prefetch":
@@ -151,7 +151,7 @@ def _compile_tensor(ins: Instr, ctx, mods: tuple):
                 cta_mask = None if get_mask is None else int(per_thread(get_mask(cta.R), tids)[k])
                 _load_box(cta, tid, tmap, start, dst, mbar, line, what, cta_mask)
             else:
-                _store_box(cta, tid, tmap, start, int(per_thread(get_src(cta.R), tids)[k]), what)
+                _store_box(cta, tid, tmap, start, int(per_thread(get_src(cta.R), tids)[k]), what, line)
     return run
 
 
@@ -216,7 +216,7 @@ def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: 
     if tmap.fp4_padded:
         data = tma_fp4.expand(data)
     for peer, dst_off, mbar_off in _destinations(cta, dst, mbar, len(data), cta_mask, what):
-        _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what, tx)
+        _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what, cta, tx)
 
 
 def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int | None, what: str):
@@ -247,14 +247,29 @@ def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int
     return out
 
 
+def _barrier_init_seen(issuer: CtaState, tid: int, owner: CtaState, mbar: int, what: str) -> None:
+    """The copy's complete-tx accesses its mbarrier through the generic proxy on behalf of the
+    issuing thread, so the barrier's mbarrier.init must be ordered before the issue like any other
+    use of it: a bar.sync in the CTA, or for a peer's barrier a cluster-scope release (a plain
+    barrier.cluster.arrive, or fence.mbarrier_init.release.cluster before a relaxed one) and a
+    barrier.cluster.wait. No proxy fence is needed (docs/ptx_facts/mbarrier.md §9e "init")."""
+    use = f"{what} (its complete-tx on the mbarrier)"
+    if owner is issuer:
+        owner.smem.read(np.array([tid]), np.array([mbar], dtype=np.int64), 8, owner.epoch, use)
+    elif owner.smem.cross is not None:
+        owner.smem.cross.access(mbar + np.arange(8), np.full(8, tid), issuer.cluster, False, use)
+
+
 def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int, mbar: int, line: int,
-               what: str, tx: int | None = None) -> None:
+               what: str, issuer: CtaState, tx: int | None = None) -> None:
     mbars = np.array([mbar], dtype=np.int64)
     check_barrier_address(cta, mbars, what)
     bar = barrier_at(cta, mbar, what if cta.cluster is None or cta.cluster.cluster.size == 1 else
                      f"{what} (cluster CTA rank {cta.cluster.rank})")
+    _barrier_init_seen(issuer, tid, cta, mbar, what)
     idx = _smem_box(cta, dst, len(data), swizzle, what)
     cta.smem.check_not_pending(idx, np.full(len(idx), tid), 1, what + " writes")
+    async_order.check_write(cta, idx, tid, what, issuer)   # after the waits of earlier async reads
     reads = cta.smem.async_reads
     if reads is not None and reads[idx].any():  # the copy may land at once: a wgmma must not still read it
         k = int(np.flatnonzero(reads[idx])[0])
@@ -266,7 +281,7 @@ def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int
     bar.version += 1
 
 
-def _store_box(cta: CtaState, tid: int, tmap: DecodedMap, start, src: int, what: str) -> None:
+def _store_box(cta: CtaState, tid: int, tmap: DecodedMap, start, src: int, what: str, line: int) -> None:
     if tmap.fp4_padded:
         raise Fault("unsupported", f"{what}: a TMA store through a {tma_fp4.DATA_TYPE} (padded fp4) map is not simulated")
     idx = _smem_box(cta, src, tmap.box_bytes, tmap.swizzle, what)
@@ -274,7 +289,7 @@ def _store_box(cta: CtaState, tid: int, tmap: DecodedMap, start, src: int, what:
     offs, valid = _box_elements(tmap, start)
     if valid.any():
         global_write(cta, np.full(int(valid.sum()), tid), tmap.address + offs[valid], data[valid], what + " writes")
-    _hold_source(cta, tid, idx)
+    _hold_source(cta, tid, idx, line)
 
 
 def _read_source(cta: CtaState, tid: int, idx: np.ndarray, what: str) -> np.ndarray:
@@ -292,10 +307,10 @@ def _read_source(cta: CtaState, tid: int, idx: np.ndarray, what: str) -> np.ndar
             smem.pending[h] += 1
 
 
-def _hold_source(cta: CtaState, tid: int, idx: np.ndarray) -> None:
+def _hold_source(cta: CtaState, tid: int, idx: np.ndarray, line: int) -> None:
     state = hopper(cta)
     cta.smem.pending[idx] += 1
-    state.bulk_reads.append(BulkRead(tid, state.bulk_commits.get(tid, 0), idx))
+    state.bulk_reads.append(BulkRead(tid, state.bulk_commits.get(tid, 0), idx, line))
 
 
 # ------------------------------------------------------------------ non-tensor bulk copies
@@ -332,9 +347,11 @@ def _compile_plain(ins: Instr, ctx, mods: tuple):
                 mbars = np.array([int(bars[k])], dtype=np.int64)
                 check_barrier_address(cta, mbars, what)
                 bar = barrier_at(cta, int(bars[k]), what)
+                _barrier_init_seen(cta, tid, cta, int(bars[k]), what)
                 cta.smem.check_bounds(np.array([dst], dtype=np.int64), size, what)
                 idx = dst + np.arange(size, dtype=np.int64)
                 cta.smem.check_not_pending(idx, np.full(size, tid), 1, what + " writes")
+                async_order.check_write(cta, idx, tid, what, cta)
                 cta.smem.pending[idx] += 1
                 bar.inflight.append(InFlight(idx, data, size, line))
                 bar.version += 1
@@ -343,7 +360,7 @@ def _compile_plain(ins: Instr, ctx, mods: tuple):
                 idx = src + np.arange(size, dtype=np.int64)
                 data = _read_source(cta, tid, idx, what)
                 global_write(cta, np.array([tid]), np.array([dst], dtype=np.int64), data[None, :], what + " writes")
-                _hold_source(cta, tid, idx)
+                _hold_source(cta, tid, idx, line)
     return run
 
 
@@ -354,9 +371,11 @@ def _commit(cta: CtaState, mask) -> None:
         state.bulk_commits[tid] = state.bulk_commits.get(tid, 0) + 1
 
 
-def _wait(cta: CtaState, mask, keep: int) -> None:
+def _wait(cta: CtaState, mask, keep: int, line: int) -> None:
     """Release the store sources of groups older than the waiting threads' `keep` newest. Global
-    writes happened at issue, so .read and the full wait are the same here."""
+    writes happened at issue, so .read and the full wait are the same here. The async proxy may
+    read a source until this wait returns, so other threads may rewrite it only once a barrier or
+    mbarrier phase orders them after the wait (async_order.py)."""
     state = hopper(cta) if cta.hopper is not None else None
     if state is None or not state.bulk_reads:
         return
@@ -365,6 +384,10 @@ def _wait(cta: CtaState, mask, keep: int) -> None:
     for r in state.bulk_reads:
         if r.thread in waiting and r.group < state.bulk_commits.get(r.thread, 0) - keep:
             cta.smem.pending[r.idx] -= 1
+            waiter = np.zeros(cta.n, dtype=bool)
+            waiter[r.thread] = True
+            async_order.retire(cta, r.idx, waiter, f"the bulk store issued at line {r.line} by thread {r.thread}",
+                               f"thread {r.thread}", line)
         else:
             remaining.append(r)
     state.bulk_reads = remaining

@@ -4,9 +4,9 @@ stmatrix (docs/ptx_facts/warp_specialisation.md §9i, shared_memory.md §4) is t
 ldmatrix: the same address-supplying lanes and the same register/lane tables
 (ops_warp.LDMATRIX_FLAT), data flowing the other way. elect.sync elects the lowest lane of
 membermask; every lane of membermask must execute it. setmaxnreg
-(docs/ptx_facts/warp_specialisation.md §9g) only redistributes registers, which the simulator does
-not model: it checks N and that every warp of a warpgroup executes the same setmaxnreg sequence
-(SetmaxnregLog). griddepcontrol (programmatic dependent launch) is a no-op on one launch.
+(docs/ptx_facts/warp_specialisation.md §9g) only redistributes registers: the simulator checks N,
+that every warp of a warpgroup executes the same setmaxnreg sequence (SetmaxnregLog) and, under
+.maxnreg, the CTA's register pool (register_budget.py). griddepcontrol (programmatic dependent launch) is a no-op on one launch.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 
 from dataclasses import dataclass, field
 
+from . import register_budget
 from .errors import Fault
 from .memory import bank_wavefronts
 from .operands import Lit, PredPair
@@ -165,9 +166,12 @@ def compile_setmaxnreg(ins: Instr, ctx):
         raise ctx.fail("setmaxnreg needs one immediate register count N, a multiple of 8 in 24..256")
 
     action, n, line = mods[0], int(op.value), ctx.line
+    cap = ctx.perf["maxnreg"][0] if ctx.perf.get("maxnreg") else None
 
     def run(cta: CtaState, mask):
-        log_setmaxnreg(cta, participating_warps(cta, mask), action, n, line)
+        warps = participating_warps(cta, mask)
+        log_setmaxnreg(cta, warps, action, n, line)
+        register_budget.note(cta, warps, action, n, line, cap)   # the CTA's pool (issue 21)
     return run
 
 

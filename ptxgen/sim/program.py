@@ -70,6 +70,7 @@ class CompileContext:
         # whole-program passes an op compiler registers (by key, once): fn(instrs, ops) -> ops
         self.passes: dict[str, Callable] = {}
         self.version, self.target = "", ""   # the module's .version and .target (feature floors)
+        self.perf: dict[str, tuple[int, ...]] = {}   # the entry's performance directives (.maxnreg, ...)
 
     @staticmethod
     def fail(detail: str) -> Fault:
@@ -217,6 +218,7 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
     ctx = CompileContext(regs, symbols, params, labels)
     ctx.version, ctx.target = module.version, module.target
     ctx.branchtargets = entry.branchtargets       # brx.idx target lists (ops_brx.py)
+    ctx.perf = entry.perf
     ops: list[tuple[Executor, int, bool]] = []
     op_lines: list[int] = []
     instrs = []

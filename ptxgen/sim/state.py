@@ -55,6 +55,7 @@ class CtaState:
     cluster: object = None               # cluster.ClusterMember: rank, barrier.cluster counts
     setmaxnreg: dict | None = None       # warpgroup -> ops_sm90_misc.SetmaxnregLog, lazily
     launch_queue: object = None          # ops_clc.LaunchQueue of the launch, when it uses try_cancel
+    regbudget: object = None             # register_budget.RegisterBudget under .maxnreg, lazily
     # independent warps (warps.py): while the CTA runs as one group these stay empty, and pc /
     # mask_all / n_active describe the whole CTA; otherwise they describe the running group
     groups: list = field(default_factory=list)   # parked thread groups (warps.Group)

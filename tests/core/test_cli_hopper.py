@@ -88,6 +88,8 @@ def test_persistent_without_warp_specialisation_is_refused_with_the_flags(capsys
     assert "_specialized=" not in err and "persistent=" not in err  # flags, not Python fields
 
 
+@pytest.mark.xfail(strict=True, reason="issue 21: TMA-store epilogue race (staging rewritten after the leader's "
+                   "last wait_group.read with no barrier after it), kernel fix pending")
 def test_run_default_warp_specialized_persistent_kernel_passes(capsys):
     """No --no-* flags: the Schedule's defaults (warp-specialised, persistent); --sms 2 makes each
     CTA walk several of the 9 tiles."""

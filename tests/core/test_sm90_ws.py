@@ -31,6 +31,13 @@ def ws(block, stages=3, consumers=1, persistent=False, **kw) -> Schedule:
 
 GELU = Epilogue(alpha=0.5, beta=1.0, bias="col", scale="row", activation="gelu")
 
+#: Kernels whose CTAs walk several tiles hit the TMA-store epilogue's race (issue 21): another consumer
+#: thread rewrites a staging buffer after the leader's last cp.async.bulk.wait_group.read of the previous
+#: tile with no barrier after that wait. The kernel fix (a named barrier after that wait) flips these.
+EPILOGUE_RACE = pytest.mark.xfail(strict=True, reason="issue 21: TMA-store epilogue race (staging rewritten "
+                                  "after the leader's last wait_group.read with no barrier after it), "
+                                  "kernel fix pending")
+
 
 @pytest.mark.parametrize("g, s", [
     (tn(100, 72, 200), ws((64, 64, 64), 3)),                                   # edges in M, N, K
@@ -77,6 +84,7 @@ def test_kernel_has_roles_and_no_bar_sync_in_the_loops():
     assert "grid: persistent, min(tiles, SMs) CTAs" in persistent.ptx
 
 
+@EPILOGUE_RACE
 def test_explicit_register_split_is_emitted_and_runs():
     g = tn(136, 72, 136)
     s = ws((128, 64, 64), 3, consumers=2, persistent=True, sms=1, producer_regs=24, consumer_regs=200)
@@ -156,6 +164,22 @@ def test_missing_phase_flip_is_caught(role, kind):
     assert e.value.kind == kind, e.value
 
 
+@EPILOGUE_RACE
+def test_a_barrier_after_the_leaders_last_store_wait_is_needed_when_a_cta_walks_several_tiles():
+    """Issue 21: with one CTA walking 4 tiles, the next tile's staging writes must be ordered after
+    the leader's last cp.async.bulk.wait_group.read of the previous tile by a barrier after that
+    wait. The fixed kernel runs; without that barrier the simulator names the race (planted bug)."""
+    k = ptxgen.compile(tn(136, 72, 136), ws((128, 64, 64), 3, consumers=2, persistent=True, sms=1), arch=ARCH)
+    lines = k.ptx.split("\n")
+    last = max(i for i, line in enumerate(lines) if "cp.async.bulk.wait_group.read" in line)
+    assert "bar.sync" in lines[last + 1], "no barrier right after the leader's last wait_group.read"
+    assert _run(k.ptx, k) < 1e-2
+    bad = "\n".join(lines[:last + 1] + lines[last + 2:])
+    with pytest.raises(sim.HazardError) as e:
+        _run(bad, k)
+    assert e.value.kind == "race" and f"wait at line {last + 1}" in e.value.detail, e.value
+
+
 def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():
     k = _plant_kernel()
     bad = re.sub(r"(mbarrier\.init\.shared::cta\.b64 \[[^\]]*\]), 8;", r"\1, 16;", k.ptx)
@@ -173,7 +197,8 @@ def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():
      ws((128, 64, 32), 3, consumers=2, persistent=True, sms=2, raster="grouped", group_m=2)),
     (tn(130, 72, 24, "f16", "f16"), ws((64, 16, 16), 1, persistent=True, sms=4)),         # 1 stage, 20 tiles
     (Gemm(200, 136, 136, a_layout="row", b_layout="col", epilogue=GELU), ws((128, 64, 64), 5, consumers=2, persistent=True, sms=1)),  # one CTA
-    (tn(300, 600, 136, "bf16", "bf16"), Schedule(block=(128, 256, 64), instruction="wgmma", stages=3, sms=2)),
+    pytest.param(tn(300, 600, 136, "bf16", "bf16"), Schedule(block=(128, 256, 64), instruction="wgmma", stages=3, sms=2),
+                 marks=EPILOGUE_RACE),
 ], ids=["defaults", "3ctas", "grouped-2c-mn", "s1", "one-cta-gelu", "n256-2c"])
 def test_persistent_gemm_matches_numpy(g, s):
     check_epilogue(g, s, seed=g.n + g.k)
@@ -191,6 +216,7 @@ def test_persistent_grid_is_one_cta_per_sm_and_fills_the_device():
     assert "%nctaid.x" in k.ptx and "producer_tile_loop" in k.ptx and "consumer_tile_loop" in k.ptx
 
 
+@EPILOGUE_RACE
 def test_one_persistent_cta_computes_exactly_its_tiles():
     """CTA 1 of 3 walks tiles 1, 4, 7 (row raster, 3 n-tiles): those are written, the rest stays NaN."""
     g = tn(192, 192, 64)

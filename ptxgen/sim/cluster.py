@@ -12,7 +12,7 @@ address (what `mapa` returns) and, in CTA r itself, as a `.shared::cta` address 
 value, what `cvta.to.shared` gives), so the executing CTA's `.shared::cta` window lies inside the
 `.shared::cluster` window as the ISA requires. sm_100 code relies on the rank bits: CUTLASS
 (`Sm100MmaPeerBitMask = 0xFEFFFFFF`) and Gluon (`and.b32 %r, %r, 0xFEFFFFF0`) find the even CTA of a
-pair's mbarrier by clearing bit 24 of a `.shared::cta` address (docs/ptx_facts/tcgen05.md §14).
+pair's mbarrier by clearing bit 24 of a `.shared::cta` address (docs/ptx_facts/tcgen05.md §12m).
 A `.shared::cta` access must stay in the executing CTA's window (`own_offsets`). The generic form
 is the same value above memory.SHARED_GENERIC_BASE. Inside the simulator shared memory is indexed by
 the offset o alone (SharedMemory, descriptors).
@@ -270,7 +270,7 @@ def own_offsets(cta, addrs: np.ndarray, what: str) -> np.ndarray:
         raise Fault("out-of-bounds", f"{what}: shared address {a:#x} lies in the window of cluster CTA rank "
                     f"{a // CLUSTER_STRIDE}, not in this CTA's (rank {cta.cluster.rank}, addresses from "
                     f"{base:#x}); a .shared::cta access reaches only the executing CTA's shared memory: "
-                    "use the .shared::cluster form (docs/ptx_facts/tcgen05.md §14)")
+                    "use the .shared::cluster form (docs/ptx_facts/tcgen05.md §12m)")
     return rel
 
 

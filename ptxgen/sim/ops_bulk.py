@@ -238,7 +238,7 @@ def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int
     .shared::cluster `dst` names, its mbarrier in the same CTA, or with .cta_group::2 in that CTA
     or its pair peer (cluster rank differing in bit 0), or with .multicast::cluster every CTA in
     `cta_mask` at the same CTA-relative offsets (PTX ISA cp.async.bulk.tensor;
-    docs/ptx_facts/tcgen05.md §14)."""
+    docs/ptx_facts/tcgen05.md §12m)."""
     if cta_mask is None:
         (peer, _, offs), = cluster_targets(cta, np.array([dst], dtype=np.int64), nbytes, what + " destination")
         (bpeer, _, boffs), = cluster_targets(cta, np.array([mbar], dtype=np.int64), 8, what + " mbarrier")

@@ -1,5 +1,5 @@
 """Shared windows of a cluster on sm_100a and the .cta_group::2 forms of TMA loads and mbarrier
-arrives (docs/ptx_facts/tcgen05.md §14): a CTA's .shared::cta addresses carry its cluster rank in
+arrives (docs/ptx_facts/tcgen05.md §12m): a CTA's .shared::cta addresses carry its cluster rank in
 bits 24 and up, so clearing bit 24 names the even CTA of a pair (CUTLASS's Sm100MmaPeerBitMask,
 Gluon's `and.b32 %r, %r, 0xFEFFFFF0`)."""
 from __future__ import annotations

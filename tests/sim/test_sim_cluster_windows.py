@@ -102,7 +102,7 @@ DONE:
     assert out[0] == 77
 
 
-def _tma_pair_kernel(load_mods: str, bar_mask: str = "0xFEFFFFFF") -> str:
+def _tma_pair_kernel(load_mods: str, bar_mask: str = "0xFEFFFFFF", count: int = 2) -> str:
     """Each CTA loads its 16x32 fp32 box (rows 16 * rank..) into its own buf; both loads complete
     on rank 0's barrier (`bar & bar_mask`); rank 0 waits, then a cluster barrier, then each CTA
     writes its buf to out[rank]."""
@@ -114,7 +114,7 @@ def _tma_pair_kernel(load_mods: str, bar_mask: str = "0xFEFFFFFF") -> str:
     mov.u32 %r6, buf;
     and.b32 %r3, %r2, {bar_mask};
     setp.eq.u32 %p1, %r1, 0;
-    @%p1 mbarrier.init.shared::cta.b64 [%r2], 2;
+    @%p1 mbarrier.init.shared::cta.b64 [%r2], {count};
     fence.mbarrier_init.release.cluster;
     barrier.cluster.arrive.aligned;
     barrier.cluster.wait.aligned;
@@ -144,10 +144,10 @@ COPY:
     return _kernel(body)
 
 
-def _run_tma_pair(ptx: str):
-    src = np.arange(32 * 32, dtype=np.float32).reshape(32, 32) + 1
-    out = np.full((2, 16, 32), np.nan, np.float32)
-    sim.launch(ptx, "k", grid=(2,), block=(1,), cluster=(2, 1, 1), args=[out, sim.TensorMap(src, (16, 32))])
+def _run_tma_pair(ptx: str, ctas: int = 2):
+    src = np.arange(16 * ctas * 32, dtype=np.float32).reshape(16 * ctas, 32) + 1
+    out = np.full((ctas, 16, 32), np.nan, np.float32)
+    sim.launch(ptx, "k", grid=(ctas,), block=(1,), cluster=(ctas, 1, 1), args=[out, sim.TensorMap(src, (16, 32))])
     return src, out
 
 
@@ -159,6 +159,21 @@ def test_cta_group_2_tma_load_completes_on_the_peer_barrier():
 def test_plain_tma_load_needs_its_barrier_in_the_destination_cta():
     with pytest.raises(sim.HazardError, match="must be in the same CTA"):
         _run_tma_pair(_tma_pair_kernel("shared::cluster"))
+
+
+def test_cta_group_2_tma_barrier_must_be_in_the_pair():
+    """Cluster of 4, every load completing on rank 0's barrier (`& 0xFCFFFFFF`): rank 2's barrier is
+    in rank 0, which is not the pair peer of rank 2 or 3."""
+    with pytest.raises(sim.HazardError, match="not its pair peer"):
+        _run_tma_pair(_tma_pair_kernel("cta_group::2.shared::cluster", "0xFCFFFFFF", count=4), ctas=4)
+
+
+def test_cta_group_2_tma_with_multicast_is_refused():
+    ptx = _tma_pair_kernel("cta_group::2.shared::cluster").replace(
+        "mbarrier::complete_tx::bytes [%r6], [pMap, {%r10, %r9}], [%r3];",
+        "mbarrier::complete_tx::bytes.multicast::cluster [%r6], [pMap, {%r10, %r9}], [%r3], %h1;")
+    with pytest.raises(sim.HazardError, match="multicast::cluster with .cta_group::2 is not simulated"):
+        _run_tma_pair(ptx)
 
 
 def test_cta_group_tma_load_needs_sm100a():

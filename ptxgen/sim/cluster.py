@@ -6,16 +6,13 @@ shared memory. `sim.launch(..., cluster=(x, y, z))` (or the entry's `.reqnctaper
 grid into clusters; the scheduler starts the CTAs of a cluster together (scheduler.run_interleaved's
 `group`). Without either, every CTA is its own 1x1x1 cluster (the PTX ISA's implicit cluster).
 
-Addresses. The shared window of cluster CTA rank r sits at `r * CLUSTER_STRIDE` (bit 24 up holds
-the rank): offset o of it has the address `r * CLUSTER_STRIDE + o` both as a `.shared::cluster`
-address (what `mapa` returns) and, in CTA r itself, as a `.shared::cta` address (a shared symbol's
-value, what `cvta.to.shared` gives), so the executing CTA's `.shared::cta` window lies inside the
-`.shared::cluster` window as the ISA requires. sm_100 code relies on the rank bits: CUTLASS
-(`Sm100MmaPeerBitMask = 0xFEFFFFFF`) and Gluon (`and.b32 %r, %r, 0xFEFFFFF0`) find the even CTA of a
-pair's mbarrier by clearing bit 24 of a `.shared::cta` address (docs/ptx_facts/tcgen05.md §12m).
-A `.shared::cta` access must stay in the executing CTA's window (`own_offsets`). The generic form
-is the same value above memory.SHARED_GENERIC_BASE. Inside the simulator shared memory is indexed by
-the offset o alone (SharedMemory, descriptors).
+Addresses. Offset o of cluster CTA rank r's shared window has the address `r * CLUSTER_STRIDE + o`
+(rank in bit 24 up) as a `.shared::cluster` address (`mapa`'s result) and, in CTA r, as a
+`.shared::cta` address (a shared symbol's value), so the executing CTA's window lies inside the
+cluster window as the ISA requires; sm_100 code clears bit 24 to reach the even CTA of a pair
+(CUTLASS `Sm100MmaPeerBitMask`, Gluon; docs/ptx_facts/tcgen05.md §12m). A `.shared::cta` access
+must stay in its own window (`own_offsets`); the generic form adds memory.SHARED_GENERIC_BASE;
+SharedMemory and descriptors index by o alone.
 
 Ordering between CTAs (CrossTags): every shared byte of a cluster launch remembers the cluster rank
 of its last writer and readers and how many barrier.cluster arrivals that thread had made. A thread
@@ -252,7 +249,7 @@ class CrossTags:
 
 # ------------------------------------------------------------------ DSMEM addresses
 def window_base(cta) -> int:
-    """Where the executing CTA's shared window starts in the .shared::cluster window (module doc)."""
+    """Where the executing CTA's window starts in the .shared::cluster window (module doc)."""
     return 0 if cta.cluster is None else cta.cluster.rank * CLUSTER_STRIDE
 
 
@@ -267,10 +264,9 @@ def own_offsets(cta, addrs: np.ndarray, what: str) -> np.ndarray:
     bad = (rel < 0) | (rel >= CLUSTER_STRIDE)
     if bad.any():
         a = int(addrs[np.flatnonzero(bad)[0]])
-        raise Fault("out-of-bounds", f"{what}: shared address {a:#x} lies in the window of cluster CTA rank "
-                    f"{a // CLUSTER_STRIDE}, not in this CTA's (rank {cta.cluster.rank}, addresses from "
-                    f"{base:#x}); a .shared::cta access reaches only the executing CTA's shared memory: "
-                    "use the .shared::cluster form (docs/ptx_facts/tcgen05.md §12m)")
+        raise Fault("out-of-bounds", f"{what}: shared address {a:#x} lies in cluster CTA rank {a // CLUSTER_STRIDE}'s "
+                    f"window, not in this CTA's (rank {cta.cluster.rank}, from {base:#x}); a .shared::cta access "
+                    "reaches only its own CTA: use .shared::cluster (docs/ptx_facts/tcgen05.md §12m)")
     return rel
 
 

@@ -36,6 +36,7 @@ class InFlight:
     data: np.ndarray      # uint8 bytes to land
     nbytes: int           # what its complete-tx subtracts
     line: int
+    into: object = None   # the SharedMemory it lands in, when not the barrier's CTA's (.cta_group::2)
 
 
 @dataclass
@@ -139,9 +140,10 @@ def try_complete(bar: Barrier, land) -> bool:
         if land is None or bar.tx != sum(c.nbytes for c in bar.inflight):
             return False
         for chunk in bar.inflight:
-            land.pending[chunk.idx] -= 1
-            land.data[chunk.idx] = chunk.data
-            land.w_thread[chunk.idx] = NOBODY   # async-proxy write, made visible by the wait's acquire
+            mem = land if chunk.into is None else chunk.into
+            mem.pending[chunk.idx] -= 1
+            mem.data[chunk.idx] = chunk.data
+            mem.w_thread[chunk.idx] = NOBODY   # async-proxy write, made visible by the wait's acquire
         bar.tx = 0
         bar.inflight = []
     if bar.tx:

@@ -23,6 +23,7 @@ from .errors import Fault
 GLOBAL_BASE = 0x7F00_0000_0000
 GLOBAL_REGION = 1 << 40      # fake address space per argument array; the array sits at its middle
 SHARED_GENERIC_BASE = 0x7E00_0000_0000  # where cvta.shared puts the shared window
+CLUSTER_STRIDE = 1 << 24        # cluster rank r's shared window starts at r * CLUSTER_STRIDE (cluster.py)
 PARAM_BASE = 0x7D00_0000_0000  # address of the kernel parameters (mov of a .param symbol, cvta.param)
 NOBODY = -1
 MANY = -2

@@ -17,7 +17,7 @@ import numpy as np
 from . import async_order, ops_async, ops_atomic
 from .async_proxy import (BulkRead, InFlight, barrier_at, check_async_read, check_barrier_address, hopper, proxy_fence,
                           require)
-from .cluster import CLUSTER_STRIDE, note_fence
+from .cluster import CLUSTER_STRIDE, note_fence, own_offsets
 from .cluster import targets as cluster_targets
 from .errors import Fault
 from .memory import PARAM_BASE
@@ -112,12 +112,24 @@ def _compile_tensor(ins: Instr, ctx, mods: tuple):
     if not mods or mods[0] not in ("1d", "2d", "3d", "4d", "5d"):
         raise ctx.fail("cp.async.bulk.tensor needs a dimension .1d .. .5d")
     rank = int(mods[0][0])
-    direction, rest = _directions(ctx, mods[1:], "cp.async.bulk.tensor")
+    groups = [m for m in mods[1:] if m in ("cta_group::1", "cta_group::2")]
+    direction, rest = _directions(ctx, [m for m in mods[1:] if m not in groups], "cp.async.bulk.tensor")
+    if groups and (direction != "load" or len(groups) > 1):
+        raise ctx.fail("cp.async.bulk.tensor takes one .cta_group::1|::2, on a load into shared memory only")
+    rest = rest + groups
     multicast = direction == "load" and "multicast::cluster" in rest
-    rest = [m for m in rest if m not in ("tile", "multicast::cluster")]
+    pair = direction == "load" and "cta_group::2" in rest
+    if groups:
+        from .ops_tcgen05 import require_tcgen05
+        require_tcgen05(ctx, "cp.async.bulk.tensor .cta_group")
+    if pair and multicast:
+        raise ctx.fail("cp.async.bulk.tensor .multicast::cluster with .cta_group::2 is not simulated (which "
+                       "CTA of each destination's pair its mbarrier is in is not modelled); drop one of them")
+    rest = [m for m in rest if m not in ("tile", "multicast::cluster", "cta_group::1", "cta_group::2")
+            or (m.startswith("cta_group") and direction != "load")]
     if rest:
         raise ctx.fail(f"cp.async.bulk.tensor modifier(s) .{' .'.join(rest)} not supported (tile mode only; "
-                       "im2col and .cta_group are not simulated)")
+                       "im2col is not simulated)")
     ops = _drop_hint(ctx, ins, list(ins.operands))
     line = ctx.line
     get_mask = None
@@ -149,9 +161,10 @@ def _compile_tensor(ins: Instr, ctx, mods: tuple):
                 dst = int(per_thread(get_dst(cta.R), tids)[k])
                 mbar = int(per_thread(get_bar(cta.R), tids)[k])
                 cta_mask = None if get_mask is None else int(per_thread(get_mask(cta.R), tids)[k])
-                _load_box(cta, tid, tmap, start, dst, mbar, line, what, cta_mask)
+                _load_box(cta, tid, tmap, start, dst, mbar, line, what, cta_mask, pair)
             else:
-                _store_box(cta, tid, tmap, start, int(per_thread(get_src(cta.R), tids)[k]), what, line)
+                src = own_offsets(cta, per_thread(get_src(cta.R), tids)[k:k + 1], what + " source")
+                _store_box(cta, tid, tmap, start, int(src[0]), what, line)
     return run
 
 
@@ -200,7 +213,7 @@ def _smem_box(cta: CtaState, base: int, nbytes: int, swizzle: int, what: str) ->
 
 
 def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: int, line: int, what: str,
-              cta_mask: int | None = None):
+              cta_mask: int | None = None, pair: bool = False):
     if tmap.fp4_padded:          # innermost coordinate in e2m1 values; map in 8-byte units (tma_fp4.py)
         start = tuple(start[:-1]) + (tma_fp4.inner_coordinate(start[-1], what),)
     offs, valid = _box_elements(tmap, start)
@@ -215,21 +228,31 @@ def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: 
     tx = len(data)                  # complete-tx counts the bytes read (packed, for padded fp4)
     if tmap.fp4_padded:
         data = tma_fp4.expand(data)
-    for peer, dst_off, mbar_off in _destinations(cta, dst, mbar, len(data), cta_mask, what):
-        _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what, cta, tx)
+    for peer, dst_off, bar_cta, mbar_off in _destinations(cta, dst, mbar, len(data), cta_mask, what, pair):
+        _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what, cta, tx, bar_cta)
 
 
-def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int | None, what: str):
-    """[(CTA, shared offset, mbarrier offset)] a load lands in: the CTA a .shared::cluster `dst`
-    names (its mbarrier must be in the same CTA), or with .multicast::cluster every CTA in
-    `cta_mask` at the same CTA-relative offsets (PTX ISA cp.async.bulk.tensor)."""
+def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int | None, what: str,
+                  pair: bool = False):
+    """[(CTA, shared offset, mbarrier's CTA, mbarrier offset)] a load lands in: the CTA a
+    .shared::cluster `dst` names, its mbarrier in the same CTA, or with .cta_group::2 in that CTA
+    or its pair peer (cluster rank differing in bit 0), or with .multicast::cluster every CTA in
+    `cta_mask` at the same CTA-relative offsets (PTX ISA cp.async.bulk.tensor;
+    docs/ptx_facts/tcgen05.md §12m)."""
     if cta_mask is None:
         (peer, _, offs), = cluster_targets(cta, np.array([dst], dtype=np.int64), nbytes, what + " destination")
         (bpeer, _, boffs), = cluster_targets(cta, np.array([mbar], dtype=np.int64), 8, what + " mbarrier")
         if bpeer is not peer:
-            raise Fault("out-of-bounds", f"{what}: the destination is in cluster CTA rank {peer.cluster.rank} "
-                        f"but the mbarrier in rank {bpeer.cluster.rank}; they must be in the same CTA")
-        return [(peer, int(offs[0]), int(boffs[0]))]
+            r, b = (0, 0) if peer.cluster is None else (peer.cluster.rank, bpeer.cluster.rank)
+            if not pair:
+                raise Fault("out-of-bounds", f"{what}: the destination is in cluster CTA rank {r} but the "
+                            f"mbarrier in rank {b}; they must be in the same CTA (.cta_group::2 lets the "
+                            "mbarrier be in the destination's pair peer)")
+            if b != r ^ 1:
+                raise Fault("out-of-bounds", f"{what}.cta_group::2: the destination is in cluster CTA rank {r} "
+                            f"but the mbarrier in rank {b}, which is not its pair peer (rank {r ^ 1}); the "
+                            "mbarrier must be in the destination CTA or its peer")
+        return [(peer, int(offs[0]), bpeer, int(boffs[0]))]
     size = cta.cluster.cluster.size
     if cta_mask >> size:
         raise Fault("out-of-bounds", f"{what}: ctaMask {cta_mask:#06x} names CTA ranks outside this cluster of "
@@ -241,9 +264,9 @@ def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int
     for r in range(size):
         if cta_mask >> r & 1:
             rel_dst = dst % CLUSTER_STRIDE
-            (peer, _, offs), = cluster_targets(cta, np.array([(r + 1) * CLUSTER_STRIDE + rel_dst], dtype=np.int64),
+            (peer, _, offs), = cluster_targets(cta, np.array([r * CLUSTER_STRIDE + rel_dst], dtype=np.int64),
                                                 nbytes, what + " destination")
-            out.append((peer, int(offs[0]), mbar % CLUSTER_STRIDE))
+            out.append((peer, int(offs[0]), peer, mbar % CLUSTER_STRIDE))
     return out
 
 
@@ -261,12 +284,15 @@ def _barrier_init_seen(issuer: CtaState, tid: int, owner: CtaState, mbar: int, w
 
 
 def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int, mbar: int, line: int,
-               what: str, issuer: CtaState, tx: int | None = None) -> None:
+               what: str, issuer: CtaState, tx: int | None = None, bar_cta: CtaState | None = None) -> None:
+    """Put a load's bytes in flight into `cta`'s shared memory, completing on the mbarrier at `mbar`
+    in `bar_cta` (default `cta`): the bytes land when that barrier's phase is waited for."""
+    bar_cta = cta if bar_cta is None else bar_cta
     mbars = np.array([mbar], dtype=np.int64)
-    check_barrier_address(cta, mbars, what)
-    bar = barrier_at(cta, mbar, what if cta.cluster is None or cta.cluster.cluster.size == 1 else
-                     f"{what} (cluster CTA rank {cta.cluster.rank})")
-    _barrier_init_seen(issuer, tid, cta, mbar, what)
+    check_barrier_address(bar_cta, mbars, what)
+    bar = barrier_at(bar_cta, mbar, what if bar_cta.cluster is None or bar_cta.cluster.cluster.size == 1 else
+                     f"{what} (cluster CTA rank {bar_cta.cluster.rank})")
+    _barrier_init_seen(issuer, tid, bar_cta, mbar, what)
     idx = _smem_box(cta, dst, len(data), swizzle, what)
     cta.smem.check_not_pending(idx, np.full(len(idx), tid), 1, what + " writes")
     async_order.check_write(cta, idx, tid, what, issuer)   # after the waits of earlier async reads
@@ -277,7 +303,8 @@ def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int
                     "flight reads; retire it with wgmma.wait_group (in every warp that issued it, then a barrier) "
                     "before the copy is issued")
     cta.smem.pending[idx] += 1
-    bar.inflight.append(InFlight(idx, data, len(data) if tx is None else tx, line))
+    bar.inflight.append(InFlight(idx, data, len(data) if tx is None else tx, line,
+                                 None if bar_cta is cta else cta.smem))
     bar.version += 1
 
 
@@ -335,7 +362,11 @@ def _compile_plain(ins: Instr, ctx, mods: tuple):
         tids = cta.threads(mask)
         dsts, srcs = per_thread(get_dst(cta.R), tids), per_thread(get_src(cta.R), tids)
         sizes = per_thread(get_size(cta.R), tids)
-        bars = per_thread(get_bar(cta.R), tids) if direction == "load" else None
+        bars = own_offsets(cta, per_thread(get_bar(cta.R), tids), what) if direction == "load" else None
+        if direction == "load":
+            dsts = own_offsets(cta, dsts, what + " destination")
+        else:
+            srcs = own_offsets(cta, srcs, what + " source")
         for k, tid in enumerate(tids.tolist()):
             size, dst, src = int(sizes[k]), int(dsts[k]), int(srcs[k])
             if size % 16 or size == 0:

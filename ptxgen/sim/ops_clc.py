@@ -121,7 +121,7 @@ def _destinations(cta: CtaState, addr: int, mbar: int, multicast: bool, what: st
     size = cta.cluster.cluster.size if multicast and cta.cluster is not None else 1
     out = []
     for r in range(size):
-        rel = (lambda a: (r + 1) * CLUSTER_STRIDE + a % CLUSTER_STRIDE) if multicast else (lambda a: a)
+        rel = (lambda a: r * CLUSTER_STRIDE + a % CLUSTER_STRIDE) if multicast else (lambda a: a)
         (peer, _, offs), = cluster_targets(cta, np.array([rel(addr)], dtype=np.int64), RESPONSE_BYTES, what)
         (bpeer, _, boffs), = cluster_targets(cta, np.array([rel(mbar)], dtype=np.int64), 8, what + " mbarrier")
         out.append((peer, int(offs[0]), int(boffs[0])))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import async_order
-from .cluster import CLUSTER_STRIDE, targets as cluster_targets
+from .cluster import CLUSTER_STRIDE, foreign, own_offsets, targets as cluster_targets
 from .async_proxy import (MAX_COUNT, Barrier, add_tx, arrive, barrier_at, check_barrier_address, hopper,
                           note_stall, require, try_complete)
 from .errors import Fault
@@ -78,12 +78,11 @@ def _count_getter(ctx, op, what: str):
 def _barriers(cta: CtaState, tids, get_addr, what: str):
     """[(barrier address, thread positions)] for the acting threads."""
     addrs = per_thread(get_addr(cta.R), tids)
-    if (addrs >= CLUSTER_STRIDE).any():     # a .shared::cluster address (mapa): only this CTA's here
-        own = [(peer is cta) for peer, _, _ in cluster_targets(cta, addrs, 8, what)]
-        if not all(own):
-            raise Fault("unsupported", f"{what} on another CTA's mbarrier: the simulator reaches a peer's "
-                        "mbarrier with mbarrier.arrive{.expect_tx}.shared::cluster only")
-        addrs = addrs % CLUSTER_STRIDE
+    if foreign(cta, addrs).any():     # another CTA's window (mapa): only arrives reach it
+        cluster_targets(cta, addrs, 8, what)        # a rank outside the cluster is refused first
+        raise Fault("unsupported", f"{what} on another CTA's mbarrier: the simulator reaches a peer's "
+                    "mbarrier with mbarrier.arrive{.expect_tx}.shared::cluster only")
+    addrs = own_offsets(cta, addrs, what)
     check_barrier_address(cta, addrs, what)
     first = int(addrs[0])
     if (addrs == first).all():
@@ -204,7 +203,7 @@ def _compile_arrive(ctx, ops, space, kind, name, cluster_space: bool):
         n = per_thread(get_n(cta.R), tids).astype(np.int64) if get_n is not None else None
         if cluster_space:
             addrs = per_thread(get_addr(cta.R), tids)
-            if (addrs >= CLUSTER_STRIDE).any():
+            if foreign(cta, addrs).any():
                 _cluster_arrive(cta, tids, addrs, n)
                 return
         tokens = np.zeros(len(tids), dtype=np.uint64)

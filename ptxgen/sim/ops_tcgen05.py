@@ -32,7 +32,7 @@ import numpy as np
 from . import tcgen05_layouts as tl
 from . import tmem as tm
 from .async_proxy import arrive, barrier_at, check_barrier_address, hopper
-from .cluster import CLUSTER_STRIDE, targets as cluster_targets
+from .cluster import CLUSTER_STRIDE, own_offsets, targets as cluster_targets, window_base
 from .errors import Fault
 from .memory import SHARED_GENERIC_BASE
 from .operands import Lit, Mem
@@ -115,6 +115,7 @@ def _compile_alloc(ins: Instr, ctx, mods: list):
             tm.check_alloc_request(st, ncols)
             if space == "generic":
                 dst -= SHARED_GENERIC_BASE
+            dst = int(own_offsets(cta, np.array([dst], dtype=np.int64), "tcgen05.alloc destination")[0])
             if dst % 4:
                 raise Fault("misaligned", f"tcgen05.alloc destination {dst:#x} is not 4-byte aligned")
             start = tm.try_alloc(st, ncols)
@@ -329,7 +330,8 @@ def _compile_commit(ins: Instr, ctx, mods: list):
         tids = cta.threads(mask)
         addrs = per_thread(get_addr(cta.R), tids).astype(np.int64)
         if not cluster_space:
-            inside = (addrs >= SHARED_GENERIC_BASE) & (addrs < SHARED_GENERIC_BASE + cta.smem.size)
+            base = SHARED_GENERIC_BASE + window_base(cta)
+            inside = (addrs >= base) & (addrs < base + cta.smem.size)
             if not inside.all():
                 raise Fault("out-of-bounds", f"{what} mbarrier address {int(addrs[~inside][0]):#x} is not in the "
                             "shared window (use .shared::cluster with a shared address)")
@@ -344,7 +346,7 @@ def _compile_commit(ins: Instr, ctx, mods: list):
                 r.committed = True
             if multicast:
                 ranks = [r for r in range(16) if masks[j] >> r & 1]
-                dests = [CLUSTER_STRIDE * (r + 1) + int(addrs[j]) % CLUSTER_STRIDE for r in ranks]
+                dests = [CLUSTER_STRIDE * r + int(addrs[j]) % CLUSTER_STRIDE for r in ranks]
             else:
                 dests = [int(addrs[j])]
             for peer, _, offs in cluster_targets(cta, np.array(dests, dtype=np.int64), 8, what):
@@ -458,7 +460,7 @@ def wrap_mbarrier(compile_mbarrier):
                 st.unfenced[tids[ok]] = line
             if ok.any():
                 addrs = per_thread(get_addr(cta.R), tids)[ok]
-                addrs = addrs - SHARED_GENERIC_BASE if generic else addrs % CLUSTER_STRIDE
+                addrs = own_offsets(cta, addrs - SHARED_GENERIC_BASE if generic else addrs, "mbarrier wait")
                 for addr in np.unique(addrs).tolist():
                     bar = hopper(cta).barriers.get(int(addr))
                     if bar is not None:

@@ -17,6 +17,7 @@ import numpy as np
 from .errors import Fault, HazardError
 from .operands import Lit, Mem, Name, NotPred, Vec
 from .parse import Entry, Label, Module, ParamDecl
+from .memory import CLUSTER_STRIDE
 from .ptxtypes import STORAGE_DTYPE, TYPE_BITS, VIEW_DTYPE, immediate_array
 
 Getter = Callable[[list], np.ndarray]
@@ -114,13 +115,23 @@ class CompileContext:
         if isinstance(op, Name) and op.name in self.symbols:
             if TYPE_BITS[typ] not in (32, 64) or typ.startswith("f"):
                 raise self.fail(f"symbol {op.name} used as a .{typ} value")
-            value = immediate_array("int", self.symbols[op.name], typ)
-            return lambda R: value
+            return self.shared_symbol(op.name, typ, 0)
         if isinstance(op, NotPred) and typ == "pred":
             inner = self.src(op.name, "pred")
             return lambda R: ~inner(R)
         name = op.name if isinstance(op, Name) else op
         raise self.fail(f"operand {name!r} is not a register, immediate or shared symbol")
+
+    def shared_symbol(self, name: str, typ: str, offset: int) -> Getter:
+        """Getter of a shared symbol's .shared::cta address (+ offset) as `typ`: its offset in the
+        window plus the executing CTA's window base, cluster rank * CLUSTER_STRIDE (cluster.py doc)."""
+        value = immediate_array("int", self.symbols[name] + offset, typ)
+        rank_slot = self.regs["%cluster_ctarank"][0]
+
+        def get(R):
+            rank = R[rank_slot][:1]
+            return value if not rank[0] else value + (rank.astype(np.int64) * CLUSTER_STRIDE).astype(value.dtype)
+        return get
 
     def vec(self, op, n_items: int | None, what: str) -> tuple:
         if not isinstance(op, Vec):

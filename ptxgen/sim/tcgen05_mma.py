@@ -45,21 +45,21 @@ ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "e2m3": 1, "e3m2"
 
 
 def _decode_fp8_container(kind: str):
-    """fp6/fp4 operands under kind::f8f6f4 / mxf8f6f4 sit in shared memory in the padded forms
-    (.b6x16_p32: 16 values in 12 bytes + 4 padding; .b4x16_p64: 8 bytes + 8 padding; PTX ISA
-    §5.5.1.1.1); the bit order inside them is given by figures only, so they are refused until a
-    kernel (e.g. Triton's mxfp8 x mxfp4 corpus entry) pins it down."""
+    """fp6 operands under kind::f8f6f4 / mxf8f6f4 sit in shared memory as .b6x16_p32 (16 values in
+    12 bytes + 4 padding; PTX ISA §5.5.1.1.1); where each 6-bit value sits inside the 12 bytes is
+    given by a figure only and no kernel here pins it down, so they are refused (e2m1's .b4x16_p64
+    is pinned by the corpus's mxfp8 x mxfp4 entry: decode_fp4_padded)."""
     def decode(raw: np.ndarray) -> np.ndarray:
         raise Fault("unsupported", f"tcgen05.mma with {kind} operands under .kind::f8f6f4/mxf8f6f4 (the padded "
-                    "16-value shared-memory forms) is not simulated yet; e4m3 and e5m2 are, and e2m1 under "
-                    ".kind::mxf4/mxf4nvf4")
+                    ".b6x16_p32 shared-memory form, whose bit placement the ISA gives by a figure only) is not "
+                    "simulated; e4m3, e5m2 and e2m1 (.b4x16_p64) are")
     return decode
 
 
 #: element format -> bytes (..., esize) uint8 -> float64 / int64; other formats plug in here
 FORMATS = {name: (lambda raw, name=name: decode_elements(raw, name))
            for name in ("f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8")}
-FORMATS.update({name: _decode_fp8_container(name) for name in ("e2m3", "e3m2", "e2m1")})
+FORMATS.update({name: _decode_fp8_container(name) for name in ("e2m3", "e3m2")})
 assert ml_dtypes is not None
 
 
@@ -289,7 +289,18 @@ def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_maj
     check_async_read(cta, idx, f"tcgen05.mma (async proxy) operand {which} reads")
     if packed_fp4:
         return ts.decode_fp4_packed(raw, mn), idx
+    if typ == "e2m1":
+        return decode_fp4_padded(raw, mn, k), idx
     return FORMATS[typ](raw).reshape(mn, k), idx
+
+
+def decode_fp4_padded(raw: np.ndarray, rows: int, k: int) -> np.ndarray:
+    """(rows, k) float64 of e2m1 in the `.b4x16_p64` form kind::f8f6f4/mxf8f6f4 reads: each 16 values
+    of a row are 8 bytes (two per byte, lower k in the low nibble) then 8 padding bytes, which are
+    not read as data (PTX ISA §5.5.1.1.1; docs/ptx_facts/sm100_formats.md §2a). The byte order is
+    what 16U4_ALIGN16B TMA lands (tma_fp4.expand) and the corpus's mxfp8 x mxfp4 kernel checks."""
+    units = np.ascontiguousarray(raw).reshape(rows, k // 16, 16)[:, :, :8]
+    return ts.decode_fp4_packed(units.reshape(rows, k // 2), rows)
 
 
 def _read_a_tmem(st: tm.TmemState, addr: int, m: int, k: int, typ: str, d_lane: int):

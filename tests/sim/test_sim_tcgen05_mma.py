@@ -394,3 +394,45 @@ def test_tma_overwriting_the_stage_before_the_mma_commit_is_seen_is_a_hazard():
     with pytest.raises(sim.HazardError) as e:
         _tma_pipeline(False)
     assert e.value.kind == "async-pending" and "cp.async.bulk.tensor" in str(e.value)
+
+
+def _padded_fp4(codes: np.ndarray) -> np.ndarray:
+    """rows x K e2m1 codes -> rows x K bytes in .b4x16_p64: per 16 values 8 bytes (lower k in the low
+    nibble) then 8 zero bytes (PTX ISA §5.5.1.1.1; docs/ptx_facts/sm100_formats.md §2a)."""
+    rows, k = codes.shape
+    packed = (codes[:, 0::2] | codes[:, 1::2] << 4).astype(np.uint8).reshape(rows, k // 16, 8)
+    return np.concatenate([packed, np.zeros_like(packed)], axis=2).reshape(rows, k)
+
+
+def _e4m3_x_padded_e2m1(swap_nibbles: bool = False, btype: int = 5):
+    rng = np.random.default_rng(7)
+    k, n = 32, 128
+    a = values(rng, "e4m3", (M, k))
+    codes = rng.integers(1, 8, (n, k)) | rng.choice([0, 8], (n, k))       # never-zero e2m1 codes
+    b = codes.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    img_b = _padded_fp4(codes)
+    if swap_nibbles:
+        img_b = (img_b >> 4) | ((img_b & 0xF) << 4)
+    ia, lbo, sbo = image_kmajor(a, "128B", M * 128)
+    ib, _, _ = image_kmajor(img_b, "128B", n * 128)
+    da, db = smem_desc(0, lbo, sbo, "128B"), smem_desc(ia.size, lbo, sbo, "128B")
+    ptx = gemm_kernel(n, "f8f6f4", 1, idesc(1, 0, btype, M, n), 32, ia.size, ib.size)
+    out = run_gemm(ptx, n, np.concatenate([ia, ib]), da, db)
+    return out.view(np.float32), a.astype(np.float64) @ b.T
+
+
+def test_f8f6f4_reads_e2m1_in_the_padded_form():
+    got, ref = _e4m3_x_padded_e2m1()
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_f8f6f4_padded_e2m1_nibble_order_matters():
+    """Swapping B's nibbles permutes K in B only, so the product changes: the order is read, not assumed."""
+    got, ref = _e4m3_x_padded_e2m1(swap_nibbles=True)
+    assert not np.array_equal(got, ref)
+
+
+def test_f8f6f4_fp6_operands_are_refused():
+    """e2m3 (code 3) in .b6x16_p32: the ISA places the 6-bit values by a figure only."""
+    with pytest.raises(sim.HazardError, match="b6x16_p32"):
+        _e4m3_x_padded_e2m1(btype=3)

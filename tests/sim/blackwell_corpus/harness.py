@@ -66,7 +66,8 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
 #: Features ptxgen.sim models today (Hopper's all; sm_100a's as they land: issue 20).
 SUPPORTED: set[str] = set(hopper.SUPPORTED) | {"brx", "clc", "b128", "lowprec-cvt", "griddepcontrol",
                                                  "tma-fp4-padded", "tcgen05", "tcgen05-f8f6f4", "tcgen05-block-scale",
-                                                 "tcgen05-cp"}
+                                                 "tcgen05-cp", "tcgen05-cta-pair",
+                                                 "mma-fp4-padded"}
 
 
 def features_of(ptx: str) -> list[str]:

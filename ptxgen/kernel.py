@@ -172,7 +172,7 @@ class Kernel:
     # -- execution --------------------------------------------------------------------------
     def simulate(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
                  ctas: list[tuple[int, int, int]] | None = None, progress: Any = None,
-                 workers: int | str = 1, ray_address: str | None = None):
+                 workers: int | str = 1, ray_address: str | None = None, trace=None, trace_ctas=None):
         """Run on ptxgen's CPU simulator and return C.
 
         A new C is poisoned (NaN for floats, `check.poisoned`), so elements no simulated CTA wrote
@@ -187,11 +187,15 @@ class Kernel:
         C is bit-identical to a serial run: CTAs that wait on each other (split-K's splits of a
         tile, Stream-K's chains) run in one task; what cannot be reproduced is refused
         (`ptxgen.scaleout.simulate`).
+
+        `trace="run.json"`: write the simulated CTAs' per-warp timeline as Chrome trace-event JSON
+        (open it in Perfetto; `ptxgen.sim.trace_png.draw` pictures it), of the CTAs in `trace_ctas`
+        (default: every simulated CTA); needs workers=1.
         """
         from .simulate import simulate_kernel
 
         return simulate_kernel(self, a, b, c=c, bias=bias, scale=scale, ctas=ctas, progress=progress,
-                               workers=workers, ray_address=ray_address)
+                               workers=workers, ray_address=ray_address, trace=trace, trace_ctas=trace_ctas)
 
     def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None, stream: Any = None):
         """Run on the GPU through the CUDA driver API and return C (written into `c` if given)."""

@@ -187,15 +187,18 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "O
 
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
                    scale: Any = None, progress: ProgressArg = False, workers: Any = 1,
-                   ray_address: str | None = None):
+                   ray_address: str | None = None, trace=None, trace_ctas=None):
     """Simulate; return (C, sim result). A new C is poisoned (`check.poisoned`) where no
-    simulated CTA wrote. `progress`, `workers`, `ray_address`: see `Kernel.simulate`."""
+    simulated CTA wrote. `progress`, `workers`, `ray_address`, `trace`, `trace_ctas`: see
+    `Kernel.simulate`."""
     from . import sim
     from .runtime.launch import check_epilogue_operands, vector_view
     from .runtime.operands import check_no_aliasing
     from .scaleout import Workers
 
     spread_over = Workers.of(workers, ray_address)  # bad values fail before any work
+    if trace is not None and spread_over.parallel:
+        raise ValueError("trace= records one process's simulation: run it with workers=1 (and no Ray)")
 
     g = kernel.gemm
     align = g.alignment()
@@ -237,7 +240,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
             res = launch_spread(kernel, args, c_index, readonly, scratch, ctas, spread_over, on_done)
         else:
             res = sim.launch(kernel.ptx, kernel.entry, grid=kernel.grid, block=kernel.block, args=args,
-                             dynamic_smem=kernel.smem_bytes, ctas=ctas, on_cta_done=on_done)
+                             dynamic_smem=kernel.smem_bytes, ctas=ctas, on_cta_done=on_done,
+                             trace=trace, trace_ctas=trace_ctas)
     finally:
         if bar is not None:
             bar.close()
@@ -246,6 +250,6 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
 
 def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
                     ctas=None, progress: ProgressArg = None, workers: Any = 1,
-                    ray_address: str | None = None) -> np.ndarray:
+                    ray_address: str | None = None, trace=None, trace_ctas=None) -> np.ndarray:
     return run_simulation(kernel, a, b, ctas, c=c, bias=bias, scale=scale, progress=progress, workers=workers,
-                          ray_address=ray_address)[0]
+                          ray_address=ray_address, trace=trace, trace_ctas=trace_ctas)[0]

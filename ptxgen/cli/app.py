@@ -117,6 +117,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="simulate every CTA, not a sample, on large grids (default: a sample of "
                         "corner and interior tiles when the grid has more than 16 CTAs)")
     r.add_argument("--seed", default=0, type=non_negative("--seed"), help="random seed of the operands (default 0)")
+    r.add_argument("--trace", metavar="JSON", default=None,
+                   help="write the simulated CTAs' per-warp timeline as Chrome trace-event JSON (open it in "
+                        "ui.perfetto.dev); implies --sim")
+    r.add_argument("--trace-png", metavar="PNG", default=None,
+                   help="draw the first traced CTA's (or cluster's) timeline as a Gantt chart (needs matplotlib: "
+                        "pip install -e \".[plot]\"); implies --sim")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="simulator progress bar on stderr (default auto: when stderr is a terminal)")
     r.add_argument("--workers", default=1, type=positive("--workers"),
@@ -216,8 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("out of host memory: the operands, C and the reference do not fit. Fix: a smaller "
                      "--shape (or --batch); the simulator samples tiles, but C is allocated whole", 1)
     except (HazardError, OverlappingWrites) as e:
+        hint = ("\n--trace run.json (or --trace-png run.png) shows what every warp did up to the stop and "
+                "names each waiting warp's last events" if getattr(e, "kind", "") == "deadlock"
+                and getattr(args, "trace", None) is None else "")
         return _fail(f"the simulator stopped the kernel: {e}\nThis is a bug in the generated code: please "
-                     "report it as a ptxgen issue, with the command line", 1)
+                     f"report it as a ptxgen issue, with the command line{hint}", 1)
     except ImportError as e:  # an optional extra (Ray) that is not installed: the message names it
         return _fail(str(e), 2)
     except WorkerLost as e:

@@ -176,7 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("\n".join(describe(k)))
     print(resources_line(k))
     g = k.gemm
-    on_gpu = gpu_available() and not args.sim
+    tracing = getattr(args, "trace", None) is not None or getattr(args, "trace_png", None) is not None
+    on_gpu = gpu_available() and not args.sim and not tracing
     ctas = None if (on_gpu or args.all_ctas) else sample_ctas(k)
     regions = tile_regions(k, ctas)
     tiles = -(-g.m // k.schedule.bm) * -(-g.n // k.schedule.bn) * g.batch
@@ -214,10 +215,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0 if result.ok else 1
     from ..simulate import run_simulation
 
-    why = "requested with --sim" if args.sim else f"no GPU: {gpu_unavailable_reason()}"
+    why = ("requested with --sim" if args.sim else "requested with --trace/--trace-png" if tracing and gpu_available()
+           else f"no GPU: {gpu_unavailable_reason()}")
     why = short_reason(why)
-    c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias, scale=scale,
-                            progress=_progress_arg(args), workers=spread_over)
+    from .trace_outputs import traced_run
+
+    with traced_run(getattr(args, "trace", None), getattr(args, "trace_png", None), spread_over) as trace:
+        c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias, scale=scale,
+                                progress=_progress_arg(args), workers=spread_over, trace=trace)
     scope = "every CTA" if ctas is None else f"{len(ctas)} of {total} CTAs {ctas}"
     over = f" over {spread_over.describe()}" if spread_over.parallel else ""
     print(f"executed   on the CPU simulator ({why}): {scope}{over}, {res.instructions} thread-instructions")

@@ -36,6 +36,7 @@ class InFlight:
     data: np.ndarray      # uint8 bytes to land
     nbytes: int           # what its complete-tx subtracts
     line: int
+    into: object = None   # the SharedMemory it lands in, when not the barrier's CTA's (.cta_group::2)
 
 
 @dataclass
@@ -47,6 +48,8 @@ class Barrier:
     phase: int = 0                 # completed phases so far; the current phase's parity is phase & 1
     version: int = 0               # bumped on every change (stall detection)
     inflight: list[InFlight] = field(default_factory=list)
+    arriving: set = field(default_factory=set)    # async_order (owner, id) pairs the current phase's arrivals carry
+    carried: set = field(default_factory=set)     # ... and those every completed phase carried
 
     def describe(self) -> str:
         flying = sum(c.nbytes for c in self.inflight)
@@ -61,6 +64,7 @@ class BulkRead:
     thread: int
     group: int
     idx: np.ndarray
+    line: int = 0          # the store's PTX line
 
 
 @dataclass
@@ -136,13 +140,17 @@ def try_complete(bar: Barrier, land) -> bool:
         if land is None or bar.tx != sum(c.nbytes for c in bar.inflight):
             return False
         for chunk in bar.inflight:
-            land.pending[chunk.idx] -= 1
-            land.data[chunk.idx] = chunk.data
-            land.w_thread[chunk.idx] = NOBODY   # async-proxy write, made visible by the wait's acquire
+            mem = land if chunk.into is None else chunk.into
+            mem.pending[chunk.idx] -= 1
+            mem.data[chunk.idx] = chunk.data
+            mem.w_thread[chunk.idx] = NOBODY   # async-proxy write, made visible by the wait's acquire
         bar.tx = 0
         bar.inflight = []
     if bar.tx:
         return False
+    if bar.arriving:
+        bar.carried |= bar.arriving
+        bar.arriving = set()
     bar.phase += 1
     bar.pending = bar.expected
     bar.version += 1

@@ -6,10 +6,13 @@ shared memory. `sim.launch(..., cluster=(x, y, z))` (or the entry's `.reqnctaper
 grid into clusters; the scheduler starts the CTAs of a cluster together (scheduler.run_interleaved's
 `group`). Without either, every CTA is its own 1x1x1 cluster (the PTX ISA's implicit cluster).
 
-Addresses. A `.shared::cluster` address of CTA rank r at offset o of its shared window is
-`(r + 1) * CLUSTER_STRIDE + o` (what `mapa` returns); a `.shared::cta` address (below the stride) used
-as a `.shared::cluster` address names the executing CTA's own window, as the ISA guarantees. The
-generic form is the same value above memory.SHARED_GENERIC_BASE.
+Addresses. Offset o of cluster CTA rank r's shared window has the address `r * CLUSTER_STRIDE + o`
+(rank in bit 24 up) as a `.shared::cluster` address (`mapa`'s result) and, in CTA r, as a
+`.shared::cta` address (a shared symbol's value), so the executing CTA's window lies inside the
+cluster window as the ISA requires; sm_100 code clears bit 24 to reach the even CTA of a pair
+(CUTLASS `Sm100MmaPeerBitMask`, Gluon; docs/ptx_facts/tcgen05.md §12m). A `.shared::cta` access
+must stay in its own window (`own_offsets`); the generic form adds memory.SHARED_GENERIC_BASE;
+SharedMemory and descriptors index by o alone.
 
 Ordering between CTAs (CrossTags): every shared byte of a cluster launch remembers the cluster rank
 of its last writer and readers and how many barrier.cluster arrivals that thread had made. A thread
@@ -25,12 +28,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import async_order
 from .errors import Fault
-from .memory import SHARED_GENERIC_BASE
+from .memory import CLUSTER_STRIDE, SHARED_GENERIC_BASE  # noqa: F401 (CLUSTER_STRIDE re-exported)
 from .parse import Instr
 from .program import mark
 
-CLUSTER_STRIDE = 1 << 24        # > the 228 KiB shared window; 16 ranks fit in 32-bit addresses
 PORTABLE_CLUSTER = 8            # the portable maximum cluster size (CUDA programming guide)
 NON_PORTABLE_CLUSTER = 16       # H100's maximum with cudaFuncAttributeNonPortableClusterSizeAllowed
 STALL_LIMIT = 1000              # polls of an unchanged, incomplete cluster barrier before deadlock
@@ -246,13 +249,40 @@ class CrossTags:
 
 
 # ------------------------------------------------------------------ DSMEM addresses
+def window_base(cta) -> int:
+    """Where the executing CTA's window starts in the .shared::cluster window (module doc)."""
+    return 0 if cta.cluster is None else cta.cluster.rank * CLUSTER_STRIDE
+
+
+def own_offsets(cta, addrs: np.ndarray, what: str) -> np.ndarray:
+    """Offsets in the executing CTA's window of `.shared::cta` addresses; an address in another
+    rank's window is refused (the ISA: a .shared::cta access reaches the executing CTA's memory only)."""
+    base = window_base(cta)
+    if base == 0:
+        return addrs               # rank 0 (or no cluster): SharedMemory.check_bounds catches strays
+    addrs = np.asarray(addrs, dtype=np.int64)
+    rel = addrs - base
+    bad = (rel < 0) | (rel >= CLUSTER_STRIDE)
+    if bad.any():
+        a = int(addrs[np.flatnonzero(bad)[0]])
+        raise Fault("out-of-bounds", f"{what}: shared address {a:#x} lies in cluster CTA rank {a // CLUSTER_STRIDE}'s "
+                    f"window, not in this CTA's (rank {cta.cluster.rank}, from {base:#x}); a .shared::cta access "
+                    "reaches only its own CTA: use .shared::cluster (docs/ptx_facts/tcgen05.md §12m)")
+    return rel
+
+
+def foreign(cta, addrs: np.ndarray) -> np.ndarray:
+    """Per .shared::cluster address: it names another CTA's window than the executing one's."""
+    return (np.asarray(addrs, dtype=np.int64) // CLUSTER_STRIDE) != (0 if cta.cluster is None else cta.cluster.rank)
+
+
 def targets(cta, addrs: np.ndarray, width: int, what: str):
     """[(target CTA, selection or None, offsets in its window)] for .shared::cluster addresses."""
     member = cta.cluster
     size = member.cluster.size if member is not None else 1
     addrs = np.asarray(addrs, dtype=np.int64)
-    ranks = np.where(addrs < CLUSTER_STRIDE, -1, addrs // CLUSTER_STRIDE - 1)
-    offs = np.where(addrs < CLUSTER_STRIDE, addrs, addrs % CLUSTER_STRIDE)
+    ranks = addrs // CLUSTER_STRIDE
+    offs = addrs % CLUSTER_STRIDE
     bad = (addrs < 0) | (ranks >= size)
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
@@ -262,7 +292,6 @@ def targets(cta, addrs: np.ndarray, width: int, what: str):
                     f"{int(ranks[k])}, outside this cluster of {size} CTA(s) (mapa's rank must be below "
                     "%cluster_nctarank)")
     own = member.rank if member is not None else 0
-    ranks = np.where(ranks < 0, own, ranks)
     first = int(ranks[0]) if len(ranks) else own
     groups = [(first, None)] if (ranks == first).all() else [
         (r, ranks == r) for r in np.unique(ranks).tolist()]
@@ -344,13 +373,13 @@ def compile_mapa(ins: Instr, ctx):
             raise Fault("out-of-bounds", f"mapa: rank {int(rank[bad][0])} is outside this cluster of {size} "
                         "CTA(s) (%cluster_nctarank)")
         off = a - SHARED_GENERIC_BASE if generic else a
-        off = np.where(off >= CLUSTER_STRIDE, off % CLUSTER_STRIDE, off)
+        off = np.where(off >= 0, off % CLUSTER_STRIDE, off)
         wild = live & ((off < 0) | (off >= cta.smem.size))
         if wild.any():
             k = int(np.flatnonzero(wild)[0])
             raise Fault("out-of-bounds", f"mapa: address {int(a[k]):#x} is not inside the "
                         f"{'generic ' if generic else ''}shared window ({cta.smem.size} bytes)")
-        out = (rank + 1) * CLUSTER_STRIDE + off + (SHARED_GENERIC_BASE if generic else 0)
+        out = rank * CLUSTER_STRIDE + off + (SHARED_GENERIC_BASE if generic else 0)
         store(cta, slot, out.astype(np.uint64 if typ == "u64" else np.uint32), mask)
     return run
 
@@ -374,9 +403,8 @@ def compile_getctarank(ins: Instr, ctx):
         a = np.broadcast_to(get_a(cta.R).astype(np.int64), (cta.n,))
         off = a - SHARED_GENERIC_BASE if generic else a
         live = (np.ones(cta.n, dtype=bool) if mask is None else mask) & cta.active
-        rank = np.where(off >= CLUSTER_STRIDE, off // CLUSTER_STRIDE - 1, cta.cluster.rank)
-        wild = live & ((off < 0) | ((off < CLUSTER_STRIDE) & (off >= cta.smem.size))
-                       | (rank >= cta.cluster.cluster.size))
+        rank = off // CLUSTER_STRIDE
+        wild = live & ((off < 0) | (off % CLUSTER_STRIDE >= cta.smem.size) | (rank >= cta.cluster.cluster.size))
         if wild.any():
             raise Fault("out-of-bounds", f"getctarank: address {int(a[wild][0]):#x} is in no shared window of "
                         "this cluster")
@@ -448,6 +476,7 @@ def _wait(aligned: bool, index: int, line: int):
             if not (cta.active & (m.waits != m.waits[tids[0]])).any():
                 cta.epoch += 1             # every thread of the CTA passed: a CTA barrier too
                 cta.sync.barrier()
+                async_order.order_all(cta, cluster=True)
             return None
         sig = np.array([int(p.cluster.arrives.sum()) for p in m.cluster.members]
                        + [int(p.n_active) for p in m.cluster.members], dtype=np.int64)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 HAZARD_KINDS = frozenset(
     {"race", "async-pending", "out-of-bounds", "misaligned", "divergence", "unsupported", "deadlock",
-     "missing-fence"}
+     "missing-fence", "tmem"}
 )
 """The kinds of HazardError:
 
@@ -18,7 +18,9 @@ async-pending  a cp.async destination is read or overwritten before a wait cover
                TMA/bulk destination before a wait saw its mbarrier phase complete, and a bulk
                store's shared source before cp.async.bulk.wait_group{.read} covered it; a register
                or shared byte that a wgmma still in flight uses is accessed before the
-               wgmma.wait_group that retires it.
+               wgmma.wait_group that retires it; likewise the tensor memory or shared operands
+               of a tcgen05.mma before a wait saw its tcgen05.commit's mbarrier phase, and
+               tensor memory a tcgen05.ld/st moves before tcgen05.wait::ld/::st (tmem.py).
 out-of-bounds  an access outside the argument array its address was derived from (named, with the
                distance and its bounds), outside the shared window or a parameter, or a store
                into a read-only argument; a .shared::cluster address of a rank outside the cluster
@@ -30,6 +32,10 @@ divergence     a .sync.aligned warp instruction or aligned barrier reached by pa
 unsupported    text the simulator does not implement (reported before anything runs).
 missing-fence  a wgmma uses registers (A fragments, accumulators) accessed since the last
                wgmma.fence of its warpgroup, or it is the warpgroup's first wgmma without one.
+tmem           tensor memory (sm_100a) misused: a CTA exits with columns still allocated, a dealloc
+               of columns it does not hold, an alloc after relinquish_alloc_permit or with a column
+               count that is not a power of two in 32..512, a tcgen05.ld/st by a warp outside its
+               lane quarter, or an access to columns not allocated (tmem.py).
 deadlock       every unfinished CTA keeps spinning on loads that return the same values
                (scheduler.py); the line is the load the first such CTA keeps repeating. Also an
                mbarrier wait polled unchanged while its phase cannot complete (async_proxy.py), and

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import (ops_alu, ops_async, ops_atomic, ops_bits, ops_ctrl, ops_cvt, ops_float, ops_math, ops_mem,
-               ops_sm90_misc, ops_warp, ops_wgmma, ops_wmma, scheduler)
+               ops_sm90_misc, ops_tcgen05, ops_warp, ops_wgmma, ops_wmma, scheduler)
 from . import cluster as clusters, ops_bulk, ops_mbarrier, ops_shfl
+from . import ops_brx, ops_clc
 from .memory import GlobalMemory, SharedMemory
 from .parse import parse_module
 from .program import SMEM_LIMIT, Program, build_program
@@ -24,7 +25,12 @@ REGISTRY = {**ops_alu.OPS, **ops_float.OPS, **ops_cvt.OPS, **ops_math.OPS, **ops
             **ops_atomic.OPS, **ops_async.OPS, **ops_ctrl.OPS, **ops_warp.OPS, **ops_wmma.OPS,
             **ops_wgmma.OPS, **ops_sm90_misc.OPS}
 REGISTRY.update({**ops_mbarrier.OPS, **ops_bulk.OPS, **ops_shfl.OPS})   # after ops_async/ops_atomic: wraps "cp", "fence"
+REGISTRY.update(ops_brx.OPS)    # sm_100a-era indirect branch (Triton's warp-specialised dispatch)
+REGISTRY.update(ops_clc.OPS)    # cluster launch control; mov.b128 for its responses
+REGISTRY["mov"] = ops_clc.wrap_mov(REGISTRY["mov"])
 REGISTRY.update(clusters.OPS)   # after ops_ctrl: "barrier.cluster" here, other barriers there
+REGISTRY.update(ops_tcgen05.OPS)
+REGISTRY["mbarrier"] = ops_tcgen05.wrap_mbarrier(REGISTRY["mbarrier"])   # waits retire tcgen05.mma
 
 
 @dataclass
@@ -49,7 +55,8 @@ def compile_entry(ptx_text: str, entry: str) -> Program:
 
 def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
            dynamic_smem: int = 0, ctas=None, on_cta_done: Callable[[int], None] | None = None,
-           cluster=None, non_portable_cluster: bool = False) -> SimResult:
+           cluster=None, non_portable_cluster: bool = False, trace=None, trace_ctas=None,
+           _tracer=None) -> SimResult:
     """Run `entry` of `ptx_text` over `grid` x `block` threads on the given arguments.
 
     Array arguments are device buffers written in place; see the package docstring.
@@ -57,8 +64,17 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
     `cluster=(x, y, z)` launches thread block clusters (cluster.py): the CTAs of a cluster run
     together and share their shared memory; `ctas=` then runs the whole cluster of each listed CTA.
     More than 8 CTAs per cluster (up to 16) needs `non_portable_cluster=True`.
+    `trace="run.json"` writes a Chrome trace-event timeline (Perfetto) of the CTAs in `trace_ctas`
+    (default: every CTA run), also when a hazard stops the run (trace.py).
     """
-    program = compile_entry(ptx_text, entry)
+    if trace_ctas is not None and trace is None:
+        raise ValueError("trace_ctas= selects the CTAs of a trace: pass trace=\"run.json\" too")
+    if trace is not None and _tracer is None:
+        from .trace import launch_traced
+        return launch_traced(launch, ptx_text, entry, trace, trace_ctas, grid=grid, block=block, args=args,
+                             dynamic_smem=dynamic_smem, ctas=ctas, on_cta_done=on_cta_done, cluster=cluster,
+                             non_portable_cluster=non_portable_cluster)
+    program = compile_entry(ptx_text, entry) if _tracer is None else _tracer.program
     grid, block = _dims(grid, "grid"), _dims(block, "block")
     _check_block(program, block)
     smem_size = _shared_size(program, dynamic_smem)
@@ -73,6 +89,7 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
     stats: dict[int, list[int]] = {}
 
     running: dict[int, clusters.Cluster] = {}
+    queue = ops_clc.LaunchQueue(names, csize) if ops_clc.uses_clc(program.entry) else None
 
     def make(slot: int, smem: SharedMemory) -> CtaState:
         cta = _new_cta(program, grid, block, names[slot], n, nthreads, smem, gmem, param_bytes, stats,
@@ -82,6 +99,11 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
         if group is None:
             group = running[key] = clusters.Cluster(cdims, [None] * csize)
         clusters.join(group, slot % csize, cta)
+        if queue is not None:
+            queue.start(slot)
+            cta.launch_queue = queue
+        if _tracer is not None:
+            _tracer.attach(cta)
         if slot % csize == csize - 1:
             del running[key]                 # fully started: its members hold it from now on
         return cta
@@ -98,10 +120,12 @@ def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),
         window = max(csize, window // csize * csize)     # whole clusters are resident together
         result.instructions += scheduler.run_interleaved(program, start, len(names), window,
                                                          subset=ctas is not None, on_done=on_cta_done,
-                                                         group=csize)
+                                                         group=csize, skip=queue and queue.cancelled)
     else:
         smem = SharedMemory(smem_size)
         for slot in range(len(names)):
+            if queue is not None and queue.cancelled(slot):     # taken over through try_cancel
+                continue
             smem.reset()
             result.instructions += scheduler.run_sequential(program, make(slot, smem))
             if on_cta_done is not None:

@@ -23,6 +23,7 @@ from .errors import Fault
 GLOBAL_BASE = 0x7F00_0000_0000
 GLOBAL_REGION = 1 << 40      # fake address space per argument array; the array sits at its middle
 SHARED_GENERIC_BASE = 0x7E00_0000_0000  # where cvta.shared puts the shared window
+CLUSTER_STRIDE = 1 << 24        # cluster rank r's shared window starts at r * CLUSTER_STRIDE (cluster.py)
 PARAM_BASE = 0x7D00_0000_0000  # address of the kernel parameters (mov of a .param symbol, cvta.param)
 NOBODY = -1
 MANY = -2
@@ -238,6 +239,7 @@ class SharedMemory:
         self.r_epoch = np.full(size, -1, dtype=np.int32)
         self.pending = np.zeros(size, dtype=np.int16)
         self.async_reads: np.ndarray | None = None   # per byte: wgmmas in flight reading it
+        self.retired = None   # async_order.RetiredReads: async-proxy reads ended by a wait, made on the first
         self.cross = None     # cluster.CrossTags in a launch with clusters of 2+ CTAs (DSMEM ordering)
         self.x_thread: np.ndarray | None = None   # per byte: last atomic accessor (or MANY)
         self.x_epoch: np.ndarray | None = None    # and the barrier epoch of that atomic
@@ -252,6 +254,7 @@ class SharedMemory:
         self.r_epoch.fill(-1)
         self.pending.fill(0)
         self.async_reads = None
+        self.retired = None
         self.cross = None
         self.x_thread = self.x_epoch = None
 
@@ -278,6 +281,8 @@ class SharedMemory:
         idx = self.byte_index(addrs, width)
         tid = np.repeat(threads, width)
         self.check_not_pending(idx, threads, width, what)
+        if self.retired is not None:
+            self.retired.check_read(idx, tid, what)
         wt = self.w_thread[idx]
         conflict = (self.w_epoch[idx] == epoch) & (wt != tid) & (wt != NOBODY)
         if conflict.any():
@@ -341,7 +346,10 @@ class SharedMemory:
         if self.async_reads is not None and self.async_reads[idx].any():
             k = int(np.flatnonzero(self.async_reads[idx])[0])
             raise Fault("async-pending", f"thread {int(tid[k])} {what} shared byte {int(idx[k]):#x} that a "
-                        "wgmma still in flight reads; retire it with wgmma.wait_group first")
+                        "wgmma still in flight reads; retire it with wgmma.wait_group first (a tcgen05.mma: wait "
+                        "on the mbarrier its tcgen05.commit arrives on)")
+        if self.retired is not None:
+            self.retired.check_write(idx, tid, what)
         wt = self.w_thread[idx]
         rt = self.r_thread[idx]
         by_writer = (self.w_epoch[idx] == epoch) & (wt != tid) & (wt != NOBODY)

@@ -17,10 +17,11 @@ other way round).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import async_order
 from .errors import Fault
 from .warps import BLOCK, release
 
@@ -36,6 +37,7 @@ class NamedBarrier:
     waiting: np.ndarray    # threads that wait for the phase to complete
     line: int              # the first arrival's PTX line
     what: str
+    carry: set = field(default_factory=set)   # retired async reads an arriving thread was ordered after
 
 
 def _name(key: int) -> str:
@@ -87,6 +89,7 @@ def arrive(cta, mask, key: int, count: int | None, wait: bool, aligned: bool, wh
     if not b.lanes.any():
         b.count, b.line, b.what = count, line, what
     b.lanes = b.lanes | execd
+    b.carry |= async_order.carried_by(cta, execd)
     if wait:
         b.waiting = b.waiting | execd
     _advance(cta, key, b)
@@ -113,6 +116,8 @@ def _advance(cta, key: int, b: NamedBarrier) -> None:
 def _complete(cta, key: int, b: NamedBarrier) -> None:
     done = np.repeat(b.warps, 32)
     freed = b.waiting & done
+    async_order.order(cta, b.carry, freed)
+    b.carry = set()
     b.waiting = b.waiting & ~done
     b.lanes = b.lanes & ~done
     b.warps = np.zeros_like(b.warps)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cluster import own_offsets
+
 from .errors import Fault
 from .memory import bank_wavefronts
 from .ops_mem import check_aligned, per_thread, address_getter, lanes_per_phase
@@ -80,7 +82,7 @@ def _compile_copy(ins: Instr, ctx, mods: tuple):
 
     def run(cta: CtaState, mask):
         tids = cta.threads(mask)
-        dst = per_thread(get_dst(cta.R), tids)
+        dst = own_offsets(cta, per_thread(get_dst(cta.R), tids), "cp.async destination")
         src = per_thread(get_src(cta.R), tids)
         if get_size is not None:
             size = per_thread(get_size(cta.R), tids).astype(np.int64)

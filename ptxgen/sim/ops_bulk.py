@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops_async, ops_atomic
+from . import async_order, ops_async, ops_atomic
 from .async_proxy import (BulkRead, InFlight, barrier_at, check_async_read, check_barrier_address, hopper, proxy_fence,
                           require)
-from .cluster import CLUSTER_STRIDE, note_fence
+from .cluster import CLUSTER_STRIDE, note_fence, own_offsets
 from .cluster import targets as cluster_targets
 from .errors import Fault
 from .memory import PARAM_BASE
@@ -26,6 +26,7 @@ from .ops_mem import address_getter, check_aligned, global_write, per_thread
 from .parse import Instr
 from .program import mark
 from .state import CtaState
+from . import tma_fp4
 from .tensormap import MAP_BYTES, DecodedMap, decode, swizzle_addresses
 
 LOAD_SPACES = ("shared::cluster", "shared::cta")
@@ -48,8 +49,8 @@ def compile_cp(ins: Instr, ctx):
         ops = ins.operands
         if len(ops) != 1 or not isinstance(ops[0], Lit) or ops[0].kind != "int" or ops[0].value < 0:
             raise ctx.fail("cp.async.bulk.wait_group needs an immediate group count")
-        keep = int(ops[0].value)
-        return lambda cta, mask: _wait(cta, mask, keep)
+        keep, line = int(ops[0].value), ctx.line
+        return lambda cta, mask: _wait(cta, mask, keep, line)
     if rest and rest[0] == "tensor":
         return _compile_tensor(ins, ctx, rest[1:])
     if rest and rest[0] == "prefetch":
@@ -111,12 +112,24 @@ def _compile_tensor(ins: Instr, ctx, mods: tuple):
     if not mods or mods[0] not in ("1d", "2d", "3d", "4d", "5d"):
         raise ctx.fail("cp.async.bulk.tensor needs a dimension .1d .. .5d")
     rank = int(mods[0][0])
-    direction, rest = _directions(ctx, mods[1:], "cp.async.bulk.tensor")
+    groups = [m for m in mods[1:] if m in ("cta_group::1", "cta_group::2")]
+    direction, rest = _directions(ctx, [m for m in mods[1:] if m not in groups], "cp.async.bulk.tensor")
+    if groups and (direction != "load" or len(groups) > 1):
+        raise ctx.fail("cp.async.bulk.tensor takes one .cta_group::1|::2, on a load into shared memory only")
+    rest = rest + groups
     multicast = direction == "load" and "multicast::cluster" in rest
-    rest = [m for m in rest if m not in ("tile", "multicast::cluster")]
+    pair = direction == "load" and "cta_group::2" in rest
+    if groups:
+        from .ops_tcgen05 import require_tcgen05
+        require_tcgen05(ctx, "cp.async.bulk.tensor .cta_group")
+    if pair and multicast:
+        raise ctx.fail("cp.async.bulk.tensor .multicast::cluster with .cta_group::2 is not simulated (which "
+                       "CTA of each destination's pair its mbarrier is in is not modelled); drop one of them")
+    rest = [m for m in rest if m not in ("tile", "multicast::cluster", "cta_group::1", "cta_group::2")
+            or (m.startswith("cta_group") and direction != "load")]
     if rest:
         raise ctx.fail(f"cp.async.bulk.tensor modifier(s) .{' .'.join(rest)} not supported (tile mode only; "
-                       "im2col and .cta_group are not simulated)")
+                       "im2col is not simulated)")
     ops = _drop_hint(ctx, ins, list(ins.operands))
     line = ctx.line
     get_mask = None
@@ -148,9 +161,10 @@ def _compile_tensor(ins: Instr, ctx, mods: tuple):
                 dst = int(per_thread(get_dst(cta.R), tids)[k])
                 mbar = int(per_thread(get_bar(cta.R), tids)[k])
                 cta_mask = None if get_mask is None else int(per_thread(get_mask(cta.R), tids)[k])
-                _load_box(cta, tid, tmap, start, dst, mbar, line, what, cta_mask)
+                _load_box(cta, tid, tmap, start, dst, mbar, line, what, cta_mask, pair)
             else:
-                _store_box(cta, tid, tmap, start, int(per_thread(get_src(cta.R), tids)[k]), what)
+                src = own_offsets(cta, per_thread(get_src(cta.R), tids)[k:k + 1], what + " source")
+                _store_box(cta, tid, tmap, start, int(src[0]), what, line)
     return run
 
 
@@ -199,7 +213,9 @@ def _smem_box(cta: CtaState, base: int, nbytes: int, swizzle: int, what: str) ->
 
 
 def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: int, line: int, what: str,
-              cta_mask: int | None = None):
+              cta_mask: int | None = None, pair: bool = False):
+    if tmap.fp4_padded:          # innermost coordinate in e2m1 values; map in 8-byte units (tma_fp4.py)
+        start = tuple(start[:-1]) + (tma_fp4.inner_coordinate(start[-1], what),)
     offs, valid = _box_elements(tmap, start)
     es = tmap.esize
     elems = np.zeros((len(offs), es), dtype=np.uint8)
@@ -209,21 +225,34 @@ def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: 
         elems[valid] = cta.gmem.read(tmap.address + offs[valid], es, cta.sync, what + " reads",
                                      np.full(int(valid.sum()), tid))
     data = elems.reshape(-1)
-    for peer, dst_off, mbar_off in _destinations(cta, dst, mbar, len(data), cta_mask, what):
-        _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what)
+    tx = len(data)                  # complete-tx counts the bytes read (packed, for padded fp4)
+    if tmap.fp4_padded:
+        data = tma_fp4.expand(data)
+    for peer, dst_off, bar_cta, mbar_off in _destinations(cta, dst, mbar, len(data), cta_mask, what, pair):
+        _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what, cta, tx, bar_cta)
 
 
-def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int | None, what: str):
-    """[(CTA, shared offset, mbarrier offset)] a load lands in: the CTA a .shared::cluster `dst`
-    names (its mbarrier must be in the same CTA), or with .multicast::cluster every CTA in
-    `cta_mask` at the same CTA-relative offsets (PTX ISA cp.async.bulk.tensor)."""
+def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int | None, what: str,
+                  pair: bool = False):
+    """[(CTA, shared offset, mbarrier's CTA, mbarrier offset)] a load lands in: the CTA a
+    .shared::cluster `dst` names, its mbarrier in the same CTA, or with .cta_group::2 in that CTA
+    or its pair peer (cluster rank differing in bit 0), or with .multicast::cluster every CTA in
+    `cta_mask` at the same CTA-relative offsets (PTX ISA cp.async.bulk.tensor;
+    docs/ptx_facts/tcgen05.md §12m)."""
     if cta_mask is None:
         (peer, _, offs), = cluster_targets(cta, np.array([dst], dtype=np.int64), nbytes, what + " destination")
         (bpeer, _, boffs), = cluster_targets(cta, np.array([mbar], dtype=np.int64), 8, what + " mbarrier")
         if bpeer is not peer:
-            raise Fault("out-of-bounds", f"{what}: the destination is in cluster CTA rank {peer.cluster.rank} "
-                        f"but the mbarrier in rank {bpeer.cluster.rank}; they must be in the same CTA")
-        return [(peer, int(offs[0]), int(boffs[0]))]
+            r, b = (0, 0) if peer.cluster is None else (peer.cluster.rank, bpeer.cluster.rank)
+            if not pair:
+                raise Fault("out-of-bounds", f"{what}: the destination is in cluster CTA rank {r} but the "
+                            f"mbarrier in rank {b}; they must be in the same CTA (.cta_group::2 lets the "
+                            "mbarrier be in the destination's pair peer)")
+            if b != r ^ 1:
+                raise Fault("out-of-bounds", f"{what}.cta_group::2: the destination is in cluster CTA rank {r} "
+                            f"but the mbarrier in rank {b}, which is not its pair peer (rank {r ^ 1}); the "
+                            "mbarrier must be in the destination CTA or its peer")
+        return [(peer, int(offs[0]), bpeer, int(boffs[0]))]
     size = cta.cluster.cluster.size
     if cta_mask >> size:
         raise Fault("out-of-bounds", f"{what}: ctaMask {cta_mask:#06x} names CTA ranks outside this cluster of "
@@ -235,20 +264,38 @@ def _destinations(cta: CtaState, dst: int, mbar: int, nbytes: int, cta_mask: int
     for r in range(size):
         if cta_mask >> r & 1:
             rel_dst = dst % CLUSTER_STRIDE
-            (peer, _, offs), = cluster_targets(cta, np.array([(r + 1) * CLUSTER_STRIDE + rel_dst], dtype=np.int64),
+            (peer, _, offs), = cluster_targets(cta, np.array([r * CLUSTER_STRIDE + rel_dst], dtype=np.int64),
                                                 nbytes, what + " destination")
-            out.append((peer, int(offs[0]), mbar % CLUSTER_STRIDE))
+            out.append((peer, int(offs[0]), peer, mbar % CLUSTER_STRIDE))
     return out
 
 
+def _barrier_init_seen(issuer: CtaState, tid: int, owner: CtaState, mbar: int, what: str) -> None:
+    """The copy's complete-tx accesses its mbarrier through the generic proxy on behalf of the
+    issuing thread, so the barrier's mbarrier.init must be ordered before the issue like any other
+    use of it: a bar.sync in the CTA, or for a peer's barrier a cluster-scope release (a plain
+    barrier.cluster.arrive, or fence.mbarrier_init.release.cluster before a relaxed one) and a
+    barrier.cluster.wait. No proxy fence is needed (docs/ptx_facts/mbarrier.md §9e "init")."""
+    use = f"{what} (its complete-tx on the mbarrier)"
+    if owner is issuer:
+        owner.smem.read(np.array([tid]), np.array([mbar], dtype=np.int64), 8, owner.epoch, use)
+    elif owner.smem.cross is not None:
+        owner.smem.cross.access(mbar + np.arange(8), np.full(8, tid), issuer.cluster, False, use)
+
+
 def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int, mbar: int, line: int,
-               what: str) -> None:
+               what: str, issuer: CtaState, tx: int | None = None, bar_cta: CtaState | None = None) -> None:
+    """Put a load's bytes in flight into `cta`'s shared memory, completing on the mbarrier at `mbar`
+    in `bar_cta` (default `cta`): the bytes land when that barrier's phase is waited for."""
+    bar_cta = cta if bar_cta is None else bar_cta
     mbars = np.array([mbar], dtype=np.int64)
-    check_barrier_address(cta, mbars, what)
-    bar = barrier_at(cta, mbar, what if cta.cluster is None or cta.cluster.cluster.size == 1 else
-                     f"{what} (cluster CTA rank {cta.cluster.rank})")
+    check_barrier_address(bar_cta, mbars, what)
+    bar = barrier_at(bar_cta, mbar, what if bar_cta.cluster is None or bar_cta.cluster.cluster.size == 1 else
+                     f"{what} (cluster CTA rank {bar_cta.cluster.rank})")
+    _barrier_init_seen(issuer, tid, bar_cta, mbar, what)
     idx = _smem_box(cta, dst, len(data), swizzle, what)
     cta.smem.check_not_pending(idx, np.full(len(idx), tid), 1, what + " writes")
+    async_order.check_write(cta, idx, tid, what, issuer)   # after the waits of earlier async reads
     reads = cta.smem.async_reads
     if reads is not None and reads[idx].any():  # the copy may land at once: a wgmma must not still read it
         k = int(np.flatnonzero(reads[idx])[0])
@@ -256,17 +303,20 @@ def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int
                     "flight reads; retire it with wgmma.wait_group (in every warp that issued it, then a barrier) "
                     "before the copy is issued")
     cta.smem.pending[idx] += 1
-    bar.inflight.append(InFlight(idx, data, len(data), line))
+    bar.inflight.append(InFlight(idx, data, len(data) if tx is None else tx, line,
+                                 None if bar_cta is cta else cta.smem))
     bar.version += 1
 
 
-def _store_box(cta: CtaState, tid: int, tmap: DecodedMap, start, src: int, what: str) -> None:
+def _store_box(cta: CtaState, tid: int, tmap: DecodedMap, start, src: int, what: str, line: int) -> None:
+    if tmap.fp4_padded:
+        raise Fault("unsupported", f"{what}: a TMA store through a {tma_fp4.DATA_TYPE} (padded fp4) map is not simulated")
     idx = _smem_box(cta, src, tmap.box_bytes, tmap.swizzle, what)
     data = _read_source(cta, tid, idx, what).reshape(-1, tmap.esize)
     offs, valid = _box_elements(tmap, start)
     if valid.any():
         global_write(cta, np.full(int(valid.sum()), tid), tmap.address + offs[valid], data[valid], what + " writes")
-    _hold_source(cta, tid, idx)
+    _hold_source(cta, tid, idx, line)
 
 
 def _read_source(cta: CtaState, tid: int, idx: np.ndarray, what: str) -> np.ndarray:
@@ -284,10 +334,10 @@ def _read_source(cta: CtaState, tid: int, idx: np.ndarray, what: str) -> np.ndar
             smem.pending[h] += 1
 
 
-def _hold_source(cta: CtaState, tid: int, idx: np.ndarray) -> None:
+def _hold_source(cta: CtaState, tid: int, idx: np.ndarray, line: int) -> None:
     state = hopper(cta)
     cta.smem.pending[idx] += 1
-    state.bulk_reads.append(BulkRead(tid, state.bulk_commits.get(tid, 0), idx))
+    state.bulk_reads.append(BulkRead(tid, state.bulk_commits.get(tid, 0), idx, line))
 
 
 # ------------------------------------------------------------------ non-tensor bulk copies
@@ -312,7 +362,11 @@ def _compile_plain(ins: Instr, ctx, mods: tuple):
         tids = cta.threads(mask)
         dsts, srcs = per_thread(get_dst(cta.R), tids), per_thread(get_src(cta.R), tids)
         sizes = per_thread(get_size(cta.R), tids)
-        bars = per_thread(get_bar(cta.R), tids) if direction == "load" else None
+        bars = own_offsets(cta, per_thread(get_bar(cta.R), tids), what) if direction == "load" else None
+        if direction == "load":
+            dsts = own_offsets(cta, dsts, what + " destination")
+        else:
+            srcs = own_offsets(cta, srcs, what + " source")
         for k, tid in enumerate(tids.tolist()):
             size, dst, src = int(sizes[k]), int(dsts[k]), int(srcs[k])
             if size % 16 or size == 0:
@@ -324,9 +378,11 @@ def _compile_plain(ins: Instr, ctx, mods: tuple):
                 mbars = np.array([int(bars[k])], dtype=np.int64)
                 check_barrier_address(cta, mbars, what)
                 bar = barrier_at(cta, int(bars[k]), what)
+                _barrier_init_seen(cta, tid, cta, int(bars[k]), what)
                 cta.smem.check_bounds(np.array([dst], dtype=np.int64), size, what)
                 idx = dst + np.arange(size, dtype=np.int64)
                 cta.smem.check_not_pending(idx, np.full(size, tid), 1, what + " writes")
+                async_order.check_write(cta, idx, tid, what, cta)
                 cta.smem.pending[idx] += 1
                 bar.inflight.append(InFlight(idx, data, size, line))
                 bar.version += 1
@@ -335,7 +391,7 @@ def _compile_plain(ins: Instr, ctx, mods: tuple):
                 idx = src + np.arange(size, dtype=np.int64)
                 data = _read_source(cta, tid, idx, what)
                 global_write(cta, np.array([tid]), np.array([dst], dtype=np.int64), data[None, :], what + " writes")
-                _hold_source(cta, tid, idx)
+                _hold_source(cta, tid, idx, line)
     return run
 
 
@@ -346,9 +402,11 @@ def _commit(cta: CtaState, mask) -> None:
         state.bulk_commits[tid] = state.bulk_commits.get(tid, 0) + 1
 
 
-def _wait(cta: CtaState, mask, keep: int) -> None:
+def _wait(cta: CtaState, mask, keep: int, line: int) -> None:
     """Release the store sources of groups older than the waiting threads' `keep` newest. Global
-    writes happened at issue, so .read and the full wait are the same here."""
+    writes happened at issue, so .read and the full wait are the same here. The async proxy may
+    read a source until this wait returns, so other threads may rewrite it only once a barrier or
+    mbarrier phase orders them after the wait (async_order.py)."""
     state = hopper(cta) if cta.hopper is not None else None
     if state is None or not state.bulk_reads:
         return
@@ -357,6 +415,10 @@ def _wait(cta: CtaState, mask, keep: int) -> None:
     for r in state.bulk_reads:
         if r.thread in waiting and r.group < state.bulk_commits.get(r.thread, 0) - keep:
             cta.smem.pending[r.idx] -= 1
+            waiter = np.zeros(cta.n, dtype=bool)
+            waiter[r.thread] = True
+            async_order.retire(cta, r.idx, waiter, f"the bulk store issued at line {r.line} by thread {r.thread}",
+                               f"thread {r.thread}", line)
         else:
             remaining.append(r)
     state.bulk_reads = remaining

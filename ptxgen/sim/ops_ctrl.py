@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import named_barriers
+from . import async_order, named_barriers, register_budget
 from .errors import Fault
 from .operands import Lit
 from .ops_sm90_misc import check_setmaxnreg_at_exit
+from .tmem import check_exit
 from .parse import Instr
 from .program import mark
 from .state import CtaState
@@ -67,8 +68,11 @@ def compile_exit(ins: Instr, ctx):
         cta.exit_threads(mask)
         if cta.setmaxnreg:
             check_setmaxnreg_at_exit(cta)   # an exiting warp owes its warpgroup no setmaxnreg
+            register_budget.check_at_end(cta)   # an .inc that overdrew the pool for good
         if cta.bars:
             named_barriers.recheck(cta)     # barriers waiting for the exited threads may complete
+        if cta.tmem is not None and not cta.active.any():
+            check_exit(cta)                 # tensor memory must be freed before the CTA ends
         return EXIT if cta.n_active == 0 else None
     return run
 
@@ -106,6 +110,7 @@ def compile_barrier(ins: Instr, ctx):
                 mask is None or int(np.count_nonzero(mask)) == cta.n_active):
             cta.epoch += 1                  # the whole (one-group) CTA is here: complete at once
             cta.sync.barrier()
+            async_order.order_all(cta)
             return None
         key = _uniform(cta, mask, get_id, "barrier id", what)
         count = None if get_count is None else _uniform(cta, mask, get_count, "thread count", what)
@@ -151,6 +156,7 @@ def compile_warp_barrier(ins: Instr, ctx):
             if cta.n == 32:
                 cta.epoch += 1
                 cta.sync.barrier()
+                async_order.order_all(cta)
             return None
         going = cta.group_mask() if mask is None else mask
         result = None

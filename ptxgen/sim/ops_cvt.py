@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import numerics as nx
+from .ops_cvt_lowprec import compile_cvt_lowprec, handles as lowprec_handles
 from .parse import Instr
 from .ptxtypes import SIGNED, TYPE_BITS, UNSIGNED, VIEW_DTYPE, widen
 from .state import store
@@ -25,6 +26,8 @@ def compile_cvt(ins: Instr, ctx):
         raise ctx.fail("cvt needs destination and source types")
     dtyp, atyp = ins.mods[-2], ins.mods[-1]
     mods = set(ins.mods[:-2])
+    if lowprec_handles(dtyp, atyp):     # sm_100a's fp4/fp6/ue8m0 pairs (ops_cvt_lowprec.py)
+        return compile_cvt_lowprec(ins, ctx, dtyp, atyp, mods)
     if dtyp in INT_TYPES and atyp in INT_TYPES:
         _require(ctx, mods, set(), {"sat"})
         return _cvt_int(ins, ctx, dtyp, atyp, "sat" in mods)

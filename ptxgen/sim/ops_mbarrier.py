@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cluster import CLUSTER_STRIDE, targets as cluster_targets
+from . import async_order
+from .cluster import CLUSTER_STRIDE, foreign, own_offsets, targets as cluster_targets
 from .async_proxy import (MAX_COUNT, Barrier, add_tx, arrive, barrier_at, check_barrier_address, hopper,
                           note_stall, require, try_complete)
 from .errors import Fault
@@ -77,12 +78,11 @@ def _count_getter(ctx, op, what: str):
 def _barriers(cta: CtaState, tids, get_addr, what: str):
     """[(barrier address, thread positions)] for the acting threads."""
     addrs = per_thread(get_addr(cta.R), tids)
-    if (addrs >= CLUSTER_STRIDE).any():     # a .shared::cluster address (mapa): only this CTA's here
-        own = [(peer is cta) for peer, _, _ in cluster_targets(cta, addrs, 8, what)]
-        if not all(own):
-            raise Fault("unsupported", f"{what} on another CTA's mbarrier: the simulator reaches a peer's "
-                        "mbarrier with mbarrier.arrive{.expect_tx}.shared::cluster only")
-        addrs = addrs % CLUSTER_STRIDE
+    if foreign(cta, addrs).any():     # another CTA's window (mapa): only arrives reach it
+        cluster_targets(cta, addrs, 8, what)        # a rank outside the cluster is refused first
+        raise Fault("unsupported", f"{what} on another CTA's mbarrier: the simulator reaches a peer's "
+                    "mbarrier with mbarrier.arrive{.expect_tx}.shared::cluster only")
+    addrs = own_offsets(cta, addrs, what)
     check_barrier_address(cta, addrs, what)
     first = int(addrs[0])
     if (addrs == first).all():
@@ -94,6 +94,23 @@ def _barriers(cta: CtaState, tids, get_addr, what: str):
 def _touch(cta: CtaState, tids, addr: int, what: str) -> None:
     """Barrier accesses by other threads after an init need a bar.sync in between (race check)."""
     cta.smem.read(tids, np.full(len(tids), addr, dtype=np.int64), 8, cta.epoch, what)
+
+
+def _mask(cta: CtaState, tids: np.ndarray) -> np.ndarray:
+    mask = np.zeros(cta.n, dtype=bool)
+    mask[tids] = True
+    return mask
+
+
+def _landed(cta: CtaState, bar: Barrier, chunks: list, line: int) -> None:
+    """TMA/bulk loads landed at this wait: visible only to threads ordered after a wait that observed
+    the phase (async_order.py), so every completed phase of the barrier carries them from now on."""
+    lines = ", ".join(str(n) for n in sorted({c.line for c in chunks}))
+    rid = async_order.retire(cta, np.concatenate([c.idx for c in chunks]), np.zeros(cta.n, dtype=bool),
+                             f"the TMA/bulk load(s) issued at line {lines} (landed at the wait at line {line})",
+                             f"mbarrier {bar.addr:#x}", line, landed=True)
+    if rid is not None:
+        bar.carried.add((cta.smem.retired, rid))
 
 
 def _completed(cta: CtaState, bar: Barrier, phase: int) -> None:
@@ -186,7 +203,7 @@ def _compile_arrive(ctx, ops, space, kind, name, cluster_space: bool):
         n = per_thread(get_n(cta.R), tids).astype(np.int64) if get_n is not None else None
         if cluster_space:
             addrs = per_thread(get_addr(cta.R), tids)
-            if (addrs >= CLUSTER_STRIDE).any():
+            if foreign(cta, addrs).any():
                 _cluster_arrive(cta, tids, addrs, n)
                 return
         tokens = np.zeros(len(tids), dtype=np.uint64)
@@ -194,6 +211,8 @@ def _compile_arrive(ctx, ops, space, kind, name, cluster_space: bool):
             bar = barrier_at(cta, addr, name)
             _touch(cta, tids[rows], addr, name)
             tokens[rows] = phase = bar.phase
+            if async_order.active(cta):
+                bar.arriving |= async_order.carried_by(cta, _mask(cta, tids[rows]))
             if expect:
                 add_tx(bar, int(n[rows].sum()), name)
                 arrive(bar, len(rows), name)
@@ -220,6 +239,8 @@ def _compile_arrive(ctx, ops, space, kind, name, cluster_space: bool):
                 elif peer.smem.cross is not None:
                     peer.smem.cross.access(np.tile(idx, len(rows)), np.repeat(tids[rows], 8), cta.cluster,
                                            False, name)
+                if async_order.active(cta):         # a remote release carries this CTA's records
+                    bar.arriving |= async_order.carried_by(cta, _mask(cta, tids[rows]))
                 if expect:
                     add_tx(bar, int(n[rows].sum()), name)
                     arrive(bar, len(rows), name)
@@ -245,8 +266,10 @@ def _compile_wait(ctx, ops, space, kind, name):
         for addr, rows in _barriers(cta, tids, get_addr, name):
             bar = barrier_at(cta, addr, name)
             _touch(cta, tids[rows], addr, name)
-            phase = bar.phase
+            phase, flying = bar.phase, bar.inflight
             try_complete(bar, land=cta.smem)
+            if flying and not bar.inflight:
+                _landed(cta, bar, flying, line)
             _completed(cta, bar, phase)
             if parity:
                 if ((want[rows] & ~1) != 0).any():
@@ -259,6 +282,10 @@ def _compile_wait(ctx, ops, space, kind, name):
                                 f"{bar.describe()} has not reached it (a token from another barrier?)")
                 done = want[rows] < bar.phase
             ok[rows] = done
+            if bar.carried and done.any():
+                if len(bar.carried) > 64:      # records ended since (overwritten, all ordered)
+                    bar.carried = async_order.live(cta, bar.carried)
+                async_order.order(cta, bar.carried, _mask(cta, tids[rows][done]))
             note_stall(cta, line, bar, bool(done.all()))
         scatter(cta, pred_slot, tids, ok, mask)
         if not ok.all():

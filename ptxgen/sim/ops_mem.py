@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cluster import CLUSTER_STRIDE, NON_PORTABLE_CLUSTER, remote_read, remote_write
+from .cluster import CLUSTER_STRIDE, NON_PORTABLE_CLUSTER, own_offsets, remote_read, remote_write, window_base
 from .cluster import targets as cluster_targets
 from .async_proxy import require
 from .errors import Fault
@@ -55,9 +55,8 @@ def address_getter(ctx, mem: Mem, space: str):
     if name in ctx.symbols:
         if space not in ("shared", "generic", "cluster"):
             raise ctx.fail(f"shared symbol {name} used with a .{space} access")
-        base = ctx.symbols[name] + (SHARED_GENERIC_BASE if space == "generic" else 0)
-        const = np.array([base + offset], dtype=np.int64)
-        return lambda R: const
+        get = ctx.shared_symbol(name, "s64", offset + (SHARED_GENERIC_BASE if space == "generic" else 0))
+        return lambda R: get(R).astype(np.int64)
     raise ctx.fail(f"address base {name!r} is not a register or shared symbol")
 
 
@@ -119,15 +118,17 @@ def check_aligned(addrs: np.ndarray, align: int, what: str) -> None:
         raise Fault("misaligned", f"{what} at address {int(addrs[k]):#x} is not {align}-byte aligned")
 
 
-def in_peer_window(addrs: np.ndarray) -> np.ndarray:
-    """Boolean per generic address: a .shared::cluster address (mapa's generic form)."""
-    lo = SHARED_GENERIC_BASE + CLUSTER_STRIDE
-    return (addrs >= lo) & (addrs < lo + NON_PORTABLE_CLUSTER * CLUSTER_STRIDE)
+def in_peer_window(cta: CtaState, addrs: np.ndarray) -> np.ndarray:
+    """Boolean per generic address: another cluster CTA's shared window (mapa's generic form)."""
+    lo = SHARED_GENERIC_BASE
+    inside = (addrs >= lo) & (addrs < lo + NON_PORTABLE_CLUSTER * CLUSTER_STRIDE)
+    return inside & ((addrs - lo) // CLUSTER_STRIDE != (0 if cta.cluster is None else cta.cluster.rank))
 
 
 def split_generic(cta: CtaState, addrs: np.ndarray) -> np.ndarray:
-    """Boolean per address: inside the generic shared window."""
-    return (addrs >= SHARED_GENERIC_BASE) & (addrs < SHARED_GENERIC_BASE + cta.smem.size)
+    """Boolean per address: inside the executing CTA's generic shared window."""
+    lo = SHARED_GENERIC_BASE + window_base(cta)
+    return (addrs >= lo) & (addrs < lo + cta.smem.size)
 
 
 def read_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, width: int,
@@ -138,14 +139,15 @@ def read_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, 
         out = np.empty((len(addrs), width), dtype=np.uint8)
         for peer, sel, offs in cluster_targets(cta, addrs, width, what):
             t = tids if sel is None else tids[sel]
-            data = (read_memory(cta, "shared", t, offs, width, line, what) if peer is cta
+            data = (read_memory(cta, "shared", t, addrs if sel is None else addrs[sel], width, line, what)
+                    if peer is cta
                     else remote_read(cta, peer, t, offs, width, what))
             if sel is None:
                 return data
             out[sel] = data
         return out
     if space == "generic":
-        remote = in_peer_window(addrs)
+        remote = in_peer_window(cta, addrs)
         if remote.any():
             out = np.empty((len(addrs), width), dtype=np.uint8)
             out[remote] = read_memory(cta, "cluster", tids[remote], addrs[remote] - SHARED_GENERIC_BASE,
@@ -165,6 +167,7 @@ def read_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, 
                                       strong)
         return out
     if space == "shared":
+        addrs = own_offsets(cta, addrs, what)
         data = cta.smem.read(tids, addrs, width, cta.epoch, what)
         cta.add_smem_stat(line, *bank_wavefronts(tids >> 5, tids & 31, addrs, width, lanes_per_phase(width)))
         return data
@@ -179,12 +182,12 @@ def write_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray,
         for peer, sel, offs in cluster_targets(cta, addrs, width, what):
             t, d = (tids, data) if sel is None else (tids[sel], data[sel])
             if peer is cta:
-                write_memory(cta, "shared", t, offs, d, line, what)
+                write_memory(cta, "shared", t, addrs if sel is None else addrs[sel], d, line, what)
             else:
                 remote_write(cta, peer, t, offs, d, what)
         return
     if space == "generic":
-        remote = in_peer_window(addrs)
+        remote = in_peer_window(cta, addrs)
         if remote.any():
             write_memory(cta, "cluster", tids[remote], addrs[remote] - SHARED_GENERIC_BASE, data[remote], line,
                          what)
@@ -200,6 +203,7 @@ def write_memory(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray,
                          strong)
         return
     if space == "shared":
+        addrs = own_offsets(cta, addrs, what)
         cta.smem.write(tids, addrs, data, cta.epoch, what)
         cta.add_smem_stat(line, *bank_wavefronts(tids >> 5, tids & 31, addrs, width, lanes_per_phase(width)))
         return

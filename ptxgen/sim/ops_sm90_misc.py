@@ -4,9 +4,9 @@ stmatrix (docs/ptx_facts/warp_specialisation.md §9i, shared_memory.md §4) is t
 ldmatrix: the same address-supplying lanes and the same register/lane tables
 (ops_warp.LDMATRIX_FLAT), data flowing the other way. elect.sync elects the lowest lane of
 membermask; every lane of membermask must execute it. setmaxnreg
-(docs/ptx_facts/warp_specialisation.md §9g) only redistributes registers, which the simulator does
-not model: it checks N and that every warp of a warpgroup executes the same setmaxnreg sequence
-(SetmaxnregLog). griddepcontrol (programmatic dependent launch) is a no-op on one launch.
+(docs/ptx_facts/warp_specialisation.md §9g) only redistributes registers: the simulator checks N,
+that every warp of a warpgroup executes the same setmaxnreg sequence (SetmaxnregLog) and, under
+.maxnreg, the CTA's register pool (register_budget.py). griddepcontrol (programmatic dependent launch) is a no-op on one launch.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 
 from dataclasses import dataclass, field
 
+from . import register_budget
 from .errors import Fault
 from .memory import bank_wavefronts
 from .operands import Lit, PredPair
@@ -24,12 +25,12 @@ from .state import CtaState, store
 from .wgmma_hazards import warpgroups_of
 
 
-def require_sm90a(ctx, what: str) -> None:
-    """wgmma and setmaxnreg exist only on the architecture-specific target sm_90a
-    (docs/ptx_facts/module.md §10)."""
+def require_sm90a(ctx, what: str, targets: tuple[str, ...] = ("sm_90a",)) -> None:
+    """wgmma exists only on the architecture-specific target sm_90a, setmaxnreg on sm_90a and
+    sm_100a/sm_120a (docs/ptx_facts/module.md §10, sm100_formats.md §6)."""
     target = (getattr(ctx, "target", "") or "").replace(",", " ").split()
-    if not target or target[0] != "sm_90a":
-        raise ctx.fail(f"{what} needs `.target sm_90a` (and .version 8.0 or newer); the module targets "
+    if not target or target[0] not in targets:
+        raise ctx.fail(f"{what} needs `.target {'` or `'.join(targets)}`; the module targets "
                        f"{target[0] if target else 'nothing'}")
 
 
@@ -156,7 +157,7 @@ def check_setmaxnreg_at_exit(cta: CtaState) -> None:
 
 
 def compile_setmaxnreg(ins: Instr, ctx):
-    require_sm90a(ctx, "setmaxnreg")
+    require_sm90a(ctx, "setmaxnreg", ("sm_90a", "sm_100a", "sm_120a"))
     mods = tuple(ins.mods)
     if len(mods) != 4 or mods[0] not in ("inc", "dec") or mods[1:] != ("sync", "aligned", "u32"):
         raise ctx.fail(f"setmaxnreg.{'.'.join(mods)}: write setmaxnreg.{{inc|dec}}.sync.aligned.u32 N")
@@ -165,9 +166,12 @@ def compile_setmaxnreg(ins: Instr, ctx):
         raise ctx.fail("setmaxnreg needs one immediate register count N, a multiple of 8 in 24..256")
 
     action, n, line = mods[0], int(op.value), ctx.line
+    cap = ctx.perf["maxnreg"][0] if ctx.perf.get("maxnreg") else None
 
     def run(cta: CtaState, mask):
-        log_setmaxnreg(cta, participating_warps(cta, mask), action, n, line)
+        warps = participating_warps(cta, mask)
+        log_setmaxnreg(cta, warps, action, n, line)
+        register_budget.note(cta, warps, action, n, line, cap)   # the CTA's pool (issue 21)
     return run
 
 

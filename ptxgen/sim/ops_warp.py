@@ -12,6 +12,7 @@ import numpy as np
 from . import layouts
 from . import numerics as nx
 from .errors import Fault
+from .cluster import own_offsets, window_base
 from .memory import SHARED_GENERIC_BASE, bank_wavefronts
 from .ops_mem import check_aligned, address_getter
 from .parse import Instr
@@ -56,10 +57,13 @@ def matrix_row_offsets(cta: CtaState, rows: np.ndarray, space: str, what: str) -
     """Shared-memory offsets of the 16-byte matrix rows that ldmatrix/stmatrix lanes supply:
     generic addresses must fall in the shared window, and every row is 16-byte aligned."""
     if space == "generic":
-        inside = (rows >= SHARED_GENERIC_BASE) & (rows < SHARED_GENERIC_BASE + cta.smem.size)
+        base = SHARED_GENERIC_BASE + window_base(cta)
+        inside = (rows >= base) & (rows < base + cta.smem.size)
         if not inside.all():
             raise Fault("out-of-bounds", f"{what} generic address outside the shared window")
-        rows = rows - SHARED_GENERIC_BASE
+        rows = rows - base
+    else:
+        rows = own_offsets(cta, rows, what)
     check_aligned(rows, 16, f"{what} row address")
     return rows
 

@@ -251,8 +251,8 @@ def _compile_sync(ins: Instr, ctx, head: str):
         if len(ins.operands) != 1 or not isinstance(ins.operands[0], Lit) or ins.operands[0].kind != "int" \
                 or ins.operands[0].value < 0:
             raise ctx.fail("wgmma.wait_group takes one immediate N >= 0")
-        keep = int(ins.operands[0].value)
-        return lambda cta, mask: wait(cta, mask, keep)
+        keep, line = int(ins.operands[0].value), ctx.line
+        return lambda cta, mask: wait(cta, mask, keep, line)
     if ins.operands:
         raise ctx.fail(f"wgmma.{head} takes no operands")
     return fence if head == "fence" else commit

@@ -30,6 +30,7 @@ import numpy as np
 from . import layouts
 from . import numerics as nx
 from .errors import Fault
+from .cluster import own_offsets, window_base
 from .memory import SHARED_GENERIC_BASE, bank_wavefronts
 from .ops_mem import address_getter, global_write
 from .ops_warp import decode_inputs, read_warp_regs, write_warp_regs, participating_warps
@@ -149,11 +150,13 @@ def _line_addresses(cta: CtaState, warps, get_addr, get_stride, esize: int, spac
                     "elements): every row/column start must be 32-byte aligned")
     if space == "shared":
         in_shared = np.ones(len(ids), dtype=bool)
+        p = own_offsets(cta, p, what)
     elif space == "global":
         in_shared = np.zeros(len(ids), dtype=bool)
     else:
-        in_shared = (p >= SHARED_GENERIC_BASE) & (p < SHARED_GENERIC_BASE + cta.smem.size)
-        p = np.where(in_shared, p - SHARED_GENERIC_BASE, p)
+        base = SHARED_GENERIC_BASE + window_base(cta)
+        in_shared = (p >= base) & (p < base + cta.smem.size)
+        p = np.where(in_shared, p - base, p)
     lines_at = p[:, None] + np.arange(16) * stride[:, None] * esize
     return ids, lines_at, in_shared
 

@@ -72,6 +72,8 @@ class Entry:
     regs: list[RegDecl] = field(default_factory=list)
     shared: list[SharedDecl] = field(default_factory=list)
     body: list[Instr | Label] = field(default_factory=list)
+    #: `tlist: .branchtargets L0, L1, ...;` lists by name, for brx.idx (ops_brx.py)
+    branchtargets: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -211,7 +213,7 @@ def _parse_regs(src: _Source, line: int, text: str) -> list[RegDecl]:
     if m is None:
         raise src.fail(line, "cannot parse register declaration (vector registers are not supported)", True)
     typ = m.group(1)
-    if typ not in TYPE_BITS or typ == "tf32":
+    if (typ not in TYPE_BITS and typ != "b128") or typ == "tf32":     # .b128: two 64-bit slots (ops_clc.py)
         raise src.fail(line, f"register type .{typ} is not supported", True)
     out = []
     for item in split_top_level(m.group(2)):
@@ -223,6 +225,18 @@ def _parse_regs(src: _Source, line: int, text: str) -> list[RegDecl]:
         else:
             raise src.fail(line, f"cannot parse register name {item!r}", True)
     return out
+
+
+def _parse_branchtargets(src: _Source, entry: Entry, line: int, text: str) -> None:
+    """`tlist: .branchtargets L0, L1, ...;` (PTX ISA, brx.idx; docs/ptx_facts/sm100_formats.md §5):
+    the label just before the directive names the list."""
+    owner = entry.body[-1] if entry.body else None
+    if not isinstance(owner, Label) or owner.name in entry.branchtargets:
+        raise src.fail(line, ".branchtargets needs its own label: write `tlist: .branchtargets L0, L1;`", True)
+    names = tuple(n.strip() for n in split_top_level(text[len(".branchtargets"):]))
+    if not names or not all(re.fullmatch(IDENT, n) for n in names):
+        raise src.fail(line, f".branchtargets {owner.name} needs a comma-separated list of labels", True)
+    entry.branchtargets[owner.name] = names
 
 
 def _parse_shared(src: _Source, line: int, text: str) -> SharedDecl:
@@ -428,6 +442,8 @@ def _body_statement(src: _Source, entry: Entry, offset: int, piece: str) -> None
             entry.shared.append(_parse_shared(src, line, piece))
         elif word[1:] in _IGNORED_DIRECTIVES:
             pass
+        elif word == ".branchtargets":
+            _parse_branchtargets(src, entry, line, piece)
         else:
             raise src.fail(line, f"unsupported directive {word} in function body", True)
         return

@@ -17,6 +17,7 @@ import numpy as np
 from .errors import Fault, HazardError
 from .operands import Lit, Mem, Name, NotPred, Vec
 from .parse import Entry, Label, Module, ParamDecl
+from .memory import CLUSTER_STRIDE
 from .ptxtypes import STORAGE_DTYPE, TYPE_BITS, VIEW_DTYPE, immediate_array
 
 Getter = Callable[[list], np.ndarray]
@@ -70,6 +71,7 @@ class CompileContext:
         # whole-program passes an op compiler registers (by key, once): fn(instrs, ops) -> ops
         self.passes: dict[str, Callable] = {}
         self.version, self.target = "", ""   # the module's .version and .target (feature floors)
+        self.perf: dict[str, tuple[int, ...]] = {}   # the entry's performance directives (.maxnreg, ...)
 
     @staticmethod
     def fail(detail: str) -> Fault:
@@ -113,13 +115,23 @@ class CompileContext:
         if isinstance(op, Name) and op.name in self.symbols:
             if TYPE_BITS[typ] not in (32, 64) or typ.startswith("f"):
                 raise self.fail(f"symbol {op.name} used as a .{typ} value")
-            value = immediate_array("int", self.symbols[op.name], typ)
-            return lambda R: value
+            return self.shared_symbol(op.name, typ, 0)
         if isinstance(op, NotPred) and typ == "pred":
             inner = self.src(op.name, "pred")
             return lambda R: ~inner(R)
         name = op.name if isinstance(op, Name) else op
         raise self.fail(f"operand {name!r} is not a register, immediate or shared symbol")
+
+    def shared_symbol(self, name: str, typ: str, offset: int) -> Getter:
+        """Getter of a shared symbol's .shared::cta address (+ offset) as `typ`: its offset in the
+        window plus the executing CTA's window base, cluster rank * CLUSTER_STRIDE (cluster.py doc)."""
+        value = immediate_array("int", self.symbols[name] + offset, typ)
+        rank_slot = self.regs["%cluster_ctarank"][0]
+
+        def get(R):
+            rank = R[rank_slot][:1]
+            return value if not rank[0] else value + (rank.astype(np.int64) * CLUSTER_STRIDE).astype(value.dtype)
+        return get
 
     def vec(self, op, n_items: int | None, what: str) -> tuple:
         if not isinstance(op, Vec):
@@ -186,13 +198,13 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
         regs[name] = (len(slot_bits), bits)
         slot_bits.append(bits)
     for decl in entry.regs:
-        bits = TYPE_BITS[decl.type]
+        bits = 128 if decl.type == "b128" else TYPE_BITS[decl.type]
         if decl.name in regs:
             if regs[decl.name][1] != bits:
                 raise hazard(decl.line, Fault("unsupported", f"register {decl.name} redeclared with another width"))
             continue
         regs[decl.name] = (len(slot_bits), bits)
-        slot_bits.append(bits)
+        slot_bits.extend([64, 64] if bits == 128 else [bits])     # .b128: low half, then high half
 
     # params
     params: dict[str, tuple[int, ParamDecl]] = {}
@@ -216,6 +228,8 @@ def build_program(module: Module, entry_name: str, registry: dict[str, Callable]
 
     ctx = CompileContext(regs, symbols, params, labels)
     ctx.version, ctx.target = module.version, module.target
+    ctx.branchtargets = entry.branchtargets       # brx.idx target lists (ops_brx.py)
+    ctx.perf = entry.perf
     ops: list[tuple[Executor, int, bool]] = []
     op_lines: list[int] = []
     instrs = []

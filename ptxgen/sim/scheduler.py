@@ -122,7 +122,7 @@ def run_sequential(program: Program, cta: CtaState) -> int:
 
 def run_interleaved(program: Program, make: Callable[[int, SharedMemory | None], CtaState], count: int,
                     window: int, subset: bool, on_done: Callable[[int], None] | None = None,
-                    group: int = 1) -> int:
+                    group: int = 1, skip: Callable[[int], bool] | None = None) -> int:
     """Round-robin over CTAs 0..count-1 until all finish; raises HazardError("deadlock") if they cannot.
 
     At most `window` CTAs are resident; the next one starts (in launch order, reusing a finished
@@ -135,9 +135,14 @@ def run_interleaved(program: Program, make: Callable[[int, SharedMemory | None],
     finished = 0
     while live or started < count:
         while started < count and len(live) + group <= window:
+            if skip is not None and skip(started):    # a cluster cancelled by try_cancel (ops_clc.py)
+                started += group
+                continue
             for _ in range(group):
                 live.append(make(started, pool.pop() if pool else None))
                 started += 1
+        if not live:
+            continue
         cta = live.popleft()
         if cta.skip:                 # backing off after waiting iterations (like nanosleep)
             cta.skip -= 1

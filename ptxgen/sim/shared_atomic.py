@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from .cluster import remote_atomic
+from .cluster import own_offsets, remote_atomic
 from .cluster import targets as cluster_targets
 from .memory import SHARED_GENERIC_BASE, bank_wavefronts
 from .ops_mem import in_peer_window, lanes_per_phase, split_generic
@@ -27,7 +27,7 @@ def split_spaces(cta: CtaState, space: str, addrs: np.ndarray) -> list[tuple[str
     CTA's shared window, a peer's (cluster) or global memory."""
     if space != "generic":
         return [(space, None, addrs)]
-    remote = in_peer_window(addrs)
+    remote = in_peer_window(cta, addrs)
     local = split_generic(cta, addrs) & ~remote
     glob = ~(remote | local)
     parts = [("cluster", remote, addrs[remote] - SHARED_GENERIC_BASE),
@@ -40,7 +40,8 @@ def shared_rmw(cta: CtaState, space: str, tids: np.ndarray, addrs: np.ndarray, b
                size: int, what: str, line: int, serialize: Serializer) -> tuple[np.ndarray, bool]:
     """Apply an atomic to shared bytes ("shared": this CTA's offsets, "cluster": .shared::cluster
     addresses); (old values in lane order, whether any byte changed)."""
-    groups = [(cta, None, addrs)] if space == "shared" else cluster_targets(cta, addrs, size, what)
+    groups = ([(cta, None, own_offsets(cta, addrs, what))] if space == "shared"
+              else cluster_targets(cta, addrs, size, what))
     old, changed = None, False
     for peer, sel, offs in groups:
         t, bb, cc = (tids, b, c) if sel is None else (tids[sel], b[sel], c[sel])

@@ -51,8 +51,11 @@ class CtaState:
     skip: int = 0                        # scheduler turns still to skip
     wgmma: object | None = None          # wgmma groups in flight (ops_wgmma.WgmmaState), lazily
     hopper: object = None                # mbarriers, TMA and bulk groups (async_proxy.HopperState)
+    tmem: object = None                  # tensor memory and tcgen05 operations (tmem.TmemState), lazily
     cluster: object = None               # cluster.ClusterMember: rank, barrier.cluster counts
     setmaxnreg: dict | None = None       # warpgroup -> ops_sm90_misc.SetmaxnregLog, lazily
+    launch_queue: object = None          # ops_clc.LaunchQueue of the launch, when it uses try_cancel
+    regbudget: object = None             # register_budget.RegisterBudget under .maxnreg, lazily
     # independent warps (warps.py): while the CTA runs as one group these stay empty, and pc /
     # mask_all / n_active describe the whole CTA; otherwise they describe the running group
     groups: list = field(default_factory=list)   # parked thread groups (warps.Group)
@@ -60,6 +63,7 @@ class CtaState:
     split: object = None                 # what a DIVERGE/BLOCK executor result refers to
     polled: bool = False                 # an mbarrier wait failed since the last group switch
     fair: int = 0                        # backward branches since the last group switch
+    trace: object = None                 # trace.CtaTrace while a traced launch records this CTA
 
     @property
     def nwarps(self) -> int:

@@ -104,14 +104,16 @@ def _schedule(cta, program, groups: list[Group], avoid: Group | None = None) -> 
 
 
 def diverge(cta, program, pc: int) -> None:
-    """The branch at `pc` was taken by some of the running group's threads: split the group."""
-    target, taken = cta.split
+    """The branch at `pc` was taken by some of the running group's threads: split the group. The
+    others go on at pc + 1, or at a pc the executor names third in cta.split (brx.idx: the rest
+    execute it again, each round sending the threads of one index to their target)."""
+    target, taken, *rest_pc = cta.split
     cta.split = None
     mask = cta.group_mask()
     rest = mask & ~taken
     n_taken = int(np.count_nonzero(taken))
     _schedule(cta, program, cta.groups + [Group(target, taken, n_taken),
-                                          Group(pc + 1, rest, cta.n_active - n_taken)])
+                                          Group(rest_pc[0] if rest_pc else pc + 1, rest, cta.n_active - n_taken)])
 
 
 def block(cta, program, pc: int) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import async_order
 from .errors import Fault
 from .operands import Mem, Name, NotPred, PredPair, Vec
 from .ops_warp import participating_warps
@@ -135,8 +136,10 @@ def commit(cta: CtaState, mask) -> None:
     st.commits[groups] += 1
 
 
-def wait(cta: CtaState, mask, keep: int) -> None:
-    """Retire every wgmma of the waiting warpgroups older than their `keep` newest committed groups."""
+def wait(cta: CtaState, mask, keep: int, line: int = 0) -> None:
+    """Retire every wgmma of the waiting warpgroups older than their `keep` newest committed groups.
+    Its shared operands may be rewritten by other threads only once a barrier or mbarrier phase
+    orders them after this wait (async_order.py)."""
     groups = warpgroups_of(cta, participating_warps(cta, mask), "wgmma.wait_group")
     st = state_of(cta)
     waiting = np.zeros(len(st.commits), dtype=bool)
@@ -146,6 +149,10 @@ def wait(cta: CtaState, mask, keep: int) -> None:
         if waiting[rec.wg] and rec.group < st.commits[rec.wg] - keep:
             if len(rec.smem):
                 np.subtract.at(cta.smem.async_reads, rec.smem, 1)
+                waiters = np.zeros(cta.n, dtype=bool)
+                waiters[rec.wg * 128:(rec.wg + 1) * 128] = True
+                async_order.retire(cta, rec.smem, waiters, f"the wgmma at line {rec.line}",
+                                   f"warpgroup {rec.wg}", line)
         else:
             remaining.append(rec)
     st.inflight = remaining

@@ -417,6 +417,26 @@ def test_other_shape_on_in_flight_accumulators_is_a_hazard():
     _launch(fixed, 16)
 
 
+@pytest.mark.parametrize("second", [
+    # a wider shape whose accumulators are a superset of the in-flight m64n8's
+    "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {D}, %rd10, %rd11, %p1, 1, 1, 0, 0;   // OTHER",
+    # the same shape and registers, another input type
+    "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%d0, %d1, %d2, %d3}, %rd10, %rd11, %p1, 1, 1, 0, 0;"
+    "   // OTHER",
+])
+def test_superset_or_other_type_on_in_flight_accumulators_is_a_hazard(second):
+    """Issue 21: chaining is allowed only for the same shape and types into the same registers; the
+    test above covers a subset, this one a superset and a type change."""
+    first = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%d0, %d1, %d2, %d3}, %rd10, %rd11, %p2, 1, 1, 0, 0;"
+    bad = wgmma_ptx(16, [first, second], 8192, 4096)
+    with pytest.raises(sim.HazardError) as e:
+        _launch(bad, 16)
+    assert e.value.kind == "async-pending" and e.value.line == line_of(bad, "OTHER")
+    fixed = wgmma_ptx(16, [first, "wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;",
+                           second.replace("// OTHER", "")], 8192, 4096)
+    _launch(fixed, 16)
+
+
 def test_generic_writes_read_by_wgmma_need_a_proxy_fence():
     """st.shared data read by wgmma (async proxy) without fence.proxy.async is a race; the same
     kernel with the fence (every other test here) runs."""

@@ -11,8 +11,10 @@ Each warpgroup owns `rows` = BM / consumers rows of the tile and walks BN in chu
     leader: cp.async.bulk.wait_group.read 0    store j-1 has read the other buffer, which chunk j+1 fills
     bar.sync 8, 128 x consumers      every writer's chunk (and the leaders' waits) before the stores
     leader: TMA store of chunk j; commit_group; [beta] reload cfull[j % 2] with chunk j + 2
-and after the last chunk the leader waits (wait_group.read 0) so no store still reads shared memory
-when the kernel (or the next tile's epilogue) goes on. TMA clips the boxes at M and N: no
+and after the last chunk the leader waits (wait_group.read 0) and the consumers meet at the named
+barrier once more, so no store still reads shared memory when any consumer thread writes the
+staging again (the next tile's epilogue): the async proxy may read a store's source until the
+issuing thread's wait returns, and only a barrier after that wait orders the other threads' writes. TMA clips the boxes at M and N: no
 per-element guards, except on the bias / scale vector loads (which must not read past their ends).
 
 Where the buffers live (TmaEpilogueLayout): after the ring's barriers, or, without a persistent
@@ -212,6 +214,8 @@ class TmaStores(DirectStores):
             self.chunk(acc, st, j)
         tma.bulk_wait_group(b, 0, read_only=True, guard=st.wg_leader,
                             comment="the last stores have read shared memory")
+        b.emit("bar.sync", Imm(str(EPILOGUE_BARRIER)), Imm(str(self.bar_threads)),
+               comment="after the leaders' waits: the staging may be written again")
 
     def col0(self, st: TileStaging, j: int) -> VReg:
         """The first column of chunk j (TMA coordinate and vector index)."""

@@ -16,6 +16,7 @@ feature to the simulator adds its name here, and the entries it completes must t
 """
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,19 +51,25 @@ FEATURE_OPCODES: dict[str, tuple[str, ...]] = {
 }
 
 #: numpy dtype name (json) -> ptxgen.check dtype name, for the tolerance of an output.
-CHECK_DTYPE = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+CHECK_DTYPE = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "int32": "s32"}
 
 
 class SimFeatureMissing(NotImplementedError):
     """The simulator lacks an API the entry needs (sim.TensorMap before TMA lands)."""
 
 
-def tensor_map_arg(array: np.ndarray, block: list[int], swizzle: str):
-    """The launch argument for a `.param .align 64 .b8 map[128]` tensor-map parameter."""
+def tensor_map_arg(array: np.ndarray, block: list[int], swizzle: str, fp4_padded: bool = False):
+    """The launch argument for a `.param .align 64 .b8 map[128]` tensor-map parameter; fp4_padded:
+    `array` holds two e2m1 per byte and the map lands them padded in shared memory (sm_100a)."""
     make = getattr(sim, "TensorMap", None)
     if make is None:
         raise SimFeatureMissing("ptxgen.sim.TensorMap does not exist yet: the simulator does not model "
                                 "TMA tensor maps")
+    if fp4_padded:
+        if "data_type" not in inspect.signature(make).parameters:
+            raise SimFeatureMissing("sim.TensorMap has no padded fp4 data type (CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B)"
+                                    " yet")
+        return make(array, tuple(block), swizzle=swizzle, data_type="16U4_ALIGN16B")
     return make(array, tuple(block), swizzle=swizzle)
 
 
@@ -78,28 +85,29 @@ class Entry:
         return [f for f in self.meta["needs"] if f not in SUPPORTED]
 
 
-def load_entries() -> list[Entry]:
-    return [Entry(p.stem, p.with_suffix(".ptx").read_text(), json.loads(p.read_text()))
-            for p in sorted(HERE.glob("*.json"))]
+def load_entries(directory: Path = HERE, entry_type: type = Entry) -> list[Entry]:
+    """Every <name>.json + <name>.ptx pair in `directory` (the Blackwell corpus passes its own)."""
+    return [entry_type(p.stem, p.with_suffix(".ptx").read_text(), json.loads(p.read_text()))
+            for p in sorted(directory.glob("*.json"))]
 
 
-def features_of(ptx: str) -> list[str]:
-    """The features (FEATURE_OPCODES) the PTX's instructions use."""
+def features_of(ptx: str, table: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """The features (`table`, FEATURE_OPCODES by default) the PTX's instructions use."""
     found = set()
     for line in ptx.splitlines():
         body = line.strip()
         if body.startswith("@"):
             body = body.split(None, 1)[1] if " " in body else ""
-        for feature, prefixes in FEATURE_OPCODES.items():
+        for feature, prefixes in (table or FEATURE_OPCODES).items():
             if body.startswith(prefixes):
                 found.add(feature)
     return sorted(found)
 
 
-def feature_lines(ptx: str, feature: str) -> set[int]:
+def feature_lines(ptx: str, feature: str, table: dict[str, tuple[str, ...]] | None = None) -> set[int]:
     """1-based lines of `ptx` that use `feature`; for debug-info also every line inside a
     `.section { ... }` block (the DWARF data)."""
-    prefixes = FEATURE_OPCODES[feature]
+    prefixes = (table or FEATURE_OPCODES)[feature]
     lines, in_section = set(), False
     for number, line in enumerate(ptx.splitlines(), 1):
         body = line.strip()
@@ -157,10 +165,11 @@ def build_operands(meta: dict, rng: np.random.Generator) -> tuple[dict[str, np.n
     raise ValueError(f"unknown corpus entry kind {kind!r}")
 
 
-def build_case(entry: Entry, seed: int = 0) -> Case:
-    """Inputs for the entry's problem shape (which no tile divides) and its launch arguments."""
+def build_case(entry: Entry, seed: int = 0, operands=None) -> Case:
+    """Inputs for the entry's problem shape (which no tile divides) and its launch arguments;
+    `operands` replaces build_operands (the Blackwell harness adds kinds of kernel)."""
     meta = entry.meta
-    arrays, out_name, ref, scalars = build_operands(meta, np.random.default_rng(seed))
+    arrays, out_name, ref, scalars = (operands or build_operands)(meta, np.random.default_rng(seed))
     descs = meta["tensor_descriptors"]
     args: list = []
     for param in meta["params"]:
@@ -171,7 +180,7 @@ def build_case(entry: Entry, seed: int = 0) -> Case:
             args.append(int(scalars[role[1]]))
         elif role[0] == "tensormap":
             d = descs[role[1]]
-            args.append(tensor_map_arg(arrays[role[1]], d["block_size"], d["swizzle"]))
+            args.append(tensor_map_arg(arrays[role[1]], d["block_size"], d["swizzle"], d.get("fp4_padded", False)))
         elif role[0] == "shape":
             args.append(int(arrays[role[1]].shape[int(role[2])]))
         elif role[0] == "stride":
@@ -185,26 +194,26 @@ def build_case(entry: Entry, seed: int = 0) -> Case:
     return Case(args, out, ref, CHECK_DTYPE[str(out.dtype)])
 
 
-def run_entry(entry: Entry, seed: int = 0) -> check.Comparison:
+def run_entry(entry: Entry, seed: int = 0, operands=None) -> check.Comparison:
     """Parse the PTX (an unsupported instruction fails here, naming it), launch it on the
     entry's grid and compare the output with the float64 reference."""
     meta = entry.meta
     compile_entry(entry.ptx, meta["entry"])
-    case = build_case(entry, seed)
+    case = build_case(entry, seed, operands)
     sim.launch(entry.ptx, meta["entry"], grid=tuple(meta["grid"]), block=tuple(meta["block"]),
                args=case.args, dynamic_smem=meta["shared"])
     return check.compare(case.out.astype(np.float64), case.ref, case.out_dtype)
 
 
-def refresh_needs() -> list[str]:
-    """Rewrite each json's `needs` from its PTX after FEATURE_OPCODES changed (no Triton needed);
+def refresh_needs(directory: Path = HERE, table: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """Rewrite each json's `needs` from its PTX after the feature table changed (no Triton needed);
     returns the names of the entries that changed."""
     changed = []
-    for entry in load_entries():
-        needs = features_of(entry.ptx)
+    for entry in load_entries(directory):
+        needs = features_of(entry.ptx, table)
         if needs != entry.meta["needs"]:
             entry.meta["needs"] = needs
-            (HERE / f"{entry.name}.json").write_text(json.dumps(entry.meta, indent=1) + "\n")
+            (directory / f"{entry.name}.json").write_text(json.dumps(entry.meta, indent=1) + "\n")
             changed.append(entry.name)
     return changed
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -25,6 +27,23 @@ import kernels  # noqa: E402  (the Triton sources live beside this script)
 from harness import features_of  # noqa: E402  (one feature table for the script and the harness)
 
 TARGET = GPUTarget("cuda", 90, 32)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Where a corpus is written and for which GPU: the Hopper corpus here, the Blackwell one in
+    tests/sim/blackwell_corpus/make_corpus.py (same json format, its own feature table)."""
+    out_dir: Path
+    target: GPUTarget
+    target_text: str
+    command: str
+    features_of: Callable[[str], list[str]]
+    #: features a json's descriptors need beyond the PTX's instructions (the Blackwell fp4 maps)
+    descriptor_features: Callable[[dict], list[str]] = lambda descs: []
+
+
+HOPPER = Corpus(HERE, TARGET, "cuda sm_90a (GPUTarget('cuda', 90, 32))",
+                "TRITON_DEFAULT_FP_FUSION=1 python tests/sim/hopper_corpus/make_corpus.py", features_of)
 #: Triton dtype name -> the name numpy/ml_dtypes (and the harness) use.
 NP_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp8e4nv": "float8_e4m3fn", "fp32": "float32"}
 #: Triton's swizzle code in tensordesc_meta -> TensorMap swizzle name.
@@ -82,7 +101,8 @@ def roles_of(signature: dict[str, str], constexprs: dict) -> list[str]:
 
 
 def compile_entry(name: str, fn, signature: dict[str, str], constexprs: dict, num_warps: int,
-                  num_stages: int, aligned: set[str], line_info: bool, num_ctas: int = 1):
+                  num_stages: int, aligned: set[str], line_info: bool, num_ctas: int = 1,
+                  corpus: Corpus = HOPPER):
     """Triton's own compile. Line info (.loc/.file and the DWARF .section blocks) is off except
     where an entry asks for it: it is most of the text and says nothing about the kernel."""
     triton.knobs.compilation.disable_line_info = not line_info
@@ -90,8 +110,8 @@ def compile_entry(name: str, fn, signature: dict[str, str], constexprs: dict, nu
     for k in constexprs:
         sig[k] = "constexpr"
     src = ASTSource(fn, sig, constexprs, attrs=attrs_for(sig, aligned))
-    return triton.compile(src, target=TARGET, options=dict(num_warps=num_warps, num_stages=num_stages,
-                                                           num_ctas=num_ctas))
+    return triton.compile(src, target=corpus.target, options=dict(num_warps=num_warps, num_stages=num_stages,
+                                                                  num_ctas=num_ctas))
 
 
 def block_threads(ptx: str, num_warps: int) -> int:
@@ -103,19 +123,20 @@ def block_threads(ptx: str, num_warps: int) -> int:
 
 def write_entry(name: str, fn, signature: dict[str, str], constexprs: dict, *, num_warps: int,
                 num_stages: int, problem: dict, grid: list[str], aligned: set[str], arrays: dict,
-                line_info: bool = False, num_ctas: int = 1) -> None:
+                line_info: bool = False, num_ctas: int = 1, corpus: Corpus = HOPPER) -> None:
     """Compile one Triton entry and write its .ptx and .json. `grid` holds Python expressions over
     the problem and constexprs; `arrays` describes each pointer/descriptor operand for the harness.
     With num_ctas > 1 Triton writes a cluster kernel (.reqnctapercluster num_ctas) that its
     launcher runs on a grid num_ctas times wider in x; `grid` must include that factor."""
-    k = compile_entry(name, fn, signature, constexprs, num_warps, num_stages, aligned, line_info, num_ctas)
+    k = compile_entry(name, fn, signature, constexprs, num_warps, num_stages, aligned, line_info, num_ctas, corpus)
     record_entry(name, k, fn, signature, constexprs, num_warps=num_warps, num_stages=num_stages,
-                 problem=problem, grid=grid, arrays=arrays, line_info=line_info, num_ctas=num_ctas)
+                 problem=problem, grid=grid, arrays=arrays, line_info=line_info, num_ctas=num_ctas,
+                 corpus=corpus)
 
 
 def record_entry(name: str, k, fn, signature: dict[str, str], constexprs: dict, *, num_warps: int,
                  num_stages: int, problem: dict, grid: list[str], arrays: dict, line_info: bool = False,
-                 num_ctas: int = 1, extra: dict | None = None) -> None:
+                 num_ctas: int = 1, extra: dict | None = None, corpus: Corpus = HOPPER) -> None:
     """Write a compiled kernel `k` (Triton's or Gluon's CompiledKernel) as <name>.ptx + <name>.json.
     `signature` holds the runtime arguments only; `extra` adds fields (a Gluon entry's tile)."""
     ptx, md = k.asm["ptx"], k.metadata
@@ -137,22 +158,24 @@ def record_entry(name: str, k, fn, signature: dict[str, str], constexprs: dict, 
     for n, dm in zip(desc_names, meta):
         descs[n] = dict(block_size=list(dm["block_size"]), swizzle=SWIZZLE[dm["swizzle"]],
                         swizzle_code=dm["swizzle"], elem_size=dm["elem_size"])
+        if dm.get("fp4_padded"):     # sm_100a: fp4 padded in shared memory (CU_TENSOR_MAP_DATA_TYPE 16U4_ALIGN16B)
+            descs[n].update(fp4_padded=True, elem_type=dm["elem_type"])
     extra = extra or {}
     env = {**problem, **constexprs, **extra.get("tile", {}), "cdiv": lambda a, b: -(-a // b)}
     concrete = [int(eval(g, {}, env)) for g in grid]  # noqa: S307 (our own fixed expressions)
     doc = dict(
         entry=entry, kernel=fn.__name__, triton_version=triton.__version__,
-        target="cuda sm_90a (GPUTarget('cuda', 90, 32))",
-        command="TRITON_DEFAULT_FP_FUSION=1 python tests/sim/hopper_corpus/make_corpus.py",
+        target=corpus.target_text, command=corpus.command,
         line_info=line_info,
         signature=signature, constexprs=constexprs, num_warps=num_warps, num_stages=num_stages,
         **({"num_ctas": num_ctas} if num_ctas > 1 else {}), **extra,
         block=[block_threads(ptx, num_warps), 1, 1], grid_formula=grid, problem=problem, grid=concrete,
         shared=md.shared, global_scratch_size=getattr(md, "global_scratch_size", 0),
-        params=params, arrays=arrays, tensor_descriptors=descs, needs=needs_of(ptx),
+        params=params, arrays=arrays, tensor_descriptors=descs,
+        needs=sorted(set(corpus.features_of(ptx)) | set(corpus.descriptor_features(descs))),
     )
-    (HERE / f"{name}.ptx").write_text(ptx)
-    (HERE / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (corpus.out_dir / f"{name}.ptx").write_text(ptx)
+    (corpus.out_dir / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{name}: {len(ptx)} bytes, shared {md.shared}, needs {doc['needs']}, descs {descs}")
 
 

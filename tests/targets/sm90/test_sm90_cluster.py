@@ -33,21 +33,22 @@ def cl(block, cluster, stages=3, consumers=1, sms=2, **kw) -> Schedule:
                     sms=sms, **kw)
 
 
+
 # -- numerics -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("g, s", [
-    (tn(300, 200, 200), cl((64, 64, 64), (2, 1))),                            # 5 m-tiles: an odd count, edges M/N/K
-    (tn(200, 300, 136), cl((64, 64, 64), (1, 2))),                            # 5 n-tiles
-    (Gemm(336, 136, 72, a_layout="col", b_layout="col"), cl((64, 64, 32), (2, 1), stages=4)),   # A MN-major
+    pytest.param(tn(300, 200, 200), cl((64, 64, 64), (2, 1))),                            # 5 m-tiles: an odd count, edges M/N/K
+    pytest.param(tn(200, 300, 136), cl((64, 64, 64), (1, 2))),                            # 5 n-tiles
+    pytest.param(Gemm(336, 136, 72, a_layout="col", b_layout="col"), cl((64, 64, 32), (2, 1), stages=4)),   # A MN-major
     (Gemm(200, 304, 200, a_layout="col", b_layout="row"), cl((64, 64, 64), (1, 2), stages=2)),  # both MN-major
-    (Gemm(136, 264, 104, a_layout="row", b_layout="row"), cl((64, 64, 64), (1, 2))),            # B MN-major
-    (tn(264, 136, 136, "bf16", "bf16"), cl((128, 64, 64), (2, 1), consumers=2, stages=4)),      # 2 consumers
-    (tn(136, 520, 72, "f16", "f16"), cl((128, 128, 64), (1, 2), consumers=2, stages=2)),        # 2 consumers
+    pytest.param(Gemm(136, 264, 104, a_layout="row", b_layout="row"), cl((64, 64, 64), (1, 2))),            # B MN-major
+    pytest.param(tn(264, 136, 136, "bf16", "bf16"), cl((128, 64, 64), (2, 1), consumers=2, stages=4)),      # 2 consumers
+    pytest.param(tn(136, 520, 72, "f16", "f16"), cl((128, 128, 64), (1, 2), consumers=2, stages=2)),        # 2 consumers
     (tn(300, 200, 200), cl((64, 64, 64), (2, 1), stages=1)),                  # one stage: release after wait 0
-    (tn(392, 264, 64), cl((64, 64, 64), (2, 1), sms=4, raster="grouped", group_m=4)),
+    pytest.param(tn(392, 264, 64), cl((64, 64, 64), (2, 1), sms=4, raster="grouped", group_m=4)),
     (Gemm(200, 136, 136, a_layout="row", b_layout="col", epilogue=GELU), cl((64, 64, 64), (1, 2), sms=4)),
-    (tn(300, 200, 136), cl((64, 64, 64), (2, 1), multicast=False)),            # clusters for scheduling only
-    (tn(200, 200, 128), cl((64, 64, 64), (2, 2), sms=4)),                      # both operands multicast
-    (tn(520, 72, 64), cl((64, 64, 64), (4, 1), sms=4)),                        # quarters of B
+    pytest.param(tn(300, 200, 136), cl((64, 64, 64), (2, 1), multicast=False)),            # clusters for scheduling only
+    pytest.param(tn(200, 200, 128), cl((64, 64, 64), (2, 2), sms=4)),                      # both operands multicast
+    pytest.param(tn(520, 72, 64), cl((64, 64, 64), (4, 1), sms=4)),                        # quarters of B
 ], ids=["2x1-odd-m", "1x2-odd-n", "2x1-tt", "1x2-nt", "1x2-nn", "2x1-2c-bf16", "1x2-2c", "2x1-s1",
         "2x1-grouped", "1x2-gelu", "2x1-no-multicast", "2x2", "4x1"])
 def test_cluster_gemm_matches_numpy(g, s):
@@ -151,14 +152,12 @@ def test_the_unplanted_cluster_kernel_runs_through_sim_launch(cluster):
     assert _run(k.ptx, k).ok
 
 
-@pytest.mark.xfail(strict=True, reason="the simulator runs a cluster's CTAs round-robin and finds cross-CTA "
-                   "races only when its interleaving exhibits them: here the CTAs stay in step (tried stages "
-                   "1-3, 1-2 consumers, (2, 1) and (1, 2)); catching it needs happens-before tracking of "
-                   "mbarrier-ordered multicast writes against the peer's wgmma reads")
 def test_consumers_releasing_only_their_own_cta_is_caught(monkeypatch):
     """Each CTA's consumers arrive only on their own empty barrier (counted for them alone): a
     producer refills a stage its multicast peer is still reading, or has not read yet. The
-    deadlock form of a missing remote release is caught (test_missing_remote_release_is_a_deadlock)."""
+    deadlock form of a missing remote release is caught (test_missing_remote_release_is_a_deadlock).
+    Caught since issue 21's ordering model (sim/async_order.py): the refill writes bytes whose last
+    TMA load the peer's threads are not ordered after."""
     from ptxgen.emit import mbarrier_isa as mb
     from ptxgen.targets.sm90.cluster import ClusterRoles
 

@@ -158,6 +158,21 @@ def test_missing_phase_flip_is_caught(role, kind):
     assert e.value.kind == kind, e.value
 
 
+def test_a_barrier_after_the_leaders_last_store_wait_is_needed_when_a_cta_walks_several_tiles():
+    """Issue 21: with one CTA walking 4 tiles, the next tile's staging writes must be ordered after
+    the leader's last cp.async.bulk.wait_group.read of the previous tile by a barrier after that
+    wait. The fixed kernel runs; without that barrier the simulator names the race (planted bug)."""
+    k = ptxgen.compile(tn(136, 72, 136), ws((128, 64, 64), 3, consumers=2, persistent=True, sms=1), arch=ARCH)
+    lines = k.ptx.split("\n")
+    last = max(i for i, line in enumerate(lines) if "cp.async.bulk.wait_group.read" in line)
+    assert "bar.sync" in lines[last + 1], "no barrier right after the leader's last wait_group.read"
+    assert _run(k.ptx, k).ok
+    bad = "\n".join(lines[:last + 1] + lines[last + 2:])
+    with pytest.raises(sim.HazardError) as e:
+        _run(bad, k)
+    assert e.value.kind == "race" and f"wait at line {last + 1}" in e.value.detail, e.value
+
+
 def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():
     k = _plant_kernel()
     bad = re.sub(r"(mbarrier\.init\.shared::cta\.b64 \[[^\]]*\]), 8;", r"\1, 16;", k.ptx)
@@ -175,7 +190,7 @@ def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():
      ws((128, 64, 32), 3, consumers=2, persistent=True, sms=2, raster="grouped", group_m=2)),
     (tn(130, 72, 24, "f16", "f16"), ws((64, 16, 16), 1, persistent=True, sms=4)),         # 1 stage, 20 tiles
     (Gemm(200, 136, 136, a_layout="row", b_layout="col", epilogue=GELU), ws((128, 64, 64), 5, consumers=2, persistent=True, sms=1)),  # one CTA
-    (tn(300, 600, 136, "bf16", "bf16"), Schedule(block=(128, 256, 64), instruction="wgmma", stages=3, sms=2)),
+    pytest.param(tn(300, 600, 136, "bf16", "bf16"), Schedule(block=(128, 256, 64), instruction="wgmma", stages=3, sms=2)),
 ], ids=["defaults", "3ctas", "grouped-2c-mn", "s1", "one-cta-gelu", "n256-2c"])
 def test_persistent_gemm_matches_numpy(g, s):
     harness.check(g, s, ARCH, seed=g.n + g.k)

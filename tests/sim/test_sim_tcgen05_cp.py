@@ -1,0 +1,121 @@
+"""tcgen05.cp (shared memory -> tensor memory) per shape, its completion through tcgen05.commit, and
+cp -> mma pipelining (docs/ptx_facts/tcgen05.md §12g). Source row r lands in lane L0 + r, byte j in
+column j / 4 (byte j % 4); .32x128b.warpx4 fills all four lane quarters."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ptxgen import sim
+from tcgen05_util import HEADER, image_kmajor, smem_desc
+
+
+def cp_kernel(cp_line: str, ncols: int, wait: bool = True) -> str:
+    """Copy pIn (8 KiB) to shared buf; thread 0 issues `cp_line` ([%r10 + ...] is the TMEM base) and a
+    commit; everyone waits; each warp reads its quarter's `ncols` columns; out[lane][col]."""
+    copy = "".join(f"    ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd4+{2048 * j}];\n"
+                   f"    st.shared.v4.u32 [%r3+{2048 * j}], {{%r4, %r5, %r6, %r7}};\n" for j in range(4))
+    regs = ", ".join(f"%d{i}" for i in range(ncols))
+    stores = "".join(f"    st.global.b32 [%rd7+{4 * i}], %d{i};\n" for i in range(ncols))
+    wait_text = """WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p5, [bar], 0;
+    @!%p5 bra WAIT;
+    tcgen05.fence::after_thread_sync;
+""" if wait else ""
+    return HEADER + f""".shared .align 1024 .b8 buf[8192];
+.shared .align 8 .b64 bar;
+.shared .align 4 .b32 tptr;
+.visible .entry k(.param .u64 pOut, .param .u64 pIn)
+{{
+    .reg .pred %p<8>;
+    .reg .b32 %r<64>;
+    .reg .b64 %rd<16>;
+    .reg .b32 %d<{ncols}>;
+    mov.u32 %r0, %tid.x;
+    ld.param.u64 %rd0, [pOut];
+    ld.param.u64 %rd1, [pIn];
+    mov.u32 %r2, buf;
+    shl.b32 %r1, %r0, 4;
+    add.u32 %r3, %r2, %r1;
+    mul.wide.u32 %rd3, %r0, 16;
+    add.u64 %rd4, %rd1, %rd3;
+{copy}    fence.proxy.async.shared::cta;
+    setp.lt.u32 %p3, %r0, 32;
+    setp.eq.u32 %p4, %r0, 0;
+    @%p3 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [tptr], 32;
+    @%p4 mbarrier.init.shared::cta.b64 [bar], 1;
+    bar.sync 0;
+    ld.shared.b32 %r10, [tptr];
+    @%p3 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+    @%p4 {cp_line}
+    @%p4 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];
+{wait_text}    shr.u32 %r12, %r0, 5;
+    shl.b32 %r12, %r12, 21;
+    add.u32 %r11, %r10, %r12;
+    tcgen05.ld.sync.aligned.32x32b.x{ncols}.b32 {{{regs}}}, [%r11];
+    tcgen05.wait::ld.sync.aligned;
+    mul.wide.u32 %rd6, %r0, {4 * ncols};
+    add.u64 %rd7, %rd0, %rd6;
+{stores}    tcgen05.fence::before_thread_sync;
+    bar.sync 0;
+    @%p3 tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r10, 32;
+    ret;
+}}
+"""
+
+
+def _run(ptx: str, image: np.ndarray, ncols: int) -> np.ndarray:
+    out = np.zeros((128, ncols), np.uint32)
+    sim.launch(ptx, "k", block=(128,), args=[out, np.concatenate([image, np.zeros(8192 - image.size, np.uint8)])])
+    return out
+
+
+def _rows(rows: int, width: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (rows, width)).astype(np.uint8)
+
+
+@pytest.mark.parametrize("shape,width,swizzle", [("128x256b", 32, "none"), ("128x256b", 32, "32B"),
+                                                 ("128x128b", 16, "64B")])
+def test_128_lane_shapes(shape, width, swizzle):
+    src = _rows(128, width, 1)
+    image, lbo, sbo = image_kmajor(src, swizzle, 8192)
+    desc = smem_desc(0, lbo, sbo, swizzle)
+    out = _run(cp_kernel(f"tcgen05.cp.cta_group::1.{shape} [%r10+8], {desc:#x};", 16), image, 16)
+    np.testing.assert_array_equal(out[:, 8:8 + width // 4], src.view(np.uint32))
+
+
+def test_4x256b_at_lane_4():
+    src = _rows(4, 32, 2)
+    image, lbo, sbo = image_kmajor(np.concatenate([src, np.zeros((4, 32), np.uint8)]), "none", 8192)
+    out = _run(cp_kernel(f"tcgen05.cp.cta_group::1.4x256b [%r10+{4 << 16}], {smem_desc(0, lbo, sbo, 'none'):#x};", 8),
+               image, 8)
+    np.testing.assert_array_equal(out[4:8], src.view(np.uint32))
+    assert not out[:4].any() and not out[8:].any()
+
+
+def test_32x128b_warpx4_fills_every_quarter_triton_descriptor():
+    """Triton's scale-factor copy: no swizzle, SBO = 128 B (hi word 0x00004008), 32 dense 16-byte rows."""
+    src = _rows(32, 16, 3)
+    desc = 0x00004008 << 32 | (0 >> 4)
+    out = _run(cp_kernel(f"tcgen05.cp.cta_group::1.warpx4.32x128b [%r10+0], {desc:#x};", 4),
+               src.reshape(-1), 4)
+    for q in range(4):
+        np.testing.assert_array_equal(out[32 * q:32 * q + 32], src.view(np.uint32))
+
+
+def test_reading_the_destination_before_the_commit_is_observed_is_a_hazard():
+    src = _rows(128, 16, 4)
+    image, lbo, sbo = image_kmajor(src, "none", 8192)
+    ptx = cp_kernel(f"tcgen05.cp.cta_group::1.128x128b [%r10], {smem_desc(0, lbo, sbo, 'none'):#x};", 4, wait=False)
+    with pytest.raises(sim.HazardError, match="tcgen05.cp") as e:
+        _run(ptx, image, 4)
+    assert e.value.kind == "async-pending"
+
+
+@pytest.mark.parametrize("form", ["tcgen05.cp.cta_group::1.64x128b.warpx2::02_13 [%r10], 0;",
+                                  "tcgen05.cp.cta_group::1.128x256b.b8x16.b4x16_p64 [%r10], 0;",
+                                  "tcgen05.cp.cta_group::1.32x128b [%r10], 0;"])
+def test_unsimulated_forms_are_refused(form):
+    with pytest.raises(sim.HazardError) as e:
+        _run(cp_kernel(form, 4), np.zeros(16, np.uint8), 4)
+    assert e.value.kind == "unsupported"

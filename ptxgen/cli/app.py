@@ -119,10 +119,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", default=0, type=non_negative("--seed"), help="random seed of the operands (default 0)")
     r.add_argument("--trace", metavar="JSON", default=None,
                    help="write the simulated CTAs' per-warp timeline as Chrome trace-event JSON (open it in "
-                        "ui.perfetto.dev); implies --sim")
+                        "ui.perfetto.dev); implies --sim (default: none written)")
     r.add_argument("--trace-png", metavar="PNG", default=None,
                    help="draw the first traced CTA's (or cluster's) timeline as a Gantt chart (needs matplotlib: "
-                        "pip install -e \".[plot]\"); implies --sim")
+                        "pip install -e \".[plot]\"); implies --sim (default: none drawn)")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="simulator progress bar on stderr (default auto: when stderr is a terminal)")
     r.add_argument("--workers", default=1, type=positive("--workers"),

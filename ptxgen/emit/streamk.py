@@ -255,10 +255,7 @@ class StreamK(StreamKUnits):
 
     def lower(self) -> Function:
         lw, b = self.lw, self.b
-        b.banner("Setup: parameters, Stream-K decomposition, per-thread shared addresses")
-        lw.load_pointers()
-        base_ptr = dict(lw.ptr)
-        lw.load_dims()
+        base_ptr = dict(lw.ptr)  # the lowering's setup has loaded the parameters (sm80/context.py)
         lw.dim("M"), lw.dim("N")
         strides = lw.batch_strides() if self.g.batch > 1 else None
         b.comment(f"KT = ceil(K / {self.s.bk}): MAC iterations (k-tiles) per output tile")

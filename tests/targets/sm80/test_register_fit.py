@@ -17,7 +17,7 @@ import pytest
 import ptxgen
 from ptxgen import Gemm, Schedule
 
-from .test_structure import sections
+from ...common.test_structure import sections
 
 SCHEDULE = Schedule(block=(64, 128, 64), warps=(2, 2), stages=2, smem_layout="pad")
 

@@ -111,6 +111,7 @@ SPELLING: dict[str, Callable[[PtxType], str]] = {
     "bfe": _integer("bfe", lambda t: f"bfe.{t}"),   # the extension follows the type's sign
     "ex2": lambda t: f"ex2.approx.{t}",
     "cvta.to.global": lambda t: f"cvta.to.global.{t}",
+    "cvta.param": lambda t: f"cvta.param.{t}",   # a kernel parameter's generic address (by-value CUtensorMap)
 }
 
 

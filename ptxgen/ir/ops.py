@@ -147,6 +147,8 @@ add, sub, mul, mad, fma, div, rem = (_op(n) for n in ("add", "sub", "mul", "mad"
 min_, max_, neg, rcp, ex2, mov, prmt, bfe = (_op(n) for n in ("min", "max", "neg", "rcp", "ex2", "mov", "prmt", "bfe"))
 #: A generic address made a global one (cvta.to.global).
 to_global = _op("cvta.to.global")
+#: A kernel parameter's generic address (cvta.param: a by-value CUtensorMap's, for TMA).
+to_param = _op("cvta.param")
 and_, or_, xor, not_, shl, shr = (_op(n) for n in ("and", "or", "xor", "not", "shl", "shr"))
 
 

@@ -188,7 +188,7 @@ class Sm90Lowering(ScalarOps):
         tmaps: dict[str, VReg] = {}
         for name, param in zip(("A", "B", "C"), tensor_map_params(g, s)):
             addr = ptx.mov(self.b, B64, Sym(param))
-            tmaps[name] = ptx.emit(self.b, "cvta.param", U64, addr, comment=f"generic address of {param} (by value)")
+            tmaps[name] = ptx.to_param(self.b, U64, addr, comment=f"generic address of {param} (by value)")
         ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
         for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n)):
             ptr[name] = ptx.to_global(self.b, U64, ld_param(b, "b64", ".u64", name))

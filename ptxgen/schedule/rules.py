@@ -9,6 +9,7 @@ imported, so a new target adds no branch here (docs/architecture.md).
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
@@ -84,12 +85,22 @@ def options_class(instruction: object) -> "type[TargetOptions] | None":
 
 def target_fields() -> tuple[str, ...]:
     """Every registered target's own field names, in registration order (how they print)."""
-    return tuple(f.name for cls in _OPTIONS for f in fields(cls))  # type: ignore[arg-type]
+    return tuple(_owners(tuple(_OPTIONS)))
 
 
 def options_owning(name: str) -> "type[TargetOptions] | None":
-    """The registered options class with a field `name`, or None."""
-    return next((cls for cls in _OPTIONS if name in {f.name for f in fields(cls)}), None)  # type: ignore[arg-type]
+    """The registered options class with a field `name`, or None (read on every `s.consumers`)."""
+    return _owners(tuple(_OPTIONS)).get(name)
+
+
+@lru_cache(maxsize=8)
+def _owners(classes: "tuple[type[TargetOptions], ...]") -> "dict[str, type[TargetOptions]]":
+    """field name -> the first of `classes` that has it, in order."""
+    out: "dict[str, type[TargetOptions]]" = {}
+    for cls in classes:
+        for f in fields(cls):  # type: ignore[arg-type]
+            out.setdefault(f.name, cls)
+    return out
 
 
 def check_pairing(g: "Gemm", s: "Schedule", arch: str) -> None:

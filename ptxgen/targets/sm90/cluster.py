@@ -155,10 +155,9 @@ class ClusterRoles:
     def sync_before_exit(self, aligned: bool) -> None:
         """No CTA leaves while a peer may still arrive on its barriers or multicast into it."""
         b = self.b
-        op = "barrier.cluster.arrive" + (".aligned" if aligned else "")
-        b.emit(op, comment="done with the cluster: my releases and copies are issued")
-        b.emit("barrier.cluster.wait" + (".aligned" if aligned else ""),
-               comment="every peer is done too: nobody will touch this CTA's shared memory again")
+        mb.cluster_arrive(b, comment="done with the cluster: my releases and copies are issued", aligned=aligned)
+        mb.cluster_wait(b, comment="every peer is done too: nobody will touch this CTA's shared memory again",
+                        aligned=aligned)
 
     # -- the consumer's release of a stage -------------------------------------------------------
     def release_targets(self, lane: VReg, empty: VReg) -> tuple[VReg, VReg]:

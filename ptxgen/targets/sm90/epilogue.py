@@ -39,7 +39,7 @@ class DirectStores(EpilogueMath):
         """v / (1 + e^-z) as EpilogueMath's, but with rcp.approx (1 ulp): ptxas lowers rcp.rn.f32 to
         a subroutine call, and a call anywhere in the function serialises every wgmma in it (C7509)."""
         e = ptx.ex2(self.b, F32, ptx.mul(self.b, F32, z, f32(-LOG2_E)))
-        return ptx.mul(self.b, F32, v, self.f("rcp.approx.ftz.f32", ptx.add(self.b, F32, e, f32(1.0))))
+        return ptx.mul(self.b, F32, v, ptx.rcp_approx(self.b, F32, ptx.add(self.b, F32, e, f32(1.0))))
 
     def emit(self, acc: list[tuple[VReg, ...]], ops: "TmaOperands") -> None:
         lw, b, g, e = self.lw, self.b, self.g, self.e

@@ -272,8 +272,8 @@ class TmaStores(DirectStores):
         if j >= 1 and j + 1 < tile.chunks:
             tma.bulk_wait_group(b, 0, read_only=True, guard=st.wg_leader,
                                 comment=f"store {j - 1} has read buffer {1 - k}, which chunk {j + 1} fills")
-        b.emit("bar.sync", Imm(str(EPILOGUE_BARRIER)), Imm(str(self.bar_threads)),
-               comment="the consumers' staged chunks are complete")
+        bar_sync(b, comment="the consumers' staged chunks are complete", barrier=EPILOGUE_BARRIER,
+                 threads=self.bar_threads)
         tma.store(b, lw.tmaps["C"], (self.col0(st, j), st.row0), Addr(st.store_base, k * tile.buffer_bytes),
                   guard=st.wg_leader,
                   comment=f"box {tile.rows}x{tile.cols} of C, clipped at M and N")

@@ -1,5 +1,6 @@
-"""Count the PTX opcode strings written in `ptxgen/emit`, inline (in a function body) or as data
-(module- or class-level tables), per directory: the measure of issue 19 item 5 ("instructions as
+"""Count the PTX opcode strings written in the code generator (`ptxgen/emit` and every target
+package under `ptxgen/targets`), inline (in a function body) or as data (module- or class-level
+tables), per directory: the measure of issue 19 item 5 ("instructions as
 data": type suffixes should come from an operand's type or a table, not be typed at each use).
 
 An opcode string is a string literal (or the literal head of an f-string) whose first
@@ -7,8 +8,10 @@ dot-separated word is a PTX opcode followed by a dot ("add.u32", "setp.lt.u32",
 f"ldmatrix.sync.aligned.m8n8.x{n}...", f"cvt.rn.{t}"); bare words ("bra", "ret") and prose are
 not counted. Lambdas in a module-level table count as table entries.
 
-    python bench/opcode_strings.py [--list] [root]   # default root: ptxgen/emit next to this script
-                                                      # --list: every inline site, then the table
+    python bench/opcode_strings.py [--list] [--files] [root ...]
+        default roots: ptxgen/emit and ptxgen/targets next to this script; directories are named
+        relative to ptxgen/ (`emit`, `emit/epilogue`, `targets/sm90`, ...)
+        --list: every inline site, then the table; --files: one row per module, not per directory
 """
 from __future__ import annotations
 
@@ -66,31 +69,39 @@ def count_file(path: Path, sites: list[str] | None = None) -> Counter:
     return counts
 
 
-def count_tree(root: Path, sites: list[str] | None = None) -> dict[str, Counter]:
-    """Counts per directory under `root` (relative names; "." for root itself)."""
+def count_tree(root: Path, sites: list[str] | None = None, base: Path | None = None,
+               per_file: bool = False) -> dict[str, Counter]:
+    """Counts per directory (or per module) under `root`, named relative to `base` (default `root`;
+    "." for `base` itself)."""
+    base = base or root
     per_dir: dict[str, Counter] = {}
     for path in sorted(root.rglob("*.py")):
-        key = str(path.parent.relative_to(root)) or "."
+        key = (path if per_file else path.parent).relative_to(base).as_posix() or "."
         per_dir.setdefault(key, Counter()).update(count_file(path, sites))
     return per_dir
 
 
 def main(argv: list[str]) -> int:
-    listing = "--list" in argv
-    args = [a for a in argv[1:] if a != "--list"]
-    root = Path(args[0]) if args else Path(__file__).resolve().parent.parent / "ptxgen" / "emit"
+    listing, per_file = "--list" in argv, "--files" in argv
+    args = [a for a in argv[1:] if a not in ("--list", "--files")]
+    pkg = Path(__file__).resolve().parent.parent / "ptxgen"
+    roots = [Path(a) for a in args] or [pkg / "emit", pkg / "targets"]
     sites: list[str] = []
-    per_dir = count_tree(root, sites)
+    per_dir: dict[str, Counter] = {}
+    for root in roots:
+        base = pkg if root.resolve().is_relative_to(pkg.resolve()) else root
+        per_dir.update(count_tree(root.resolve(), sites, base.resolve(), per_file))
     if listing:
         print("\n".join(sites))
     total: Counter = Counter()
-    print(f"{'directory':<12} {'inline':>7} {'table':>7} {'inline %':>9}")
+    width = max([12] + [len(k) for k in per_dir])
+    print(f"{'directory':<{width}} {'inline':>7} {'table':>7} {'inline %':>9}")
     for key, c in per_dir.items():
         total.update(c)
         n = c["inline"] + c["table"]
-        print(f"{key:<12} {c['inline']:>7} {c['table']:>7} {100 * c['inline'] / n if n else 0:>8.0f}%")
+        print(f"{key:<{width}} {c['inline']:>7} {c['table']:>7} {100 * c['inline'] / n if n else 0:>8.0f}%")
     n = total["inline"] + total["table"]
-    print(f"{'all':<12} {total['inline']:>7} {total['table']:>7} {100 * total['inline'] / n if n else 0:>8.0f}%")
+    print(f"{'all':<{width}} {total['inline']:>7} {total['table']:>7} {100 * total['inline'] / n if n else 0:>8.0f}%")
     return 0
 
 

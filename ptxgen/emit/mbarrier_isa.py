@@ -120,14 +120,16 @@ def mapa(b: Builder, addr: VReg, cta_rank: VReg | int, comment: str | None = Non
     return d
 
 
-def cluster_arrive(b: Builder, relaxed: bool = False, comment: str | None = None) -> Instr:
-    """Arrive on the cluster barrier (release by default; .relaxed drops the memory ordering)."""
-    return b.emit("barrier.cluster.arrive" + (".relaxed" if relaxed else "") + ".aligned", comment=comment)
+def cluster_arrive(b: Builder, relaxed: bool = False, comment: str | None = None, aligned: bool = True) -> Instr:
+    """Arrive on the cluster barrier (release by default; .relaxed drops the memory ordering);
+    `aligned=False` where not every thread of the warp runs it."""
+    return b.emit("barrier.cluster.arrive" + (".relaxed" if relaxed else "") + (".aligned" if aligned else ""),
+                  comment=comment)
 
 
-def cluster_wait(b: Builder, comment: str | None = None) -> Instr:
+def cluster_wait(b: Builder, comment: str | None = None, aligned: bool = True) -> Instr:
     """Wait for every non-exited thread of the cluster to have arrived (acquire)."""
-    return b.emit("barrier.cluster.wait.aligned", comment=comment)
+    return b.emit("barrier.cluster.wait" + (".aligned" if aligned else ""), comment=comment)
 
 
 def cluster_ctarank(b: Builder) -> VReg:

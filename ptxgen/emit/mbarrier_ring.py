@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from ..ir import Addr, Builder, Imm, VReg
+from ..ir import Addr, Builder, Imm, VReg, ops as ptx
+from ..ir.ops import B32, U32
 from . import mbarrier_isa as mb
 
 #: Bytes per mbarrier (a .b64 object); barrier i of an array sits 8 * i bytes after barrier 0.
@@ -34,14 +35,10 @@ MBARRIER_BYTES = 8
 
 
 class RingOps(Protocol):
-    """What the ring needs of its lowering: the builder and one-instruction scalar helpers."""
+    """What the ring needs of its lowering: the builder it emits into."""
 
     @property
     def b(self) -> Builder: ...
-
-    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
-
-    def pred(self, op: str, *srcs) -> VReg: ...
 
 
 @dataclass(frozen=True)
@@ -101,16 +98,16 @@ class MbarrierRing:
     # -- addresses -------------------------------------------------------------------------------
     def stage_offset(self, index: VReg) -> VReg:
         """Bytes from barrier 0 to barrier `index` of either array."""
-        return self.ops.u32("shl.b32", index, Imm("3"))
+        return ptx.shl(self.ops.b, B32, index, Imm("3"))
 
     def full_barrier(self, index: VReg) -> Addr:
-        return Addr(self.ops.u32("add.u32", self.full, self.stage_offset(index)))
+        return Addr(ptx.add(self.ops.b, U32, self.full, self.stage_offset(index)))
 
     def empty_barrier(self, index: VReg) -> Addr:
         if self.empty is None:
             raise ValueError("this ring has no empty barriers (its producer is a consumer thread): "
                              "build it with empty= and empty_arrivals= for a warp-specialised kernel")
-        return Addr(self.ops.u32("add.u32", self.empty, self.stage_offset(index)))
+        return Addr(ptx.add(self.ops.b, U32, self.empty, self.stage_offset(index)))
 
     # -- initialisation ------------------------------------------------------------------------
     def init(self, leader: VReg) -> None:
@@ -142,26 +139,26 @@ class MbarrierRing:
         first S acquires pass)."""
         if phase not in (0, 1):
             raise ValueError("mbarrier phase parity is 0 or 1")
-        index = self.ops.u32("mov.u32", Imm("0"), comment=comments[0])
-        parity = self.ops.u32("mov.u32", Imm(str(phase)), comment=comments[1])
+        index = ptx.mov(self.ops.b, U32, Imm("0"), comment=comments[0])
+        parity = ptx.mov(self.ops.b, U32, Imm(str(phase)), comment=comments[1])
         return PipelineState(index, parity)
 
     def advance(self, state: PipelineState) -> None:
         """count + 1 (when counted), and index + 1 in place, wrapping to 0 with the parity flipped."""
         ops, b = self.ops, self.ops.b
         if state.count is not None:
-            b.emit("add.u32", state.count, state.count, Imm("1"), ndefs=1)
+            ptx.add(b, U32, state.count, Imm("1"), into=state.count)
         b.comment("next k-tile: stage + 1, wrapping to 0 with the parity flipped")
-        b.emit("add.u32", state.index, state.index, Imm("1"), ndefs=1)
-        wrap = ops.pred("setp.eq.u32", state.index, Imm(str(self.stages)))
-        b.emit("selp.u32", state.index, Imm("0"), state.index, wrap, ndefs=1)
-        b.emit("xor.b32", state.phase, state.phase, ops.u32("selp.u32", Imm("1"), Imm("0"), wrap), ndefs=1)
+        ptx.add(b, U32, state.index, Imm("1"), into=state.index)
+        wrap = ptx.setp(ops.b, "eq", U32, state.index, Imm(str(self.stages)))
+        ptx.selp(b, U32, Imm("0"), state.index, wrap, into=state.index)
+        ptx.xor(b, B32, state.phase, ptx.selp(ops.b, U32, Imm("1"), Imm("0"), wrap), into=state.phase)
 
     def previous(self, index: VReg) -> VReg:
         """The stage before `index` (S - 1 before stage 0)."""
         ops = self.ops
-        first = ops.pred("setp.eq.u32", index, Imm("0"))
-        return ops.u32("selp.u32", Imm(str(self.stages - 1)), ops.u32("add.u32", index, Imm("-1")), first,
+        first = ptx.setp(ops.b, "eq", U32, index, Imm("0"))
+        return ptx.selp(ops.b, U32, Imm(str(self.stages - 1)), ptx.add(ops.b, U32, index, Imm("-1")), first,
                        comment="the previous k-tile's stage")
 
     # -- the producer ----------------------------------------------------------------------------

@@ -32,5 +32,8 @@ def st_global(b: Builder, ty: PtxType, addr: Addr, values: tuple[VReg, ...],
     ptx.store(b, "global", ty, addr, src, width=len(values), guard=guard)
 
 
-def bar_sync(b: Builder, comment: str | None = None) -> None:
-    b.emit("bar.sync", Imm("0"), comment=comment)
+def bar_sync(b: Builder, comment: str | None = None, barrier: int = 0, threads: int | None = None) -> None:
+    """`bar.sync barrier[, threads]`: the whole CTA at barrier 0 by default, or `threads` (a
+    multiple of 32) at a named barrier."""
+    counts = () if threads is None else (Imm(str(threads)),)
+    b.emit("bar.sync", Imm(str(barrier)), *counts, comment=comment)

@@ -18,8 +18,8 @@ class ScalarOps:
     dims: dict[str, VReg]
 
     def u32(self, op: str, *srcs, comment: str | None = None) -> VReg:
-        """One instruction spelled by hand into a fresh b32 (the sm_90a lowering's form; the shared
-        code spells types through `ptxgen.ir.ops`)."""
+        """One instruction spelled by hand into a fresh b32, for hand-written test kernels (the code
+        generator spells every typed instruction through `ptxgen.ir.ops`)."""
         d = self.b.reg("b32")
         self.b.emit(op, d, *srcs, ndefs=1, comment=comment)
         return d

@@ -48,12 +48,6 @@ class StreamKOps(Protocol):
     @property
     def ptr(self) -> dict[str, VReg]: ...
 
-    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
-
-    def u64(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
-
-    def pred(self, op: str, *srcs) -> VReg: ...
-
     def wide_mul(self, a: VReg | Imm, bb: VReg | Imm) -> VReg: ...
 
     def ceil_div(self, x: VReg, d: int) -> VReg: ...
@@ -255,17 +249,14 @@ class StreamK(StreamKUnits):
 
     def lower(self) -> Function:
         lw, b = self.lw, self.b
-        b.banner("Setup: parameters, Stream-K decomposition, per-thread shared addresses")
-        lw.load_pointers()
-        base_ptr = dict(lw.ptr)
-        lw.load_dims()
+        base_ptr = dict(lw.ptr)  # the lowering's setup has loaded the parameters (sm80/context.py)
         lw.dim("M"), lw.dim("N")
         strides = lw.batch_strides() if self.g.batch > 1 else None
         b.comment(f"KT = ceil(K / {self.s.bk}): MAC iterations (k-tiles) per output tile")
         kt_tile = lw.ceil_div(lw.dim("K"), self.s.bk)
         lw.pipeline.prepare_loop()
         lw.pipeline.setup()
-        t0 = lw.pred("setp.eq.u32", lw.tid, Imm("0"))
+        t0 = ptx.setp(lw.b, "eq", U32, lw.tid, Imm("0"))
         d = self.decompose(kt_tile)
         acc = lw.accumulators()
         u = UnitRegs(b.reg("b32"), b.reg("b32"), b.reg("b32"))
@@ -285,13 +276,13 @@ class StreamK(StreamKUnits):
         lw, b, g = self.lw, self.b, self.g
         bar_sync(b, comment="the previous unit is done with the shared buffers")
         if g.batch > 1:
-            batch = lw.u32("div.u32", u.index, d.per_batch)
-            pid = lw.u32("mad.lo.s32", batch, lw.u32("neg.s32", d.per_batch), u.index)
+            batch = ptx.div(lw.b, U32, u.index, d.per_batch)
+            pid = ptx.mad(lw.b, S32, batch, ptx.neg(lw.b, S32, d.per_batch), u.index)
             lw.batch_offsets(batch, base_ptr, strides)
         else:
             pid = u.index
         tile = lw.scheduler.tile(pid)
-        k = KRange(u.kc, lw.u32("mad.lo.s32", u.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0"))
+        k = KRange(u.kc, ptx.mad(lw.b, S32, u.k0, Imm(str(-self.s.bk)), lw.dim("K"), comment="K left from k0"))
         ops = lw.pipeline.operands(tile)
         lw.pipeline.skip_k_tiles(ops.gptr, u.k0, "the unit's first k-tile (k0)")
         lw.zero_accumulators(acc)

@@ -31,8 +31,6 @@ class TileOps(Protocol):
     @property
     def s(self) -> Schedule: ...
 
-    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
-
     def dim(self, name: str) -> VReg: ...
 
     def ceil_div(self, x: VReg, d: int) -> VReg: ...
@@ -80,15 +78,7 @@ class TileScheduler:
 
     def z_slot(self) -> ZSlot | None:
         """ctaid.z = batch * split_k + split: which batch and which K slice (None: no z dimension)."""
-        lw, g, s = self.lw, self.lw.g, self.s
-        if g.batch == 1 and s.split_k == 1:
-            return None
-        slot = ptx.mov(lw.b, U32, Sym("%ctaid.z"))
-        if s.split_k == 1:
-            return ZSlot(slot, slot, None)
-        self.b.comment(f"ctaid.z = batch * {s.split_k} + split")
-        split = ptx.rem(lw.b, U32, slot, Imm(str(s.split_k)))
-        return ZSlot(slot, ptx.div(lw.b, U32, slot, Imm(str(s.split_k))), split)
+        return z_slot(self.b, self.lw.g, self.s)
 
     def tile_count(self) -> VReg:
         """ceil(M / BM) * ceil(N / BN): the output tiles of one batch, which a persistent grid walks
@@ -134,3 +124,15 @@ class TileOperands:
 
     gptr: dict[str, VReg]
     edge: "StoreEdges"
+
+
+def z_slot(b: Builder, g: Gemm, s: Schedule) -> ZSlot | None:
+    """ctaid.z = batch * split_k + split: which batch and which K slice (None: no z dimension)."""
+    if g.batch == 1 and s.split_k == 1:
+        return None
+    slot = ptx.mov(b, U32, Sym("%ctaid.z"))
+    if s.split_k == 1:
+        return ZSlot(slot, slot, None)
+    b.comment(f"ctaid.z = batch * {s.split_k} + split")
+    split = ptx.rem(b, U32, slot, Imm(str(s.split_k)))
+    return ZSlot(slot, ptx.div(b, U32, slot, Imm(str(s.split_k))), split)

@@ -99,6 +99,7 @@ SPELLING: dict[str, Callable[[PtxType], str]] = {
     "max": lambda t: f"max.{t}",
     "neg": lambda t: f"neg.{t}",
     "rcp": lambda t: f"rcp.rn.{t}",
+    "rcp.approx": lambda t: f"rcp.approx.ftz.{t}",   # 1 ulp, no subroutine (the wgmma epilogue's)
     "and": lambda t: f"and.{t.untyped}",
     "or": lambda t: f"or.{t.untyped}",
     "xor": lambda t: f"xor.{t.untyped}",
@@ -111,6 +112,7 @@ SPELLING: dict[str, Callable[[PtxType], str]] = {
     "bfe": _integer("bfe", lambda t: f"bfe.{t}"),   # the extension follows the type's sign
     "ex2": lambda t: f"ex2.approx.{t}",
     "cvta.to.global": lambda t: f"cvta.to.global.{t}",
+    "cvta.param": lambda t: f"cvta.param.{t}",   # a kernel parameter's generic address (by-value CUtensorMap)
 }
 
 
@@ -144,8 +146,11 @@ def _op(name: str) -> Callable[..., VReg]:
 
 add, sub, mul, mad, fma, div, rem = (_op(n) for n in ("add", "sub", "mul", "mad", "fma", "div", "rem"))
 min_, max_, neg, rcp, ex2, mov, prmt, bfe = (_op(n) for n in ("min", "max", "neg", "rcp", "ex2", "mov", "prmt", "bfe"))
+rcp_approx = _op("rcp.approx")
 #: A generic address made a global one (cvta.to.global).
 to_global = _op("cvta.to.global")
+#: A kernel parameter's generic address (cvta.param: a by-value CUtensorMap's, for TMA).
+to_param = _op("cvta.param")
 and_, or_, xor, not_, shl, shr = (_op(n) for n in ("and", "or", "xor", "not", "shl", "shr"))
 
 

@@ -1,9 +1,11 @@
 """The schedule: how a GEMM is tiled onto CTAs, warps and mma instructions, and pipelined."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import dataclasses
+from dataclasses import MISSING, dataclass, fields
+from typing import Any
 
-from .rules import rules_for
+from .rules import TargetOptions, options_class, options_owning, rules_for, target_fields
 from .scalars import normalise
 from .swizzle import TMA_MODES
 
@@ -21,9 +23,6 @@ DECOMPOSITIONS = ("tiles", "stream-k", "stream-k-pure")
 #: layout each instruction reads fastest, and a warp grid that fits a 128x128 tile's registers.
 DEFAULT_WARPS = {"m16n8k16": (2, 2), "wmma": (2, 4), "wgmma": (4, 1)}  # wgmma: (4 * consumers, 1)
 DEFAULT_SMEM_LAYOUT = {"m16n8k16": "swizzle", "wmma": "pad", "wgmma": "swizzle"}
-#: The fields only wgmma schedules use (None on every other schedule; see `Schedule`).
-HOPPER_FIELDS = ("consumers", "warp_specialized", "producer_regs", "consumer_regs", "persistent", "cluster",
-                 "multicast", "swizzle")
 #: TMA / wgmma-descriptor swizzle widths in bytes, widest first (the swizzled `TMA_MODES`;
 #: docs/ptx_facts/tma.md "Swizzle modes").
 SWIZZLE_WIDTHS = tuple(mode.width for mode in reversed(TMA_MODES) if mode.bits)
@@ -32,7 +31,7 @@ SWIZZLE_WIDTHS = tuple(mode.width for mode in reversed(TMA_MODES) if mode.bits)
 DEFAULT_PRODUCER_REGS = 40
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Schedule:
     """Block tile (BM, BN, BK), warp grid (WM, WN) and pipeline choices.
 
@@ -72,24 +71,16 @@ class Schedule:
     `split_k`/`decomposition`/`sms` as above; `epilogue_via_smem` True stages C through shared
     memory for a TMA store, False stores from the accumulators (None: TMA when C's rows are
     16-byte aligned). `warps` is derived ((4 * consumers, 1): the consumer warps), `smem_layout`
-    is "swizzle" and `frag_double_buffer` does not apply (wgmma reads shared memory itself). The
-    fields below are for wgmma only (None elsewhere); None picks the sm_90a default shown, so
-    `Schedule(block=(128, 128, 64), instruction="wgmma", stages=4)` is a complete schedule:
+    is "swizzle" and `frag_double_buffer` does not apply (wgmma reads shared memory itself).
 
-    * `consumers`: consumer warpgroups (1 or 2), splitting BM: each owns BM/consumers rows (a
-      multiple of 64). Default 2 when BM is a multiple of 128, else 1.
-    * `warp_specialized`: a producer warpgroup (one elected thread) issues the TMA copies while
-      the consumers only wait, multiply and release stages (default True); False: the consumers
-      issue the copies themselves, ahead by `stages - 1` k-tiles.
-    * `producer_regs` / `consumer_regs`: `setmaxnreg.dec` / `.inc` register counts (warp
-      specialised only): multiples of 8 in 24..256. Default 40 for the producer and the most the
-      CTA's registers leave each consumer (232 with two consumers, 256 with one).
-    * `persistent`: one CTA per SM walks the output tiles (default True); False: one CTA per tile.
-    * `cluster`: (CM, CN) CTAs per thread-block cluster, CM * CN <= 8 (default (1, 1)).
-    * `multicast`: the CTAs of a cluster that share an operand tile load it once with TMA
-      multicast (B along CM, A along CN); default True when the cluster has more than one CTA.
-    * `swizzle`: 128, 64 or 32 bytes, the TMA box and wgmma descriptor swizzle; None (default)
-      takes the widest the operand tiles' contiguous extents allow (`hopper.hopper_plan`).
+    A target's own fields live in its options object, `options` (sm_90a's: `consumers`,
+    `warp_specialized`, `producer_regs`, `consumer_regs`, `persistent`, `cluster`, `multicast`,
+    `swizzle`, documented in targets/sm90/options.py), registered through `rules.py`. They are
+    written and read flat, by name: `Schedule(block=(128, 128, 64), instruction="wgmma",
+    consumers=2)` builds the options, `s.consumers` reads them (None where the schedule's target
+    has no such field), `dataclasses.replace(s, consumers=1)` replaces one, and `repr`, equality,
+    hashing and the tuning cache see them as fields. None picks the target's default, so
+    `Schedule(block=(128, 128, 64), instruction="wgmma", stages=4)` is a complete schedule.
     """
 
     block: tuple[int, int, int]
@@ -105,19 +96,65 @@ class Schedule:
     epilogue_via_smem: bool | None = None
     decomposition: str = "tiles"
     sms: int | None = None
-    # -- Hopper only (instruction="wgmma", arch="sm_90a"): see above; None elsewhere ------------
-    consumers: int | None = None
-    warp_specialized: bool | None = None
-    producer_regs: int | None = None
-    consumer_regs: int | None = None
-    persistent: bool | None = None
-    cluster: tuple[int, int] | None = None
-    multicast: bool | None = None
-    swizzle: int | None = None
+    #: The target's own fields (an options object registered through rules.py), or None.
+    options: TargetOptions | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """The fields above by position or name, and a target's own fields by name (into `options`)."""
+        names = [f.name for f in fields(Schedule)]
+        if len(args) > len(names):
+            raise TypeError(f"Schedule() takes at most {len(names)} positional arguments ({len(args)} given)")
+        for name, value in zip(names, args):
+            if name in kwargs:
+                raise TypeError(f"Schedule() got multiple values for argument {name!r}")
+            kwargs[name] = value
+        for f in fields(Schedule):
+            if f.name in kwargs:
+                value = kwargs.pop(f.name)
+            elif f.default is not MISSING:
+                value = f.default
+            else:
+                raise TypeError(f"Schedule() missing 1 required argument: {f.name!r}")
+            object.__setattr__(self, f.name, value)
+        object.__setattr__(self, "options", self._with_target_fields(kwargs))
+        self.__post_init__()
+
+    def _with_target_fields(self, given: dict[str, Any]) -> TargetOptions | None:
+        """`options` with the target fields given by name set: in the options of the schedule's
+        own target, or (a field of another target's, for its verifier to refuse) in that one's."""
+        options = self.options
+        if not given:
+            return options
+        for name in given:
+            if options_owning(name) is None:
+                raise TypeError(f"Schedule() got an unexpected keyword argument {name!r}")
+        own = options_class(self.instruction)
+        if options is not None:
+            cls: Any = type(options)
+        elif own is not None:
+            foreign = next((n for n in given if options_owning(n) is not own), None)
+            if foreign is not None:
+                raise TypeError(f"Schedule() got {foreign}={given[foreign]!r}, a field of another target than "
+                                f"instruction {self.instruction!r} lowers ({own.__name__} has no {foreign}): drop "
+                                f"{foreign}, or use the instruction it belongs to")
+            cls = own
+        elif all(v is None for v in given.values()):
+            return None  # Schedule(b, consumers=None) == Schedule(b)
+        else:
+            owners = {options_owning(n) for n in given}
+            if len(owners) > 1:
+                raise TypeError(f"Schedule() got fields of different targets ({', '.join(sorted(given))}): "
+                                "give the fields of one target, the one whose instruction the schedule names")
+            cls = owners.pop()
+        for name in given:
+            if name not in {f.name for f in fields(cls)}:
+                raise TypeError(f"Schedule() got {name}={given[name]!r}, a field of another target than its "
+                                f"options ({cls.__name__}): drop {name}, or set the instruction it belongs to")
+        return dataclasses.replace(options if options is not None else cls(), **given)
 
     def __post_init__(self) -> None:
-        tuples = ("block", "warps", "cluster")
-        normalise(self, tuple(f.name for f in fields(self) if f.name not in tuples), tuples)
+        tuples = ("block", "warps")
+        normalise(self, tuple(f.name for f in fields(self) if f.name not in tuples + ("options",)), tuples)
         rules = rules_for(self.instruction)
         if rules is not None:  # the target's own fields (e.g. wgmma's consumers, cluster)
             rules.fill_defaults(self)
@@ -130,6 +167,16 @@ class Schedule:
             object.__setattr__(self, "warps", DEFAULT_WARPS[known])
         if self.smem_layout is None:
             object.__setattr__(self, "smem_layout", DEFAULT_SMEM_LAYOUT[known])
+
+    def __getattr__(self, name: str) -> Any:
+        """A target field, read flat: the options' value, or None where the options lack it."""
+        if name.startswith("__") or options_owning(name) is None:  # dunders: pickle and copy probe them
+            raise AttributeError(f"'Schedule' object has no attribute {name!r}")
+        options = self.__dict__.get("options")
+        return getattr(options, name, None)
+
+    def __repr__(self) -> str:
+        return "Schedule(" + ", ".join(f"{n}={v!r}" for n, (v, _) in flat_fields(self).items()) + ")"
 
     @property
     def bm(self) -> int:
@@ -150,8 +197,8 @@ class Schedule:
 
     @property
     def producer_warpgroups(self) -> int:
-        """1 for a warp-specialised wgmma schedule (the TMA producer), else 0."""
-        return 1 if self.warp_specialized else 0  # None on every other schedule
+        """Warpgroups besides the warp grid: 1 for a warp-specialised wgmma schedule (the TMA producer)."""
+        return self.options.producer_warpgroups if self.options is not None else 0
 
     @property
     def num_warps(self) -> int:
@@ -175,3 +222,15 @@ class Schedule:
         """The shape the instruction name stands for; the k mma.sync issues follows the dtype
         (`problem.instruction_shape`: k8 for tf32, k32 for int8)."""
         return INSTRUCTIONS[self.instruction]
+
+
+def flat_fields(s: Schedule) -> dict[str, tuple[Any, Any]]:
+    """name -> (value, default) of every field as the API spells it: the shared fields, then every
+    registered target's own fields (flat, default None); the options object itself only when it
+    is not one a target registered (a wrong value, for the verifier to name)."""
+    out = {f.name: (getattr(s, f.name), f.default) for f in fields(s) if f.name != "options"}
+    out.update({name: (getattr(s, name), None) for name in target_fields()})
+    registered = {options_owning(name) for name in target_fields()}
+    if s.options is not None and type(s.options) not in registered:
+        out["options"] = (s.options, None)
+    return out

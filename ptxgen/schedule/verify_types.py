@@ -119,16 +119,10 @@ def verify_types(g: Gemm, s: Schedule) -> None:
     boolean("schedule.epilogue_via_smem", s.epilogue_via_smem, optional=True)
     choice("schedule.decomposition", s.decomposition, DECOMPOSITIONS)
     integer("schedule.sms", s.sms, optional=True, example=108)
-    verify_hopper_types(s)
-
-
-def verify_hopper_types(s: Schedule) -> None:
-    """The wgmma-only fields (None on other schedules; whether they may be set is verify_target's)."""
-    integer("schedule.consumers", s.consumers, optional=True, example=2)
-    for name in ("warp_specialized", "persistent", "multicast"):
-        boolean(f"schedule.{name}", getattr(s, name), optional=True)
-    integer("schedule.producer_regs", s.producer_regs, optional=True, example=40)
-    integer("schedule.consumer_regs", s.consumer_regs, optional=True, example=232)
-    if s.cluster is not None:
-        int_tuple("schedule.cluster", s.cluster, ("CM", "CN"), (2, 1))
-    integer("schedule.swizzle", s.swizzle, optional=True, example=128)
+    if s.options is not None:  # the target's own fields (whether they may be set is its pairing check's)
+        check = getattr(s.options, "verify_types", None)
+        if check is None:
+            raise ScheduleTypeError("schedule.options", s.options, "must be a target's options object "
+                                    f"(e.g. targets.sm90.options.Sm90Options), not {_type_name(s.options)}",
+                                    "leave options None and give the target's fields by name (consumers=2)")
+        check()

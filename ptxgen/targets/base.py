@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..regalloc.smem import SmemPlan
     from ..runtime.params import ParamDecl
     from ..schedule.cost import Prediction
+    from ..schedule.rules import TargetOptions
     from ..schedule.problem import Gemm
     from ..schedule.schedule import Schedule
 
@@ -31,6 +32,8 @@ class Backend(ABC):
     archs: tuple[str, ...]
     #: Whether tf32 inputs may give f16/bf16 outputs (`ScheduleRules`).
     tf32_narrow_outputs: bool = False
+    #: The class of this target's own schedule fields (`Schedule.options`), None when it has none.
+    options: "type[TargetOptions] | None" = None
 
     # -- the schedule layer's questions (`schedule.rules.ScheduleRules`) ------------------------
     def fill_defaults(self, s: "Schedule") -> None:

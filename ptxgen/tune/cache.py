@@ -16,7 +16,6 @@ PTXGEN_CACHE=0 turns this cache off as it does the cubin cache.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import time
@@ -28,7 +27,7 @@ from typing import Any
 from .. import version
 from ..runtime.cache import STALE_SECONDS, CacheWarning, default_dir, enabled, write_atomically
 from ..schedule.problem import Gemm
-from ..schedule.schedule import Schedule
+from ..schedule.schedule import Schedule, flat_fields
 
 SUFFIX = ".tuning.json"
 PART = ".tuning.part"
@@ -115,8 +114,10 @@ def sweep_temp_files(d: Path, now: float | None = None) -> int:
 
 
 def schedule_to_json(s: Schedule) -> dict[str, Any]:
-    return {f.name: (list(v) if isinstance(v, tuple) else v)
-            for f in dataclasses.fields(s) if (v := getattr(s, f.name)) != f.default}
+    """The fields that differ from their defaults, a target's own ones flat (as `Schedule(**d)`
+    takes them and as entries written before they moved into `Schedule.options` hold them)."""
+    return {name: (list(v) if isinstance(v, tuple) else v)
+            for name, (v, default) in flat_fields(s).items() if v != default}
 
 
 def schedule_from_json(d: dict[str, Any]) -> Schedule:

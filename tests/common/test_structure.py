@@ -251,8 +251,10 @@ def _structure_counts():
 def test_layers_point_one_way_and_targets_sit_behind_the_registry():
     """No import circles (function-local imports count), nothing in schedule/ imports tune/,
     targets/, compile or runtime/, at most 5 architecture branches outside targets/ and the
-    simulator, and at most 6 modules directly under ptxgen/."""
+    simulator, no attribute of a lowering or context object written outside its constructor
+    (values flow by return), and at most 6 modules directly under ptxgen/."""
     c = _structure_counts()
+    assert c.lowering_attr_writes == 0, c.lowering_attr_write_sites
     assert c.cycles == 0, c.cycle_modules
     assert c.schedule_upward == 0 and c.schedule_outside == 0, c.schedule_upward_modules
     assert c.arch_branches <= 5, c.arch_branch_files
@@ -281,6 +283,11 @@ def test_the_counter_sees_what_it_counts(tmp_path):
                     self.late = 2
             def helper(lw):
                 lw.tile = 3
+            def by_annotation(state: "Sm80Context", n):
+                state.z = n
+                setattr(ctx, "smem", n)
+            def by_return(state: "Sm80Context"):
+                return replace(state, z=1)
             """),
         "c.py": "", "d.py": "", "e.py": "", "f.py": "",
     }
@@ -290,5 +297,6 @@ def test_the_counter_sees_what_it_counts(tmp_path):
     assert c.cycle_modules == [["ptxgen.a", "ptxgen.b"]]
     assert c.schedule_upward_modules == ["ptxgen.schedule.s"]
     assert c.arch_branch_files == {"ptxgen/compile.py": 1}
-    assert c.lowering_attr_write_sites == ["ptxgen/emit/l.py:6", "ptxgen/emit/l.py:8"]
+    assert c.lowering_attr_write_sites == ["ptxgen/emit/l.py:6", "ptxgen/emit/l.py:8", "ptxgen/emit/l.py:10",
+                                           "ptxgen/emit/l.py:11"]
     assert c.top_level_modules == 7

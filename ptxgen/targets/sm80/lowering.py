@@ -17,21 +17,20 @@ from ...schedule.geometry import operand_tiles
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
-from ...ir import Builder, Function, Imm, Param, Sym, VReg, ops as ptx
+from ...ir import Builder, Function, Imm, Param, VReg, ops as ptx
 from ...emit.edges import StoreEdges
-from ...emit.index import ExprEmitter
 from ...emit.splitk import SplitK
 from ...emit.streamk import StreamK
+from .context import SMEM_SYMBOL, Sm80Context, batch_offsets, batch_strides, kernel_context, needs_workspace
 from .pipeline import Sm80Pipeline
 from .wmma.pipeline import WmmaPipeline
 from ...ir.ops import B32, F32, U32, U64, S64
-from ...emit.tiles import KRange, Tile, TileOperands, TileScheduler, ZSlot
-from ...emit.memory import load_param, ld_param
+from ...emit.tiles import KRange, Tile, TileOperands, TileScheduler
+from ...emit.memory import ld_param
 from ...emit.scalar_ops import ScalarOps
 from ...emit.epilogue.math import EpilogueMath
 from ...emit.pipeline import Accumulators, CpAsyncPipeline
 
-SMEM_SYMBOL = "smem"
 PARAMS = [Param(".u64", "A"), Param(".u64", "B"), Param(".u64", "C"), Param(".u32", "M"),
           Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "lda"), Param(".u32", "ldb"),
           Param(".u32", "ldc")]
@@ -71,90 +70,41 @@ def pipeline_class(s: Schedule) -> type[Sm80Pipeline] | type[WmmaPipeline]:
 class GemmLowering(ScalarOps):
     """Builds one kernel; every emitter receives this object's builder explicitly.
 
-    It holds the kernel-invariant values only (parameters, thread index, shared window), all
-    declared here and emitted once by `setup` (or Stream-K's setup); the pipeline holds its own
-    (copy plans, shared bases). Per-tile values flow by return: the tile scheduler returns the
-    `Tile`, split-K and Stream-K the `KRange`, `Pipeline.operands` the `TileOperands`.
+    It is built from the kernel-invariant registers (`Sm80Context`, which `kernel_context` emitted
+    and returned) and writes none of its attributes afterwards; the pipeline holds its own (copy
+    plans, shared bases). Per-tile values flow by return: the tile scheduler returns the `Tile`,
+    split-K and Stream-K the `KRange`, `Pipeline.operands` the `TileOperands`.
     """
 
-    def __init__(self, g: Gemm, s: Schedule, plan: SmemPlan):
-        self.g, self.s, self.plan = g, s, plan
-        self.b = Builder(entry_name(g, s), kernel_params(g, s))
+    def __init__(self, cx: Sm80Context, plan: SmemPlan):
+        g, s = cx.g, cx.s
+        self.cx, self.g, self.s, self.plan, self.b = cx, g, s, plan, cx.b
+        self.tid, self.ex, self.smem = cx.tid, cx.ex, cx.smem
+        self.ptr: dict[str, VReg] = cx.ptr  # global pointers (Stream-K moves A, B, C per unit)
+        self.dims: dict[str, VReg] = cx.dims  # .u32 size parameters, loaded on first use
         self.workspace_split = s.split_k > 1 and s.split_k_mode == "workspace"
-        self.needs_workspace = self.workspace_split or s.stream_k
-        self.b.function.directives.append(f".maxntid {s.threads}, 1, 1")
-        self.b.function.shared.append((SMEM_SYMBOL, WIDEST_ALIGNMENT, None))
+        self.needs_workspace = needs_workspace(s)
         self.tile_a, self.tile_b = operand_tiles(g, s)
         self.pipeline: CpAsyncPipeline = pipeline_class(s)(self)
         self.scheduler = TileScheduler(self)
-        # Kernel-invariant registers, emitted by the setup before any use:
-        self._tid: VReg | None = None  # %tid.x, from load_pointers
-        self.ptr: dict[str, VReg] = {}  # global pointers (A, B, C moved to the batch, vectors, workspace)
-        self.dims: dict[str, VReg] = {}  # .u32 size parameters, loaded on first use
-        self._smem: VReg | None = None  # shared window address of the buffers, from load_dims
-        self._ex: ExprEmitter | None = None  # per-thread index expressions over %tid.x, from load_pointers
-
-    # -- kernel-invariant registers, each emitted once by the setup -----------------------------------
-    @property
-    def tid(self) -> VReg:
-        assert self._tid is not None, "load_pointers() emits %tid.x before any use"
-        return self._tid
-
-    @property
-    def smem(self) -> VReg:
-        assert self._smem is not None, "load_dims() emits the shared window address before any use"
-        return self._smem
-
-    @property
-    def ex(self) -> ExprEmitter:
-        assert self._ex is not None, "load_pointers() creates the expression emitter with %tid.x"
-        return self._ex
 
     # -- setup ---------------------------------------------------------------------------------
-    def setup(self) -> tuple[Tile, KRange, ZSlot | None, TileOperands]:
-        """Kernel-invariant values, then this CTA's tile, its k-range (all of K) and operands."""
+    def setup(self) -> tuple[Tile, KRange, TileOperands]:
+        """After the kernel-invariant values: this CTA's tile, its k-range (all of K) and operands."""
         b, s = self.b, self.s
-        b.banner("Setup: parameters, CTA tile origin, per-thread address bases")
-        self.load_pointers()
-        z = self.scheduler.z_slot()
-        if self.g.batch > 1:
-            assert z is not None
-            self.batch_offsets(z.batch)
-        self.load_dims()
         tile = self.scheduler.tile()
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
         k = KRange(self.ceil_div(self.dim("K"), s.bk))
         ops = self.pipeline.operands(tile)
         self.pipeline.setup()
-        return tile, k, z, ops
+        return tile, k, ops
 
-    def load_pointers(self) -> None:
-        """%tid.x and the global pointers (A, B, C, then bias / workspace when present)."""
-        self._tid = ptx.mov(self.b, U32, Sym("%tid.x"))
-        self._ex = ExprEmitter(self.b, self._tid)
-        extra = ((("bias",) if self.g.epi.bias else ()) + (("scale",) if self.g.epi.scale else ())
-                 + (("workspace", "counters") if self.needs_workspace else ()))
-        for name in ("A", "B", "C") + extra:
-            self.ptr[name] = ptx.to_global(self.b, U64, load_param(self.b, U64, name))
-
-    def load_dims(self) -> None:
-        for n in ("K", "lda", "ldb", "ldc"):
-            self.dim(n)
-        self._smem = ptx.mov(self.b, U32, Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
-
-    def batch_offsets(self, batch: VReg, base: dict[str, VReg] | None = None,
-                      strides: dict[str, VReg] | None = None) -> None:
-        """Move A, B and C to batch `batch`: ptr = base + batch * batch_stride * element bytes."""
-        self.b.comment("batch: the batch index selects the matrices (a batch stride of 0 broadcasts)")
-        base = base or self.ptr
-        strides = strides or self.batch_strides()
-        z = ptx.cvt(self.b, U64, U32, batch)
-        for name, eb in (("A", self.g.in_bytes), ("B", self.g.in_bytes), ("C", self.g.out_bytes)):
-            step = ptx.mul(self.b, U64, z, strides[name])
-            self.ptr[name] = ptx.mad(self.b, U64, step, Imm(str(eb)), base[name])
+    def batch_offsets(self, batch: VReg, base: dict[str, VReg], strides: dict[str, VReg] | None = None) -> None:
+        """Move A, B and C to batch `batch` (Stream-K's units): ptr = base + batch * batch_stride * bytes."""
+        batch_offsets(self.b, self.g, self.ptr, batch, base, strides)
 
     def batch_strides(self) -> dict[str, VReg]:
-        return {n: load_param(self.b, U64, f"batch_stride_{n.lower()}") for n in ("A", "B", "C")}
+        return batch_strides(self.b)
 
     def element_pointer(self, base: VReg, ld: str, row: VReg, col: VReg, eb: int) -> VReg:
         """base + (row * ld + col) * eb, all in 64 bits: ld * eb (and row * ld * eb) reach 2^32
@@ -172,10 +122,9 @@ class GemmLowering(ScalarOps):
 
     # -- the kernel ---------------------------------------------------------------------------------
     def lower(self) -> Function:
-        if self.s.stream_k:
-            return StreamK(self).lower()
-        b, s = self.b, self.s
-        tile, k, z, ops = self.setup()
+        """The kernel of one CTA tile (Stream-K's persistent kernel is `StreamK`'s)."""
+        b, s, z = self.b, self.s, self.cx.z
+        tile, k, ops = self.setup()
         self.pipeline.prepare_loop()
         if s.split_k > 1:
             assert z is not None and z.split is not None
@@ -210,5 +159,18 @@ class GemmLowering(ScalarOps):
         self.pipeline.mainloop(acc, ops, k)
 
 
+def kernel_builder(g: Gemm, s: Schedule) -> Builder:
+    """The kernel's builder: its entry, parameters, thread count and the shared window."""
+    b = Builder(entry_name(g, s), kernel_params(g, s))
+    b.function.directives.append(f".maxntid {s.threads}, 1, 1")
+    b.function.shared.append((SMEM_SYMBOL, WIDEST_ALIGNMENT, None))
+    return b
+
+
 def lower_gemm(g: Gemm, s: Schedule, plan: SmemPlan) -> Function:
-    return GemmLowering(g, s, plan).lower()
+    b = kernel_builder(g, s)
+    if s.stream_k:
+        cx = kernel_context(b, g, s, "Setup: parameters, Stream-K decomposition, per-thread shared addresses")
+        return StreamK(GemmLowering(cx, plan)).lower()
+    cx = kernel_context(b, g, s, "Setup: parameters, CTA tile origin, per-thread address bases")
+    return GemmLowering(cx, plan).lower()

@@ -40,13 +40,15 @@ class Sm80Pipeline(CpAsyncOperands):
         self.fragments = FragmentLoader(self.b, lw.g, lw.s, lw.tile_a, lw.tile_b)
         self.mi, self.ni = lw.s.warp_tile[0] // 16, lw.s.warp_tile[1] // 8
         self.sp = store_plan(lw.s)
-        self.frag_bases: dict[str, list[VReg]] = {}  # fragment sources in stage 0, from setup
+        # Fragment sources in stage 0: registers emitted by `setup` (after the tile's operands, so
+        # not here), filled in once as `dims` is, like WmmaPipeline.bases and CpAsyncCopies.dst_bases.
+        self.frag_bases: dict[str, list[VReg]] = {}
         self.copies = CpAsyncCopies(lw)
 
     def setup(self) -> None:
         lw = self.lw
         self.copies.setup()
-        self.frag_bases = {n: lw.shared_bases(n, self.fragments.plans[n].addr.bases) for n in ("A", "B")}
+        self.frag_bases.update({n: lw.shared_bases(n, self.fragments.plans[n].addr.bases) for n in ("A", "B")})
 
     def accumulators(self) -> Accumulators:
         g = self.g

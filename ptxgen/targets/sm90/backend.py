@@ -2,6 +2,7 @@
 warp specialisation, persistent grids and clusters (`.target sm_90a`, PTX 8.0)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ...errors import ScheduleError
@@ -19,6 +20,7 @@ from .choose import (VARIANT_BASES, check_problem_built, describe_hopper, hopper
                      no_candidate_error, predict_hopper)
 from .describe import describe_hopper as describe_kernel
 from .header import sm90_header_lines
+from .options import Sm90Options
 from .pipeline import RING_BUFFER, Sm90Pipeline, lower_sm90, param_names, tensor_map_specs
 from .plan import default_consumer_regs, persistent_ctas
 from .verify import verify_hopper, verify_target
@@ -26,29 +28,34 @@ from .verify_built import check_sm90_built
 
 
 def fill_defaults(s: Schedule) -> None:
-    """Fill the wgmma fields left None with the sm_90a defaults (the ones that need the Gemm,
-    `swizzle` and `epilogue_via_smem`, are resolved by `hopper.hopper_plan`). Values of a wrong
-    type are left as given, for the verifier to name."""
-    def default(name: str, value: object) -> None:
-        if getattr(s, name) is None:
-            object.__setattr__(s, name, value)
-
+    """Build the schedule's `Sm90Options` with the fields left None set to the sm_90a defaults
+    (the ones that need the Gemm, `swizzle` and `epilogue_via_smem`, are resolved by
+    `plan.hopper_plan`), and `warps` from the consumers. Values of a wrong type are left as
+    given, for the verifier to name. Called from the Schedule's constructor."""
+    o = s.options if s.options is not None else Sm90Options()
+    if not isinstance(o, Sm90Options):
+        return  # verify_types names it
     bm = s.block[0] if isinstance(s.block, tuple) and s.block and isinstance(s.block[0], int) else 0
-    default("consumers", 2 if bm % 128 == 0 and bm > 0 else 1)
+    o = defaults(o, consumers=2 if bm % 128 == 0 and bm > 0 else 1)
     # split-K and Stream-K are built in the non-specialised kernel (verify_built.py): their
     # defaults follow; Stream-K's grid is persistent, split-K's one CTA per (tile, split)
     split = isinstance(s.split_k, int) and s.split_k > 1
     streamk = s.decomposition in ("stream-k", "stream-k-pure")
-    default("warp_specialized", not (split or streamk))
-    default("persistent", not split)
-    default("cluster", (1, 1))
-    default("multicast", isinstance(s.cluster, tuple) and s.cluster != (1, 1))
-    if isinstance(s.consumers, int) and not isinstance(s.consumers, bool):
-        default("warps", (4 * s.consumers, 1))
-    if s.warp_specialized is True and isinstance(s.consumers, int) and 1 <= s.consumers <= 2:
-        default("producer_regs", DEFAULT_PRODUCER_REGS)
-        if isinstance(s.producer_regs, int):
-            default("consumer_regs", default_consumer_regs(s.consumers, s.producer_regs))
+    o = defaults(o, warp_specialized=not (split or streamk), persistent=not split, cluster=(1, 1))
+    o = defaults(o, multicast=isinstance(o.cluster, tuple) and o.cluster != (1, 1))
+    consumers = o.consumers
+    if isinstance(consumers, int) and not isinstance(consumers, bool) and s.warps is None:
+        object.__setattr__(s, "warps", (4 * consumers, 1))
+    if o.warp_specialized is True and isinstance(consumers, int) and 1 <= consumers <= 2:
+        o = defaults(o, producer_regs=DEFAULT_PRODUCER_REGS)
+        if isinstance(o.producer_regs, int):
+            o = defaults(o, consumer_regs=default_consumer_regs(consumers, o.producer_regs))
+    object.__setattr__(s, "options", o)
+
+
+def defaults(o: Sm90Options, **values: object) -> Sm90Options:
+    """`o` with those of `values`' fields it leaves None set."""
+    return replace(o, **{name: v for name, v in values.items() if getattr(o, name) is None})
 
 
 def rank_hopper(g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
@@ -95,6 +102,7 @@ class Sm90Backend(Backend):
     instructions = ("wgmma",)
     archs = ("sm_90a",)
     tf32_narrow_outputs = True  # the wgmma epilogue casts tf32's f32 accumulators to f16/bf16 too
+    options = Sm90Options
 
     def fill_defaults(self, s: Schedule) -> None:
         fill_defaults(s)

@@ -1,7 +1,7 @@
 """Batched sm_90a GEMMs (Gemm(batch=B)): which matrices a CTA multiplies.
 
 Why a module of its own: on the sm_80 path a batched kernel moves its A, B and C pointers by
-batch * batch_stride (emit/gemm.py: batch_offsets). An sm_90a kernel has no A and B pointers:
+batch * batch_stride (targets/sm80/context.py: batch_offsets). An sm_90a kernel has no A and B pointers:
 its operands are CUtensorMaps, so the batch becomes the outermost dimension of a 3-D tensor
 map, (batch, rows, cols) with the operand's batch stride in bytes, and every TMA copy names the
 batch as its third coordinate. C, stored directly, still moves by pointer: the kernel takes
@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from ...ir import Imm, Param, VReg
+from ...ir import ops as ptx
+from ...ir.ops import U32, U64
 from ...emit.memory import ld_param
 from ...emit.tiles import TileOps, TileScheduler, ZSlot
 
@@ -27,9 +29,7 @@ BATCH_PARAM = Param(".u64", "batch_stride_c")
 
 
 class BatchOps(TileOps, Protocol):
-    """What moving C to a batch needs beyond the tile scheduler's helpers."""
-
-    def u64(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
+    """What moving C to a batch needs: the tile scheduler's (builder, problem, sizes)."""
 
 
 def batch_params(batch: int) -> list[Param]:
@@ -49,8 +49,8 @@ def batch_matrix_c(lw: BatchOps, z: ZSlot | None, c: VReg) -> VReg:
     assert z is not None, "a batched launch has a z dimension"
     lw.b.comment("batch: the third tensor-map coordinate of every TMA copy, and C's matrix")
     stride = ld_param(lw.b, "b64", ".u64", BATCH_PARAM.name)
-    step = lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", z.batch), stride)
-    return lw.u64("mad.lo.u64", step, Imm(str(lw.g.out_bytes)), c)
+    step = ptx.mul(lw.b, U64, ptx.cvt(lw.b, U64, U32, z.batch), stride)
+    return ptx.mad(lw.b, U64, step, Imm(str(lw.g.out_bytes)), c)
 
 
 def tma_batch_coordinate(lw: TileOps, z: ZSlot | None) -> tuple[VReg, ...]:

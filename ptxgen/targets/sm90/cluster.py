@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ...ir import Addr, Builder, Imm, Sym, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, U16, U32
 from .plan import HopperPlan
 from ...schedule.schedule import Schedule
 from ...emit.tiles import Tile
@@ -99,17 +101,13 @@ def split_box_rows(outer: int, parts: int) -> int:
 
 
 class ClusterOps(Protocol):
-    """What the cluster protocol needs of its lowering: the builder, schedule and scalar helpers."""
+    """What the cluster protocol needs of its lowering: the builder, schedule and size helpers."""
 
     @property
     def b(self) -> Builder: ...
 
     @property
     def s(self) -> Schedule: ...
-
-    def u32(self, op: str, *srcs, comment: str | None = None) -> VReg: ...
-
-    def pred(self, op: str, *srcs) -> VReg: ...
 
     def dim(self, name: str) -> VReg: ...
 
@@ -157,10 +155,9 @@ class ClusterRoles:
     def sync_before_exit(self, aligned: bool) -> None:
         """No CTA leaves while a peer may still arrive on its barriers or multicast into it."""
         b = self.b
-        op = "barrier.cluster.arrive" + (".aligned" if aligned else "")
-        b.emit(op, comment="done with the cluster: my releases and copies are issued")
-        b.emit("barrier.cluster.wait" + (".aligned" if aligned else ""),
-               comment="every peer is done too: nobody will touch this CTA's shared memory again")
+        mb.cluster_arrive(b, comment="done with the cluster: my releases and copies are issued", aligned=aligned)
+        mb.cluster_wait(b, comment="every peer is done too: nobody will touch this CTA's shared memory again",
+                        aligned=aligned)
 
     # -- the consumer's release of a stage -------------------------------------------------------
     def release_targets(self, lane: VReg, empty: VReg) -> tuple[VReg, VReg]:
@@ -170,20 +167,20 @@ class ClusterRoles:
         lw, sh = self.ops, self.shape
         col = sh.cm if "B" in sh.multicast else 1
         if "B" in sh.multicast:
-            target = lw.u32("add.u32", lane, lw.u32("mul.lo.u32", self.dn, Imm(str(sh.cm))),
+            target = ptx.add(lw.b, U32, lane, ptx.mul(lw.b, U32, self.dn, Imm(str(sh.cm))),
                             comment="lane j -> rank j of this cluster column")
         else:
             target = self.rank
         if "A" in sh.multicast:
-            k = lw.u32("sub.u32", lane, Imm(str(col)))
-            skip_me = lw.u32("selp.u32", Imm("1"), Imm("0"), lw.pred("setp.ge.u32", k, self.dn))
-            dn2 = lw.u32("add.u32", k, skip_me)
-            row_rank = lw.u32("add.u32", self.dm, lw.u32("mul.lo.u32", dn2, Imm(str(sh.cm))),
+            k = ptx.sub(lw.b, U32, lane, Imm(str(col)))
+            skip_me = ptx.selp(lw.b, U32, Imm("1"), Imm("0"), ptx.setp(lw.b, "ge", U32, k, self.dn))
+            dn2 = ptx.add(lw.b, U32, k, skip_me)
+            row_rank = ptx.add(lw.b, U32, self.dm, ptx.mul(lw.b, U32, dn2, Imm(str(sh.cm))),
                               comment="lane col + k -> the k-th other CTA of this cluster row")
-            in_row = lw.pred("setp.ge.u32", lane, Imm(str(col)))
-            target = lw.u32("selp.u32", row_rank, target, in_row)
-        target = lw.u32("min.u32", target, Imm(str(sh.size - 1)), comment="lanes that do not arrive: any valid rank")
-        go = lw.pred("setp.lt.u32", lane, Imm(str(sh.receivers)))
+            in_row = ptx.setp(lw.b, "ge", U32, lane, Imm(str(col)))
+            target = ptx.selp(lw.b, U32, row_rank, target, in_row)
+        target = ptx.min_(lw.b, U32, target, Imm(str(sh.size - 1)), comment="lanes that do not arrive: any valid rank")
+        go = ptx.setp(lw.b, "lt", U32, lane, Imm(str(sh.receivers)))
         remote = mb.mapa(self.b, empty, target, comment="empty[0] of this lane's receiver CTA")
         return go, remote
 
@@ -196,7 +193,7 @@ class ClusterRoles:
                                         comment=f"expect all {plan.stage_tx_bytes} B of the stage: mine and my "
                                         "peers' multicast")
         base = loop.stage_base(stage)
-        k0 = lw.u32("mul.lo.u32", kt, Imm(str(lw.s.bk)))
+        k0 = ptx.mul(lw.b, U32, kt, Imm(str(lw.s.bk)))
         m0, n0 = ops.tile.bm0, ops.tile.bn0
         for name, box, mn0, offset in (("A", plan.a_box, m0, 0), ("B", plan.b_box, n0, loop.layout.a_bytes)):
             assert box is not None
@@ -204,19 +201,19 @@ class ClusterRoles:
             rows = split_box_rows(box.outer, parts)
             mask = self.masks.get(name)
             if mask is not None:
-                first = lw.u32("mul.lo.u32", self.slice_rows[name], Imm(str(rows)),
+                first = ptx.mul(lw.b, U32, self.slice_rows[name], Imm(str(rows)),
                                comment=f"my slice of {name}: rows {rows} x part")
-                sub = lw.u32("mul.lo.u32", first, Imm(str(plan.swizzle)))
+                sub = ptx.mul(lw.b, U32, first, Imm(str(plan.swizzle)))
             for j in range(box.count):
                 at = offset + j * box.outer * plan.swizzle
-                dst = lw.u32("add.u32", base, Imm(str(at)))
+                dst = ptx.add(lw.b, U32, base, Imm(str(at)))
                 if mask is not None:
-                    dst = lw.u32("add.u32", dst, sub)
-                contiguous = (lw.u32("add.u32", k0 if box.k_major else mn0, Imm(str(j * box.inner)))
+                    dst = ptx.add(lw.b, U32, dst, sub)
+                contiguous = (ptx.add(lw.b, U32, k0 if box.k_major else mn0, Imm(str(j * box.inner)))
                               if j else (k0 if box.k_major else mn0))
                 strided = mn0 if box.k_major else k0
                 if mask is not None:
-                    strided = lw.u32("add.u32", strided, first)
+                    strided = ptx.add(lw.b, U32, strided, first)
                 what = (f"{name} box {rows}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}"
                         + (f", my 1/{parts}, multicast" if mask is not None else ""))
                 tma.load(b, Addr(dst), ctx.tmaps[name], (contiguous, strided, *ops.batch), bar, comment=what,
@@ -229,28 +226,28 @@ class ClusterRoles:
         num_m = lw.ceil_div(lw.ceil_div(lw.dim("M"), lw.s.bm), sh.cm)
         num_n = lw.ceil_div(lw.ceil_div(lw.dim("N"), lw.s.bn), sh.cn)
         return ClusterTiles(num_m, num_n,
-                            lw.u32("mul.lo.u32", num_m, num_n, comment="cluster tiles this grid of clusters walks"))
+                            ptx.mul(lw.b, U32, num_m, num_n, comment="cluster tiles this grid of clusters walks"))
 
     def tile(self, index: VReg, tiles: ClusterTiles) -> Tile:
         """This CTA's tile of cluster tile `index` (the schedule's raster over cluster tiles)."""
         lw, b, s, sh = self.ops, self.b, self.ops.s, self.shape
         if s.raster == "row":
             b.comment("raster row over cluster tiles: index -> (index / cluster tiles_n, index % cluster tiles_n)")
-            ctm = lw.u32("div.u32", index, tiles.num_n)
-            ctn = lw.u32("rem.u32", index, tiles.num_n)
+            ctm = ptx.div(lw.b, U32, index, tiles.num_n)
+            ctn = ptx.rem(lw.b, U32, index, tiles.num_n)
         else:
             group = s.group_m // sh.cm
             b.comment(f"raster grouped over cluster tiles: groups of {group} cluster rows ({s.group_m} m-tiles)")
-            in_group = lw.u32("mul.lo.u32", tiles.num_n, Imm(str(group)))
-            first_m = lw.u32("mul.lo.u32", lw.u32("div.u32", index, in_group), Imm(str(group)))
-            size_m = lw.u32("min.u32", lw.u32("sub.u32", tiles.num_m, first_m), Imm(str(group)))
-            pos = lw.u32("rem.u32", index, in_group)
-            ctm = lw.u32("add.u32", first_m, lw.u32("rem.u32", pos, size_m))
-            ctn = lw.u32("div.u32", pos, size_m)
-        tm = lw.u32("mad.lo.u32", ctm, Imm(str(sh.cm)), self.dm)
-        tn = lw.u32("mad.lo.u32", ctn, Imm(str(sh.cn)), self.dn)
-        bm0 = lw.u32("mul.lo.u32", tm, Imm(str(s.bm)), comment="bm0: first row of this CTA's tile")
-        bn0 = lw.u32("mul.lo.u32", tn, Imm(str(s.bn)), comment="bn0: first column of this CTA's tile")
+            in_group = ptx.mul(lw.b, U32, tiles.num_n, Imm(str(group)))
+            first_m = ptx.mul(lw.b, U32, ptx.div(lw.b, U32, index, in_group), Imm(str(group)))
+            size_m = ptx.min_(lw.b, U32, ptx.sub(lw.b, U32, tiles.num_m, first_m), Imm(str(group)))
+            pos = ptx.rem(lw.b, U32, index, in_group)
+            ctm = ptx.add(lw.b, U32, first_m, ptx.rem(lw.b, U32, pos, size_m))
+            ctn = ptx.div(lw.b, U32, pos, size_m)
+        tm = ptx.mad(lw.b, U32, ctm, Imm(str(sh.cm)), self.dm)
+        tn = ptx.mad(lw.b, U32, ctn, Imm(str(sh.cn)), self.dn)
+        bm0 = ptx.mul(lw.b, U32, tm, Imm(str(s.bm)), comment="bm0: first row of this CTA's tile")
+        bn0 = ptx.mul(lw.b, U32, tn, Imm(str(s.bn)), comment="bn0: first column of this CTA's tile")
         return Tile(tm, tn, bm0, bn0)
 
 
@@ -259,27 +256,25 @@ def cluster_roles(lw: ClusterOps, shape: ClusterShape) -> ClusterRoles:
     b, sh = lw.b, shape
     b.comment(f"cluster of {sh.cm}x{sh.cn} CTAs: rank r is tile (dm, dn) = (r % {sh.cm}, r / {sh.cm}) of "
               "the cluster tile")
-    rank = lw.u32("mov.u32", Sym("%cluster_ctarank"))
-    dm = lw.u32("rem.u32", rank, Imm(str(sh.cm))) if sh.cm > 1 else lw.u32("mov.u32", Imm("0"))
-    dn = lw.u32("div.u32", rank, Imm(str(sh.cm))) if sh.cn > 1 else lw.u32("mov.u32", Imm("0"))
+    rank = ptx.mov(lw.b, U32, Sym("%cluster_ctarank"))
+    dm = ptx.rem(lw.b, U32, rank, Imm(str(sh.cm))) if sh.cm > 1 else ptx.mov(lw.b, U32, Imm("0"))
+    dn = ptx.div(lw.b, U32, rank, Imm(str(sh.cm))) if sh.cn > 1 else ptx.mov(lw.b, U32, Imm("0"))
     masks: dict[str, VReg] = {}
     slice_rows: dict[str, VReg] = {}
     if "B" in sh.multicast:  # the cluster column: ranks CM*dn .. CM*dn + CM-1
-        column = lw.u32("shl.b32", Imm(str((1 << sh.cm) - 1)), lw.u32("mul.lo.u32", dn, Imm(str(sh.cm))))
+        column = ptx.shl(lw.b, B32, Imm(str((1 << sh.cm) - 1)), ptx.mul(lw.b, U32, dn, Imm(str(sh.cm))))
         masks["B"] = _b16(b, column, "ctaMask of B: the CTAs of this cluster column (same n-tile)")
         slice_rows["B"] = dm
     if "A" in sh.multicast:  # the cluster row: ranks dm, dm + CM, ...
         pattern = sum(1 << (sh.cm * j) for j in range(sh.cn))
-        row = lw.u32("shl.b32", Imm(str(pattern)), dm)
+        row = ptx.shl(lw.b, B32, Imm(str(pattern)), dm)
         masks["A"] = _b16(b, row, "ctaMask of A: the CTAs of this cluster row (same m-tile)")
         slice_rows["A"] = dn
     return ClusterRoles(lw, shape, rank, dm, dn, masks, slice_rows)
 
 
 def _b16(b: Builder, x: VReg, comment: str) -> VReg:
-    d = b.reg("b16")
-    b.emit("cvt.u16.u32", d, x, ndefs=1, comment=comment)
-    return d
+    return ptx.cvt(b, U16, U32, x, comment=comment)
 
 
 @dataclass(frozen=True)
@@ -292,7 +287,7 @@ class ClusterRelease:
     remote_empty: VReg
 
     def release(self, ring: "MbarrierRing", index: VReg, guard: VReg | None, comment: str) -> None:
-        addr = self.roles.ops.u32("add.u32", self.remote_empty, ring.stage_offset(index))
+        addr = ptx.add(self.roles.ops.b, U32, self.remote_empty, ring.stage_offset(index))
         mb.arrive_remote(self.roles.b, Addr(addr), guard=guard, comment=comment + " (every CTA my stage came from)")
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import Builder
-from ...ir import Vec, VReg
+from ...ir import Vec, VReg, ops as ptx
+from ...ir.ops import B32, B64, S64, U32
 from ...schedule.swizzle import SWIZZLE_128B, Swizzle
 
 _FIELD_LIMIT = 1 << 18     # the 14-bit fields hold bits 17..4 of a byte quantity
@@ -175,12 +176,10 @@ def emit_descriptor(b: Builder, smem_addr: VReg, tile: CanonicalTile) -> VReg:
     its swizzle pattern): a constant high word (SBO, swizzle) and a low word of the start field
     ((addr >> 4) & 0x3FFF) or'ed with the LBO field, joined with mov.b64 {lo, hi}."""
     hi, lo_fields = SmemDescriptor(0, tile.lbo, tile.sbo, tile.swizzle).hi_lo()
-    start, low, high, desc = b.reg("b32"), b.reg("b32"), b.reg("b32"), b.reg("b64")
-    b.emit("bfe.u32", start, smem_addr, 4, 14, ndefs=1, comment="descriptor start field: addr[17:4]")
-    b.emit("or.b32", low, start, lo_fields, ndefs=1, comment=f"| LBO {tile.lbo} B")
-    b.emit("mov.u32", high, hi, ndefs=1, comment=f"SBO {tile.sbo} B, {tile.swizzle.name} swizzle")
-    b.emit("mov.b64", desc, Vec((low, high)), ndefs=1)
-    return desc
+    start = ptx.bfe(b, U32, smem_addr, 4, 14, comment="descriptor start field: addr[17:4]")
+    low = ptx.or_(b, B32, start, lo_fields, comment=f"| LBO {tile.lbo} B")
+    high = ptx.mov(b, U32, hi, comment=f"SBO {tile.sbo} B, {tile.swizzle.name} swizzle")
+    return ptx.mov(b, B64, Vec((low, high)))
 
 
 def advance_descriptor(b: Builder, desc: VReg, byte_offset: int, comment: str | None = None) -> VReg:
@@ -190,6 +189,4 @@ def advance_descriptor(b: Builder, desc: VReg, byte_offset: int, comment: str | 
         raise ValueError(f"descriptor offsets are in 16-byte units; {byte_offset} is not a multiple of 16")
     if byte_offset == 0:
         return desc
-    d = b.reg("b64")
-    b.emit("add.s64", d, desc, byte_offset >> 4, ndefs=1, comment=comment)
-    return d
+    return ptx.add(b, S64, desc, byte_offset >> 4, comment=comment)

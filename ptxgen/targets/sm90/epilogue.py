@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...ir import Addr, Imm, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B64, F32, PRED, S32, S64, U32, U64
 from ...emit.epilogue.math import LOG2_E, EpilogueMath, f32
 from .wgmma_layouts import accumulator_coord
 
@@ -36,8 +38,8 @@ class DirectStores(EpilogueMath):
     def times_sigmoid(self, v: VReg, z: VReg) -> VReg:
         """v / (1 + e^-z) as EpilogueMath's, but with rcp.approx (1 ulp): ptxas lowers rcp.rn.f32 to
         a subroutine call, and a call anywhere in the function serialises every wgmma in it (C7509)."""
-        e = self.f("ex2.approx.f32", self.f("mul.f32", z, f32(-LOG2_E)))
-        return self.f("mul.f32", v, self.f("rcp.approx.ftz.f32", self.f("add.f32", e, f32(1.0))))
+        e = ptx.ex2(self.b, F32, ptx.mul(self.b, F32, z, f32(-LOG2_E)))
+        return ptx.mul(self.b, F32, v, ptx.rcp_approx(self.b, F32, ptx.add(self.b, F32, e, f32(1.0))))
 
     def emit(self, acc: list[tuple[VReg, ...]], ops: "TmaOperands") -> None:
         lw, b, g, e = self.lw, self.b, self.g, self.e
@@ -45,33 +47,33 @@ class DirectStores(EpilogueMath):
         b.banner(f"Epilogue: accumulators -> {g.out_dtype} -> C, direct stores guarded by M and N")
         self.describe()
         row_expr, col_expr = accumulator_coord(0)
-        row0 = lw.u32("add.u32", ops.tile.bm0, lw.ex.emit(row_expr), comment="16w + g: this thread's first row")
+        row0 = ptx.add(lw.b, U32, ops.tile.bm0, lw.ex.emit(row_expr), comment="16w + g: this thread's first row")
         if lw.plan.consumers > 1:
-            first = lw.u32("mul.lo.u32", ops.warpgroup, Imm(str(lw.plan.rows_per_consumer)))
-            row0 = lw.u32("add.u32", row0, first, comment="the warpgroup's first row")
-        col0 = lw.u32("add.u32", ops.tile.bn0, lw.ex.emit(col_expr), comment="2t: this thread's first column")
-        room = lw.u32("sub.u32", lw.dim("N"), col0, comment="columns left from col0 (negative: none)")
+            first = ptx.mul(lw.b, U32, ops.warpgroup, Imm(str(lw.plan.rows_per_consumer)))
+            row0 = ptx.add(lw.b, U32, row0, first, comment="the warpgroup's first row")
+        col0 = ptx.add(lw.b, U32, ops.tile.bn0, lw.ex.emit(col_expr), comment="2t: this thread's first column")
+        room = ptx.sub(lw.b, U32, lw.dim("N"), col0, comment="columns left from col0 (negative: none)")
         cols = sorted({8 * (i >> 2) + (i & 1) for i in range(len(acc[0]))})
-        col_ok = {c: lw.pred("setp.gt.s32", room, Imm(str(c))) for c in cols}
+        col_ok = {c: ptx.setp(lw.b, "gt", S32, room, Imm(str(c))) for c in cols}
         col_vec = {name: dict(zip(cols, self.vector_values(name, col0, cols, [col_ok[c] for c in cols])))
                    for name in ("bias", "scale") if getattr(e, name) == "col"}
-        wide_col = lw.u64("cvt.u64.u32", col0)
+        wide_col = ptx.cvt(lw.b, U64, U32, col0)
         for m, frag in enumerate(acc):
             for half in (0, 1):
-                row = lw.u32("add.u32", row0, Imm(str(64 * m + 8 * half)))
-                row_ok = lw.pred("setp.lt.u32", row, lw.dim("M"))
+                row = ptx.add(lw.b, U32, row0, Imm(str(64 * m + 8 * half)))
+                row_ok = ptx.setp(lw.b, "lt", U32, row, lw.dim("M"))
                 row_vec = {name: self.vector_values(name, row, [0], [row_ok])[0]
                            for name in ("bias", "scale") if getattr(e, name) == "row"}
-                off = lw.u64("mad.wide.u32", row, lw.dim("ldc"), wide_col)
+                off = ptx.mad_wide(lw.b, U32, row, lw.dim("ldc"), wide_col)
                 if eb > 1:
-                    off = lw.u64("shl.b64", off, Imm(str(eb.bit_length() - 1)))
-                ptr = lw.u64("add.s64", ops.c, off)
+                    off = ptx.shl(lw.b, B64, off, Imm(str(eb.bit_length() - 1)))
+                ptr = ptx.add(lw.b, S64, ops.c, off)
                 b.comment(f"m64 block {m}, rows +{8 * half}")
                 for i, r in enumerate(frag):
                     if (i >> 1) & 1 != half:
                         continue
                     c = 8 * (i >> 2) + (i & 1)
-                    ok = lw.pred("and.pred", row_ok, col_ok[c])
+                    ok = ptx.and_(lw.b, PRED, row_ok, col_ok[c])
                     addr = Addr(ptr, c * eb)
                     vec = {name: (row_vec[name] if name in row_vec else col_vec[name][c])
                            for name in ("bias", "scale") if name in row_vec or name in col_vec}
@@ -79,5 +81,5 @@ class DirectStores(EpilogueMath):
                     if g.out_dtype == "s32":          # the exact accumulator bits (no epilogue: verify.py)
                         self.store(addr, [r], ok)
                         continue
-                    v = self.f("cvt.rn.f32.s32", r) if self.int_to_float else r
+                    v = ptx.cvt(self.b, F32, S32, r, rounding="rn") if self.int_to_float else r
                     self.store(addr, [self.apply(v, old, vec.get("bias"), vec.get("scale"))], ok)

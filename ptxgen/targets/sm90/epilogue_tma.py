@@ -31,6 +31,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ...ir import Addr, Imm, Vec, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, F32, S32, U32
+from ...emit.memory import bar_sync
 from ...schedule.geometry import align_up
 from .plan import EPILOGUE_BUFFERS, EXTRA_BARRIERS, MBARRIER_BYTES, SWIZZLE_ALIGN, EpilogueTile
 from ...emit.epilogue.math import CVT_PACK
@@ -140,21 +143,21 @@ class TmaStores(DirectStores):
         for i in range(n):
             mb.init(b, Addr(lw.smem, self.layout.barriers + MBARRIER_BYTES * i), 1, guard=lw.leader)
         for k, phase in enumerate(self.c_phase):
-            b.emit("mov.u32", phase, Imm("0"), ndefs=1, comment=f"C buffer {k}: phase parity")
+            ptx.mov(b, U32, Imm("0"), into=phase, comment=f"C buffer {k}: phase parity")
 
     # -- addresses ------------------------------------------------------------------------------
     def _thread_row(self, sixteen_bit: bool) -> VReg:
         """The warpgroup row of this thread's first staged element: 16w + g (f32 pairs), or for
         stmatrix 16w + 8*(matrix & 1) + r, lane 8*matrix + r giving row r of matrix `matrix`."""
         lw = self.lw
-        lane = lw.u32("and.b32", lw.tid, Imm("31"))
-        warp = lw.u32("and.b32", lw.u32("shr.u32", lw.tid, Imm("5")), Imm("3"))
-        row = lw.u32("shl.b32", warp, Imm("4"))
+        lane = ptx.and_(lw.b, B32, lw.tid, Imm("31"))
+        warp = ptx.and_(lw.b, B32, ptx.shr(lw.b, U32, lw.tid, Imm("5")), Imm("3"))
+        row = ptx.shl(lw.b, B32, warp, Imm("4"))
         if sixteen_bit:
-            half = lw.u32("and.b32", lw.u32("shr.u32", lane, Imm("3")), Imm("1"))
-            row = lw.u32("add.u32", row, lw.u32("shl.b32", half, Imm("3")))
-            return lw.u32("add.u32", row, lw.u32("and.b32", lane, Imm("7")), comment="16w + 8(m&1) + r")
-        return lw.u32("add.u32", row, lw.u32("shr.u32", lane, Imm("2")), comment="16w + g")
+            half = ptx.and_(lw.b, B32, ptx.shr(lw.b, U32, lane, Imm("3")), Imm("1"))
+            row = ptx.add(lw.b, U32, row, ptx.shl(lw.b, B32, half, Imm("3")))
+            return ptx.add(lw.b, U32, row, ptx.and_(lw.b, B32, lane, Imm("7")), comment="16w + 8(m&1) + r")
+        return ptx.add(lw.b, U32, row, ptx.shr(lw.b, U32, lane, Imm("2")), comment="16w + g")
 
     def staging_addresses(self, base: VReg) -> list[VReg]:
         """One shared address per column group of a chunk (16-bit: two 8-column blocks, one
@@ -162,21 +165,21 @@ class TmaStores(DirectStores):
         lw, tile = self.lw, self.tile
         sixteen_bit = self.ob == 2
         row = self._thread_row(sixteen_bit)
-        rowterm = lw.u32("mul.lo.u32", row, Imm(str(tile.pitch)), comment=f"row x {tile.pitch} B")
-        lane = lw.u32("and.b32", lw.tid, Imm("31"))
+        rowterm = ptx.mul(lw.b, U32, row, Imm(str(tile.pitch)), comment=f"row x {tile.pitch} B")
+        lane = ptx.and_(lw.b, B32, lw.tid, Imm("31"))
         if sixteen_bit:  # lanes 16..31 give the addresses of the second 8-column block
-            inner = lw.u32("and.b32", lane, Imm("16"))
+            inner = ptx.and_(lw.b, B32, lane, Imm("16"))
             step, starts = 16, range(0, tile.cols // 8, 2)
         else:            # a thread's two f32 columns 2t, 2t+1: 8t bytes into the 32-byte block
-            inner = lw.u32("shl.b32", lw.u32("and.b32", lane, Imm("3")), Imm("3"))
+            inner = ptx.shl(lw.b, B32, ptx.and_(lw.b, B32, lane, Imm("3")), Imm("3"))
             step, starts = 32, range(tile.cols // 8)
         swz = tile.swizzle_mode   # the box's Swizzle<B,4,3>: address bits 7.. into the chunk bits 4..
         if swz.bits:
-            key = lw.u32("and.b32", lw.u32("shr.u32", rowterm, Imm(str(swz.base + swz.shift))), Imm(str(swz.mask)))
-            key = lw.u32("shl.b32", key, Imm(str(swz.base)), comment=f"{swz.name} swizzle: row bits into the chunk")
-            inner = lw.u32("xor.b32", inner, key)
-        rowbase = lw.u32("add.u32", base, rowterm)
-        return [lw.u32("add.u32", rowbase, lw.u32("xor.b32", inner, Imm(str(step * q))) if q else inner,
+            key = ptx.and_(lw.b, B32, ptx.shr(lw.b, U32, rowterm, Imm(str(swz.base + swz.shift))), Imm(str(swz.mask)))
+            key = ptx.shl(lw.b, B32, key, Imm(str(swz.base)), comment=f"{swz.name} swizzle: row bits into the chunk")
+            inner = ptx.xor(lw.b, B32, inner, key)
+        rowbase = ptx.add(lw.b, U32, base, rowterm)
+        return [ptx.add(lw.b, U32, rowbase, ptx.xor(lw.b, B32, inner, Imm(str(step * q))) if q else inner,
                        comment=f"column block {q * (2 if sixteen_bit else 1)}") for q in starts]
 
     # -- the epilogue ---------------------------------------------------------------------------
@@ -188,23 +191,23 @@ class TmaStores(DirectStores):
         self.describe()
         if lay.in_ring:
             mb.fence_proxy_async(b, comment="the wgmma (async proxy) reads of the ring before generic writes")
-            b.emit("bar.sync", Imm("0"), comment="every warpgroup's wgmma has retired: the ring becomes the staging")
-        th = lw.u32("and.b32", lw.tid, Imm("127"))
-        wg_leader = lw.pred("setp.eq.u32", th, Imm("0"))
-        mine = lw.u32("mul.lo.u32", ops.warpgroup, Imm(str(lay.per_consumer)))
-        store_base = lw.u32("add.u32", lw.u32("add.u32", lw.smem, Imm(str(lay.store))), mine,
+            bar_sync(b, comment="every warpgroup's wgmma has retired: the ring becomes the staging")
+        th = ptx.and_(lw.b, B32, lw.tid, Imm("127"))
+        wg_leader = ptx.setp(lw.b, "eq", U32, th, Imm("0"))
+        mine = ptx.mul(lw.b, U32, ops.warpgroup, Imm(str(lay.per_consumer)))
+        store_base = ptx.add(lw.b, U32, ptx.add(lw.b, U32, lw.smem, Imm(str(lay.store))), mine,
                             comment="this warpgroup's store buffers")
         addrs = self.staging_addresses(store_base)
         row0 = ops.tile.bm0
         if lw.plan.consumers > 1:
-            first = lw.u32("mul.lo.u32", ops.warpgroup, Imm(str(tile.rows)))
-            row0 = lw.u32("add.u32", ops.tile.bm0, first, comment="the warpgroup's first row")
+            first = ptx.mul(lw.b, U32, ops.warpgroup, Imm(str(tile.rows)))
+            row0 = ptx.add(lw.b, U32, ops.tile.bm0, first, comment="the warpgroup's first row")
         st = TileStaging(wg_leader, store_base, addrs, row0, ops.tile.bn0)
         if self.loads_c:
-            c_bars = lw.u32("add.u32", lw.smem, Imm(str(lay.barriers)))
+            c_bars = ptx.add(lw.b, U32, lw.smem, Imm(str(lay.barriers)))
             if lw.plan.consumers > 1:
-                c_bars = lw.u32("add.u32", c_bars, lw.u32("shl.b32", ops.warpgroup, Imm("4")))
-            c_dst = lw.u32("add.u32", lw.u32("add.u32", lw.smem, Imm(str(lay.load))), mine,
+                c_bars = ptx.add(lw.b, U32, c_bars, ptx.shl(lw.b, B32, ops.warpgroup, Imm("4")))
+            c_dst = ptx.add(lw.b, U32, ptx.add(lw.b, U32, lw.smem, Imm(str(lay.load))), mine,
                            comment="this warpgroup's C buffers")
             st = replace(st, c_bars=c_bars, c_dst=c_dst)
             b.comment("the warpgroup leader loads C's first boxes")
@@ -214,14 +217,14 @@ class TmaStores(DirectStores):
             self.chunk(acc, st, j)
         tma.bulk_wait_group(b, 0, read_only=True, guard=st.wg_leader,
                             comment="the last stores have read shared memory")
-        b.emit("bar.sync", Imm(str(EPILOGUE_BARRIER)), Imm(str(self.bar_threads)),
-               comment="after the leaders' waits: the staging may be written again")
+        bar_sync(b, comment="after the leaders' waits: the staging may be written again", barrier=EPILOGUE_BARRIER,
+                 threads=self.bar_threads)
 
     def col0(self, st: TileStaging, j: int) -> VReg:
         """The first column of chunk j (TMA coordinate and vector index)."""
         if j == 0:
             return st.col_n0
-        return self.lw.u32("add.u32", st.col_n0, Imm(str(j * self.tile.cols)))
+        return ptx.add(self.lw.b, U32, st.col_n0, Imm(str(j * self.tile.cols)))
 
     def load_c(self, st: TileStaging, j: int) -> None:
         """The leader arms C buffer j % 2's barrier and loads chunk j of C into it."""
@@ -243,28 +246,28 @@ class TmaStores(DirectStores):
             assert st.c_bars is not None
             mb.wait_parity(b, Addr(st.c_bars, MBARRIER_BYTES * k), self.c_phase[k], "wait_c",
                            comment=f"C box {j} landed")
-            b.emit("xor.b32", self.c_phase[k], self.c_phase[k], Imm("1"), ndefs=1)
-        t2 = lw.u32("shl.b32", lw.u32("and.b32", lw.tid, Imm("3")), Imm("1"))
+            ptx.xor(b, B32, self.c_phase[k], Imm("1"), into=self.c_phase[k])
+        t2 = ptx.shl(lw.b, B32, ptx.and_(lw.b, B32, lw.tid, Imm("3")), Imm("1"))
         col_vec = {}
         if e.bias == "col" or e.scale == "col":
-            col = lw.u32("add.u32", self.col0(st, j), t2, comment="this thread's first column of the chunk")
-            room = lw.u32("sub.u32", lw.dim("N"), col)
+            col = ptx.add(lw.b, U32, self.col0(st, j), t2, comment="this thread's first column of the chunk")
+            room = ptx.sub(lw.b, U32, lw.dim("N"), col)
             offs = [8 * q + c for q in range(nq) for c in (0, 1)]
-            oks = [lw.pred("setp.gt.s32", room, Imm(str(o))) for o in offs]
+            oks = [ptx.setp(lw.b, "gt", S32, room, Imm(str(o))) for o in offs]
             col_vec = {name: dict(zip(offs, self.vector_values(name, col, offs, oks)))
                        for name in ("bias", "scale") if getattr(e, name) == "col"}
         row_t = None
         if e.bias == "row" or e.scale == "row":
-            lane = lw.u32("and.b32", lw.tid, Imm("31"))
-            warp = lw.u32("and.b32", lw.u32("shr.u32", lw.tid, Imm("5")), Imm("3"))
-            row_t = lw.u32("add.u32", lw.u32("shl.b32", warp, Imm("4")), lw.u32("shr.u32", lane, Imm("2")))
-            row_t = lw.u32("add.u32", st.row0, row_t, comment="16w + g: this thread's first row")
+            lane = ptx.and_(lw.b, B32, lw.tid, Imm("31"))
+            warp = ptx.and_(lw.b, B32, ptx.shr(lw.b, U32, lw.tid, Imm("5")), Imm("3"))
+            row_t = ptx.add(lw.b, U32, ptx.shl(lw.b, B32, warp, Imm("4")), ptx.shr(lw.b, U32, lane, Imm("2")))
+            row_t = ptx.add(lw.b, U32, st.row0, row_t, comment="16w + g: this thread's first row")
         for m, frag in enumerate(acc):
             row_vecs: list[dict] = [{}, {}]
             if row_t is not None:
                 for half in (0, 1):
-                    row = lw.u32("add.u32", row_t, Imm(str(64 * m + 8 * half)))
-                    ok = lw.pred("setp.lt.u32", row, lw.dim("M"))
+                    row = ptx.add(lw.b, U32, row_t, Imm(str(64 * m + 8 * half)))
+                    ok = ptx.setp(lw.b, "lt", U32, row, lw.dim("M"))
                     row_vecs[half] = {name: self.vector_values(name, row, [0], [ok])[0]
                                       for name in ("bias", "scale") if getattr(e, name) == "row"}
             b.comment(f"m64 block {m}")
@@ -273,8 +276,8 @@ class TmaStores(DirectStores):
         if j >= 1 and j + 1 < tile.chunks:
             tma.bulk_wait_group(b, 0, read_only=True, guard=st.wg_leader,
                                 comment=f"store {j - 1} has read buffer {1 - k}, which chunk {j + 1} fills")
-        b.emit("bar.sync", Imm(str(EPILOGUE_BARRIER)), Imm(str(self.bar_threads)),
-               comment="the consumers' staged chunks are complete")
+        bar_sync(b, comment="the consumers' staged chunks are complete", barrier=EPILOGUE_BARRIER,
+                 threads=self.bar_threads)
         tma.store(b, lw.tmaps["C"], (self.col0(st, j), st.row0), Addr(st.store_base, k * tile.buffer_bytes),
                   guard=st.wg_leader,
                   comment=f"box {tile.rows}x{tile.cols} of C, clipped at M and N")
@@ -311,10 +314,10 @@ class TmaStores(DirectStores):
                 old = None
                 if self.loads_c:
                     old = list(b.regs("f32", 2))
-                    b.emit("ld.shared.v2.f32", Vec(tuple(old)), Addr(addrs[q], at + self.c_delta), ndefs=1)
+                    ptx.load(b, "shared", F32, Addr(addrs[q], at + self.c_delta), into=Vec(tuple(old)), width=2)
                 vals = [self.element(frag[i0 + c], old[c] if old else None, 8 * q + c, col_vec, row_vecs[half])
                         for c in (0, 1)]
-                b.emit("st.shared.v2.f32", Addr(addrs[q], at), Vec(tuple(vals)))
+                ptx.store(b, "shared", F32, Addr(addrs[q], at), Vec(tuple(vals)), width=2)
 
     @property
     def c_delta(self) -> int:
@@ -339,7 +342,7 @@ class TmaStores(DirectStores):
         if self.g.out_dtype == "s32":
             return v
         if self.int_to_float:
-            v = self.f("cvt.rn.f32.s32", v)
+            v = ptx.cvt(self.b, F32, S32, v, rounding="rn")
         vec = {}
         for name in ("bias", "scale"):
             if name in row_vec:

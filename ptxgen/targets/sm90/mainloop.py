@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...ir import Addr, Imm, Sym, VReg
+from ...ir import ops as ptx
+from ...ir.ops import PRED, S64, U32, U64
+from ...emit.memory import bar_sync
 from .plan import HopperPlan
 from ...emit.tiles import KRange
 from . import descriptors as dsc
@@ -85,8 +88,8 @@ class TmaWgmmaLoop:
     # -- addresses -------------------------------------------------------------------------
     def stage_base(self, stage: VReg) -> VReg:
         ctx = self.ctx
-        off = ctx.u32("mul.lo.u32", stage, Imm(str(self.layout.stage_bytes)))
-        return ctx.u32("add.u32", ctx.smem, off)
+        off = ptx.mul(ctx.b, U32, stage, Imm(str(self.layout.stage_bytes)))
+        return ptx.add(ctx.b, U32, ctx.smem, off)
 
     # -- the producer's half: one stage's copies ----------------------------------------------
     def issue_stage(self, stage: VReg, kt: VReg, guard: VReg | None, ops: "TmaOperands",
@@ -98,18 +101,18 @@ class TmaWgmmaLoop:
         bar = self.ring.producer_commit(stage, plan.stage_tx_bytes, guard,
                                         comment=f"expect {plan.stage_tx_bytes} B (A and B boxes, OOB fill included)")
         base = self.stage_base(stage)
-        k0 = ctx.u32("mul.lo.u32", kt if kt_begin is None else ctx.u32("add.u32", kt, kt_begin), Imm(str(ctx.s.bk)))
+        k0 = ptx.mul(ctx.b, U32, kt if kt_begin is None else ptx.add(ctx.b, U32, kt, kt_begin), Imm(str(ctx.s.bk)))
         for name, box, origin, offset in (("A", plan.a_box, m0, 0),
                                           ("B", plan.b_box, n0, self.layout.a_bytes)):
             assert box is not None
             # box j covers the j-th swizzle-wide block of the contiguous extent (K for a K-major
             # operand, M or N for an MN-major one), which the canonical layout puts j*outer*W bytes on
             for j in range(box.count):
-                dst = ctx.u32("add.u32", base, Imm(str(offset + j * box.outer * plan.swizzle)))
+                dst = ptx.add(ctx.b, U32, base, Imm(str(offset + j * box.outer * plan.swizzle)))
                 if box.k_major:
-                    inner, outer = (ctx.u32("add.u32", k0, Imm(str(j * box.inner))) if j else k0), origin
+                    inner, outer = (ptx.add(ctx.b, U32, k0, Imm(str(j * box.inner))) if j else k0), origin
                 else:
-                    inner, outer = (ctx.u32("add.u32", origin, Imm(str(j * box.inner))) if j else origin), k0
+                    inner, outer = (ptx.add(ctx.b, U32, origin, Imm(str(j * box.inner))) if j else origin), k0
                 tma.load(b, Addr(dst), ctx.tmaps[name], (inner, outer, *ops.batch), bar, guard=guard,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
 
@@ -118,7 +121,7 @@ class TmaWgmmaLoop:
         ctx, b = self.ctx, self.b
         b.comment(f"thread 0 initialises the {self.ring.stages} full barriers (one arrival: its expect_tx)")
         self.ring.init(ctx.leader)
-        b.emit("bar.sync", Imm("0"), comment="the barriers are initialised before anyone uses them")
+        bar_sync(b, comment="the barriers are initialised before anyone uses them")
         for t in ctx.tmaps.values():
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
 
@@ -128,12 +131,12 @@ class TmaWgmmaLoop:
         kt_count, kt_begin = k.count, k.first
         b.banner(f"Prologue: thread 0 fills the {s.stages} stages (k-tiles 0..{s.stages - 1} that exist)")
         for st in range(s.stages):
-            kt = ctx.u32("mov.u32", Imm(str(st)))
-            exists = ctx.pred("setp.lt.u32", kt, kt_count)
-            go = ctx.pred("and.pred", exists, ctx.leader)
+            kt = ptx.mov(ctx.b, U32, Imm(str(st)))
+            exists = ptx.setp(ctx.b, "lt", U32, kt, kt_count)
+            go = ptx.and_(ctx.b, PRED, exists, ctx.leader)
             self.issue_stage(kt, kt, go, ops, kt_begin=kt_begin)
         desc_a, desc_b = self.descriptors(ops.warpgroup)
-        count = ctx.u32("mov.u32", Imm("0"))
+        count = ptx.mov(ctx.b, U32, Imm("0"))
         state = ring.start(0).counting(count)
         b.banner(f"Main loop: wait full[stage], {self.plan.wgmmas_per_k_tile} wgmma per k-tile, "
                  f"{self.in_flight} group in flight, refill the retired stage")
@@ -143,10 +146,10 @@ class TmaWgmmaLoop:
         self.compute_stage(acc, *self.stage_descriptors((desc_a, desc_b), state.index))
         wi.wait_group(b, self.in_flight, comment=f"k-tile kt-{self.in_flight}'s wgmma group has retired"
                       if self.in_flight else "this k-tile's wgmma group has retired")
-        b.emit("bar.sync", Imm("0"), comment="in every warp: its stage may be overwritten")
+        bar_sync(b, comment="in every warp: its stage may be overwritten")
         self.refill(count, kt_count, state.index, ops, kt_begin)
         ring.advance(state)
-        more = ctx.pred("setp.lt.u32", count, kt_count)
+        more = ptx.setp(ctx.b, "lt", U32, count, kt_count)
         b.emit("bra", Sym(top), guard=more)
         wi.wait_group(b, 0, comment="all wgmma retired: the accumulators may be read")
 
@@ -158,16 +161,16 @@ class TmaWgmmaLoop:
         if ctx.plan.consumers > 1:
             rows = ctx.plan.rows_per_consumer
             step = layout.a_tile.descriptor(0, rows, 0).start // 16   # linear in the row block for both majors
-            units = ctx.u32("mul.lo.u32", warpgroup, Imm(str(step)), comment=f"warpgroup's {rows} rows of A")
-            desc_a = ctx.u64("add.s64", desc_a, ctx.u64("cvt.u64.u32", units))
-        desc_b = dsc.emit_descriptor(b, ctx.u32("add.u32", ctx.smem, Imm(str(layout.a_bytes))), layout.b_tile)
+            units = ptx.mul(ctx.b, U32, warpgroup, Imm(str(step)), comment=f"warpgroup's {rows} rows of A")
+            desc_a = ptx.add(ctx.b, S64, desc_a, ptx.cvt(ctx.b, U64, U32, units))
+        desc_b = dsc.emit_descriptor(b, ptx.add(ctx.b, U32, ctx.smem, Imm(str(layout.a_bytes))), layout.b_tile)
         return desc_a, desc_b
 
     def stage_descriptors(self, desc: tuple[VReg, VReg], stage: VReg) -> tuple[VReg, VReg]:
         """Stage `stage`'s descriptors: stage 0's plus stage * stage bytes / 16 (the start field)."""
         ctx = self.ctx
-        step = ctx.u64("cvt.u64.u32", ctx.u32("mul.lo.u32", stage, Imm(str(self.layout.stage_bytes // 16))))
-        return ctx.u64("add.s64", desc[0], step), ctx.u64("add.s64", desc[1], step)
+        step = ptx.cvt(ctx.b, U64, U32, ptx.mul(ctx.b, U32, stage, Imm(str(self.layout.stage_bytes // 16))))
+        return ptx.add(ctx.b, S64, desc[0], step), ptx.add(ctx.b, S64, desc[1], step)
 
     def compute_stage(self, acc: list[tuple[VReg, ...]], desc_a: VReg, desc_b: VReg) -> None:
         b, s, layout = self.b, self.ctx.s, self.layout
@@ -185,13 +188,13 @@ class TmaWgmmaLoop:
         """Thread 0 reloads the stage whose wgmma just retired (kt - W's) with k-tile kt - W + S, if
         it exists; the other threads branch past the copies."""
         ctx, b, s = self.ctx, self.b, self.ctx.s
-        nxt = ctx.u32("add.u32", kt, Imm(str(s.stages - self.in_flight)))
-        exists = ctx.pred("setp.lt.u32", nxt, kt_count)
-        go = ctx.pred("and.pred", exists, ctx.leader)
+        nxt = ptx.add(ctx.b, U32, kt, Imm(str(s.stages - self.in_flight)))
+        exists = ptx.setp(ctx.b, "lt", U32, nxt, kt_count)
+        go = ptx.and_(ctx.b, PRED, exists, ctx.leader)
         retired = stage
         if self.in_flight:
-            started = ctx.pred("setp.ge.u32", kt, Imm(str(self.in_flight)))
-            go = ctx.pred("and.pred", go, started)
+            started = ptx.setp(ctx.b, "ge", U32, kt, Imm(str(self.in_flight)))
+            go = ptx.and_(ctx.b, PRED, go, started)
             retired = self.ring.previous(stage)
         skip = b.label("refill_done")
         b.emit("bra", Sym(skip), guard=go, negate=True)

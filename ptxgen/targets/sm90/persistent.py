@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...ir import Imm, Sym, VReg
+from ...ir import ops as ptx
+from ...ir.ops import S32, U32, U64
 from ...emit.memory import ld_param
 from ...emit.tiles import TileScheduler
 from .batch import BATCH_PARAM
@@ -66,28 +68,28 @@ class TileWalk:
         count = per_batch
         batched = ctx.g.batch > 1
         if batched:
-            count = ctx.u32("mul.lo.u32", per_batch, Imm(str(ctx.g.batch)),
+            count = ptx.mul(ctx.b, U32, per_batch, Imm(str(ctx.g.batch)),
                             comment=f"x {ctx.g.batch} batches: the walk covers every matrix, batch outermost")
             if self.moves_c:
                 base_c, stride_c = ctx.ptr["C"], ld_param(b, "b64", ".u64", BATCH_PARAM.name)
         if self.cluster is not None:
-            index = ctx.u32("mov.u32", Sym("%clusterid.x"),
+            index = ptx.mov(ctx.b, U32, Sym("%clusterid.x"),
                             comment=f"{self.role}: first cluster tile, then += %nclusterid.x")
         else:
-            index = ctx.u32("mov.u32", Sym("%ctaid.x"), comment=f"{self.role}: first tile, then += %nctaid.x")
+            index = ptx.mov(ctx.b, U32, Sym("%ctaid.x"), comment=f"{self.role}: first tile, then += %nctaid.x")
         top, done = b.label(f"{self.role}_tile_loop"), b.label(f"{self.role}_tiles_done")
-        b.emit("bra", Sym(done), guard=ctx.pred("setp.ge.u32", index, count))
+        b.emit("bra", Sym(done), guard=ptx.setp(ctx.b, "ge", U32, index, count))
         b.place(top)
         pid, batch, c = index, ctx.batch, ctx.ptr["C"]
         if batched:
             b.comment(f"{self.role}: tile index -> (batch, tile of the batch); the batch is the TMA copies' "
                       "third coordinate" + (" and C's matrix" if self.moves_c else ""))
-            which = ctx.u32("div.u32", index, per_batch)
-            pid = ctx.u32("mad.lo.s32", which, ctx.u32("neg.s32", per_batch), index)
+            which = ptx.div(ctx.b, U32, index, per_batch)
+            pid = ptx.mad(ctx.b, S32, which, ptx.neg(ctx.b, S32, per_batch), index)
             batch = (which,)
             if self.moves_c:
-                step = ctx.u64("mul.lo.u64", ctx.u64("cvt.u64.u32", which), stride_c)
-                c = ctx.u64("mad.lo.u64", step, Imm(str(ctx.g.out_bytes)), base_c)
+                step = ptx.mul(ctx.b, U64, ptx.cvt(ctx.b, U64, U32, which), stride_c)
+                c = ptx.mad(ctx.b, U64, step, Imm(str(ctx.g.out_bytes)), base_c)
         if self.cluster is not None:
             assert cluster_tiles is not None
             tile = self.cluster.tile(pid, cluster_tiles)
@@ -102,8 +104,8 @@ class TileWalk:
         ctx, b = self.ctx, self.b
         grid = "%nclusterid.x" if self.cluster is not None else "%nctaid.x"
         b.comment(f"{self.role}: next {'cluster ' if self.cluster is not None else ''}tile of this CTA (+= {grid})")
-        b.emit("add.u32", step.index, step.index, ctx.u32("mov.u32", Sym(grid)), ndefs=1)
-        b.emit("bra", Sym(step.top), guard=ctx.pred("setp.lt.u32", step.index, step.count))
+        ptx.add(b, U32, step.index, ptx.mov(ctx.b, U32, Sym(grid)), into=step.index)
+        b.emit("bra", Sym(step.top), guard=ptx.setp(ctx.b, "lt", U32, step.index, step.count))
         b.place(step.done)
 
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import Builder, Function, Imm, Param, Sym, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, B64, U32, U64
 from ...regalloc.smem import SmemBuffer
 from .plan import ALIGN_SLACK, SWIZZLE_ALIGN, hopper_plan
 from ...schedule.problem import Gemm
@@ -179,17 +181,17 @@ class Sm90Lowering(ScalarOps):
         CTA's tile (None where roles or units choose tiles)."""
         b, s, g, plan = self.b, self.s, self.g, self.plan
         b.banner("Setup: tensor maps, CTA tile origin, 1024-aligned shared ring, barriers")
-        tid = self.u32("mov.u32", Sym("%tid.x"))
+        tid = ptx.mov(self.b, U32, Sym("%tid.x"))
         ex = ExprEmitter(b, tid)
-        leader = self.pred("setp.eq.u32", tid, Imm("0"))
-        warpgroup = self.u32("shr.u32", tid, Imm("7"), comment="consumer warpgroup: its BM/consumers rows")
+        leader = ptx.setp(self.b, "eq", U32, tid, Imm("0"))
+        warpgroup = ptx.shr(self.b, U32, tid, Imm("7"), comment="consumer warpgroup: its BM/consumers rows")
         tmaps: dict[str, VReg] = {}
         for name, param in zip(("A", "B", "C"), tensor_map_params(g, s)):
-            addr = self.u64("mov.b64", Sym(param))
-            tmaps[name] = self.u64("cvta.param.u64", addr, comment=f"generic address of {param} (by value)")
+            addr = ptx.mov(self.b, B64, Sym(param))
+            tmaps[name] = ptx.to_param(self.b, U64, addr, comment=f"generic address of {param} (by value)")
         ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
         for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n)):
-            ptr[name] = self.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", name))
+            ptr[name] = ptx.to_global(self.b, U64, ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)
         z: ZSlot | None = None
@@ -201,12 +203,12 @@ class Sm90Lowering(ScalarOps):
         tile = None
         if per_cta_tile and not plan.warp_specialized:  # warp-specialised roles walk their tiles (persistent.py)
             tile = TileScheduler(self).tile()
-        window = self.u32("mov.u32", Sym(SMEM_SYMBOL))
-        start = self.u32("add.u32", window, Imm(str(self.ring_offset + SWIZZLE_ALIGN - 1)))
-        smem = self.u32("and.b32", start, Imm(str(-SWIZZLE_ALIGN)),
+        window = ptx.mov(self.b, U32, Sym(SMEM_SYMBOL))
+        start = ptx.add(self.b, U32, window, Imm(str(self.ring_offset + SWIZZLE_ALIGN - 1)))
+        smem = ptx.and_(self.b, B32, start, Imm(str(-SWIZZLE_ALIGN)),
                         comment="ring base rounded up to 1024 B (swizzle pattern, descriptor base offset 0)")
-        full = self.u32("add.u32", smem, Imm(str(self.layout.barriers)), comment="full barriers")
-        empty = (self.u32("add.u32", full, Imm(str(self.layout.empty)), comment="empty barriers")
+        full = ptx.add(self.b, U32, smem, Imm(str(self.layout.barriers)), comment="full barriers")
+        empty = (ptx.add(self.b, U32, full, Imm(str(self.layout.empty)), comment="empty barriers")
                  if self.layout.empty_barriers else None)
         cluster = cluster_roles(self, self.cluster_shape) if self.cluster_shape is not None else None
         remote = cluster is not None and cluster.shape.remote

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...ir import Addr, Imm, Param, Sym, Vec, VReg
+from ...ir import Addr, Imm, Param, Vec, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B64, F32, S64, U32, U64
 from ...schedule.schedule import Schedule
 from ...emit.index import Expr, Tid
 from ...emit.memory import ld_param
@@ -80,14 +82,14 @@ class WgmmaPartials:
 
     def store_partial(self, acc: list[tuple[VReg, ...]], base: VReg, row_elems: int) -> None:
         for frag, i, off in self.pairs(acc, row_elems):
-            self.b.emit("st.global.v2.f32", Addr(base, off), Vec(frag[i:i + 2]))
+            ptx.store(self.b, "global", F32, Addr(base, off), Vec(frag[i:i + 2]), width=2)
 
     def add_partial(self, acc: list[tuple[VReg, ...]], base: VReg, row_elems: int) -> None:
         for frag, i, off in self.pairs(acc, row_elems):
             part = self.b.regs("f32", 2)
-            self.b.emit("ld.global.v2.f32", Vec(part), Addr(base, off), ndefs=1)
+            ptx.load(self.b, "global", F32, Addr(base, off), into=Vec(part), width=2)
             for j in range(2):
-                self.b.emit("add.f32", frag[i + j], frag[i + j], part[j], ndefs=1)
+                ptx.add(self.b, F32, frag[i + j], part[j], into=frag[i + j])
 
 
 class Sm90SplitK:
@@ -105,8 +107,8 @@ class Sm90SplitK:
         lw = self.ctx
         self.b.comment(f"split-K: this CTA runs k-tiles [split * per, ...) of {self.S} splits, per = ceil(KT / {self.S})")
         per = lw.ceil_div(kt, self.S)
-        first = lw.u32("mul.lo.u32", split, per, comment="this split's first k-tile")
-        count = lw.u32("min.u32", per, lw.u32("sub.u32", kt, first), comment="its k-tile count (>= 1: verifier)")
+        first = ptx.mul(lw.b, U32, split, per, comment="this split's first k-tile")
+        count = ptx.min_(lw.b, U32, per, ptx.sub(lw.b, U32, kt, first), comment="its k-tile count (>= 1: verifier)")
         return first, count
 
     # -- partial tiles in the workspace --------------------------------------------------------
@@ -115,47 +117,47 @@ class Sm90SplitK:
         lw = self.ctx
         slice_bytes = self.mpad * self.npad * 4
         skip = (lw.wide_mul(slot, Imm(str(slice_bytes))) if slice_bytes < 2**32
-                else lw.u64("mul.lo.u64", lw.u64("cvt.u64.u32", slot), Imm(str(slice_bytes))))
-        return lw.u64("add.s64", workspace, lw.u64("add.s64", skip, within))
+                else ptx.mul(lw.b, U64, ptx.cvt(lw.b, U64, U32, slot), Imm(str(slice_bytes))))
+        return ptx.add(lw.b, S64, workspace, ptx.add(lw.b, S64, skip, within))
 
     def within(self, tile: Tile) -> VReg:
         """Byte offset of this thread's first accumulator element in a Mpad x Npad f32 slice (the
         tile's origin plus WgmmaPartials.partial_origin); 64-bit, since Mpad * Npad may pass 2^32."""
         lw = self.ctx
-        row = lw.u32("add.u32", tile.bm0, lw.ex.emit(self.io.thread_row()))
-        col = lw.u32("add.u32", tile.bn0, lw.ex.emit(self.io.thread_col()))
-        elem = lw.u64("mad.wide.u32", row, Imm(str(self.npad)), lw.u64("cvt.u64.u32", col))
-        return lw.u64("shl.b64", elem, Imm("2"))
+        row = ptx.add(lw.b, U32, tile.bm0, lw.ex.emit(self.io.thread_row()))
+        col = ptx.add(lw.b, U32, tile.bn0, lw.ex.emit(self.io.thread_col()))
+        elem = ptx.mad_wide(lw.b, U32, row, Imm(str(self.npad)), ptx.cvt(lw.b, U64, U32, col))
+        return ptx.shl(lw.b, B64, elem, Imm("2"))
 
     # -- the reduction --------------------------------------------------------------------------
     def reduce(self, acc: list[tuple[VReg, ...]], tile: Tile, z: ZSlot) -> None:
         """Store `tile`'s partial, synchronise with the other splits, and (last CTA) sum all of them."""
         lw, b, s = self.ctx, self.b, self.s
         b.banner(f"Split-K: publish this split's partial tile; the last of {self.S} sums them in order")
-        workspace, counters = (lw.u64("cvta.to.global.u64", ld_param(b, "b64", ".u64", p.name))
+        workspace, counters = (ptx.to_global(lw.b, U64, ld_param(b, "b64", ".u64", p.name))
                                for p in SPLIT_K_PARAMS)
         within = self.within(tile)
         self.io.store_partial(acc, self.thread_base(z.slot, within, workspace), self.npad)
-        tm = lw.u32("div.u32", tile.bm0, Imm(str(s.bm)))
-        tn = lw.u32("div.u32", tile.bn0, Imm(str(s.bn)))
-        index = lw.u32("mad.lo.u32", tm, Imm(str(self.tiles_n)), tn)
-        index = lw.u32("mad.lo.u32", z.batch, Imm(str(self.tiles_m * self.tiles_n)), index,
+        tm = ptx.div(lw.b, U32, tile.bm0, Imm(str(s.bm)))
+        tn = ptx.div(lw.b, U32, tile.bn0, Imm(str(s.bn)))
+        index = ptx.mad(lw.b, U32, tm, Imm(str(self.tiles_n)), tn)
+        index = ptx.mad(lw.b, U32, z.batch, Imm(str(self.tiles_m * self.tiles_n)), index,
                        comment="the tile's counter: batch * tiles + tm * tiles_n + tn")
-        counter = lw.u64("add.s64", counters, lw.wide_mul(index, Imm("4")))
-        flag = lw.u32("add.u32", lw.smem, Imm(str(lw.layout.nbytes)), comment="the last-split flag, after the barriers")
+        counter = ptx.add(lw.b, S64, counters, lw.wide_mul(index, Imm("4")))
+        flag = ptx.add(lw.b, U32, lw.smem, Imm(str(lw.layout.nbytes)), comment="the last-split flag, after the barriers")
         t0 = lw.leader
         continue_if_last_split(lw, counter, flag, t0, self.S)
         b.comment("sum the partials in split order 0..S-1 (deterministic whichever CTA is last)")
-        first_slot = lw.u32("mul.lo.u32", z.batch, Imm(str(self.S)))
+        first_slot = ptx.mul(lw.b, U32, z.batch, Imm(str(self.S)))
         ptr = self.thread_base(first_slot, within, workspace)
         for frag in acc:
             for r in frag:
-                b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
-        split = lw.u32("mov.u32", Imm("0"))
+                ptx.mov(b, F32, Imm("0f00000000"), into=r)
+        split = ptx.mov(lw.b, U32, Imm("0"))
         loop = b.label("split_k_reduce")
         b.place(loop)
         self.io.add_partial(acc, ptr, self.npad)
-        b.emit("add.s64", ptr, ptr, Imm(str(self.mpad * self.npad * 4)), ndefs=1, comment="next split's slice")
-        b.emit("add.u32", split, split, Imm("1"), ndefs=1)
-        again = lw.pred("setp.lt.u32", split, Imm(str(self.S)))
-        b.emit("bra.uni", Sym(loop), guard=again)
+        ptx.add(b, S64, ptr, Imm(str(self.mpad * self.npad * 4)), into=ptr, comment="next split's slice")
+        ptx.add(b, U32, split, Imm("1"), into=split)
+        again = ptx.setp(lw.b, "lt", U32, split, Imm(str(self.S)))
+        ptx.bra(b, loop, guard=again)

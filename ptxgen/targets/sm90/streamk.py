@@ -18,6 +18,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...ir import Function, Imm, VReg
+from ...ir import ops as ptx
+from ...ir.ops import F32, S32, U32, U64
 from ...emit.memory import bar_sync, ld_param
 from ...emit.streamk import Decomposition, StreamKUnits, UnitRegs
 from ...emit.tiles import KRange, Tile, TileScheduler
@@ -34,7 +36,7 @@ def with_scratch_pointers(ctx: "Sm90Context") -> "Sm90Context":
     """The context with the workspace and counters pointers (the last two parameters) loaded."""
     ptr = dict(ctx.ptr)
     for p in SPLIT_K_PARAMS:
-        ptr[p.name] = ctx.u64("cvta.to.global.u64", ld_param(ctx.b, "b64", ".u64", p.name))
+        ptr[p.name] = ptx.to_global(ctx.b, U64, ld_param(ctx.b, "b64", ".u64", p.name))
     return replace(ctx, ptr=ptr)
 
 
@@ -75,11 +77,11 @@ class Sm90StreamK(StreamKUnits):
         c, batch = base_c, ctx.batch
         if g.batch > 1:
             assert stride_c is not None
-            which = ctx.u32("div.u32", u.index, d.per_batch)
-            pid = ctx.u32("mad.lo.s32", which, ctx.u32("neg.s32", d.per_batch), u.index)
+            which = ptx.div(ctx.b, U32, u.index, d.per_batch)
+            pid = ptx.mad(ctx.b, S32, which, ptx.neg(ctx.b, S32, d.per_batch), u.index)
             b.comment("batch: the TMA copies' third coordinate, and C's matrix")
-            step = ctx.u64("mul.lo.u64", ctx.u64("cvt.u64.u32", which), stride_c)
-            c = ctx.u64("mad.lo.u64", step, Imm(str(g.out_bytes)), base_c)
+            step = ptx.mul(ctx.b, U64, ptx.cvt(ctx.b, U64, U32, which), stride_c)
+            c = ptx.mad(ctx.b, U64, step, Imm(str(g.out_bytes)), base_c)
             batch = (which,)
         else:
             pid = u.index
@@ -88,7 +90,7 @@ class Sm90StreamK(StreamKUnits):
         b.comment(f"zero {sum(len(a) for a in acc)} f32 accumulators")
         for frag in acc:
             for r in frag:
-                b.emit("mov.f32", r, Imm("0f00000000"), ndefs=1)
+                ptx.mov(b, F32, Imm("0f00000000"), into=r)
         self.io.mainloop(acc, ops, KRange(u.kc, first=u.k0))
         self.reinit_barriers()
         return tile, ops

@@ -13,7 +13,8 @@ from .plan import (CONSUMER_OVERHEAD_REGS, FP8_DTYPES, MBARRIER_BYTES, SETMAXNRE
                      TMA_BOX_MAX, TMA_STRIDE_ALIGN, TRANSPOSABLE, WARPGROUP_THREADS, WGMMA_N, HopperPlan,
                      hopper_plan)
 from ...schedule.problem import DTYPE_BYTES, WGMMA_K, WGMMA_M, Gemm
-from ...schedule.schedule import HOPPER_FIELDS, SWIZZLE_WIDTHS, Schedule
+from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
+from .options import HOPPER_FIELDS
 from ...schedule.targets import HOPPER_TARGETS, target
 from ...errors import ScheduleError
 

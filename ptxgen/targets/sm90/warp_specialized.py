@@ -31,6 +31,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...ir import Addr, Imm, Sym, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, PRED, U32
+from ...emit.memory import bar_sync
 from ...emit import mbarrier_isa as mb
 from . import tma_isa as tma
 from . import wgmma_isa as wi
@@ -70,7 +73,7 @@ def init_barriers(ctx: "Sm90Context") -> None:
     if remote:
         remote.sync_after_init()
     else:
-        b.emit("bar.sync", Imm("0"), comment="the barriers are initialised before any role uses them")
+        bar_sync(b, comment="the barriers are initialised before any role uses them")
 
 
 class WarpSpecializedKernel:
@@ -87,7 +90,7 @@ class WarpSpecializedKernel:
     def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
         ctx, b = self.ctx, self.b
         consumer = b.label("consumer_start")
-        is_consumer = ctx.pred("setp.lt.u32", ctx.warpgroup, Imm(str(self.plan.consumers)))
+        is_consumer = ptx.setp(ctx.b, "lt", U32, ctx.warpgroup, Imm(str(self.plan.consumers)))
         b.emit("bra", Sym(consumer), guard=is_consumer)
         self.producer(kt_count)
         b.place(consumer)
@@ -101,7 +104,7 @@ class WarpSpecializedKernel:
         assert plan.producer_regs is not None
         mb.setmaxnreg(b, plan.producer_regs, increase=False,
                       comment="every warp of the warpgroup: registers go to the consumers")
-        elected = ctx.pred("setp.eq.u32", ctx.tid, Imm(str(128 * plan.consumers)))
+        elected = ptx.setp(ctx.b, "eq", U32, ctx.tid, Imm(str(128 * plan.consumers)))
         b.emit("ret", guard=elected, negate=True, comment="only lane 0 of the producer's warp 0 issues copies")
         for t in ctx.tmaps.values():
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
@@ -109,7 +112,7 @@ class WarpSpecializedKernel:
                                   "empty-barrier parity the producer waits for (starts 1)"))
         walk = TileWalk(ctx, "producer")
         ops, step = walk.begin()
-        kt = ctx.u32("mov.u32", Imm("0"))
+        kt = ptx.mov(ctx.b, U32, Imm("0"))
         state = position.counting(kt)
         top = b.label("producer_k_loop")
         b.place(top)
@@ -121,7 +124,7 @@ class WarpSpecializedKernel:
         else:
             self.loop.issue_stage(state.index, kt, None, ops)
         ring.advance(state)
-        b.emit("bra", Sym(top), guard=ctx.pred("setp.lt.u32", kt, kt_count))
+        b.emit("bra", Sym(top), guard=ptx.setp(ctx.b, "lt", U32, kt, kt_count))
         walk.end(step)
         if remote:
             remote.sync_before_exit(aligned=False)   # one thread of its warp is left: not .aligned
@@ -141,7 +144,7 @@ class WarpSpecializedKernel:
         b.emit("shfl.sync.idx.b32", uniform, ctx.warpgroup, Imm("0"), Imm("31"), Imm("-1"), ndefs=1,
                comment="consumer warpgroup index, warp-uniform for ptxas")
         desc = loop.descriptors(uniform)
-        lane = ctx.u32("and.b32", ctx.tid, Imm("31"))
+        lane = ptx.and_(ctx.b, B32, ctx.tid, Imm("31"))
         remote = self.remote
         ring = self.ring
         if remote:
@@ -149,15 +152,15 @@ class WarpSpecializedKernel:
             releaser, remote_empty = remote.release_targets(lane, ring.empty)
             ring = ring.with_release(ClusterRelease(remote, remote_empty))
         else:
-            releaser = ctx.pred("setp.eq.u32", lane, Imm("0"))
+            releaser = ptx.setp(ctx.b, "eq", U32, lane, Imm("0"))
         position = ring.start(0, ("consumer's ring position, carried across tiles",
                                   "full-barrier parity the consumers wait for"))
-        prev = ctx.u32("mov.u32", Imm("0"), comment="the previous k-tile's stage")
+        prev = ptx.mov(ctx.b, U32, Imm("0"), comment="the previous k-tile's stage")
         walk = TileWalk(ctx, "consumer", moves_c=True)
         ops, step = walk.begin()
         ops = replace(ops, warpgroup=uniform)
         zero_accumulators(ctx, acc)
-        kt = ctx.u32("mov.u32", Imm("0"))
+        kt = ptx.mov(ctx.b, U32, Imm("0"))
         state = position.counting(kt)
         top = b.label("main_loop")
         b.banner(f"Main loop: wait full[stage], {plan.wgmmas_per_k_tile} wgmma, release stage kt-{loop.in_flight}")
@@ -166,14 +169,14 @@ class WarpSpecializedKernel:
         loop.compute_stage(acc, *loop.stage_descriptors(desc, state.index))
         if loop.in_flight:
             wi.wait_group(b, 1, comment="k-tile kt-1's wgmma group has retired")
-            go = ctx.pred("and.pred", releaser, ctx.pred("setp.ne.u32", kt, Imm("0")))
+            go = ptx.and_(ctx.b, PRED, releaser, ptx.setp(ctx.b, "ne", U32, kt, Imm("0")))
             ring.consumer_release(prev, go, "release k-tile kt-1's stage to the producer")
-            b.emit("mov.u32", prev, state.index, ndefs=1)
+            ptx.mov(b, U32, state.index, into=prev)
         else:
             wi.wait_group(b, 0, comment="this k-tile's wgmma group has retired")
             ring.consumer_release(state.index, releaser, "release this stage to the producer")
         ring.advance(state)
-        b.emit("bra", Sym(top), guard=ctx.pred("setp.lt.u32", kt, kt_count))
+        b.emit("bra", Sym(top), guard=ptx.setp(ctx.b, "lt", U32, kt, kt_count))
         wi.wait_group(b, 0, comment="all wgmma retired: the accumulators may be read")
         if loop.in_flight:
             ring.consumer_release(prev, releaser, "release the tile's last stage")

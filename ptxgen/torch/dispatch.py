@@ -109,6 +109,7 @@ def cached_kernels() -> list[ptxgen.Kernel]:
 def clear_caches() -> None:
     """Forget every kernel and class schedule (e.g. after `ptxgen tune` stored new winners)."""
     with _lock:
+        _prepared.clear()
         _kernels.clear()
         _class_schedules.clear()
 
@@ -145,18 +146,58 @@ def gemm_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, bias: Vecto
     return a, b, g
 
 
-def run(kernel: ptxgen.Kernel, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: Vector | None,
+@dataclass
+class Prepared:
+    """What one call signature (device, shapes, strides, dtypes, epilogue, address alignment) runs:
+    its kernel, whether A or B must be copied to a layout the kernel covers, and (CUDA) the launch
+    checked on the first call, which later calls repeat on their own addresses."""
+
+    kernel: ptxgen.Kernel
+    copy_a: bool
+    copy_b: bool
+    launcher: Any = None
+
+
+_prepared: dict[tuple, Prepared] = {}
+
+
+def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, bias: Vector | None, activation: str | None,
+            alpha: float, beta: float, scale: Vector | None, schedule: str | None, arch: str | None,
+            fp8: bool) -> Prepared:
+    """The Prepared for this call: a dictionary lookup after the first call with its signature."""
+    low_bits = (a.data_ptr() | b.data_ptr()) & 15 if a.is_cuda else 0  # address alignment below 16 B
+    key = (a.device, a.dtype, a.shape, a.stride(), b.shape, b.stride(), out,
+           None if bias is None else (bias.kind, bias.data.dtype), None if scale is None else scale.kind,
+           activation, alpha, beta, schedule, arch, low_bits)
+    p = _prepared.get(key)
+    if p is None:
+        a2, b2, g = gemm_problem(a, b, out, bias, activation, alpha, beta, scale)
+        p = Prepared(kernel_for(g, arch_for(a.device, fp8, arch), schedule), a2 is not a, b2 is not b)
+        _prepared[key] = p
+    return p
+
+
+def run(p: Prepared, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: Vector | None,
         scale: Vector | None) -> None:
     """Compute into `c` (allocated by PyTorch, updated in place): on the GPU on PyTorch's current
-    stream for CUDA tensors (asynchronous, no host synchronisation), else on the simulator."""
+    stream for CUDA tensors (asynchronous, no host synchronisation, no allocation), else on the
+    simulator."""
+    if p.copy_a:
+        a = a.contiguous()
+    if p.copy_b:
+        b = b.contiguous()
     vb = bias.data if bias is not None else None
     vs = scale.data if scale is not None else None
     if c.is_cuda:
-        stream = torch.cuda.current_stream(c.device).cuda_stream
-        kernel(a, b, c=c, bias=vb, scale=vs, stream=stream)
+        if p.launcher is None:  # every check of kernel(a, b, c=c), once; allocates split-K scratch
+            from ptxgen.runtime.rebind import Rebindable
+
+            p.launcher = Rebindable(p.kernel, a, b, c, bias=vb, scale=vs)
+        p.launcher.launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), 0 if vb is None else vb.data_ptr(),
+                          0 if vs is None else vs.data_ptr(), torch.cuda.current_stream(c.device).cuda_stream)
         return
-    np_ = [None if t is None else as_numpy(t) for t in (vb, vs)]
-    kernel.simulate(as_numpy(a), as_numpy(b), c=as_numpy(c), bias=np_[0], scale=np_[1])
+    arrays = [None if t is None else as_numpy(t) for t in (vb, vs)]
+    p.kernel.simulate(as_numpy(a), as_numpy(b), c=as_numpy(c), bias=arrays[0], scale=arrays[1])
 
 
 def describe(t: Any) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ptxgen.torch.convert import DEFAULT_OUT, FP8, input_dtype, output_dtype
-from ptxgen.torch.dispatch import Vector, arch_for, describe, gemm_problem, kernel_for, run, schedule_text
+from ptxgen.torch.dispatch import Vector, describe, prepare, run, schedule_text
 
 ACTIVATIONS = ("relu", "gelu", "silu")
 
@@ -101,9 +101,7 @@ def gemm_impl(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = 
     if k == 0:
         return _epilogue_only(shape, out, a.device, bias, bias_kind, activation, beta, c)
     vb, vs = _vector("bias", bias, bias_kind, out), _vector("scale", scale, scale_kind, out)
-    a2, b2, g = gemm_problem(a, b, out, vb, activation, alpha, beta, vs)
-    kernel = kernel_for(g, arch_for(a.device, a.dtype in FP8, arch), schedule)
-    run(kernel, a2, b2, result, vb, vs)
+    run(prepare(a, b, out, vb, activation, alpha, beta, vs, schedule, arch, a.dtype in FP8), a, b, result, vb, vs)
     return result
 
 

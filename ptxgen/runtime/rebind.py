@@ -1,0 +1,102 @@
+"""`Rebindable`: a GEMM launch checked once, then repeated with new operand addresses and streams.
+
+Why: `Kernel.__call__` checks every operand, loads the module and packs the parameters on each
+call (milliseconds of Python), which a framework op called per layer per step cannot afford. A
+framework that keeps one Rebindable per (kernel, operand shapes, strides, dtypes, alignment) pays
+that once; each later call writes the new addresses into the packed parameters (re-encoding the
+sm_90a tensor maps, whose addresses are inside them; a small cache keeps recent ones) and calls
+cuLaunchKernel on the given stream. No allocation, no host synchronisation: the call can be
+captured in a CUDA graph (split-K's workspace is allocated when the Rebindable is made, by the
+first call's checks).
+
+The caller guarantees what the first call checked: the same shapes, strides, dtypes, device and
+at least the same address alignment, and no overlap between C and the inputs.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import driver as drv
+from .launch import _cluster_config, _plan
+from .sm90_args import sm90_tensor_maps
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+
+__all__ = ["Rebindable"]
+
+#: Tensor maps kept per Rebindable, by operand addresses (weights keep theirs; PyTorch's caching
+#: allocator hands activations the same few addresses step after step).
+MAP_CACHE_SIZE = 64
+
+
+class Rebindable:
+    """`Rebindable(kernel, a, b, c, bias=None, scale=None)` checks the device operands as
+    `kernel(a, b, c=c, ...)` would (raising the same errors); `launch(a_ptr, b_ptr, c_ptr,
+    bias_ptr, scale_ptr, stream)` then runs the kernel on operands laid out exactly like those."""
+
+    def __init__(self, kernel: "Kernel", a: Any, b: Any, c: Any, bias: Any = None, scale: Any = None):
+        plan = _plan(kernel, a, b, c, None, bias, scale)
+        if plan.host:
+            raise TypeError("Rebindable needs device arrays (numpy inputs are copied per call: use kernel(a, b))")
+        self.kernel = kernel
+        self.fn, self.grid, self.block, self.smem = plan.fn, plan.grid, plan.block, plan.smem
+        self.params = plan.params
+        self.cluster = kernel.cluster_dims
+        # the views' shapes and strides, without the arrays they came from (kept alive otherwise)
+        self.views = tuple(replace(v, source=None, keepalive=None) for v in plan.views[:3])
+        self.c_bytes = plan.views[2].nbytes
+        self.hopper = kernel.schedule.hopper
+        g = kernel.gemm
+        maps = self.n_maps = len(kernel.tensor_maps)
+        first_vector = (maps + 5 + (g.batch > 1)) if self.hopper else (9 + 3 * (g.batch > 1))
+        self.c_slot = maps if self.hopper else 2
+        self.vector_slots = {name: first_vector + i for i, name in
+                             enumerate(n for n in ("bias", "scale") if getattr(g.epi, n))}
+        self._maps: dict[tuple[int, ...], list[bytes]] = {}
+        self._lock = threading.Lock()
+        self._make_current = drv.context().make_current
+        self._launch = drv._driver().cuLaunchKernel
+        self._memset = drv._driver().cuMemsetD8Async
+
+    def _set(self, slot: int, value: int) -> None:
+        self.params.storage[slot][0] = value
+
+    def _tensor_maps(self, ptrs: tuple[int, ...]) -> list[bytes]:
+        maps = self._maps.get(ptrs)
+        if maps is None:
+            maps = sm90_tensor_maps(self.kernel, self.views, list(ptrs))
+            if len(self._maps) >= MAP_CACHE_SIZE:
+                self._maps.pop(next(iter(self._maps)))
+            self._maps[ptrs] = maps
+        return maps
+
+    def launch(self, a_ptr: int, b_ptr: int, c_ptr: int, bias_ptr: int = 0, scale_ptr: int = 0,
+               stream: int = 0) -> None:
+        """Run the kernel on the operands at these device addresses, on `stream` (asynchronous)."""
+        with self._lock:  # one packed parameter block: fill and launch as one step
+            self._make_current()
+            if self.hopper:
+                maps = self._tensor_maps((a_ptr, b_ptr, c_ptr)[:self.n_maps])
+                for slot, raw in enumerate(maps):
+                    self.params.storage[slot][:] = np.frombuffer(raw, dtype=np.uint8)
+            else:
+                self._set(0, a_ptr)
+                self._set(1, b_ptr)
+            self._set(self.c_slot, c_ptr)
+            for name, ptr in (("bias", bias_ptr), ("scale", scale_ptr)):
+                if name in self.vector_slots:
+                    self._set(self.vector_slots[name], ptr)
+            if self.kernel.zeroes_c_first:  # atomic split-K adds its partial sums into C
+                drv.check("cuMemsetD8Async", self._memset(c_ptr, 0, self.c_bytes, stream))
+            if self.cluster != (1, 1, 1):
+                config = _cluster_config(self.grid, self.block, self.smem, stream, self.cluster)
+                drv._call("cuLaunchKernelEx", config, self.fn.handle, self.params.address, 0)
+                return
+            g, b = self.grid, self.block
+            drv.check("cuLaunchKernel", self._launch(self.fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.smem,
+                                                     stream, self.params.address, 0))

@@ -35,15 +35,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def per_call_us(fn: Callable[[], object], calls: int, repeats: int) -> float:
     """Best of `repeats` of the mean host time per call over `calls` calls, in microseconds."""
-    for _ in range(min(calls, 200)):  # warm caches and lazy initialisation
-        fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
+    return interleaved({"": fn}, calls, repeats)[""]
+
+
+def interleaved(fns: dict[str, Callable[[], object]], calls: int, repeats: int) -> dict[str, float]:
+    """`per_call_us` of several functions, their rounds alternating, so that a busy machine's load
+    (this one's 2 cores are shared) weighs on each alike; the best round of each, in microseconds."""
+    for fn in fns.values():
+        for _ in range(min(calls, 200)):  # warm caches and lazy initialisation
             fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / calls * 1e6)
+    return best
 
 
 def rebindable_launch_us(calls: int, repeats: int) -> float:
@@ -75,27 +83,28 @@ def cpu_rows(calls: int, repeats: int) -> list[tuple[str, float]]:
     a = torch.randn(16, 16, dtype=torch.float32)
     w = torch.randn(16, 16, dtype=torch.float32)
     wt = w.t()
-    rows = [("torch.matmul(a, w.t()), 16x16 f32 CPU", per_call_us(lambda: torch.matmul(a, wt), calls, repeats)),
-            ("torch.mm(a, w.t()), 16x16 f32 CPU", per_call_us(lambda: torch.mm(a, wt), calls, repeats))]
 
     def empty_impl(x, y):
         return torch.empty((x.shape[0], y.shape[1]), dtype=x.dtype)
 
     empty = torch.library.custom_op("ptxgen_bench::empty", empty_impl, mutates_args=(),
                                     schema="(Tensor x, Tensor y) -> Tensor")
-
-    rows.append(("empty torch.library.custom_op (dispatch only)", per_call_us(lambda: empty(a, wt), calls, repeats)))
     a16, w16 = a.half(), w.half().t()
     pt.gemm(a16, w16)  # compile once (the simulator runs it once)
     real_run = ops.run
     ops.run = lambda *args: None
     try:
-        rows.append(("ptxgen.torch.gemm, 16x16x16 f16, kernel run skipped",
-                     per_call_us(lambda: pt.gemm(a16, w16), calls, repeats)))
-        rows.append(("torch.ops.ptxgen.gemm, same", per_call_us(lambda: torch.ops.ptxgen.gemm(a16, w16), calls,
-                                                                repeats)))
+        times = interleaved({
+            "torch.matmul(a, w.t()), 16x16 f32 CPU": lambda: torch.matmul(a, wt),
+            "torch.mm(a, w.t()), 16x16 f32 CPU": lambda: torch.mm(a, wt),
+            "torch.empty(16, 16) (the output allocation alone)": lambda: torch.empty((16, 16), dtype=torch.float16),
+            "empty torch.library.custom_op (dispatch only)": lambda: empty(a, wt),
+            "ptxgen.torch.gemm, 16x16x16 f16, kernel run skipped": lambda: pt.gemm(a16, w16),
+            "torch.ops.ptxgen.gemm, same": lambda: torch.ops.ptxgen.gemm(a16, w16),
+        }, calls, repeats)
     finally:
         ops.run = real_run
+    rows = list(times.items())
     rows.append(("Rebindable.launch, sm_90 mma.sync kernel, cuLaunchKernel skipped (stand-in driver)",
                  rebindable_launch_us(calls, repeats)))
     return rows
@@ -110,13 +119,11 @@ def cuda_rows(calls: int, repeats: int) -> list[tuple[str, float]]:
     wt = torch.randn(64, 64, dtype=torch.float16, device="cuda").t()
     pt.gemm(a, wt)
     torch.cuda.synchronize()
-    rows = []
-    for name, fn in (("torch.matmul, 64x64x64 f16", lambda: torch.matmul(a, wt)),
-                     ("ptxgen.torch.gemm, same", lambda: pt.gemm(a, wt)),
-                     ("torch.ops.ptxgen.gemm, same", lambda: torch.ops.ptxgen.gemm(a, wt))):
-        rows.append((name, per_call_us(fn, calls, repeats)))
-        torch.cuda.synchronize()
-    return rows
+    times = interleaved({"torch.matmul, 64x64x64 f16": lambda: torch.matmul(a, wt),
+                         "ptxgen.torch.gemm, same": lambda: pt.gemm(a, wt),
+                         "torch.ops.ptxgen.gemm, same": lambda: torch.ops.ptxgen.gemm(a, wt)}, calls, repeats)
+    torch.cuda.synchronize()
+    return list(times.items())
 
 
 def main() -> None:
@@ -133,10 +140,11 @@ def main() -> None:
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{platform.processor() or 'cpu'}, {os.cpu_count()} cores"
     lines = [f"# bench/torch_overhead.py --device {args.device} --calls {args.calls} --repeats {args.repeats}",
              f"# ptxgen {commit}, torch {torch.__version__}, Python {platform.python_version()}, {where}",
-             f"# host time per call, best of {args.repeats} means over {args.calls} calls", ""]
+             f"# host time per call, best of {args.repeats} means over {args.calls} calls (rounds interleaved); "
+             f"load average {os.getloadavg()[0]:.1f} at the end", ""]
     lines += [f"{us:9.2f} us  {name}" for name, us in rows]
     if args.device == "cpu":
-        extra = (rows[3][1] + rows[5][1]) - rows[0][1]
+        extra = (rows[4][1] + rows[6][1]) - rows[0][1]
         lines += ["", f"estimated extra host time of ptxgen.torch.gemm over torch.matmul per CUDA call: {extra:.2f} us",
                   "(ptxgen.torch.gemm without the run + Rebindable.launch without cuLaunchKernel - torch.matmul)"]
     else:

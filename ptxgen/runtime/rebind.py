@@ -46,6 +46,7 @@ class Rebindable:
         self.kernel = kernel
         self.fn, self.grid, self.block, self.smem = plan.fn, plan.grid, plan.block, plan.smem
         self.params = plan.params
+        self._address = plan.params.address  # the packed block stays put; only its values change
         self.cluster = kernel.cluster_dims
         # the views' shapes and strides, without the arrays they came from (kept alive otherwise)
         self.views = tuple(replace(v, source=None, keepalive=None) for v in plan.views[:3])
@@ -59,6 +60,9 @@ class Rebindable:
                              enumerate(n for n in ("bias", "scale") if getattr(g.epi, n))}
         self._maps: dict[tuple[int, ...], list[bytes]] = {}
         self._lock = threading.Lock()
+        #: Threads on which the context was made current (it is the primary context, which PyTorch
+        #: and ptxgen share and nothing replaces on a thread, so once per thread is enough).
+        self._threads = threading.local()
         ctx = drv.context()
         self._context, self._set_current = ctx.handle, drv._driver().cuCtxSetCurrent  # raw: ~1 us, not ~8
         self._launch = drv._driver().cuLaunchKernel
@@ -80,7 +84,9 @@ class Rebindable:
                stream: int = 0) -> None:
         """Run the kernel on the operands at these device addresses, on `stream` (asynchronous)."""
         with self._lock:  # one packed parameter block: fill and launch as one step
-            drv.check("cuCtxSetCurrent", self._set_current(self._context))  # any thread may call
+            if getattr(self._threads, "current", False) is not True:  # once per calling thread
+                drv.check("cuCtxSetCurrent", self._set_current(self._context))
+                self._threads.current = True
             if self.hopper:
                 maps = self._tensor_maps((a_ptr, b_ptr, c_ptr)[:self.n_maps])
                 for slot, raw in enumerate(maps):
@@ -96,8 +102,8 @@ class Rebindable:
                 drv.check("cuMemsetD8Async", self._memset(c_ptr, 0, self.c_bytes, stream))
             if self.cluster != (1, 1, 1):
                 config = _cluster_config(self.grid, self.block, self.smem, stream, self.cluster)
-                drv._call("cuLaunchKernelEx", config, self.fn.handle, self.params.address, 0)
+                drv._call("cuLaunchKernelEx", config, self.fn.handle, self._address, 0)
                 return
             g, b = self.grid, self.block
             drv.check("cuLaunchKernel", self._launch(self.fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.smem,
-                                                     stream, self.params.address, 0))
+                                                     stream, self._address, 0))

@@ -109,7 +109,7 @@ def cached_kernels() -> list[ptxgen.Kernel]:
 def clear_caches() -> None:
     """Forget every kernel and class schedule (e.g. after `ptxgen tune` stored new winners)."""
     with _lock:
-        _prepared.clear()
+        signatures.clear()
         _kernels.clear()
         _class_schedules.clear()
 
@@ -158,23 +158,32 @@ class Prepared:
     launcher: Any = None
 
 
-_prepared: dict[tuple, Prepared] = {}
+#: Calls whose arguments were checked, by signature (`signature`): what the checks found (C's shape
+#: and dtype, the bias and scale kinds) and the Prepared to run; a repeated call looks it up.
+signatures: dict[tuple, tuple] = {}
+
+
+def signature(a: torch.Tensor, b: torch.Tensor, *rest: Any) -> tuple:
+    """Everything a call's checks and kernel depend on: A's and B's dtype, shape, strides and
+    device, the address alignment below 16 bytes (CUDA operands are used in place), and `rest`."""
+    low_bits = (a.data_ptr() | b.data_ptr()) & 15 if a.is_cuda else 0
+    return (a.dtype, a.shape, a.stride(), b.dtype, b.shape, b.stride(), a.device, b.device, low_bits, *rest)
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, bias: Vector | None, activation: str | None,
             alpha: float, beta: float, scale: Vector | None, schedule: str | None, arch: str | None,
             fp8: bool) -> Prepared:
-    """The Prepared for this call: a dictionary lookup after the first call with its signature."""
-    low_bits = (a.data_ptr() | b.data_ptr()) & 15 if a.is_cuda else 0  # address alignment below 16 B
-    key = (a.device, a.dtype, a.shape, a.stride(), b.shape, b.stride(), out,
-           None if bias is None else (bias.kind, bias.data.dtype), None if scale is None else scale.kind,
-           activation, alpha, beta, schedule, arch, low_bits)
-    p = _prepared.get(key)
-    if p is None:
-        a2, b2, g = gemm_problem(a, b, out, bias, activation, alpha, beta, scale)
-        p = Prepared(kernel_for(g, arch_for(a.device, fp8, arch), schedule), a2 is not a, b2 is not b)
-        _prepared[key] = p
-    return p
+    """The kernel and copies for a call with checked arguments (compiling on a new problem)."""
+    a2, b2, g = gemm_problem(a, b, out, bias, activation, alpha, beta, scale)
+    return Prepared(kernel_for(g, arch_for(a.device, fp8, arch), schedule), a2 is not a, b2 is not b)
+
+
+def current_stream(device: torch.device) -> int:
+    """PyTorch's current CUDA stream on `device` as a CUstream handle (the raw getter Inductor's
+    generated code uses: no Stream object per call; the public API where it is missing)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return int(raw(index)) if raw is not None else int(torch.cuda.current_stream(index).cuda_stream)
 
 
 def run(p: Prepared, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: Vector | None,
@@ -194,7 +203,7 @@ def run(p: Prepared, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: Ve
 
             p.launcher = Rebindable(p.kernel, a, b, c, bias=vb, scale=vs)
         p.launcher.launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), 0 if vb is None else vb.data_ptr(),
-                          0 if vs is None else vs.data_ptr(), torch.cuda.current_stream(c.device).cuda_stream)
+                          0 if vs is None else vs.data_ptr(), current_stream(c.device))
         return
     arrays = [None if t is None else as_numpy(t) for t in (vb, vs)]
     p.kernel.simulate(as_numpy(a), as_numpy(b), c=as_numpy(c), bias=arrays[0], scale=arrays[1])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ptxgen.torch.convert import DEFAULT_OUT, FP8, input_dtype, output_dtype
-from ptxgen.torch.dispatch import Vector, describe, prepare, run, schedule_text
+from ptxgen.torch.dispatch import Vector, describe, prepare, run, schedule_text, signature, signatures
 
 ACTIVATIONS = ("relu", "gelu", "silu")
 
@@ -65,8 +65,10 @@ def vector(name: str, v: torch.Tensor | None, m, n, batched: bool) -> str | None
 def _vector(name: str, v: torch.Tensor | None, kind: str | None, out: torch.dtype) -> Vector | None:
     if v is None:
         return None
-    keep = name == "bias" and v.dtype in (torch.float16, torch.bfloat16) and v.dtype == out
-    data = v.reshape(-1) if keep or v.dtype == torch.float32 else v.reshape(-1).float()
+    keep = v.dtype == torch.float32 or (name == "bias" and v.dtype == out and out in (torch.float16, torch.bfloat16))
+    if keep and v.dim() == 1 and v.is_contiguous():
+        return Vector(kind, v)
+    data = v.reshape(-1) if keep else v.reshape(-1).float()
     return Vector(kind, data.contiguous())
 
 
@@ -86,22 +88,31 @@ def _epilogue_only(shape: list, out: torch.dtype, device, bias, bias_kind, activ
 def gemm_impl(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None, bias: torch.Tensor | None = None,
               activation: str | None = None, alpha: float = 1.0, beta: float = 0.0, c: torch.Tensor | None = None,
               scale: torch.Tensor | None = None, schedule: str | None = None, arch: str | None = None) -> torch.Tensor:
-    shape, out = check_gemm(a, b, out_dtype, activation)
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    bias_kind = vector("bias", bias, m, n, a.dim() == 3)
-    scale_kind = vector("scale", scale, m, n, a.dim() == 3)
-    if beta != 0.0 and c is None:
-        raise ValueError(f"ptxgen.torch.gemm: beta={beta} reads c: pass c=, a tensor broadcastable to {tuple(shape)}")
+    key = signature(a, b, out_dtype, None if bias is None else (bias.dtype, bias.shape, bias.stride()),
+                    None if scale is None else (scale.dtype, scale.shape, scale.stride()), activation, alpha, beta,
+                    c is None, schedule, arch)
+    checked = signatures.get(key)
+    if checked is None:  # the first call with this signature: check everything, find the kernel
+        shape, out = check_gemm(a, b, out_dtype, activation)
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        bias_kind = vector("bias", bias, m, n, a.dim() == 3)
+        scale_kind = vector("scale", scale, m, n, a.dim() == 3)
+        if beta != 0.0 and c is None:
+            raise ValueError(f"ptxgen.torch.gemm: beta={beta} reads c: pass c=, a tensor broadcastable to "
+                             f"{tuple(shape)}")
+        if m * n == 0 or k == 0:  # nothing to launch (not kept: rare)
+            if m * n == 0:
+                return torch.empty(shape, dtype=out, device=a.device)
+            return _epilogue_only(shape, out, a.device, bias, bias_kind, activation, beta, c)
+        vb, vs = _vector("bias", bias, bias_kind, out), _vector("scale", scale, scale_kind, out)
+        checked = signatures[key] = (shape, out, bias_kind, scale_kind,
+                                     prepare(a, b, out, vb, activation, alpha, beta, vs, schedule, arch, a.dtype in FP8))
+    shape, out, bias_kind, scale_kind, prepared = checked
+    result = a.new_empty(shape, dtype=out)  # PyTorch's allocator, A's device
     if beta != 0.0:
-        result = torch.empty(shape, dtype=out, device=a.device).copy_(c)  # the kernel updates it in place
-    else:
-        result = torch.empty(shape, dtype=out, device=a.device)
-    if result.numel() == 0:
-        return result
-    if k == 0:
-        return _epilogue_only(shape, out, a.device, bias, bias_kind, activation, beta, c)
+        result.copy_(c)  # the kernel reads it and updates it in place
     vb, vs = _vector("bias", bias, bias_kind, out), _vector("scale", scale, scale_kind, out)
-    run(prepare(a, b, out, vb, activation, alpha, beta, vs, schedule, arch, a.dtype in FP8), a, b, result, vb, vs)
+    run(prepared, a, b, result, vb, vs)
     return result
 
 

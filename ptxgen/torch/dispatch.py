@@ -201,7 +201,8 @@ def run(p: Prepared, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: Ve
         if p.launcher is None:  # every check of kernel(a, b, c=c), once; allocates split-K scratch
             from ptxgen.runtime.rebind import Rebindable
 
-            p.launcher = Rebindable(p.kernel, a, b, c, bias=vb, scale=vs)
+            # detached: the array protocols refuse tensors that require grad (only addresses are read)
+            p.launcher = Rebindable(p.kernel, *(None if t is None else t.detach() for t in (a, b, c, vb, vs)))
         p.launcher.launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), 0 if vb is None else vb.data_ptr(),
                           0 if vs is None else vs.data_ptr(), current_stream(c.device))
         return

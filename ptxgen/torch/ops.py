@@ -214,14 +214,11 @@ def eager_direct(*tensors: torch.Tensor | None) -> bool:
     `torch.ops.ptxgen.*` always, goes through the registered operator. (The price: such direct
     calls show in the profiler as their own work, not under the operator's name.)"""
     if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
-            torch._C._is_torch_function_mode_enabled():
+            torch._C._is_torch_function_mode_enabled() or torch._C._functorch.peek_interpreter_stack() is not None:
         return False
     grad = torch.is_grad_enabled()
     for t in tensors:
-        if t is None:
-            continue
-        if type(t) is not torch.Tensor or (grad and t.requires_grad) or \
-                torch._C._functorch.is_functorch_wrapped_tensor(t):
+        if t is not None and (type(t) is not torch.Tensor or (grad and t.requires_grad)):
             return False
     return True
 

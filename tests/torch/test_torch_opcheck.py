@@ -129,3 +129,18 @@ def test_bad_input_names_the_fix():
         pt.scaled_mm(a8, a8.t(), torch.ones(16, 1), torch.ones(1, 16), torch.float32)
     with pytest.raises(ValueError, match="activation"):
         pt.linear(a, a, None, "tanh")
+
+
+def test_eager_calls_skip_the_dispatcher_only_when_nothing_needs_it():
+    from ptxgen.torch.ops import eager_direct
+
+    x = rand(4, 4, dtype=torch.float16, seed=19)
+    assert eager_direct(x, x, None)
+    assert not eager_direct(x, x.clone().requires_grad_(True))  # autograd records the operator
+    with torch.no_grad():
+        assert eager_direct(x, x.clone().requires_grad_(True))
+    assert torch.vmap(lambda t: torch.tensor(eager_direct(t)))(x).logical_not().all()  # functorch transform
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        assert not eager_direct(torch.empty(2, 2))

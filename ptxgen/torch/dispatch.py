@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -114,18 +114,15 @@ def clear_caches() -> None:
         _class_schedules.clear()
 
 
-def _alignment(a: torch.Tensor, b: torch.Tensor, layouts) -> int | None:
-    """Gemm.align for operands used in place: None (the leading dimensions decide) unless a base
-    address or batch stride allows less."""
-    itemsize = a.element_size()
+def _address_alignment(a: torch.Tensor, b: torch.Tensor) -> int:
+    """What the operands' base addresses (CUDA operands are used in place) and batch strides allow
+    of 16, 8, 4, 2 bytes, on top of what their leading dimensions allow (`Gemm.alignment`)."""
     limit = pointer_alignment(a, b) if a.is_cuda else 16
     for t in (a, b):
         if t.dim() == 3 and t.shape[0] > 1:
-            stride_bytes = t.stride(0) * itemsize
+            stride_bytes = t.stride(0) * t.element_size()
             limit = min(limit, next(x for x in (16, 8, 4, 2, 1) if stride_bytes % x == 0))
-    if limit >= 16:
-        return None
-    return max(limit, itemsize)
+    return limit
 
 
 def gemm_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, bias: Vector | None, activation: str | None,
@@ -141,8 +138,11 @@ def gemm_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, bias: Vecto
     epi = ptxgen.Epilogue(alpha=alpha, beta=beta, bias=bias.kind if bias else None, activation=activation,
                           scale=scale.kind if scale else None)
     g = ptxgen.Gemm(m, n, k, dtype=input_dtype(a, "a"), out_dtype=output_dtype(out), a_layout=la.layout,
-                    b_layout=lb.layout, lda=la.ld, ldb=lb.ld, align=_alignment(a, b, (la, lb)),
-                    epilogue=None if epi.is_identity else epi, batch=batch, bias_dtype=bias_dtype)
+                    b_layout=lb.layout, lda=la.ld, ldb=lb.ld, epilogue=None if epi.is_identity else epi, batch=batch,
+                    bias_dtype=bias_dtype)
+    limit = _address_alignment(a, b)
+    if limit < g.alignment():  # narrower copies for operands whose addresses are less aligned
+        g = replace(g, align=max(limit, a.element_size()))
     return a, b, g
 
 

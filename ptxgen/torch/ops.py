@@ -88,6 +88,9 @@ def _epilogue_only(shape: list, out: torch.dtype, device, bias, bias_kind, activ
 def gemm_impl(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None, bias: torch.Tensor | None = None,
               activation: str | None = None, alpha: float = 1.0, beta: float = 0.0, c: torch.Tensor | None = None,
               scale: torch.Tensor | None = None, schedule: str | None = None, arch: str | None = None) -> torch.Tensor:
+    if a.dim() == 3 and a.shape[0] == 1 and b.dim() == 3 and b.shape[0] == 1:  # a batch of one: a 2-D GEMM
+        c2 = c[0] if c is not None and c.dim() == 3 else c
+        return gemm_impl(a[0], b[0], out_dtype, bias, activation, alpha, beta, c2, scale, schedule, arch).unsqueeze(0)
     key = signature(a, b, out_dtype, None if bias is None else (bias.dtype, bias.shape, bias.stride()),
                     None if scale is None else (scale.dtype, scale.shape, scale.stride()), activation, alpha, beta,
                     c is None, schedule, arch)

@@ -144,3 +144,16 @@ def test_eager_calls_skip_the_dispatcher_only_when_nothing_needs_it():
 
     with FakeTensorMode():
         assert not eager_direct(torch.empty(2, 2))
+
+
+def test_offset_views_batch_of_one_and_empty_k():
+    base = rand(16, 40, dtype=torch.float16, seed=20)
+    a = base[:, 1:33]  # a 2-byte-aligned start and a padded leading dimension: used in place
+    b = rand(32, 16, dtype=torch.float16, seed=21)
+    check_against_numpy(pt.gemm(a, b), a, b, "f16", "f16")
+    got = pt.gemm(a.unsqueeze(0), b.unsqueeze(0))
+    assert got.shape == (1, 16, 16)
+    check_against_numpy(got[0], a, b, "f16", "f16")
+    bias = rand(16, dtype=torch.float32, seed=22)
+    empty_k = pt.gemm(a[:, :0], b[:0], bias=bias, activation="relu", out_dtype=torch.float32)
+    assert torch.equal(empty_k, torch.relu(bias).expand(16, 16))

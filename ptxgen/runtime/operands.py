@@ -32,9 +32,12 @@ _DTYPE_INFO: dict[str, tuple[tuple[str, ...], tuple[int, int], str]] = {
     "s8": (("|i1", "<i1"), (0, 8), "int8"),
     "u8": (("|u1", "<u1"), (1, 8), "uint8"),
     "s32": (("<i4",), (0, 32), "int32"),
+    # fp8: no array-interface typestr (torch's refuses them); DLPack 1.1's kDLFloat8_e4m3fn / _e5m2
+    "e4m3": ((), (10, 8), "float8_e4m3fn"),
+    "e5m2": ((), (12, 8), "float8_e5m2"),
 }
 _ALIASES = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", "float": "f32",
-            "int8": "s8", "uint8": "u8", "int32": "s32"}
+            "int8": "s8", "uint8": "u8", "int32": "s32", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 _DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
 #: The logical dimensions of each operand, for messages.
 DIMS = {"a": ("M", "K"), "b": ("K", "N"), "c": ("M", "N")}

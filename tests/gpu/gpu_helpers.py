@@ -39,6 +39,26 @@ def require_hardware(why: str) -> None:
         pytest.skip(f"needs real hardware, not the simulator-backed driver: {why}")
 
 
+def torch_on_gpu() -> Any:
+    """The torch module, when PyTorch can make CUDA tensors here; else skip saying exactly why.
+
+    Under the stand-in driver PyTorch's CUDA runtime cannot start: libcudart asks the driver for
+    cuGetExportTable (NVIDIA's private function tables), which the stand-in does not implement, so
+    cudaGetDeviceCount() fails with error 36 ("API call is not supported in the installed CUDA
+    driver"). That is checked before torch.cuda is touched, which would leave the error behind."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if torch.version.cuda is None:
+        pytest.skip(f"PyTorch {torch.__version__} is a CPU-only build: CUDA-tensor tests need a CUDA build of PyTorch")
+    if on_simulator():
+        pytest.skip("PyTorch's CUDA runtime cannot run on ptxgen's stand-in driver (PTXGEN_DRIVER=sim): libcudart "
+                    "asks the driver for cuGetExportTable's private tables, which the stand-in does not implement, "
+                    "so cudaGetDeviceCount() fails with error 36; these tests run on a GPU (tests/torch runs the "
+                    "operators on CPU tensors through the simulator)")
+    if not torch.cuda.is_available():
+        pytest.skip(f"torch.cuda.is_available() is False (PyTorch {torch.__version__}, CUDA {torch.version.cuda})")
+    return torch
+
+
 def report_path() -> Path:
     """Where observations go: $PTXGEN_GPU_REPORT, else $OUT/gpu_report.jsonl, else a temp file."""
     if os.environ.get("PTXGEN_GPU_REPORT"):

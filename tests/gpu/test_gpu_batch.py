@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_helpers import device_compile_arch, record, require_gpu
+from gpu_helpers import device_compile_arch, record, require_gpu, torch_on_gpu
 
 require_gpu()
 
@@ -86,7 +86,7 @@ def test_ptxgen_device_arrays_with_broadcast_b():
 
 
 def test_torch_batched_with_broadcast_b():
-    torch = pytest.importorskip("torch")
+    torch = torch_on_gpu()
     g, s = CASES["edges-f16"]
     kern = ptxgen.compile(g, s, arch=ARCH)
     a, b = random_operands(g, seed=8)
@@ -107,7 +107,7 @@ def test_torch_batched_with_broadcast_b():
 
 
 def test_torch_bf16_batched_goes_through_dlpack():
-    torch = pytest.importorskip("torch")
+    torch = torch_on_gpu()
     g, s = CASES["bf16-epilogue-splitk"]
     kern = ptxgen.compile(g, s, arch=ARCH)
     a, b = random_operands(g, seed=9)

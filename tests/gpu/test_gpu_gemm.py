@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpu_helpers import (compile_or_reject, device_compile_arch, draw_kernel, random_operands, record, reference,
-                         require_gpu, sim_or)
+                         require_gpu, sim_or, torch_on_gpu)
 
 require_gpu()
 
@@ -112,7 +112,7 @@ def test_padded_leading_dimensions_numpy():
 
 
 def test_torch_device_arrays_streams_and_padding():
-    torch = pytest.importorskip("torch")
+    torch = torch_on_gpu()
     g = ptxgen.Gemm(256, 384, 192, dtype="f16", out_dtype="f16", b_layout="col")
     kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 32)), arch=ARCH)
     a0, b0 = random_operands(g, 4)
@@ -133,7 +133,7 @@ def test_torch_device_arrays_streams_and_padding():
 
 
 def test_torch_bf16_goes_through_dlpack():
-    torch = pytest.importorskip("torch")
+    torch = torch_on_gpu()
     g = ptxgen.Gemm(128, 128, 64, dtype="bf16", out_dtype="bf16", b_layout="col")
     kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 32)), arch=ARCH)
     a0, b0 = random_operands(g, 5)
@@ -155,7 +155,7 @@ def test_cupy_arrays():
 
 
 def test_torch_int8_inputs_give_a_torch_s32_output():
-    torch = pytest.importorskip("torch")
+    torch = torch_on_gpu()
     g = ptxgen.Gemm(128, 128, 64, dtype="s8", out_dtype="s32", b_layout="row")
     kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 64)), arch=ARCH)
     a0, b0 = random_operands(g, 7)

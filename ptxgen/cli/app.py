@@ -14,7 +14,7 @@ import warnings
 from ..version import __version__
 from .build import (HOPPER_FLAGS, LAYOUT_LETTERS, SCHEDULE_FLAGS, UsageError, build, hopper_fields,  # noqa: F401
                     layouts, problem)
-from .flags import dims, epilogue, flag_text, non_negative, positive, schedule_error_text
+from .flags import Parser, dims, epilogue, flag_text, join_negative_values, non_negative, positive, schedule_error_text
 from .run import cmd_run
 from .tune import cmd_tune
 from .report import bank_summary, describe, instruction_mix, resources_line, stream_k_summary  # noqa: F401
@@ -29,7 +29,7 @@ _resources = resources_line  # the name tests and older scripts use
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     p = common.add_argument_group("problem")
     p.add_argument("--shape", default=None, type=lambda t: dims(t, 3, "shape"),
                    help="MxNxK (default 4096x4096x4096 for emit and info; 256x256x128 for run)")
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="TMA box and wgmma descriptor swizzle in bytes (default: the widest the tiles allow)")
     s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS), help="target architecture (default sm_80)")
 
-    top = argparse.ArgumentParser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
+    top = Parser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
     top.add_argument("--version", action="version", version=f"ptxgen {__version__}",
                      help="print the version and exit")
     sub = top.add_subparsers(dest="command", required=True)
@@ -146,10 +146,23 @@ def _parser() -> argparse.ArgumentParser:
 
 _build = build
 
-_build = build
+
+def writable_output(path: str) -> None:
+    """Refuse an -o path whose folder is missing or not writable before compiling, with the fix."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"-o {path}: the folder {folder} does not exist: create it (mkdir -p {folder}) or "
+                         "write somewhere else")
+    if os.path.isdir(path):
+        raise UsageError(f"-o {path} is a folder: name a file in it, e.g. -o {os.path.join(path, 'kernel.ptx')}")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"-o {path}: the folder {folder} is not writable: write somewhere else, e.g. "
+                         f"-o {os.path.join(os.path.expanduser('~'), os.path.basename(path))}")
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
+    if args.output != "-":
+        writable_output(args.output)
     k = build(args, (4096, 4096, 4096))
     if args.output == "-":
         sys.stdout.write(k.ptx)
@@ -189,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
-            args = _parser().parse_args(argv)
+            args = _parser().parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
             if args.command == "emit":
                 return cmd_emit(args)
             if args.command == "info":
@@ -202,9 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         return _fail(str(e), 2)
     except LoweringNotBuilt as e:  # a legal schedule ptxgen cannot lower yet (sm_90a)
-        return _fail(f"not built yet: {schedule_error_text(e)}", 2)
-    except ScheduleError as e:
-        return _fail(f"invalid schedule: {schedule_error_text(e)}", 2)
+        return _fail("not built yet: " + schedule_error_text(e).split(": ", 1)[1], 2)
+    except ScheduleError as e:  # "invalid problem: ..." or "invalid schedule: ..."
+        return _fail(schedule_error_text(e), 2)
     except AssembleError as e:
         return _fail(f"assembly failed: {e}", 1)
     except AssemblerNotFound as e:

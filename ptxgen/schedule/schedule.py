@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from . import field_checks as check
 from .rules import rules_for
 from .scalars import normalise
 from .swizzle import TMA_MODES
@@ -118,6 +119,8 @@ class Schedule:
     def __post_init__(self) -> None:
         tuples = ("block", "warps", "cluster")
         normalise(self, tuple(f.name for f in fields(self) if f.name not in tuples), tuples)
+        check.int_tuple("schedule.block", self.block, ("BM", "BN", "BK"), (128, 128, 32))
+        check.choice("schedule.instruction", self.instruction, tuple(INSTRUCTIONS))
         rules = rules_for(self.instruction)
         if rules is not None:  # the target's own fields (e.g. wgmma's consumers, cluster)
             rules.fill_defaults(self)
@@ -130,6 +133,7 @@ class Schedule:
             object.__setattr__(self, "warps", DEFAULT_WARPS[known])
         if self.smem_layout is None:
             object.__setattr__(self, "smem_layout", DEFAULT_SMEM_LAYOUT[known])
+        check_schedule(self)
 
     @property
     def bm(self) -> int:
@@ -175,3 +179,21 @@ class Schedule:
         """The shape the instruction name stands for; the k mma.sync issues follows the dtype
         (`problem.instruction_shape`: k8 for tf32, k32 for int8)."""
         return INSTRUCTIONS[self.instruction]
+
+
+def check_schedule(s: Schedule) -> None:
+    """Each field every target reads, on its own (on construction, and again by the verifier);
+    the fields only one target reads are checked by that target (`verify_types.verify_hopper_types`
+    for wgmma's), and rules across fields are the verifier's."""
+    check.int_tuple("schedule.block", s.block, ("BM", "BN", "BK"), (128, 128, 32))
+    check.int_tuple("schedule.warps", s.warps, ("WM", "WN"), (2, 2))
+    check.choice("schedule.instruction", s.instruction, tuple(INSTRUCTIONS))
+    for f in ("stages", "group_m", "split_k"):
+        check.integer(f"schedule.{f}", getattr(s, f), example={"stages": 3, "group_m": 8, "split_k": 2}[f])
+    check.choice("schedule.smem_layout", s.smem_layout, SMEM_LAYOUTS)
+    check.choice("schedule.raster", s.raster, RASTERS)
+    check.boolean("schedule.frag_double_buffer", s.frag_double_buffer)
+    check.choice("schedule.split_k_mode", s.split_k_mode, SPLIT_K_MODES)
+    check.boolean("schedule.epilogue_via_smem", s.epilogue_via_smem, optional=True)
+    check.choice("schedule.decomposition", s.decomposition, DECOMPOSITIONS)
+    check.integer("schedule.sms", s.sms, optional=True, example=108)

@@ -16,6 +16,7 @@ from .build import (HOPPER_FLAGS, LAYOUT_LETTERS, SCHEDULE_FLAGS, UsageError, bu
                     layouts, problem)
 from .flags import Parser, dims, epilogue, flag_text, join_negative_values, non_negative, positive, schedule_error_text
 from .run import cmd_run
+from .wrap import WIDTH, WrappingWriter
 from .tune import cmd_tune
 from .report import bank_summary, describe, instruction_mix, resources_line, stream_k_summary  # noqa: F401
 from ..errors import AssembleError, LoweringNotBuilt, ScheduleError
@@ -102,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--swizzle", default=None, type=int, choices=(128, 64, 32),
                    help="TMA box and wgmma descriptor swizzle in bytes (default: the widest the tiles allow)")
     s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS), help="target architecture (default sm_80)")
+    common.add_argument("--wide", action="store_true",
+                        help=f"print report lines whole (default: wrapped at {WIDTH} characters; PTXGEN_WIDE=1 too)")
 
     top = Parser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
     top.add_argument("--version", action="version", version=f"ptxgen {__version__}",
@@ -205,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             args = _parser().parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
             if args.command == "emit":
                 return cmd_emit(args)
+            if not (args.wide or os.environ.get("PTXGEN_WIDE") == "1"):
+                sys.stdout = WrappingWriter(sys.stdout)
             if args.command == "info":
                 return cmd_info(args)
             if args.command == "tune":
@@ -248,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return _fail(f"internal error: {type(e).__name__}: {e}\nThis is a bug: please report it as a "
                      f"ptxgen issue, with the command line (run with {DEBUG_ENV}=1 for the traceback)", 3)
+    finally:
+        if isinstance(sys.stdout, WrappingWriter):
+            sys.stdout.flush()
+            sys.stdout = sys.stdout.out
 
 
 if __name__ == "__main__":

@@ -87,6 +87,8 @@ def test_ptxgen_device_arrays_with_broadcast_b():
 
 def test_torch_batched_with_broadcast_b():
     torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():  # a CPU build of torch has no device tensors
+        pytest.skip("torch without CUDA (a CPU build): the torch device tests need a CUDA build and a GPU")
     g, s = CASES["edges-f16"]
     kern = ptxgen.compile(g, s, arch=ARCH)
     a, b = random_operands(g, seed=8)
@@ -108,6 +110,8 @@ def test_torch_batched_with_broadcast_b():
 
 def test_torch_bf16_batched_goes_through_dlpack():
     torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():  # a CPU build of torch has no device tensors
+        pytest.skip("torch without CUDA (a CPU build): the torch device tests need a CUDA build and a GPU")
     g, s = CASES["bf16-epilogue-splitk"]
     kern = ptxgen.compile(g, s, arch=ARCH)
     a, b = random_operands(g, seed=9)

@@ -113,6 +113,8 @@ def test_padded_leading_dimensions_numpy():
 
 def test_torch_device_arrays_streams_and_padding():
     torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():  # a CPU build of torch has no device tensors
+        pytest.skip("torch without CUDA (a CPU build): the torch device tests need a CUDA build and a GPU")
     g = ptxgen.Gemm(256, 384, 192, dtype="f16", out_dtype="f16", b_layout="col")
     kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 32)), arch=ARCH)
     a0, b0 = random_operands(g, 4)
@@ -134,6 +136,8 @@ def test_torch_device_arrays_streams_and_padding():
 
 def test_torch_bf16_goes_through_dlpack():
     torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():  # a CPU build of torch has no device tensors
+        pytest.skip("torch without CUDA (a CPU build): the torch device tests need a CUDA build and a GPU")
     g = ptxgen.Gemm(128, 128, 64, dtype="bf16", out_dtype="bf16", b_layout="col")
     kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 32)), arch=ARCH)
     a0, b0 = random_operands(g, 5)
@@ -156,6 +160,8 @@ def test_cupy_arrays():
 
 def test_torch_int8_inputs_give_a_torch_s32_output():
     torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():  # a CPU build of torch has no device tensors
+        pytest.skip("torch without CUDA (a CPU build): the torch device tests need a CUDA build and a GPU")
     g = ptxgen.Gemm(128, 128, 64, dtype="s8", out_dtype="s32", b_layout="row")
     kern = ptxgen.compile(g, ptxgen.Schedule(block=(128, 128, 64)), arch=ARCH)
     a0, b0 = random_operands(g, 7)

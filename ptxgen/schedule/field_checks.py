@@ -19,7 +19,8 @@ def choice(field: str, value: object, options: tuple[str, ...], optional: bool =
     if value is None and optional:
         return
     listed = ", ".join(map(repr, options)) + (" or None" if optional else "")
-    fix = fix or (f"set {field} to one of them" + (", or leave it None" if optional else ""))
+    short = field.split(".")[-1]
+    fix = fix or (f"set {field} to one of them, e.g. {short}={options[0]!r}" + (", or leave it None" if optional else ""))
     if not isinstance(value, str):
         raise ScheduleTypeError(field, value, f"must be a string, one of {listed}, not {type_name(value)}", fix)
     if value not in options:

@@ -285,7 +285,7 @@ def verify_problem(g: Gemm, s: Schedule) -> None:
                                        (g.in_bytes, g.in_bytes, g.out_bytes), (align, align, g.out_alignment())):
         if not isinstance(ld, int) or ld < width:
             raise ScheduleError(f"gemm.{name}", ld, f"is smaller than the matrix's width {width}",
-                                f"give {name} >= {width}, or None for a dense matrix")
+                                f"give {name}={width} or more, or None for a dense matrix")
         if (ld * eb) % al:
             fits = _largest_alignment(ld * eb)
             padded = -(-ld * eb // al) * al // eb

@@ -34,3 +34,18 @@ def test_counts_take_the_right_number(capsys):
     assert " us " not in out and " us," not in out and "1 CTAs" not in out and "1 warps" not in out
     assert main(["info", "--shape", "4096x4096x4096", "--block", "256x128x32", "--warps", "4x2"]) == 0
     assert "occupancy  1 CTA/SM (8 warps)" in capsys.readouterr().out
+
+
+def test_the_no_gpu_reason_is_given_in_full_once(monkeypatch, tmp_path, capsys):
+    """The first run on a machine says why there is no GPU; later runs say only that there is none
+    (the reason is remembered in the cache directory, and given again if it changes)."""
+    from ptxgen.runtime.driver import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU is present: run does not simulate")
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path))
+    argv = ["run", "--shape", "64x64x32", "--block", "64x64x32"]
+    assert main(argv) == 0
+    assert "on the CPU simulator (no GPU: " in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "on the CPU simulator (no GPU, as before): " in capsys.readouterr().out

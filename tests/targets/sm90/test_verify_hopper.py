@@ -157,7 +157,7 @@ INVALID = [
      "persistent=None/True"),
     ("split-K of s32", _g(dtype="s8", out_dtype="s32"), _h(block=(128, 128, 128), split_k=2), ARCH,
      "schedule.split_k", "split_k=1"),
-    ("lda below width", _g(lda=512), H, ARCH, "gemm.lda", ">= 1024"),
+    ("lda below width", _g(lda=512), H, ARCH, "gemm.lda", "lda=1024 or more"),
 ]
 
 

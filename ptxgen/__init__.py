@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .targets import registry as _registry  # noqa: F401  (registers every target's schedule rules first)
 from .compile import compile as _compile_schedule
-from .errors import AssembleError, ScheduleError, ScheduleTypeError
+from .errors import AssembleError, LoweringNotBuilt, ScheduleError, ScheduleTypeError
 from .kernel import Kernel
 from .schedule.problem import Epilogue, Gemm
 from .schedule.schedule import Schedule
@@ -33,5 +33,21 @@ def compile(gemm: Gemm, schedule: Schedule | None = None, arch: str = "sm_80") -
     return _compile_schedule(gemm, schedule, arch)
 
 
+#: The other exceptions the README names, where they are defined; loaded on first use (`__getattr__`),
+#: so that `import ptxgen` stays free of the runtime and the process pool.
+_LAZY_EXCEPTIONS = {"DriverError": "runtime.driver", "AssemblerNotFound": "runtime.assemble",
+                    "HazardError": "sim.errors", "OverlappingWrites": "scaleout.simulate",
+                    "WorkerLost": "scaleout"}
+
+
+def __getattr__(name: str) -> type:
+    """`ptxgen.DriverError` and the other exceptions of `_LAZY_EXCEPTIONS`, imported when asked for."""
+    if name in _LAZY_EXCEPTIONS:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY_EXCEPTIONS[name]}", __name__), name)
+    raise AttributeError(f"module 'ptxgen' has no attribute {name!r}")
+
+
 __all__ = ["Gemm", "Epilogue", "Schedule", "Kernel", "compile", "verify", "ScheduleError", "ScheduleTypeError",
-           "AssembleError", "sim", "tune", "TuneResult", "__version__"]
+           "LoweringNotBuilt", "AssembleError", "sim", "tune", "TuneResult", "__version__", *_LAZY_EXCEPTIONS]

@@ -21,6 +21,13 @@ TOLERANCE = {"f32": 1e-3, "f16": 2e-3, "bf16": 1e-2, "s32": 0.0, "s8": 0.0, "u8"
 TF32_TOLERANCE = 5e-3
 #: f16 accumulation rounds the running sum to 11 bits after every mma (K/16 roundings).
 F16_ACC_TOLERANCE = 1e-2
+#: K per rounding of an f16 accumulator: each mma.sync m16n8k16 / wmma m16n16k16 adds its 16
+#: products to the f16 sum and rounds once (the simulator's model: `run --instruction wmma --acc
+#: f16` errs by at most 0.1% of the largest element, where rounding every add would give 0.5%).
+F16_ACC_K_STEP = 16
+#: Standard deviations of that rounding error allowed per element: the largest of ~10^6 gaussian
+#: errors stays under 6.
+F16_ACC_SIGMAS = 6.0
 #: fp8 inputs: Hopper's fp8 wgmma is reported to keep about 14 bits when it adds each k32 product
 #: group into the f32 accumulator (DeepSeek-V3 technical report, arXiv 2412.19437, §3.3.2: about
 #: 2% worst relative error at K = 4096 on H800; not verified here, no GPU). `FP8_ACC_UNIT_ROUNDOFF`
@@ -246,6 +253,8 @@ def accumulation_error(g: Gemm | str) -> float:
         # Exact integer sums, but the f32 epilogue rounds terms the size of the result's RMS
         # (alpha*scale*acc, beta*C, the bias), which may cancel to a much smaller element.
         return 2 * EPILOGUE_ROUNDINGS * UNIT_ROUNDOFF["f32"]
+    if g.accumulator == "f16":
+        return f16_accumulation_error(g.k)
     err = ERROR_SIGMAS * UNIT_ROUNDOFF[g.accumulator] * np.sqrt(g.k)
     if g.accumulator == "f32":  # tensor cores may truncate: up to 1 ulp (2u) per add, all of one
         err += 2 * g.k * UNIT_ROUNDOFF["f32"]  # sign while a partial sum keeps its sign
@@ -255,6 +264,18 @@ def accumulation_error(g: Gemm | str) -> float:
         groups = -(-g.k // FP8_K_GROUP)
         err += ERROR_SIGMAS * FP8_ACC_UNIT_ROUNDOFF * np.sqrt(groups) + 2 * groups * FP8_ACC_UNIT_ROUNDOFF
     return float(err)
+
+
+def f16_accumulation_error(k: int) -> float:
+    """The f16 accumulator's error, as a multiple of (the result's RMS + the element's size), from
+    K and f16's precision. The sum is rounded n = K/16 times (`F16_ACC_K_STEP`); the j-th time at a
+    partial sum of about j/n of the element (its drift) plus sqrt(j/n) of the RMS (a random walk);
+    each rounding errs uniformly within half an ulp (2u|x|: deviation 2u|x|/sqrt(12)). Summed, the
+    deviation is at most u/sqrt(3) * sqrt((n+1)/2) * (RMS + |element|): `F16_ACC_SIGMAS` of it is
+    0.8% of an element as large as the RMS at K = 128, so 1% off fails (the old 16 sigma * u *
+    sqrt(K) of the RMS was 9% of it)."""
+    n = -(-k // F16_ACC_K_STEP)
+    return float(F16_ACC_SIGMAS * UNIT_ROUNDOFF["f16"] / np.sqrt(3) * np.sqrt((n + 1) / 2))
 
 
 def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
@@ -391,6 +412,8 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
     else:
         rms = float(np.sqrt(np.mean(np.square(want[finite])))) if finite.any() else 0.0
         atol = np.full_like(want, accumulation_error(out_dtype) * rms)
+        if isinstance(out_dtype, Gemm) and out_dtype.accumulator == "f16":  # grows with the element too
+            atol = accumulation_error(out_dtype) * (rms + np.where(finite, np.abs(want), 0.0))
     if dtype in UNIT_ROUNDOFF:  # underflow: the f32 epilogue flushes below f32's smallest normal, and
         atol = atol + underflow_floor(dtype)  # the cast rounds to the output's subnormal grid
     never_written = np.isnan(got) & ~np.isnan(want)

@@ -22,6 +22,13 @@ _GPU_DIR = Path(__file__).resolve().parent / "gpu"
 
 
 @pytest.fixture(autouse=True)
+def _wide_cli_reports(monkeypatch):
+    """CLI report lines whole (PTXGEN_WIDE=1), so tests find a phrase on one line;
+    tests/cli/test_cli_output.py checks the wrapping itself."""
+    monkeypatch.setenv("PTXGEN_WIDE", "1")
+
+
+@pytest.fixture(autouse=True)
 def _driver_for_this_test(request, monkeypatch):
     if os.environ.get("PTXGEN_TESTS_AUTO_SIM") and _GPU_DIR not in Path(str(request.node.path)).resolve().parents:
         monkeypatch.delenv("PTXGEN_DRIVER", raising=False)

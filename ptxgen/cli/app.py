@@ -14,8 +14,9 @@ import warnings
 from ..version import __version__
 from .build import (HOPPER_FLAGS, LAYOUT_LETTERS, SCHEDULE_FLAGS, UsageError, build, hopper_fields,  # noqa: F401
                     layouts, problem)
-from .flags import dims, epilogue, flag_text, non_negative, positive, schedule_error_text
+from .flags import Parser, dims, epilogue, flag_text, join_negative_values, non_negative, positive, schedule_error_text
 from .run import cmd_run
+from .wrap import WIDTH, WrappingWriter
 from .tune import cmd_tune
 from .report import bank_summary, describe, instruction_mix, resources_line, stream_k_summary  # noqa: F401
 from ..errors import AssembleError, LoweringNotBuilt, ScheduleError
@@ -29,7 +30,7 @@ _resources = resources_line  # the name tests and older scripts use
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     p = common.add_argument_group("problem")
     p.add_argument("--shape", default=None, type=lambda t: dims(t, 3, "shape"),
                    help="MxNxK (default 4096x4096x4096 for emit and info; 256x256x128 for run)")
@@ -102,8 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--swizzle", default=None, type=int, choices=(128, 64, 32),
                    help="TMA box and wgmma descriptor swizzle in bytes (default: the widest the tiles allow)")
     s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS), help="target architecture (default sm_80)")
+    common.add_argument("--wide", action="store_true",
+                        help=f"print report lines whole (default: wrapped at {WIDTH} characters; PTXGEN_WIDE=1 too)")
 
-    top = argparse.ArgumentParser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
+    top = Parser(prog="ptxgen", description="Lower GEMM schedules straight to tensor-core PTX.")
     top.add_argument("--version", action="version", version=f"ptxgen {__version__}",
                      help="print the version and exit")
     sub = top.add_subparsers(dest="command", required=True)
@@ -152,10 +155,23 @@ def _parser() -> argparse.ArgumentParser:
 
 _build = build
 
-_build = build
+
+def writable_output(path: str) -> None:
+    """Refuse an -o path whose folder is missing or not writable before compiling, with the fix."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"-o {path}: the folder {folder} does not exist: create it (mkdir -p {folder}) or "
+                         "write somewhere else")
+    if os.path.isdir(path):
+        raise UsageError(f"-o {path} is a folder: name a file in it, e.g. -o {os.path.join(path, 'kernel.ptx')}")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"-o {path}: the folder {folder} is not writable: write somewhere else, e.g. "
+                         f"-o {os.path.join(os.path.expanduser('~'), os.path.basename(path))}")
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
+    if args.output != "-":
+        writable_output(args.output)
     k = build(args, (4096, 4096, 4096))
     if args.output == "-":
         sys.stdout.write(k.ptx)
@@ -195,9 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
-            args = _parser().parse_args(argv)
+            args = _parser().parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
             if args.command == "emit":
                 return cmd_emit(args)
+            if not (args.wide or os.environ.get("PTXGEN_WIDE") == "1"):
+                sys.stdout = WrappingWriter(sys.stdout)
             if args.command == "info":
                 return cmd_info(args)
             if args.command == "tune":
@@ -208,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         return _fail(str(e), 2)
     except LoweringNotBuilt as e:  # a legal schedule ptxgen cannot lower yet (sm_90a)
-        return _fail(f"not built yet: {schedule_error_text(e)}", 2)
-    except ScheduleError as e:
-        return _fail(f"invalid schedule: {schedule_error_text(e)}", 2)
+        return _fail("not built yet: " + schedule_error_text(e).split(": ", 1)[1], 2)
+    except ScheduleError as e:  # "invalid problem: ..." or "invalid schedule: ..."
+        return _fail(schedule_error_text(e), 2)
     except AssembleError as e:
         return _fail(f"assembly failed: {e}", 1)
     except AssemblerNotFound as e:
@@ -244,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return _fail(f"internal error: {type(e).__name__}: {e}\nThis is a bug: please report it as a "
                      f"ptxgen issue, with the command line (run with {DEBUG_ENV}=1 for the traceback)", 3)
+    finally:
+        if isinstance(sys.stdout, WrappingWriter):
+            sys.stdout.flush()
+            sys.stdout = sys.stdout.out
 
 
 if __name__ == "__main__":

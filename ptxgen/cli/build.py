@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .. import compile as compile_kernel
+from ..errors import ScheduleError
 from ..kernel import Kernel
 from ..schedule.problem import INTEGER_DTYPES, Gemm
 from ..schedule.schedule import Schedule
@@ -25,6 +26,51 @@ class UsageError(Exception):
     """Flags that contradict each other or ask for something impossible (exit status 2)."""
 
 
+#: Schedule field -> the argparse name of the flag that sets it (None there: not typed).
+FIELD_ARGS = {"block": "block", "warps": "warps", "stages": "stages", "instruction": "instruction",
+              "smem_layout": "smem_layout", "raster": "raster", "group_m": "group_m",
+              "frag_double_buffer": "no_frag_double_buffer", "epilogue_via_smem": "epilogue_via",
+              "split_k": "split_k", "split_k_mode": "split_k_mode", "decomposition": "stream_k", "sms": "sms",
+              **{name: name for name in HOPPER_FLAGS}}
+
+
+#: Schedule flags given as a --x / --no-x pair (argparse.BooleanOptionalAction).
+BOOLEAN_PAIRS = ("warp_specialized", "persistent")
+
+
+def typed_schedule_flags(args: argparse.Namespace) -> str:
+    """The schedule flags the user typed, as typed (`--block 512x512x64 --stages 2`)."""
+    words = []
+    for name in SCHEDULE_FLAGS:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool) and name in BOOLEAN_PAIRS:  # --x / --no-x
+            words.append(flag if value else f"--no-{flag[2:]}")
+        elif value is True:
+            words.append(flag)
+        elif isinstance(value, (tuple, list)):
+            words.append(f"{flag} {'x'.join(map(str, value))}")
+        else:
+            words.append(f"{flag} {value}")
+    return " ".join(words)
+
+
+def refuse_flags_without_effect(args: argparse.Namespace) -> None:
+    """Flags that would be silently ignored in the combination given are refused, naming what
+    gives them their effect."""
+    split_k = args.split_k or 1
+    if args.split_k_mode is not None and split_k < 2:
+        raise UsageError(f"--split-k-mode {args.split_k_mode} has no effect without --split-k 2 or more: "
+                         f"add --split-k 2, or drop --split-k-mode")
+    if args.group_m is not None and args.raster != "grouped":
+        raise UsageError(f"--group-m {args.group_m} has no effect without --raster grouped: add --raster grouped, "
+                         "or drop --group-m")
+    if args.sms is not None and args.stream_k is None and args.instruction != "wgmma":  # wgmma: its persistent grid
+        raise UsageError(f"--sms {args.sms} has no effect without --stream-k: add --stream-k, or drop --sms")
+
+
 def layouts(args: argparse.Namespace) -> tuple[str, str]:
     """(A layout, B layout) from --layout and --a-layout/--b-layout, which must agree."""
     if args.layout is None:
@@ -33,7 +79,8 @@ def layouts(args: argparse.Namespace) -> tuple[str, str]:
     for name, given, implied in (("--a-layout", args.a_layout, a), ("--b-layout", args.b_layout, b)):
         if given is not None and given != implied:
             raise UsageError(f"--layout {args.layout} stores {name[2].upper()} {implied}-major, but {name} {given} "
-                             f"says {given}-major: give --layout or {name}, not both")
+                             f"says {given}-major: drop {name} (--layout sets both), or give --a-layout and --b-layout "
+                             "without --layout")
     return a, b
 
 
@@ -60,8 +107,23 @@ def hopper_fields(args: argparse.Namespace) -> dict:
 
 
 def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
+    """The kernel the flags describe. A ScheduleError about a schedule field the user did not type
+    (a default) carries `typed_flags`, so the CLI blames what was typed (`flags.schedule_error_text`)."""
+    refuse_flags_without_effect(args)
     gemm = problem(args, default_shape)
     hopper = hopper_fields(args)
+    try:
+        return _build(args, gemm, hopper)
+    except ScheduleError as e:
+        e.layout_letters = args.layout
+        field = e.field.split(".")[1] if e.field.startswith("schedule.") else None
+        typed = typed_schedule_flags(args)
+        if field in FIELD_ARGS and getattr(args, FIELD_ARGS[field], None) is None and typed:
+            e.typed_flags = typed
+        raise
+
+
+def _build(args: argparse.Namespace, gemm: Gemm, hopper: dict) -> Kernel:
     if all(getattr(args, flag) is None for flag in SCHEDULE_FLAGS):
         return compile_kernel(gemm, None, arch=args.arch)
     # warps and smem_layout left None take the instruction's defaults (Schedule.__post_init__)

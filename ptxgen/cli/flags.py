@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import Callable
 
 from ..errors import ScheduleError
@@ -17,7 +18,7 @@ from ..schedule.problem import Epilogue
 #: decide them (lda: the row length follows from --shape and --a-layout).
 FIELD_FLAGS: dict[str, str] = {
     "m": "--shape", "n": "--shape", "k": "--shape", "dtype": "--dtype", "out_dtype": "--out",
-    "acc_dtype": "--acc", "batch": "--batch", "align": "--align", "a_layout": "--a-layout",
+    "acc_dtype": "--acc", "bias_dtype": "--bias-dtype", "batch": "--batch", "align": "--align", "a_layout": "--a-layout",
     "b_layout": "--b-layout", "epilogue": "--epilogue", "alpha": "--epilogue alpha",
     "beta": "--epilogue beta", "bias": "--epilogue bias", "scale": "--epilogue scale",
     "activation": "--epilogue act", "block": "--block", "warps": "--warps", "stages": "--stages",
@@ -93,9 +94,40 @@ def flag_text(message: str) -> str:
     return _BARE.sub(lambda m: FIELD_FLAGS.get(m.group(1), m.group(1)), text)
 
 
+#: Python-only words in the verifier's fixes and how a CLI user reads them (a flag left out is None).
+_PYTHON_ONLY = ((re.compile(r",? or None\b(?: for [a-z ]+| to [a-z ]+)?"), ""),
+                (re.compile(r" \(None [a-z ]+\)"), " (leave the flag out to let ptxgen choose)"),
+                (re.compile(r"\bNone\b"), "left out"))
+
+
+def _as_layout_letters(fix: str, letters: str) -> str:
+    """"--a-layout row, --b-layout col" in a fix -> "--layout tn" for a user who typed --layout nn."""
+    changes = dict(re.findall(r"--([ab])-layout (row|col)", fix))
+    if not changes:
+        return fix
+    new = "".join({"row": "t", "col": "n"}[changes[w]] if w in changes else letters[i] for i, w in enumerate("ab"))
+    fix = re.sub(r"--([ab])-layout (row|col)(?:, --([ab])-layout (row|col))?", f"--layout {new}", fix)
+    return fix
+
+
 def schedule_error_text(e: ScheduleError) -> str:
-    """A ScheduleError as the CLI shows it: the flag and value first, then the rule and the fix."""
-    return flag_text(str(e))
+    """A ScheduleError as the CLI shows it: what is wrong ("invalid problem" or "invalid
+    schedule"), the flag and value, the rule and the fix, in flags. Where the field was a default
+    the user never typed (`e.typed_flags`, set by `build.build`), the flags typed are named and the
+    default is said to be one."""
+    what = "invalid problem" if e.field.startswith(("gemm.", "epilogue.")) else "invalid schedule"
+    head = flag_text(f"{e.field}={e.value!r}")
+    rule, fix = flag_text(e.rule), flag_text(e.fix)
+    for pattern, repl in _PYTHON_ONLY:
+        fix = pattern.sub(repl, fix)
+        rule = pattern.sub(repl, rule)
+    letters = getattr(e, "layout_letters", None)
+    if letters:  # the user typed --layout: the fix changes its letters, not --a-layout/--b-layout
+        fix = _as_layout_letters(fix, letters)
+    typed = getattr(e, "typed_flags", None)
+    if typed:
+        return f"{what}: {typed}: {rule} (with the default {head}): {fix}"
+    return f"{what}: {head}: {rule}: {fix}"
 
 
 # -- argument types ------------------------------------------------------------------------
@@ -147,11 +179,14 @@ def epilogue(text: str) -> Epilogue:
         key, eq, value = (s.strip() for s in item.partition("="))
         if key not in EPILOGUE_FIELDS and key != "activation":
             raise argparse.ArgumentTypeError(
-                f"unknown epilogue field {key!r}: use bias=, scale=, act=, alpha=, beta=")
+                f"unknown epilogue field {key!r}: use bias=, scale=, act=, alpha= or beta=, e.g. --epilogue bias=col")
         accepted = EPILOGUE_FIELDS["act" if key == "activation" else key]
         if not eq or not value:
             hint = " or ".join(f"{key}={v}" for v in accepted) if accepted else f"{key}=<number>, e.g. {key}=0.5"
             raise argparse.ArgumentTypeError(f"epilogue field {key!r} needs a value: use {hint}")
+        if accepted is not None and value not in accepted:
+            raise argparse.ArgumentTypeError(f"{key}={value} is not one of {', '.join(accepted)}: e.g. --epilogue "
+                                             f"{key}={accepted[0]}")
         if accepted is None:
             try:
                 fields[key] = float(value)
@@ -160,3 +195,25 @@ def epilogue(text: str) -> Epilogue:
         else:
             fields["activation" if key == "act" else key] = value
     return Epilogue(**fields)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that says what is wrong in one line (`ptxgen: --shape: ...`) and points at
+    --help, instead of printing the whole usage block before every mistake."""
+
+    def error(self, message: str):  # type: ignore[override]
+        message = re.sub(r"^argument ([-\w/]+): ", r"\1: ", message)
+        print(f"ptxgen: {message} (`{self.prog} --help` lists the flags)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def join_negative_values(argv: list[str]) -> list[str]:
+    """`--shape -4x8x8` as `--shape=-4x8x8`, so that the flag's own check names the bad value
+    (argparse would take "-4x8x8" for a flag and say only "expected one argument")."""
+    out: list[str] = []
+    for token in argv:
+        if out and re.match(r"^-\d", token) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out

@@ -11,6 +11,7 @@ from ..schedule.geometry import OperandTile, describe_staging, fragment_bufferin
 from ..schedule.problem import instruction_name
 from ..schedule.schedule import Schedule
 from ..schedule.streamk import stream_k_plan
+from ..schedule.units import counted
 
 
 def instruction_mix(k: Kernel) -> Counter:
@@ -146,7 +147,7 @@ def occupancy_lines(k: Kernel) -> list[str]:
     waves = occ.waves(ctas)
     full, last = divmod(ctas, occ.ctas_per_sm * occ.sms) if occ.ctas_per_sm else (0, 0)
     tail = f", the last {last / (occ.ctas_per_sm * occ.sms):.0%} full" if last and full else ""
-    return [f"occupancy  {occ.ctas_per_sm} CTAs/SM ({occ.warps_per_sm} warps), limited by {occ.limiter} "
+    return [f"occupancy  {counted(occ.ctas_per_sm, 'CTA')}/SM ({counted(occ.warps_per_sm, 'warp')}), limited by {occ.limiter} "
             f"(CTAs/SM each allows: {others})",
             f"waves      {ctas} CTAs over {occ.sms} SMs x {occ.ctas_per_sm} = {waves:.2f} waves{tail} "
             f"({k.arch}'s {occ.sms}-SM part)"]

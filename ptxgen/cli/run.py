@@ -216,8 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..simulate import run_simulation
 
     why = ("requested with --sim" if args.sim else "requested with --trace/--trace-png" if tracing and gpu_available()
-           else f"no GPU: {gpu_unavailable_reason()}")
-    why = short_reason(why)
+           else no_gpu_text(gpu_unavailable_reason()))
     from .trace_outputs import traced_run
 
     with traced_run(getattr(args, "trace", None), getattr(args, "trace_png", None), spread_over) as trace:
@@ -243,6 +242,29 @@ def workers_from(args: argparse.Namespace) -> Workers:
         raise UsageError(f"--workers {workers} and --ray both ask where to simulate: pass one (--workers N for "
                          "local processes, --ray [ADDRESS] for a Ray cluster)")
     return Workers.of("ray", address or None) if address is not None else Workers.of(workers)
+
+
+#: The file in the cache directory that remembers the no-GPU reason already given in full.
+NO_GPU_NOTE = "no-gpu-reason.txt"
+
+
+def no_gpu_text(reason: str) -> str:
+    """"no GPU: <why>" the first time this machine gives that reason, then just "no GPU" (the
+    cache directory remembers it; without a cache, always in full)."""
+    from ..runtime.cache import cache_dir
+
+    full = short_reason(f"no GPU: {reason}")
+    folder = cache_dir()
+    if folder is None:
+        return full
+    note = folder / NO_GPU_NOTE
+    try:
+        if note.exists() and note.read_text() == reason:
+            return "no GPU, as before"
+        note.write_text(reason)
+    except OSError:
+        pass
+    return full
 
 
 def short_reason(why: str, width: int = 90) -> str:

@@ -88,8 +88,8 @@ def _fold(e: Expr) -> Expr:
         v = b.value
         if (e.op in ("add", "shr", "shl", "xor") and v == 0) or (e.op in ("mul", "div") and v == 1):
             return a
-        if e.op == "mul" and v == 0:
-            return Const(0)
+        if (e.op == "mul" and v == 0) or (e.op == "and" and v == 0) or (e.op == "rem" and v == 1):
+            return Const(0)  # x & 0 (a swizzle over one chunk) and x % 1: no instruction at all
         if v > 0 and v & (v - 1) == 0 and e.op in ("mul", "div", "rem"):
             sh = v.bit_length() - 1
             return Bin({"mul": "shl", "div": "shr", "rem": "and"}[e.op], a, Const(sh if e.op != "rem" else v - 1))

@@ -333,9 +333,18 @@ class DeviceArray:
 
     @classmethod
     def from_host(cls, host: np.ndarray, stream: int = 0) -> "DeviceArray":
-        host = np.ascontiguousarray(host)
-        arr = cls(host.shape, host.dtype)
-        arr.buffer.upload(host, stream)
+        """A device copy of `host` in the same order: a column-major matrix (F-contiguous, or a
+        batch of them: the last two axes swapped) stays column-major, with its strides, so a B for
+        the default `b_layout="col"` (`b.T` of an (N, K) array, np.asfortranarray(b)) goes to
+        `k(a, b)` as it is; anything else is copied C-contiguous."""
+        host = np.asarray(host)
+        if _is_column_major(host):
+            arr = cls(host.shape, host.dtype, strides=host.strides)
+            arr.buffer.upload(np.swapaxes(host, -1, -2), stream)  # a C-contiguous view of the same bytes
+        else:
+            host = np.ascontiguousarray(host)
+            arr = cls(host.shape, host.dtype)
+            arr.buffer.upload(host, stream)
         _call("cuStreamSynchronize", stream)
         return arr
 
@@ -350,13 +359,24 @@ class DeviceArray:
                 "strides": self.strides, "version": 3, "stream": None}
 
     def to_host(self, stream: int = 0) -> np.ndarray:
-        out = np.empty(self.shape, self.dtype)
+        """The array on the host, in its device order (column-major ones stay column-major)."""
+        swapped = (*self.shape[:-2], self.shape[-1], self.shape[-2]) if len(self.shape) >= 2 else self.shape
+        column_major = (len(self.shape) >= 2 and self.strides is not None
+                        and self.strides == np.swapaxes(np.empty(swapped, self.dtype), -1, -2).strides)
+        out = np.empty(swapped if column_major else self.shape, self.dtype)
         self.buffer.download(out, stream)  # makes the buffer's context current on this thread
         _call("cuStreamSynchronize", stream)
-        return out
+        return np.swapaxes(out, -1, -2) if column_major else out
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr={self.ptr:#x})"
+
+
+def _is_column_major(host: np.ndarray) -> bool:
+    """A matrix, or a stack of them, stored column-major: the last two axes swapped make it
+    C-contiguous (and it is not C-contiguous already)."""
+    return (host.ndim >= 2 and not host.flags.c_contiguous and host.shape[-1] > 1 and host.shape[-2] > 1
+            and np.swapaxes(host, -1, -2).flags.c_contiguous)
 
 
 # -- streams ------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from .devices import DeviceModel
 from .problem import Gemm
 from .schedule import Schedule
+from .units import counted, seconds_text
 
 #: Clocks a CTA spends at each k-tile's barrier that its own warps cannot hide.
 BARRIER_CLOCKS = 30
@@ -34,8 +35,8 @@ class Prediction:
     terms: dict[str, float] = field(default_factory=dict)  # seconds of each term
 
     def summary(self) -> str:
-        return (f"{self.time_s * 1e6:.1f} us predicted ({self.efficiency:.0%} of the mma peak, "
-                f"{self.bound}-bound), {self.waves:.2f} waves, {self.ctas_per_sm} CTAs/SM "
+        return (f"{seconds_text(self.time_s)} predicted ({self.efficiency:.0%} of the mma peak, "
+                f"{self.bound}-bound), {self.waves:.2f} waves, {counted(self.ctas_per_sm, 'CTA')}/SM "
                 f"(limited by {self.limiter}), {self.registers} registers, edge waste {self.edge_waste:.0%}")
 
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from . import field_checks as check
 from .scalars import normalise
 
 #: Input dtypes, and the numpy dtype that holds them. e4m3/e5m2 (fp8) are wgmma-only (sm_90a).
@@ -39,6 +40,43 @@ def numpy_dtype(name: str) -> np.dtype:
                          "e5m2": ml_dtypes.float8_e5m2}[name])
     return np.dtype({"f16": np.float16, "f32": np.float32, "tf32": np.float32, "s8": np.int8,
                      "u8": np.uint8, "s32": np.int32}[name])
+
+
+#: Accumulator dtypes a Gemm names (s32 is what integer inputs always use).
+ACC_DTYPES = ("f32", "f16", "s32")
+BIAS_DTYPES = ("f32", "f16", "bf16")
+#: Other names of the dtypes: numpy's and ml_dtypes' names (np.dtype(x).name), so `np.float16`,
+#: `"float16"`, `ml_dtypes.bfloat16` and `a.dtype` all mean "f16"/"bf16". float32 means "f32",
+#: which as an input dtype is refused with the fix tf32 (what the tensor cores multiply).
+DTYPE_ALIASES = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", "single": "f32",
+                 "int8": "s8", "uint8": "u8", "int32": "s32", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+
+
+def dtype_name(value: object) -> object:
+    """ptxgen's name for a dtype given as a name or alias, a numpy/ml_dtypes scalar type or a
+    np.dtype; any other value unchanged (for the field check to name)."""
+    if isinstance(value, str):
+        return DTYPE_ALIASES.get(value.lower(), value.lower() if value.lower() in DTYPE_BYTES else value)
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        try:
+            return DTYPE_ALIASES.get(np.dtype(value).name, value)
+        except TypeError:
+            return value
+    return value
+
+
+def check_dtype(field: str, value: object, options: tuple[str, ...]) -> None:
+    """A dtype from `options`, with a fix for the near misses (float32 inputs, fp8 outputs)."""
+    fix = ""
+    if value == "f32" and "tf32" in options:
+        fix = "write dtype='tf32': float32 operands are multiplied by the tensor cores as tf32"
+    elif value in ("e4m3", "e5m2") and field.endswith("out_dtype"):
+        fix = "write out_dtype='f32', 'f16' or 'bf16' (fp8 is an input dtype only)"
+    elif field.endswith("bias_dtype"):
+        fix = "use bias_dtype='f32' (the default), or an f16/bf16 output's own dtype"
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        fix = f"write {field.split('.')[-1]}={options[0]!r}: a dtype is a name or a numpy dtype (np.float16), not a number"
+    check.choice(field, value, options, fix=fix)
 
 
 ACTIVATIONS = ("relu", "gelu", "silu")
@@ -80,6 +118,7 @@ class Epilogue:
 
     def __post_init__(self) -> None:
         normalise(self, tuple(f.name for f in fields(self)))
+        check_epilogue(self)
 
     @property
     def is_identity(self) -> bool:
@@ -136,6 +175,9 @@ class Gemm:
 
     def __post_init__(self) -> None:
         normalise(self, tuple(f.name for f in fields(self) if f.name != "epilogue"))
+        for name in ("dtype", "out_dtype", "acc_dtype", "bias_dtype"):
+            object.__setattr__(self, name, dtype_name(getattr(self, name)))
+        check_gemm(self)
 
     @property
     def accumulator(self) -> str:
@@ -177,6 +219,40 @@ class Gemm:
     @property
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k
+
+
+def check_epilogue(e: Epilogue) -> None:
+    """Each Epilogue field on its own (on construction; whether f32 holds alpha and beta, and
+    which epilogues a kernel takes, are the verifier's)."""
+    for name in ("alpha", "beta"):
+        check.number(f"epilogue.{name}", getattr(e, name))
+    check.choice("epilogue.bias", e.bias, VECTOR_KINDS, optional=True)
+    check.choice("epilogue.scale", e.scale, VECTOR_KINDS, optional=True)
+    check.choice("epilogue.activation", e.activation, ACTIVATIONS, optional=True)
+
+
+def check_gemm(g: Gemm) -> None:
+    """Each Gemm field on its own (on construction); rules across fields are the verifier's."""
+    for f in ("m", "n", "k", "batch"):
+        check.integer(f"gemm.{f}", getattr(g, f), example=1 if f == "batch" else 64)
+    check_dtype("gemm.dtype", g.dtype, INPUT_DTYPES)
+    check_dtype("gemm.out_dtype", g.out_dtype, OUTPUT_DTYPES)
+    check.choice("gemm.a_layout", g.a_layout, LAYOUTS)
+    check.choice("gemm.b_layout", g.b_layout, LAYOUTS)
+    check_dtype("gemm.acc_dtype", g.acc_dtype, ACC_DTYPES)
+    check_dtype("gemm.bias_dtype", g.bias_dtype, BIAS_DTYPES)
+    for f in ("lda", "ldb", "ldc"):
+        check.integer(f"gemm.{f}", getattr(g, f), optional=True, example=72)
+    check.integer("gemm.align", g.align, optional=True, example=16)
+    if g.align is not None and g.align not in (1, 2, 4, 8, 16):
+        near = max(a for a in (1, 2, 4, 8, 16) if a <= g.align)
+        raise check.ScheduleError("gemm.align", g.align, "must be 1, 2, 4, 8 or 16 bytes",
+                                  f"state the alignment your pointers and leading dimensions guarantee, e.g. "
+                                  f"align={near}, or None to infer it")
+    if g.epilogue is not None and not isinstance(g.epilogue, Epilogue):
+        raise check.ScheduleTypeError("gemm.epilogue", g.epilogue, f"must be a ptxgen.Epilogue or None, not "
+                                      f"{check.type_name(g.epilogue)}",
+                                      "pass epilogue=Epilogue(alpha=..., bias=..., ...)")
 
 
 def _largest_alignment(*row_bytes: int) -> int:

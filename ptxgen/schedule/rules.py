@@ -71,6 +71,11 @@ def register(instructions: tuple[str, ...], rules: ScheduleRules,
         _PAIRING.append(pairing)
 
 
+def registered_instructions() -> tuple[str, ...]:
+    """Every instruction name a registered target lowers, in registration order."""
+    return tuple(_RULES)
+
+
 def rules_for(instruction: object) -> ScheduleRules | None:
     """The rules registered for an instruction name; None for a name no target lowers (the
     verifier names it)."""

@@ -5,7 +5,8 @@ import dataclasses
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
-from .rules import TargetOptions, options_class, options_owning, rules_for, target_fields
+from . import field_checks as check
+from .rules import TargetOptions, options_class, options_owning, registered_instructions, rules_for, target_fields
 from .scalars import normalise
 from .swizzle import TMA_MODES
 
@@ -155,6 +156,8 @@ class Schedule:
     def __post_init__(self) -> None:
         tuples = ("block", "warps")
         normalise(self, tuple(f.name for f in fields(self) if f.name not in tuples + ("options",)), tuples)
+        check.int_tuple("schedule.block", self.block, ("BM", "BN", "BK"), (128, 128, 32))
+        check.choice("schedule.instruction", self.instruction, known_instructions())
         rules = rules_for(self.instruction)
         if rules is not None:  # the target's own fields (e.g. wgmma's consumers, cluster)
             rules.fill_defaults(self)
@@ -167,6 +170,7 @@ class Schedule:
             object.__setattr__(self, "warps", DEFAULT_WARPS[known])
         if self.smem_layout is None:
             object.__setattr__(self, "smem_layout", DEFAULT_SMEM_LAYOUT[known])
+        check_schedule(self)
 
     def __getattr__(self, name: str) -> Any:
         """A target field, read flat: the options' value, or None where the options lack it."""
@@ -234,3 +238,26 @@ def flat_fields(s: Schedule) -> dict[str, tuple[Any, Any]]:
     if s.options is not None and type(s.options) not in registered:
         out["options"] = (s.options, None)
     return out
+
+
+def known_instructions() -> tuple[str, ...]:
+    """The instruction names a schedule may give: the built ones, and any a registered target adds."""
+    return tuple(dict.fromkeys((*INSTRUCTIONS, *registered_instructions())))
+
+
+def check_schedule(s: Schedule) -> None:
+    """Each field every target reads, on its own (on construction, and again by the verifier);
+    the fields only one target reads are checked by that target (their options' `verify_types`:
+    targets/sm90/options.py for wgmma's), and rules across fields are the verifier's."""
+    check.int_tuple("schedule.block", s.block, ("BM", "BN", "BK"), (128, 128, 32))
+    check.int_tuple("schedule.warps", s.warps, ("WM", "WN"), (2, 2))
+    check.choice("schedule.instruction", s.instruction, known_instructions())
+    for f in ("stages", "group_m", "split_k"):
+        check.integer(f"schedule.{f}", getattr(s, f), example={"stages": 3, "group_m": 8, "split_k": 2}[f])
+    check.choice("schedule.smem_layout", s.smem_layout, SMEM_LAYOUTS)
+    check.choice("schedule.raster", s.raster, RASTERS)
+    check.boolean("schedule.frag_double_buffer", s.frag_double_buffer)
+    check.choice("schedule.split_k_mode", s.split_k_mode, SPLIT_K_MODES)
+    check.boolean("schedule.epilogue_via_smem", s.epilogue_via_smem, optional=True)
+    check.choice("schedule.decomposition", s.decomposition, DECOMPOSITIONS)
+    check.integer("schedule.sms", s.sms, optional=True, example=108)

@@ -6,11 +6,13 @@ never gets a wrong kernel or an assembler error for a schedule ptxgen could have
 from __future__ import annotations
 
 import math
+import threading
+from dataclasses import replace
 
 import numpy as np
 
 from .geometry import grid_for, operand_tiles, register_estimate, register_limit, smem_bytes, staging_fits
-from .problem import INTEGER_DTYPES, QUANTIZED_DTYPES, Gemm, instruction_name, instruction_shape
+from .problem import _largest_alignment, INTEGER_DTYPES, QUANTIZED_DTYPES, Gemm, instruction_name, instruction_shape
 from .schedule import Schedule
 from .streamk import tile_count
 from .targets import TARGETS, target
@@ -113,27 +115,41 @@ def verify_tiling(g: Gemm, s: Schedule) -> None:
     if s.threads > MAX_THREADS:
         raise ScheduleError("schedule.warps", s.warps,
                             f"{s.num_warps} warps = {s.threads} threads exceed {MAX_THREADS} per CTA",
-                            f"use at most {MAX_THREADS // 32} warps (WM*WN)")
+                            f"use at most {MAX_THREADS // 32} warps (WM*WN), e.g. warps={_fewer_warps(g, s)}")
     bm, bn, bk = s.block
     wm, wn = s.warps
     if bm % wm or bn % wn:
         raise ScheduleError("schedule.warps", s.warps,
                             f"block tile {bm}x{bn} does not divide by the warp grid {wm}x{wn}",
-                            "make BM a multiple of WM and BN a multiple of WN")
+                            "make BM a multiple of WM and BN a multiple of WN, e.g. warps="
+                            f"{max(((a, b) for a in range(1, wm + 1) for b in range(1, wn + 1) if bm % a == 0 and bn % b == 0), key=lambda w: (w[0] * w[1], w))}")
     im, in_, ik = instruction_shape(g, s.instruction)
     name = instruction_name(g, s.instruction)
     tm, tn = s.warp_tile
     if tm % im or tn % in_:
         fits = [(a, b) for a in range(1, wm + 1) for b in range(1, wn + 1)
                 if bm % (a * im) == 0 and bn % (b * in_) == 0]
-        fewer = f" (e.g. warps={max(fits, key=lambda w: w[0] * w[1])})" if fits else ""
+        fits.sort(key=lambda w: (-w[0] * w[1], w))
+        good = next((w for w in fits if _accepted(g, replace(s, warps=w), "sm_80")), None)
+        fewer = f" (e.g. warps={good})" if good else ""
         raise ScheduleError("schedule.block", s.block,
                             f"warp tile {tm}x{tn} is not a multiple of the mma shape {im}x{in_} ({name})",
                             f"make BM/WM a multiple of {im} and BN/WN a multiple of {in_}{fewer}")
     if bk % ik:
         raise ScheduleError("schedule.block.BK", bk, f"BK is not a multiple of {ik}, the k of the {name} that "
                             f"{g.dtype} inputs issue",
-                            f"make BK a multiple of {ik}, e.g. {ik * (2 if ik >= 16 else 4)}")
+                            f"make BK a multiple of {ik}, e.g. block=({bm}, {bn}, {-(-bk // ik) * ik})")
+
+
+def _fewer_warps(g: Gemm, s: Schedule) -> tuple[int, int]:
+    """A warp grid that fits MAX_THREADS and passes the sm_80 rules: the grid halved along its
+    larger side until it fits, then halved further while that is refused; (2, 2) at the end."""
+    wm, wn = s.warps
+    while max(wm, wn) > 1:
+        wm, wn = (wm // 2, wn) if wm >= wn else (wm, wn // 2)
+        if 32 * wm * wn <= MAX_THREADS and _accepted(g, replace(s, warps=(wm, wn)), "sm_80"):
+            return wm, wn
+    return 2, 2
 
 
 def verify_copies(g: Gemm, s: Schedule) -> None:
@@ -200,9 +216,8 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
     need = smem_bytes(g, s)
     if need > t.smem_per_block:
         raise ScheduleError("schedule.stages", s.stages,
-                            f"{s.stages} stages need {need} B of shared memory, over {arch}'s "
-                            f"{t.smem_per_block} B per block",
-                            "use fewer stages, a smaller BK, or epilogue_via_smem=False")
+                            f"{s.stages} stages of {s.bm}x{s.bn}x{s.bk} tiles need {need} B of shared memory, over "
+                            f"{arch}'s {t.smem_per_block} B per block", _smem_fix(g, s, arch))
     limit = register_limit(s, t.regs_per_sm, t.max_regs_per_thread)
     est = register_estimate(g, s)
     if est["total"] > limit:
@@ -211,6 +226,48 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
                             f"registers per thread ({est['accumulators']} accumulators, "
                             f"{est['fragments']} fragments), over the limit of {limit}",
                             "use more warps (a smaller warp tile) or frag_double_buffer=False")
+
+
+#: Whether this thread is checking a fix now: the rules a candidate fix breaks then skip their
+#: own search for a fix (the candidate is just refused), so checking a fix never recurses.
+_fix_check = threading.local()
+
+
+def _accepted(g: Gemm, s: Schedule, arch: str) -> bool:
+    """Whether every rule accepts (g, s) on `arch`: a fix is only suggested once this says so.
+    False inside another fix's check: one level of search, never more."""
+    if getattr(_fix_check, "active", False):
+        return False
+    _fix_check.active = True
+    try:
+        verify_rules(g, s, arch)
+    except ScheduleError:
+        return False
+    finally:
+        _fix_check.active = False
+    return True
+
+
+def _smem_fix(g: Gemm, s: Schedule, arch: str) -> str:
+    """Settings that fit the shared memory and pass every other rule (each one checked): fewer
+    stages, and a block halved along its longer side (with more warps where the warp tile would
+    need too many registers); without either, the generic advice."""
+    limit = target(arch).smem_per_block
+    fixes = []
+    fewer = next((st for st in range(s.stages - 1, 0, -1) if smem_bytes(g, replace(s, stages=st)) <= limit
+                  and _accepted(g, replace(s, stages=st), arch)), None)
+    bm, bn = s.bm, s.bn
+    while max(bm, bn) > 16 and not fixes:
+        bm, bn = (bm // 2, bn) if bm >= bn else (bm, bn // 2)
+        for warps in dict.fromkeys([s.warps, (2, 2), (2, 4), (4, 2), (4, 4)]):
+            cand = replace(s, block=(bm, bn, s.bk), warps=warps)
+            if smem_bytes(g, cand) <= limit and _accepted(g, cand, arch):
+                fixes.append(f"a smaller block, e.g. block={cand.block}"
+                             + (f" with warps={warps}" if warps != s.warps else ""))
+                break
+    if fewer is not None:
+        fixes.append(f"stages={fewer}")
+    return "use " + " or ".join(fixes) if fixes else "use fewer stages, a smaller block or a smaller BK"
 
 
 def verify_problem(g: Gemm, s: Schedule) -> None:
@@ -228,10 +285,12 @@ def verify_problem(g: Gemm, s: Schedule) -> None:
                                        (g.in_bytes, g.in_bytes, g.out_bytes), (align, align, g.out_alignment())):
         if not isinstance(ld, int) or ld < width:
             raise ScheduleError(f"gemm.{name}", ld, f"is smaller than the matrix's width {width}",
-                                f"give {name} >= {width}, or None for a dense matrix")
+                                f"give {name}={width} or more, or None for a dense matrix")
         if (ld * eb) % al:
+            fits = _largest_alignment(ld * eb)
+            padded = -(-ld * eb // al) * al // eb
             raise ScheduleError(f"gemm.{name}", ld, f"{ld * eb} B rows break the stated {al}-byte alignment",
-                                "pad the leading dimension, or state a smaller align (None picks one)")
+                                f"state align={fits} (what {ld * eb} B rows allow), or pad {name} to {padded}")
     gy = -(-g.m // s.bm)
     if s.raster == "row" and gy > MAX_GRID_YZ:
         raise ScheduleError("schedule.raster", s.raster, f"{gy} CTA rows exceed the grid's y limit {MAX_GRID_YZ}",
@@ -260,7 +319,7 @@ def verify_split_k(g: Gemm, s: Schedule) -> None:
         best = -(-kt // per) if per > 1 else kt
         raise ScheduleError("schedule.split_k", s.split_k,
                             f"K={g.k} is {kt} k-tiles of {s.bk}: {s.split_k} splits of {per} leave the "
-                            "last split without work", f"use split_k <= {max(1, min(best, kt))} or a smaller BK")
+                            "last split without work", f"use split_k={max(1, min(best, kt))} or a smaller BK")
     if g.batch * s.split_k > MAX_GRID_YZ:
         raise ScheduleError("schedule.split_k", s.split_k, f"batch x split_k exceeds the grid's z limit {MAX_GRID_YZ}",
                             "use fewer splits")

@@ -22,6 +22,7 @@ from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
 from ..targets.registry import backend_for_instruction, default_backend
 from .costmodel import predict
+from ..schedule.units import counted, seconds_text
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
@@ -65,8 +66,9 @@ class Choice:
         for s, spill in self.spilled:
             out.append(f"  spilled  {describe_schedule(s)}: {spill} B of spills, so not chosen")
         for r in self.runners_up:
-            out.append(f"  runner-up {describe_schedule(r.schedule)}: {r.prediction.time_s * 1e6:.1f} us, "
-                       f"{r.prediction.waves:.2f} waves, {r.prediction.ctas_per_sm} CTAs/SM ({r.prediction.limiter})")
+            out.append(f"  runner-up {describe_schedule(r.schedule)}: {seconds_text(r.prediction.time_s)}, "
+                       f"{r.prediction.waves:.2f} waves, {counted(r.prediction.ctas_per_sm, 'CTA')}/SM "
+                       f"({r.prediction.limiter})")
         return out
 
 

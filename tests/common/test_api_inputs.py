@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError, ScheduleTypeError
+from ptxgen.schedule.schedule import HOPPER_FIELDS
 
 #: A valid problem and schedule that set every int field (split-K over K=64's two k-tiles).
 GEMM = dict(m=64, n=64, k=64, lda=72, ldb=72, ldc=72, align=16, batch=2)
@@ -80,7 +81,9 @@ BAD_TUPLE = ["64x64x32", 64, {64, 32}]
 FIELDS = {
     **{("gemm", f): BAD_INT + [None] for f in ("m", "n", "k", "batch")},
     **{("gemm", f): BAD_INT for f in ("lda", "ldb", "ldc", "align")},
-    **{("gemm", f): BAD_CHOICE + [None] for f in ("dtype", "out_dtype", "a_layout", "b_layout", "acc_dtype")},
+    **{("gemm", f): [v for v in BAD_CHOICE if v is not np.float16] + [None]  # a numpy dtype is a dtype
+       for f in ("dtype", "out_dtype", "acc_dtype")},
+    **{("gemm", f): BAD_CHOICE + [None] for f in ("a_layout", "b_layout")},
     ("gemm", "epilogue"): ["relu", {"alpha": 2.0}, 1],
     **{("epilogue", f): BAD_NUMBER + [None] for f in ("alpha", "beta")},
     **{("epilogue", f): BAD_CHOICE for f in ("bias", "scale", "activation")},
@@ -114,35 +117,41 @@ def test_every_field_of_the_wrong_type_is_named(data):
         name = f"{base}.{(('BM', 'BN', 'BK') if base == 'block' else ('WM', 'WN'))[int(i)]}"
     elif (where, field) != ("gemm", "epilogue"):
         {"gemm": gemm, "schedule": sched, "epilogue": epi}[where][field] = bad
-    g, s = build(gemm, sched, epi)
-    if (where, field) == ("gemm", "epilogue"):
-        g = Gemm(**gemm, epilogue=bad)
-    for check in (ptxgen.verify, ptxgen.compile):
-        with pytest.raises(ScheduleTypeError) as info:
-            check(g, s)
-        err = info.value
+    hopper = where == "schedule" and field in HOPPER_FIELDS
+
+    def check(err: ScheduleError) -> None:
         assert isinstance(err, TypeError) and isinstance(err, ScheduleError)
         assert err.field == f"{where}.{name}", str(err)
         assert str(err).startswith(f"{where}.{name}={bad!r}: must be ")
         assert f"not {type(bad).__name__}" in err.rule and err.fix
 
+    if not hopper:  # a field every target reads raises on the line that builds the object
+        with pytest.raises(ScheduleTypeError) as info:
+            Gemm(**gemm, epilogue=bad) if (where, field) == ("gemm", "epilogue") else build(gemm, sched, epi)
+        check(info.value)
+        return
+    g, s = build(gemm, sched, epi)  # wgmma's own fields: its target checks them (verify, compile)
+    for call in (ptxgen.verify, ptxgen.compile):
+        with pytest.raises(ScheduleTypeError) as info:
+            call(g, s)
+        check(info.value)
+
 
 def test_frag_double_buffer_no_is_refused_not_true():
     with pytest.raises(ScheduleTypeError, match=r"schedule\.frag_double_buffer='no': must be True or False, not str"):
-        ptxgen.compile(Gemm(64, 64, 64), Schedule(block=(64, 64, 32), frag_double_buffer="no"))
+        Schedule(block=(64, 64, 32), frag_double_buffer="no")
 
 
 @pytest.mark.parametrize("field", ["lda", "ldb", "ldc"])
 def test_leading_dimension_zero_is_not_dense(field):
     with pytest.raises(ScheduleError, match=rf"gemm\.{field}=0: must be a positive integer \(None, not 0, means "
                                             r"dense\): .*or None for a dense matrix"):
-        ptxgen.compile(Gemm(64, 64, 64, **{field: 0}), Schedule(block=(64, 64, 32)))
-    assert Gemm(64, 64, 64, **{field: 0}).leading_dims() != Gemm(64, 64, 64).leading_dims()
+        Gemm(64, 64, 64, **{field: 0})
 
 
 def test_string_leading_dimension_is_a_clear_type_error():
     with pytest.raises(TypeError, match=r"gemm\.lda='72': must be an int or None, not str: write lda=72"):
-        ptxgen.compile(Gemm(64, 64, 64, lda="72"), Schedule(block=(64, 64, 32)))
+        Gemm(64, 64, 64, lda="72")
 
 
 @pytest.mark.parametrize("call", [ptxgen.compile, ptxgen.verify])
@@ -156,3 +165,48 @@ def test_swapped_or_wrong_arguments_are_named(call):
         call(g, (64, 64, 32))
     with pytest.raises(TypeError, match=r"arch must be a string, one of sm_80, .*got int"):
         call(g, s, 80)
+
+
+@pytest.mark.parametrize("build_it,field,fix", [
+    (lambda: Gemm(-1, 64, 64), "gemm.m", "give m a value >= 1"),
+    (lambda: Gemm(256.0, 64, 64), "gemm.m", "write m=256"),
+    (lambda: Gemm(64, 64, 64, dtype=16), "gemm.dtype", "write dtype='f16'"),
+    (lambda: Gemm(64, 64, 64, dtype="float32"), "gemm.dtype", "write dtype='tf32'"),
+    (lambda: Schedule(block=(128, 128)), "schedule.block", "write e.g. block=(128, 128, 32)"),
+    (lambda: Schedule(block=(96, 64)), "schedule.block", "write e.g. block=(96, 64, 32)"),
+    (lambda: Schedule(block=(128.0, 64, 32)), "schedule.block.BM", "block=(128, 64, 32)"),
+    (lambda: Epilogue(activation="tanh"), "epilogue.activation", "set epilogue.activation to one of them"),
+    (lambda: Epilogue(bias="both"), "epilogue.bias", "set epilogue.bias to one of them"),
+    (lambda: Epilogue(scale=1.0), "epilogue.scale", "set epilogue.scale to one of them"),
+    (lambda: Epilogue(alpha="2"), "epilogue.alpha", "write alpha=2.0"),
+])
+def test_bad_fields_raise_when_built_with_a_fix_for_the_value(build_it, field, fix):
+    """The issue's cases: each raises on construction, naming the field, and the fix suits the value."""
+    with pytest.raises(ScheduleError) as info:
+        build_it()
+    assert info.value.field == field and fix in info.value.fix, str(info.value)
+
+
+def test_numpy_and_ml_dtypes_dtypes_and_names_are_accepted():
+    import ml_dtypes
+
+    for given, name in [(np.float16, "f16"), ("float16", "f16"), (np.dtype("float16"), "f16"),
+                        (ml_dtypes.bfloat16, "bf16"), ("bfloat16", "bf16"), (np.int8, "s8"), (np.uint8, "u8"),
+                        (ml_dtypes.float8_e4m3fn, "e4m3"), (ml_dtypes.float8_e5m2, "e5m2")]:
+        assert Gemm(64, 64, 64, dtype=given).dtype == name
+    g = Gemm(64, 64, 64, dtype=np.float16, out_dtype=np.float32, acc_dtype="float32", bias_dtype=np.float32)
+    assert g == Gemm(64, 64, 64, dtype="f16", out_dtype="f32")
+    assert Gemm(64, 64, 64, dtype="s8", out_dtype=np.int32).out_dtype == "s32"
+
+
+def test_documented_exceptions_are_exported():
+    for name in ("ScheduleError", "ScheduleTypeError", "LoweringNotBuilt", "AssembleError", "DriverError",
+                 "AssemblerNotFound", "HazardError", "OverlappingWrites", "WorkerLost"):
+        exc = getattr(ptxgen, name)
+        assert isinstance(exc, type) and issubclass(exc, Exception) and name in ptxgen.__all__
+    assert issubclass(ptxgen.LoweringNotBuilt, ptxgen.ScheduleError)
+
+
+def test_an_arch_string_as_the_schedule_suggests_arch():
+    with pytest.raises(TypeError, match=r"to name the arch, write compile\(gemm, arch='sm_80'\)"):
+        ptxgen.compile(Gemm(64, 64, 64), "sm_80")

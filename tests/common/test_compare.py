@@ -3,7 +3,8 @@ K passes, NaN/Inf that propagate like the reference's (and f16 overflow the refe
 
 "Correct" results here are emulated in numpy the way the kernel computes them, but worse: one
 rounding per multiply and per add in the accumulator dtype (the kernel fuses them, and mma
-rounds less often), inputs rounded to tf32 where the dtype is tf32, then the cast to the output.
+rounds less often; an f16 accumulator rounds once per mma's 16 products, as the kernel's does),
+inputs rounded to tf32 where the dtype is tf32, then the cast to the output.
 """
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ def emulated(g: Gemm, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if g.dtype == "tf32":
         a32, b32 = tf32_round(a32), tf32_round(b32)
     acc = np.zeros((g.m, g.n), dtype=acc_t)
+    if g.acc_dtype == "f16":  # each mma: 16 products summed (exactly enough), one rounding to f16
+        for k0 in range(0, g.k, 16):
+            group = (a32[:, k0:k0 + 16].astype(np.float64) @ b32[k0:k0 + 16, :].astype(np.float64))
+            acc = (acc.astype(np.float64) + group).astype(acc_t)
+        return acc.astype(np.float32).astype(numpy_dtype(g.out_dtype))
     for k in range(g.k):
         acc = (acc + (a32[:, k, None] * b32[None, k, :]).astype(acc_t)).astype(acc_t)
     return acc.astype(np.float32).astype(numpy_dtype(g.out_dtype))
@@ -75,6 +81,24 @@ def test_f32_one_element_one_percent_off_fails(dtype, k, pick):
         checks.append(compare(c, ref, g, bound=magnitude(a, b)))
     for result in checks:
         assert not result.ok and result.bad == 1 and result.worst[0][0] == i, str(result)
+
+
+@settings(max_examples=15, deadline=None)
+@given(k=st.integers(16, 128), pick=st.integers(0, 10 ** 6))
+def test_f16_accumulation_one_element_one_percent_off_fails(k, pick):
+    """The f16 accumulator's tolerance follows K and f16's precision (`f16_accumulation_error`): a
+    correct result (rounded to f16 once per mma, as the kernel does) passes, 1% off one element
+    as large as the RMS fails. Before: 16 sigma * u * sqrt(K) of the RMS, 9% of it (atol 1.08 at
+    `run --instruction wmma --acc f16 --out f16`), so such an error passed."""
+    g = Gemm(64, 64, k, dtype="f16", out_dtype="f16", acc_dtype="f16")
+    a, b = random_operands(g, seed=k)
+    ref = reference(a, b)
+    c = emulated(g, a, b)
+    assert compare(c, ref, g).ok, str(compare(c, ref, g))
+    i = typical_index(ref, pick, fraction=1.0)
+    c[i] = (c[i].astype(np.float64) * 1.01).astype(np.float16)
+    result = compare(c, ref, g)
+    assert not result.ok and result.bad == 1 and result.worst[0][0] == i, str(result)
 
 
 OUTPUTS = {"f16": ["f32", "f16"], "bf16": ["f32", "bf16"], "tf32": ["f32"]}

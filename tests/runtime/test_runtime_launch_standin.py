@@ -148,3 +148,17 @@ def test_a_refused_call_says_which_rule(standin):
                   d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
                   d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
                   d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_from_host_keeps_a_column_major_b_for_the_default_layout(standin, batch):
+    """DeviceArray.from_host(b) of a column-major B keeps its order and strides, so the default
+    b_layout="col" kernel takes it without strides set by hand (and to_host gives it back)."""
+    g = ptxgen.Gemm(64, 64, 64, dtype="f16", out_dtype="f32", batch=batch)
+    k = compile_for_standin(g)
+    a, b = random_operands(g)
+    assert not b.flags.c_contiguous  # random_operands stores B as the layout says: column-major
+    da, db = drv.DeviceArray.from_host(a), drv.DeviceArray.from_host(b)
+    assert db.strides == b.strides and np.array_equal(db.to_host(), b)
+    c = k(da, db)
+    assert compare(c.to_host(), reference(a, b), g.out_dtype).ok

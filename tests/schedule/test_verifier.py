@@ -12,68 +12,87 @@ from ptxgen.schedule.verify import verify
 G = Gemm(1024, 1024, 1024)
 S = Schedule(block=(128, 128, 32))
 
-# (label, gemm, schedule, arch, field named in the error)
+# (label, gemm, schedule, arch, field named in the error); a lambda builds the object inside the
+# test, since a field that is wrong on its own already raises when the object is built.
 INVALID = [
     ("arch", G, S, "sm_70", "arch"),
-    ("m zero", Gemm(0, 1024, 1024), S, "sm_80", "gemm.m"),
-    ("m too big", Gemm(2**31, 1024, 1024), S, "sm_80", "gemm.m"),
-    ("dtype", Gemm(1024, 1024, 1024, dtype="f32"), S, "sm_80", "gemm.dtype"),
-    ("out dtype", Gemm(1024, 1024, 1024, out_dtype="f8"), S, "sm_80", "gemm.out_dtype"),
-    ("a layout", Gemm(1024, 1024, 1024, a_layout="diag"), S, "sm_80", "gemm.a_layout"),
-    ("b layout", Gemm(1024, 1024, 1024, b_layout="diag"), S, "sm_80", "gemm.b_layout"),
-    ("block arity", G, Schedule(block=(128, 128)), "sm_80", "schedule.block"),
-    ("block zero", G, Schedule(block=(0, 128, 32)), "sm_80", "schedule.block.BM"),
-    ("warps arity", G, Schedule(block=(128, 128, 32), warps=(2, 2, 1)), "sm_80", "schedule.warps"),
-    ("instruction", G, Schedule(block=(128, 128, 32), instruction="m16n8k8"), "sm_80", "schedule.instruction"),
-    ("stages zero", G, Schedule(block=(128, 128, 32), stages=0), "sm_80", "schedule.stages"),
-    ("smem layout", G, Schedule(block=(128, 128, 32), smem_layout="xor"), "sm_80", "schedule.smem_layout"),
-    ("raster", G, Schedule(block=(128, 128, 32), raster="col"), "sm_80", "schedule.raster"),
-    ("group", G, Schedule(block=(128, 128, 32), raster="grouped", group_m=0), "sm_80", "schedule.group_m"),
-    ("threads > 1024", G, Schedule(block=(512, 512, 32), warps=(8, 8)), "sm_80", "schedule.warps"),
-    ("block / warps", G, Schedule(block=(128, 128, 32), warps=(3, 2)), "sm_80", "schedule.warps"),
-    ("warp tile / mma", Gemm(1040, 1024, 1024), Schedule(block=(40, 128, 32), warps=(1, 2)), "sm_80",
+    ("m zero", lambda: Gemm(0, 1024, 1024), S, "sm_80", "gemm.m"),
+    ("m too big", lambda: Gemm(2**31, 1024, 1024), S, "sm_80", "gemm.m"),
+    ("dtype", lambda: Gemm(1024, 1024, 1024, dtype="f32"), S, "sm_80", "gemm.dtype"),
+    ("out dtype", lambda: Gemm(1024, 1024, 1024, out_dtype="f8"), S, "sm_80", "gemm.out_dtype"),
+    ("a layout", lambda: Gemm(1024, 1024, 1024, a_layout="diag"), S, "sm_80", "gemm.a_layout"),
+    ("b layout", lambda: Gemm(1024, 1024, 1024, b_layout="diag"), S, "sm_80", "gemm.b_layout"),
+    ("block arity", G, lambda: Schedule(block=(128, 128)), "sm_80", "schedule.block"),
+    ("block zero", G, lambda: Schedule(block=(0, 128, 32)), "sm_80", "schedule.block.BM"),
+    ("warps arity", G, lambda: Schedule(block=(128, 128, 32), warps=(2, 2, 1)), "sm_80", "schedule.warps"),
+    ("instruction", G, lambda: Schedule(block=(128, 128, 32), instruction="m16n8k8"), "sm_80", "schedule.instruction"),
+    ("stages zero", G, lambda: Schedule(block=(128, 128, 32), stages=0), "sm_80", "schedule.stages"),
+    ("smem layout", G, lambda: Schedule(block=(128, 128, 32), smem_layout="xor"), "sm_80", "schedule.smem_layout"),
+    ("raster", G, lambda: Schedule(block=(128, 128, 32), raster="col"), "sm_80", "schedule.raster"),
+    ("group", G, lambda: Schedule(block=(128, 128, 32), raster="grouped", group_m=0), "sm_80", "schedule.group_m"),
+    ("threads > 1024", G, lambda: Schedule(block=(512, 512, 32), warps=(8, 8)), "sm_80", "schedule.warps"),
+    ("block / warps", G, lambda: Schedule(block=(128, 128, 32), warps=(3, 2)), "sm_80", "schedule.warps"),
+    ("warp tile / mma", lambda: Gemm(1040, 1024, 1024), lambda: Schedule(block=(40, 128, 32), warps=(1, 2)), "sm_80",
      "schedule.block"),
-    ("BK / k", G, Schedule(block=(128, 128, 24)), "sm_80", "schedule.block.BK"),
-    ("chunks / threads", G, Schedule(block=(64, 64, 32), warps=(4, 4)), "sm_80", "schedule.block"),
-    ("non-uniform copy map", Gemm(1024, 960, 1024, b_layout="row"), Schedule(block=(128, 96, 32)), "sm_80",
+    ("BK / k", G, lambda: Schedule(block=(128, 128, 24)), "sm_80", "schedule.block.BK"),
+    ("chunks / threads", G, lambda: Schedule(block=(64, 64, 32), warps=(4, 4)), "sm_80", "schedule.block"),
+    ("non-uniform copy map", lambda: Gemm(1024, 960, 1024, b_layout="row"), lambda: Schedule(block=(128, 96, 32)), "sm_80",
      "schedule.block"),
-    ("swizzle needs 2^n", Gemm(960, 960, 1024, b_layout="row"), Schedule(block=(96, 96, 32), warps=(2, 3)),
+    ("swizzle needs 2^n", lambda: Gemm(960, 960, 1024, b_layout="row"), lambda: Schedule(block=(96, 96, 32), warps=(2, 3)),
      "sm_80", "schedule.smem_layout"),
-    ("shared memory", G, Schedule(block=(128, 128, 64), stages=8), "sm_80", "schedule.stages"),
-    ("shared memory sm_86", G, Schedule(block=(128, 128, 64), stages=4), "sm_86", "schedule.stages"),
-    ("registers", G, Schedule(block=(128, 128, 32), warps=(1, 1)), "sm_80", "schedule.warps"),
-    ("registers per thread at 512 threads", G, Schedule(block=(256, 256, 32), warps=(4, 4)), "sm_80",
+    ("shared memory", G, lambda: Schedule(block=(128, 128, 64), stages=8), "sm_80", "schedule.stages"),
+    ("shared memory sm_86", G, lambda: Schedule(block=(128, 128, 64), stages=4), "sm_86", "schedule.stages"),
+    ("registers", G, lambda: Schedule(block=(128, 128, 32), warps=(1, 1)), "sm_80", "schedule.warps"),
+    ("registers per thread at 512 threads", G, lambda: Schedule(block=(256, 256, 32), warps=(4, 4)), "sm_80",
      "schedule.warps"),
-    ("align value", Gemm(1024, 1024, 1024, align=3), S, "sm_80", "gemm.align"),
-    ("align too big", Gemm(1024, 1024, 1024, align=32), S, "sm_80", "gemm.align"),
-    ("lda narrow", Gemm(1024, 1024, 1024, lda=512), S, "sm_80", "gemm.lda"),
-    ("lda breaks align", Gemm(1024, 1024, 1024, lda=1028, align=16), S, "sm_80", "gemm.lda"),
-    ("ldc breaks align", Gemm(1024, 1024, 1024, ldc=1026, align=16), S, "sm_80", "gemm.ldc"),
-    ("dense K=7 is not 16-byte aligned", Gemm(64, 64, 7, align=16), S, "sm_80", "gemm.lda"),
-    ("2-byte copy map not uniform", Gemm(64, 96, 7, b_layout="row"), Schedule(block=(64, 96, 32)), "sm_80",
+    ("align value", lambda: Gemm(1024, 1024, 1024, align=3), S, "sm_80", "gemm.align"),
+    ("align too big", lambda: Gemm(1024, 1024, 1024, align=32), S, "sm_80", "gemm.align"),
+    ("lda narrow", lambda: Gemm(1024, 1024, 1024, lda=512), S, "sm_80", "gemm.lda"),
+    ("lda breaks align", lambda: Gemm(1024, 1024, 1024, lda=1028, align=16), S, "sm_80", "gemm.lda"),
+    ("ldc breaks align", lambda: Gemm(1024, 1024, 1024, ldc=1026, align=16), S, "sm_80", "gemm.ldc"),
+    ("dense K=7 is not 16-byte aligned", lambda: Gemm(64, 64, 7, align=16), S, "sm_80", "gemm.lda"),
+    ("2-byte copy map not uniform", lambda: Gemm(64, 96, 7, b_layout="row"), lambda: Schedule(block=(64, 96, 32)), "sm_80",
      "schedule.block"),
-    ("grid y", Gemm(128 * 65536, 128, 32), S, "sm_80", "schedule.raster"),
-    ("grid x, grouped", Gemm(2**30, 2**30, 64), Schedule(block=(128, 128, 32), raster="grouped"), "sm_80",
+    ("grid y", lambda: Gemm(128 * 65536, 128, 32), S, "sm_80", "schedule.raster"),
+    ("grid x, grouped", lambda: Gemm(2**30, 2**30, 64), lambda: Schedule(block=(128, 128, 32), raster="grouped"), "sm_80",
      "schedule.block"),
-    ("alpha underflows to 0", Gemm(64, 64, 64, epilogue=Epilogue(alpha=1e-50)), S, "sm_80", "epilogue.alpha"),
-    ("alpha overflows", Gemm(64, 64, 64, epilogue=Epilogue(alpha=1e39)), S, "sm_80", "epilogue.alpha"),
-    ("beta is an f32 subnormal", Gemm(64, 64, 64, epilogue=Epilogue(beta=-1e-40)), S, "sm_80", "epilogue.beta"),
-    ("alpha NaN", Gemm(64, 64, 64, epilogue=Epilogue(alpha=float("nan"))), S, "sm_80", "epilogue.alpha"),
-    ("beta inf", Gemm(64, 64, 64, epilogue=Epilogue(beta=float("-inf"))), S, "sm_80", "epilogue.beta"),
+    ("alpha underflows to 0", lambda: Gemm(64, 64, 64, epilogue=Epilogue(alpha=1e-50)), S, "sm_80", "epilogue.alpha"),
+    ("alpha overflows", lambda: Gemm(64, 64, 64, epilogue=Epilogue(alpha=1e39)), S, "sm_80", "epilogue.alpha"),
+    ("beta is an f32 subnormal", lambda: Gemm(64, 64, 64, epilogue=Epilogue(beta=-1e-40)), S, "sm_80", "epilogue.beta"),
+    ("alpha NaN", lambda: Gemm(64, 64, 64, epilogue=Epilogue(alpha=float("nan"))), S, "sm_80", "epilogue.alpha"),
+    ("beta inf", lambda: Gemm(64, 64, 64, epilogue=Epilogue(beta=float("-inf"))), S, "sm_80", "epilogue.beta"),
 ]
 
 
 @pytest.mark.parametrize("label,gemm,sched,arch,field", INVALID, ids=[c[0] for c in INVALID])
 def test_each_rule_rejects_with_a_fix(label, gemm, sched, arch, field):
     with pytest.raises(ScheduleError) as info:
-        verify(gemm, sched, arch)
+        verify(_built(gemm), _built(sched), arch)
     err = info.value
     assert isinstance(err, ValueError)
     assert err.field == field, str(err)
     assert str(err).startswith(f"{field}=")
     assert err.rule and err.fix and err.fix in str(err)
     with pytest.raises(ScheduleError):  # compile runs the same verifier
-        ptxgen.compile(gemm, sched, arch)
+        ptxgen.compile(_built(gemm), _built(sched), arch)
+
+
+def _built(obj):
+    return obj() if callable(obj) else obj
+
+
+#: The rules of INVALID that one field breaks on its own: they raise when the object is built.
+AT_CONSTRUCTION = ("m zero", "dtype", "out dtype", "a layout", "b layout", "block arity", "block zero",
+                   "warps arity", "instruction", "stages zero", "smem layout", "raster", "group", "align value",
+                   "align too big")
+
+
+@pytest.mark.parametrize("label", AT_CONSTRUCTION)
+def test_a_field_wrong_on_its_own_raises_when_built(label):
+    _, gemm, sched, _, field = next(c for c in INVALID if c[0] == label)
+    with pytest.raises(ScheduleError) as info:
+        _built(gemm), _built(sched)
+    assert info.value.field == field, str(info.value)
 
 
 def test_warp_tile_message_says_how_to_fix():

@@ -134,8 +134,11 @@ def no_candidate_error(g: Gemm, arch: str, first: ScheduleError | None) -> Sched
     """What `rank` raises when the verifier turns down every built wgmma candidate (e.g. rows not
     16-byte aligned for TMA): the first candidate's reason, with arch='sm_90' as the way out."""
     why = f"{first.field}={first.value!r}: {first.rule}" if first else "no candidate"
+    # a problem field's own fix (store B K-major, pad lda) comes first: it keeps the wgmma kernel
+    fix = (first.fix if first is not None and first.field.startswith("gemm.")
+           else SM80.replace("or compile", "compile"))
     return LoweringNotBuilt("arch", arch, f"no schedule of the built sm_90a lowering runs this {g.dtype} "
-                            f"problem ({why})", SM80.replace("or compile", "compile"))
+                            f"problem ({why})", fix)
 
 
 def hopper_ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel) -> KTileCost:

@@ -6,6 +6,7 @@ from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from .pipeline import tensor_map_specs
 from .plan import hopper_plan
+from .warp_specialized import consumer_warpgroups
 
 
 def sm90_roles(plan) -> str:
@@ -13,7 +14,7 @@ def sm90_roles(plan) -> str:
     c = plan.consumers
     if not plan.warp_specialized:
         return f"{c} warpgroup{'s' if c > 1 else ''} (not warp-specialised: thread 0 also issues the TMA copies)"
-    return (f"warpgroups 0..{c - 1} consume (wgmma, epilogue; setmaxnreg.inc {plan.consumer_regs}), warpgroup {c} "
+    return (f"{consumer_warpgroups(c)} (wgmma, epilogue; setmaxnreg.inc {plan.consumer_regs}), warpgroup {c} "
             f"produces (one elected thread issues the TMA copies; setmaxnreg.dec {plan.producer_regs}); "
             f".maxnreg {plan.launch_regs}")
 

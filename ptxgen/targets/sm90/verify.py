@@ -26,8 +26,8 @@ SM80_PATH = "arch='sm_90' with instruction='m16n8k16' (the mma.sync path)"
 def _fallback(g: Gemm) -> str:
     """Where an operand TMA cannot take may go instead."""
     if g.dtype in FP8_DTYPES:
-        return (f"fp8 has no mma.sync path: convert A and B to f16 (exact for every {g.dtype} value) and use "
-                f"{SM80_PATH}")
+        return (f"or, since fp8 has no mma.sync path, convert A and B to f16 (exact for every {g.dtype} value) "
+                "and compile dtype='f16' for arch='sm_90'")
     return f"or use {SM80_PATH}, which takes any alignment and layout"
 
 
@@ -117,12 +117,14 @@ def verify_tma(g: Gemm, s: Schedule) -> None:
     aligned strides and bases, whole swizzle widths along each tile's contiguous extent, boxes
     of at most 256 per dimension, and a C that TMA can store when the epilogue goes through it."""
     esize = g.in_bytes
-    for name, layout, k_major_layout, lead in (("A", g.a_layout, "row", "lda"), ("B", g.b_layout, "col", "ldb")):
-        if layout != k_major_layout and g.dtype not in TRANSPOSABLE:
-            raise ScheduleError(f"gemm.{name.lower()}_layout", layout, f"wgmma reads {g.dtype} operands K-major only "
-                                "(its transpose bits exist for f16/bf16)",
-                                f"store {name} {k_major_layout}-major ({name.lower()}_layout='{k_major_layout}'); "
-                                + _fallback(g))
+    wrong = [(name, layout, k_major) for name, layout, k_major in (("A", g.a_layout, "row"), ("B", g.b_layout, "col"))
+             if layout != k_major and g.dtype not in TRANSPOSABLE]
+    if wrong:  # every operand that must change is named, so that following the fix is enough
+        name, layout, _ = wrong[0]
+        stores = " and ".join(f"{n} {k}-major" for n, _, k in wrong)
+        fields = ", ".join(f"{n.lower()}_layout='{k}'" for n, _, k in wrong)
+        raise ScheduleError(f"gemm.{name.lower()}_layout", layout, f"wgmma reads {g.dtype} operands K-major only "
+                            "(its transpose bits exist for f16/bf16)", f"store {stores} ({fields}); " + _fallback(g))
     align = g.alignment()
     if align < TMA_STRIDE_ALIGN:
         lda, ldb, _ = g.leading_dims()

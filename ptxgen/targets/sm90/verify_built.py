@@ -18,8 +18,11 @@ SM80 = "or compile for arch='sm_90' with instruction='m16n8k16' (the mma.sync pa
 
 
 def _sm80(g: Gemm) -> str:
-    fp8 = g.dtype in ("e4m3", "e5m2")
-    return SM80 + (f"; {g.dtype} needs its operands converted to f16 first (exact)" if fp8 else "")
+    """The mma.sync way out; fp8, which mma.sync does not multiply, as f16 (exact) on it."""
+    if g.dtype in ("e4m3", "e5m2"):
+        return (f"or convert A and B to f16 first (exact for every {g.dtype} value) and compile dtype='f16' for "
+                "arch='sm_90' with instruction='m16n8k16' (the mma.sync path)")
+    return SM80
 
 
 def _refuse(g: Gemm, field: str, value: object, what: str, fix: str) -> None:

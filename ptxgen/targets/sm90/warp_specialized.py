@@ -76,6 +76,13 @@ def init_barriers(ctx: "Sm90Context") -> None:
         bar_sync(b, comment="the barriers are initialised before any role uses them")
 
 
+
+def consumer_warpgroups(count: int, verb: bool = True) -> str:
+    """"warpgroup 0 consumes" / "warpgroups 0..1 consume" (never "0..0")."""
+    if count == 1:
+        return "warpgroup 0" + (" consumes" if verb else "")
+    return f"warpgroups 0..{count - 1}" + (" consume" if verb else "")
+
 class WarpSpecializedKernel:
     """The producer's and the consumers' halves of the kernel, around the tile walk, on the
     pipeline's pieces (its `TmaWgmmaLoop`) and its epilogue."""
@@ -133,7 +140,7 @@ class WarpSpecializedKernel:
     # -- the consumer warpgroups --------------------------------------------------------------
     def consumer(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
         ctx, b, plan, loop = self.ctx, self.b, self.plan, self.loop
-        b.banner(f"Consumer warpgroups 0..{plan.consumers - 1}: registers up to {plan.consumer_regs}; wait full, "
+        b.banner(f"Consumer {consumer_warpgroups(plan.consumers, verb=False)}: registers up to {plan.consumer_regs}; wait full, "
                  f"{plan.wgmmas_per_k_tile} wgmma per k-tile with {loop.in_flight} group in flight, release the "
                  "retired stage, epilogue per tile")
         mb.setmaxnreg(b, plan.consumer_regs, increase=True, comment="the producer's registers")

@@ -71,14 +71,15 @@ def test_an_f16_bias_kernel_takes_half_the_bytes_and_names_the_fix_for_f32():
 
 
 @pytest.mark.parametrize("g,value", [
-    (Gemm(64, 64, 32, out_dtype="f32", bias_dtype="f16"), "f16"),
-    (Gemm(64, 64, 32, out_dtype="f16", bias_dtype="bf16"), "bf16"),
-    (Gemm(64, 64, 32, dtype="s8", out_dtype="s8", bias_dtype="s8"), "s8"),
-    (Gemm(64, 64, 32, out_dtype="f16", bias_dtype="float32"), "float32"),
+    (lambda: Gemm(64, 64, 32, out_dtype="f32", bias_dtype="f16"), "f16"),
+    (lambda: Gemm(64, 64, 32, out_dtype="f16", bias_dtype="bf16"), "bf16"),
+    (lambda: Gemm(64, 64, 32, dtype="s8", out_dtype="s8", bias_dtype="s8"), "s8"),
+    (lambda: Gemm(64, 64, 32, out_dtype="f16", bias_dtype="float64"), "float64"),
 ], ids=["f16-for-f32", "bf16-for-f16", "s8", "typo"])
 def test_a_bias_dtype_the_output_cannot_take_is_rejected(g, value):
+    """(s8 and the typo are no bias dtype at all: they raise when the Gemm is built.)"""
     with pytest.raises(ScheduleError) as info:
-        ptxgen.verify(g, Schedule(block=(64, 64, 32)))
+        ptxgen.verify(g(), Schedule(block=(64, 64, 32)))
     assert info.value.field == "gemm.bias_dtype" and info.value.value == value
     assert "bias_dtype='f32'" in info.value.fix
 
@@ -91,4 +92,4 @@ def test_cli_bias_dtype(capsys):
                      "--epilogue", "bias=col,act=relu", "--bias-dtype", dt, "--sim"]) == 0
         assert "PASS" in capsys.readouterr().out
     assert main(["emit", "--shape", "40x72x32", "--out", "f32", "--epilogue", "bias=col", "--bias-dtype", "f16"]) == 2
-    assert "bias_dtype" in capsys.readouterr().err
+    assert "--bias-dtype f16" in capsys.readouterr().err

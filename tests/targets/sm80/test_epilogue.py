@@ -120,15 +120,15 @@ def test_wrong_bias_and_unexpected_bias_are_clear_errors():
 
 
 @pytest.mark.parametrize("gemm,field", [
-    (Gemm(64, 64, 32, acc_dtype="f16"), "gemm.acc_dtype"),  # f16 acc needs f16 output
-    (Gemm(64, 64, 32, dtype="bf16", out_dtype="f16", acc_dtype="f16"), "gemm.acc_dtype"),
-    (Gemm(64, 64, 32, epilogue=Epilogue(activation="tanh")), "epilogue.activation"),
-    (Gemm(64, 64, 32, epilogue=Epilogue(bias="diag")), "epilogue.bias"),
-    (Gemm(64, 64, 32, epilogue=Epilogue(alpha=float("nan"))), "epilogue.alpha"),
+    (lambda: Gemm(64, 64, 32, acc_dtype="f16"), "gemm.acc_dtype"),  # f16 acc needs f16 output
+    (lambda: Gemm(64, 64, 32, dtype="bf16", out_dtype="f16", acc_dtype="f16"), "gemm.acc_dtype"),
+    (lambda: Gemm(64, 64, 32, epilogue=Epilogue(activation="tanh")), "epilogue.activation"),  # raises when built
+    (lambda: Gemm(64, 64, 32, epilogue=Epilogue(bias="diag")), "epilogue.bias"),  # raises when built
+    (lambda: Gemm(64, 64, 32, epilogue=Epilogue(alpha=float("nan"))), "epilogue.alpha"),
 ])
 def test_invalid_epilogues_are_schedule_errors(gemm, field):
     with pytest.raises(ScheduleError) as info:
-        ptxgen.verify(gemm, Schedule(block=(64, 64, 32)))
+        ptxgen.verify(gemm(), Schedule(block=(64, 64, 32)))
     assert info.value.field == field
 
 

@@ -117,7 +117,7 @@ INVALID = [
     ("tf32 A M-major", _g(dtype="tf32", a_layout="col"), _h(block=(128, 128, 32)), ARCH, "gemm.a_layout",
      "sm_90'"),
     ("fp8 B N-major", _g(dtype="e4m3", b_layout="row"), _h(block=(128, 128, 128)), ARCH, "gemm.b_layout",
-     "fp8 has no mma.sync path"),
+     "compile dtype='f16' for arch='sm_90'"),
     ("lda not 16 B", _g(k=1004), H, ARCH, "gemm.lda", "arch='sm_90'"),
     ("ldb not 16 B", _g(k=1004, a_layout="col"), H, ARCH, "gemm.ldb", "pad lda and ldb"),
     ("align 8", _g(align=8), H, ARCH, "gemm.align", "16-byte"),
@@ -157,7 +157,7 @@ INVALID = [
      "persistent=None/True"),
     ("split-K of s32", _g(dtype="s8", out_dtype="s32"), _h(block=(128, 128, 128), split_k=2), ARCH,
      "schedule.split_k", "split_k=1"),
-    ("lda below width", _g(lda=512), H, ARCH, "gemm.lda", ">= 1024"),
+    ("lda below width", _g(lda=512), H, ARCH, "gemm.lda", "lda=1024 or more"),
 ]
 
 
@@ -229,7 +229,7 @@ def test_compile_refuses_a_legal_hopper_schedule_with_the_sm_90_fix():
     e = info.value
     assert isinstance(e, LoweringNotBuilt) and isinstance(e, ScheduleError)
     assert "not built yet" in str(e) and "arch='sm_90'" in e.fix
-    with pytest.raises(LoweringNotBuilt, match="converted to f16"):
+    with pytest.raises(LoweringNotBuilt, match="convert A and B to f16 first .* compile dtype='f16' for arch='sm_90'"):
         ptxgen.compile(_g(dtype="e4m3"), _h(block=(128, 128, 128), cluster=(2, 1), persistent=False), ARCH)  # fp8: built; clusters off the persistent grid: not
 
 

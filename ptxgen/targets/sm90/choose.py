@@ -201,6 +201,11 @@ def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]
     return tiles, kt_total, 1, 0
 
 
+def hopper_register_need(g: Gemm, s: Schedule) -> int:
+    """A consumer thread's registers by the estimate: its accumulators plus the fixed overhead."""
+    return hopper_plan(g, s).accumulator_regs + CONSUMER_OVERHEAD_REGS
+
+
 def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:
     """The model's time for a built wgmma schedule. `registers`: the assembler's count per thread
     (default: accumulators + the consumer overhead estimate, capped at the launch registers).
@@ -210,8 +215,7 @@ def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None
     CTAs sharing an SM sharing its units, each paying its fill and its epilogue's drain."""
     dev = device_model(arch)
     plan = hopper_plan(g, s)
-    regs = registers if registers is not None else min(
-        plan.launch_regs, _ceil(plan.accumulator_regs + CONSUMER_OVERHEAD_REGS, 8) * 8)
+    regs = registers if registers is not None else min(plan.launch_regs, _ceil(hopper_register_need(g, s), 8) * 8)
     occ = occupancy(arch, regs, plan.smem.total, plan.threads, dev.sms)
     per_sm = max(1, occ.ctas_per_sm)
     ctas, kt, units, partial_bytes = _work(g, s, dev)

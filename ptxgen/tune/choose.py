@@ -10,13 +10,13 @@ count then re-prices it, since fewer CTAs per SM can make the runner-up faster.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..errors import ScheduleError
 from ..compile import compile as compile_kernel
 from ..runtime.assemble import AssemblerNotFound
-from ..schedule.cost import Prediction
+from ..schedule.cost import TIE, Prediction, deciding_terms
 from ..schedule.devices import device_model
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
@@ -65,10 +65,34 @@ class Choice:
             out.append("           (no assembler: registers are the verifier's estimate, spills unchecked)")
         for s, spill in self.spilled:
             out.append(f"  spilled  {describe_schedule(s)}: {spill} B of spills, so not chosen")
-        for r in self.runners_up:
-            out.append(f"  runner-up {describe_schedule(r.schedule)}: {r.prediction.time_s * 1e6:.1f} us, "
+        out.extend(self.decided_lines())
+        for i, r in enumerate(self.runners_up, 1):
+            out.append(f"  runner-up {i} {describe_schedule(r.schedule)}: {r.prediction.time_s * 1e6:.1f} us, "
                        f"{r.prediction.waves:.2f} waves, {r.prediction.ctas_per_sm} CTAs/SM ({r.prediction.limiter})")
         return out
+
+
+    def decided_lines(self) -> list[str]:
+        """The terms that decided against the best runner-up that is another kernel (not the same
+        one in another raster order): seconds of each unit alone over the k-loop, and traffic."""
+        other = next((i for i, r in enumerate(self.runners_up) if not same_up_to_raster(r.schedule, self.schedule)),
+                     None)
+        if other is None:
+            return []
+        rival = self.runners_up[other].prediction
+        words = [f"{abs(saved) * 1e6:.2f} us {'less' if saved > 0 else 'more'} {name}"
+                 for name, saved in deciding_terms(self.prediction, rival) if abs(saved) >= 0.005e-6]
+        if rival.time_s < self.prediction.time_s:  # the same TIE-wide bucket: the simpler one first
+            return [f"  decided  by simplicity: runner-up {other + 1} is within {TIE - 1:.0%} "
+                    f"({(self.prediction.time_s - rival.time_s) * 1e6:.2f} us faster by the model)"]
+        if not words:
+            return []
+        return [f"  decided  against runner-up {other + 1} by " + ", ".join(words)]
+
+
+def same_up_to_raster(a: Schedule, b: Schedule) -> bool:
+    """Whether two schedules are the same kernel but for the order their tiles are walked in."""
+    return replace(a, raster="row", group_m=8) == replace(b, raster="row", group_m=8)
 
 
 def describe_schedule(s: Schedule) -> str:

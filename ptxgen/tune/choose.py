@@ -83,7 +83,7 @@ class Choice:
         words = [f"{abs(saved) * 1e6:.2f} us {'less' if saved > 0 else 'more'} {name}"
                  for name, saved in deciding_terms(self.prediction, rival) if abs(saved) >= 0.005e-6]
         if rival.time_s < self.prediction.time_s:  # the same TIE-wide bucket: the simpler one first
-            return [f"  decided  by simplicity: runner-up {other + 1} is within {TIE - 1:.0%} "
+            return [f"  decided  by simplicity: runner-up {other + 1} is within {TIE - 1:.1%} "
                     f"({(self.prediction.time_s - rival.time_s) * 1e6:.2f} us faster by the model)"]
         if not words:
             return []

@@ -99,10 +99,39 @@ def unit_terms(parts: list[tuple[int, KTileCost, int]], kt: int, clock_hz: float
     return out
 
 
+def term_weights(p: Prediction) -> dict[str, float]:
+    """How much a second of each UNIT_TERMS term moves the predicted time: the derivative of the
+    `overlap` norm, (term / what it overlaps with)^(p-1), through the nesting the models use
+    (tensor, shared memory and issue overlap each other; their busiest overlaps the latency floor,
+    the barriers add to it; the waves, with the fills and epilogues added, overlap L2 and DRAM).
+    A term far below the one it overlaps with weighs almost nothing, however large it is."""
+    t = p.terms
+    q = OVERLAP_NORM - 1
+
+    def share(x: float, top: float) -> float:
+        return (x / top) ** q if top > 0 else 0.0
+
+    units = ("tensor", "shared memory", "issue")
+    busiest = max(t.get(u, 0.0) for u in units)
+    floor = max(busiest, t.get("latency", 0.0))
+    waves = share(t.get("waves", 0.0), max(t.get("waves", 0.0), t.get("L2", 0.0), t.get("DRAM", 0.0)))
+    through = share(busiest, floor) * waves
+    out = {u: share(t.get(u, 0.0), busiest) * through for u in units}
+    out.update({"latency": share(t.get("latency", 0.0), floor) * waves, "barriers": through,
+                "fill": waves, "epilogue": waves})
+    top = max(t.get("waves", 0.0), t.get("L2", 0.0), t.get("DRAM", 0.0))
+    out.update({m: share(t.get(m, 0.0), top) for m in ("L2", "DRAM")})
+    return out
+
+
 def deciding_terms(best: Prediction, other: Prediction, count: int = 3) -> list[tuple[str, float]]:
-    """The `count` terms (UNIT_TERMS) that differ most between two predictions, as (name, seconds
-    `other` spends more than `best`): positive where the chosen schedule saves time."""
-    diffs = [(name, other.terms.get(name, 0.0) - best.terms.get(name, 0.0)) for name in UNIT_TERMS]
+    """The `count` terms (UNIT_TERMS) whose differences move the predicted time most between two
+    predictions, as (name, seconds of predicted time `other` loses on it): positive where the
+    chosen schedule saves time. Each difference is weighted by how much that term sets the time
+    (`term_weights`, averaged over the two), so a large but hidden term does not read as a reason."""
+    wb, wo = term_weights(best), term_weights(other)
+    diffs = [(name, (other.terms.get(name, 0.0) - best.terms.get(name, 0.0)) * (wb[name] + wo[name]) / 2)
+             for name in UNIT_TERMS]
     return sorted(diffs, key=lambda kv: -abs(kv[1]))[:count]
 
 

@@ -85,9 +85,10 @@ class Choice:
         if rival.time_s < self.prediction.time_s:  # the same TIE-wide bucket: the simpler one first
             return [f"  decided  by simplicity: runner-up {other + 1} is within {TIE - 1:.1%} "
                     f"({(self.prediction.time_s - rival.time_s) * 1e6:.2f} us faster by the model)"]
+        slower = f"runner-up {other + 1} ({(rival.time_s - self.prediction.time_s) * 1e6:.3g} us slower)"
         if not words:
-            return []
-        return [f"  decided  against runner-up {other + 1} by " + ", ".join(words)]
+            return [f"  decided  against {slower}: no single term moves it 0.01 us"]
+        return [f"  decided  against {slower} by " + ", ".join(words)]
 
 
 def same_up_to_raster(a: Schedule, b: Schedule) -> bool:

@@ -123,3 +123,15 @@ def test_no_two_of_the_top_8_tie_unless_the_same_kernel_up_to_raster(g, arch):
             if a.prediction.time_s == pytest.approx(b.prediction.time_s, rel=1e-9, abs=0):  # equal but for rounding
                 assert same_up_to_raster(a.schedule, b.schedule) or mirror_images(g, a.schedule, b.schedule), \
                     (a.schedule, b.schedule, a.prediction.time_s)
+
+
+def test_a_small_problem_gets_a_small_grid_only_where_the_model_shows_it_faster():
+    """The quickstart's 256x256x128: the pick's smaller tiles spread the work over more SMs, and the
+    model prices that as faster than one 128x128 tile per quarter of the output (the fills and
+    epilogues of fewer, longer CTAs); at 4096^3 the same small tile is predicted slower."""
+    small_problem = Gemm(256, 256, 128)
+    best = rank(small_problem, "sm_80")[0]
+    big_tile = Schedule(block=(128, 128, 64), warps=(2, 2), stages=3)
+    assert best.prediction.ctas > predict(small_problem, big_tile, "sm_80").ctas
+    assert best.prediction.time_s < predict(small_problem, big_tile, "sm_80").time_s
+    assert predict(BIG, best.schedule, "sm_80").time_s > predict(BIG, big_tile, "sm_80").time_s

@@ -16,13 +16,13 @@ import time
 
 from unittest import mock
 
-from ptxgen.compile import compile as compile_kernel
-from ptxgen.runtime.assemble import AssemblerNotFound
-from ptxgen.schedule.geometry import register_estimate
-from ptxgen.schedule.problem import Gemm
-from ptxgen.schedule.schedule import Schedule
-from ptxgen.schedule.verify import verify
-from ptxgen.errors import ScheduleError
+from ptxgen.compile import compile as compile_kernel  # noqa: E402
+from ptxgen.runtime.assemble import AssemblerNotFound  # noqa: E402
+from ptxgen.schedule.geometry import register_estimate  # noqa: E402
+from ptxgen.schedule.problem import Gemm  # noqa: E402
+from ptxgen.schedule.schedule import Schedule  # noqa: E402
+from ptxgen.schedule.verify import verify  # noqa: E402
+from ptxgen.errors import ScheduleError  # noqa: E402
 
 #: (problem, arch, stage counts tried).
 PROBLEMS = [

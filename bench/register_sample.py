@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import sys
 import time
-
+from pathlib import Path
 from unittest import mock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ptxgen.compile import compile as compile_kernel  # noqa: E402
 from ptxgen.runtime.assemble import AssemblerNotFound  # noqa: E402

@@ -273,14 +273,29 @@ def fragment_buffering(g: Gemm, s: Schedule) -> str:
     return "on, across k-tiles" if prefetches_across_k_tiles(g, s) else "on"
 
 
+#: Global->shared copies per thread per k-tile that cost one register beside the estimate: the
+#: assembler keeps part of each unrolled copy's address and bounds predicate live across the loop.
+#: Calibrated against nvJitLink 13.5 (bench/register_sample.py, bench/results/2026-11-26-register-
+#: sample-*): with 2-byte copies (odd K, bf16) 64 copies took 232-estimate tiles to 254-255
+#: registers without spilling and 240-estimate ones into spills; 48 copies spilled a 240 (the
+#: spill edge lies between 0.31 and 0.36 registers a copy). Aligned 16-byte copies (8-20 a
+#: thread) add 3-7.
+COPIES_PER_REGISTER = 3
+
+
 def register_estimate(g: Gemm, s: Schedule) -> dict[str, int]:
-    """Per-thread registers the tiles need: accumulators, fragments, and a fixed overhead (plus
-    the byte temporaries of int8 fragments packed from scalar loads, and what the cross-k-tile
-    fragment prefetch keeps live where it applies)."""
+    """Per-thread registers the tiles need: accumulators, fragments, a fixed overhead, and what
+    the unrolled global->shared copies keep live (plus the byte temporaries of int8 fragments
+    packed from scalar loads, and what the cross-k-tile fragment prefetch keeps live where it
+    applies). The copies' share is left out of the prefetch decision (`_base_estimate`), which
+    sets the emitted code."""
     est = _base_estimate(g, s)
     if prefetches_across_k_tiles(g, s):
         est["prefetch"] = PREFETCH_REGISTERS
         est["total"] += PREFETCH_REGISTERS
+    a, b = operand_tiles(g, s)
+    est["copies"] = -(-(a.copies_per_thread + b.copies_per_thread) // COPIES_PER_REGISTER)
+    est["total"] += est["copies"]
     return est
 
 

@@ -112,6 +112,11 @@ class Backend(ABC):
         """The cost model's time for a schedule the verifier accepts."""
 
     @abstractmethod
+    def register_need(self, g: "Gemm", s: "Schedule") -> int:
+        """Registers per thread the schedule needs by the backend's estimate, uncapped (the chooser
+        skips candidates that need no less than one that spilled, and falls back to the least)."""
+
+    @abstractmethod
     def rank(self, g: "Gemm", arch: str) -> list[tuple["Schedule", "Prediction"]]:
         """Every legal candidate schedule with its prediction, best first (`order_key`)."""
 

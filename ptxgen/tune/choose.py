@@ -10,13 +10,13 @@ count then re-prices it, since fewer CTAs per SM can make the runner-up faster.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..errors import ScheduleError
 from ..compile import compile as compile_kernel
 from ..runtime.assemble import AssemblerNotFound
-from ..schedule.cost import Prediction
+from ..schedule.cost import TIE, Prediction, deciding_terms
 from ..schedule.devices import device_model
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
@@ -27,7 +27,8 @@ from ..schedule.units import counted, seconds_text
 if TYPE_CHECKING:
     from ..kernel import Kernel
 
-#: Candidates assembled at most, best-first, looking for one that does not spill.
+#: Candidates assembled at most, best-first, looking for one that does not spill (then the last
+#: resort, the candidate with the fewest registers, is assembled).
 MAX_ASSEMBLED = 8
 #: Runners-up kept in the Choice (and shown by `ptxgen info`).
 RUNNERS_UP = 4
@@ -65,11 +66,36 @@ class Choice:
             out.append("           (no assembler: registers are the verifier's estimate, spills unchecked)")
         for s, spill in self.spilled:
             out.append(f"  spilled  {describe_schedule(s)}: {spill} B of spills, so not chosen")
-        for r in self.runners_up:
-            out.append(f"  runner-up {describe_schedule(r.schedule)}: {seconds_text(r.prediction.time_s)}, "
+        out.extend(self.decided_lines())
+        for i, r in enumerate(self.runners_up, 1):
+            out.append(f"  runner-up {i} {describe_schedule(r.schedule)}: {seconds_text(r.prediction.time_s)}, "
                        f"{r.prediction.waves:.2f} waves, {counted(r.prediction.ctas_per_sm, 'CTA')}/SM "
                        f"({r.prediction.limiter})")
         return out
+
+
+    def decided_lines(self) -> list[str]:
+        """The terms that decided against the best runner-up that is another kernel (not the same
+        one in another raster order): seconds of each unit alone over the k-loop, and traffic."""
+        other = next((i for i, r in enumerate(self.runners_up) if not same_up_to_raster(r.schedule, self.schedule)),
+                     None)
+        if other is None:
+            return []
+        rival = self.runners_up[other].prediction
+        words = [f"{seconds_text(abs(saved))} {'less' if saved > 0 else 'more'} {name}"
+                 for name, saved in deciding_terms(self.prediction, rival) if abs(saved) >= 0.005e-6]
+        if rival.time_s < self.prediction.time_s:  # the same TIE-wide bucket: the simpler one first
+            return [f"  decided  by simplicity: runner-up {other + 1} is within {TIE - 1:.1%} "
+                    f"({seconds_text(self.prediction.time_s - rival.time_s)} faster by the model)"]
+        slower = f"runner-up {other + 1} ({seconds_text(rival.time_s - self.prediction.time_s)} slower)"
+        if not words:
+            return [f"  decided  against {slower}: no single term moves it 0.01 µs"]
+        return [f"  decided  against {slower} by " + ", ".join(words)]
+
+
+def same_up_to_raster(a: Schedule, b: Schedule) -> bool:
+    """Whether two schedules are the same kernel but for the order their tiles are walked in."""
+    return replace(a, raster="row", group_m=8) == replace(b, raster="row", group_m=8)
 
 
 def describe_schedule(s: Schedule) -> str:
@@ -103,6 +129,63 @@ def assembled_resources(g: Gemm, s: Schedule, arch: str) -> tuple[int, int, "Ker
     return regs, spill, k
 
 
+def _not_smaller(g: Gemm, s: Schedule, spilled: Schedule) -> bool:
+    """Whether `s` needs at least what a spilled schedule needed: a warp tile no smaller and no
+    fewer estimated registers (accumulators included). Such a schedule would spill too, so the
+    chooser does not spend an assembly on it."""
+    tm, tn = s.warp_tile
+    sm, sn = spilled.warp_tile
+    return tm * tn >= sm * sn and register_need(g, s) >= register_need(g, spilled)
+
+
+def register_need(g: Gemm, s: Schedule) -> int:
+    """Registers per thread the schedule's backend estimates, uncapped."""
+    return backend_for_instruction(s.instruction).register_need(g, s)
+
+
+def last_resort(g: Gemm, ranked: list[Ranked]) -> Ranked:
+    """The candidate with the fewest estimated registers (the best ranked among equals): the
+    smallest warp tile the backend builds, which leaves room under the register limit for any
+    edge handling, so it assembles without spilling where every larger one did."""
+    order = {id(r): i for i, r in enumerate(ranked)}
+    return min(ranked, key=lambda r: (register_need(g, r.schedule), order[id(r)]))
+
+
+def _assemble_best(g: Gemm, arch: str, ranked: list[Ranked]
+                   ) -> tuple[list[tuple[Ranked, "Kernel"]], list[tuple[Schedule, int]]]:
+    """Assemble candidates best-first until one that does not spill is at least as fast as every
+    unchecked one; after a spill, skip the candidates that need no less (`_not_smaller`), so the
+    MAX_ASSEMBLED tries go to different warp tiles and register needs. If every try spilled, the
+    last resort (`last_resort`) is assembled. Raises AssemblerNotFound without an assembler."""
+    spilled: list[tuple[Schedule, int]] = []
+    checked: list[tuple[Ranked, "Kernel"]] = []
+    tries = 0
+    for i, r in enumerate(ranked):
+        if tries >= MAX_ASSEMBLED:
+            break
+        if any(_not_smaller(g, r.schedule, s) for s, _ in spilled):
+            continue
+        tries += 1
+        regs, spill, kernel = assembled_resources(g, r.schedule, arch)
+        if spill:
+            spilled.append((r.schedule, spill))
+            continue
+        checked.append((Ranked(r.schedule, predict(g, r.schedule, arch, registers=regs)), kernel))
+        nxt = ranked[i + 1].prediction.time_s if i + 1 < len(ranked) else float("inf")
+        if min(c.prediction.time_s for c, _ in checked) <= nxt:
+            break  # no unchecked candidate is predicted faster than the best checked one
+    if not checked:
+        r = last_resort(g, ranked)
+        regs, spill, kernel = assembled_resources(g, r.schedule, arch)
+        if spill:
+            raise ScheduleError("schedule", None, f"every candidate tried spills registers for this problem on "
+                                f"{arch}, even the one with the fewest ({describe_schedule(r.schedule)}: "
+                                f"{spill} B)", "report it: the register model has missed something; "
+                                "meanwhile give a schedule with a smaller warp tile")
+        checked.append((Ranked(r.schedule, predict(g, r.schedule, arch, registers=regs)), kernel))
+    return checked, spilled
+
+
 def choose(g: Gemm, arch: str = "sm_80", check_spills: bool = True) -> Choice:
     """The schedule the cost model ranks fastest among those that assemble without spilling."""
     ranked = rank(g, arch)
@@ -110,28 +193,15 @@ def choose(g: Gemm, arch: str = "sm_80", check_spills: bool = True) -> Choice:
     checked: list[tuple[Ranked, "Kernel"]] = []
     registers_checked = check_spills
     if check_spills:
-        for i, r in enumerate(ranked[:MAX_ASSEMBLED]):
-            try:
-                regs, spill, kernel = assembled_resources(g, r.schedule, arch)
-            except AssemblerNotFound:
-                registers_checked = False
-                break
-            if spill:
-                spilled.append((r.schedule, spill))
-                continue
-            checked.append((Ranked(r.schedule, predict(g, r.schedule, arch, registers=regs)), kernel))
-            nxt = ranked[i + 1].prediction.time_s if i + 1 < len(ranked) else float("inf")
-            if min(c.prediction.time_s for c, _ in checked) <= nxt:
-                break  # no unchecked candidate is predicted faster than the best checked one
+        try:
+            checked, spilled = _assemble_best(g, arch, ranked)
+        except AssemblerNotFound:
+            registers_checked = False
     if checked:
         best, kernel = min(checked, key=lambda ck: _order(ck[0]))
-    elif registers_checked and check_spills:
-        raise ScheduleError("schedule", None, f"the {MAX_ASSEMBLED} best-ranked schedules all spill registers "
-                            f"for this problem on {arch}", "give a schedule with a smaller warp tile explicitly")
     else:
         best, kernel = ranked[0], None
     runners = [r for r in ranked if r.schedule != best.schedule
                and r.schedule not in {s for s, _ in spilled}][:RUNNERS_UP]
     return Choice(best.schedule, best.prediction, runners, len(ranked), spilled, registers_checked,
                   arch=arch, kernel=kernel)
-

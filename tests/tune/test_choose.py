@@ -145,3 +145,44 @@ def test_without_an_assembler_the_model_alone_chooses(monkeypatch):
     c = choose(Gemm(64, 64, 64), "sm_80")
     assert not c.registers_checked and c.schedule == rank(Gemm(64, 64, 64), "sm_80")[0].schedule
     assert any("spills unchecked" in line for line in c.lines())
+
+
+def test_after_a_spill_only_smaller_register_needs_are_assembled(monkeypatch):
+    """Issue 22: the 8 tries went to near-copies of one warp tile. Every candidate needing at least
+    what the first one needs 'spills' here: each later try needs fewer registers or has a smaller
+    warp tile, and the chooser comes back with a kernel instead of an error."""
+    g = Gemm(4096, 4096, 4096, out_dtype="f16")
+    first = rank(g, "sm_80")[0].schedule
+    need = choose_module.register_need(g, first)
+    tried = []
+
+    def fake(gemm, s, arch):
+        tried.append(s)
+        return 200, (64 if choose_module.register_need(gemm, s) >= need else 0), None
+
+    monkeypatch.setattr(choose_module, "assembled_resources", fake)
+    c = choose(g, "sm_80")
+    assert choose_module.register_need(g, c.schedule) < need and c.spilled == [(first, 64)]
+    assert all(not choose_module._not_smaller(g, s, first) for s in tried[1:]), tried
+
+
+def test_when_every_try_spills_the_fewest_registers_are_the_last_resort(monkeypatch):
+    g = Gemm(2130, 4986, 4743, dtype="bf16")
+    ranked = rank(g, "sm_90")
+    fewest = choose_module.last_resort(g, ranked).schedule
+
+    def fake(gemm, s, arch):
+        return 255, (0 if s == fewest else 128), None
+
+    monkeypatch.setattr(choose_module, "assembled_resources", fake)
+    c = choose(g, "sm_90")
+    assert c.schedule == fewest and len(c.spilled) == choose_module.MAX_ASSEMBLED
+    assert choose_module.register_need(g, fewest) == min(choose_module.register_need(g, r.schedule) for r in ranked)
+
+
+@pytest.mark.parametrize("shape,dtype,arch", [((2130, 4986, 4743), "bf16", "sm_90"), ((1695, 3815, 3625), "f16", "sm_80"),
+                                              ((2690, 2761, 2033), "bf16", "sm_90")])
+def test_issue_22_shapes_compile_without_spills(shape, dtype, arch):
+    """Each raised 'the 8 best-ranked schedules all spill registers' before issue 22."""
+    k = ptxgen.compile(Gemm(*shape, dtype=dtype), arch=arch)
+    assert k.resources.spill_bytes == 0

@@ -12,7 +12,7 @@ from ...regalloc import SmemBuffer, plan_shared
 from ...regalloc.smem import SmemPlan
 from ...runtime.params import ParamDecl
 from ...schedule.cost import Prediction
-from ...schedule.geometry import staging_layout
+from ...schedule.geometry import register_estimate, staging_layout
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ..base import Backend
@@ -84,6 +84,9 @@ class Sm80Backend(Backend):
 
     def predict(self, g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:
         return cost.predict(g, s, arch, registers)
+
+    def register_need(self, g: Gemm, s: Schedule) -> int:
+        return register_estimate(g, s)["total"]
 
     def rank(self, g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
         return candidates.rank(g, arch)

@@ -15,6 +15,8 @@ from ...errors import ScheduleError
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.cost import Prediction, time_bucket
+from ...schedule.geometry import register_estimate, register_limit
+from ...schedule.targets import target
 from ...schedule.verify import verify, verify_fields
 from .cost import predict
 
@@ -48,6 +50,12 @@ def base_schedules(g: Gemm) -> Iterator[Schedule]:
                 for warps in WARP_GRIDS:
                     for stages in STAGES:
                         yield Schedule(block=(bm, bn, bk), warps=warps, stages=stages)
+
+
+def fits_registers(g: Gemm, s: Schedule, arch: str) -> bool:
+    """Whether the full register estimate (the copies' share included) is within the limit."""
+    t = target(arch)
+    return register_estimate(g, s)["total"] <= register_limit(s, t.regs_per_sm, t.max_regs_per_thread)
 
 
 def variants(g: Gemm, s: Schedule) -> Iterator[Schedule]:
@@ -93,11 +101,17 @@ def rank(g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
     """Every legal candidate with its prediction, best first: the base space whole, then the
     variants of the VARIANT_BASES best."""
     verify_fields(g, Schedule(block=(128, 128, 32)), arch)  # a bad problem fails here, named
-    base = sorted(((s, predict(g, s, arch)) for s in legal(g, base_schedules(g), arch)), key=lambda r: order_key(*r))
-    extra = [(v, predict(g, v, arch)) for s, _ in base[:VARIANT_BASES] for v in legal(g, variants(g, s), arch)]
+    candidates = list(legal(g, base_schedules(g), arch))
+    # the register estimate with the copies' share: over the limit, a schedule is likely to spill
+    # (bench/register_sample.py), so it is ranked only when nothing else is legal
+    within = [s for s in candidates if fits_registers(g, s, arch)]
+    base = sorted(((s, predict(g, s, arch)) for s in within or candidates), key=lambda r: order_key(*r))
+    extra = [(v, predict(g, v, arch)) for s, _ in base[:VARIANT_BASES] for v in legal(g, variants(g, s), arch)
+             if fits_registers(g, v, arch) or not within]
     ranked = sorted(base + extra, key=lambda r: order_key(*r))
     if not ranked:
-        verify(g, Schedule(block=(128, 128, 32)), arch)  # a problem no schedule fits: its own error
+        # a problem no schedule fits: its own error (a small tile, so no resource limit speaks first)
+        verify(g, Schedule(block=(64, 64, 32), warps=(2, 2)), arch)
         raise ScheduleError("schedule", None, f"no candidate schedule passes the verifier for this "
                             f"{g.dtype} problem on {arch}", "give a schedule explicitly")
     return ranked

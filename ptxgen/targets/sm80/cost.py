@@ -22,12 +22,15 @@ time, term by term, so `ptxgen info` can say why one schedule beat another:
 sm_90a (wgmma) schedules are priced by `targets/sm90/choose.predict_hopper` instead: the same terms, plus
 the persistent grid's whole-tile rounds, the producer warpgroup's overlap and the epilogue path.
 
-The time is max(compute waves, L2 time, DRAM time) + the launch. The constants are a model, not
+The time is the overlap (`schedule.cost.overlap`, a p-norm between max and sum) of compute waves,
+L2 time and DRAM time, + the launch; the units inside a k-tile and its latency floor combine the
+same way, so a sub-dominant term still orders schedules the busiest one calls equal. The constants are a model, not
 a measurement: `DeviceModel` cites each one, and the weak spots are listed in bench/choose_table.py.
 """
 from __future__ import annotations
 
-from ...schedule.cost import BARRIER_CLOCKS, KTileCost, Prediction, ceil_div as _ceil, dram_bytes as _dram_bytes
+from ...schedule.cost import (BARRIER_CLOCKS, KTileCost, Prediction, ceil_div as _ceil, dram_bytes as _dram_bytes,
+                              overlap, unit_terms)
 from ...schedule.devices import DeviceModel, device_model
 from ...schedule.geometry import k_tiles, operand_tiles, register_estimate, smem_bytes
 from ...schedule.occupancy import occupancy
@@ -71,10 +74,22 @@ def ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel, warps_per_sm: int) -> KTi
     return KTileCost(mma, smem, issue, dev.dram_latency_clk + BARRIER_CLOCKS, serial=True)
 
 
+#: Bytes of one L1 line: a warp's global access is processed one line it touches per clock.
+L1_LINE_BYTES = 128
+
+
+def store_lines(g: Gemm, s: Schedule) -> int:
+    """The 128-byte lines one output tile's stores touch (C is row-major: a tile row is a run of
+    BN elements), so a 64x16 tile pays 4x the store wavefronts of a 16x64 one for the same bytes."""
+    return s.bm * _ceil(s.bn * g.out_bytes, L1_LINE_BYTES)
+
+
 def _wave_clocks(cost: KTileCost, ctas_on_sm: int, kt: int, tile_epilogue: float, dev: DeviceModel) -> float:
-    """Clocks for `ctas_on_sm` CTAs sharing one SM to run `kt` k-tiles each and their epilogues."""
-    shared = ctas_on_sm * cost.throughput  # the SM's units, shared by its CTAs
-    per_ktile = cost.latency + shared if cost.serial else max(shared, cost.latency)
+    """Clocks for `ctas_on_sm` CTAs sharing one SM to run `kt` k-tiles each and their epilogues.
+    Each k-tile ends in a CTA barrier whose wait the other resident CTAs' work fills in part, so a
+    larger BK (fewer barriers per flop) and more CTAs per SM pay less of it."""
+    shared = ctas_on_sm * cost.throughput + BARRIER_CLOCKS / ctas_on_sm  # the SM's units, shared by its CTAs
+    per_ktile = cost.latency + shared if cost.serial else overlap(shared, cost.latency)
     return dev.dram_latency_clk + kt * per_ktile + ctas_on_sm * tile_epilogue + dev.dram_latency_clk
 
 
@@ -89,9 +104,10 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
     kt_total = k_tiles(g, s)
     tiles = tile_count(g, s)
     out_tile_bytes = s.bm * s.bn * g.out_bytes
-    # epilogue per tile: its stores at the SM's share of DRAM bandwidth, plus a pass over the tile
+    # epilogue per tile: its stores at the SM's share of DRAM bandwidth, a pass over the tile, and
+    # the L1's store path (one 128-byte line a clock: a tile row narrower than a line costs a clock)
     sm_bytes_per_clk = dev.dram_bytes_per_s / dev.clock_hz / dev.sms
-    epilogue = out_tile_bytes / sm_bytes_per_clk + s.bm * s.bn / s.threads * 4
+    epilogue = out_tile_bytes / sm_bytes_per_clk + s.bm * s.bn / s.threads * 4 + store_lines(g, s)
     partial_bytes = 0
     if s.stream_k:
         grid = stream_k_grid(g, s, dev.sms)
@@ -115,21 +131,26 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
     full, rest = divmod(ctas, wave_ctas)
     cost = ktile_cost(g, s, dev, occ.warps_per_sm)
     clocks = full * _wave_clocks(cost, per_sm, kt, epilogue, dev)
+    parts = [(full, cost, per_sm)]
     if rest:
         on_sm = _ceil(rest, dev.sms)
         tail_cost = ktile_cost(g, s, dev, on_sm * s.num_warps)
         clocks += _wave_clocks(tail_cost, on_sm, kt, epilogue, dev)
+        parts.append((1, tail_cost, on_sm))
     compute_s = clocks / dev.clock_hz
     l2 = ctas * (s.bm + s.bn) * kt * s.bk * g.in_bytes + partial_bytes
     l2_s = l2 / (dev.l2_bytes_per_clk * dev.clock_hz)
     dram = _dram_bytes(g, s, dev, wave_ctas) + partial_bytes
     dram_s = dram / dev.dram_bytes_per_s
-    terms = {"waves": compute_s, "L2": l2_s, "DRAM": dram_s, "launch": dev.launch_s}
+    terms = {"waves": compute_s, "L2": l2_s, "DRAM": dram_s, "launch": dev.launch_s,
+             **unit_terms(parts, kt, dev.clock_hz),
+             "fill": sum(w for w, _, _ in parts) * 2 * dev.dram_latency_clk / dev.clock_hz,
+             "epilogue": sum(w * on_sm for w, _, on_sm in parts) * epilogue / dev.clock_hz}
     slowest = max(("waves", compute_s), ("L2", l2_s), ("DRAM", dram_s), key=lambda kv: kv[1])
     bound = slowest[0]
     if bound == "waves":  # name the resource inside the waves: the pipeline's latency or the busiest unit
         bound = "latency" if cost.latency >= per_sm * cost.throughput else cost.resource
-    time_s = slowest[1] + dev.launch_s
+    time_s = overlap(compute_s, l2_s, dram_s) + dev.launch_s
     computed = tiles * s.bm * s.bn * kt_total * s.bk
     useful = g.batch * g.m * g.n * g.k
     return Prediction(

@@ -17,7 +17,7 @@ from ...schedule.verify import verify as verify_schedule
 from ..base import Backend
 from .args import check_sm90_params, check_tma_batch_stride, sm90_tensor_maps
 from .choose import (VARIANT_BASES, check_problem_built, describe_hopper, hopper_candidates, hopper_variants,
-                     no_candidate_error, predict_hopper)
+                     hopper_register_need, no_candidate_error, predict_hopper)
 from .describe import describe_hopper as describe_kernel
 from .header import sm90_header_lines
 from .options import Sm90Options
@@ -163,6 +163,9 @@ class Sm90Backend(Backend):
 
     def predict(self, g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:
         return predict_hopper(g, s, arch, registers)
+
+    def register_need(self, g: Gemm, s: Schedule) -> int:
+        return hopper_register_need(g, s)
 
     def rank(self, g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
         return rank_hopper(g, arch)

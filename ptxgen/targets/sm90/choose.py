@@ -35,7 +35,8 @@ from dataclasses import replace
 from typing import Iterator
 
 from ...errors import LoweringNotBuilt, ScheduleError
-from ...schedule.cost import BARRIER_CLOCKS, KTileCost, Prediction, ceil_div as _ceil, dram_bytes as _dram_bytes
+from ...schedule.cost import (BARRIER_CLOCKS, KTileCost, Prediction, ceil_div as _ceil, dram_bytes as _dram_bytes,
+                              overlap, unit_terms)
 from ...schedule.devices import DeviceModel, device_model
 from .plan import CONSUMER_OVERHEAD_REGS, HopperPlan, epilogue_path, hopper_plan, persistent_ctas
 from ...schedule.occupancy import occupancy
@@ -204,6 +205,11 @@ def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]
     return tiles, kt_total, 1, 0
 
 
+def hopper_register_need(g: Gemm, s: Schedule) -> int:
+    """A consumer thread's registers by the estimate: its accumulators plus the fixed overhead."""
+    return hopper_plan(g, s).accumulator_regs + CONSUMER_OVERHEAD_REGS
+
+
 def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:
     """The model's time for a built wgmma schedule. `registers`: the assembler's count per thread
     (default: accumulators + the consumer overhead estimate, capped at the launch registers).
@@ -213,8 +219,7 @@ def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None
     CTAs sharing an SM sharing its units, each paying its fill and its epilogue's drain."""
     dev = device_model(arch)
     plan = hopper_plan(g, s)
-    regs = registers if registers is not None else min(
-        plan.launch_regs, _ceil(plan.accumulator_regs + CONSUMER_OVERHEAD_REGS, 8) * 8)
+    regs = registers if registers is not None else min(plan.launch_regs, _ceil(hopper_register_need(g, s), 8) * 8)
     occ = occupancy(arch, regs, plan.smem.total, plan.threads, dev.sms)
     per_sm = max(1, occ.ctas_per_sm)
     ctas, kt, units, partial_bytes = _work(g, s, dev)
@@ -226,15 +231,21 @@ def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None
     fill = dev.dram_latency_clk
     if s.persistent:
         # the last tile's stores drain after the loop; earlier ones under the next tile's loads
-        per_ktile = cost.latency + cost.throughput if cost.serial else max(cost.throughput, cost.latency)
+        per_ktile = cost.latency + cost.throughput if cost.serial else overlap(cost.throughput, cost.latency)
         clocks = fill + kt * per_ktile + units * exposed + drain
         wave_ctas = min(ctas, dev.sms)
+        parts = [(1, cost, 1)]
+        fill_s, epilogue_s = fill / dev.clock_hz, (units * exposed + drain) / dev.clock_hz
     else:
         wave_ctas = per_sm * dev.sms
         full, rest = divmod(ctas, wave_ctas)
         clocks = full * _cta_wave(cost, per_sm, kt, exposed + drain, fill)
+        parts = [(full, cost, per_sm)]
         if rest:
             clocks += _cta_wave(cost, _ceil(rest, dev.sms), kt, exposed + drain, fill)
+            parts.append((1, cost, _ceil(rest, dev.sms)))
+        fill_s = sum(w for w, _, _ in parts) * fill / dev.clock_hz
+        epilogue_s = sum(w * on_sm for w, _, on_sm in parts) * (exposed + drain) / dev.clock_hz
     compute_s = clocks / dev.clock_hz
     tiles = g.batch * plan.tiles[0] * plan.tiles[1]
     kt_total = _ceil(g.k, s.bk)
@@ -242,11 +253,13 @@ def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None
     l2_s = l2 / (dev.l2_bytes_per_clk * dev.clock_hz)
     dram = _dram_bytes(g, s, dev, wave_ctas) + partial_bytes
     dram_s = dram / dev.dram_bytes_per_s
-    terms = {"waves": compute_s, "L2": l2_s, "DRAM": dram_s, "launch": dev.launch_s}
+    terms = {"waves": compute_s, "L2": l2_s, "DRAM": dram_s, "launch": dev.launch_s,
+             **unit_terms(parts, kt, dev.clock_hz, barrier=False),  # the barrier is in the latency floor
+             "fill": fill_s, "epilogue": epilogue_s}
     bound, slowest = max(("waves", compute_s), ("L2", l2_s), ("DRAM", dram_s), key=lambda kv: kv[1])
     if bound == "waves":
         bound = "latency" if cost.latency >= cost.throughput else cost.resource
-    time_s = slowest + dev.launch_s
+    time_s = overlap(compute_s, l2_s, dram_s) + dev.launch_s
     computed = tiles * s.bm * s.bn * kt_total * s.bk
     useful = g.batch * g.m * g.n * g.k
     waves = tiles / (dev.sms if s.persistent else wave_ctas)
@@ -260,7 +273,7 @@ def _cta_wave(cost: KTileCost, ctas_on_sm: int, kt: int, epilogue: float, fill: 
     """Clocks for `ctas_on_sm` one-tile CTAs sharing an SM: each fills its pipeline, runs `kt`
     k-tiles (the SM's units shared), then its epilogue (the CTAs' epilogues do not overlap)."""
     shared = ctas_on_sm * cost.throughput
-    per_ktile = cost.latency + shared if cost.serial else max(shared, cost.latency)
+    per_ktile = cost.latency + shared if cost.serial else overlap(shared, cost.latency)
     return fill + kt * per_ktile + ctas_on_sm * epilogue
 
 

@@ -86,12 +86,21 @@ class WarpSpecializedKernel:
 
     def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
         ctx, b = self.ctx, self.b
+        # tid >> 7 is the same in every lane, but ptxas cannot prove it; lane 0's copy, broadcast
+        # by shfl, it can. Branching on it makes the role split warp-uniform, so each role's values
+        # (ring state, descriptors) live in uniform registers that HGMMA reads directly: without,
+        # the relocatable build (nvJitLink, `ptxas -c`, which drops setmaxnreg's `.aligned`
+        # convergence point) moves every descriptor with R2UR each k-tile; as CUTLASS's
+        # warp-group index (canonical_warp_group_idx) does.
+        uniform = b.reg("b32")
+        b.emit("shfl.sync.idx.b32", uniform, ctx.warpgroup, Imm("0"), Imm("31"), Imm("-1"), ndefs=1,
+               comment="warpgroup index, warp-uniform for ptxas")
         consumer = b.label("consumer_start")
-        is_consumer = ctx.pred("setp.lt.u32", ctx.warpgroup, Imm(str(self.plan.consumers)))
+        is_consumer = ctx.pred("setp.lt.u32", uniform, Imm(str(self.plan.consumers)))
         b.emit("bra", Sym(consumer), guard=is_consumer)
         self.producer(kt_count)
         b.place(consumer)
-        self.consumer(acc, kt_count)
+        self.consumer(acc, kt_count, uniform)
 
     # -- the producer warpgroup ---------------------------------------------------------------
     def producer(self, kt_count: VReg) -> None:
@@ -128,18 +137,13 @@ class WarpSpecializedKernel:
         b.emit("ret")
 
     # -- the consumer warpgroups --------------------------------------------------------------
-    def consumer(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
+    def consumer(self, acc: list[tuple[VReg, ...]], kt_count: VReg, uniform: VReg) -> None:
+        """The consumer warpgroups' loop and epilogue; `uniform` is the warp-uniform warpgroup index."""
         ctx, b, plan, loop = self.ctx, self.b, self.plan, self.loop
         b.banner(f"Consumer warpgroups 0..{plan.consumers - 1}: registers up to {plan.consumer_regs}; wait full, "
                  f"{plan.wgmmas_per_k_tile} wgmma per k-tile with {loop.in_flight} group in flight, release the "
                  "retired stage, epilogue per tile")
         mb.setmaxnreg(b, plan.consumer_regs, increase=True, comment="the producer's registers")
-        # tid >> 7 is the same in every lane, but ptxas cannot prove it; lane 0's copy, broadcast
-        # by shfl, it can: the descriptors then live in uniform registers that HGMMA reads directly
-        # (without, each k-tile moves every descriptor with R2UR), as CUTLASS's warp-group index does.
-        uniform = b.reg("b32")
-        b.emit("shfl.sync.idx.b32", uniform, ctx.warpgroup, Imm("0"), Imm("31"), Imm("-1"), ndefs=1,
-               comment="consumer warpgroup index, warp-uniform for ptxas")
         desc = loop.descriptors(uniform)
         lane = ctx.u32("and.b32", ctx.tid, Imm("31"))
         remote = self.remote

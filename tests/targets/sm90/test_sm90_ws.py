@@ -329,3 +329,31 @@ def test_nvjitlink_drops_setmaxnreg_as_the_readme_says(monkeypatch):
     k = ptxgen.compile(g, Schedule(block=(128, 256, 64), instruction="wgmma", stages=3), arch=ARCH)
     r = asm.assemble(k.ptx, ARCH, k.entry)
     assert "C7504" in r.log and r.resources.spill_store_bytes == 0 and r.resources.registers <= 168
+
+
+def test_role_split_is_warp_uniform_so_the_relocatable_build_keeps_uniform_descriptors(monkeypatch):
+    """The role branch tests the shfl-broadcast warpgroup index: nvJitLink's relocatable build
+    (no setmaxnreg, so no `.aligned` convergence point) then keeps the ring state and descriptors
+    in uniform registers. Branching on tid >> 7 instead moved each descriptor with R2UR (16 per
+    k-tile at 128x128x64 with two consumers) and took the loop from 51 to 57 SASS."""
+    import sys
+    from collections import Counter
+    from pathlib import Path
+
+    from ptxgen.runtime import assemble as asm
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+    from sass import cuobjdump, sass_text
+    from sass_hopper import analyse_sass
+
+    tool = cuobjdump()
+    if not isinstance(asm._nvjitlink_probe(), tuple) or tool is None:
+        pytest.skip("needs nvJitLink and cuobjdump")
+    monkeypatch.setenv("PTXGEN_ASSEMBLER", "nvjitlink")
+    g = Gemm(4096, 4096, 4096, dtype="f16", out_dtype="f16", a_layout="row", b_layout="col")
+    k = ptxgen.compile(g, Schedule(block=(128, 128, 64), instruction="wgmma", stages=4, consumers=2), arch=ARCH)
+    assert re.search(r"shfl\.sync\.idx\.b32 (%r\d+), %r\d+, 0, 31, -1;.*\n(?:.*\n)*?\s*setp\.lt\.u32 %p\d+, \1, 2;",
+                     k.ptx)
+    h = next(x for x in analyse_sass(sass_text(k.cubin, tool)) if x.function == k.entry)
+    assert h.consumer is not None and h.consumer.classes["hgmma"] == 4
+    assert Counter(i.family for i in h.consumer.hot)["R2UR"] == 0

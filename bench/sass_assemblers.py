@@ -1,4 +1,4 @@
-"""The same PTX through each assembler a user may have, side by side (issue 21 point 3): every
+"""The same PTX through each assembler a user may have, side by side: every
 ptxas given by path (e.g. the toolkit's 13.0 and the `nvidia-cuda-nvcc` 13.5 wheel's) compiling the
 whole program, and nvJitLink's relocatable build (the path `ptxgen` takes in-process, and what a
 driver JIT does with a relocatable unit). The consumer loop's SASS per k-tile differs between them

@@ -59,8 +59,8 @@ class DirectStores(EpilogueMath):
         wide_col = lw.u64("cvt.u64.u32", col0)
         # Elements i and i + 1 of a fragment are columns c and c + 1 of one row: one st.global.v2
         # (f32 / s32; a packed b32 for f16/bf16; two bytes quantised) where the pair never straddles
-        # N (N even) and C's rows keep a pair aligned, as the sm_80 epilogue decides (issue 21
-        # point 5: 128 -> 64 predicated stores per thread per 128x256 tile of f32); else one by one.
+        # N (N even) and C's rows keep a pair aligned, as the sm_80 epilogue decides (128 -> 64
+        # predicated stores per thread per 128x256 tile of f32); else one by one.
         pair = g.n % 2 == 0 and g.out_alignment() >= 2 * eb and not self.atomic
         for m, frag in enumerate(acc):
             for half in (0, 1):

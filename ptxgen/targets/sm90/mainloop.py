@@ -174,8 +174,8 @@ class TmaWgmmaLoop:
                       desc_b: dsc.DescriptorWords) -> None:
         b, s, layout = self.b, self.ctx.s, self.layout
         wi.fence(b, comment="accumulator registers are ordered before this k-tile's wgmma")
-        # The shape every current assembler turns into a lean loop (issue 21 point 3, measured with
-        # bench/sass.py --ptxas): B's low word gets a 32-bit add per k-step and is joined at the
+        # The shape every current assembler turns into a lean loop (docs/ptx_facts/wgmma.md §9c,
+        # measured with bench/sass.py --ptxas): B's low word gets a 32-bit add per k-step and is joined at the
         # wgmma (an add.s64 there makes ptxas 13.5 split it into UIADD3 + UIADD3.X and move both
         # halves); A is joined once per stage and stepped with add.s64 (ptxas 13.0 folds that into
         # one UIADD3.64 and 13.5 into UIADD3 + UIADD3.X, where a join per step costs 13.0 the

@@ -51,7 +51,7 @@ from sass_hopper import analyse_sass, perf_notes  # noqa: E402
 
 from ptxgen.schedule.occupancy import SM_LIMITS, occupancy  # noqa: E402  (the limits `ptxgen info` uses)
 
-TENSOR_OPS = ("HMMA", "IMMA", "HGMMA")
+TENSOR_OPS = ("HMMA", "IMMA", "HGMMA", "QGMMA", "IGMMA")
 SHARED_LOADS = ("LDSM", "LDS")
 #: Representative problems: a large square one for the tile schedules, a decode-like one for the
 #: candidates `candidates_for` adds only for small M (the code does not depend on the sizes).
@@ -130,7 +130,7 @@ def sass_text(cubin: bytes, tool: str) -> str:
 
 def main_loop(instrs: list[Instr]) -> Loop | None:
     """The loop (from the control-flow graph) whose body holds the most tensor instructions."""
-    found = busiest_loop(find_loops(instrs), ("mma", "hgmma"))
+    found = busiest_loop(find_loops(instrs), ("mma", "hgmma"), leaf=True)
     if found is None:
         return None
     body = [i.family for i in found.hot]
@@ -261,6 +261,34 @@ def tools() -> str:
     return f"assembler {assembler_version()}{ws}, {dis}"
 
 
+#: Rows the side-by-side assembler table adds to HOPPER_ROWS: issue 21's fp8 target and the
+#: chooser's 8192^3 bf16 default (label, Gemm keyword arguments, Schedule keyword arguments or None).
+ASSEMBLER_EXTRA_ROWS = (
+    ("4096^3 e4m3->bf16 128x256x128 s3 2wg ws", dict(m=4096, n=4096, k=4096, dtype="e4m3", out_dtype="bf16",
+                                                    a_layout="row", b_layout="col"),
+     dict(block=(128, 256, 128), stages=3, consumers=2, instruction="wgmma")),
+    ("8192^3 bf16 chooser default", dict(m=8192, n=8192, k=8192, dtype="bf16", out_dtype="bf16", a_layout="row",
+                                        b_layout="col"), None),
+)
+
+
+def assembler_table(dtype: str, ptxas_paths: list[str]) -> list[str]:
+    """The warp-specialised rows (and ASSEMBLER_EXTRA_ROWS) under each assembler, side by side."""
+    import ptxgen
+    from sass_assemblers import assemblers, side_by_side
+
+    rows = []
+    for label, gemm_kw, sched_kw in HOPPER_ROWS:
+        if label.endswith(" ws"):
+            g = ptxgen.Gemm(dtype=dtype, out_dtype=dtype, **gemm_kw)
+            rows.append((f"{dtype} {label}", ptxgen.compile(g, ptxgen.Schedule(**sched_kw), arch="sm_90a")))
+    for label, gemm_kw, sched_kw in ASSEMBLER_EXTRA_ROWS:
+        g = ptxgen.Gemm(**gemm_kw)
+        rows.append((label, ptxgen.compile(g, ptxgen.Schedule(**sched_kw), arch="sm_90a") if sched_kw
+                     else ptxgen.compile(g, arch="sm_90a")))
+    return side_by_side(rows, "sm_90a", assemblers(ptxas_paths), cuobjdump())
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -274,9 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="sm_90", choices=sorted([*SM_LIMITS, "sm_90a"]))
     ap.add_argument("--dtype", default="f16", choices=("f16", "bf16"))
     ap.add_argument("--out", type=Path, default=None, help="folder for <date>-sass-<arch>-<commit>.txt")
+    ap.add_argument("--ptxas", action="append", default=[], metavar="PATH",
+                    help="sm_90a: also assemble every row with this ptxas (repeatable) and with nvJitLink, "
+                         "and list each one's consumer loop side by side (bench/sass_assemblers.py)")
     args = ap.parse_args(argv)
     lines = [f"# bench/sass.py --arch {args.arch} --dtype {args.dtype} at {commit()} "
              f"({_dt.date.today().isoformat()}); {tools()}", *report(args.arch, args.dtype)]
+    if is_hopper(args.arch) and args.ptxas:
+        lines += assembler_table(args.dtype, args.ptxas)
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if args.out is not None:

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 #: One disassembled instruction: `/*0530*/  @!P0 HGMMA.64x128x16.F32 R24, gdesc[UR8], R24 ;`
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)\s*([^;]*);")
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.M)
-_HGMMA_SHAPE = re.compile(r"^HGMMA\.(\d+x\d+x\d+)")
+_HGMMA_SHAPE = re.compile(r"^[HQI]GMMA\.(\d+x\d+x\d+)")
 
 #: Instruction classes by opcode family (the part before the first dot) or full-opcode prefix.
 #: Prefixes are tried longest first, so WARPGROUP.ARRIVE beats a plain WARPGROUP entry.
 CLASS_OF_PREFIX = {
-    "HGMMA": "hgmma",              # wgmma.mma_async (sm_90a)
+    "HGMMA": "hgmma",              # wgmma.mma_async (sm_90a): f16/bf16/tf32 operands
+    "QGMMA": "hgmma",              # ... fp8 (e4m3/e5m2) operands, e.g. QGMMA.64x256x32.F32.E4M3.E4M3
+    "IGMMA": "hgmma",              # ... 8-bit integer operands, e.g. IGMMA.64x256x32.S8.S8
     "HMMA": "mma", "IMMA": "mma",  # mma.sync / wmma
     "UTMALDG": "tma_load",         # cp.async.bulk.tensor global -> shared
     "UTMASTG": "tma_store",        # cp.async.bulk.tensor shared -> global
@@ -79,7 +81,7 @@ def classify(ins: Instr) -> str:
 
 
 def hgmma_shape(ins: Instr) -> str | None:
-    """'64x128x16' for HGMMA.64x128x16.F32, else None."""
+    """'64x128x16' for HGMMA.64x128x16.F32 (and QGMMA/IGMMA, fp8/int8 wgmma), else None."""
     m = _HGMMA_SHAPE.match(ins.opcode)
     return m.group(1) if m else None
 
@@ -238,13 +240,20 @@ def find_loops(instrs: list[Instr]) -> list[Loop]:
     return loops
 
 
-def busiest_loop(loops: list[Loop], cls: str | tuple[str, ...], without: str | None = None) -> Loop | None:
-    """The loop with the most instructions of class(es) `cls` (and none of class `without`), the
-    innermost on a tie (an outer tile loop holds the same wgmma as its k loop); None if none has any."""
+def busiest_loop(loops: list[Loop], cls: str | tuple[str, ...], without: str | None = None,
+                 leaf: bool = False) -> Loop | None:
+    """The loop with the most instructions of class(es) `cls` (and none of class `without`) among
+    those with no such loop inside them when `leaf`, the innermost on a tie (an outer tile loop
+    holds the same wgmma as its k loop); None if none has any. `leaf` is for the tensor loop: a
+    tile loop around a k loop whose first k-tile is peeled holds more wgmma than the k loop. (Not
+    for the producer: ptxas wraps each UTMALDG of a tid-chosen thread in a small ELECT loop.)"""
     classes = (cls,) if isinstance(cls, str) else cls
 
     def n(lp: Loop) -> int:
         return sum(lp.classes[c] for c in classes)
 
     fits = [lp for lp in loops if n(lp) and not (without and lp.classes[without])]
-    return max(fits, key=lambda lp: (n(lp), -lp.inner, -lp.total), default=None)
+    # an outer loop around a fitting loop is not "the" loop even when it holds more (a tile loop
+    # around a k loop whose first k-tile is peeled out of it holds the k loop's wgmma and the peel's)
+    leaves = [lp for lp in fits if not (leaf and any(o is not lp and o.blocks < lp.blocks for o in fits))]
+    return max(leaves, key=lambda lp: (n(lp), -lp.inner, -lp.total), default=None)

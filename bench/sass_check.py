@@ -88,6 +88,9 @@ def check(dtype_label: str, problem: tuple[int, int, int], schedule) -> tuple[bo
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="folder for <date>-sass-check-sm_90a-<commit>.txt")
+    ap.add_argument("--ptxas", action="append", default=[], metavar="PATH",
+                    help="after the gate, list the consumer loop under this ptxas (repeatable) and nvJitLink "
+                         "side by side (bench/sass_assemblers.py; each assembler's version in the header)")
     args = ap.parse_args(argv)
     from ptxgen.runtime.assemble import AssemblerNotFound, available_assemblers
 
@@ -97,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
               f"toolkit and put ptxas on PATH", file=sys.stderr)
         return 2
     nv = available_assemblers()["nvjitlink"]
-    command = "PYTHONPATH=. python3 bench/sass_check.py" + (f" --out {shlex.quote(str(args.out))}" if args.out else "")
+    command = ("PYTHONPATH=. python3 bench/sass_check.py" + (f" --out {shlex.quote(str(args.out))}" if args.out else "")
+               + "".join(f" --ptxas {shlex.quote(p)}" for p in args.ptxas))
     lines = [f"# {command}", f"# at {commit()} ({_dt.date.today().isoformat()}); {ptxas[1]} -arch={ARCH} -v "
              f"(whole-program); nvJitLink column: {nv[1] if isinstance(nv, tuple) else 'not installed'}",
              f"# gate: 0 spill bytes, none of {', '.join(FORBIDDEN)}, setmaxnreg kept where used",
@@ -113,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"{row}   [{source}]")
     total = len(lines) - 4
     lines.append(f"# {total - failed} of {total} candidates pass" + ("" if not failed else f"; {failed} FAIL"))
+    if args.ptxas:
+        from sass import assembler_table
+
+        lines += assembler_table("f16", args.ptxas)
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if args.out is not None:

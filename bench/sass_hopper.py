@@ -129,7 +129,7 @@ def analyse_sass(text: str) -> list[HopperSass]:
     out = []
     for name, instrs in parse_functions(text).items():
         loops = find_loops(instrs)
-        consumer = busiest_loop(loops, "hgmma")
+        consumer = busiest_loop(loops, "hgmma", leaf=True)
         producer = busiest_loop(loops, "tma_load", without="hgmma")
         out.append(HopperSass(
             function=name,

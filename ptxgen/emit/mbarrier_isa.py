@@ -55,18 +55,30 @@ def arrive_expect_tx(b: Builder, bar: Addr, tx_bytes: int | VReg, guard: VReg | 
                   comment=comment)
 
 
+#: try_wait's suspendTimeHint (PTX ISA 7.8, "mbarrier.test_wait/try_wait": a u32 time limit in
+#: nanoseconds the thread may stay suspended waiting for the phase before try_wait returns false):
+#: the 10 ms (0x989680) CUTLASS's ClusterBarrier::wait passes. Without it the wait's time-out is
+#: the system-dependent default; the retry loop stays cold either way (bench/sass.py: the same
+#: SASS per k-tile with and without it under ptxas 13.0 and 13.5).
+SUSPEND_TIME_HINT_NS = 10_000_000
+
+
 def try_wait_parity(b: Builder, bar: Addr, parity: int | VReg, comment: str | None = None,
-                    scope: str = "cta") -> VReg:
+                    scope: str = "cta", suspend_hint_ns: int | None = SUSPEND_TIME_HINT_NS) -> VReg:
     """A predicate that is true once the phase of parity `parity` (0 even, 1 odd) has completed;
     it may time out false, so callers loop (see wait_parity). Acquire at CTA scope by default;
-    scope="cluster" (`.acquire.cluster`, PTX 8.0) when other CTAs' release-arrivals complete the phase."""
+    scope="cluster" (`.acquire.cluster`, PTX 8.0) when other CTAs' release-arrivals complete the phase.
+    `suspend_hint_ns` is the suspend-time hint operand (None: none)."""
     if isinstance(parity, int) and parity not in (0, 1):
         raise ValueError("mbarrier phase parity is 0 or 1")
     if scope not in ("cta", "cluster"):
         raise ValueError(f"mbarrier.try_wait scope {scope!r}: use 'cta' or 'cluster'")
+    if suspend_hint_ns is not None and not 0 < suspend_hint_ns <= 0xFFFFFFFF:
+        raise ValueError(f"suspendTimeHint {suspend_hint_ns} ns is not a positive u32; pass None for no hint")
     p = b.reg("pred")
     sem = ".acquire.cluster" if scope == "cluster" else ""
-    b.emit(f"mbarrier.try_wait.parity{sem}.shared::cta.b64", p, bar, parity, ndefs=1, comment=comment)
+    hint = () if suspend_hint_ns is None else (suspend_hint_ns,)
+    b.emit(f"mbarrier.try_wait.parity{sem}.shared::cta.b64", p, bar, parity, *hint, ndefs=1, comment=comment)
     return p
 
 

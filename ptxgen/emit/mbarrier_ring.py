@@ -112,18 +112,28 @@ class MbarrierRing:
     # -- initialisation ------------------------------------------------------------------------
     def init(self, leader: VReg) -> None:
         """Thread `leader` initialises every barrier (full: one arrival, the producer's
-        expect_tx; empty: `empty_arrivals`). The caller publishes them (bar.sync, or across a
-        cluster fence.mbarrier_init and a cluster barrier) before any role uses them."""
+        expect_tx; empty: `empty_arrivals`), then every thread runs fence.mbarrier_init (`publish`).
+        The caller publishes them (bar.sync, or a cluster barrier) before any role uses them."""
         b = self.ops.b
         for st in range(self.stages):
             mb.init(b, Addr(self.full, MBARRIER_BYTES * st), 1, guard=leader)
         if self.empty is not None:
             for st in range(self.stages):
                 mb.init(b, Addr(self.empty, MBARRIER_BYTES * st), self.empty_arrivals, guard=leader)
+        self.publish()
+
+    def publish(self) -> None:
+        """fence.mbarrier_init.release.cluster after the inits, in every kernel family and after
+        every re-init (docs/ptx_facts/mbarrier.md §9e, clusters.md): CUTLASS's PipelineTmaAsync
+        issues it (`fence_barrier_init`) even for a 1x1 cluster, so the inits are ordered before the
+        barrier that follows for the async proxy's complete-tx and any peer's arrivals, not only
+        for this CTA's generic-proxy waits. Unguarded, as CUTLASS runs it in every thread."""
+        mb.fence_mbarrier_init(self.ops.b, comment="the inits, released before the barrier that publishes them")
 
     def reinit(self, leader: VReg) -> None:
         """Thread `leader` puts every barrier back to phase 0 (mbarrier.inval, then init: a valid
-        mbarrier may not be initialised again, mbarrier.md §9e). Every wait on them must be past."""
+        mbarrier may not be initialised again, mbarrier.md §9e), then the init fence (`publish`).
+        Every wait on them must be past."""
         b = self.ops.b
         bases = [(self.full, 1)] + ([(self.empty, self.empty_arrivals)] if self.empty is not None else [])
         for base, arrivals in bases:
@@ -131,6 +141,7 @@ class MbarrierRing:
                 bar = Addr(base, MBARRIER_BYTES * st)
                 mb.inval(b, bar, guard=leader)
                 mb.init(b, bar, arrivals, guard=leader)
+        self.publish()
 
     # -- positions -----------------------------------------------------------------------------
     def start(self, phase: int, comments: tuple[str | None, str | None] = (None, None)) -> PipelineState:

@@ -265,3 +265,33 @@ def test_sass_check_passes_a_warp_specialised_candidate_with_whole_program_ptxas
     ok, row = check("f16 128x256x64 s3 2wg ws", (4000, 4000, 4008),
                     ptxgen.Schedule(block=(128, 256, 64), instruction="wgmma", stages=3, consumers=2))
     assert ok and "setmaxnreg kept" in row and "C7504" in row.split("setmaxnreg kept")[1], row
+
+
+#: A consumer tile loop (0x10..0x90) around its k loop (0x40..0x70) whose first k-tile is peeled
+#: out in front of it (0x20, 0x30): the tile loop holds more wgmma (fp8: QGMMA) than the k loop.
+PEELED = listing(
+    "S2R R0, SR_TID.X",                                     # 0x00
+    "QGMMA.64x256x32.F32.E4M3.E4M3 R24, gdesc[UR8], R24",   # 0x10 tile loop: the peeled k-tile
+    "QGMMA.64x256x32.F32.E4M3.E4M3 R24, gdesc[UR12], R24",  # 0x20
+    "@P0 BRA 0x80",                                         # 0x30 one k-tile only
+    "SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR8+0x20000], R5",  # 0x40 k loop
+    "IGMMA.64x256x32.S8.S8 R24, gdesc[UR8], R24",           # 0x50
+    "SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR5], RZ",              # 0x60
+    "@P1 BRA 0x40",                                         # 0x70
+    "STG.E [R2], R24",                                      # 0x80 epilogue
+    "@P2 BRA 0x10",                                         # 0x90
+    "EXIT",                                                 # 0xa0
+)
+
+
+def test_fp8_and_int8_wgmma_are_recognised_and_a_peeled_k_loop_is_the_tensor_loop():
+    ins = {i.addr: i for i in sass_cfg.parse_instructions(PEELED)}
+    assert sass_cfg.classify(ins[0x10]) == "hgmma" and sass_cfg.hgmma_shape(ins[0x10]) == "64x256x32"
+    assert sass_cfg.classify(ins[0x50]) == "hgmma" and sass_cfg.hgmma_shape(ins[0x50]) == "64x256x32"
+    loops = sass_cfg.find_loops(list(ins.values()))
+    assert sorted(lp.header for lp in loops) == [0x10, 0x40]
+    assert sass_cfg.busiest_loop(loops, "hgmma").header == 0x10   # the old rule: most wgmma
+    k_loop = sass_cfg.busiest_loop(loops, "hgmma", leaf=True)
+    assert k_loop.header == 0x40 and k_loop.total == 4
+    hs, = sass_hopper.analyse_sass("\tFunction : fp8\n" + PEELED)
+    assert hs.consumer.header == 0x40

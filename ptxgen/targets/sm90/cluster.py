@@ -146,9 +146,9 @@ class ClusterRoles:
         return consumer_warps * self.shape.receivers
 
     def sync_after_init(self) -> None:
-        """Barrier inits visible to the whole cluster before any peer multicasts or arrives."""
+        """Barrier inits visible to the whole cluster before any peer multicasts or arrives (the
+        ring's init has already run fence.mbarrier_init: MbarrierRing.publish)."""
         b = self.b
-        mb.fence_mbarrier_init(b, comment="the inits, ordered before the cluster barrier's release")
         mb.cluster_arrive(b, comment="every thread of every CTA: the cluster's barriers are initialised")
         mb.cluster_wait(b, comment="(also a CTA barrier: the inits are visible to this CTA's threads)")
 

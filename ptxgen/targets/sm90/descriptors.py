@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import Builder
-from ...ir import Vec, VReg, ops as ptx
+from ...ir import Imm, Vec, VReg, ops as ptx
 from ...ir.ops import B32, B64, S64, U32
 from ...schedule.swizzle import SWIZZLE_128B, Swizzle
 
@@ -171,20 +171,63 @@ class CanonicalTile:
 
 
 # ---------------------------------------------------------------------------- emission
+@dataclass(frozen=True)
+class DescriptorWords:
+    """A descriptor kept as its two 32-bit words until a wgmma needs it: `lo` (start address and
+    LBO fields, bits 31..0) and `hi` (SBO, base offset, swizzle; loop-invariant).
+
+    Why split: every offset a kernel adds (stage, warpgroup rows, k-step) lands in the start field,
+    bits 13..0 of the low word, without a carry out of bit 31, so a 32-bit add on `lo` is the whole
+    arithmetic, as CUTLASS's `GmmaDescriptor` does it (docs/ptx_facts/wgmma.md, "Matrix
+    descriptor"). An `add.s64` on the joined value makes ptxas 13.5 rebuild 64-bit uniform pairs
+    around every HGMMA (UMOV/UIADD3 pairs, or R2UR under nvJitLink); `join` right at the wgmma
+    keeps the low word the only thing that changes."""
+
+    lo: VReg
+    hi: VReg
+
+
+def emit_descriptor_words(b: Builder, smem_addr: VReg, tile: CanonicalTile) -> DescriptorWords:
+    """The words of `tile`'s descriptor at the run-time shared-window address `smem_addr` (aligned
+    to its swizzle pattern): lo = ((addr >> 4) & 0x3FFF) | the LBO field, hi a constant."""
+    hi_fields, lo_fields = SmemDescriptor(0, tile.lbo, tile.sbo, tile.swizzle).hi_lo()
+    start, low, high = b.reg("b32"), b.reg("b32"), b.reg("b32")
+    b.emit("bfe.u32", start, smem_addr, 4, 14, ndefs=1, comment="descriptor start field: addr[17:4]")
+    b.emit("or.b32", low, start, lo_fields, ndefs=1, comment=f"| LBO {tile.lbo} B")
+    b.emit("mov.u32", high, hi_fields, ndefs=1, comment=f"SBO {tile.sbo} B, {tile.swizzle.name} swizzle")
+    return DescriptorWords(low, high)
+
+
+def offset_words(b: Builder, words: DescriptorWords, units: VReg | int, comment: str | None = None) -> DescriptorWords:
+    """The descriptor `units` 16-byte units further: a 32-bit add on the low word (the start
+    field never carries out of bit 31: shared memory is below 2**18 bytes)."""
+    if isinstance(units, int):
+        if units == 0:
+            return words
+        units = Imm(str(units))
+    lo = b.reg("b32")
+    b.emit("add.u32", lo, words.lo, units, ndefs=1, comment=comment)
+    return DescriptorWords(lo, words.hi)
+
+
+def join_words(b: Builder, words: DescriptorWords) -> VReg:
+    """The 64-bit descriptor a wgmma reads: mov.b64 {lo, hi}."""
+    desc = b.reg("b64")
+    b.emit("mov.b64", desc, Vec((words.lo, words.hi)), ndefs=1)
+    return desc
+
+
 def emit_descriptor(b: Builder, smem_addr: VReg, tile: CanonicalTile) -> VReg:
     """The 64-bit descriptor of `tile` at the run-time shared-window address `smem_addr` (aligned to
     its swizzle pattern): a constant high word (SBO, swizzle) and a low word of the start field
     ((addr >> 4) & 0x3FFF) or'ed with the LBO field, joined with mov.b64 {lo, hi}."""
-    hi, lo_fields = SmemDescriptor(0, tile.lbo, tile.sbo, tile.swizzle).hi_lo()
-    start = ptx.bfe(b, U32, smem_addr, 4, 14, comment="descriptor start field: addr[17:4]")
-    low = ptx.or_(b, B32, start, lo_fields, comment=f"| LBO {tile.lbo} B")
-    high = ptx.mov(b, U32, hi, comment=f"SBO {tile.sbo} B, {tile.swizzle.name} swizzle")
-    return ptx.mov(b, B64, Vec((low, high)))
+    return join_words(b, emit_descriptor_words(b, smem_addr, tile))
 
 
 def advance_descriptor(b: Builder, desc: VReg, byte_offset: int, comment: str | None = None) -> VReg:
     """The descriptor `byte_offset` bytes further (as CuTe's descriptor iterator: add offset >> 4 to
-    the 64-bit value). Exact while start + offset stays below 2**18, which all shared memory does."""
+    the 64-bit value). Exact while start + offset stays below 2**18, which all shared memory does.
+    The kernels' loops use `DescriptorWords` instead (32-bit arithmetic; see there)."""
     if byte_offset % 16:
         raise ValueError(f"descriptor offsets are in 16-byte units; {byte_offset} is not a multiple of 16")
     if byte_offset == 0:

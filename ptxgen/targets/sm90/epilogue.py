@@ -1,6 +1,7 @@
 """The sm_90a direct epilogue: each f32 accumulator element goes through the shared epilogue math
 (epilogue/math.py: alpha, beta * C, bias, scale vectors, ReLU/GELU/SiLU, the cast) and is stored
-to C with st.global, guarded by row < M and column < N (the tile may overhang both). s32
+to C with st.global, guarded by row < M and column < N (the tile may overhang both); the two
+adjacent columns a fragment holds go in one vector store where N and C's alignment allow. s32
 accumulators (s8/u8 inputs) are stored as they are for an s32 output, else converted to f32 first
 (cvt.rn.f32.s32) and go the same way, to f32/f16/bf16 or quantised to s8/u8, as on sm_80.
 
@@ -58,6 +59,11 @@ class DirectStores(EpilogueMath):
         col_vec = {name: dict(zip(cols, self.vector_values(name, col0, cols, [col_ok[c] for c in cols])))
                    for name in ("bias", "scale") if getattr(e, name) == "col"}
         wide_col = ptx.cvt(lw.b, U64, U32, col0)
+        # Elements i and i + 1 of a fragment are columns c and c + 1 of one row: one st.global.v2
+        # (f32 / s32; a packed b32 for f16/bf16; two bytes quantised) where the pair never straddles
+        # N (N even) and C's rows keep a pair aligned, as the sm_80 epilogue decides (128 -> 64
+        # predicated stores per thread per 128x256 tile of f32); else one by one.
+        pair = g.n % 2 == 0 and g.out_alignment() >= 2 * eb and not self.atomic
         for m, frag in enumerate(acc):
             for half in (0, 1):
                 row = ptx.add(lw.b, U32, row0, Imm(str(64 * m + 8 * half)))
@@ -70,16 +76,20 @@ class DirectStores(EpilogueMath):
                 ptr = ptx.add(lw.b, S64, ops.c, off)
                 b.comment(f"m64 block {m}, rows +{8 * half}")
                 for i, r in enumerate(frag):
-                    if (i >> 1) & 1 != half:
+                    if (i >> 1) & 1 != half or (pair and i & 1):
                         continue
                     c = 8 * (i >> 2) + (i & 1)
-                    ok = ptx.and_(lw.b, PRED, row_ok, col_ok[c])
+                    regs = [r, frag[i + 1]] if pair else [r]
+                    ok = ptx.and_(lw.b, PRED, row_ok, col_ok[c])   # N even: c < N covers c + 1
                     addr = Addr(ptr, c * eb)
-                    vec = {name: (row_vec[name] if name in row_vec else col_vec[name][c])
-                           for name in ("bias", "scale") if name in row_vec or name in col_vec}
-                    old = self.load_old(addr, 1, ok)[0] if e.beta else None
+                    old = self.load_old(addr, len(regs), ok) if e.beta else [None] * len(regs)
                     if g.out_dtype == "s32":          # the exact accumulator bits (no epilogue: verify.py)
-                        self.store(addr, [r], ok)
+                        self.store(addr, regs, ok)
                         continue
-                    v = ptx.cvt(self.b, F32, S32, r, rounding="rn") if self.int_to_float else r
-                    self.store(addr, [self.apply(v, old, vec.get("bias"), vec.get("scale"))], ok)
+                    outs = []
+                    for j, (v, prev) in enumerate(zip(regs, old)):
+                        vec = {name: (row_vec[name] if name in row_vec else col_vec[name][c + j])
+                               for name in ("bias", "scale") if name in row_vec or name in col_vec}
+                        v = ptx.cvt(self.b, F32, S32, v, rounding="rn") if self.int_to_float else v
+                        outs.append(self.apply(v, prev, vec.get("bias"), vec.get("scale")))
+                    self.store(addr, outs, ok)

@@ -153,32 +153,43 @@ class TmaWgmmaLoop:
         b.emit("bra", Sym(top), guard=more)
         wi.wait_group(b, 0, comment="all wgmma retired: the accumulators may be read")
 
-    def descriptors(self, warpgroup: VReg) -> tuple[VReg, VReg]:
-        """The wgmma descriptors of stage 0 for the threads of consumer warpgroup `warpgroup` (its rows of A)."""
+    def descriptors(self, warpgroup: VReg) -> tuple[dsc.DescriptorWords, dsc.DescriptorWords]:
+        """The wgmma descriptor words of stage 0 for the threads of consumer warpgroup `warpgroup`
+        (its rows of A), computed once before the loop (32-bit arithmetic only: DescriptorWords)."""
         ctx, b, layout = self.ctx, self.b, self.layout
-        b.comment("descriptors of stage 0; stage i's are i * stage bytes / 16 further (start field, no carry)")
-        desc_a = dsc.emit_descriptor(b, ctx.smem, layout.a_tile)
+        b.comment("descriptors of stage 0; stage i's are i * stage bytes / 16 further (start field, low word)")
+        desc_a = dsc.emit_descriptor_words(b, ctx.smem, layout.a_tile)
         if ctx.plan.consumers > 1:
             rows = ctx.plan.rows_per_consumer
             step = layout.a_tile.descriptor(0, rows, 0).start // 16   # linear in the row block for both majors
             units = ptx.mul(ctx.b, U32, warpgroup, Imm(str(step)), comment=f"warpgroup's {rows} rows of A")
-            desc_a = ptx.add(ctx.b, S64, desc_a, ptx.cvt(ctx.b, U64, U32, units))
-        desc_b = dsc.emit_descriptor(b, ptx.add(ctx.b, U32, ctx.smem, Imm(str(layout.a_bytes))), layout.b_tile)
+            desc_a = dsc.offset_words(b, desc_a, units)
+        desc_b = dsc.emit_descriptor_words(b, ptx.add(ctx.b, U32, ctx.smem, Imm(str(layout.a_bytes))), layout.b_tile)
         return desc_a, desc_b
 
-    def stage_descriptors(self, desc: tuple[VReg, VReg], stage: VReg) -> tuple[VReg, VReg]:
-        """Stage `stage`'s descriptors: stage 0's plus stage * stage bytes / 16 (the start field)."""
-        ctx = self.ctx
-        step = ptx.cvt(ctx.b, U64, U32, ptx.mul(ctx.b, U32, stage, Imm(str(self.layout.stage_bytes // 16))))
-        return ptx.add(ctx.b, S64, desc[0], step), ptx.add(ctx.b, S64, desc[1], step)
+    def stage_descriptors(self, desc: tuple[dsc.DescriptorWords, dsc.DescriptorWords],
+                          stage: VReg) -> tuple[dsc.DescriptorWords, dsc.DescriptorWords]:
+        """Stage `stage`'s descriptor words: stage 0's plus stage * stage bytes / 16 (low word)."""
+        step = ptx.mul(self.ctx.b, U32, stage, Imm(str(self.layout.stage_bytes // 16)))
+        return dsc.offset_words(self.b, desc[0], step), dsc.offset_words(self.b, desc[1], step)
 
-    def compute_stage(self, acc: list[tuple[VReg, ...]], desc_a: VReg, desc_b: VReg) -> None:
+    def compute_stage(self, acc: list[tuple[VReg, ...]], desc_a: dsc.DescriptorWords,
+                      desc_b: dsc.DescriptorWords) -> None:
         b, s, layout = self.b, self.ctx.s, self.layout
         wi.fence(b, comment="accumulator registers are ordered before this k-tile's wgmma")
+        # The shape every current assembler turns into a lean loop (docs/ptx_facts/wgmma.md §9c,
+        # measured with bench/sass.py --ptxas): B's low word gets a 32-bit add per k-step and is joined at the
+        # wgmma (an add.s64 there makes ptxas 13.5 split it into UIADD3 + UIADD3.X and move both
+        # halves); A is joined once per stage and stepped with add.s64 (ptxas 13.0 folds that into
+        # one UIADD3.64 and 13.5 into UIADD3 + UIADD3.X, where a join per step costs 13.0 the
+        # NOP-padded UMOV pairs). 128x128x64 / 128x256x64, two consumers, SASS per k-tile: 13.0 and
+        # 13.5 and nvJitLink 40 or fewer (was 34/37, 51/51, 57/57).
+        ja = dsc.join_words(b, desc_a)
         for kk in range(0, s.bk, self.shape.k):
-            db = dsc.advance_descriptor(b, desc_b, layout.b_tile.descriptor(0, 0, kk).start, comment=f"B k+{kk}")
+            db = dsc.join_words(b, dsc.offset_words(b, desc_b, layout.b_tile.descriptor(0, 0, kk).start // 16,
+                                                    comment=f"B k+{kk}"))
             for m, d in enumerate(acc):
-                da = dsc.advance_descriptor(b, desc_a, layout.a_tile.descriptor(0, 64 * m, kk).start,
+                da = dsc.advance_descriptor(b, ja, layout.a_tile.descriptor(0, 64 * m, kk).start,
                                             comment=f"A rows +{64 * m}, k+{kk}")
                 wi.wgmma(b, self.shape, d, da, db, scale_d=1, trans_a=int(layout.a_tile.major == "MN"),
                          trans_b=int(layout.b_tile.major == "MN"))

@@ -96,12 +96,21 @@ class WarpSpecializedKernel:
 
     def emit(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
         ctx, b = self.ctx, self.b
+        # tid >> 7 is the same in every lane, but ptxas cannot prove it; lane 0's copy, broadcast
+        # by shfl, it can. Branching on it makes the role split warp-uniform, so each role's values
+        # (ring state, descriptors) live in uniform registers that HGMMA reads directly: without,
+        # the relocatable build (nvJitLink, `ptxas -c`, which drops setmaxnreg's `.aligned`
+        # convergence point) moves every descriptor with R2UR each k-tile; as CUTLASS's
+        # warp-group index (canonical_warp_group_idx) does.
+        uniform = b.reg("b32")
+        b.emit("shfl.sync.idx.b32", uniform, ctx.warpgroup, Imm("0"), Imm("31"), Imm("-1"), ndefs=1,
+               comment="warpgroup index, warp-uniform for ptxas")
         consumer = b.label("consumer_start")
-        is_consumer = ptx.setp(ctx.b, "lt", U32, ctx.warpgroup, Imm(str(self.plan.consumers)))
+        is_consumer = ptx.setp(ctx.b, "lt", U32, uniform, Imm(str(self.plan.consumers)))
         b.emit("bra", Sym(consumer), guard=is_consumer)
         self.producer(kt_count)
         b.place(consumer)
-        self.consumer(acc, kt_count)
+        self.consumer(acc, kt_count, uniform)
 
     # -- the producer warpgroup ---------------------------------------------------------------
     def producer(self, kt_count: VReg) -> None:
@@ -138,18 +147,13 @@ class WarpSpecializedKernel:
         b.emit("ret")
 
     # -- the consumer warpgroups --------------------------------------------------------------
-    def consumer(self, acc: list[tuple[VReg, ...]], kt_count: VReg) -> None:
+    def consumer(self, acc: list[tuple[VReg, ...]], kt_count: VReg, uniform: VReg) -> None:
+        """The consumer warpgroups' loop and epilogue; `uniform` is the warp-uniform warpgroup index."""
         ctx, b, plan, loop = self.ctx, self.b, self.plan, self.loop
         b.banner(f"Consumer {consumer_warpgroups(plan.consumers, verb=False)}: registers up to {plan.consumer_regs}; wait full, "
                  f"{plan.wgmmas_per_k_tile} wgmma per k-tile with {loop.in_flight} group in flight, release the "
                  "retired stage, epilogue per tile")
         mb.setmaxnreg(b, plan.consumer_regs, increase=True, comment="the producer's registers")
-        # tid >> 7 is the same in every lane, but ptxas cannot prove it; lane 0's copy, broadcast
-        # by shfl, it can: the descriptors then live in uniform registers that HGMMA reads directly
-        # (without, each k-tile moves every descriptor with R2UR), as CUTLASS's warp-group index does.
-        uniform = b.reg("b32")
-        b.emit("shfl.sync.idx.b32", uniform, ctx.warpgroup, Imm("0"), Imm("31"), Imm("-1"), ndefs=1,
-               comment="consumer warpgroup index, warp-uniform for ptxas")
         desc = loop.descriptors(uniform)
         lane = ptx.and_(ctx.b, B32, ctx.tid, Imm("31"))
         remote = self.remote
@@ -170,20 +174,31 @@ class WarpSpecializedKernel:
         kt = ptx.mov(ctx.b, U32, Imm("0"))
         state = position.counting(kt)
         top = b.label("main_loop")
+        done = b.label("main_loop_done")
+        if loop.in_flight:
+            # The tile's first k-tile, peeled (as CUTLASS's consumer mainloop does): it has no
+            # earlier stage to release, so the loop below releases without a `kt != 0` test
+            # (one SASS instruction of the k-tile's budget, bench/sass.py).
+            b.banner("First k-tile of the tile: wait full[stage], wgmma; nothing to release yet")
+            ring.consumer_wait(state, comment="the stage's bytes landed")
+            loop.compute_stage(acc, *loop.stage_descriptors(desc, state.index))
+            ptx.mov(b, U32, state.index, into=prev)
+            ring.advance(state)
+            b.emit("bra", Sym(done), guard=ptx.setp(ctx.b, "ge", U32, kt, kt_count))
         b.banner(f"Main loop: wait full[stage], {plan.wgmmas_per_k_tile} wgmma, release stage kt-{loop.in_flight}")
         b.place(top)
         ring.consumer_wait(state, comment="the stage's bytes landed")
         loop.compute_stage(acc, *loop.stage_descriptors(desc, state.index))
         if loop.in_flight:
             wi.wait_group(b, 1, comment="k-tile kt-1's wgmma group has retired")
-            go = ptx.and_(ctx.b, PRED, releaser, ptx.setp(ctx.b, "ne", U32, kt, Imm("0")))
-            ring.consumer_release(prev, go, "release k-tile kt-1's stage to the producer")
+            ring.consumer_release(prev, releaser, "release k-tile kt-1's stage to the producer")
             ptx.mov(b, U32, state.index, into=prev)
         else:
             wi.wait_group(b, 0, comment="this k-tile's wgmma group has retired")
             ring.consumer_release(state.index, releaser, "release this stage to the producer")
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(ctx.b, "lt", U32, kt, kt_count))
+        b.place(done)
         wi.wait_group(b, 0, comment="all wgmma retired: the accumulators may be read")
         if loop.in_flight:
             ring.consumer_release(prev, releaser, "release the tile's last stage")

@@ -128,7 +128,10 @@ def test_init_and_reinit_cover_full_and_empty_barriers():
     start = len(ops.b.body)
     ring.reinit(leader)
     again = [i.op.split(".")[1] for i in ops.b.body[start:] if isinstance(i, Instr)]
-    assert again == ["inval", "init"] * 4, "a valid mbarrier is invalidated before it is initialised again"
+    assert again == ["inval", "init"] * 4 + ["mbarrier_init"], \
+        "a valid mbarrier is invalidated before it is initialised again, then the init fence"
+    fences = [i for i in ops.b.body if isinstance(i, Instr) and i.op == "fence.mbarrier_init.release.cluster"]
+    assert len(fences) == 2 and all(f.guard is None for f in fences), "init and reinit each end with the fence"
 
 
 def test_refusals_name_the_problem():

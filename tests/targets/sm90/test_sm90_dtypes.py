@@ -75,9 +75,11 @@ def test_instruction_boxes_expect_tx_and_descriptors_per_dtype(dtype, block):
     # K-major, swizzled: SBO = 8 rows x the width whatever the element size, LBO unused (16)
     hi = dsc.SmemDescriptor(0, 16, 8 * w, Swizzle.of_width(w)).hi_lo()[0]
     assert re.search(rf"mov\.u32 %r\d+, {hi};\s+// SBO {8 * w} B, {w}B swizzle", k.ptx)
-    # the k-steps inside one k-tile advance the start address by 32 bytes (2 units of 16)
+    # the k-steps inside one k-tile advance the start address by 32 bytes (2 units of 16): B's on
+    # its descriptor's low word (32-bit), A's on the joined descriptor (mainloop.compute_stage)
     if bk // kk > 1:
-        assert re.search(rf"add\.s64 %rd\d+, %rd\d+, 2;\s+// B k\+{kk}\b", k.ptx), "k-step of 32 bytes"
+        assert re.search(rf"add\.u32 %r\d+, %r\d+, 2;\s+// B k\+{kk}\b", k.ptx), "k-step of 32 bytes"
+        assert re.search(rf"add\.s64 %rd\d+, %rd\d+, 2;\s+// A rows \+0, k\+{kk}\b", k.ptx), "k-step of 32 bytes"
 
 
 @pytest.mark.parametrize("esize, swizzle, lbo, sbo, step", [

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from .. import compile as compile_kernel
 from ..errors import ScheduleError
 from ..kernel import Kernel
 from ..schedule.problem import INTEGER_DTYPES, Gemm
+from ..schedule.rules import options_class
 from ..schedule.schedule import Schedule
 
 #: CUTLASS-style letters: "t" stores a matrix row-major, "n" column-major; first A, then B.
@@ -67,8 +69,15 @@ def refuse_flags_without_effect(args: argparse.Namespace) -> None:
     if args.group_m is not None and args.raster != "grouped":
         raise UsageError(f"--group-m {args.group_m} has no effect without --raster grouped: add --raster grouped, "
                          "or drop --group-m")
-    if args.sms is not None and args.stream_k is None and args.instruction != "wgmma":  # wgmma: its persistent grid
+    if args.sms is not None and args.stream_k is None and not has_persistent_grid(args.instruction):
         raise UsageError(f"--sms {args.sms} has no effect without --stream-k: add --stream-k, or drop --sms")
+
+
+def has_persistent_grid(instruction: str | None) -> bool:
+    """Whether the instruction's target walks tiles on a persistent grid of its own (its options
+    have `persistent`), which --sms sizes without --stream-k."""
+    options = options_class(instruction)
+    return options is not None and "persistent" in {f.name for f in dataclasses.fields(options)}
 
 
 def layouts(args: argparse.Namespace) -> tuple[str, str]:

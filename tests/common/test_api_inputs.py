@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError, ScheduleTypeError
-from ptxgen.schedule.schedule import HOPPER_FIELDS
+from ptxgen.targets.sm90.options import HOPPER_FIELDS
 
 #: A valid problem and schedule that set every int field (split-K over K=64's two k-tiles).
 GEMM = dict(m=64, n=64, k=64, lda=72, ldb=72, ldc=72, align=16, batch=2)

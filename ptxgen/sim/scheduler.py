@@ -154,7 +154,9 @@ def run_interleaved(program: Program, make: Callable[[int, SharedMemory | None],
                 on_done(finished)
             continue
         s = cta.sync
-        waiting = s.iter_stale and not s.iter_fresh
+        # a CTA whose spinning group has a ready group parked beside it is not stuck: that group
+        # gets its turn within FAIR_BACKEDGES (warps.py), however many CTAs spin meanwhile
+        waiting = s.iter_stale and not s.iter_fresh and not any(g.state == warps.READY for g in cta.groups)
         quiet = quiet + 1 if waiting else 0
         if cta.backedge:
             cta.streak = cta.streak + 1 if waiting else 0

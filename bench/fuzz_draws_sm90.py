@@ -20,6 +20,9 @@ SMS_CLUSTERS = (1, 1, 2, 3, 5, 10, 12, None)
 #: Tiles along M or N: odd counts (1, 3, 5) as often as even ones; the last tile full or partial.
 TILE_COUNTS = (1, 2, 3, 3, 5)
 SIZES = [1, 2, 7, 15, 16, 17, 63, 64, 100, 127, 128, 129, 200, 264]
+#: At most this many 128x128 tiles' worth of output (all batches, tile grid rounded up to whole
+#: clusters) where the shape allows: 24 64x128 tiles (24 CTAs, 12 (1, 2) clusters), a few seconds.
+MAX_TILES = 12
 
 DESIGNS = ("ws-persistent", "ws-cluster", "ws-one-tile", "one-tile", "split-k", "stream-k")
 
@@ -87,6 +90,16 @@ def draw(rng: np.random.Generator):
             [block, block, max(1, block // 2 + 1), 8, block - 1 or 1])
 
     m, n = extent(bm, cluster[0]), extent(bn, cluster[1])
+    batch = pick([1, 1, 2, 3])
+    def work() -> float:  # 128x128 tiles' worth, the cluster's rounding up included
+        tm, tn = -(-m // bm // cluster[0]) * cluster[0], -(-n // bn // cluster[1]) * cluster[1]
+        return tm * tn * batch * bm * bn / 128 ** 2
+
+    while work() > MAX_TILES and (m > bm or n > bn):  # the simulator's time goes with the tiles
+        if (-(-m // bm) >= -(-n // bn) and m > bm) or n <= bn:
+            m -= bm
+        else:
+            n -= bn
     per16 = 16 // esize  # elements in 16 bytes: rows along K stay 16-byte aligned (TMA strides)
     k = per16 * int(rng.integers(1, 17 if esize == 2 else 9))
     if a_layout == "col":
@@ -94,7 +107,7 @@ def draw(rng: np.random.Generator):
     if b_layout == "row":
         n = -(-n // per16) * per16
     g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout, acc_dtype=acc,
-             epilogue=epi, batch=pick([1, 1, 2, 3]))
+             epilogue=epi, batch=batch)
     bk = pick([32, 64, 128, 256]) // esize  # 32..256 bytes of K
     fields: dict = {"warp_specialized": family.startswith("ws"),
                     "persistent": family in ("ws-persistent", "ws-cluster", "stream-k")}

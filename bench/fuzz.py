@@ -17,9 +17,12 @@ The last two must be 0. The draw space covers everything the lowering supports: 
 dtypes (s8/u8 inputs with s32, quantised s8/u8 and dequantised float outputs), accumulators,
 odd shapes, leading dimensions, alignment, epilogues (with row/column scale vectors), batches,
 split-K, Stream-K and both instruction paths (mma.sync and wmma); `--instruction` pins the path
-to focus a run on it. `--arch sm_90a` draws Hopper (wgmma) schedules instead: the built subset
-(f16/bf16 in both majors, tf32, fp8 e4m3/e5m2 and s8/u8 K-major with their outputs, odd shapes with
-16-byte aligned rows, consumers, stages, swizzle, raster, epilogues) and, one draw in ten, a legal part not built yet, which must come back "rejected".
+to focus a run on it. `--arch sm_90a` draws Hopper (wgmma) schedules instead (fuzz_draws_sm90.py):
+every built design (warp-specialised persistent, with clusters, one tile per CTA; the simpler
+kernel, split-K, Stream-K) crossed with clusters and multicast, batches, odd tile counts and `sms`
+(10+ clusters now and then), every dtype with its outputs, epilogues, and now and then a legal part
+not built yet, which must come back "rejected". The report counts outcomes per design (a cluster
+and a batch named after it); ARCH_DRAWS is where another target's draws go.
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ import traceback
 from collections import Counter
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # fuzz_draws_* beside this file, in workers too
 
 SIZES = [1, 2, 7, 15, 16, 17, 63, 64, 100, 127, 128, 129]
 
@@ -76,69 +81,32 @@ def draw(rng: np.random.Generator, instruction: str | None = None):
     return g, s
 
 
-#: Hopper block edges drawn: BM (64 rows per consumer warpgroup) and BN from wgmma's N table.
-HOPPER_BM = (64, 128, 256)
-HOPPER_BN = (8, 16, 24, 40, 64, 96, 128, 192, 256)
+def draw_sm80(rng: np.random.Generator, instruction: str | None = None):
+    return draw(rng, instruction)
 
 
-def draw_hopper(rng: np.random.Generator):
-    """A (Gemm, Schedule) for arch sm_90a (wgmma): mostly the built subset (f16/bf16 in both majors,
-    tf32/e4m3/e5m2 with f32 and s8/u8 with s32 accumulation K-major (now and then MN-major, which
-    must be rejected), every output of each, odd M/N/K whose rows stay 16-byte aligned for TMA,
-    consumers 1/2, stages, swizzle, raster, epilogues, the TMA-store or direct epilogue,
-    warp-specialised or not, persistent with a small `sms` so CTAs walk several tiles), and now
-    and then another legal feature: split-K and a batch (built in the non-specialised kernel,
-    checked like the rest) or one the lowering does not build yet (persistence without warp
-    specialisation, clusters, f16 accumulation), which must be rejected with LoweringNotBuilt, a
-    ScheduleError."""
-    from ptxgen import Epilogue, Gemm, Schedule
-    from ptxgen.targets.sm90.plan import WGMMA_N
-    from ptxgen.schedule.problem import DTYPE_BYTES
+def draw_sm90a(rng: np.random.Generator, instruction: str | None = None):
+    from fuzz_draws_sm90 import draw as draw_hopper
 
-    def pick(xs):
-        return xs[int(rng.integers(len(xs)))]
+    return draw_hopper(rng)
 
-    unbuilt = rng.random() < 0.1  # one draw in ten asks for a part the lowering refuses today
-    dtype = pick(["f16", "bf16"] * 2 + ["tf32", "e4m3", "e5m2", "s8", "u8"])
-    esize = DTYPE_BYTES[dtype]
-    integer = dtype in ("s8", "u8")
-    acc = "f16" if unbuilt and dtype == "f16" and rng.random() < 0.2 else "f32"
-    out = ("f16" if acc == "f16" else
-           pick(["s32", "s8", "s8", "u8", "f32", "f16", "bf16"]) if integer else pick(["f32", "f16", "bf16"]))
-    epi = None
-    if out != "s32" and rng.random() < 0.5:
-        epi = Epilogue(alpha=pick([1.0, 0.5, -2.0]), beta=pick([0.0, 0.0, 1.0, -0.5]),
-                       bias=pick([None, "row", "col"]), activation=pick([None, "relu", "gelu", "silu"]),
-                       scale=pick([None, None, "col", "row"] if integer else [None] * 3 + ["col", "row"]))
-    if esize == 2 or rng.random() < 0.05:  # tf32/fp8/int8 are K-major; now and then an MN-major one (rejected)
-        a_layout, b_layout = pick(["row", "col"]), pick(["row", "col"])
-    else:
-        a_layout, b_layout = "row", "col"
-    m, n = pick(SIZES + [200, 264]), pick(SIZES + [200, 264])
-    per16 = 16 // esize  # elements in 16 bytes: rows along K stay 16-byte aligned (TMA strides)
-    k = per16 * int(rng.integers(1, 33 if esize == 2 else 17))
-    if a_layout == "col":
-        m = -(-m // per16) * per16  # A's rows run along M: 16-byte strides
-    if b_layout == "row":
-        n = -(-n // per16) * per16
-    g = Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout=a_layout, b_layout=b_layout, acc_dtype=acc,
-             epilogue=epi, batch=2 if unbuilt and rng.random() < 0.2 else 1)
-    bm = pick(HOPPER_BM)
-    bk = pick([32, 64, 128, 256]) // esize  # 32..256 bytes of K
-    ws = rng.random() < 0.6
-    extra = {"warp_specialized": ws, "persistent": ws and rng.random() < 0.7}
-    if extra["persistent"]:
-        extra["sms"] = pick([1, 2, 3, None])
-    if unbuilt:
-        extra.update(pick([{"warp_specialized": False, "persistent": True}, {"cluster": (2, 1)}, {"split_k": 2},
-                           {"warp_specialized": False, "persistent": False, "split_k": 3}, {}]))
-    s = Schedule(block=(bm, pick([x for x in HOPPER_BN if x in WGMMA_N[dtype]]), bk), instruction="wgmma",
-                 consumers=pick([1, 2]) if bm % 128 == 0 else 1, stages=int(rng.integers(1, 6)),
-                 warp_specialized=extra.pop("warp_specialized", False), persistent=extra.pop("persistent", False),
-                 swizzle=pick([None, None] + [w for w in (128, 64, 32) if bk * esize % w == 0]),
-                 raster=pick(["row", "grouped"]), group_m=pick([1, 2, 8]),
-                 epilogue_via_smem=pick([None, None, True, False]), **extra)
-    return g, s
+
+def design_sm80(s) -> str:
+    if s.decomposition != "tiles":
+        return "stream-k"
+    return ("split-k " + s.split_k_mode if s.split_k > 1 else "tiles") + f" {s.instruction}"
+
+
+def design_sm90a(s) -> str:
+    from fuzz_draws_sm90 import design
+
+    return design(s)
+
+
+#: Per arch: how a (Gemm, Schedule) is drawn from a seed's generator and which design (kernel
+#: family) a schedule selects, for the per-design counts. A new target (sm_100a) adds a row and
+#: its own draw module (as fuzz_draws_sm90.py).
+ARCH_DRAWS = {"sm_80": (draw_sm80, design_sm80), "sm_90a": (draw_sm90a, design_sm90a)}
 
 
 def operands(g, rng: np.random.Generator):
@@ -166,34 +134,42 @@ def operands(g, rng: np.random.Generator):
     return widen(a, g.a_layout, lda), widen(b, g.b_layout, ldb), c0, bias, scale
 
 
-def run_one(seed: int, instruction: str | None = None, arch: str = "sm_80") -> tuple[str, str, str]:
+def run_one(seed: int, instruction: str | None = None, arch: str = "sm_80") -> tuple[str, str, str, str]:
+    """(outcome, bug report or "", dtype and layout, design) of the draw of `seed`."""
     import ptxgen
     from ptxgen.check import check_simulated
 
     rng = np.random.default_rng(seed)
-    g, s = draw_hopper(rng) if arch == "sm_90a" else draw(rng, instruction)
+    draw_of, design_of = ARCH_DRAWS[arch]
+    g, s = draw_of(rng, instruction)
     kind = f"{g.dtype} {'tn'[g.a_layout == 'col']}{'tn'[g.b_layout == 'col']}"  # CUTLASS letters, A then B
+    design = design_of(s)
     try:
         k = ptxgen.compile(g, s, arch=arch)
     except ptxgen.ScheduleError:
-        return "rejected", "", kind
+        return "rejected", "", kind, design
     except Exception:  # noqa: BLE001 - anything but ScheduleError from compile is a bug too
-        return "error", f"seed {seed}: {g} {s}: compile raised:\n{traceback.format_exc(limit=3)}", kind
+        return "error", f"seed {seed}: {g} {s}: compile raised:\n{traceback.format_exc(limit=3)}", kind, design
+    if k.cluster_dims != (1, 1, 1):
+        design += f" {s.cluster[0]}x{s.cluster[1]}"
+    if g.batch > 1:
+        design += " batched"
     try:
         a, b, c0, bias, scale = operands(g, rng)
         result = check_simulated(k, a, b, c0, bias, scale)  # C poisoned, strided by ldc (twice for 8-bit)
         if result.ok:
-            return "correct", "", kind
-        return "wrong", f"seed {seed}: {g} {s}: {result}", kind
+            return "correct", "", kind, design
+        return "wrong", f"seed {seed}: {g} {s}: {result}", kind, design
     except Exception:  # noqa: BLE001 - the point is to catch everything
-        return "error", f"seed {seed}: {g} {s}:\n{traceback.format_exc(limit=3)}", kind
+        return "error", f"seed {seed}: {g} {s}:\n{traceback.format_exc(limit=3)}", kind, design
 
 
+OUTCOMES = ("rejected", "correct", "wrong", "error")
 #: Draws per task: enough to amortise a task's overhead, few enough to balance the workers.
 CHUNK = 4
 
 
-def run_chunk(pinned: tuple[str | None, str], seeds: range) -> list[tuple[str, str, str]]:
+def run_chunk(pinned: tuple[str | None, str], seeds: range) -> list[tuple[str, str, str, str]]:
     """run_one for each seed (a task for ptxgen.scaleout.spread: fn(shared, item)); `pinned` is
     (instruction, arch)."""
     instruction, arch = pinned
@@ -211,8 +187,9 @@ def main() -> int:
     ap.add_argument("--show", type=int, default=5, help="bug reports to print")
     ap.add_argument("--instruction", choices=("m16n8k16", "wmma"), default=None,
                     help="pin every draw to one instruction path (default: drawn, 1 in 5 wmma)")
-    ap.add_argument("--arch", choices=("sm_80", "sm_90a"), default="sm_80",
-                    help="sm_90a: draw Hopper (wgmma) schedules instead, mostly from the built subset")
+    ap.add_argument("--arch", choices=tuple(ARCH_DRAWS), default="sm_80",
+                    help="sm_90a: draw Hopper (wgmma) schedules instead: every built design crossed with "
+                    "clusters, batches, odd tile counts and sms (bench/fuzz_draws_sm90.py)")
     args = ap.parse_args()
     from ptxgen.scaleout import Workers, spread
 
@@ -227,10 +204,12 @@ def main() -> int:
     chunks = [range(at, min(at + CHUNK, end)) for at in range(args.seed, end, CHUNK)]
     counts: Counter = Counter()
     correct_by_kind: Counter = Counter()
+    by_design: dict[str, Counter] = {}
     bugs: list[str] = []
     for chunk in spread(run_chunk, chunks, workers, shared=(args.instruction, args.arch)):
-        for outcome, detail, kind in chunk:
+        for outcome, detail, kind, design in chunk:
             counts[outcome] += 1
+            by_design.setdefault(design, Counter())[outcome] += 1
             if outcome == "correct":
                 correct_by_kind[kind] += 1
             if detail:
@@ -244,8 +223,11 @@ def main() -> int:
     print(f"fuzz: {args.draws} draws{pinned}, seeds {args.seed}..{args.seed + args.draws - 1}, on {workers.describe()}, "
           f"{wall:.0f} s on {platform.machine()} ({os.cpu_count()} cores), commit {commit or '?'}")
     print(f"{'outcome':<10}{'count':>7}")
-    for outcome in ("rejected", "correct", "wrong", "error"):
+    for outcome in OUTCOMES:
         print(f"{outcome:<10}{counts[outcome]:>7}")
+    print(f"{'design (built ones: + cluster, batched)':<40}" + "".join(f"{o:>9}" for o in OUTCOMES))
+    for design in sorted(by_design):
+        print(f"{design:<40}" + "".join(f"{by_design[design][o]:>9}" for o in OUTCOMES))
     print("correct by dtype and layout (A then B: t row-major, n col-major): "
           + ", ".join(f"{kind} {n}" for kind, n in sorted(correct_by_kind.items())))
     bad = counts["wrong"] + counts["error"]

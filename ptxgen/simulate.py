@@ -109,7 +109,16 @@ def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:
     if walks_tiles(kernel):
         batches = 1  # a persistent grid is 1-D: each CTA walks every batch (cta_batch_tiles)
     tiles = {(0, 0), (gx - 1, 0), (0, gy - 1), (gx - 1, gy - 1), (gx // 2, gy // 2)}
-    return sorted((x, y, b * splits + sp) for x, y in tiles for b in {0, batches - 1} for sp in range(splits))
+    picked = sorted((x, y, b * splits + sp) for x, y in tiles for b in {0, batches - 1} for sp in range(splits))
+    return sorted(whole_clusters(kernel, picked))
+
+
+def whole_clusters(kernel: Kernel, ctas: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """`ctas` with every CTA's cluster peers: the simulator launches and runs a cluster as a unit
+    (sim/cluster.py `cluster_order`, whose order this is), so the peers' tiles are written too."""
+    from .sim.cluster import cluster_order
+
+    return cluster_order([tuple(c) for c in ctas], kernel.grid, kernel.cluster_dims)
 
 
 def steps_per_cta(kernel: Kernel) -> int:
@@ -150,7 +159,7 @@ def covered(kernel: Kernel, ctas) -> np.ndarray:
         return mask if g.batch > 1 else mask[0]
     gx, gy, gz = kernel.grid
     every = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
-    for cta in (every if ctas is None else ctas):
+    for cta in (every if ctas is None else whole_clusters(kernel, ctas)):
         for batch, tm, tn in cta_batch_tiles(kernel, cta):
             mask[batch, tm * s.bm:(tm + 1) * s.bm, tn * s.bn:(tn + 1) * s.bn] = True  # numpy clips at the edge
     return mask if g.batch > 1 else mask[0]

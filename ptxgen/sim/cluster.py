@@ -489,6 +489,7 @@ def _wait(aligned: bool, index: int, line: int):
                         f"cluster CTA rank {r} {peer.cta_xyz} has not arrived ({STALL_LIMIT} polls saw no "
                         "change); every non-exited thread of every CTA in the cluster must arrive")
         cta.sync.note_load(line, sig)
+        cta.polled = True                  # a waiting thread group lets the others run (warps.py)
         return index                       # not complete: spin here (a switch point)
     return run
 

@@ -21,7 +21,11 @@ Deadlock: an "iteration" is what a CTA does between two taken backward branches.
 it executed a synchronising load that returned exactly what the same instruction returned last
 time, and made no progress (a new value, a global store, an atomic that changed memory). When
 DEADLOCK_SWITCHES switches in a row come from waiting CTAs only, no CTA can ever change what the
-others read, and a HazardError("deadlock") names the load the first of them keeps repeating.
+others read, and a HazardError("deadlock") names the load the first of them keeps repeating. A
+CTA whose waiting group has another thread group ready beside it (warps.py) is not waiting: that
+group gets its turn within FAIR_BACKEDGES of the spinner's iterations, however many CTAs spin
+meanwhile (counting them made 20+ CTAs of a cluster GEMM, each a producer thread spinning at the
+exit barrier.cluster.wait while its consumers had yet to run, look deadlocked: issue 21).
 """
 from __future__ import annotations
 
@@ -159,7 +163,9 @@ def run_interleaved(program: Program, make: Callable[[int, SharedMemory | None],
                 on_done(finished)
             continue
         s = cta.sync
-        waiting = s.iter_stale and not s.iter_fresh
+        # a CTA whose spinning group has a ready group parked beside it is not stuck: that group
+        # gets its turn within FAIR_BACKEDGES (warps.py), however many CTAs spin meanwhile
+        waiting = s.iter_stale and not s.iter_fresh and not any(g.state == warps.READY for g in cta.groups)
         quiet = quiet + 1 if waiting else 0
         if cta.backedge:
             cta.streak = cta.streak + 1 if waiting else 0

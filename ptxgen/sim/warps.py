@@ -14,7 +14,7 @@ wait at different barriers), and one group holding every non-exited thread is th
 A group gives the processor away (warp-specialised kernels: a producer warp issuing TMA, consumer
 warpgroups issuing wgmma, each waiting on mbarriers the other side signals):
 * BLOCKED at a named barrier (named_barriers.py) until that barrier completes;
-* SPIN after an mbarrier wait that failed (cta.polled): the lowest-pc ready group other than this one
+* SPIN after an mbarrier wait or a barrier.cluster.wait that failed (cta.polled): the lowest-pc ready group other than this one
   runs; spinning groups run again, oldest first, only while no group is ready;
 * after FAIR_BACKEDGES taken backward branches without a switch (a loop spinning on a plain shared
   flag set by another group), so such loops make progress too.
@@ -146,6 +146,8 @@ def after_backedge(cta, program, pc: int) -> None:
     if cta.fair >= FAIR_BACKEDGES or cta.polled:
         cur = _current(cta, pc)
         cur.state = SPIN
+        if any(g.state == READY for g in cta.groups):
+            cta.sync.iter_fresh = True      # another group can progress: this CTA is not stuck
         _schedule(cta, program, cta.groups + [cur], avoid=cur)
 
 

@@ -422,3 +422,56 @@ def test_waiting_on_a_peer_mbarrier_is_refused_clearly():
         sim.launch(module(body, shared=BAR), "k", grid=(2,), block=(32,), args=[np.zeros((2, 32), np.uint32)],
                    cluster=(2,))
     assert e.value.kind == "unsupported" and "another CTA's mbarrier" in e.value.detail
+
+
+# ------------------------------------------------------------------ many CTAs, a warp waiting early
+# Warp 0 reaches the exit barrier.cluster.wait (or spins on a shared flag) while warp 1 of its CTA
+# still has work to do; on hardware warp 1 runs meanwhile. Many resident CTAs waiting like this
+# must not look like a deadlock: the waiting warp lets warp 1 run, however many CTAs wait beside it
+# (issue 21: 20+ CTAs of a cluster GEMM were reported deadlocked at the exit barrier).
+LATE_WARP = """
+    ld.param.u64 %rd1, [pOut];
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, %ctaid.x;
+    setp.ge.u32 %p0, %r0, 32;
+    @%p0 bra WORK;
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;         // EARLY
+    ret;
+WORK:
+    mov.u32 %r2, 0;
+LOOP:
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r2, 4;
+    @%p1 bra LOOP;
+    setp.eq.u32 %p2, %r0, 32;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    @%p2 st.global.u32 [%rd3], %r2;
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;"""
+
+FLAG_SPIN = """
+    ld.param.u64 %rd1, [pOut];
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, %ctaid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    setp.ge.u32 %p0, %r0, 32;
+    @%p0 bra WORK;
+SPIN:
+    ld.acquire.gpu.global.u32 %r4, [%rd3];    // SPIN
+    setp.eq.u32 %p1, %r4, 0;
+    @%p1 bra SPIN;
+    ret;
+WORK:
+    setp.eq.u32 %p2, %r0, 32;
+    @%p2 st.release.gpu.global.u32 [%rd3], 7;"""
+
+
+@pytest.mark.parametrize("body, want", [(LATE_WARP, 4), (FLAG_SPIN, 7)], ids=["cluster-wait", "flag-spin"])
+def test_many_ctas_with_a_waiting_warp_are_not_a_deadlock(body, want):
+    ctas = 48
+    out = np.zeros(ctas, dtype=np.uint32)
+    sim.launch(module(body), "k", grid=(ctas,), block=(64,), args=[out], cluster=(2,))
+    assert out.tolist() == [want] * ctas

@@ -95,6 +95,41 @@ def test_one_cluster_computes_exactly_its_tiles():
     assert result.ok, str(result)
 
 
+# -- issue 21: 10+ clusters, half-empty cluster tiles, batches ----------------------------------------
+@pytest.mark.parametrize("g, s", [
+    (Gemm(480, 264, 120, dtype="f16", out_dtype="f16"), cl((128, 64, 64), (1, 2), stages=2, sms=20)),  # 10 clusters
+    (Gemm(512, 320, 128, dtype="f16", out_dtype="f16"), cl((128, 64, 64), (1, 2), stages=2, sms=24)),
+    (Gemm(257, 176, 48, dtype="bf16", out_dtype="bf16", batch=2), cl((128, 64, 64), (1, 2), stages=5, sms=24)),
+], ids=["480x264x120-sms20", "512x320x128-sms24", "257x176x48-batch2"])
+def test_many_clusters_finish_at_the_exit_barrier(g, s):
+    """Once 20+ CTAs ran, the simulator used to report a deadlock at the exit barrier.cluster.wait:
+    each producer thread spun there while its consumers, parked beside it, waited for a turn the
+    scheduler's deadlock count did not leave them. The kernel is right (every non-exited thread
+    arrives: PTX ISA barrier.cluster); the simulator lets a failed barrier.cluster.wait yield."""
+    assert ptxgen.compile(g, s, arch=ARCH).grid[0] >= 20
+    harness.check(g, s, ARCH, seed=g.m + g.n)
+
+
+def test_sampled_ctas_of_a_cluster_grid_are_whole_clusters_and_cover_what_they_write():
+    """`ptxgen run`'s sample on a cluster grid: the simulator runs each sampled CTA's whole cluster,
+    so the sample lists the peers and `covered` counts their tiles (it reported the peers' tiles as
+    stray writes: "16432 elements outside the simulated CTAs' tiles were written")."""
+    from ptxgen.check import unwritten
+    from ptxgen.simulate import covered, sample_ctas
+
+    g = Gemm(480, 264, 120, dtype="f16", out_dtype="f16")
+    k = ptxgen.compile(g, cl((128, 64, 64), (1, 2), stages=2, sms=20), arch=ARCH)
+    ctas = sample_ctas(k)
+    assert ctas is not None and len(ctas) < k.grid[0]
+    assert {x for x, _, _ in ctas} == {x ^ 1 for x, _, _ in ctas}          # both ranks of each cluster
+    assert (covered(k, [(19, 0, 0)]) == covered(k, [(18, 0, 0), (19, 0, 0)])).all()
+    a, b = random_operands(g, 3)
+    c = k.simulate(a, b, ctas=[ctas[-1]])                                 # one CTA asked, its cluster runs
+    mask = covered(k, [ctas[-1]])
+    assert (~unwritten(c) == mask).all()
+    assert harness.judge(g, c, harness.Operands(a, b), mask=mask)[1].ok
+
+
 # -- property test over the cluster space -------------------------------------------------------------
 @settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(st.data())

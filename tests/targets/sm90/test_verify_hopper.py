@@ -135,6 +135,8 @@ INVALID = [
     ("dec above the cap", G, _h(producer_regs=176), ARCH, "schedule.producer_regs", "168"),
     ("inc below the cap", G, _h(consumer_regs=160), ARCH, "schedule.consumer_regs", "168"),
     ("register pool", G, _h(consumer_regs=240), ARCH, "schedule.consumer_regs", "consumer_regs <= 232"),
+    ("register pool by 16/thread", G, _h(producer_regs=48, consumer_regs=232), ARCH, "schedule.consumer_regs",
+     "65536 registers, more than the 64512"),   # issue 21: within 64K, over .maxnreg 168 x 384
     ("accumulators, one consumer", G, _h(block=(128, 256, 64), consumers=1, stages=3), ARCH, "schedule.block",
      "consumers=2"),
     ("accumulators vs consumer_regs", G, _h(block=(128, 216, 64), consumers=1, stages=2, consumer_regs=248), ARCH,
@@ -203,7 +205,11 @@ def test_drawn_hopper_schedules_keep_every_limit(data):
     assert ring <= p.smem.ring and p.smem.total <= SMEM_227K
     assert p.threads == 128 * (s.consumers + (1 if s.warp_specialized else 0)) == s.threads
     if s.warp_specialized:
-        assert (s.producer_regs + s.consumers * s.consumer_regs) * 128 <= 65536
+        # the pool is what the CTA launches with, .maxnreg x threads (warp_specialisation.md §9g:
+        # setmaxnreg moves registers between warpgroups, it adds none), not the 64K register file
+        cap = min(248, 65536 // p.threads // 8 * 8)
+        assert p.launch_regs == cap
+        assert (s.producer_regs + s.consumers * s.consumer_regs) * 128 <= cap * p.threads
         assert s.producer_regs <= p.launch_regs <= s.consumer_regs
         assert all(24 <= r <= 256 and r % 8 == 0 for r in (s.producer_regs, s.consumer_regs))
     assert p.accumulator_regs + 40 <= p.consumer_regs
@@ -221,6 +227,28 @@ def test_drawn_hopper_schedules_keep_every_limit(data):
         assert s.warp_specialized or not s.persistent or s.stream_k
         assert s.cluster == (1, 1) or (s.warp_specialized and s.persistent)
         assert not (s.warp_specialized and (s.split_k > 1 or s.stream_k))  # batches: built (persistent.py)
+
+
+@settings(max_examples=200, deadline=None)
+@given(consumers=st.sampled_from((1, 2)), producer=st.sampled_from(range(24, 257, 8)),
+       consumer=st.sampled_from(range(24, 257, 8)))
+def test_register_split_is_refused_exactly_when_it_overdraws_the_launch_pool(consumers, producer, consumer):
+    """Any setmaxnreg pair the ISA takes, around the launch cap: the verifier accepts it exactly when
+    (producer + consumers x consumer) x 128 fits .maxnreg x threads, recomputed here from the ISA
+    facts (warp_specialisation.md §9g), so a rule bounding by the 64K file (16 registers a thread
+    over for 384 threads) fails here."""
+    threads = 128 * (consumers + 1)
+    cap = min(248, 65536 // threads // 8 * 8)
+    if not producer <= cap <= consumer:
+        return   # the other setmaxnreg rules (dec lowers, inc raises): tested in BAD above
+    s = _h(block=(64 * consumers, 64, 64), consumers=consumers, producer_regs=producer, consumer_regs=consumer)
+    over = (producer + consumers * consumer) * 128 > cap * threads
+    try:
+        verify_rules(G, s, ARCH)
+    except ScheduleError as e:
+        assert over and e.field == "schedule.consumer_regs" and "the CTA launches with" in str(e), str(e)
+    else:
+        assert not over, (producer, consumer, consumers)
 
 
 def test_compile_refuses_a_legal_hopper_schedule_with_the_sm_90_fix():

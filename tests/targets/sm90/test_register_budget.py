@@ -42,8 +42,9 @@ def _lines(ptx: str) -> list[str]:
 
 def register_budget(ptx: str) -> Budget | None:
     """None without setmaxnreg (every thread keeps what it launched with). Else each warpgroup's count: the launch's `.maxnreg` unless it runs a setmaxnreg. The roles split
-    at `setp.lt.u32 %p, %wg, C; @%p bra L` with %wg = %tid.x >> 7: warpgroups below C continue at L
-    (their first setmaxnreg after L), the others fall through (their first before L)."""
+    at `setp.lt.u32 %p, %wg, C; @%p bra L` with %wg = %tid.x >> 7 (or its warp-uniform copy,
+    `shfl.sync.idx.b32 %u, %wg, 0, ...`): warpgroups below C continue at L (their first setmaxnreg
+    after L), the others fall through (their first before L)."""
     lines = _lines(ptx)
     sets = [i for i, line in enumerate(lines) if line.startswith("setmaxnreg.")]
     if not sets:
@@ -53,11 +54,12 @@ def register_budget(ptx: str) -> Budget | None:
     groups = threads // WARPGROUP
     tid = next(m.group(1) for line in lines if (m := re.match(r"mov\.u32 (%r\d+), %tid\.x;", line)))
     wg = next(m.group(1) for line in lines if (m := re.match(rf"shr\.u32 (%r\d+), {tid}, 7;", line)))
+    wgs = {wg} | {m.group(1) for line in lines if (m := re.match(rf"shfl\.sync\.idx\.b32 (%r\d+), {wg}, 0,", line))}
     for i, line in enumerate(lines):
-        m = re.match(rf"setp\.lt\.u32 (%p\d+), {wg}, (\d+);", line)
+        m = re.match(rf"setp\.lt\.u32 (%p\d+), ({'|'.join(wgs)}), (\d+);", line)
         b = m and re.match(rf"@{m.group(1)} bra (\S+);", lines[i + 1])
         if b:
-            split, below, label = i + 1, int(m.group(2)), b.group(1)
+            split, below, label = i + 1, int(m.group(3)), b.group(1)
             break
     else:
         raise AssertionError("no role split on the warpgroup index (setp.lt.u32 + bra) before the setmaxnreg")

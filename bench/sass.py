@@ -129,7 +129,9 @@ def sass_text(cubin: bytes, tool: str) -> str:
 
 
 def main_loop(instrs: list[Instr]) -> Loop | None:
-    """The loop (from the control-flow graph) whose body holds the most tensor instructions."""
+    """The innermost loop (from the control-flow graph) that holds tensor instructions, the one with
+    the most of them if several: a tile loop around a k loop (with a peeled first k-tile, more
+    tensor instructions than the k loop) is not the main loop (sass_cfg.busiest_loop, leaf)."""
     found = busiest_loop(find_loops(instrs), ("mma", "hgmma"), leaf=True)
     if found is None:
         return None

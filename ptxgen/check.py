@@ -227,7 +227,7 @@ TF32_INPUT_SIGMAS = 6.0
 #: Relative error of a tf32 result from the mean of wgmma's truncation (sm_90a): every product
 #: loses E[t_a + t_b] <= 2 x 2^-11 of itself towards zero (each input's dropped 13 bits average at
 #: most 2^-11 of it), so the sum loses that fraction of itself; only the spread around the mean is
-#: random (TF32_INPUT_SIGMAS covers it). An RMS-based atol misses it at large elements (issue 21:
+#: random (TF32_INPUT_SIGMAS covers it). An RMS-based atol misses it at large elements (seen:
 #: 3.6 x RMS came out 1.85 x 2^-10 small), so `rtol` adds it per element. The sm_80 path rounds
 #: (cvt.rna: mean zero) and needs none of it; the bound path (`gamma`) already has the worst case.
 TF32_TRUNCATION_RTOL = 2 * UNIT_ROUNDOFF["tf32"]

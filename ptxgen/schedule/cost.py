@@ -21,7 +21,7 @@ L2_USABLE = 0.5
 #: but not perfectly: a sub-dominant unit at half the busiest one's time costs about 1.5%, at 80%
 #: about 9%. An estimate (no GPU measured it); what it buys is that a schedule with less L2 traffic,
 #: fewer shared-memory reads or a deeper pipeline is priced faster than one with more, where a
-#: plain max called them equal (issue 22: the 8 best at 4096^3 all showed 491.5 us).
+#: plain max called them equal (the 8 best at 4096^3 all showed 491.5 us under it).
 OVERLAP_NORM = 6
 
 

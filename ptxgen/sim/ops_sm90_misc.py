@@ -171,7 +171,7 @@ def compile_setmaxnreg(ins: Instr, ctx):
     def run(cta: CtaState, mask):
         warps = participating_warps(cta, mask)
         log_setmaxnreg(cta, warps, action, n, line)
-        register_budget.note(cta, warps, action, n, line, cap)   # the CTA's pool (issue 21)
+        register_budget.note(cta, warps, action, n, line, cap)   # the CTA's pool (register_budget.py)
     return run
 
 

@@ -4,7 +4,7 @@ PTX ISA §9.7.19.5 "setmaxnreg": each warp owns a per-thread maximum register co
 registers from the warp into a per-CTA pool, `.inc` takes them from the pool and *blocks until the
 pool has enough*. The count a warp owns before `.dec N` must be >= N and before `.inc N` <= N
 (otherwise undefined). ptxas does not check the budget (a kernel whose `.inc` overdraws the pool
-assembles without a warning under ptxas 13.5, issue 21), so the simulator does.
+assembles without a warning under ptxas 13.5), so the simulator does.
 
 Model: with a `.maxnreg R` on the entry every warp starts owning R per thread and the CTA holds
 warps x 32 x R registers in all (ptxas reports the cap as the kernel's count, §9g). Without

@@ -25,7 +25,7 @@ others read, and a HazardError("deadlock") names the load the first of them keep
 CTA whose waiting group has another thread group ready beside it (warps.py) is not waiting: that
 group gets its turn within FAIR_BACKEDGES of the spinner's iterations, however many CTAs spin
 meanwhile (counting them made 20+ CTAs of a cluster GEMM, each a producer thread spinning at the
-exit barrier.cluster.wait while its consumers had yet to run, look deadlocked: issue 21).
+exit barrier.cluster.wait while its consumers had yet to run, look deadlocked).
 """
 from __future__ import annotations
 

@@ -62,4 +62,10 @@ def render(fn: Function, target: Target, header: list[str], declarations: list[s
             else:
                 out.append(f"{INDENT}// {item.text}")
     out.append("}")
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    if not text.isascii():  # ptxas stops at the first non-ASCII byte, comments included
+        no, line = next((i, ln) for i, ln in enumerate(text.split("\n"), 1) if not ln.isascii())
+        bad = next(ch for ch in line if not ch.isascii())
+        raise ValueError(f"PTX line {no} holds the non-ASCII character {bad!r} (ptxas rejects any): "
+                         f"{line.strip()!r}; spell it in ASCII in the comment or header that wrote it")
+    return text

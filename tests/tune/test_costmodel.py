@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from ptxgen import Gemm, Schedule, ScheduleError, verify
 from ptxgen.tune.costmodel import predict
 from ptxgen.schedule.devices import DEVICES, device_model
+from ptxgen.schedule.streamk import stream_k_grid, stream_k_plan
 
 SIZES = [1, 16, 33, 100, 256, 1000, 4096, 11008]
 
@@ -60,8 +61,26 @@ def test_more_rows_or_longer_k_is_never_predicted_faster(data):
         verify(bigger, s, arch)
     except ScheduleError:
         assume(False)
+    if s.stream_k:  # the same kind of work split: growing the problem can turn split tiles whole
+        assume(_splits_tiles(g, s, arch) == _splits_tiles(bigger, s, arch))
     base = predict(g, s, arch).time_s
     assert predict(bigger, s, arch).time_s >= base * (1 - 1e-9), (g, bigger, s)
+
+
+def _splits_tiles(g: Gemm, s: Schedule, arch: str) -> bool:
+    """Whether Stream-K shares some tile's k-tiles between CTAs (partials and their fix-up)."""
+    grid = stream_k_grid(g, s, device_model(arch).sms)
+    return stream_k_plan(g, s, grid).sk_tiles > 0
+
+
+def test_stream_k_can_be_faster_when_growth_makes_its_tiles_whole():
+    """Why the property above compares Stream-K only within one kind of split: 64 two-k-tile tiles
+    on a 128-CTA Stream-K grid are split in halves (each half published, then fixed up), while 128
+    tiles go one whole tile per CTA with no partials, which the model prices faster, as it should."""
+    s = Schedule(block=(64, 16, 8), warps=(1, 1), stages=1, decomposition="stream-k")
+    small, big = (Gemm(m, 1, 16, dtype="tf32", out_dtype="f32", align=4) for m in (4096, 8192))
+    assert _splits_tiles(small, s, "sm_89") and not _splits_tiles(big, s, "sm_89")
+    assert predict(big, s, "sm_89").time_s < predict(small, s, "sm_89").time_s
 
 
 @PROPERTY

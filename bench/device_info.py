@@ -141,7 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).write_text(text + "\n")
     view = info["driver_view"]
-    return 0 if view.get("status") == "ok" else 1
+    smi = info["nvidia_smi"]
+    clocks = (f"SM clock {smi['gpus'][0]['clocks.sm']} of max {smi['gpus'][0]['clocks.max.sm']}, driver "
+              f"{smi['gpus'][0]['driver_version']}" if smi.get("status") == "ok" else f"nvidia-smi {smi['status']}")
+    if view.get("status") == "ok":
+        print(f"device: {view['name']} ({view['arch']}, {view['sm_count']} SMs, CUDA driver API "
+              f"{view['cuda_driver_api']}); {clocks}; {info['assemblers']['ptxgen_default']}; commit {info['commit'][:12]}")
+        return 0
+    print(f"no usable device: {view.get('reason')}; {clocks}")
+    return 1
 
 
 if __name__ == "__main__":

@@ -452,6 +452,24 @@ def main(argv=None) -> int:
     peak = peak_for(dev.name, args.peak)
     systems = [s for s in args.systems.split(",") if s]
     rows, cut = [], []
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    date = _dt.date.today().isoformat()
+    path = out_dir / f"{date}-{slug(dev.name)}.json"
+
+    def write(summary: dict | None) -> None:
+        """The results so far (`"partial": true` until the table is done), so a run killed at its
+        time limit (bench/on_device.sh's step budget) still leaves every problem it finished."""
+        result = {"device": dev.name, "date": date, "commit": git_commit(),
+                  "command": " ".join([os.path.basename(sys.executable), *sys.argv]), "arch": arch,
+                  "peak_tflops": peak, "elapsed_s": round(time.time() - t0, 1),
+                  "method": f"median of >= {max(args.runs, 20)} CUDA-event samples (each a batch of launches "
+                            f"rotating over several input sets), after a checked run and warm-up",
+                  "notes": "f32 accumulation everywhere; ptxgen out_dtype = input dtype (f16 -> f16, "
+                           "bf16 -> bf16) to match torch.matmul; A row-major, B column-major",
+                  "partial": summary is None, "summary": summary, "cut": cut, "rows": rows}
+        path.write_text(json.dumps(result, indent=1))
+
     for job in jobs:
         if time.time() - t0 > args.budget_s:
             cut.append({"dtype": job.dtype, "m": job.m, "n": job.n, "k": job.k})
@@ -463,6 +481,7 @@ def main(argv=None) -> int:
                         for r in new)
         print(f"[{time.time() - t0:6.1f}s] {job.dtype} {job.m}x{job.n}x{job.k}: {got} ({time.time() - t:.1f}s)",
               flush=True)
+        write(None)
     summary = print_table(rows, peak)
     if cut:
         print(f"\nbudget of {args.budget_s:.0f} s reached: {len(cut)} problems not run: "
@@ -472,19 +491,7 @@ def main(argv=None) -> int:
     if wrong:
         print(f"\n!!! {len(wrong)} rows had WRONG results (see 'status'/'candidates' in the JSON): "
               + ", ".join(f"{r['system']} {r['dtype']} {r['m']}x{r['n']}x{r['k']}" for r in wrong))
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    date = _dt.date.today().isoformat()
-    path = out_dir / f"{date}-{slug(dev.name)}.json"
-    result = {"device": dev.name, "date": date, "commit": git_commit(),
-              "command": " ".join([os.path.basename(sys.executable), *sys.argv]), "arch": arch,
-              "peak_tflops": peak, "elapsed_s": round(time.time() - t0, 1),
-              "method": f"median of >= {max(args.runs, 20)} CUDA-event samples (each a batch of launches "
-                        f"rotating over several input sets), after a checked run and warm-up",
-              "notes": "f32 accumulation everywhere; ptxgen out_dtype = input dtype (f16 -> f16, "
-                       "bf16 -> bf16) to match torch.matmul; A row-major, B column-major",
-              "summary": summary, "cut": cut, "rows": rows}
-    path.write_text(json.dumps(result, indent=1))
+    write(summary)
     print(f"\nwrote {path}")
     return 1 if wrong else 0
 

@@ -67,9 +67,9 @@ def driver_view() -> dict[str, Any]:
         if not hasattr(attr, name):
             view[key.lower()] = "not in this CUDA's attribute list"
             continue
+        field = key.lower() + ("_khz" if "CLOCK" in key else "")
         try:
-            view[key.lower() + ("_khz" if "CLOCK" in key else "")] = int(_call("cuDeviceGetAttribute", getattr(attr, name),
-                                                                               ctx.device))
+            view[field] = int(_call("cuDeviceGetAttribute", getattr(attr, name), ctx.device))
         except Exception as e:  # the stand-in answers only what its model holds
             view[key.lower()] = f"{type(e).__name__}: {e}"[:200]
     return view
@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{smi['gpus'][0]['driver_version']}" if smi.get("status") == "ok" else f"nvidia-smi {smi['status']}")
     if view.get("status") == "ok":
         print(f"device: {view['name']} ({view['arch']}, {view['sm_count']} SMs, CUDA driver API "
-              f"{view['cuda_driver_api']}); {clocks}; {info['assemblers']['ptxgen_default']}; commit {info['commit'][:12]}")
+              f"{view['cuda_driver_api']}); {clocks}; {info['assemblers']['ptxgen_default']}; "
+              f"commit {info['commit'][:12]}")
         return 0
     print(f"no usable device: {view.get('reason')}; {clocks}")
     return 1

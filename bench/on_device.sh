@@ -38,9 +38,11 @@ STEPS=""
 ARCHIVE=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --steps) [ $# -ge 2 ] || { echo "on_device.sh: --steps needs a list such as a,d" >&2; exit 2; }; STEPS="$2"; shift 2 ;;
+    --steps) [ $# -ge 2 ] || { echo "on_device.sh: --steps needs a list such as a,d" >&2; exit 2; }
+      STEPS="$2"; shift 2 ;;
     --steps=*) STEPS="${1#--steps=}"; shift ;;
-    --archive) [ $# -ge 2 ] || { echo "on_device.sh: --archive needs a file name" >&2; exit 2; }; ARCHIVE="$2"; shift 2 ;;
+    --archive) [ $# -ge 2 ] || { echo "on_device.sh: --archive needs a file name" >&2; exit 2; }
+      ARCHIVE="$2"; shift 2 ;;
     --archive=*) ARCHIVE="${1#--archive=}"; shift ;;
     --out) [ $# -ge 2 ] || { echo "on_device.sh: --out needs a folder" >&2; exit 2; }; OUT_ROOT="$2"; shift 2 ;;
     --out=*) OUT_ROOT="${1#--out=}"; shift ;;
@@ -124,7 +126,9 @@ run_step() {
   local name="$1" budget; budget="$(budget_for "$1" "$2")"; shift 2
   local log="$RUN_DIR/$name.log" t0 rc status note
   if ! selected "$name"; then skip_step "$name" "not selected"; return; fi
-  if [ "$(time_left)" -lt 10 ]; then skip_step "$name" "not run: the whole run's ${TOTAL}s (BUDGET_TOTAL) are spent"; return; fi
+  if [ "$(time_left)" -lt 10 ]; then
+    skip_step "$name" "not run: the whole run's ${TOTAL}s (BUDGET_TOTAL) are spent"; return
+  fi
   echo "== $name (budget ${budget}s): $*" | tee "$log"
   t0=$(date +%s)
   timeout -s INT -k 15 "$budget" "$@" >> "$log" 2>&1
@@ -171,7 +175,8 @@ EOF
 )"
 DEV_ARCH="${DEV_ARCH:-none}"
 if [ "$DRY_RUN" = 0 ] && [ "$DEV_ARCH" = none ]; then
-  echo "on_device.sh: no GPU found (see a-device-info.log); the hardware steps will skip or fail: use --dry-run on a machine without one" >&2
+  echo "on_device.sh: no GPU found (see a-device-info.log); the hardware steps will skip or fail:" \
+       "use --dry-run on a machine without one" >&2
 fi
 
 PYTEST=("$PY" -m pytest -p no:cacheprovider -rA)   # pyproject adds -q
@@ -185,8 +190,8 @@ if [ "$DRY_RUN" = 1 ]; then
 else
   PARALLEL=()   # a file per worker: the hypothesis-heavy files run side by side on the one GPU
   "$PY" -c "import xdist" >/dev/null 2>&1 && PARALLEL=(-n 4 --dist loadfile)
-  run_step b-tests-gpu 140 "${PYTEST[@]}" ${PARALLEL[@]+"${PARALLEL[@]}"} tests/gpu --ignore=tests/gpu/test_gpu_planted.py \
-    --junitxml="$RUN_DIR/b-tests-gpu.xml"
+  run_step b-tests-gpu 140 "${PYTEST[@]}" ${PARALLEL[@]+"${PARALLEL[@]}"} tests/gpu \
+    --ignore=tests/gpu/test_gpu_planted.py --junitxml="$RUN_DIR/b-tests-gpu.xml"
 fi
 
 # c: planted races (the stand-in runs the simulator's half; the observed rates need hardware)
@@ -214,9 +219,10 @@ else
   MMA_ARCH="$DEV_ARCH"
   [ "$MMA_ARCH" = none ] && MMA_ARCH=sm_90
   if [ "$DEV_ARCH" = sm_90 ]; then
-    GEMM_BUDGET="$(budget_for e-gemm-sm90a 100)"   # gemm.py starts no problem after --budget-s and then
+    # gemm.py starts no problem after --budget-s, and then needs time to finish one and print its table
+    GEMM_BUDGET="$(budget_for e-gemm-sm90a 100)"
     run_step e-gemm-sm90a "$GEMM_BUDGET" "$PY" bench/gemm.py --arch sm_90a --max-problems 4 \
-      --budget-s $(( GEMM_BUDGET > 45 ? GEMM_BUDGET - 45 : 0 )) --out "$RUN_DIR/gemm-sm_90a"   # needs time to finish one and write
+      --budget-s $(( GEMM_BUDGET > 45 ? GEMM_BUDGET - 45 : 0 )) --out "$RUN_DIR/gemm-sm_90a"
   else
     skip_step e-gemm-sm90a "wgmma kernels need sm_90; this device is $DEV_ARCH"
   fi

@@ -165,6 +165,21 @@ def hardware_rate(plant: Plant, runs: int) -> dict[str, Any]:
     return out
 
 
+def _line(row: dict[str, Any], runs: int) -> str:
+    """One printed line per plant: the simulator's verdict, then the hardware's counts or why none."""
+    if "sim_flags" not in row:
+        return f"{row['status'].upper():6s} {row['plant']}: {row.get('reason', '')}"
+    verdict = "simulator flags it" if row["sim_flags"] else "simulator does NOT flag it"
+    if "hardware" in row:
+        hw = row["hardware"]
+    else:
+        hw = (f"hardware: planted wrong in {row.get('hw_planted_wrong_runs', '-')}/{runs} runs (worst "
+              f"{row.get('hw_planted_worst_wrong_elements', '-')} elements), unplanted wrong in "
+              f"{row.get('hw_unplanted_wrong_runs', '-')}/{runs}")
+        hw += f"; {row['hw_planted']}" if "hw_planted" in row else ""
+    return f"{row['status'].upper():6s} {row['plant']}: {verdict}; {hw}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the rows as JSON here")
@@ -198,14 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             row.update(status="error", reason=f"{type(e).__name__}: {e}"[:500])
         failed += row["status"] != "ok"
         rows.append(row)
-        hw = (row["hardware"] if "hardware" in row else
-              f"hardware: planted wrong in {row.get('hw_planted_wrong_runs', '-')}/{args.runs} runs "
-              f"(worst {row.get('hw_planted_worst_wrong_elements', '-')} elements), unplanted wrong in "
-              f"{row.get('hw_unplanted_wrong_runs', '-')}/{args.runs}" + (f"; {row['hw_planted']}" if "hw_planted" in row
-                                                                          else ""))
-        sim_text = ("simulator flags it" if row.get("sim_flags") else "simulator does NOT flag it") \
-            if "sim_flags" in row else row.get("reason", "")
-        print(f"{row['status'].upper():6s} {plant.name}: {sim_text}; {hw}", flush=True)
+        print(_line(row, args.runs), flush=True)
     print(f"planted races: {len(rows) - failed} ok, {failed} not ok of {len(rows)} ({time.time() - t0:.0f} s)")
     if args.out:
         Path(args.out).write_text(json.dumps({"runs": args.runs, "hardware": hardware_reason or "ran",

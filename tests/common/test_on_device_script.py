@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "on_device.sh"
 STEPS = ("a-device-info", "b-tests-gpu", "c-planted-sm80", "c-planted-sm90a", "d-device-vs-sim", "e-gemm-sm90a",
          "e-gemm-mma-sync")
-ROW = re.compile(r"^(?P<step>[a-e]-[\w-]+)\s+(?P<status>PASS|FAIL|SKIP)\s+(?P<secs>\d+)\s+(?P<budget>\d+|-)\s+(?P<note>.*)$")
+ROW = re.compile(r"^(?P<step>[a-e]-[\w-]+)\s+(?P<status>PASS|FAIL|SKIP)\s+(?P<secs>\d+)\s+(?P<budget>\d+|-)\s+"
+                 r"(?P<note>.*)$")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -36,7 +36,8 @@ def _needs_the_stand_in():
 
 
 def run(out: Path, *flags: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("BUDGET_") and k != "PTXGEN_DRIVER"}
+    inherited = ("PTXGEN_DRIVER", "PTXGEN_TESTS_AUTO_SIM", "PTXGEN_GPU_REPORT")  # the script sets its own
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BUDGET_") and k not in inherited}
     environ.update(PYTHON=sys.executable, **(env or {}))
     return subprocess.run(["bash", str(SCRIPT), "--dry-run", "--out", str(out), *flags], capture_output=True,
                           text=True, env=environ, cwd=ROOT, timeout=timeout)

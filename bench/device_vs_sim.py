@@ -111,7 +111,8 @@ def _shape(s: Schedule, tiny: bool) -> tuple[int, int, int]:
 
 def build_cases(tiny: bool = False, only: list[str] | None = None) -> list[Case]:
     """Every design's exact case (s8 -> s32, or integer-valued f16 -> f32 where partial tiles are
-    f32), then its float dtypes (FLOAT_DTYPES; f16 -> f32 by default)."""
+    f32), then every design's float dtypes (FLOAT_DTYPES; f16 -> f32 by default): a run cut short by
+    its budget has compared every design bit for bit first."""
     cases = []
     for design, arch, s in DESIGNS:
         if only and not any(word in design for word in only):
@@ -125,7 +126,7 @@ def build_cases(tiny: bool = False, only: list[str] | None = None) -> list[Case]
             bk = 2 * s.bk if dtype in ("s8", "u8", "e4m3", "e5m2") and s.instruction == "wgmma" else s.bk
             sched = dataclasses.replace(s, block=(s.bm, s.bn, bk)) if bk != s.bk else s
             cases.append(Case(design, arch, Gemm(m, n, k * bk // s.bk, dtype=dtype, out_dtype=out), sched, ints))
-    return cases
+    return sorted(cases, key=lambda c: not c.exact)  # stable: design order within each half
 
 
 def operands(case: Case, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -273,12 +274,14 @@ def main(argv: list[str] | None = None) -> int:
                 row.update(status="error", reason=f"{type(e).__name__}: {e}"[:500])
         rows.append(row)
         print(_fmt(row), flush=True)
+        counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "FAIL", "error", "skipped")}
+        if args.out:  # after every case: a run stopped at its time limit keeps what it compared
+            Path(args.out).write_text(json.dumps({"device": about, "tiny": args.tiny, "seed": args.seed,
+                                                  "done": len(rows) == len(cases), "counts": counts,
+                                                  "rows": rows}, indent=1))
     counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "FAIL", "error", "skipped")}
     print(f"device vs simulator: {counts['ok']} ok, {counts['FAIL']} FAIL, {counts['error']} error, "
           f"{counts['skipped']} skipped of {len(rows)} cases ({time.time() - t0:.0f} s)")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"device": about, "tiny": args.tiny, "seed": args.seed,
-                                              "counts": counts, "rows": rows}, indent=1))
     return 1 if counts["FAIL"] or counts["error"] else 0
 
 

@@ -179,7 +179,8 @@ if [ "$DRY_RUN" = 0 ] && [ "$DEV_ARCH" = none ]; then
        "use --dry-run on a machine without one" >&2
 fi
 
-PYTEST=("$PY" -m pytest -p no:cacheprovider -rA)   # pyproject adds -q
+# pyproject adds -q; junit_family xunit1 keeps the driver each test records (record_property) in the XML
+PYTEST=("$PY" -m pytest -p no:cacheprovider -rA -o junit_family=xunit1)
 if "$PY" -c "import pytest_timeout" >/dev/null 2>&1; then
   PYTEST+=(--timeout=120 --timeout-method=signal)   # one hung test must not eat the step
 fi

@@ -211,13 +211,17 @@ def main(argv: list[str] | None = None) -> int:
             row["status"] = "ok" if ok else "FAIL"
         except Exception as e:
             row.update(status="error", reason=f"{type(e).__name__}: {e}"[:500])
+        if any(key.endswith("_errors") for key in row) and not hardware_reason:
+            # a faulting launch can leave the CUDA context unusable: later launches would fail for that
+            # reason, not their own, so the remaining plants keep only the simulator's half
+            hardware_reason = f"a launch failed in the plant {plant.name!r} (the context may be broken)"
         failed += row["status"] != "ok"
         rows.append(row)
         print(_line(row, args.runs), flush=True)
+        if args.out:  # after every plant: a run stopped at its time limit keeps what it saw
+            Path(args.out).write_text(json.dumps({"runs": args.runs, "hardware": hardware_reason or "ran",
+                                                  "rows": rows}, indent=1))
     print(f"planted races: {len(rows) - failed} ok, {failed} not ok of {len(rows)} ({time.time() - t0:.0f} s)")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"runs": args.runs, "hardware": hardware_reason or "ran",
-                                              "rows": rows}, indent=1))
     return 1 if failed else 0
 
 

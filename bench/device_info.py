@@ -43,9 +43,19 @@ def nvidia_smi() -> dict[str, Any]:
     if exe is None:
         return {"status": "absent", "reason": "nvidia-smi is not on PATH"}
     rc, text = _run([exe, f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader"])
-    if rc != 0:
-        return {"status": "failed", "reason": text[-500:]}
-    gpus = [dict(zip(SMI_FIELDS, (v.strip() for v in line.split(",")))) for line in text.splitlines() if line.strip()]
+    if rc == 0:
+        rows = [line.split(",") for line in text.splitlines() if line.strip()]
+        return {"status": "ok", "gpus": [dict(zip(SMI_FIELDS, (v.strip() for v in row))) for row in rows]}
+    # One unknown field fails the whole query (drivers rename some: clocks_throttle_reasons became
+    # clocks_event_reasons), so ask field by field and keep what this driver knows.
+    per_field: dict[str, list[str]] = {}
+    for field in SMI_FIELDS:
+        rc, text = _run([exe, f"--query-gpu={field}", "--format=csv,noheader"])
+        per_field[field] = [v.strip() for v in text.splitlines()] if rc == 0 else [f"unsupported: {text[-120:]}"]
+    count = max(len(v) for v in per_field.values())
+    gpus = [{f: (v[i] if i < len(v) else v[0]) for f, v in per_field.items()} for i in range(count)]
+    if all(v[0].startswith("unsupported") for v in per_field.values()):
+        return {"status": "failed", "reason": per_field["name"][0]}
     return {"status": "ok", "gpus": gpus}
 
 

@@ -163,7 +163,7 @@ echo "on-device check ($MODE) of $COMMIT into $RUN_DIR"
 # a: what this ran on
 run_step a-device-info 25 "$PY" bench/device_info.py --out "$RUN_DIR/device_info.json"
 if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi > "$RUN_DIR/nvidia-smi.txt" 2>&1
+  { timeout 20 nvidia-smi; timeout 20 nvidia-smi -q -d CLOCK,PERFORMANCE,POWER; } > "$RUN_DIR/nvidia-smi.txt" 2>&1
 fi
 
 # The device's arch, for the steps that need sm_90 (stand-in: the H100 model's sm_90).

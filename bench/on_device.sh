@@ -21,16 +21,16 @@
 # of the given prefixes (e.g. --steps a,d); the others are listed as SKIP.
 #
 # --dry-run (any machine, no GPU, about a minute; its budgets are generous caps for loaded CI
-# machines): every step through ptxgen's simulator-backed
-# stand-in driver (PTXGEN_DRIVER=sim) on tiny problems; what only hardware can do is skipped and the
-# step's log says why. CI runs it (tests/common/test_on_device_script.py).
+# machines): every step through ptxgen's simulator-backed stand-in driver (PTXGEN_DRIVER=sim) on
+# tiny problems; what only hardware can do is skipped and the step's log says why. CI runs it
+# (tests/common/test_on_device_script.py).
 #
 # Budgets (seconds) can be changed for one run with BUDGET_<STEP>=N, the step's name in capitals
 # with '_' for '-' (e.g. BUDGET_B_TESTS_GPU=200). BUDGET_TOTAL (default 500) caps the whole run: a
 # step gets at most what is left of it, and one that would get under 10 s is skipped saying so.
 set -u
 
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 
 OUT_ROOT=""
 DRY_RUN=0

@@ -193,11 +193,7 @@ def run_case(case: Case, seed: int, workers: int, arch: str | None = None) -> di
     t1 = time.time()
     dev = _run_device(kern, a, b)
     t2 = time.time()
-    # A cluster kernel runs serially: Kernel.simulate(workers=N) puts each CTA of a cluster in its own
-    # task, each task then runs the whole cluster, and the merge reports their identical writes as
-    # OverlappingWrites (ptxgen/scaleout/simulate.py groups split-K and Stream-K CTAs, not clusters).
-    spread = workers if kern.cluster_dims == (1, 1, 1) else 1
-    sim = np.asarray(kern.simulate(a, b, workers=spread, progress=False))
+    sim = np.asarray(kern.simulate(a, b, workers=workers, progress=False))
     row.update(compile_s=round(t1 - t0, 2), device_s=round(t2 - t1, 2), sim_s=round(time.time() - t2, 2))
     ref = reference(a, b)
     same = np.array_equal(dev, sim) and dev.dtype == sim.dtype

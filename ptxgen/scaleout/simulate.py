@@ -192,6 +192,14 @@ def communication_groups(kernel, ctas: list[Cta] | None) -> list[list[Cta]]:
     from ..sim.machine import _cta_list, compile_entry
 
     names = _cta_list(kernel.grid, ctas)
+    dims = kernel.cluster_dims
+    if dims != (1, 1, 1):
+        # a cluster launches and runs as a unit (sim/cluster.py): each task runs whole clusters only
+        from ..sim.cluster import cluster_order
+        whole = cluster_order(names, kernel.grid, dims)
+        if kernel.schedule.split_k > 1 or kernel.schedule.stream_k:
+            return [whole]      # clusters that also share tiles: one task (correct, if not spread)
+        return _group_by(whole, lambda cta: tuple(v // c for v, c in zip(cta, dims)))
     if not compile_entry(kernel.ptx, kernel.entry).communicates:
         return [[cta] for cta in names]
     s = kernel.schedule

@@ -213,3 +213,15 @@ def test_sm90a_workers_keep_a_strided_view_of_the_operands(monkeypatch):
     assert c1.tobytes() == c2.tobytes() and r1.global_addresses == r2.global_addresses
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.abs(c2 - ref).max() < 1e-3
+
+
+def test_cluster_kernels_spread_by_whole_clusters():
+    # a cluster runs as a unit, so a task holds whole clusters; before, each CTA was its own task, each
+    # task ran the CTA's whole cluster, and the merge refused the peers' identical writes as a race
+    g = Gemm(256, 256, 128, dtype="f16", out_dtype="f32")
+    k = ptxgen.compile(g, Schedule(block=(128, 64, 64), instruction="wgmma", stages=2, cluster=(2, 1), sms=4),
+                       arch="sm_90a")
+    groups = communication_groups(k, None)
+    size = k.cluster_dims[0] * k.cluster_dims[1] * k.cluster_dims[2]
+    assert size == 2 and all(len(grp) == size for grp in groups) and len(groups) == k.grid[0] // size
+    assert_identical(k)

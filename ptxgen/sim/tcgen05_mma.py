@@ -245,7 +245,7 @@ def _write_d(cta: CtaState, st: tm.TmemState, idesc: td.InstrDescriptor, tid: in
     tm.check_not_pending(st.loads, d_region, "tcgen05.mma writes D", "ld")
     tm.check_not_pending(st.stores, d_region, "tcgen05.mma D", "st")
     for rec in st.mmas:          # only a chained MMA into the same D may follow without a wait
-        if rec.d.overlaps(d_region) and (rec.d != d_region):
+        if rec.what == "tcgen05.mma" and rec.d.overlaps(d_region) and rec.d != d_region:
             raise Fault("async-pending", f"tcgen05.mma D {d_region.describe()} overlaps the D of the tcgen05.mma at "
                         f"line {rec.line}, still in flight, with another shape")
     old = st.cells[rows, d_col:d_col + n]

@@ -176,11 +176,12 @@ SCALED_AB_TYPES = {"mxf8f6f4": AB_TYPES["f8f6f4"], "mxf4": {1: "e2m1"}, "mxf4nvf
 SF_IDS = {1: (0, 1, 2, 3), 2: (0, 2), 4: (0,)}
 
 
-def decode_scaled_instr_descriptor(value: int, kind: str, vec: int) -> InstrDescriptor:
+def decode_scaled_instr_descriptor(value: int, kind: str, vec: int, cta_group: int = 1) -> InstrDescriptor:
     """Decode and validate the instruction descriptor of .kind::mxf8f6f4 / mxf4 / mxf4nvf4
     (§9.7.16.4.2 Tables 43/44): SFB_ID bits 4-5, scale type bit 23 (UE8M0 1, UE4M3 0), M >> 4 in
     bits 24-28 (CUTLASS and Triton write it there; the ISA names bits 27-28 = M >> 7, the same
-    bits for M = 128), SFA_ID bits 29-30; dense, cta_group::1 (M = 128)."""
+    bits for M = 128), SFA_ID bits 29-30; dense; M = 128 with cta_group::1, the pair's M = 128 or 256
+    with cta_group::2 (N 16..256 step 16; Table 39)."""
     value = int(value) & 0xFFFFFFFF
     text = f"tcgen05.mma .kind::{kind} instruction descriptor {value:#010x}"
     if value & 0b111:
@@ -206,9 +207,13 @@ def decode_scaled_instr_descriptor(value: int, kind: str, vec: int) -> InstrDesc
     if fp4 and (ta or tb):
         raise Fault("unsupported", f"{text} transposes an operand; .kind::{kind} operands are K-major only")
     n, m = (value >> 17 & 0x3F) << 3, (value >> 24 & 0x1F) << 4
-    if m != 128:
+    if cta_group == 1 and m != 128:
         raise Fault("unsupported", f"{text}: M = {m}; block-scaled kinds take M = 128 with cta_group::1")
-    if not 8 <= n <= 256:
-        raise Fault("unsupported", f"{text}: N = {n} is outside 8..256")
+    if cta_group == 2 and m not in (128, 256):
+        raise Fault("unsupported", f"{text}: M = {m}; block-scaled kinds take the pair's M = 128 or 256 with "
+                    "cta_group::2")
+    if not (8 <= n <= 256 and n % 8 == 0 if cta_group == 1 else 16 <= n <= 256 and n % 16 == 0):
+        raise Fault("unsupported", f"{text}: N = {n} is not in the ISA's cta_group::{cta_group} shape table "
+                    + ("(8..256 step 8)" if cta_group == 1 else "(16..256 step 16)"))
     return InstrDescriptor(kind, "f32", atype, btype, False, bool(value >> 13 & 1), bool(value >> 14 & 1),
                            ta, tb, n, m, 64 if fp4 else 32, scale_type, sfa, sfb)

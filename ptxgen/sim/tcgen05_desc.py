@@ -4,7 +4,8 @@ Shared-memory descriptor (64 bits, sm100 layout, PTX ISA §9.7.16.4.1 Table 40):
 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, the fixed constant 0b001 in 46-48, base offset
 in 49-51, LBO mode in 52, swizzle in 61-63 (0 none, 1 128B with 32B atomicity, 2 128B, 4 64B,
 6 32B). Only the swizzle field moved compared with Hopper's descriptor, so the canonical layouts
-(element -> byte address) are those of wgmma_layouts.operand_addresses.
+(element -> byte address) are those of wgmma_layouts.operand_addresses, plus sm100's MN-major
+128B-with-32B-atomicity atom (mn_major_base32b_addresses).
 
 Instruction descriptor (32 bits, §9.7.16.4.2 Table 42) for kind::f16 / tf32 / f8f6f4 / i8.
 """
@@ -74,13 +75,29 @@ def operand_addresses(desc: SmemDescriptor, mn: int, k: int, esize: int, mn_majo
         if not mn_major:
             raise Fault("unsupported", f"tcgen05 {which} descriptor uses 128B-with-32B-atomicity swizzle with a "
                         "K-major operand; the ISA allows that atom for MN-major operands only (Table 55)")
-        raise Fault("unsupported", f"tcgen05 {which} descriptor uses the 128B-with-32B-atomicity swizzle (code 1); "
-                    "the simulator does not model that atom yet (MN-major tf32 needs it)")
+        if desc.base_offset:
+            raise Fault("unsupported", f"tcgen05 {which} descriptor has base offset {desc.base_offset}; the simulator "
+                        "models base offset 0 only (align 128B-with-32B-atomicity tiles to 512 B)")
+        return mn_major_base32b_addresses(desc, mn, k, esize)
     if desc.base_offset and desc.swizzle != 0:
         raise Fault("unsupported", f"tcgen05 {which} descriptor has base offset {desc.base_offset}; the simulator "
                     "models base offset 0 only (align swizzled tiles to the pattern: 1024 B for 128B)")
     hopper = wl.Descriptor(desc.start, desc.lbo, desc.sbo, 0, SWIZZLES[desc.swizzle][1])
     return wl.operand_addresses(hopper, mn, k, esize, mn_major)
+
+
+def mn_major_base32b_addresses(desc: SmemDescriptor, mn: int, k: int, esize: int) -> np.ndarray:
+    """(mn, k) byte addresses of an MN-major operand in the 128B swizzle with 32B atomicity
+    (docs/ptx_facts/tcgen05.md §12d2): atoms of 8 x 4 16-byte units (PTX ISA Table 55: 128 bytes along
+    MN times 4 K rows of 128 bytes), the next 128 bytes of MN LBO apart, the next 4 K rows SBO apart;
+    then Swizzle<2,5,2> on the byte address, the 32-byte chunk (bits 5-6) XORed with the K row in the
+    atom (bits 7-8) (CuTe's Layout_MN_SW128_32B_Atom and make_umma_desc)."""
+    per_chunk = 16 // esize
+    rows, cols = np.arange(mn)[:, None], np.arange(k)[None, :]
+    t, rest = rows % per_chunk, rows // per_chunk
+    chunk = rest % 8 + (rest // 8) * (desc.lbo // 16) + (cols % 4) * 8 + (cols // 4) * (desc.sbo // 16)
+    addr = (desc.start + 16 * chunk + t * esize).astype(np.int64)
+    return addr ^ (((addr >> 7) & 3) << 5)
 
 
 # ------------------------------------------------------------------ instruction descriptor

@@ -132,16 +132,17 @@ class InstrDescriptor:
     sfb_id: int = 0
 
 
-def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescriptor:
+def decode_instr_descriptor(value: int, kind: str, cta_group: int, ws: bool = False) -> InstrDescriptor:
     """Decode and validate a 32-bit instruction descriptor against .kind and the shape table
-    (§9.7.16.2.1 Table 39): dense, non-.ws; M and N of cta_group::2 are the pair's."""
+    (§9.7.16.2.1 Table 39): dense; M and N of cta_group::2 are the pair's; `ws`: tcgen05.mma.ws
+    (cta_group::1, M 32/64/128, N 64/128/256; bits 30-31 the B-reuse max shift, a hint)."""
     value = int(value) & 0xFFFFFFFF
     text = f"tcgen05.mma .kind::{kind} instruction descriptor {value:#010x}"
     if value & 0b111:
         raise Fault("unsupported", f"{text} selects sparsity (bits 0-2); sparse MMA is not simulated")
     if value & (1 << 6) or value & (1 << 23) or value & (1 << 29):
         raise Fault("unsupported", f"{text} sets a reserved bit (6, 23 or 29 must be 0)")
-    if value >> 30:
+    if value >> 30 and not ws:
         raise Fault("unsupported", f"{text} sets the .ws max-shift field (bits 30-31); it must be 0 without .ws")
     saturate = bool(value >> 3 & 1)
     dtype = D_TYPES.get(value >> 4 & 3)
@@ -159,7 +160,11 @@ def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescr
     if kind == "i8" and (neg_a or neg_b):
         raise Fault("unsupported", f"{text} negates an operand; .kind::i8 has no negate (bits 13-14 must be 0)")
     n, m = (value >> 17 & 0x3F) << 3, (value >> 24 & 0x1F) << 4
-    if cta_group == 1:
+    if ws:
+        if m not in (32, 64, 128) or n not in (64, 128, 256):
+            raise Fault("unsupported", f"{text}: M = {m}, N = {n}; tcgen05.mma.ws takes M = 32, 64 or 128 and "
+                        "N = 64, 128 or 256 (Table 39)")
+    elif cta_group == 1:
         if m not in (64, 128):
             raise Fault("unsupported", f"{text}: M = {m}; cta_group::1 takes M = 64 or 128 (bits 24-28 = M >> 4)")
         n_ok = n in (8, 16, 24) or (n % 16 == 0 and 32 <= n <= 256) if kind == "i8" else 8 <= n <= 256
@@ -169,7 +174,7 @@ def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescr
             raise Fault("unsupported", f"{text}: M = {m}; cta_group::2 takes M = 128 or 256 (the pair's M)")
         n_ok = 32 <= n <= 256 and n % 32 == 0 if kind == "i8" else 16 <= n <= 256 and n % 16 == 0
         shapes = "(32..256 step 32)" if kind == "i8" else "(16..256 step 16)"
-    if not n_ok:
+    if not ws and not n_ok:
         raise Fault("unsupported", f"{text}: N = {n} is not in the ISA's cta_group::{cta_group} shape table for "
                     f".kind::{kind} {shapes}")
     return InstrDescriptor(kind, dtype, atype, btype, saturate, neg_a, neg_b, bool(value >> 15 & 1),

@@ -79,7 +79,8 @@ def _operand_getter(ctx, op, typ: str, what: str):
 def compile_mma(ins: Instr, ctx, mods: list):
     from .ops_tcgen05 import cta_group_of, tmem_getter
     if mods and mods[0] == "ws":
-        raise ctx.fail("tcgen05.mma.ws (weight-stationary) is not simulated yet")
+        from .tcgen05_ws import compile_ws
+        return compile_ws(ins, ctx, mods[1:])
     group = cta_group_of(mods, ctx, "tcgen05.mma")
     kinds = [m for m in mods if m.startswith("kind::")]
     kind = kinds[0][len("kind::"):] if len(kinds) == 1 else ""
@@ -87,7 +88,7 @@ def compile_mma(ins: Instr, ctx, mods: list):
     rest = [m for m in mods if not m.startswith("kind::") and not m.startswith("collector::a::")]
     if len(kinds) != 1 or rest:
         raise ctx.fail(f"tcgen05.mma.{'.'.join(ins.mods[1:])}: write tcgen05.mma.cta_group::1.kind::<kind>"
-                       "{.block_scale{.blockN}} (.sp and .ws are not simulated yet)")
+                       "{.block_scale{.blockN}} (.sp is not simulated)")
     if kind not in td.K_OF_KIND and not vec:
         raise ctx.fail(f"tcgen05.mma .kind::{kind} is not simulated (f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, "
                        "mxf4nvf4)")

@@ -86,6 +86,7 @@ class TmemState:
     stores: list = field(default_factory=list)       # Pending tcgen05.st
     watch: dict = field(default_factory=dict)        # mbarrier addr -> [(Barrier, phase, [MmaRecord])]
     stall: int = 0
+    collectors: dict = field(default_factory=dict)   # tcgen05.mma.ws B collector buffer -> B of its fill
     unfenced: np.ndarray | None = None    # strict fences: per thread, line of an mbarrier wait not yet
     #                                       followed by tcgen05.fence::after_thread_sync (0: none)
 

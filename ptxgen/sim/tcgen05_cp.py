@@ -75,7 +75,8 @@ def compile_cp(ins: Instr, ctx, mods: list):
                        f"with shape one of {', '.join(SHAPES)}")
     shape, cast = shapes[0], casts[0] if casts else ""
     if cast not in CASTS[shape]:
-        raise ctx.fail(f"tcgen05.cp.{shape} takes {' or '.join('.' + c if c else 'no multicast qualifier' for c in CASTS[shape])}"
+        wanted = " or ".join("." + c if c else "no multicast qualifier" for c in CASTS[shape])
+        raise ctx.fail(f"tcgen05.cp.{shape} takes {wanted}"
                        " (PTX ISA §9.7.16.9.2: .64x128b needs .warpx2::02_13 or ::01_23, .32x128b needs .warpx4)")
     if len(ins.operands) != 2 or not isinstance(ins.operands[1], (Name, Lit)):
         raise ctx.fail("tcgen05.cp takes [taddr], s-desc")

@@ -1,5 +1,6 @@
-"""tcgen05.mma, cta_group::1, kinds f16 / tf32 / f8f6f4 / i8 and the block-scaled mxf8f6f4 / mxf4 /
-mxf4nvf4 (tcgen05_scaled.py) (docs/ptx_facts/tcgen05.md §12c–§12f, §12h, §12l).
+"""tcgen05.mma, cta_group::1 and ::2, kinds f16 / tf32 / f8f6f4 / i8 and the block-scaled mxf8f6f4 /
+mxf4 / mxf4nvf4 (tcgen05_scaled.py); .ws is tcgen05_ws.py (docs/ptx_facts/tcgen05.md §12c–§12f, §12h,
+§12i, §12l).
 
   tcgen05.mma.cta_group::1.kind::K [d-tmem], a-desc|[a-tmem], b-desc, idesc,
                                    {disable-output-lane,} enable-input-d {, scale-input-d};
@@ -47,12 +48,13 @@ ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "e2m3": 1, "e3m2"
 def _decode_fp8_container(kind: str):
     """fp6 operands under kind::f8f6f4 / mxf8f6f4 sit in shared memory as .b6x16_p32 (16 values in
     12 bytes + 4 padding; PTX ISA §5.5.1.1.1); where each 6-bit value sits inside the 12 bytes is
-    given by a figure only and no kernel here pins it down, so they are refused (e2m1's .b4x16_p64
-    is pinned by the corpus's mxfp8 x mxfp4 entry: decode_fp4_padded)."""
+    given by Figure 203 only, Triton 3.9 emits no fp6 MMA ("NYI: lhs_format e2m3"), and no kernel
+    here pins it down, so they are refused (e2m1's .b4x16_p64 is pinned by the corpus's mxfp8 x
+    mxfp4 entry: decode_fp4_padded)."""
     def decode(raw: np.ndarray) -> np.ndarray:
         raise Fault("unsupported", f"tcgen05.mma with {kind} operands under .kind::f8f6f4/mxf8f6f4 (the padded "
-                    ".b6x16_p32 shared-memory form, whose bit placement the ISA gives by a figure only) is not "
-                    "simulated; e4m3, e5m2 and e2m1 (.b4x16_p64) are")
+                    ".b6x16_p32 shared-memory form, whose bit placement the ISA gives by a figure only: Figure "
+                    "203, PTX ISA §9.7.16.10.4.4) is not simulated; e4m3, e5m2 and e2m1 (.b4x16_p64) are")
     return decode
 
 

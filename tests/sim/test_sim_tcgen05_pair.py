@@ -19,7 +19,8 @@ def pair_kernel(issuer_guard: str = "%p4", dealloc_sync: bool = True, m: int = 2
     out[rank * 128 + row]."""
     copy = "".join(f"    ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd4+{2048 * j}];\n"
                    f"    st.shared.v4.u32 [%r3+{2048 * j}], {{%r4, %r5, %r6, %r7}};\n" for j in range(chunks))
-    mma = mma or f"    @{issuer_guard} tcgen05.mma.cta_group::2.kind::f16 [%r10], %rd10, %rd11, {idesc(1, 0, 0, m, N):#x}, %p7;"
+    mma = mma or (f"    @{issuer_guard} tcgen05.mma.cta_group::2.kind::f16 [%r10], %rd10, %rd11, "
+                  f"{idesc(1, 0, 0, m, N):#x}, %p7;")
     regs = ", ".join(f"%d{i}" for i in range(N))
     stores = "".join(f"    st.global.b32 [%rd7+{4 * i}], %d{i};\n" for i in range(N))
     body = f"""

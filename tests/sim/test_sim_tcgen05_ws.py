@@ -18,7 +18,8 @@ def _ws(ptx: str, collectors: list) -> str:
     parts = ptx.split("tcgen05.mma.cta_group::1.kind::f16")
     out = parts[0]
     for i, rest in enumerate(parts[1:]):
-        out += "tcgen05.mma.ws.cta_group::1.kind::f16" + (f".collector::{collectors[i]}" if collectors[i] else "") + rest
+        collector = f".collector::{collectors[i]}" if collectors[i] else ""
+        out += "tcgen05.mma.ws.cta_group::1.kind::f16" + collector + rest
     return out
 
 

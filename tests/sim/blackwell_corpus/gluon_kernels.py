@@ -328,3 +328,51 @@ def mma_scaled_cp_matmul(a_desc, b_desc, c_desc, a_scale_desc, b_scale_desc, K,
     fence_async_shared()
     tma.async_store(c_desc, [pid_m * BM, pid_n * BN], c_smem)
     tma.store_wait(0)
+
+
+@gluon.jit
+def two_cta_scaled_cp_matmul(a_desc, b_desc, c_desc, a_scale_desc, b_scale_desc, K):
+    """two_cta_scaled_matmul with the scales TMA-loaded in the packed-block layout (A's two 128-row
+    blocks split over the pair, B's block loaded whole by both CTAs) and moved to tensor memory by
+    tcgen05_copy, which Gluon lowers to tcgen05.cp.cta_group::2.warpx4.32x128b issued by rank 0."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    REP_K: gl.constexpr = a_scale_desc.block_type.shape[2]
+    off_m = gl.program_id(0) * BM
+    off_n = gl.program_id(1) * BN
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    as_smem = gl.allocate_shared_memory(a_scale_desc.dtype, a_scale_desc.block_type.shape, a_scale_desc.layout)
+    bs_smem = gl.allocate_shared_memory(b_scale_desc.dtype, b_scale_desc.block_type.shape, b_scale_desc.layout)
+    tma_bar = mbarrier.allocate_mbarrier(two_ctas=True)
+    mma_bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(tma_bar, count=1)
+    mbarrier.init(mma_bar, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=False, two_ctas=True))
+    acc_layout: gl.constexpr = TensorMemoryLayout(block=(BM // 2, BN), col_stride=1,
+                                                  cga_layout=c_desc.layout.cga_layout, two_ctas=True)
+    acc_tmem = allocate_tensor_memory(gl.float32, [BM, BN], acc_layout)
+    a_scale_tmem = allocate_tensor_memory(gl.uint8, [BM, BK // 32], TensorMemoryScalesLayout(cga_layout=[[1, 0]]))
+    b_scale_tmem = allocate_tensor_memory(gl.uint8, [BN, BK // 32], TensorMemoryScalesLayout(cga_layout=[[0, 0]]))
+    phase = 0
+    use_acc = False
+    for k in range(0, K, BK):
+        mbarrier.expect(tma_bar, a_desc.nbytes_per_cta + b_desc.nbytes_per_cta + a_scale_desc.nbytes_per_cta
+                        + b_scale_desc.nbytes_per_cta)
+        tma.async_load(a_desc, [off_m, k], tma_bar, a_smem)
+        tma.async_load(b_desc, [off_n, k], tma_bar, b_smem)
+        tma.async_load(a_scale_desc, [0, gl.program_id(0) * 2, (k // BK) * REP_K, 0, 0], tma_bar, as_smem)
+        tma.async_load(b_scale_desc, [0, gl.program_id(1), (k // BK) * REP_K, 0, 0], tma_bar, bs_smem)
+        mbarrier.wait(tma_bar, phase, deps=[a_smem, b_smem])
+        tcgen05_copy(_scales_as_2d(as_smem, BM, BK // 32), a_scale_tmem)
+        tcgen05_copy(_scales_as_2d(bs_smem, BN, BK // 32), b_scale_tmem)
+        tcgen05_mma_scaled(a_smem, b_smem.permute((1, 0)), acc_tmem, a_scale_tmem, b_scale_tmem, "e4m3", "e4m3",
+                           use_acc=use_acc, mbarriers=[mma_bar])
+        mbarrier.wait(mma_bar, phase, deps=[a_smem, b_smem])
+        phase ^= 1
+        use_acc = True
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    c_smem.store(acc_tmem.load().to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)

@@ -211,9 +211,10 @@ def write_gluon_scaled_entries(g) -> None:
 
 
 def write_gluon_2cta_scaled_entry(g=None) -> None:
-    """A 2-CTA mxfp8 tcgen05_mma_scaled (kind::mxf8f6f4.block_scale.block32 with cta_group::2):
-    A and its scales split along M over the pair, B [N, K] along N, B's scales whole in each CTA
-    (`make_corpus.py write_gluon_2cta_scaled_entry` regenerates only this entry)."""
+    """2-CTA mxfp8 tcgen05_mma_scaled (kind::mxf8f6f4.block_scale.block32 with cta_group::2):
+    A and its scales split along M over the pair, B [N, K] along N, B's scales whole in each CTA;
+    the scales through registers (tcgen05.st), and TMA-loaded then tcgen05.cp.cta_group::2
+    (`make_corpus.py write_gluon_2cta_scaled_entry` regenerates only these two entries)."""
     g = g or _load(HERE / "gluon_kernels.py", "gluon_kernels")
     sig = {"a_desc": gluon_desc("fp8e4nv", [256, 128], [(1, 0)]), "b_desc": gluon_desc("fp8e4nv", [128, 128], [(1, 0)]),
            "c_desc": gluon_desc("fp32", [256, 128], [(1, 0)]), "a_scale_ptr": "*u8", "b_scale_ptr": "*u8",
@@ -223,6 +224,14 @@ def write_gluon_2cta_scaled_entry(g=None) -> None:
                 grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], problem=dict(M=200, N=136, K=256),
                 arrays=dict(kind="scaled_matmul_tma", a_format="e4m3", b_format="e4m3", vec=32, scale="ue8m0",
                             c="float32"))
+    sig = {**{k: sig[k] for k in ("a_desc", "b_desc", "c_desc")},
+           "a_scale_desc": gluon_desc("u8", [1, 2, 1, 2, 256], [(0, 1, 0, 0, 0)]),
+           "b_scale_desc": gluon_desc("u8", [1, 1, 1, 2, 256], [(0, 0, 0, 0, 0)]), "K": "i32"}
+    write_gluon("gluon_2cta_scaled_cp_mxfp8_256x128x128_w4", g.two_cta_scaled_cp_matmul, sig, {}, num_warps=4,
+                num_ctas=2, tile=dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=128),
+                grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], problem=dict(M=200, N=136, K=256),
+                arrays=dict(kind="scaled_matmul_tma", a_format="e4m3", b_format="e4m3", vec=32, scale="ue8m0",
+                            scale_layout="packed_block", c="float32"))
 
 
 def write_gluon_scaled_cp_entries(g) -> None:

@@ -186,6 +186,19 @@ def write_gluon_entries() -> None:
     write_gluon_scaled_entries(g)
     write_gluon_scaled_cp_entries(g)
     write_gluon_2cta_scaled_entry(g)
+    write_gluon_2cta_ts_entry(g)
+
+
+def write_gluon_2cta_ts_entry(g=None) -> None:
+    """The 2-CTA f16 matmul with A in tensor memory (`tcgen05.mma.cta_group::2 … [a-tmem]`;
+    `make_corpus.py write_gluon_2cta_ts_entry` regenerates only this entry)."""
+    g = g or _load(HERE / "gluon_kernels.py", "gluon_kernels")
+    bm, bn, bk = 128, 128, 64
+    write_gluon("gluon_2cta_ts_fp16_256x128x64_w4", g.two_cta_ts_matmul,
+                {"a_desc": gluon_desc("fp16", [2 * bm, bk], [(1, 0)]), "b_desc": gluon_desc("fp16", [bk, bn], [(0, 1)]),
+                 "c_desc": gluon_desc("fp16", [2 * bm, bn], [(1, 0)]), "K": "i32"}, {}, num_warps=4, num_ctas=2,
+                tile=dict(BLOCK_M=2 * bm, BLOCK_N=bn, BLOCK_K=bk), grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"],
+                problem=SHAPE_TMA, arrays=dict(kind="matmul", a="float16", b="float16", c="float16", b_layout="KxN"))
 
 
 def write_gluon_scaled_entries(g) -> None:
@@ -261,7 +274,7 @@ def write_gluon_scaled_entries_only() -> None:
 def main() -> None:
     only = set(sys.argv[1:])
     for part in (write_triton_entries, write_gluon_entries, write_gluon_scaled_entries_only,
-                 write_gluon_2cta_scaled_entry):
+                 write_gluon_2cta_scaled_entry, write_gluon_2cta_ts_entry):
         if (not only and part in (write_triton_entries, write_gluon_entries)) or part.__name__ in only:
             part()
 

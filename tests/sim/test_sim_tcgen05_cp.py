@@ -164,6 +164,18 @@ def test_shift_after_a_cp_without_a_wait_is_a_hazard():
     assert e.value.kind == "async-pending"
 
 
+def test_reading_shifted_lanes_before_the_commit_is_observed_is_a_hazard():
+    """shift -> tcgen05.ld is not pipelined: the load must wait for the shift's commit."""
+    src = _rows(128, 32, 9)
+    image, lbo, sbo = image_kmajor(src, "none", 8192)
+    ptx = shift_kernel().replace("DESC", f"{smem_desc(0, lbo, sbo, 'none'):#x}")
+    head, tail = ptx.split("WAIT2:", 1)
+    ptx = head + tail.split("@!%p5 bra WAIT2;", 1)[1]
+    with pytest.raises(sim.HazardError, match="tcgen05.shift") as e:
+        _run(ptx, image, 16)
+    assert e.value.kind == "async-pending"
+
+
 def test_shift_at_a_lane_not_a_multiple_of_32_is_refused():
     src = _rows(128, 32, 8)
     image, lbo, sbo = image_kmajor(src, "none", 8192)

@@ -197,3 +197,17 @@ def test_pair_block_scaled_m128_is_refused():
         sim.launch(pair_kernel(mma=lines, ncols=128), "k", grid=(2,), block=(128,), cluster=(2, 1, 1),
                    args=[np.zeros((256, N), np.float32), image, da, db])
     assert e.value.kind == "unsupported"
+
+
+def test_pair_shift_after_the_mma_moves_both_ctas_lanes():
+    """mma -> shift is pipelined (no wait); .cta_group::2 shifts the same lanes in both CTAs."""
+    a, b, image, da, db = _operands(6)
+    lines = (f"    @%p4 tcgen05.mma.cta_group::2.kind::f16 [%r10], %rd10, %rd11, {idesc(1, 0, 0, 256, N):#x}, %p7;\n"
+             "    @%p4 tcgen05.shift.cta_group::2.down [%r10];")
+    out = np.full((256, N), np.nan, np.float32)
+    sim.launch(pair_kernel(mma=lines), "k", grid=(2,), block=(128,), cluster=(2, 1, 1), args=[out, image, da, db])
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    for v in range(2):                       # lanes 1..31 of each CTA take lanes 0..30, columns 0..7
+        rows = want[128 * v:128 * v + 128].copy()
+        rows[1:32, :8] = rows[0:31, :8].copy()
+        np.testing.assert_array_equal(out[128 * v:128 * v + 128], rows)

@@ -28,9 +28,9 @@ each other's shared memory (mapa, .shared::cluster, remote mbarrier arrive, TMA 
 ordered by barrier.cluster.
 
 Blackwell (`.target sm_100a`): tensor memory and its allocator (tmem.py), tcgen05.mma from sm100
-descriptors (tcgen05_desc.py, tcgen05_mma.py; block scaling in tcgen05_scaled.py), tcgen05.ld/st
-data paths (tcgen05_layouts.py), tcgen05.cp (tcgen05_cp.py), commit/wait/fence (ops_tcgen05.py):
-an MMA is computed at issue and stays in flight until a wait sees its commit's mbarrier phase.
+descriptors (tcgen05_desc.py, tcgen05_mma.py; block scaling in tcgen05_scaled.py, .ws in
+tcgen05_ws.py), tcgen05.ld/st data paths (tcgen05_layouts.py), tcgen05.cp (tcgen05_cp.py),
+tcgen05.shift (tcgen05_shift.py), commit/wait/fence (ops_tcgen05.py): an MMA is computed at issue and stays in flight until a wait sees its commit's mbarrier phase.
 
 Timeline: `launch(..., trace="run.json", trace_ctas=[...])` writes what the traced CTAs' warps did
 as Chrome trace-event JSON for Perfetto (trace.py; trace_png.py draws it).

@@ -35,7 +35,8 @@ missing-fence  a wgmma uses registers (A fragments, accumulators) accessed since
 tmem           tensor memory (sm_100a) misused: a CTA exits with columns still allocated, a dealloc
                of columns it does not hold, an alloc after relinquish_alloc_permit or with a column
                count that is not a power of two in 32..512, a tcgen05.ld/st by a warp outside its
-               lane quarter, or an access to columns not allocated (tmem.py).
+               lane quarter, or an access to columns not allocated (tmem.py); a tcgen05.mma.ws
+               .collector::bN::use/lastuse without a valid ::fill (tcgen05_ws.py).
 deadlock       every unfinished CTA keeps spinning on loads that return the same values
                (scheduler.py); the line is the load the first such CTA keeps repeating. Also an
                mbarrier wait polled unchanged while its phase cannot complete (async_proxy.py), and

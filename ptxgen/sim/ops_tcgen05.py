@@ -405,7 +405,7 @@ def _fenced(run, what: str):
 def compile_tcgen05(ins: Instr, ctx):
     head = ins.mods[0] if ins.mods else ""
     run = _compile_tcgen05(ins, ctx)
-    if head in ("mma", "ld", "st", "cp") and strict_fences():
+    if head in ("mma", "ld", "st", "cp", "shift") and strict_fences():
         return _fenced(run, f"tcgen05.{head}")
     return run
 
@@ -420,6 +420,9 @@ def _compile_tcgen05(ins: Instr, ctx):
     if head == "cp":
         from .tcgen05_cp import compile_cp
         return compile_cp(ins, ctx, mods)
+    if head == "shift":
+        from .tcgen05_shift import compile_shift
+        return compile_shift(ins, ctx, mods)
     table = {"alloc": _compile_alloc, "dealloc": _compile_dealloc, "relinquish_alloc_permit": _compile_relinquish,
              "ld": _compile_ld, "st": _compile_st, "commit": _compile_commit}
     if head in table:
@@ -428,8 +431,8 @@ def _compile_tcgen05(ins: Instr, ctx):
         return _compile_wait(ins, ctx, head[-2:], mods)
     if head.startswith("fence::"):
         return _compile_fence(ins, ctx, head, mods)
-    raise ctx.fail(f"tcgen05.{head} is not simulated (alloc, dealloc, relinquish_alloc_permit, mma, cp, commit, "
-                   "ld, st, wait::ld, wait::st, fence::*; tcgen05.shift is not yet)")
+    raise ctx.fail(f"tcgen05.{head} is not a tcgen05 instruction the simulator knows (alloc, dealloc, "
+                   "relinquish_alloc_permit, mma, cp, shift, commit, ld, st, wait::ld, wait::st, fence::*)")
 
 
 # ------------------------------------------------------------------ mbarrier waits retire MMAs

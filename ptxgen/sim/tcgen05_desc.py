@@ -4,7 +4,8 @@ Shared-memory descriptor (64 bits, sm100 layout, PTX ISA §9.7.16.4.1 Table 40):
 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, the fixed constant 0b001 in 46-48, base offset
 in 49-51, LBO mode in 52, swizzle in 61-63 (0 none, 1 128B with 32B atomicity, 2 128B, 4 64B,
 6 32B). Only the swizzle field moved compared with Hopper's descriptor, so the canonical layouts
-(element -> byte address) are those of wgmma_layouts.operand_addresses.
+(element -> byte address) are those of wgmma_layouts.operand_addresses, plus sm100's MN-major
+128B-with-32B-atomicity atom (mn_major_base32b_addresses).
 
 Instruction descriptor (32 bits, §9.7.16.4.2 Table 42) for kind::f16 / tf32 / f8f6f4 / i8.
 """
@@ -74,13 +75,29 @@ def operand_addresses(desc: SmemDescriptor, mn: int, k: int, esize: int, mn_majo
         if not mn_major:
             raise Fault("unsupported", f"tcgen05 {which} descriptor uses 128B-with-32B-atomicity swizzle with a "
                         "K-major operand; the ISA allows that atom for MN-major operands only (Table 55)")
-        raise Fault("unsupported", f"tcgen05 {which} descriptor uses the 128B-with-32B-atomicity swizzle (code 1); "
-                    "the simulator does not model that atom yet (MN-major tf32 needs it)")
+        if desc.base_offset:
+            raise Fault("unsupported", f"tcgen05 {which} descriptor has base offset {desc.base_offset}; the simulator "
+                        "models base offset 0 only (align 128B-with-32B-atomicity tiles to 512 B)")
+        return mn_major_base32b_addresses(desc, mn, k, esize)
     if desc.base_offset and desc.swizzle != 0:
         raise Fault("unsupported", f"tcgen05 {which} descriptor has base offset {desc.base_offset}; the simulator "
                     "models base offset 0 only (align swizzled tiles to the pattern: 1024 B for 128B)")
     hopper = wl.Descriptor(desc.start, desc.lbo, desc.sbo, 0, SWIZZLES[desc.swizzle][1])
     return wl.operand_addresses(hopper, mn, k, esize, mn_major)
+
+
+def mn_major_base32b_addresses(desc: SmemDescriptor, mn: int, k: int, esize: int) -> np.ndarray:
+    """(mn, k) byte addresses of an MN-major operand in the 128B swizzle with 32B atomicity
+    (docs/ptx_facts/tcgen05.md §12d2): atoms of 8 x 4 16-byte units (PTX ISA Table 55: 128 bytes along
+    MN times 4 K rows of 128 bytes), the next 128 bytes of MN LBO apart, the next 4 K rows SBO apart;
+    then Swizzle<2,5,2> on the byte address, the 32-byte chunk (bits 5-6) XORed with the K row in the
+    atom (bits 7-8) (CuTe's Layout_MN_SW128_32B_Atom and make_umma_desc)."""
+    per_chunk = 16 // esize
+    rows, cols = np.arange(mn)[:, None], np.arange(k)[None, :]
+    t, rest = rows % per_chunk, rows // per_chunk
+    chunk = rest % 8 + (rest // 8) * (desc.lbo // 16) + (cols % 4) * 8 + (cols // 4) * (desc.sbo // 16)
+    addr = (desc.start + 16 * chunk + t * esize).astype(np.int64)
+    return addr ^ (((addr >> 7) & 3) << 5)
 
 
 # ------------------------------------------------------------------ instruction descriptor
@@ -115,16 +132,17 @@ class InstrDescriptor:
     sfb_id: int = 0
 
 
-def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescriptor:
+def decode_instr_descriptor(value: int, kind: str, cta_group: int, ws: bool = False) -> InstrDescriptor:
     """Decode and validate a 32-bit instruction descriptor against .kind and the shape table
-    (§9.7.16.2.1 Table 39): dense, non-.ws; M and N of cta_group::2 are the pair's."""
+    (§9.7.16.2.1 Table 39): dense; M and N of cta_group::2 are the pair's; `ws`: tcgen05.mma.ws
+    (cta_group::1, M 32/64/128, N 64/128/256; bits 30-31 the B-reuse max shift, a hint)."""
     value = int(value) & 0xFFFFFFFF
     text = f"tcgen05.mma .kind::{kind} instruction descriptor {value:#010x}"
     if value & 0b111:
         raise Fault("unsupported", f"{text} selects sparsity (bits 0-2); sparse MMA is not simulated")
     if value & (1 << 6) or value & (1 << 23) or value & (1 << 29):
         raise Fault("unsupported", f"{text} sets a reserved bit (6, 23 or 29 must be 0)")
-    if value >> 30:
+    if value >> 30 and not ws:
         raise Fault("unsupported", f"{text} sets the .ws max-shift field (bits 30-31); it must be 0 without .ws")
     saturate = bool(value >> 3 & 1)
     dtype = D_TYPES.get(value >> 4 & 3)
@@ -142,7 +160,11 @@ def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescr
     if kind == "i8" and (neg_a or neg_b):
         raise Fault("unsupported", f"{text} negates an operand; .kind::i8 has no negate (bits 13-14 must be 0)")
     n, m = (value >> 17 & 0x3F) << 3, (value >> 24 & 0x1F) << 4
-    if cta_group == 1:
+    if ws:
+        if m not in (32, 64, 128) or n not in (64, 128, 256):
+            raise Fault("unsupported", f"{text}: M = {m}, N = {n}; tcgen05.mma.ws takes M = 32, 64 or 128 and "
+                        "N = 64, 128 or 256 (Table 39)")
+    elif cta_group == 1:
         if m not in (64, 128):
             raise Fault("unsupported", f"{text}: M = {m}; cta_group::1 takes M = 64 or 128 (bits 24-28 = M >> 4)")
         n_ok = n in (8, 16, 24) or (n % 16 == 0 and 32 <= n <= 256) if kind == "i8" else 8 <= n <= 256
@@ -152,7 +174,7 @@ def decode_instr_descriptor(value: int, kind: str, cta_group: int) -> InstrDescr
             raise Fault("unsupported", f"{text}: M = {m}; cta_group::2 takes M = 128 or 256 (the pair's M)")
         n_ok = 32 <= n <= 256 and n % 32 == 0 if kind == "i8" else 16 <= n <= 256 and n % 16 == 0
         shapes = "(32..256 step 32)" if kind == "i8" else "(16..256 step 16)"
-    if not n_ok:
+    if not ws and not n_ok:
         raise Fault("unsupported", f"{text}: N = {n} is not in the ISA's cta_group::{cta_group} shape table for "
                     f".kind::{kind} {shapes}")
     return InstrDescriptor(kind, dtype, atype, btype, saturate, neg_a, neg_b, bool(value >> 15 & 1),
@@ -176,11 +198,12 @@ SCALED_AB_TYPES = {"mxf8f6f4": AB_TYPES["f8f6f4"], "mxf4": {1: "e2m1"}, "mxf4nvf
 SF_IDS = {1: (0, 1, 2, 3), 2: (0, 2), 4: (0,)}
 
 
-def decode_scaled_instr_descriptor(value: int, kind: str, vec: int) -> InstrDescriptor:
+def decode_scaled_instr_descriptor(value: int, kind: str, vec: int, cta_group: int = 1) -> InstrDescriptor:
     """Decode and validate the instruction descriptor of .kind::mxf8f6f4 / mxf4 / mxf4nvf4
     (§9.7.16.4.2 Tables 43/44): SFB_ID bits 4-5, scale type bit 23 (UE8M0 1, UE4M3 0), M >> 4 in
     bits 24-28 (CUTLASS and Triton write it there; the ISA names bits 27-28 = M >> 7, the same
-    bits for M = 128), SFA_ID bits 29-30; dense, cta_group::1 (M = 128)."""
+    bits for M = 128), SFA_ID bits 29-30; dense; M = 128 with cta_group::1, the pair's M = 128 or 256
+    with cta_group::2 (N 16..256 step 16; Table 39)."""
     value = int(value) & 0xFFFFFFFF
     text = f"tcgen05.mma .kind::{kind} instruction descriptor {value:#010x}"
     if value & 0b111:
@@ -206,9 +229,13 @@ def decode_scaled_instr_descriptor(value: int, kind: str, vec: int) -> InstrDesc
     if fp4 and (ta or tb):
         raise Fault("unsupported", f"{text} transposes an operand; .kind::{kind} operands are K-major only")
     n, m = (value >> 17 & 0x3F) << 3, (value >> 24 & 0x1F) << 4
-    if m != 128:
+    if cta_group == 1 and m != 128:
         raise Fault("unsupported", f"{text}: M = {m}; block-scaled kinds take M = 128 with cta_group::1")
-    if not 8 <= n <= 256:
-        raise Fault("unsupported", f"{text}: N = {n} is outside 8..256")
+    if cta_group == 2 and m not in (128, 256):
+        raise Fault("unsupported", f"{text}: M = {m}; block-scaled kinds take the pair's M = 128 or 256 with "
+                    "cta_group::2")
+    if not (8 <= n <= 256 and n % 8 == 0 if cta_group == 1 else 16 <= n <= 256 and n % 16 == 0):
+        raise Fault("unsupported", f"{text}: N = {n} is not in the ISA's cta_group::{cta_group} shape table "
+                    + ("(8..256 step 8)" if cta_group == 1 else "(16..256 step 16)"))
     return InstrDescriptor(kind, "f32", atype, btype, False, bool(value >> 13 & 1), bool(value >> 14 & 1),
                            ta, tb, n, m, 64 if fp4 else 32, scale_type, sfa, sfb)

@@ -1,5 +1,6 @@
-"""tcgen05.mma, cta_group::1, kinds f16 / tf32 / f8f6f4 / i8 and the block-scaled mxf8f6f4 / mxf4 /
-mxf4nvf4 (tcgen05_scaled.py) (docs/ptx_facts/tcgen05.md §12c–§12f, §12h, §12l).
+"""tcgen05.mma, cta_group::1 and ::2, kinds f16 / tf32 / f8f6f4 / i8 and the block-scaled mxf8f6f4 /
+mxf4 / mxf4nvf4 (tcgen05_scaled.py); .ws is tcgen05_ws.py (docs/ptx_facts/tcgen05.md §12c–§12f, §12h,
+§12i, §12l).
 
   tcgen05.mma.cta_group::1.kind::K [d-tmem], a-desc|[a-tmem], b-desc, idesc,
                                    {disable-output-lane,} enable-input-d {, scale-input-d};
@@ -47,12 +48,13 @@ ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "e2m3": 1, "e3m2"
 def _decode_fp8_container(kind: str):
     """fp6 operands under kind::f8f6f4 / mxf8f6f4 sit in shared memory as .b6x16_p32 (16 values in
     12 bytes + 4 padding; PTX ISA §5.5.1.1.1); where each 6-bit value sits inside the 12 bytes is
-    given by a figure only and no kernel here pins it down, so they are refused (e2m1's .b4x16_p64
-    is pinned by the corpus's mxfp8 x mxfp4 entry: decode_fp4_padded)."""
+    given by Figure 203 only, Triton 3.9 emits no fp6 MMA ("NYI: lhs_format e2m3"), and no kernel
+    here pins it down, so they are refused (e2m1's .b4x16_p64 is pinned by the corpus's mxfp8 x
+    mxfp4 entry: decode_fp4_padded)."""
     def decode(raw: np.ndarray) -> np.ndarray:
         raise Fault("unsupported", f"tcgen05.mma with {kind} operands under .kind::f8f6f4/mxf8f6f4 (the padded "
-                    ".b6x16_p32 shared-memory form, whose bit placement the ISA gives by a figure only) is not "
-                    "simulated; e4m3, e5m2 and e2m1 (.b4x16_p64) are")
+                    ".b6x16_p32 shared-memory form, whose bit placement the ISA gives by a figure only: Figure "
+                    "203, PTX ISA §9.7.16.10.4.4) is not simulated; e4m3, e5m2 and e2m1 (.b4x16_p64) are")
     return decode
 
 
@@ -66,7 +68,7 @@ assert ml_dtypes is not None
 @functools.lru_cache(maxsize=256)
 def _idesc(value: int, kind: str, vec: int, group: int) -> td.InstrDescriptor:
     if vec:
-        return td.decode_scaled_instr_descriptor(value, kind, vec)
+        return td.decode_scaled_instr_descriptor(value, kind, vec, group)
     return td.decode_instr_descriptor(value, kind, group)
 
 
@@ -79,7 +81,8 @@ def _operand_getter(ctx, op, typ: str, what: str):
 def compile_mma(ins: Instr, ctx, mods: list):
     from .ops_tcgen05 import cta_group_of, tmem_getter
     if mods and mods[0] == "ws":
-        raise ctx.fail("tcgen05.mma.ws (weight-stationary) is not simulated yet")
+        from .tcgen05_ws import compile_ws
+        return compile_ws(ins, ctx, mods[1:])
     group = cta_group_of(mods, ctx, "tcgen05.mma")
     kinds = [m for m in mods if m.startswith("kind::")]
     kind = kinds[0][len("kind::"):] if len(kinds) == 1 else ""
@@ -87,10 +90,7 @@ def compile_mma(ins: Instr, ctx, mods: list):
     rest = [m for m in mods if not m.startswith("kind::") and not m.startswith("collector::a::")]
     if len(kinds) != 1 or rest:
         raise ctx.fail(f"tcgen05.mma.{'.'.join(ins.mods[1:])}: write tcgen05.mma.cta_group::1.kind::<kind>"
-                       "{.block_scale{.blockN}} (.sp and .ws are not simulated yet)")
-    if vec and group == 2:
-        raise ctx.fail(f"tcgen05.mma.cta_group::2 .kind::{kind}: block scaling over a CTA pair is not simulated "
-                       "yet (where each CTA's scale factors sit is not pinned down)")
+                       "{.block_scale{.blockN}} (.sp is not simulated)")
     if kind not in td.K_OF_KIND and not vec:
         raise ctx.fail(f"tcgen05.mma .kind::{kind} is not simulated (f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, "
                        "mxf4nvf4)")
@@ -162,29 +162,49 @@ def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_v
     same shared offsets the issuer's descriptors name, and D rows v*M/2.. in its own TMEM at d-tmem:
     M = 256 as layout D (row m in lane m); M = 128 as layout B (row m < 64: columns n < N/2 in lane m,
     column n; columns n >= N/2 in lane 64 + m, column n - N/2), computed as one 128 x N/2 product of
-    [[A, 0], [0, A]] with [B_low | B_high] (the zero products change no float64 sum)."""
+    [[A, 0], [0, A]] with [B_low | B_high] (the zero products change no float64 sum).
+    M = 256 only: A may come from each CTA's own TMEM at a-tmem (its 128 rows in lanes 0-127, as
+    CuTe's 2x1SM TS atoms hold it), and block scaling reads each CTA's SFA (its 128 rows) and SFB
+    (all N rows) from its own TMEM (§12i; CuTe's 2-CTA block-scaled GEMMs load them that way)."""
     peer = tm.pair_peer(cta, "tcgen05.mma")
-    if a_tmem:
-        raise Fault("unsupported", "tcgen05.mma.cta_group::2 with A in tensor memory is not simulated yet")
-    idesc = _idesc(idesc_val & 0xFFFFFFFF, kind, 0, 2)
+    vec = scales[2] if scales else 0
+    idesc = _idesc(idesc_val & 0xFFFFFFFF, kind, vec, 2)
+    if idesc.m == 128 and (a_tmem or vec):
+        raise Fault("unsupported", "tcgen05.mma.cta_group::2 with M = 128 and " +
+                    ("A in tensor memory" if a_tmem else "block scaling") + " is not simulated: where each CTA's "
+                    "64 rows of A / of the scale factors sit in its tensor memory (layout B) is given only by the "
+                    "ISA's figures; M = 256 is simulated")
     half_n, k = idesc.n // 2, idesc.k
     pair = sorted([cta, peer], key=lambda c: c.cluster.rank)
     reader = np.array([tid], dtype=np.int64)
     halves, idx = [], []
     for c in pair:
         bt, i_b = _read_smem(c, b_val, half_n, k, idesc.btype, idesc.b_mn_major, reader,
-                             f"B (CTA rank {c.cluster.rank})")
+                             f"B (CTA rank {c.cluster.rank})", vec > 1)
         halves.append(bt)
         idx.append(i_b)
-    bt = np.concatenate(halves)
+    b_full = np.concatenate(halves)
     if idesc.negate_b:
-        bt = -bt
+        b_full = -b_full
     records = []
     for c, i_b in zip(pair, idx):
         st = tm.tmem_of(c)
         tm.use_cta_group(st, 2, "tcgen05.mma")
-        a, i_a = _read_smem(c, a_val, idesc.m // 2, k, idesc.atype, idesc.a_mn_major, reader,
-                            f"A (CTA rank {c.cluster.rank})")
+        reads, bt = [], b_full
+        if a_tmem:
+            a, a_region = _read_a_tmem(st, a_val, 128, k, idesc.atype, 0)
+            reads.append(a_region)
+            i_a = np.zeros(0, dtype=np.int64)
+        else:
+            a, i_a = _read_smem(c, a_val, idesc.m // 2, k, idesc.atype, idesc.a_mn_major, reader,
+                                f"A (CTA rank {c.cluster.rank})", vec > 1)
+        if vec:
+            sfa, region_a = ts.read_scales(st, scales[0], 128, vec, idesc.sfa_id, idesc.scale_type,
+                                           f"A (CTA rank {c.cluster.rank})")
+            sfb, region_b = ts.read_scales(st, scales[1], idesc.n, vec, idesc.sfb_id, idesc.scale_type,
+                                           f"B (CTA rank {c.cluster.rank})")
+            a, bt = ts.apply(a, sfa), ts.apply(b_full, sfb)
+            reads += [region_a, region_b]
         if idesc.negate_a:
             a = -a
         if idesc.m == 256:
@@ -194,7 +214,7 @@ def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_v
             a_eff = np.block([[a, zero], [zero, a]])
             b_eff = np.concatenate([bt[:half_n], bt[half_n:]], axis=1)
             one = dataclasses.replace(idesc, m=128, n=half_n, k=2 * k)
-        records.append(_write_d(c, st, one, tid, d_addr, a_eff, b_eff, accumulate, scale_shift, None, [],
+        records.append(_write_d(c, st, one, tid, d_addr, a_eff, b_eff, accumulate, scale_shift, None, reads,
                                 np.concatenate([i_a, i_b]), line))
     mine = next(r for r in records if r.owner is cta)
     mine.partners = [r for r in records if r is not mine]
@@ -245,7 +265,7 @@ def _write_d(cta: CtaState, st: tm.TmemState, idesc: td.InstrDescriptor, tid: in
     tm.check_not_pending(st.loads, d_region, "tcgen05.mma writes D", "ld")
     tm.check_not_pending(st.stores, d_region, "tcgen05.mma D", "st")
     for rec in st.mmas:          # only a chained MMA into the same D may follow without a wait
-        if rec.d.overlaps(d_region) and (rec.d != d_region):
+        if rec.what == "tcgen05.mma" and rec.d.overlaps(d_region) and rec.d != d_region:
             raise Fault("async-pending", f"tcgen05.mma D {d_region.describe()} overlaps the D of the tcgen05.mma at "
                         f"line {rec.line}, still in flight, with another shape")
     old = st.cells[rows, d_col:d_col + n]

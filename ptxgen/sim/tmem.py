@@ -86,6 +86,7 @@ class TmemState:
     stores: list = field(default_factory=list)       # Pending tcgen05.st
     watch: dict = field(default_factory=dict)        # mbarrier addr -> [(Barrier, phase, [MmaRecord])]
     stall: int = 0
+    collectors: dict = field(default_factory=dict)   # tcgen05.mma.ws B collector buffer -> B of its fill
     unfenced: np.ndarray | None = None    # strict fences: per thread, line of an mbarrier wait not yet
     #                                       followed by tcgen05.fence::after_thread_sync (0: none)
 
@@ -175,13 +176,17 @@ def check_exit(cta: CtaState) -> None:
 
 
 # ------------------------------------------------------------------ async bookkeeping
-def check_not_mma_target(st: TmemState, region: Region, what: str, by_mma: bool = False) -> None:
-    """No MMA or cp in flight writes the region; `by_mma`: the reader is a tcgen05.mma, which may
-    follow a tcgen05.cp without a wait (cp -> mma is pipelined, PTX ISA §9.7.16.6.2)."""
+def check_not_mma_target(st: TmemState, region: Region, what: str, by_mma: bool = False,
+                         pipelined: tuple = ()) -> None:
+    """No MMA, cp or shift in flight writes the region. `by_mma`: the reader is a tcgen05.mma, which
+    may follow a tcgen05.cp or tcgen05.shift without a wait; `pipelined`: other record kinds the
+    accessing instruction may follow without a wait (PTX ISA §9.7.16.6.2 "Pipelined tcgen05
+    Instructions": cp -> mma, shift -> mma, mma -> shift, shift -> cp.4x256b)."""
+    exempt = set(pipelined) | ({"tcgen05.cp", "tcgen05.shift"} if by_mma else set())
     for rec in st.mmas:
-        if rec.d.overlaps(region) and not (by_mma and rec.what == "tcgen05.cp"):
+        if rec.d.overlaps(region) and rec.what not in exempt:
             target = ("the accumulator of the tcgen05.mma" if rec.what == "tcgen05.mma"
-                      else "the destination of the tcgen05.cp")
+                      else f"the destination of the {rec.what}")
             raise Fault("async-pending", f"{what} {region.describe()}, {target} at line "
                         f"{rec.line} that is still in flight; wait on the mbarrier its tcgen05.commit arrives on "
                         "(and tcgen05.fence::after_thread_sync) first")
@@ -191,7 +196,7 @@ def check_not_mma_source(st: TmemState, region: Region, what: str) -> None:
     """A write of TMEM that an MMA in flight reads (A or scale factors): a write-after-read hazard."""
     for rec in st.mmas:
         if any(r.overlaps(region) for r in rec.reads):
-            raise Fault("async-pending", f"{what} {region.describe()}, which the tcgen05.mma at line {rec.line} "
+            raise Fault("async-pending", f"{what} {region.describe()}, which the {rec.what} at line {rec.line} "
                         "still in flight reads; wait on the mbarrier its tcgen05.commit arrives on first")
 
 
@@ -231,6 +236,11 @@ def pair_peer(cta: CtaState, what: str) -> CtaState:
         raise Fault("race", f"{what} with .cta_group::2: the peer CTA (cluster rank {member.rank ^ 1}) is not "
                     "running; it must not have exited (end both CTAs with barrier.cluster arrive + wait)")
     return peer
+
+
+def pair_of(cta: CtaState, what: str) -> list:
+    """Both CTAs of this CTA's pair, even rank first (cta_group::2 operations touch both)."""
+    return sorted([cta, pair_peer(cta, what)], key=lambda c: c.cluster.rank)
 
 
 def observed(cta: CtaState, addr: int, bar) -> None:

@@ -85,7 +85,8 @@ def test_corpus_is_complete_and_consistent():
     for spelling in ("tcgen05.mma.cta_group::1.kind::f16", "tcgen05.mma.cta_group::1.kind::f8f6f4",
                      "kind::mxf8f6f4.block_scale", "kind::mxf4.block_scale", "tcgen05.mma.cta_group::2",
                      "clusterlaunchcontrol.try_cancel", ".branchtargets", "brx.idx", "tcgen05.ld.", "tcgen05.st.",
-                     "cp.async.bulk.tensor.2d.cta_group::2", "kind::mxf4nvf4.block_scale.block16"):
+                     "cp.async.bulk.tensor.2d.cta_group::2", "kind::mxf4nvf4.block_scale.block16",
+                     "tcgen05.mma.cta_group::2.kind::mxf8f6f4.block_scale", "tcgen05.cp.cta_group::2"):
         assert spelling in text, spelling
 
 

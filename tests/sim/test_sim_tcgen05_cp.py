@@ -112,8 +112,82 @@ def test_reading_the_destination_before_the_commit_is_observed_is_a_hazard():
     assert e.value.kind == "async-pending"
 
 
-@pytest.mark.parametrize("form", ["tcgen05.cp.cta_group::1.64x128b.warpx2::02_13 [%r10], 0;",
+@pytest.mark.parametrize("cast", ["02_13", "01_23"])
+def test_64x128b_warpx2_sends_each_half_to_a_warp_pair(cast):
+    """PTX ISA §9.7.16.9.2: ::02_13 pairs warps 0/2 and 1/3, ::01_23 warps 0/1 and 2/3, each pair
+    receiving half of the 64 rows (which half: CuTe's UTCCP traits, docs §12g)."""
+    src = _rows(64, 16, 5)
+    image, lbo, sbo = image_kmajor(src, "none", 8192)
+    out = _run(cp_kernel(f"tcgen05.cp.cta_group::1.64x128b.warpx2::{cast} [%r10+4], "
+                         f"{smem_desc(0, lbo, sbo, 'none'):#x};", 8), image, 8)
+    words = src.view(np.uint32)
+    quarters = {"02_13": [0, 1, 0, 1], "01_23": [0, 0, 1, 1]}[cast]     # source half per lane quarter
+    for q, half in enumerate(quarters):
+        np.testing.assert_array_equal(out[32 * q:32 * q + 32, 4:8], words[32 * half:32 * half + 32])
+    assert not out[:, :4].any()
+
+
+def shift_kernel(first_wait: bool = True) -> str:
+    """Fill columns 8..15 of all 128 lanes by a .128x256b copy, wait for it, shift the 32 lanes of
+    quarter 1 down (thread 0), wait again, read everything back."""
+    ptx = cp_kernel("tcgen05.cp.cta_group::1.128x256b [%r10+8], DESC;", 16)
+    shift = """    @%p4 tcgen05.shift.cta_group::1.down [%r13];
+    @%p4 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];
+WAIT2:
+    mbarrier.try_wait.parity.shared::cta.b64 %p5, [bar], 1;
+    @!%p5 bra WAIT2;
+    tcgen05.fence::after_thread_sync;
+"""
+    prologue = "    add.u32 %r13, %r10, 2097160;\n"           # lane 32, column 8
+    anchor = "    tcgen05.fence::after_thread_sync;\n"
+    if first_wait:
+        return ptx.replace(anchor, anchor + prologue + shift, 1)
+    head, tail = ptx.split("WAIT:", 1)
+    return head + prologue + shift.replace("WAIT2", "WAITX").replace("], 1;", "], 0;") + "WAIT:" + tail
+
+
+def test_shift_moves_lanes_down_by_one_within_32():
+    src = _rows(128, 32, 6)
+    image, lbo, sbo = image_kmajor(src, "none", 8192)
+    out = _run(shift_kernel().replace("DESC", f"{smem_desc(0, lbo, sbo, 'none'):#x}"), image, 16)
+    want = src.view(np.uint32).copy()
+    want[33:64] = want[32:63].copy()                       # lanes 32..62 -> 33..63; lane 32 kept
+    np.testing.assert_array_equal(out[:, 8:16], want)
+
+
+def test_shift_after_a_cp_without_a_wait_is_a_hazard():
+    """cp -> shift is not among the ISA's pipelined pairs (§9.7.16.6.2)."""
+    src = _rows(128, 32, 7)
+    image, lbo, sbo = image_kmajor(src, "none", 8192)
+    with pytest.raises(sim.HazardError, match="tcgen05.shift") as e:
+        _run(shift_kernel(first_wait=False).replace("DESC", f"{smem_desc(0, lbo, sbo, 'none'):#x}"), image, 16)
+    assert e.value.kind == "async-pending"
+
+
+def test_reading_shifted_lanes_before_the_commit_is_observed_is_a_hazard():
+    """shift -> tcgen05.ld is not pipelined: the load must wait for the shift's commit."""
+    src = _rows(128, 32, 9)
+    image, lbo, sbo = image_kmajor(src, "none", 8192)
+    ptx = shift_kernel().replace("DESC", f"{smem_desc(0, lbo, sbo, 'none'):#x}")
+    head, tail = ptx.split("WAIT2:", 1)
+    ptx = head + tail.split("@!%p5 bra WAIT2;", 1)[1]
+    with pytest.raises(sim.HazardError, match="tcgen05.shift") as e:
+        _run(ptx, image, 16)
+    assert e.value.kind == "async-pending"
+
+
+def test_shift_at_a_lane_not_a_multiple_of_32_is_refused():
+    src = _rows(128, 32, 8)
+    image, lbo, sbo = image_kmajor(src, "none", 8192)
+    ptx = shift_kernel().replace("2097160", str((16 << 16) + 8)).replace("DESC", f"{smem_desc(0, lbo, sbo, 'none'):#x}")
+    with pytest.raises(sim.HazardError, match="multiple of 32") as e:
+        _run(ptx, image, 16)
+    assert e.value.kind == "tmem"
+
+
+@pytest.mark.parametrize("form", ["tcgen05.cp.cta_group::1.64x128b [%r10], 0;",
                                   "tcgen05.cp.cta_group::1.128x256b.b8x16.b4x16_p64 [%r10], 0;",
+                                  "tcgen05.cp.cta_group::1.128x128b.b8x16.b6x16_p32 [%r10], 0;",
                                   "tcgen05.cp.cta_group::1.32x128b [%r10], 0;"])
 def test_unsimulated_forms_are_refused(form):
     with pytest.raises(sim.HazardError) as e:

@@ -436,3 +436,42 @@ def test_f8f6f4_fp6_operands_are_refused():
     """e2m3 (code 3) in .b6x16_p32: the ISA places the 6-bit values by a figure only."""
     with pytest.raises(sim.HazardError, match="b6x16_p32"):
         _e4m3_x_padded_e2m1(btype=3)
+
+
+def _image_mn_base32b(mat_t: np.ndarray, lbo: int, sbo: int, nbytes: int, xor: bool = True) -> np.ndarray:
+    """k x mn (MN-major) 4-byte elements in the 128B-with-32B-atomicity atom, written from PTX ISA
+    Table 55 (8 x 4 units of 16 B: 128 bytes of MN per K row, 4 K rows per atom) and CuTe's
+    Swizzle<2,5,2>: element (k, j) at (j // 32) * LBO + (k // 4) * SBO + (k % 4) * 128 + (j % 32) * 4,
+    then bits 5-6 of the byte offset XOR bits 7-8 (tile 512-byte aligned)."""
+    img = np.zeros(nbytes, np.uint8)
+    raw = np.ascontiguousarray(mat_t).view(np.uint8).reshape(mat_t.shape[0], -1)
+    for k in range(mat_t.shape[0]):
+        for j in range(mat_t.shape[1]):
+            at = (j // 32) * lbo + (k // 4) * sbo + (k % 4) * 128 + (j % 32) * 4
+            if xor:
+                at ^= ((at >> 7) & 3) << 5
+            img[at:at + 4] = raw[k, 4 * j:4 * j + 4]
+    return img
+
+
+@pytest.mark.parametrize("xor", [True, False])
+def test_tf32_b_mn_major_in_the_128b_32b_atom(xor):
+    """MN-major tf32 must use the 128B swizzle with 32B atomicity (descriptor code 1); without the
+    XOR the same bytes give another product, so the swizzle is read, not assumed."""
+    rng = np.random.default_rng(21)
+    n = 64
+    a, b = values(rng, "tf32", (M, 8)), values(rng, "tf32", (n, 8))
+    ia, _, sbo = image_kmajor(a, "32B", M * 32)
+    ib = _image_mn_base32b(b.T, 512, 1024, 2048, xor)
+    desc_b = smem_desc(ia.size, 512, 1024, "none") | 1 << 61              # swizzle code 1
+    ptx = gemm_kernel(n, "tf32", 1, idesc(1, 2, 2, M, n, tb=1), 32, ia.size, ib.size)
+    out = run_gemm(ptx, n, np.concatenate([ia, ib]), smem_desc(0, 16, sbo, "32B"), desc_b).view(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    assert np.array_equal(out, ref) == xor
+
+
+def test_128b_32b_atom_with_k_major_is_refused():
+    ptx = gemm_kernel(64, "tf32", 1, idesc(1, 2, 2, M, 64), 32, 4096, 2048)
+    with pytest.raises(sim.HazardError, match="MN-major operands only"):
+        run_gemm(ptx, 64, np.zeros(6144, np.uint8), smem_desc(0, 16, 256, "32B"),
+                 smem_desc(4096, 16, 256, "none") | 1 << 61)

@@ -163,6 +163,62 @@ def two_cta_matmul(a_desc, b_desc, c_desc, K):
 
 
 @gluon.jit
+def two_cta_scaled_matmul(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, M, N, K, ONE: gl.constexpr):
+    """two_cta_matmul with mxfp8 block scaling (kind::mxf8f6f4.block_scale over a CTA pair): A and
+    the A scales split along M over the pair (cga_layout [[1, 0]]), B [N, K] split along N, the B
+    scales in both CTAs whole (cga_layout [[0, 0]]); scales [rows, K/32] pointer-loaded (masked, `ONE`
+    outside M/N) and stored to tensor memory; each CTA holds its 128 accumulator rows."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]          # the pair's rows
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    SK: gl.constexpr = BK // 32
+    off_m = gl.program_id(0) * BM
+    off_n = gl.program_id(1) * BN
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    tma_bar = mbarrier.allocate_mbarrier(two_ctas=True)
+    mma_bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(tma_bar, count=1)
+    mbarrier.init(mma_bar, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=False, two_ctas=True))
+    acc_layout: gl.constexpr = TensorMemoryLayout(block=(BM // 2, BN), col_stride=1,
+                                                  cga_layout=c_desc.layout.cga_layout, two_ctas=True)
+    acc_tmem = allocate_tensor_memory(gl.float32, [BM, BN], acc_layout)
+    a_scale_tmem = allocate_tensor_memory(gl.uint8, [BM, SK], TensorMemoryScalesLayout(cga_layout=[[1, 0]]))
+    b_scale_tmem = allocate_tensor_memory(gl.uint8, [BN, SK], TensorMemoryScalesLayout(cga_layout=[[0, 0]]))
+    ra: gl.constexpr = gl.BlockedLayout([1, 1], [32 // SK, SK], [gl.num_warps(), 1], [1, 0], cga_layout=[[1, 0]])
+    rb: gl.constexpr = gl.BlockedLayout([1, 1], [32 // SK, SK], [gl.num_warps(), 1], [1, 0], cga_layout=[[0, 0]])
+    offs_am = off_m + gl.arange(0, BM, gl.SliceLayout(1, ra))
+    offs_ak = gl.arange(0, SK, gl.SliceLayout(0, ra))
+    offs_bn = off_n + gl.arange(0, BN, gl.SliceLayout(1, rb))
+    offs_bk = gl.arange(0, SK, gl.SliceLayout(0, rb))
+    phase = 0
+    use_acc = False
+    for k in range(0, K, BK):
+        # each CTA stores its scales before it arrives on the lead CTA's barrier (expect), so the
+        # lead's wait, and the MMA after it, come after the peer's tcgen05.st
+        sa = gl.load(a_scale_ptr + offs_am[:, None] * (K // 32) + (k // 32 + offs_ak)[None, :],
+                     mask=offs_am[:, None] < M, other=ONE)
+        sb = gl.load(b_scale_ptr + offs_bn[:, None] * (K // 32) + (k // 32 + offs_bk)[None, :],
+                     mask=offs_bn[:, None] < N, other=ONE)
+        a_scale_tmem.store(gl.convert_layout(sa, a_scale_tmem.get_reg_layout()))
+        b_scale_tmem.store(gl.convert_layout(sb, b_scale_tmem.get_reg_layout()))
+        mbarrier.expect(tma_bar, a_desc.nbytes_per_cta + b_desc.nbytes_per_cta)
+        tma.async_load(a_desc, [off_m, k], tma_bar, a_smem)
+        tma.async_load(b_desc, [off_n, k], tma_bar, b_smem)
+        mbarrier.wait(tma_bar, phase, deps=[a_smem, b_smem])
+        tcgen05_mma_scaled(a_smem, b_smem.permute((1, 0)), acc_tmem, a_scale_tmem, b_scale_tmem, "e4m3", "e4m3",
+                           use_acc=use_acc, mbarriers=[mma_bar])
+        mbarrier.wait(mma_bar, phase, deps=[a_smem, b_smem])
+        phase ^= 1
+        use_acc = True
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    c_smem.store(acc_tmem.load().to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
 def mma_scaled_matmul(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, M, N, K,
                       A_FMT: gl.constexpr, B_FMT: gl.constexpr, VEC: gl.constexpr, ONE: gl.constexpr):
     """C = (A * a_scale) @ (B * b_scale).T with tcgen05.mma block scaling: A [M, K] and B [N, K]
@@ -273,4 +329,99 @@ def mma_scaled_cp_matmul(a_desc, b_desc, c_desc, a_scale_desc, b_scale_desc, K,
     c_smem.store(acc_tmem.load().to(c_desc.dtype))
     fence_async_shared()
     tma.async_store(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def two_cta_scaled_cp_matmul(a_desc, b_desc, c_desc, a_scale_desc, b_scale_desc, K):
+    """two_cta_scaled_matmul with the scales TMA-loaded in the packed-block layout (A's two 128-row
+    blocks split over the pair, B's block loaded whole by both CTAs) and moved to tensor memory by
+    tcgen05_copy, which Gluon lowers to tcgen05.cp.cta_group::2.warpx4.32x128b issued by rank 0."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    REP_K: gl.constexpr = a_scale_desc.block_type.shape[2]
+    off_m = gl.program_id(0) * BM
+    off_n = gl.program_id(1) * BN
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    as_smem = gl.allocate_shared_memory(a_scale_desc.dtype, a_scale_desc.block_type.shape, a_scale_desc.layout)
+    bs_smem = gl.allocate_shared_memory(b_scale_desc.dtype, b_scale_desc.block_type.shape, b_scale_desc.layout)
+    tma_bar = mbarrier.allocate_mbarrier(two_ctas=True)
+    mma_bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(tma_bar, count=1)
+    mbarrier.init(mma_bar, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=False, two_ctas=True))
+    acc_layout: gl.constexpr = TensorMemoryLayout(block=(BM // 2, BN), col_stride=1,
+                                                  cga_layout=c_desc.layout.cga_layout, two_ctas=True)
+    acc_tmem = allocate_tensor_memory(gl.float32, [BM, BN], acc_layout)
+    a_scale_tmem = allocate_tensor_memory(gl.uint8, [BM, BK // 32], TensorMemoryScalesLayout(cga_layout=[[1, 0]]))
+    b_scale_tmem = allocate_tensor_memory(gl.uint8, [BN, BK // 32], TensorMemoryScalesLayout(cga_layout=[[0, 0]]))
+    phase = 0
+    use_acc = False
+    for k in range(0, K, BK):
+        mbarrier.expect(tma_bar, a_desc.nbytes_per_cta + b_desc.nbytes_per_cta + a_scale_desc.nbytes_per_cta
+                        + b_scale_desc.nbytes_per_cta)
+        tma.async_load(a_desc, [off_m, k], tma_bar, a_smem)
+        tma.async_load(b_desc, [off_n, k], tma_bar, b_smem)
+        tma.async_load(a_scale_desc, [0, gl.program_id(0) * 2, (k // BK) * REP_K, 0, 0], tma_bar, as_smem)
+        tma.async_load(b_scale_desc, [0, gl.program_id(1), (k // BK) * REP_K, 0, 0], tma_bar, bs_smem)
+        mbarrier.wait(tma_bar, phase, deps=[a_smem, b_smem])
+        tcgen05_copy(_scales_as_2d(as_smem, BM, BK // 32), a_scale_tmem)
+        tcgen05_copy(_scales_as_2d(bs_smem, BN, BK // 32), b_scale_tmem)
+        tcgen05_mma_scaled(a_smem, b_smem.permute((1, 0)), acc_tmem, a_scale_tmem, b_scale_tmem, "e4m3", "e4m3",
+                           use_acc=use_acc, mbarriers=[mma_bar])
+        mbarrier.wait(mma_bar, phase, deps=[a_smem, b_smem])
+        phase ^= 1
+        use_acc = True
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    c_smem.store(acc_tmem.load().to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def two_cta_ts_matmul(a_desc, b_desc, c_desc, K):
+    """two_cta_matmul with A staged through tensor memory: each CTA moves its TMA-loaded 128 rows of A
+    from shared memory to its own TMEM (tcgen05.st) and the lead CTA's tcgen05.mma.cta_group::2 reads
+    A from [a-tmem] in both CTAs, B from both CTAs' shared memory."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = b_desc.block_type.shape[1]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    off_m = gl.program_id(0) * BM
+    off_n = gl.program_id(1) * BN
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    tma_bar = mbarrier.allocate_mbarrier(two_ctas=True)     # B: both halves complete on the lead CTA's
+    a_bar = mbarrier.allocate_mbarrier()                     # A: each CTA waits for its own rows
+    mma_bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(tma_bar, count=1)
+    mbarrier.init(a_bar, count=1)
+    mbarrier.init(mma_bar, count=tcgen05_mma_barrier_count([b_smem], multicast=False, two_ctas=True))
+    acc_layout: gl.constexpr = TensorMemoryLayout(block=(BM // 2, BN), col_stride=1,
+                                                  cga_layout=c_desc.layout.cga_layout, two_ctas=True)
+    acc_tmem = allocate_tensor_memory(gl.float32, [BM, BN], acc_layout)
+    a_layout: gl.constexpr = TensorMemoryLayout(block=(BM // 2, BK), col_stride=1,
+                                                cga_layout=c_desc.layout.cga_layout, two_ctas=True)
+    a_tmem = allocate_tensor_memory(gl.float16, [BM, BK], a_layout)
+    phase = 0
+    use_acc = False
+    for k in range(0, K, BK):
+        mbarrier.expect(a_bar, a_desc.nbytes_per_cta)
+        tma.async_load(a_desc, [off_m, k], a_bar, a_smem)
+        mbarrier.wait(a_bar, phase, deps=[a_smem])
+        a_tmem.store(a_smem.load(a_tmem.get_reg_layout()))
+        # the peer's A is in its TMEM before it arrives on the lead CTA's barrier (expect), so the
+        # lead's wait, and the MMA after it, come after the peer's tcgen05.st
+        mbarrier.expect(tma_bar, b_desc.nbytes_per_cta)
+        tma.async_load(b_desc, [k, off_n], tma_bar, b_smem)
+        mbarrier.wait(tma_bar, phase, deps=[b_smem])
+        tcgen05_mma(a_tmem, b_smem, acc_tmem, use_acc=use_acc, mbarriers=[mma_bar])
+        mbarrier.wait(mma_bar, phase, deps=[a_smem, b_smem])
+        phase ^= 1
+        use_acc = True
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    c_smem.store(acc_tmem.load().to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n], c_smem)
     tma.store_wait(0)

@@ -185,6 +185,20 @@ def write_gluon_entries() -> None:
                 problem=SHAPE_TMA, arrays=f16_out)
     write_gluon_scaled_entries(g)
     write_gluon_scaled_cp_entries(g)
+    write_gluon_2cta_scaled_entry(g)
+    write_gluon_2cta_ts_entry(g)
+
+
+def write_gluon_2cta_ts_entry(g=None) -> None:
+    """The 2-CTA f16 matmul with A in tensor memory (`tcgen05.mma.cta_group::2 … [a-tmem]`;
+    `make_corpus.py write_gluon_2cta_ts_entry` regenerates only this entry)."""
+    g = g or _load(HERE / "gluon_kernels.py", "gluon_kernels")
+    bm, bn, bk = 128, 128, 64
+    write_gluon("gluon_2cta_ts_fp16_256x128x64_w4", g.two_cta_ts_matmul,
+                {"a_desc": gluon_desc("fp16", [2 * bm, bk], [(1, 0)]), "b_desc": gluon_desc("fp16", [bk, bn], [(0, 1)]),
+                 "c_desc": gluon_desc("fp16", [2 * bm, bn], [(1, 0)]), "K": "i32"}, {}, num_warps=4, num_ctas=2,
+                tile=dict(BLOCK_M=2 * bm, BLOCK_N=bn, BLOCK_K=bk), grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"],
+                problem=SHAPE_TMA, arrays=dict(kind="matmul", a="float16", b="float16", c="float16", b_layout="KxN"))
 
 
 def write_gluon_scaled_entries(g) -> None:
@@ -207,6 +221,30 @@ def write_gluon_scaled_entries(g) -> None:
                     tile=dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=bk), grid=GRID_MN, problem=dict(M=200, N=136, K=2 * bk),
                     arrays=dict(kind="scaled_matmul_tma", a_format=afmt, b_format=bfmt, vec=vec, scale=scale,
                                 c="float32"))
+
+
+def write_gluon_2cta_scaled_entry(g=None) -> None:
+    """2-CTA mxfp8 tcgen05_mma_scaled (kind::mxf8f6f4.block_scale.block32 with cta_group::2):
+    A and its scales split along M over the pair, B [N, K] along N, B's scales whole in each CTA;
+    the scales through registers (tcgen05.st), and TMA-loaded then tcgen05.cp.cta_group::2
+    (`make_corpus.py write_gluon_2cta_scaled_entry` regenerates only these two entries)."""
+    g = g or _load(HERE / "gluon_kernels.py", "gluon_kernels")
+    sig = {"a_desc": gluon_desc("fp8e4nv", [256, 128], [(1, 0)]), "b_desc": gluon_desc("fp8e4nv", [128, 128], [(1, 0)]),
+           "c_desc": gluon_desc("fp32", [256, 128], [(1, 0)]), "a_scale_ptr": "*u8", "b_scale_ptr": "*u8",
+           "M": "i32", "N": "i32", "K": "i32"}
+    write_gluon("gluon_2cta_scaled_mxfp8_256x128x128_w4", g.two_cta_scaled_matmul, sig, {"ONE": 127}, num_warps=4,
+                num_ctas=2, tile=dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=128),
+                grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], problem=dict(M=200, N=136, K=256),
+                arrays=dict(kind="scaled_matmul_tma", a_format="e4m3", b_format="e4m3", vec=32, scale="ue8m0",
+                            c="float32"))
+    sig = {**{k: sig[k] for k in ("a_desc", "b_desc", "c_desc")},
+           "a_scale_desc": gluon_desc("u8", [1, 2, 1, 2, 256], [(0, 1, 0, 0, 0)]),
+           "b_scale_desc": gluon_desc("u8", [1, 1, 1, 2, 256], [(0, 0, 0, 0, 0)]), "K": "i32"}
+    write_gluon("gluon_2cta_scaled_cp_mxfp8_256x128x128_w4", g.two_cta_scaled_cp_matmul, sig, {}, num_warps=4,
+                num_ctas=2, tile=dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=128),
+                grid=["cdiv(M, BLOCK_M) * 2", "cdiv(N, BLOCK_N)", "1"], problem=dict(M=200, N=136, K=256),
+                arrays=dict(kind="scaled_matmul_tma", a_format="e4m3", b_format="e4m3", vec=32, scale="ue8m0",
+                            scale_layout="packed_block", c="float32"))
 
 
 def write_gluon_scaled_cp_entries(g) -> None:
@@ -235,8 +273,9 @@ def write_gluon_scaled_entries_only() -> None:
 
 def main() -> None:
     only = set(sys.argv[1:])
-    for part in (write_triton_entries, write_gluon_entries, write_gluon_scaled_entries_only):
-        if (not only and part is not write_gluon_scaled_entries_only) or part.__name__ in only:
+    for part in (write_triton_entries, write_gluon_entries, write_gluon_scaled_entries_only,
+                 write_gluon_2cta_scaled_entry, write_gluon_2cta_ts_entry):
+        if (not only and part in (write_triton_entries, write_gluon_entries)) or part.__name__ in only:
             part()
 
 

@@ -196,6 +196,8 @@ class WarpSpecializedKernel:
         else:
             wi.wait_group(b, 0, comment="this k-tile's wgmma group has retired")
             ring.consumer_release(state.index, releaser, "release this stage to the producer")
+            if loop.promotion is not None:
+                loop.promotion.add(acc, "end of the k-tile, after its wait_group 0")
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(ctx.b, "lt", U32, kt, kt_count))
         b.place(done)

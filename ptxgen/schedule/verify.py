@@ -60,18 +60,20 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
                             "give the number of SMs (or a small multiple), or None for the device's")
 
 
-def verify_fast_accum(g: Gemm, s: Schedule, arch: str) -> None:
+def verify_fast_accum(g: Gemm, s: Schedule | str, arch: str) -> None:
     """fast_accum=True only where it changes the kernel: fp8 inputs on sm_90a's wgmma, whose
     default promotes the wgmma's partial sums into a separate f32 accumulator (targets/sm90/
-    promotion.py). Everywhere else the flag would do nothing, which the project refuses."""
-    if not g.fast_accum or (g.dtype in FP8_DTYPES and s.instruction == "wgmma" and arch == "sm_90a"):
+    promotion.py). Everywhere else the flag would do nothing, which the project refuses. `s`: the
+    schedule, or the instruction the chooser picks among (before any candidate is tried)."""
+    instruction = s if isinstance(s, str) else s.instruction
+    if not g.fast_accum or (g.dtype in FP8_DTYPES and instruction == "wgmma" and arch == "sm_90a"):
         return
     if g.dtype not in FP8_DTYPES:
         raise ScheduleError("gemm.fast_accum", g.fast_accum, f"selects how fp8 (e4m3/e5m2) wgmma products are "
                             f"accumulated; {g.dtype} GEMMs always accumulate at the accumulator's full precision, "
-                            "so it would change nothing", "drop fast_accum (it applies to dtype='e4m3'/'e5m2' with "
-                            "arch='sm_90a', instruction='wgmma')")
-    raise ScheduleError("gemm.fast_accum", g.fast_accum, f"instruction {s.instruction!r} on {arch} accumulates fp8 "
+                            "so it would change nothing", "drop fast_accum (it applies to fp8 inputs, dtype='e4m3' or "
+                            "dtype='e5m2', with arch='sm_90a' and instruction='wgmma')")
+    raise ScheduleError("gemm.fast_accum", g.fast_accum, f"instruction {instruction!r} on {arch} accumulates fp8 "
                         "products in full f32 (no single-level fp8 wgmma accumulation to choose), so it would "
                         "change nothing", "drop fast_accum, or use arch='sm_90a' with instruction='wgmma'")
 

@@ -179,7 +179,7 @@ class Gemm:
     #: fp8 (e4m3/e5m2) inputs on sm_90a's wgmma only. False (the default): the wgmma accumulates at
     #: most FP8_PROMOTION_K of K into a temporary, which is then added into a separate f32
     #: accumulator in registers (Hopper's fp8 wgmma is reported to keep only about 14 bits when it
-    #: adds each k32 product group, docs/ptx_facts/wgmma.md §9h); True: the single-level kernel,
+    #: adds each k32 product group, docs/ptx_facts/wgmma.md §9b′); True: the single-level kernel,
     #: every k-tile accumulated by the wgmma itself (faster, less accurate at large K; cuBLASLt's
     #: CUBLASLT_MATMUL_DESC_FAST_ACCUM, torch._scaled_mm(use_fast_accum=True)).
     fast_accum: bool = False

@@ -11,7 +11,7 @@ exact sum; integers exactly (wrapping, or clamped with .satfinite).
 With PTXGEN_SIM_FP8_ACCUM=hopper (read when the PTX is compiled), an e4m3/e5m2 wgmma into f32
 models Hopper's *reported* fp8 accumulation precision instead (DeepSeek-V3 technical report,
 arXiv 2412.19437, §3.3.2: about 14 bits kept when each k32 product group is added into the
-accumulator; not measured here, docs/ptx_facts/wgmma.md §9h): the group's exact sum plus D is cut
+accumulator; not measured here, docs/ptx_facts/wgmma.md §9b′): the group's exact sum plus D is cut
 to 14 significant bits towards zero. Unset (or "exact"): the default above.
 
 Ordering: the simulator computes a wgmma when it is issued and writes its accumulators then, but

@@ -1,4 +1,4 @@
-"""fp8 accumulator promotion on sm_90a (docs/ptx_facts/wgmma.md §9h).
+"""fp8 accumulator promotion on sm_90a (docs/ptx_facts/wgmma.md §9b′).
 
 Hopper's fp8 wgmma is reported to keep only about 14 bits when it adds each k32 product group into
 its f32 accumulator (DeepSeek-V3 technical report, arXiv 2412.19437, §3.3.2), so a long K loses

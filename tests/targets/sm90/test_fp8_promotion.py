@@ -165,3 +165,23 @@ def test_planted_promotion_bugs_are_caught(monkeypatch, plant, s):
     g = Gemm(128, 64, 384, dtype="e4m3", out_dtype="f32")
     monkeypatch.setattr(Promotion, *plant)
     assert not harness.run(g, s, ARCH, seed=5).result.ok
+
+
+# -- the chooser prices promotion ------------------------------------------------------------------
+def test_the_cost_model_prices_the_promotion_and_its_registers():
+    from ptxgen.schedule.devices import device_model
+    from ptxgen.targets.sm90.choose import hopper_ktile_cost, hopper_register_need, predict_hopper
+
+    dev = device_model(ARCH)
+    g = Gemm(8192, 8192, 8192, dtype="e4m3", out_dtype="bf16")
+    fast = dataclasses.replace(g, fast_accum=True)
+    s = wg((128, 128, 128), consumers=2, stages=4)
+    promoted, single = hopper_ktile_cost(g, s, dev), hopper_ktile_cost(fast, s, dev)
+    assert promoted.issue - single.issue == 4 * 2 * 64 / dev.schedulers_per_sm   # an add per accumulator register
+    assert promoted.mma > single.mma                                          # the drained wgmma pipeline
+    assert predict_hopper(g, s, ARCH).time_s > predict_hopper(fast, s, ARCH).time_s
+    assert hopper_register_need(g, s) - hopper_register_need(fast, s) == 64
+    # BK 64 promotes once per k-tile as BK 128 does: the same adds per k-tile, twice the k-tiles per K
+    s64 = wg((128, 128, 64), consumers=2, stages=4)
+    assert hopper_ktile_cost(g, s64, dev).issue - hopper_ktile_cost(fast, s64, dev).issue == \
+        pytest.approx(promoted.issue - single.issue)

@@ -266,8 +266,9 @@ def tools() -> str:
 #: Rows the side-by-side assembler table adds to HOPPER_ROWS: issue 21's fp8 target and the
 #: chooser's 8192^3 bf16 default (label, Gemm keyword arguments, Schedule keyword arguments or None).
 ASSEMBLER_EXTRA_ROWS = (
+    # fast_accum: 128x256's two promoted fp8 accumulators would not fit a consumer (targets/sm90/promotion.py)
     ("4096^3 e4m3->bf16 128x256x128 s3 2wg ws", dict(m=4096, n=4096, k=4096, dtype="e4m3", out_dtype="bf16",
-                                                    a_layout="row", b_layout="col"),
+                                                    a_layout="row", b_layout="col", fast_accum=True),
      dict(block=(128, 256, 128), stages=3, consumers=2, instruction="wgmma")),
     ("8192^3 bf16 chooser default", dict(m=8192, n=8192, k=8192, dtype="bf16", out_dtype="bf16", a_layout="row",
                                         b_layout="col"), None),

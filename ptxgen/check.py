@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .schedule.problem import FP8_DTYPES, INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
+from .schedule.problem import FP8_DTYPES, FP8_PROMOTION_K, INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
 #: atol in units of the reference's RMS when `compare` gets only a dtype name (K unknown), and
 #: the relative Frobenius error `tolerance` reports: f32 accumulation error plus the output's
@@ -31,9 +31,13 @@ F16_ACC_SIGMAS = 6.0
 #: fp8 inputs: Hopper's fp8 wgmma is reported to keep about 14 bits when it adds each k32 product
 #: group into the f32 accumulator (DeepSeek-V3 technical report, arXiv 2412.19437, §3.3.2: about
 #: 2% worst relative error at K = 4096 on H800; not verified here, no GPU). `FP8_ACC_UNIT_ROUNDOFF`
-#: once per `FP8_K_GROUP` of K models it; the products themselves are exact.
+#: once per `FP8_K_GROUP` of K models it; the products themselves are exact. The sm_90a kernel
+#: promotes by default (Gemm.fast_accum=False, targets/sm90/promotion.py): the wgmma's reduced
+#: precision then spans at most FP8_PROMOTION_K of K (4 groups) before an f32 add, so the bound
+#: counts those groups, not K's (`fp8_reduced_groups`); only fast_accum=True keeps the wide bound.
 FP8_ACC_UNIT_ROUNDOFF = 2.0 ** -14
 FP8_K_GROUP = 32
+#: Relative Frobenius error of the single-level (fast_accum=True) fp8 kernel.
 FP8_TOLERANCE = 1e-2
 #: GELU and SiLU use ex2.approx.f32 (about 2^-22 relative) and f32 arithmetic on the way.
 APPROX_ACTIVATION_TOLERANCE = 2e-3
@@ -53,11 +57,18 @@ def tolerance(g: Gemm) -> float:
         tol = max(tol, TF32_TOLERANCE)
     if g.acc_dtype == "f16":
         tol = max(tol, F16_ACC_TOLERANCE)
-    if g.dtype in FP8_DTYPES:
+    if g.dtype in FP8_DTYPES and g.fast_accum:  # promoted (the default): within the output's own
         tol = max(tol, FP8_TOLERANCE)
     if g.epi.activation in ("gelu", "silu"):
         tol = max(tol, APPROX_ACTIVATION_TOLERANCE)
     return tol
+
+
+def fp8_reduced_groups(g: Gemm) -> int:
+    """k32 groups an fp8 sum adds at reduced precision before an exact f32 add: all of K's with
+    fast_accum=True, at most FP8_PROMOTION_K / FP8_K_GROUP with promotion (the default)."""
+    groups = -(-g.k // FP8_K_GROUP)
+    return groups if g.fast_accum else min(groups, FP8_PROMOTION_K // FP8_K_GROUP)
 
 
 #: Poison for outputs before a run: NaN for floats, INT32_MIN for s32 (our exact integer
@@ -270,8 +281,10 @@ def accumulation_error(g: Gemm | str) -> float:
         err += 2 * g.k * UNIT_ROUNDOFF["f32"]  # sign while a partial sum keeps its sign
     if g.dtype == "tf32":  # bounded by 2^-10 |p| per product; RMS 2^-11 sqrt(2/3) of the sum's: 7 sigma
         err += TF32_INPUT_SIGMAS * UNIT_ROUNDOFF["tf32"]
-    if g.dtype in FP8_DTYPES:  # ~14-bit adds of each k32 group (FP8_ACC_UNIT_ROUNDOFF), may truncate
-        groups = -(-g.k // FP8_K_GROUP)
+    if g.dtype in FP8_DTYPES:  # ~14-bit adds of each k32 group (FP8_ACC_UNIT_ROUNDOFF), may truncate;
+        # promoted, each chunk's error is relative to the chunk (sqrt(P/K) of the result's RMS) and the
+        # K/P chunks' errors add in quadrature: the chunk's relative error, whatever K
+        groups = fp8_reduced_groups(g)
         err += ERROR_SIGMAS * FP8_ACC_UNIT_ROUNDOFF * np.sqrt(groups) + 2 * groups * FP8_ACC_UNIT_ROUNDOFF
     return float(err)
 
@@ -318,8 +331,8 @@ def gamma(g: Gemm) -> float:
     if g.accumulator == "s32":
         return EPILOGUE_ROUNDINGS * UNIT_ROUNDOFF["f32"]
     nu = (g.k + EPILOGUE_ROUNDINGS) * 2 * UNIT_ROUNDOFF[g.accumulator]  # 2u: hardware may truncate
-    if g.dtype in FP8_DTYPES:  # plus one ~14-bit add per k32 group (FP8_ACC_UNIT_ROUNDOFF)
-        nu += -(-g.k // FP8_K_GROUP) * 2 * FP8_ACC_UNIT_ROUNDOFF
+    if g.dtype in FP8_DTYPES:  # plus one ~14-bit add per k32 group of a chunk (FP8_ACC_UNIT_ROUNDOFF): the
+        nu += fp8_reduced_groups(g) * 2 * FP8_ACC_UNIT_ROUNDOFF  # chunks' magnitudes sum to the element's
     out = nu / (1 - nu) if nu < 1 else np.inf
     return float(out + (TF32_PRODUCT_ERROR if g.dtype == "tf32" else 0.0))
 

@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="output dtype (default f32; s32 for s8/u8 inputs)")
     p.add_argument("--batch", default=1, type=int, help="independent GEMMs in one launch (default 1)")
     p.add_argument("--acc", default="f32", choices=("f32", "f16"), help="accumulator dtype (default f32)")
+    p.add_argument("--fast-accum", action="store_true", default=False,
+                   help="fp8 on sm_90a's wgmma only: accumulate every k-tile in the wgmma itself (faster, less "
+                        "accurate at large K) instead of promoting each 128 of K into a separate f32 accumulator "
+                        "(the default)")
     p.add_argument("--epilogue", default=None, type=epilogue,
                    help="fused epilogue as comma-separated fields, e.g. bias=col,act=relu,alpha=1,beta=0: "
                         "bias=col|row adds a vector, scale=col|row multiplies by an f32 vector (with --dtype s8 "

@@ -18,7 +18,7 @@ from ..schedule.problem import Epilogue
 #: decide them (lda: the row length follows from --shape and --a-layout).
 FIELD_FLAGS: dict[str, str] = {
     "m": "--shape", "n": "--shape", "k": "--shape", "dtype": "--dtype", "out_dtype": "--out",
-    "acc_dtype": "--acc", "bias_dtype": "--bias-dtype", "batch": "--batch", "align": "--align", "a_layout": "--a-layout",
+    "acc_dtype": "--acc", "bias_dtype": "--bias-dtype", "fast_accum": "--fast-accum", "batch": "--batch", "align": "--align", "a_layout": "--a-layout",
     "b_layout": "--b-layout", "epilogue": "--epilogue", "alpha": "--epilogue alpha",
     "beta": "--epilogue beta", "bias": "--epilogue bias", "scale": "--epilogue scale",
     "activation": "--epilogue act", "block": "--block", "warps": "--warps", "stages": "--stages",
@@ -57,6 +57,8 @@ def _flag_assignment(field: str, part: str | None, value: str) -> str | None:
         return f"no {flag}"
     if field == "frag_double_buffer":
         return flag if value == "False" else f"without {flag}"
+    if field == "fast_accum":
+        return flag if value == "True" else f"without {flag}"
     if field in BOOLEAN_FLAGS and value in ("True", "False"):
         return flag if value == "True" else f"--no-{flag[2:]}"
     plain = value.strip("'")

@@ -15,6 +15,10 @@ INTEGER_DTYPES = ("s8", "u8")
 #: 8-bit floats (PTX .e4m3 / .e5m2; numpy: ml_dtypes float8_e4m3fn, float8_e5m2): f32 accumulation,
 #: f32/f16/bf16 output. Only wgmma multiplies them, so only arch="sm_90a" takes them.
 FP8_DTYPES = ("e4m3", "e5m2")
+#: K per promotion of an fp8 wgmma's partial sums into the kernel's separate f32 accumulator
+#: (at most this much; `Gemm.fast_accum=False`, the default): CUTLASS's mma_promotion_interval of
+#: 4 k32 instructions, DeepGEMM's per-128-K promotion (targets/sm90/promotion.py).
+FP8_PROMOTION_K = 128
 #: Outputs that round the f32 epilogue value to 8 bits (cvt.rni.sat: nearest even, saturated).
 QUANTIZED_DTYPES = ("s8", "u8")
 #: The mma.sync shape (m, n, k) each input dtype issues: every k-step covers 32 bytes of K.
@@ -172,6 +176,13 @@ class Gemm:
     #: output dtype (half the bytes). An f32-bias kernel also takes a host f16/bf16 bias, widened
     #: exactly at launch.
     bias_dtype: str = "f32"
+    #: fp8 (e4m3/e5m2) inputs on sm_90a's wgmma only. False (the default): the wgmma accumulates at
+    #: most FP8_PROMOTION_K of K into a temporary, which is then added into a separate f32
+    #: accumulator in registers (Hopper's fp8 wgmma is reported to keep only about 14 bits when it
+    #: adds each k32 product group, docs/ptx_facts/wgmma.md §9b′); True: the single-level kernel,
+    #: every k-tile accumulated by the wgmma itself (faster, less accurate at large K; cuBLASLt's
+    #: CUBLASLT_MATMUL_DESC_FAST_ACCUM, torch._scaled_mm(use_fast_accum=True)).
+    fast_accum: bool = False
 
     def __post_init__(self) -> None:
         normalise(self, tuple(f.name for f in fields(self) if f.name != "epilogue"))
@@ -241,6 +252,7 @@ def check_gemm(g: Gemm) -> None:
     check.choice("gemm.b_layout", g.b_layout, LAYOUTS)
     check_dtype("gemm.acc_dtype", g.acc_dtype, ACC_DTYPES)
     check_dtype("gemm.bias_dtype", g.bias_dtype, BIAS_DTYPES)
+    check.boolean("gemm.fast_accum", g.fast_accum)
     for f in ("lda", "ldb", "ldc"):
         check.integer(f"gemm.{f}", getattr(g, f), optional=True, example=72)
     check.integer("gemm.align", g.align, optional=True, example=16)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -47,10 +48,28 @@ class SimResult:
     global_addresses: dict[str, int] = field(default_factory=dict)
 
 
-@functools.lru_cache(maxsize=64)
+#: Environment variables the compilers of some instructions read (ops_wgmma.FP8_ACCUM_ENV,
+#: ops_tcgen05.STRICT_FENCES_ENV): their values are part of a compiled program's cache key, so
+#: setting one between two launches of the same text takes effect.
+COMPILE_ENV = ("PTXGEN_SIM_FP8_ACCUM", "PTXGEN_SIM_TCGEN05_FENCES")
+
+
+def compile_options() -> tuple[str, ...]:
+    return tuple(os.environ.get(name, "") for name in COMPILE_ENV)
+
+
 def compile_entry(ptx_text: str, entry: str) -> Program:
-    """Parse and compile once per (text, entry); tests and benchmarks re-launch the same PTX."""
+    """Parse and compile once per (text, entry, COMPILE_ENV's values); tests and benchmarks
+    re-launch the same PTX."""
+    return _compile_entry(ptx_text, entry, compile_options())
+
+
+@functools.lru_cache(maxsize=64)
+def _compile_entry(ptx_text: str, entry: str, options: tuple[str, ...]) -> Program:
     return build_program(parse_module(ptx_text), entry, REGISTRY)
+
+
+compile_entry.cache_clear = _compile_entry.cache_clear  # type: ignore[attr-defined]  # callers drop the cache
 
 
 def launch(ptx_text: str, entry: str, grid=(1, 1, 1), block=(1, 1, 1), args=(),

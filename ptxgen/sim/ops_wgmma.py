@@ -8,6 +8,12 @@ every element's address). Numerics as mma.sync: the exact products summed in flo
 once to f32 and then added to the f32 accumulator; an f16 accumulator is rounded once from the
 exact sum; integers exactly (wrapping, or clamped with .satfinite).
 
+With PTXGEN_SIM_FP8_ACCUM=hopper (read when the PTX is compiled), an e4m3/e5m2 wgmma into f32
+models Hopper's *reported* fp8 accumulation precision instead (DeepSeek-V3 technical report,
+arXiv 2412.19437, §3.3.2: about 14 bits kept when each k32 product group is added into the
+accumulator; not measured here, docs/ptx_facts/wgmma.md §9b′): the group's exact sum plus D is cut
+to 14 significant bits towards zero. Unset (or "exact"): the default above.
+
 Ordering: the simulator computes a wgmma when it is issued and writes its accumulators then, but
 the wgmma stays "in flight" until a wgmma.wait_group retires its group. What a program could
 observe differently on hardware is reported instead (wgmma_hazards.py): touching its registers or
@@ -30,6 +36,12 @@ from .parse import Instr
 from .state import CtaState
 from .wgmma_hazards import InFlight, check_issue, register_pass, state_of, warpgroups_of
 
+#: Opt-in model of Hopper's fp8 wgmma accumulation: "hopper" (FP8_ACCUM_BITS kept per k32 group), or
+#: "exact" / unset (the group summed exactly, rounded once to f32 and added).
+FP8_ACCUM_ENV = "PTXGEN_SIM_FP8_ACCUM"
+FP8_ACCUM_MODELS = ("exact", "hopper")
+#: Significant bits the reported model keeps when a k32 group is added into the accumulator.
+FP8_ACCUM_BITS = 14
 ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1}
 CLASS = {"f16": "16bit", "bf16": "16bit", "tf32": "tf32", "e4m3": "8bit", "e5m2": "8bit",
          "s8": "8bit", "u8": "8bit"}
@@ -152,6 +164,7 @@ def compile_wgmma(ins: Instr, ctx):
     d_table = wl.flat_index(wl.d_fragment(n), n)
     line, shape = ctx.line, f"m64n{n}k{k}.{dtype}.{atype}.{btype}"
     esize_a, esize_b = ESIZE[atype], ESIZE[btype]
+    reduced = dtype == "f32" and cls == "8bit" and not ints and fp8_accum_model(ctx) == "hopper"
 
     def run(cta: CtaState, mask):
         warps = participating_warps(cta, mask)
@@ -181,7 +194,8 @@ def compile_wgmma(ins: Instr, ctx):
                 a = -a
             if neg_b:
                 bt = -bt
-            d = _accumulate(a, bt.T, d_bits[gi], bool(scale[gi]), dtype, d_table, satfinite)
+            d = (_accumulate_fp8_hopper(a, bt.T, d_bits[gi], bool(scale[gi]), d_table) if reduced else
+                 _accumulate(a, bt.T, d_bits[gi], bool(scale[gi]), dtype, d_table, satfinite))
             out.append(d)
             st.inflight.append(InFlight(wg, int(st.commits[wg]), frozenset(d_slots), frozenset(a_slots),
                                         shape, np.concatenate([a_idx, b_idx]), line, names))
@@ -241,6 +255,34 @@ def _accumulate(a, b, d_bits, scale_d: bool, dtype: str, d_table, satfinite: boo
         c = nx.f16_bits_to_f64(np.ascontiguousarray(d_bits).view(np.uint16).reshape(-1))
         res = nx.f64_to_f16_bits(exact + c if scale_d else exact)
         return np.ascontiguousarray(res).view(np.uint32).reshape(128, -1)
+
+
+def fp8_accum_model(ctx) -> str:
+    """The fp8 accumulation model PTXGEN_SIM_FP8_ACCUM names ("exact" when unset)."""
+    import os
+
+    model = os.environ.get(FP8_ACCUM_ENV, "").strip().lower() or "exact"
+    if model not in FP8_ACCUM_MODELS:
+        raise ctx.fail(f"{FP8_ACCUM_ENV}={model!r} is not an fp8 accumulation model: use one of "
+                       f"{', '.join(FP8_ACCUM_MODELS)} (or leave it unset for exact)")
+    return model
+
+
+def truncate_significand(x: np.ndarray, bits: int) -> np.ndarray:
+    """float64 values cut towards zero to `bits` significant bits (inf and NaN unchanged)."""
+    with np.errstate(invalid="ignore"):
+        m, e = np.frexp(x)                          # x = m * 2^e, 0.5 <= |m| < 1
+        return np.where(np.isfinite(x), np.ldexp(np.trunc(m * 2.0 ** bits) / 2.0 ** bits, e), x)
+
+
+def _accumulate_fp8_hopper(a, b, d_bits, scale_d: bool, d_table) -> np.ndarray:
+    """An fp8 wgmma into f32 under the reported Hopper model: D + the k32 group's exact sum, kept to
+    FP8_ACCUM_BITS significant bits (towards zero), then stored as f32 (exactly: 14 < 24 bits)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        exact = (a @ b).reshape(-1)[d_table]
+        c = np.ascontiguousarray(d_bits).view(np.float32).reshape(-1).astype(np.float64)
+        total = truncate_significand(exact + c if scale_d else exact, FP8_ACCUM_BITS).astype(np.float32)
+        return np.ascontiguousarray(nx.canonical_nan_f32(total)).view(np.uint32).reshape(128, -1)
 
 
 def _compile_sync(ins: Instr, ctx, head: str):

@@ -94,9 +94,16 @@ def classify(ins) -> tuple[str, str] | None:
 
 
 # -------------------------------------------------------------------- compiling
-@functools.lru_cache(maxsize=16)
 def compile_traced(ptx_text: str, entry: str):
-    """The traced Program of (text, entry), compiled once like machine.compile_entry."""
+    """The traced Program of (text, entry), compiled once like machine.compile_entry (per the
+    values of the environment variables compilers read, machine.COMPILE_ENV)."""
+    from .machine import compile_options
+
+    return _compile_traced(ptx_text, entry, compile_options())
+
+
+@functools.lru_cache(maxsize=16)
+def _compile_traced(ptx_text: str, entry: str, options: tuple[str, ...]):
     from .machine import REGISTRY
 
     module = parse_module(ptx_text)

@@ -61,7 +61,9 @@ def problem_class(g: Gemm) -> dict[str, Any]:
             "a_layout": g.a_layout, "b_layout": g.b_layout, "align": g.alignment(), "out_align": g.out_alignment(),
             "bias": e.bias, "bias_dtype": g.bias_dtype if e.bias else None, "scale": e.scale,
             "activation": e.activation, "reads_c": e.beta != 0.0, "batched": g.batch > 1,
-            "shape": [shape_bucket(g.m), shape_bucket(g.n), shape_bucket(g.k)]}
+            "shape": [shape_bucket(g.m), shape_bucket(g.n), shape_bucket(g.k)],
+            # the single-level fp8 kernel has its own winners; absent otherwise (earlier entries still match)
+            **({"fast_accum": True} if g.fast_accum else {})}
 
 
 def toolchain() -> str:

@@ -19,6 +19,7 @@ from ..runtime.assemble import AssemblerNotFound
 from ..schedule.cost import TIE, Prediction, deciding_terms
 from ..schedule.devices import device_model
 from ..schedule.problem import Gemm
+from ..schedule.verify import verify_fast_accum
 from ..schedule.schedule import Schedule
 from ..targets.registry import backend_for_instruction, default_backend
 from .costmodel import predict
@@ -106,7 +107,9 @@ def describe_schedule(s: Schedule) -> str:
 def rank(g: Gemm, arch: str) -> list[Ranked]:
     """Every legal candidate of `arch`'s backend, fastest predicted first (ties: the simpler one)."""
     device_model(arch)
-    return [Ranked(s, p) for s, p in default_backend(arch).rank(g, arch)]
+    backend = default_backend(arch)
+    verify_fast_accum(g, backend.instructions[0], arch)   # a no-effect flag, named before any candidate
+    return [Ranked(s, p) for s, p in backend.rank(g, arch)]
 
 
 def _order(r: Ranked) -> tuple:

@@ -69,7 +69,7 @@ def test_sm90a_plan_holds_the_built_hopper_candidates(bench):
         schedules = [c.spec.schedule() for c in j.candidates]
         assert all(s.instruction == "wgmma" for s in schedules)
         if j.dtype == "e4m3":
-            assert names[:2] == ["128x256x128 wgmma c2 s3 ws-persistent", "128x256x128 wgmma c2 s4 ws-persistent"]
+            assert names[:2] == ["128x192x128 wgmma c2 s3 ws-persistent", "128x192x128 wgmma c2 s4 ws-persistent"]
             assert j.gemm().out_dtype == "bf16"
         else:
             assert names[:6] == ["128x128x64 wgmma c2 s4 ws-persistent", "128x128x64 wgmma c2 s3 ws-persistent",

@@ -43,6 +43,7 @@ from ...schedule.occupancy import occupancy
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.streamk import stream_k_grid, stream_k_plan
+from .promotion import promotion_clocks
 from .verify_built import SM80, check_sm90_built
 
 #: (BM, consumers) the built lowering runs: 64 rows per warpgroup at least, 128 at most.
@@ -157,6 +158,9 @@ def hopper_ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel) -> KTileCost:
     per_warp = WGMMA_LOOP_INSTRUCTIONS + (0 if s.warp_specialized else NON_WS_LOOP_INSTRUCTIONS)
     producer = WGMMA_LOOP_INSTRUCTIONS if s.warp_specialized else 0
     issue = (consumer_warps * (plan.wgmmas_per_k_tile + per_warp) + producer) / dev.schedulers_per_sm
+    promotion_issue, promotion_stall = promotion_clocks(g, s, plan, dev)  # fp8 promotion: adds, drained wgmma
+    issue += promotion_issue
+    mma += promotion_stall
     in_flight = s.stages if s.warp_specialized else s.stages - 1
     if in_flight >= 1:
         return KTileCost(mma, smem, issue, dev.dram_latency_clk / in_flight + BARRIER_CLOCKS)
@@ -206,8 +210,9 @@ def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]
 
 
 def hopper_register_need(g: Gemm, s: Schedule) -> int:
-    """A consumer thread's registers by the estimate: its accumulators plus the fixed overhead."""
-    return hopper_plan(g, s).accumulator_regs + CONSUMER_OVERHEAD_REGS
+    """A consumer thread's registers by the estimate: its accumulators (both, with fp8 promotion)
+    plus the fixed overhead."""
+    return hopper_plan(g, s).held_accumulator_regs + CONSUMER_OVERHEAD_REGS
 
 
 def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:

@@ -4,10 +4,11 @@ from __future__ import annotations
 from typing import Any
 
 from ...emit.describe import describe_epilogue
-from ...schedule.problem import instruction_name
+from ...schedule.problem import FP8_DTYPES, instruction_name
 from .header import describe_sm90_stores
 from .mainloop import ring_layout
 from .plan import ALIGN_SLACK, hopper_plan
+from .promotion import describe_accumulation
 from .splitk import flag_bytes as split_k_flag_bytes
 
 
@@ -35,7 +36,8 @@ def describe_hopper(k: Any) -> list[str]:
     return [
         f"kernel     {k.entry} ({k.arch})",
         f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
-        f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.accumulator} accumulation",
+        f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, "
+        + (describe_accumulation(g, s) if g.dtype in FP8_DTYPES else f"{g.accumulator} accumulation"),
         f"schedule   block {s.bm}x{s.bn}x{s.bk}, {roles}, {plan.rows_per_consumer} rows each, "
         f"{instruction_name(g, 'wgmma', s.bn)} ({plan.wgmmas_per_k_tile} per warpgroup per k-tile), "
         f"stages {s.stages}, raster {s.raster}, {grid}, cluster {plan.cluster[0]}x{plan.cluster[1]}",
@@ -58,7 +60,9 @@ def describe_hopper(k: Any) -> list[str]:
            else ""),
         f"epilogue   {describe_epilogue(g)}; " + (describe_sm90_stores(plan, g) if plan.epilogue_tile is not None
                                                    else "direct stores from the accumulator registers"),
-        f"registers  {plan.accumulator_regs} accumulators/thread (the assembler's count is below); "
+        f"registers  {plan.accumulator_regs} accumulators/thread"
+        + (f" (x2 with the fp8 promotion's temporary: {plan.held_accumulator_regs})" if plan.promotion_k else "")
+        + " (the assembler's count is below); "
         f"ptxgen peak live: {live}",
         *(k.choice.lines() if k.choice is not None else []),
     ]

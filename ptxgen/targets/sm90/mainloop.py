@@ -8,6 +8,7 @@ mbarrier_ring.py):
     wait_group W                W = 1 (S >= 2): the group of k-tile kt-1 has retired, kt's still runs
     bar.sync                    every warp's wgmma reading stage (kt-W) % S has retired ...
     thread 0: expect_tx + TMA   ... so k-tile kt-W+S may overwrite it (tma.md §9d)
+    (fp8 promotion, promotion.py: W = 0, then acc += the k-tile's temporary after the refill)
 TMA writes and wgmma reads are both async-proxy accesses, so no proxy fence sits between them.
 Out-of-bounds parts of a box are zero-filled by TMA and their bytes count towards expect_tx.
 """
@@ -26,6 +27,7 @@ from . import descriptors as dsc
 from . import tma_isa as tma
 from . import wgmma_isa as wi
 from .operand_types import wgmma_shape
+from .promotion import Promotion
 
 if TYPE_CHECKING:
     from .context import Sm90Context, TmaOperands
@@ -83,7 +85,10 @@ class TmaWgmmaLoop:
         self.layout = ctx.layout
         self.ring = ctx.ring
         self.shape = wgmma_shape(ctx.g, ctx.s.bn)  # per dtype: operand_types.py
-        self.in_flight = 1 if ctx.s.stages >= 2 else 0
+        #: fp8 promotion (promotion.py): the wgmma accumulates into its temporary, which must retire
+        #: before it is added, so no group stays in flight across k-tiles
+        self.promotion = Promotion(ctx, ctx.plan.promotion_k) if ctx.plan.promotion_k is not None else None
+        self.in_flight = 1 if ctx.s.stages >= 2 and self.promotion is None else 0
 
     # -- addresses -------------------------------------------------------------------------
     def stage_base(self, stage: VReg) -> VReg:
@@ -148,6 +153,8 @@ class TmaWgmmaLoop:
                       if self.in_flight else "this k-tile's wgmma group has retired")
         bar_sync(b, comment="in every warp: its stage may be overwritten")
         self.refill(count, kt_count, state.index, ops, kt_begin)
+        if self.promotion is not None:
+            self.promotion.add(acc, "end of the k-tile, after its wait_group 0")
         ring.advance(state)
         more = ptx.setp(ctx.b, "lt", U32, count, kt_count)
         b.emit("bra", Sym(top), guard=more)
@@ -175,7 +182,8 @@ class TmaWgmmaLoop:
 
     def compute_stage(self, acc: list[tuple[VReg, ...]], desc_a: dsc.DescriptorWords,
                       desc_b: dsc.DescriptorWords) -> None:
-        b, s, layout = self.b, self.ctx.s, self.layout
+        b, s, layout, promo = self.b, self.ctx.s, self.layout, self.promotion
+        target = acc if promo is None else promo.temporaries(acc)
         wi.fence(b, comment="accumulator registers are ordered before this k-tile's wgmma")
         # The shape every current assembler turns into a lean loop (docs/ptx_facts/wgmma.md §9c,
         # measured with bench/sass.py --ptxas): B's low word gets a 32-bit add per k-step and is joined at the
@@ -186,12 +194,18 @@ class TmaWgmmaLoop:
         # 13.5 and nvJitLink 40 or fewer (was 34/37, 51/51, 57/57).
         ja = dsc.join_words(b, desc_a)
         for kk in range(0, s.bk, self.shape.k):
+            if promo is not None and kk and promo.starts_chunk(kk):  # BK > 128: promote within the k-tile
+                wi.commit_group(b, comment=f"the wgmma group of k+{kk - promo.interval}..{kk - 1}")
+                wi.wait_group(b, 0, comment="it has retired: its temporary may be read")
+                promo.add(acc, f"within the k-tile, before k+{kk}")
+                wi.fence(b, comment="the temporary's reads are ordered before the next chunk's wgmma")
             db = dsc.join_words(b, dsc.offset_words(b, desc_b, layout.b_tile.descriptor(0, 0, kk).start // 16,
                                                     comment=f"B k+{kk}"))
-            for m, d in enumerate(acc):
+            first = promo is not None and promo.starts_chunk(kk)  # D = A*B starts the temporary
+            for m, d in enumerate(target):
                 da = dsc.advance_descriptor(b, ja, layout.a_tile.descriptor(0, 64 * m, kk).start,
                                             comment=f"A rows +{64 * m}, k+{kk}")
-                wi.wgmma(b, self.shape, d, da, db, scale_d=1, trans_a=int(layout.a_tile.major == "MN"),
+                wi.wgmma(b, self.shape, d, da, db, scale_d=0 if first else 1, trans_a=int(layout.a_tile.major == "MN"),
                          trans_b=int(layout.b_tile.major == "MN"))
         wi.commit_group(b, comment="this k-tile's wgmma group")
 

@@ -14,6 +14,7 @@ from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ...schedule.geometry import align_up
 from ...schedule.problem import DTYPE_BYTES, WGMMA_K, WGMMA_M, Gemm
 from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
+from .promotion import promotion_k
 
 WARPGROUP_THREADS = 128
 #: wgmma N per input dtype: 8..256 in steps of 8, but s8/u8 only 8, 16, 24 and multiples of 16
@@ -150,6 +151,14 @@ class HopperPlan:
     #: "A" along CN (same rows), None without multicast. A (2, 2) cluster multicasts both.
     multicast: tuple[str, ...]
     tiles: tuple[int, int]                # output tiles along M and N
+    #: fp8 promotion (promotion.py): K per temporary accumulator, None without promotion.
+    promotion_k: int | None = None
+
+    @property
+    def held_accumulator_regs(self) -> int:
+        """Accumulator registers a consumer thread holds: twice `accumulator_regs` with promotion
+        (the wgmma's temporary and the promoted f32 accumulator)."""
+        return self.accumulator_regs * (2 if self.promotion_k is not None else 1)
 
     @property
     def swizzle_mode(self) -> Swizzle:
@@ -282,7 +291,8 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
         consumer_regs=s.consumer_regs if s.warp_specialized else cap, accumulator_regs=acc_regs,
         swizzle=swizzle, a_box=a_box, b_box=b_box, stage_tx_bytes=(bm + bn) * bk * esize, epilogue=epilogue,
         epilogue_tile=tile,
-        smem=smem, cluster=(cm, cn), multicast=multicast, tiles=(-(-g.m // bm), -(-g.n // bn)))
+        smem=smem, cluster=(cm, cn), multicast=multicast, tiles=(-(-g.m // bm), -(-g.n // bn)),
+        promotion_k=promotion_k(g, s))
 
 
 def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:

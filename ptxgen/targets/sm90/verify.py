@@ -194,8 +194,10 @@ def verify_registers(g: Gemm, s: Schedule, plan: HopperPlan) -> None:
                                 f"{used} registers, more than the {pool} the CTA launches with ({cap} x "
                                 f"{plan.threads} threads; setmaxnreg only moves registers between warpgroups)",
                                 f"use consumer_regs <= {room} or a smaller producer_regs")
-    need = plan.accumulator_regs + CONSUMER_OVERHEAD_REGS
+    need = plan.held_accumulator_regs + CONSUMER_OVERHEAD_REGS
     have = plan.consumer_regs
+    if need > have and plan.promotion_k is not None:
+        verify_promotion_registers(g, s, plan, need, have)
     if need > have:
         field, value = (("schedule.consumer_regs", s.consumer_regs) if plan.warp_specialized and have < SETMAXNREG_MAX
                         else ("schedule.block", s.block))
@@ -207,6 +209,22 @@ def verify_registers(g: Gemm, s: Schedule, plan: HopperPlan) -> None:
                                  field.endswith("regs") and need <= SETMAXNREG_MAX),
                                 ("use consumers=2", s.consumers == 1 and s.bm % 128 == 0),
                                 ("use a smaller BN or BM", True)) if applies))
+
+
+def verify_promotion_registers(g: Gemm, s: Schedule, plan: HopperPlan, need: int, have: int) -> None:
+    """fp8 promotion holds a second f32 accumulator per consumer thread (targets/sm90/promotion.py):
+    refused, with the widest BN that fits or the single-level kernel, where both do not fit."""
+    # 2 x rows x BN / 128 held registers per thread: the widest BN (a multiple of 8) that fits
+    room = max(0, have - CONSUMER_OVERHEAD_REGS) * WARPGROUP_THREADS // (2 * plan.rows_per_consumer) // 8 * 8
+    fixes = [f"use a smaller BN (<= {room})" if room >= 8 else "use a smaller BM or BN"]
+    if s.consumers == 1 and s.bm % 128 == 0:
+        fixes.append("consumers=2")
+    budget = "setmaxnreg.inc budget" if plan.warp_specialized else "launch cap (.maxnreg)"
+    raise ScheduleError("gemm.fast_accum", g.fast_accum, f"fp8 accumulator promotion (the default) keeps the wgmma's "
+                        f"temporary and the promoted f32 accumulator: 2 x {plan.accumulator_regs} registers "
+                        f"({plan.rows_per_consumer}x{s.bn} per consumer warpgroup) plus about {CONSUMER_OVERHEAD_REGS} "
+                        f"others, over the consumer thread's {have}-register {budget}",
+                        f"{', '.join(fixes)}, or fast_accum=True (the single-level kernel, less accurate at large K)")
 
 
 def verify_hopper_smem(s: Schedule, plan: HopperPlan, arch: str) -> None:

@@ -150,8 +150,10 @@ class WarpSpecializedKernel:
     def consumer(self, acc: list[tuple[VReg, ...]], kt_count: VReg, uniform: VReg) -> None:
         """The consumer warpgroups' loop and epilogue; `uniform` is the warp-uniform warpgroup index."""
         ctx, b, plan, loop = self.ctx, self.b, self.plan, self.loop
+        flight = (f"no group in flight (fp8 promotion: each k-tile's temporary is added into the f32 accumulator)"
+                  if loop.promotion is not None else f"{loop.in_flight} group in flight")
         b.banner(f"Consumer {consumer_warpgroups(plan.consumers, verb=False)}: registers up to {plan.consumer_regs}; wait full, "
-                 f"{plan.wgmmas_per_k_tile} wgmma per k-tile with {loop.in_flight} group in flight, release the "
+                 f"{plan.wgmmas_per_k_tile} wgmma per k-tile with {flight}, release the "
                  "retired stage, epilogue per tile")
         mb.setmaxnreg(b, plan.consumer_regs, increase=True, comment="the producer's registers")
         desc = loop.descriptors(uniform)
@@ -185,7 +187,9 @@ class WarpSpecializedKernel:
             ptx.mov(b, U32, state.index, into=prev)
             ring.advance(state)
             b.emit("bra", Sym(done), guard=ptx.setp(ctx.b, "ge", U32, kt, kt_count))
-        b.banner(f"Main loop: wait full[stage], {plan.wgmmas_per_k_tile} wgmma, release stage kt-{loop.in_flight}")
+        b.banner(f"Main loop: wait full[stage], {plan.wgmmas_per_k_tile} wgmma, "
+                 + ("release this stage, promote the temporary (fp8)" if loop.promotion is not None
+                    else f"release stage kt-{loop.in_flight}"))
         b.place(top)
         ring.consumer_wait(state, comment="the stage's bytes landed")
         loop.compute_stage(acc, *loop.stage_descriptors(desc, state.index))
@@ -196,6 +200,8 @@ class WarpSpecializedKernel:
         else:
             wi.wait_group(b, 0, comment="this k-tile's wgmma group has retired")
             ring.consumer_release(state.index, releaser, "release this stage to the producer")
+            if loop.promotion is not None:
+                loop.promotion.add(acc, "end of the k-tile, after its wait_group 0")
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(ctx.b, "lt", U32, kt, kt_count))
         b.place(done)

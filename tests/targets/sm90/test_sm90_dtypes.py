@@ -56,7 +56,7 @@ def run(g: Gemm, s: Schedule, seed: int = 0) -> Comparison:
 
 
 # -- what the kernel is made of -------------------------------------------------------------------
-@pytest.mark.parametrize("dtype, block", [("tf32", (128, 128, 64)), ("e4m3", (128, 128, 128)),
+@pytest.mark.parametrize("dtype, block", [("tf32", (128, 128, 64)), ("e4m3", (128, 96, 128)),   # fp8: promoted, 2 x 96 acc
                                           ("e5m2", (64, 96, 64)), ("s8", (128, 128, 64)), ("u8", (64, 48, 128))])
 def test_instruction_boxes_expect_tx_and_descriptors_per_dtype(dtype, block):
     bm, bn, bk = block
@@ -270,8 +270,9 @@ def test_planted_s32_accumulators_taken_as_f32_are_caught(monkeypatch):
 # -- ptxas (through nvJitLink): no spills, no serialised wgmma ----------------------------------------
 @pytest.mark.parametrize("dtype, out, block, epi", [
     ("tf32", "f32", (128, 128, 32), None), ("tf32", "f32", (128, 128, 64), None),
-    ("e4m3", "f16", (128, 128, 64), None), ("e4m3", "bf16", (128, 128, 128), Epilogue(alpha=0.5, scale="col")),
-    ("e5m2", "f32", (128, 128, 128), None), ("s8", "s32", (128, 128, 64), None),
+    # fp8 promotes by default: two accumulators of 128 x BN / 128 registers in one consumer's 248
+    ("e4m3", "f16", (128, 96, 64), None), ("e4m3", "bf16", (128, 96, 128), Epilogue(alpha=0.5, scale="col")),
+    ("e5m2", "f32", (128, 96, 128), None), ("s8", "s32", (128, 128, 64), None),
     ("u8", "u8", (128, 128, 128), Epilogue(scale="col", bias="col")), ("s8", "bf16", (128, 128, 64), None),
     ("tf32", "bf16", (128, 128, 32), Epilogue(alpha=0.5, bias="col")),
 ])

@@ -146,7 +146,7 @@ class TmaWgmmaLoop:
         self.compute_stage(acc, *self.stage_descriptors((desc_a, desc_b), state.index))
         wi.wait_group(b, self.in_flight, comment=f"k-tile kt-{self.in_flight}'s wgmma group has retired"
                       if self.in_flight else "this k-tile's wgmma group has retired")
-        # This per-k-tile bar.sync is needed (issue 21 asked): the ring here has full barriers only,
+        # This per-k-tile bar.sync is needed: the ring here has full barriers only,
         # so nothing else orders every warp's wgmma reads of stage (kt-W) % S before thread 0's TMA
         # refill of it. Each warp's wait_group covers only the wgmmas it committed itself
         # (wgmma.md §9b: commit_group batches the executing thread's wgmmas), and the other warps,

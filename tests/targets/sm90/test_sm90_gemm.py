@@ -118,7 +118,7 @@ def test_refilling_a_stage_before_its_wgmma_retired_is_caught():
 
 
 def test_the_per_k_tile_barrier_is_needed_with_two_consumer_warpgroups():
-    """Issue 21 asked whether the one-CTA-per-tile kernel's bar.sync per k-tile can go. It cannot: the
+    """Can the one-CTA-per-tile kernel's bar.sync per k-tile go? No: the
     ring has no empty barriers, so the barrier alone orders warpgroup 1's wgmma reads of a stage
     before thread 0 (warpgroup 0) refills it. Planted bug: only that barrier removed, caught as a
     race. (With one warpgroup the simulator treats thread 0's wait_group as covering its whole

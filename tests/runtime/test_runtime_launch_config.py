@@ -101,6 +101,16 @@ def test_stream_k_launches_cooperatively(standin):
     assert compare(c.to_host(), reference(a, b), g.out_dtype).ok
 
 
+def test_sm90a_stream_k_launches_cooperatively_with_its_tensor_maps(standin):
+    g = Gemm(128, 128, 192, dtype="bf16", out_dtype="f32")
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 64), instruction="wgmma", stages=2, warp_specialized=False,
+                                   decomposition="stream-k-pure", sms=3), arch="sm_90a")
+    a, b = random_operands(g)
+    assert compare(k(a, b), reference(a, b), g.out_dtype).ok
+    last = standin.launch_log[-1]
+    assert last.cooperative and last.grid == (3, 1, 1)
+
+
 def test_a_stream_k_grid_that_cannot_be_resident_is_refused_with_the_fix(standin):
     g = Gemm(256, 256, 8192, dtype="f16", out_dtype="f32")
     k = _stream_k(4096, g)   # 16 tiles x 256 k-tiles: every one of 4096 CTAs has work

@@ -7,7 +7,8 @@ Every CTA computes the decomposition from %nctaid.x, M, N, K and then loops:
   main loop  the ordinary cp.async pipeline over the unit's k-tiles
   finish     a unit that does not hold k-tile 0 publishes its f32 partial (workspace slot = its
              rank, then a released flag); the owner of a split tile acquires the later ranks'
-             flags in K order, adds their partials, resets the flags and runs the epilogue
+             flags in K order (thread 0 polls each, a bar.sync passes the acquire to the CTA),
+             adds their partials, resets the flags and runs the epilogue
 The owner waits only for CTAs with lower %ctaid.x (ranks run backwards), which started first.
 """
 from __future__ import annotations

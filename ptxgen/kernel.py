@@ -112,15 +112,46 @@ class Kernel:
             return stream_k_workspace(self.gemm, self.schedule, grid[0])
         return split_k_workspace(self.gemm, self.schedule)
 
-    def launch_grid(self, sm_count: int | None) -> tuple[int, int, int]:
+    def launch_grid(self, sm_count: int | None, cluster_slots: int | None = None) -> tuple[int, int, int]:
         """The grid to launch on a device with `sm_count` SMs: Stream-K and the persistent sm_90a
-        grid with `sms=None` fill the device; every other kernel launches `self.grid`."""
+        grid with `sms=None` fill the device; every other kernel launches `self.grid`. A cluster
+        kernel's `cluster_slots` (CTAs in the whole clusters the device runs at once, from
+        cuOccupancyMaxActiveClusters) replaces `sm_count` where given; without it the grid is
+        floor(SMs / cluster size) clusters, as `self.grid` is at compile time."""
         from .schedule.geometry import grid_for
 
-        s = self.schedule
-        if self.backend.fills_device(s) and s.sms is None and sm_count:
-            return grid_for(self.gemm, self.schedule, sm_count)
+        if self.grid_follows_device and sm_count:
+            return grid_for(self.gemm, self.schedule, cluster_slots or sm_count)
         return self.grid
+
+    @property
+    def grid_follows_device(self) -> bool:
+        """Stream-K and the persistent sm_90a grid with `sms=None` size their grid at launch from the
+        device (`launch_grid`); every other kernel launches `self.grid`."""
+        return bool(self.backend.fills_device(self.schedule) and self.schedule.sms is None)
+
+    @property
+    def needs_co_residency(self) -> bool:
+        """Stream-K: the owner of a split tile spins on flags other CTAs set, so every CTA of the grid
+        must be resident at once; the runtime launches it cooperatively (runtime/launch_config.py)."""
+        return bool(self.schedule.stream_k)
+
+    @property
+    def grid_source(self) -> str:
+        """What sized the grid: the compile-time plan (the target's SMs; `sms` when given) until a
+        GPU launch sized it from the device (its SM count, or cuOccupancyMaxActiveClusters for a
+        cluster grid); `ptxgen info` prints it."""
+        launched = self.__dict__.get("_grid_source")
+        if launched:
+            return launched
+        s = self.schedule
+        if not self.grid_follows_device:
+            return f"grid {self.grid}" + (f" from sms={s.sms}" if s.sms is not None and self.backend.fills_device(s)
+                                          else "")
+        size = self.cluster_dims[0] * self.cluster_dims[1] * self.cluster_dims[2]
+        rule = f"floor(SMs / {size}) clusters of {size}" if size > 1 else "one CTA per SM"
+        return (f"grid {self.grid} planned at compile time as {rule} for the target's SMs; a GPU launch sizes it "
+                f"from the device" + (" (cuOccupancyMaxActiveClusters)" if size > 1 else ""))
 
     @property
     def cluster_dims(self) -> tuple[int, int, int]:

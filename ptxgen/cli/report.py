@@ -76,7 +76,8 @@ def stream_k_summary(k: Kernel) -> str:
     return (f"stream-k   {k.schedule.decomposition}: {p.tiles} tiles x {p.iters_per_tile} k-tiles over "
             f"{p.ctas} CTAs: {p.dp_tiles} whole tiles in data-parallel waves, {p.sk_tiles} tiles as "
             f"{p.sk_iters} Stream-K iterations ({split} partial units); busiest CTA runs {busiest} k-tiles"
-            + ("" if k.schedule.sms else " (GPU launches use the device's SM count)"))
+            + ("" if k.schedule.sms else " (GPU launches use the device's SM count)")
+            + "; launched cooperatively (every CTA resident at once, or refused before the launch)")
 
 
 def resources_line(k: Kernel) -> str:

@@ -7,7 +7,8 @@ Every CTA computes the decomposition from %nctaid.x, M, N, K and then loops:
   main loop  the ordinary cp.async pipeline over the unit's k-tiles
   finish     a unit that does not hold k-tile 0 publishes its f32 partial (workspace slot = its
              rank, then a released flag); the owner of a split tile acquires the later ranks'
-             flags in K order, adds their partials, resets the flags and runs the epilogue
+             flags in K order (thread 0 polls each, a bar.sync passes the acquire to the CTA),
+             adds their partials, resets the flags and runs the epilogue
 The owner waits only for CTAs with lower %ctaid.x (ranks run backwards), which started first.
 """
 from __future__ import annotations
@@ -191,6 +192,23 @@ class StreamKUnits:
         """The tile's epilogue (the pipeline's store path)."""
         self.io.epilogue(tile, ops).emit(acc)
 
+    def wait_flag(self, flag: VReg, t0: VReg, spin: str, seen_label: str) -> None:
+        """Thread 0 alone spins on the rank's flag with ld.acquire.gpu, then a bar.sync hands what it
+        acquired to every thread before any of them reads the partial (CUTLASS's GenericBarrier::
+        wait_eq: one poller, then the CTA barrier). Polling with one thread keeps 255 threads off
+        the memory system while the owner waits; the barrier is what orders the others' plain loads
+        of the partial after the publisher's release (docs/ptx_facts/cp_async.md §6)."""
+        b = self.b
+        seen = b.reg("b32")
+        ptx.bra(b, seen_label, uniform=False, guard=t0, negate=True,
+                comment="only thread 0 polls; the others wait at the barrier")
+        b.place(spin)
+        ptx.load(b, "global", U32, Addr(flag), sem="acquire.gpu", into=seen, comment="acquire the partial")
+        waiting = ptx.setp(self.lw.b, "eq", U32, seen, 0)
+        b.emit("bra", Sym(spin), guard=waiting, comment="thread 0 spins until the partial is released")
+        b.place(seen_label)
+        bar_sync(b, comment="thread 0 has acquired the partial: the barrier orders it before every thread's reads")
+
     # -- partials -------------------------------------------------------------------------------
     def slot_offset(self) -> VReg:
         """This thread's (warp's, for wmma) byte offset of its first element in a partial tile."""
@@ -224,12 +242,7 @@ class StreamKUnits:
         inside = ptx.setp(lw.b, "lt", U32, self.range_start(other, d.q, d.extra), tile_end)
         self.branch(inside, done, negate=True, comment="next rank starts past this tile: all added")
         flag = self.flag(other)
-        seen = b.reg("b32")
-        b.place(spin)
-        ptx.load(b, "global", U32, Addr(flag), sem="acquire.gpu", into=seen, comment="acquire the partial")
-        waiting = ptx.setp(lw.b, "eq", U32, seen, 0)
-        b.emit("bra", Sym(spin), guard=waiting, comment="every thread polls the same flag")
-        bar_sync(b, comment="every thread has seen the flag, so it may be reset")
+        self.wait_flag(flag, t0, spin, b.label("fixup_flag_seen"))
         ptx.store(b, "global", U32, Addr(flag), 0, sem="relaxed.gpu", guard=t0,
                   comment="reset the flag for the next launch")
         self.io.add_partial(acc, self.slot(other, thread_off), self.s.bn)

@@ -16,6 +16,7 @@ import numpy as np
 from ..schedule.problem import DTYPE_BYTES, numpy_dtype
 from . import driver as drv
 from .batch import check_batched_operand, operand_shape
+from .launch_config import check_co_resident, cluster_slots, launch_config
 from .modules import (Function, Module, describe_run, kernel_binary, load_function, pin,  # noqa: F401
                       ptx_binary)
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
@@ -36,30 +37,16 @@ def _dim3(v: int | tuple[int, ...], what: str) -> tuple[int, int, int]:
 
 
 def _launch(fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int,
-            stream: int, params: ParamBlock, cluster: tuple[int, int, int] = (1, 1, 1)) -> None:
-    if cluster != (1, 1, 1):
-        drv._call("cuLaunchKernelEx", _cluster_config(grid, block, smem, stream, cluster), fn.handle,
+            stream: int, params: ParamBlock, cluster: tuple[int, int, int] = (1, 1, 1),
+            cooperative: bool = False) -> None:
+    """cuLaunchKernel, or cuLaunchKernelEx with the cluster and cooperative attributes where the
+    kernel needs them (launch_config.py)."""
+    if cluster != (1, 1, 1) or cooperative:
+        drv._call("cuLaunchKernelEx", launch_config(grid, block, smem, stream, cluster, cooperative), fn.handle,
                   params.address, 0)
         return
     drv._call("cuLaunchKernel", fn.handle, grid[0], grid[1], grid[2], block[0], block[1],
               block[2], int(smem), stream, params.address, 0)
-
-
-def _cluster_config(grid: tuple[int, int, int], block: tuple[int, int, int], smem: int, stream: int,
-                    cluster: tuple[int, int, int]) -> Any:
-    """A CUlaunchConfig with the cluster-dimension attribute: cluster kernels launch through
-    cuLaunchKernelEx with the dimensions their .reqnctapercluster also states
-    (docs/ptx_facts/clusters.md)."""
-    d = drv._driver()
-    cfg = d.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
-    cfg.sharedMemBytes, cfg.hStream = int(smem), d.CUstream(stream)
-    attr = d.CUlaunchAttribute()
-    attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
-    cfg.attrs, cfg.numAttrs = [attr], 1
-    return cfg
 
 
 def _sync_if_asked(stream: int) -> None:
@@ -163,6 +150,8 @@ class _Plan:
     views: tuple[OperandView, OperandView, OperandView]
     c_out: Any
     host: bool
+    cluster: tuple[int, int, int] = (1, 1, 1)
+    cooperative: bool = False  # Stream-K: the whole grid resident at once (launch_config.py)
     buffers: list = field(default_factory=list)  # DeviceBuffers for host operands
     flats: list = field(default_factory=list)  # host staging arrays, kept alive
 
@@ -287,9 +276,12 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
     kernel.__dict__["_runs"] = describe_run(fn, runs, kernel.ptx)  # what k.resources reports
     decls = _check_params(kernel)
 
-    grid = kernel.launch_grid(ctx.sm_count)  # Stream-K with sms=None fills this device's SMs
+    grid = device_grid(kernel, fn, ctx)
     plan = _Plan(fn, _dim3(grid, "grid"), _dim3(kernel.block, "block"),
-                 int(kernel.smem_bytes), s, None, (av, bv, cv), c, host)  # type: ignore[arg-type]
+                 int(kernel.smem_bytes), s, None, (av, bv, cv), c, host,  # type: ignore[arg-type]
+                 kernel.cluster_dims, kernel.needs_co_residency)
+    if plan.cooperative:  # refused here, with the fix, rather than by the launch
+        check_co_resident(plan.grid, fn, plan.block, plan.smem, ctx.sm_count)
     vectors = tuple(vector_view(kernel, name, x, dev) for name, x in (("bias", bias), ("scale", scale))
                     if x is not None)
     for v in vectors:  # a host vector's pointer would be null on the device path, and vice versa
@@ -329,6 +321,22 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
     plan.params = ParamBlock(decls, kernel.arguments(views, ptrs[:3], kernel.tensor_map_args(views, ptrs[:3]))
                              + ptrs[3:])
     return plan
+
+
+def device_grid(kernel: "LaunchSpec", fn: Function, ctx: drv.Context) -> tuple[int, int, int]:
+    """The grid for this device: Stream-K and the persistent sm_90a grid with `sms=None` fill it,
+    a cluster kernel's with as many whole clusters as cuOccupancyMaxActiveClusters says run at once
+    (floor(SMs / cluster size) where the driver cannot say); which rule sized it is kept on the
+    kernel (`grid_source`, shown by `ptxgen info`)."""
+    cluster = kernel.cluster_dims
+    if not kernel.grid_follows_device:
+        return kernel.launch_grid(ctx.sm_count)
+    slots, source = None, f"{ctx.sm_count} SMs of {ctx.name}"
+    if cluster != (1, 1, 1):
+        slots, source = cluster_slots(fn, _dim3(kernel.block, "block"), int(kernel.smem_bytes), cluster)
+    grid = kernel.launch_grid(ctx.sm_count, cluster_slots=slots)
+    kernel.__dict__["_grid_source"] = f"grid {grid} on {ctx.name}, sized by {source}"
+    return grid
 
 
 def _split_k_scratch(kernel: "LaunchSpec", grid: tuple[int, int, int], stream: int) -> tuple[Any, Any]:
@@ -374,7 +382,7 @@ def launch_kernel(kernel: "LaunchSpec", a: Any, b: Any, c: Any = None, bias: Any
     plan = _plan(kernel, a, b, c, stream, bias, scale)
     if not plan.host:
         _wait_for_producers(list(plan.views), plan.stream)
-    _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params, kernel.cluster_dims)
+    _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params, plan.cluster, plan.cooperative)
     if plan.host:
         _finish_host(plan)
     else:
@@ -398,13 +406,13 @@ def prepare_launch(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any = N
     addr = params.address
     make_current = drv.context().make_current
 
-    cluster = kernel.cluster_dims
-    config = _cluster_config(grid, block, smem, s, cluster) if cluster != (1, 1, 1) else None
+    extended = plan.cluster != (1, 1, 1) or plan.cooperative
+    config = launch_config(grid, block, smem, s, plan.cluster, plan.cooperative) if extended else None
     launch_ex = drv._driver().cuLaunchKernelEx if config is not None else None
 
     def run() -> None:
         make_current()  # run may be called from another thread than the one that prepared it
-        if config is not None:  # a cluster kernel: cuLaunchKernelEx with the cluster attribute
+        if config is not None:  # cuLaunchKernelEx with the cluster / cooperative attributes
             check("cuLaunchKernelEx", launch_ex(config, fn.handle, addr, 0))
             return
         check("cuLaunchKernel", launch(fn.handle, grid[0], grid[1], grid[2], block[0], block[1],

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import driver as drv
-from .launch import _check_params, _cluster_config, _plan
+from .launch import _check_params, _plan
+from .launch_config import launch_config
 
 if TYPE_CHECKING:
     from .spec import LaunchSpec
@@ -46,7 +47,7 @@ class Rebindable:
         self.fn, self.grid, self.block, self.smem = plan.fn, plan.grid, plan.block, plan.smem
         self.params = plan.params
         self._address = plan.params.address  # the packed block stays put; only its values change
-        self.cluster = kernel.cluster_dims
+        self.cluster, self.cooperative = plan.cluster, plan.cooperative
         # the views' shapes and strides, without the arrays they came from (kept alive otherwise)
         self.views = tuple(replace(v, source=None, keepalive=None) for v in plan.views[:3])
         self.c_bytes = plan.views[2].nbytes
@@ -100,8 +101,8 @@ class Rebindable:
                     self._set(self.vector_slots[name], ptr)
             if self.kernel.zeroes_c_first:  # atomic split-K adds its partial sums into C
                 drv.check("cuMemsetD8Async", self._memset(c_ptr, 0, self.c_bytes, stream))
-            if self.cluster != (1, 1, 1):
-                config = _cluster_config(self.grid, self.block, self.smem, stream, self.cluster)
+            if self.cluster != (1, 1, 1) or self.cooperative:
+                config = launch_config(self.grid, self.block, self.smem, stream, self.cluster, self.cooperative)
                 drv._call("cuLaunchKernelEx", config, self.fn.handle, self._address, 0)
                 return
             g, b = self.grid, self.block

@@ -47,6 +47,7 @@ class Launch:
     smem: int
     stream: int
     args: list
+    cooperative: bool = False
 
 
 @dataclass
@@ -62,12 +63,17 @@ class FakeDriver:
     modules: dict = field(default_factory=dict)
     freed: int = 0
     driver_version: int = 13000
+    ctas_per_sm: int = 1   # what cuOccupancyMaxActiveBlocksPerMultiprocessor answers
 
     CUresult = real.CUresult
     CUdevice_attribute = real.CUdevice_attribute
     CUfunction_attribute = real.CUfunction_attribute
     CUpointer_attribute = real.CUpointer_attribute
     CUjit_option = real.CUjit_option
+    CUlaunchConfig = real.CUlaunchConfig
+    CUlaunchAttribute = real.CUlaunchAttribute
+    CUlaunchAttributeID = real.CUlaunchAttributeID
+    CUstream = real.CUstream
 
     def register(self, entry: str, types: list[str], impl: Callable) -> None:
         self.kernels[entry] = ([np.dtype(t) for t in types], impl)
@@ -218,6 +224,21 @@ class FakeDriver:
         if r[0] == S:
             self.launches.append(Launch(name, (gx, gy, gz), (bx, by, bz), smem, int(stream), args))
             impl(self, args)
+        return r
+
+
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, fn, threads, smem):
+        return self._ret("cuOccupancyMaxActiveBlocksPerMultiprocessor", self.ctas_per_sm)
+
+    def cuLaunchKernelEx(self, cfg, fn, params, extra):
+        """Stream-K's cooperative launch (no clusters here): the launch as cuLaunchKernel, recorded
+        with its cooperative attribute."""
+        cooperative = any(int(a.id) == int(real.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+                          and a.value.cooperative for a in cfg.attrs)
+        r = self.cuLaunchKernel(fn, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,
+                                cfg.blockDimZ, cfg.sharedMemBytes, int(cfg.hStream), params, extra)
+        if r[0] == S:
+            self.launches[-1].cooperative = cooperative
         return r
 
 

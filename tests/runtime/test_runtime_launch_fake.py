@@ -295,6 +295,7 @@ def test_stream_k_grid_follows_the_device_and_sizes_its_scratch(fake, sms, grid)
         c = launch_kernel(kern, a, b)
         np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-6)
     assert [launch.grid for launch in fake.launches] == [(grid, 1, 1)] * 2
+    assert all(launch.cooperative for launch in fake.launches)  # every CTA resident: cuLaunchKernelEx
     assert [size for size, _ in seen] == [grid * 64 * 64 * 4] * 2 and not seen[0][1].any()
     assert len(kern._split_k_scratch) == 1  # allocated once, kept for later launches
 

@@ -9,6 +9,9 @@ standin.py loads modules and runs each launch on `ptxgen.sim` over the stand-in'
     PTXGEN_SIM_DEVICE=h100|a100       the device model whose limits are enforced (default h100)
     PTXGEN_SIM_DRIVER_VERSION=13000   what cuDriverGetVersion reports (1000*major + 10*minor)
 
+Occupancy queries (cuOccupancyMaxActiveBlocksPerMultiprocessor, cuOccupancyMaxActiveClusters) and the
+co-residency of a cooperative launch are answered from the device model (occupancy.py).
+
 What it cannot tell you: timing (cuEventElapsedTime is refused), real cache behaviour, races the
 hardware would show but a sequential simulator does not, and operand misalignment inside an
 allocation (each buffer starts the simulator's address space aligned).
@@ -92,7 +95,9 @@ def activate() -> None:
                       set_jit_info=lib.simcuda_set_jit_info, jit_verbose=lib.simcuda_jit_verbose)
         callbacks = sim.callbacks()
         lib.simcuda_set_callbacks(*callbacks)
-        _state.update(lib=lib, standin=sim, callbacks=callbacks, model=cmodel)
+        occupancy = sim.occupancy_callbacks()
+        lib.simcuda_set_occupancy_callbacks(*occupancy)
+        _state.update(lib=lib, standin=sim, callbacks=callbacks + occupancy, model=cmodel)
 
 
 def clear_reason() -> None:

@@ -32,6 +32,9 @@ class DeviceModel:
     regs_per_block: int
     total_mem: int
     cluster_launch: bool
+    #: SMs per GPC, the unit a thread-block cluster is scheduled on (all its CTAs on one GPC): what
+    #: cuOccupancyMaxActiveClusters counts (simdriver/occupancy.py). () for a device without clusters.
+    gpc_sms: tuple[int, ...] = ()
 
     def attributes(self) -> dict[str, int]:
         """CU_DEVICE_ATTRIBUTE_<name> -> value."""
@@ -48,9 +51,18 @@ class DeviceModel:
         }
 
 
+#: The H100 SXM5's 132 SMs are 66 TPCs over 8 GPCs (NVIDIA H100 whitepaper: the full GH100 has 8 GPCs
+#: of 9 TPCs, 2 SMs each, and the SXM5 part enables 66 TPCs). Which TPCs are fused off differs from
+#: die to die and is not published, so this layout is an assumption: as uneven as (9, 9, 9, 9, 8, 8,
+#: 7, 7) TPCs, where 8-CTA clusters fit 14 at once and 4-CTA clusters 30, fewer than 132 / 8 = 16
+#: and 132 / 4 = 33 (the case a grid of floor(SMs / cluster size) CTAs gets wrong). A real GPU
+#: answers cuOccupancyMaxActiveClusters with its own count; this model only has to be one a GPU
+#: could have.
+H100_GPC_SMS = (18, 18, 18, 18, 16, 16, 14, 14)
+
 MODELS = {
     "h100": DeviceModel("h100", "NVIDIA H100 80GB HBM3 (ptxgen simulated)", (9, 0), 132, 48 * 1024,
-                        227 * 1024, 228 * 1024, 65536, 80 << 30, True),
+                        227 * 1024, 228 * 1024, 65536, 80 << 30, True, H100_GPC_SMS),
     "a100": DeviceModel("a100", "NVIDIA A100-SXM4-80GB (ptxgen simulated)", (8, 0), 108, 48 * 1024,
                         163 * 1024, 164 * 1024, 65536, 80 << 30, False),
 }

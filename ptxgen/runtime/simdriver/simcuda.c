@@ -437,6 +437,9 @@ static const struct { const char *name; void *fn; } table[] = {
     ENTRY("cuModuleUnload", cuModuleUnload), ENTRY("cuModuleGetFunction", cuModuleGetFunction),
     ENTRY("cuFuncGetAttribute", cuFuncGetAttribute), ENTRY("cuFuncSetAttribute", cuFuncSetAttribute),
     ENTRY("cuLaunchKernel", cuLaunchKernel), ENTRY("cuLaunchKernelEx", cuLaunchKernelEx),
+    ENTRY("cuOccupancyMaxActiveBlocksPerMultiprocessor", cuOccupancyMaxActiveBlocksPerMultiprocessor),
+    ENTRY("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
+    ENTRY("cuOccupancyMaxActiveClusters", cuOccupancyMaxActiveClusters),
     ENTRY("cuTensorMapEncodeTiled", cuTensorMapEncodeTiled),
     ENTRY("cuGetErrorString", cuGetErrorString), ENTRY("cuGetErrorName", cuGetErrorName),
 };

@@ -53,11 +53,16 @@ typedef int (*getfn_cb_t)(uint64_t module, const char *name, uint64_t *fn);
 typedef int (*fattr_get_cb_t)(uint64_t fn, int attr, int *value);
 typedef int (*fattr_set_cb_t)(uint64_t fn, int attr, int value);
 typedef int (*launch_cb_t)(uint64_t fn, const uint32_t *dims, uint32_t smem, void **params,
-                           const uint32_t *cluster);
+                           const uint32_t *cluster, int cooperative);
+/* occupancy queries, answered from the device model (simdriver/occupancy.py) */
+typedef int (*occ_blocks_cb_t)(uint64_t fn, int threads, uint64_t smem, int *blocks);
+typedef int (*occ_clusters_cb_t)(uint64_t fn, const uint32_t *dims, uint32_t smem, const uint32_t *cluster,
+                                 int *clusters);
 
 HIDDEN int simcuda_callbacks_set(void);
 void simcuda_set_callbacks(load_cb_t l, unload_cb_t u, getfn_cb_t g, fattr_get_cb_t fg,
                            fattr_set_cb_t fs, launch_cb_t la);
+void simcuda_set_occupancy_callbacks(occ_blocks_cb_t blocks, occ_clusters_cb_t clusters);
 
 /* entry points defined in simcuda_launch.c, for the table in simcuda.c */
 typedef struct LaunchConfig LaunchConfig;
@@ -71,6 +76,10 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
 CUresult cuLaunchKernelEx(const LaunchConfig *cfg, CUfunction f, void **params, void **extra);
 CUresult cuGetErrorString(int code, const char **s);
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, CUfunction f, int threads, size_t smem);
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, CUfunction f, int threads, size_t smem,
+                                                              unsigned flags);
+CUresult cuOccupancyMaxActiveClusters(int *clusters, CUfunction f, const LaunchConfig *cfg);
 /* simcuda_tensormap.c */
 CUresult cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *address, const uint64_t *dims,
                                 const uint64_t *strides, const uint32_t *box, const uint32_t *estrides,

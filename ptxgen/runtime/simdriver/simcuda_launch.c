@@ -11,12 +11,18 @@ static getfn_cb_t py_getfn;
 static fattr_get_cb_t py_fattr_get;
 static fattr_set_cb_t py_fattr_set;
 static launch_cb_t py_launch;
+static occ_blocks_cb_t py_occ_blocks;
+static occ_clusters_cb_t py_occ_clusters;
 
 HIDDEN int simcuda_callbacks_set(void) { return py_launch != NULL; }
 
 void simcuda_set_callbacks(load_cb_t l, unload_cb_t u, getfn_cb_t g, fattr_get_cb_t fg,
                            fattr_set_cb_t fs, launch_cb_t la) {
     py_load = l; py_unload = u; py_getfn = g; py_fattr_get = fg; py_fattr_set = fs; py_launch = la;
+}
+
+void simcuda_set_occupancy_callbacks(occ_blocks_cb_t blocks, occ_clusters_cb_t clusters) {
+    py_occ_blocks = blocks; py_occ_clusters = clusters;
 }
 
 /* ---- modules, functions, launches: handed to Python ---------------------------------------- */
@@ -119,7 +125,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     if (r != OK) return r;
     if (extra != NULL) return INVALID_VALUE;  /* ptxgen passes kernelParams only */
     uint32_t dims[6] = {gx, gy, gz, bx, by, bz}, cluster[3] = {1, 1, 1};
-    return py_launch((uint64_t)(uintptr_t)f, dims, smem, params, cluster);
+    return py_launch((uint64_t)(uintptr_t)f, dims, smem, params, cluster, 0);
 }
 
 /* CUlaunchConfig / CUlaunchAttribute as the driver headers lay them out */
@@ -141,16 +147,18 @@ static CUresult refuse_attribute(CUresult code, int id, const char *why) {
  * (access policy window, synchronization policy, cluster scheduling, priority, memory sync domains,
  * preferred cluster, carveout, NVLink, portable-size and shared-memory modes) change no result, so
  * they are accepted and ignored; programmatic stream serialisation holds trivially because each
- * launch runs to completion. Cooperative launches, events triggered from a kernel and graph-node
- * attributes are refused (NOT_SUPPORTED: the stand-in does not model them); an ID the driver does
- * not define is INVALID_VALUE. */
-static CUresult launch_attribute(const LaunchAttribute *a, uint32_t *cluster) {
+ * launch runs to completion. A cooperative launch is accepted and handed to Python, which refuses
+ * a grid the device model cannot hold at once (COOPERATIVE_LAUNCH_TOO_LARGE) and records the
+ * attribute. Events triggered from a kernel and graph-node attributes are refused (NOT_SUPPORTED:
+ * the stand-in does not model them); an ID the driver does not define is INVALID_VALUE. */
+static CUresult launch_attribute(const LaunchAttribute *a, uint32_t *cluster, int *cooperative) {
     switch (a->id) {
     case ATTR_CLUSTER_DIMENSION:
         cluster[0] = a->value.dim.x; cluster[1] = a->value.dim.y; cluster[2] = a->value.dim.z;
         return OK;
     case ATTR_COOPERATIVE:
-        return a->value.flag ? refuse_attribute(NOT_SUPPORTED, a->id, "(cooperative launch) is not simulated") : OK;
+        *cooperative = a->value.flag != 0;
+        return OK;
     case ATTR_PROGRAMMATIC_EVENT: case ATTR_LAUNCH_COMPLETION_EVENT:
         return refuse_attribute(NOT_SUPPORTED, a->id, "(an event the kernel triggers) is not simulated");
     case ATTR_DEVICE_UPDATABLE_KERNEL_NODE:
@@ -169,10 +177,35 @@ CUresult cuLaunchKernelEx(const LaunchConfig *cfg, CUfunction f, void **params, 
     if (r != OK) return r;
     if (extra != NULL || (cfg->nattrs && !cfg->attrs)) return INVALID_VALUE;
     uint32_t dims[6] = {cfg->gx, cfg->gy, cfg->gz, cfg->bx, cfg->by, cfg->bz}, cluster[3] = {1, 1, 1};
+    int cooperative = 0;
     for (unsigned i = 0; i < cfg->nattrs; i++)
-        if ((r = launch_attribute(&cfg->attrs[i], cluster)) != OK) return r;
-    /* the cluster's checks (device support, size, grid divisibility) are the Python side's */
-    return py_launch((uint64_t)(uintptr_t)f, dims, cfg->smem, params, cluster);
+        if ((r = launch_attribute(&cfg->attrs[i], cluster, &cooperative)) != OK) return r;
+    /* the cluster's checks (device support, size, grid divisibility) and the cooperative grid's
+     * co-residency are the Python side's */
+    return py_launch((uint64_t)(uintptr_t)f, dims, cfg->smem, params, cluster, cooperative);
+}
+
+/* ---- occupancy: answered by the Python side from the device model ------------------------- */
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, CUfunction f, int threads, size_t smem,
+                                                              unsigned flags) {
+    NEED_CONTEXT();
+    (void)flags;  /* the caching override changes nothing the model counts */
+    if (!blocks || threads < 1 || !py_occ_blocks) return INVALID_VALUE;
+    return py_occ_blocks((uint64_t)(uintptr_t)f, threads, (uint64_t)smem, blocks);
+}
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, CUfunction f, int threads, size_t smem) {
+    return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, threads, smem, 0);
+}
+CUresult cuOccupancyMaxActiveClusters(int *clusters, CUfunction f, const LaunchConfig *cfg) {
+    NEED_CONTEXT();
+    if (!clusters || !cfg || !py_occ_clusters || (cfg->nattrs && !cfg->attrs)) return INVALID_VALUE;
+    uint32_t dims[6] = {cfg->gx, cfg->gy, cfg->gz, cfg->bx, cfg->by, cfg->bz}, cluster[3] = {0, 0, 0};
+    for (unsigned i = 0; i < cfg->nattrs; i++)
+        if (cfg->attrs[i].id == ATTR_CLUSTER_DIMENSION) {
+            cluster[0] = cfg->attrs[i].value.dim.x; cluster[1] = cfg->attrs[i].value.dim.y;
+            cluster[2] = cfg->attrs[i].value.dim.z;
+        }
+    return py_occ_clusters((uint64_t)(uintptr_t)f, dims, cfg->smem, cluster, clusters);
 }
 
 /* ---- errors ------------------------------------------------------------------------------- */
@@ -193,6 +226,7 @@ static const struct { int code; const char *name, *text; } errors[] = {
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {720, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "too many blocks in cooperative launch"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {912, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "invalid cluster size"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},

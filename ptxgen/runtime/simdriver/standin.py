@@ -19,12 +19,14 @@ from .cubin import Cubin, CubinError, KernelParam, parse_cubin
 from .jit_log import jit_info_log
 from .launch_maps import LaunchRefused, check_cluster, tensor_map_argument
 from .models import FIRST_DRIVER_WITH_ABI8, PTX_ISA_OF_DRIVER, DeviceModel
+from .occupancy import OccupancyRefused, active_clusters, ctas_per_sm
 from .registry import source_of
 
 # CUresult codes used here
 SUCCESS, INVALID_VALUE, INVALID_IMAGE, NO_BINARY_FOR_GPU, INVALID_PTX = 0, 1, 200, 209, 218
 UNSUPPORTED_PTX_VERSION, INVALID_HANDLE, NOT_FOUND, ILLEGAL_ADDRESS = 222, 400, 500, 700
 LAUNCH_OUT_OF_RESOURCES, LAUNCH_FAILED, NOT_SUPPORTED, UNKNOWN = 701, 719, 801, 999
+COOPERATIVE_LAUNCH_TOO_LARGE, INVALID_CLUSTER_SIZE = 720, 912
 DEFAULT_DYNAMIC_SMEM = 48 * 1024
 _POINTER_TYPES = ("u64", "b64", "s64")
 
@@ -35,7 +37,11 @@ GETFN_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p, ctyp
 FATTR_GET_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_int, ctypes.POINTER(ctypes.c_int))
 FATTR_SET_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_int, ctypes.c_int)
 LAUNCH_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint32), ctypes.c_uint32,
-                             ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint32))
+                             ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint32), ctypes.c_int)
+OCC_BLOCKS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64,
+                                 ctypes.POINTER(ctypes.c_int))
+OCC_CLUSTERS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint32), ctypes.c_uint32,
+                                   ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_int))
 
 
 class Refused(Exception):
@@ -44,6 +50,18 @@ class Refused(Exception):
     def __init__(self, status: int, why: str):
         super().__init__(why)
         self.status = status
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    """What one launch asked for (`StandIn.launch_log`): tests assert on the attributes a launch
+    carried, e.g. that Stream-K went out cooperative."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+    cooperative: bool
 
 
 @dataclass
@@ -97,6 +115,7 @@ class StandIn:
     functions: dict[int, SimFunction] = field(default_factory=dict)
     last_error: str = ""
     launches: int = 0
+    launch_log: list[LaunchRecord] = field(default_factory=list)  # every launch that ran, in order
     load_attempts: dict = field(default_factory=lambda: {"cubin": 0, "ptx": 0})  # for tests
     _next: int = 0x1000
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -263,16 +282,70 @@ class StandIn:
                 raise Refused(INVALID_VALUE, f"cuFuncSetAttribute: attribute {attr} is not settable here")
         return self._guard(body)
 
+    # -- occupancy (occupancy.py has the model's rules)
+    def _ctas_per_sm(self, fn: SimFunction, threads: int, smem: int) -> int:
+        return ctas_per_sm(self.model, threads, fn.registers, fn.static_smem + smem)
+
+    def occupancy_blocks(self, ident: int, threads: int, smem: int, out) -> int:
+        """cuOccupancyMaxActiveBlocksPerMultiprocessor."""
+        def body() -> None:
+            fn = self._function(ident, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+            try:
+                out[0] = self._ctas_per_sm(fn, threads, smem)
+            except OccupancyRefused as e:
+                raise Refused(e.status, f"cuOccupancyMaxActiveBlocksPerMultiprocessor: {e}") from None
+        return self._guard(body)
+
+    def occupancy_clusters(self, ident: int, dims, smem: int, cluster, out) -> int:
+        """cuOccupancyMaxActiveClusters: the cluster is the config's, or the entry's required one
+        (.reqnctapercluster); both given must agree, and one must be (the driver's rules)."""
+        def body() -> None:
+            call = "cuOccupancyMaxActiveClusters"
+            fn = self._function(ident, call)
+            given = tuple(int(cluster[i]) for i in range(3))
+            required = fn.required_cluster
+            if required != (0, 0, 0) and given not in ((0, 0, 0), required):
+                raise Refused(INVALID_CLUSTER_SIZE, f"{call}: the config's cluster {given} is not the "
+                                                    f"{required} that {fn.name} requires")
+            if required == (0, 0, 0) and given == (0, 0, 0):
+                raise Refused(INVALID_CLUSTER_SIZE, f"{call}: {fn.name} requires no cluster size, so the "
+                                                    f"config must give one (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)")
+            chosen = given if given != (0, 0, 0) else required
+            block = tuple(int(dims[i]) for i in range(3, 6))
+            try:
+                size = chosen[0] * chosen[1] * chosen[2]
+                limit = 16 if fn.non_portable_cluster else 8
+                if size > limit:
+                    raise OccupancyRefused(INVALID_CLUSTER_SIZE, f"cluster {chosen} has {size} CTAs; the limit "
+                                                                 f"is {limit}")
+                per_sm = self._ctas_per_sm(fn, block[0] * block[1] * block[2], smem)
+                out[0] = active_clusters(self.model, chosen, per_sm)
+            except OccupancyRefused as e:
+                raise Refused(e.status, f"{call}: {e}") from None
+        return self._guard(body)
+
+    def _check_cooperative(self, fn: SimFunction, grid, block, smem: int) -> None:
+        """A cooperative grid must fit on the device at once (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)."""
+        per_sm = self._ctas_per_sm(fn, block[0] * block[1] * block[2], smem)
+        ctas, fits = grid[0] * grid[1] * grid[2], per_sm * self.model.sms
+        if ctas > fits:
+            raise Refused(COOPERATIVE_LAUNCH_TOO_LARGE,
+                          f"cuLaunchKernelEx: a cooperative launch of {ctas} CTAs, but {self.model.name} holds "
+                          f"at most {fits} of {fn.name} at once ({per_sm} per SM x {self.model.sms} SMs)")
+
     # -- launch
-    def launch(self, ident: int, dims, smem: int, params, cluster) -> int:
+    def launch(self, ident: int, dims, smem: int, params, cluster, cooperative: int = 0) -> int:
         def body() -> None:
             fn = self._function(ident, "cuLaunchKernel")
             grid, block = tuple(dims[i] for i in range(3)), tuple(dims[i] for i in range(3, 6))
             clusters = tuple(int(cluster[i]) for i in range(3))
             self._check_shape(fn, grid, block, smem, clusters)
+            if cooperative:
+                self._check_cooperative(fn, grid, block, smem)
             mod = self.modules[fn.module]
             args = self._arguments(fn, mod.ptx, params)
             self._run(fn, mod.ptx, grid, block, smem, args, clusters)
+            self.launch_log.append(LaunchRecord(fn.name, grid, block, clusters, bool(cooperative)))
         return self._guard(body)
 
     def _check_shape(self, fn: SimFunction, grid, block, smem: int, cluster) -> None:
@@ -359,6 +432,10 @@ class StandIn:
         """ctypes callbacks for simcuda_set_callbacks (keep them alive as long as the library)."""
         return (LOAD_CB(self.load), UNLOAD_CB(self.unload), GETFN_CB(self.get_function),
                 FATTR_GET_CB(self.get_attribute), FATTR_SET_CB(self.set_attribute), LAUNCH_CB(self.launch))
+
+    def occupancy_callbacks(self) -> tuple:
+        """ctypes callbacks for simcuda_set_occupancy_callbacks."""
+        return OCC_BLOCKS_CB(self.occupancy_blocks), OCC_CLUSTERS_CB(self.occupancy_clusters)
 
 
 def _entries(ptx: str) -> list[str]:

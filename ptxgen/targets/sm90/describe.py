@@ -42,7 +42,9 @@ def describe_hopper(k: Any) -> list[str]:
         f"{instruction_name(g, 'wgmma', s.bn)} ({plan.wgmmas_per_k_tile} per warpgroup per k-tile), "
         f"stages {s.stages}, raster {s.raster}, {grid}, cluster {plan.cluster[0]}x{plan.cluster[1]}",
         f"launch     grid {k.grid} x block {k.block} = {plan.threads} threads/CTA, "
-        f"{k.smem_bytes} B dynamic shared memory",
+        f"{k.smem_bytes} B dynamic shared memory"
+        + (f"; {k.grid_source}" if k.grid_follows_device or "_grid_source" in k.__dict__ else "")
+        + ("; cooperative (Stream-K: every CTA resident at once)" if s.stream_k else ""),
         f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier"
         + ("; consumers release a stage on its empty mbarrier (one arrival per consumer warp) once the wgmma "
            "reading it retired" if plan.warp_specialized else "")

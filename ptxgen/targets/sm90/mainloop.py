@@ -151,6 +151,14 @@ class TmaWgmmaLoop:
         self.compute_stage(acc, *self.stage_descriptors((desc_a, desc_b), state.index))
         wi.wait_group(b, self.in_flight, comment=f"k-tile kt-{self.in_flight}'s wgmma group has retired"
                       if self.in_flight else "this k-tile's wgmma group has retired")
+        # This per-k-tile bar.sync is needed: the ring here has full barriers only,
+        # so nothing else orders every warp's wgmma reads of stage (kt-W) % S before thread 0's TMA
+        # refill of it. Each warp's wait_group covers only the wgmmas it committed itself
+        # (wgmma.md §9b: commit_group batches the executing thread's wgmmas), and the other warps,
+        # and the other consumer warpgroup, are not thread 0's. Dropping it needs CUTLASS's
+        # consumer_release instead: an empty mbarrier per stage that every warp arrives at after its
+        # wait_group and thread 0 waits on before refilling, i.e. the warp-specialised ring
+        # (warp_specialized.py). tests/targets/sm90/test_sm90_wgmma_kernel.py plants its removal.
         bar_sync(b, comment="in every warp: its stage may be overwritten")
         self.refill(count, kt_count, state.index, ops, kt_begin)
         if self.promotion is not None:

@@ -117,6 +117,24 @@ def test_refilling_a_stage_before_its_wgmma_retired_is_caught():
         _run(bad, k, g)
 
 
+def test_the_per_k_tile_barrier_is_needed_with_two_consumer_warpgroups():
+    """Can the one-CTA-per-tile kernel's bar.sync per k-tile go? No: the
+    ring has no empty barriers, so the barrier alone orders warpgroup 1's wgmma reads of a stage
+    before thread 0 (warpgroup 0) refills it. Planted bug: only that barrier removed, caught as a
+    race. (With one warpgroup the simulator treats thread 0's wait_group as covering its whole
+    warpgroup and lets the removal through; per the ISA a wait covers the executing thread's own
+    committed groups, so the barrier stays there too: mainloop.py.)"""
+    g = tn(256, 128, 512)
+    k = ptxgen.compile(g, simple((128, 128, 64), 2, consumers=2), arch=ARCH)
+    a, b, c = _run(k.ptx, k, g)
+    assert harness.judge(g, c, harness.Operands(a, b))[1].ok
+    bad = "\n".join(line for line in k.ptx.split("\n") if "its stage may be overwritten" not in line)
+    assert bad.count("bar.sync") == k.ptx.count("bar.sync") - 1
+    with pytest.raises(sim.HazardError) as err:
+        _run(bad, k, g)
+    assert err.value.kind == "race" and "cp.async.bulk.tensor" in str(err.value), err.value
+
+
 def test_accumulators_read_before_wait_group_are_caught():
     g = tn(64, 64, 128)
     k = ptxgen.compile(g, simple((64, 64, 64), 2), arch=ARCH)

@@ -112,3 +112,26 @@ def test_cli_info_and_run_describe_stream_k(capsys):
     assert "stream-k-pure over a persistent grid" in out and "grid (4, 1, 1)" in out, out
     assert main(["run", *flags, "--sim"]) == 0
     assert "PASS" in capsys.readouterr().out
+
+
+def test_one_thread_polls_the_flag_and_dropping_the_barrier_after_it_is_caught():
+    """The owner's fix-up: thread 0 alone spins on the flag (ld.acquire.gpu), then bar.sync passes
+    the acquire on (CUTLASS's GenericBarrier::wait_eq). Planted bug: without that barrier threads
+    1-255 read the partial unordered after the publisher's release, a race the simulator names."""
+    import dataclasses
+    import re
+
+    g = Gemm(128, 128, 192, a_layout="row", b_layout="col")
+    s = stream_k((64, 64, 64), 3, "stream-k-pure")
+    k = ptxgen.compile(g, s, arch=ARCH)
+    spin = k.ptx[k.ptx.index("$L_fixup_wait_flag:"):k.ptx.index("$L_fixup_flag_seen:")]
+    assert spin.count("ld.acquire.gpu") == 1
+    poll_guard = re.search(r"@!(%p\d+) bra \$L_fixup_flag_seen;", k.ptx)
+    assert poll_guard, "only one thread enters the spin loop"
+    harness.check(g, s, ARCH, seed=3)
+    ptx, n = re.subn(r"(\$L_fixup_flag_seen:\n)\s*bar\.sync 0;[^\n]*\n", r"\1", k.ptx)
+    assert n >= 1
+    a, b = random_operands(g, 1)
+    with pytest.raises(sim.HazardError) as err:
+        dataclasses.replace(k, ptx=ptx).simulate(a, b)
+    assert err.value.kind == "race", err.value

@@ -34,6 +34,7 @@ from . import tcgen05_desc as td
 from . import tcgen05_layouts as tl
 from . import tcgen05_scaled as ts
 from . import tmem as tm
+from . import tmem_order
 from .async_proxy import check_async_read
 from .errors import Fault
 from .operands import Lit, Mem, Name, Vec
@@ -205,6 +206,7 @@ def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_v
                                            f"B (CTA rank {c.cluster.rank})")
             a, bt = ts.apply(a, sfa), ts.apply(b_full, sfb)
             reads += [region_a, region_b]
+        tmem_order.check_mma_reads(c, cta, tid, reads, "issues a tcgen05.mma.cta_group::2 reading")
         if idesc.negate_a:
             a = -a
         if idesc.m == 256:
@@ -216,8 +218,7 @@ def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_v
             one = dataclasses.replace(idesc, m=128, n=half_n, k=2 * k)
         records.append(_write_d(c, st, one, tid, d_addr, a_eff, b_eff, accumulate, scale_shift, None, reads,
                                 np.concatenate([i_a, i_b]), line))
-    mine = next(r for r in records if r.owner is cta)
-    mine.partners = [r for r in records if r is not mine]
+    tm.link(cta, records)
 
 
 def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_val: int, b_val: int,
@@ -242,6 +243,7 @@ def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_
         sfb, region_b = ts.read_scales(st, scales[1], n, vec, idesc.sfb_id, idesc.scale_type, "B")
         a, bt = ts.apply(a, sfa), ts.apply(bt, sfb)
         reads += [region_a, region_b]
+    tmem_order.check_mma_reads(cta, cta, tid, reads, "issues a tcgen05.mma reading")
     if idesc.negate_a:
         a = -a
     if idesc.negate_b:

@@ -280,12 +280,14 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
     idesc_value = (sf_id << 4 | code << 7 | code << 10 | (n >> 3) << 17 | (scale_type == "ue8m0") << 23
                    | (M >> 4) << 24 | sf_id << 29)
     qual = {1: "block32", 2: "block32", 4: "block16"}[vec]
-    if via == "st":
-        place = store_scales(off, 128) + "\n" + store_scales(off + 2048, 132)
+    if via in ("st", "st-unsynced"):
+        place = store_scales(off, 128, via == "st") + "\n" + store_scales(off + 2048, 132, via == "st")
     else:    # one tcgen05.cp.32x128b.warpx4 per operand (rows 0-31 of the words: 16 dense bytes each),
-        # then the MMA with no wait (cp -> mma is pipelined)
-        place = "".join(f"    @%p4 tcgen05.cp.cta_group::1.32x128b.warpx4 [%r10+{col}], "
-                        f"{smem_desc(src, 16, 128, 'none'):#x};\n" for col, src in ((128, off), (132, off + 2048)))
+        # then the MMA with no wait (cp -> mma is pipelined); "cp-other": thread 32 issues the copies
+        issuer = "%p2" if via == "cp-other" else "%p4"
+        place = "    setp.eq.u32 %p2, %r0, 32;\n" + "".join(
+            f"    @{issuer} tcgen05.cp.cta_group::1.32x128b.warpx4 [%r10+{col}], "
+            f"{smem_desc(src, 16, 128, 'none'):#x};\n" for col, src in ((128, off), (132, off + 2048)))
     ptx = gemm_kernel(n, f"{kind}.block_scale.{qual}", 1, idesc_value, 32, ia.size, ib.size + 4096,
                       extra_before_mma=place,
                       scale_operands="[%r10+128], [%r10+132], ")
@@ -305,6 +307,21 @@ def test_block_scaled_mma(kind, vec, block, fmt, scale_type, sf_id):
 def test_block_scales_copied_with_tcgen05_cp_feed_the_mma_without_a_wait():
     got, ref = _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp")
     np.testing.assert_array_equal(got, ref)
+
+
+def test_scales_stored_by_other_warps_without_a_barrier_race_with_the_mma():
+    """Each warp waits for its own tcgen05.st of the scales (wait::st), but no barrier hands the
+    stores to thread 0 before its MMA reads them: warps 1-3's stores are not ordered before it
+    (docs/ptx_facts/tcgen05.md §12l); with the bar.sync (test_block_scaled_mma) they are."""
+    with pytest.raises(sim.HazardError, match=r"race .*warp 1's tcgen05.st at line \d+ \(waited for"):
+        _scaled("mxf8f6f4", 1, 32, "e4m3", "ue8m0", 0, seed=1, via="st-unsynced")
+
+
+def test_scales_copied_by_another_thread_race_with_the_mma():
+    """cp -> mma needs no wait only within one thread (PTX ISA §9.7.16.6.2): thread 32's tcgen05.cp,
+    still in flight, read by thread 0's MMA is reported."""
+    with pytest.raises(sim.HazardError, match=r"race .*tcgen05.cp at line \d+ issued by another thread"):
+        _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp-other")
 
 
 # ------------------------------------------------------------------ with TMA: a two-block pipeline

@@ -32,6 +32,10 @@ threads whose own wait observed that phase (or a later one) or that a barrier/mb
 after such a wait (mbarrier.md §9e: the wait's acquire). The landing makes a record carried by
 every completed phase of the barrier; a generic read or write of the bytes by a thread not ordered
 after it is a race.
+
+Completed tensor-memory writes (tcgen05.st after wait::st, tcgen05.cp/shift after their commit's
+phase is observed) are records of the same kind, kept per CTA in tmem_order.TmemWrites; `_states`
+yields them beside the shared-memory records, so the same synchronisation orders them.
 """
 from __future__ import annotations
 

@@ -47,15 +47,13 @@ ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "e2m3": 1, "e3m2"
 
 
 def _decode_fp8_container(kind: str):
-    """fp6 operands under kind::f8f6f4 / mxf8f6f4 sit in shared memory as .b6x16_p32 (16 values in
-    12 bytes + 4 padding; PTX ISA §5.5.1.1.1); where each 6-bit value sits inside the 12 bytes is
-    given by Figure 203 only, Triton 3.9 emits no fp6 MMA ("NYI: lhs_format e2m3"), and no kernel
-    here pins it down, so they are refused (e2m1's .b4x16_p64 is pinned by the corpus's mxfp8 x
-    mxfp4 entry: decode_fp4_padded)."""
+    """fp6 in shared memory is decoded by decode_fp6_padded (the .b6x16_p32 form); an fp6 A in
+    tensor memory sits in 8-bit containers (what tcgen05.cp's .b8x16.b6x16_p32 decompression writes),
+    and where the 6 bits sit in each container no production code here pins down: refused."""
     def decode(raw: np.ndarray) -> np.ndarray:
-        raise Fault("unsupported", f"tcgen05.mma with {kind} operands under .kind::f8f6f4/mxf8f6f4 (the padded "
-                    ".b6x16_p32 shared-memory form, whose bit placement the ISA gives by a figure only: Figure "
-                    "203, PTX ISA §9.7.16.10.4.4) is not simulated; e4m3, e5m2 and e2m1 (.b4x16_p64) are")
+        raise Fault("unsupported", f"tcgen05.mma with an {kind} A in tensor memory is not simulated: where each "
+                    "6-bit value sits in its 8-bit container there is given only by the ISA's figures (no "
+                    "CUTLASS, Triton or Gluon code writes it); fp6 A and B from shared memory are simulated")
     return decode
 
 
@@ -313,7 +311,33 @@ def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_maj
         return ts.decode_fp4_packed(raw, mn), idx
     if typ == "e2m1":
         return decode_fp4_padded(raw, mn, k), idx
+    if typ in FP6:
+        return decode_fp6_padded(cta, addrs, reader, typ, which).reshape(mn, k), idx
     return FORMATS[typ](raw).reshape(mn, k), idx
+
+
+FP6 = {"e2m3": ml_dtypes.float6_e2m3fn, "e3m2": ml_dtypes.float6_e3m2fn}
+
+
+def decode_fp6_padded(cta: CtaState, addrs: np.ndarray, reader: np.ndarray, typ: str, which: str) -> np.ndarray:
+    """float64 of the fp6 values at shared `addrs` (one byte of address space per value) in the
+    `.b6x16_p32` form: each aligned 16-byte unit holds 16 values, value p (the one at address
+    unit + p) in bits 6p..6p+5 of the unit's first 12 bytes read as one little-endian number, then
+    4 padding bytes (docs/ptx_facts/sm100_formats.md §2b: CUTLASS packs fp6 so in global memory, its
+    16U6_ALIGN16B TMA lands every 12 bytes in a 16-byte unit, and its sm100 f8f6f4 GEMMs read them
+    with tcgen05.mma). A swizzle moves whole 16-byte units, so p is the address's low 4 bits, K-major
+    or MN-major alike."""
+    pos = addrs & 15
+    bases, inverse = np.unique(addrs - pos, return_inverse=True)
+    unit_addrs = (bases[:, None] + np.arange(12)).reshape(-1)
+    data = cta.smem.read(np.repeat(reader, unit_addrs.size), unit_addrs, 1, cta.epoch,
+                         f"tcgen05.mma reads {which} from").reshape(-1, 12).astype(np.uint32)
+    data = np.concatenate([data, np.zeros((len(bases), 1), np.uint32)], axis=1)[inverse]
+    bit = 6 * pos
+    lo = np.take_along_axis(data, (bit // 8)[:, None], 1)[:, 0]
+    hi = np.take_along_axis(data, (bit // 8 + 1)[:, None], 1)[:, 0]
+    codes = (((lo | hi << 8) >> (bit % 8)) & 63).astype(np.uint8)
+    return codes.view(FP6[typ]).astype(np.float64)
 
 
 def decode_fp4_padded(raw: np.ndarray, rows: int, k: int) -> np.ndarray:

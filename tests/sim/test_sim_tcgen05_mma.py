@@ -254,6 +254,11 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
         va = ca.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
         vb = cb.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
         pa, pb = (ca[:, 0::2] | ca[:, 1::2] << 4), (cb[:, 0::2] | cb[:, 1::2] << 4)
+    elif fmt in ("e2m3", "e3m2"):    # fp6 in the .b6x16_p32 form (test_sim_tcgen05_fp6.py)
+        from test_sim_tcgen05_fp6 import DTYPE, fp6_codes, pack_fp6
+        ca, cb = fp6_codes(rng, (M, k)), fp6_codes(rng, (n, k))
+        va, vb = ca.view(DTYPE[fmt]).astype(np.float64), cb.view(DTYPE[fmt]).astype(np.float64)
+        pa, pb = pack_fp6(ca), pack_fp6(cb)
     else:
         va, vb = values(rng, "e4m3", (M, k)).astype(np.float64), values(rng, "e4m3", (n, k)).astype(np.float64)
         pa = va.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
@@ -276,7 +281,7 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
     words_a, words_b = scale_words(full_a), scale_words(full_b)
     image = np.concatenate([ia, ib, words_a.view(np.uint8).ravel(), words_b.view(np.uint8).ravel()])
     off = ia.size + ib.size
-    code = 1 if kind != "mxf8f6f4" else 0
+    code = 1 if kind != "mxf8f6f4" else {"e2m3": 3, "e3m2": 4}.get(fmt, 0)
     idesc_value = (sf_id << 4 | code << 7 | code << 10 | (n >> 3) << 17 | (scale_type == "ue8m0") << 23
                    | (M >> 4) << 24 | sf_id << 29)
     qual = {1: "block32", 2: "block32", 4: "block16"}[vec]
@@ -298,7 +303,8 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
 @pytest.mark.parametrize("kind,vec,block,fmt,scale_type,sf_id", [
     ("mxf8f6f4", 1, 32, "e4m3", "ue8m0", 0), ("mxf8f6f4", 1, 32, "e4m3", "ue8m0", 3),
     ("mxf4", 2, 32, "e2m1", "ue8m0", 0), ("mxf4", 2, 32, "e2m1", "ue8m0", 2),
-    ("mxf4nvf4", 4, 16, "e2m1", "ue4m3", 0)])
+    ("mxf4nvf4", 4, 16, "e2m1", "ue4m3", 0), ("mxf8f6f4", 1, 32, "e2m3", "ue8m0", 1),
+    ("mxf8f6f4", 1, 32, "e3m2", "ue8m0", 2)])
 def test_block_scaled_mma(kind, vec, block, fmt, scale_type, sf_id):
     got, ref = _scaled(kind, vec, block, fmt, scale_type, sf_id, seed=sf_id + vec)
     np.testing.assert_array_equal(got, ref)
@@ -447,12 +453,6 @@ def test_f8f6f4_padded_e2m1_nibble_order_matters():
     """Swapping B's nibbles permutes K in B only, so the product changes: the order is read, not assumed."""
     got, ref = _e4m3_x_padded_e2m1(swap_nibbles=True)
     assert not np.array_equal(got, ref)
-
-
-def test_f8f6f4_fp6_operands_are_refused():
-    """e2m3 (code 3) in .b6x16_p32: the ISA places the 6-bit values by a figure only."""
-    with pytest.raises(sim.HazardError, match="b6x16_p32"):
-        _e4m3_x_padded_e2m1(btype=3)
 
 
 def _image_mn_base32b(mat_t: np.ndarray, lbo: int, sbo: int, nbytes: int, xor: bool = True) -> np.ndarray:

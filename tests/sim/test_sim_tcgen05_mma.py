@@ -289,13 +289,21 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
         place = store_scales(off, 128, via == "st") + "\n" + store_scales(off + 2048, 132, via == "st")
     else:    # one tcgen05.cp.32x128b.warpx4 per operand (rows 0-31 of the words: 16 dense bytes each),
         # then the MMA with no wait (cp -> mma is pipelined); "cp-other": thread 32 issues the copies
-        issuer = "%p2" if via == "cp-other" else "%p4"
+        issuer = "%p2" if via.startswith("cp-other") else "%p4"
         place = "    setp.eq.u32 %p2, %r0, 32;\n" + "".join(
             f"    @{issuer} tcgen05.cp.cta_group::1.32x128b.warpx4 [%r10+{col}], "
             f"{smem_desc(src, 16, 128, 'none'):#x};\n" for col, src in ((128, off), (132, off + 2048)))
+        if via.startswith("cp-other-waited"):   # thread 32 commits the copies, warp 1 waits, then (maybe) bar.sync
+            place += ("    @%p2 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];\n"
+                      "    shr.u32 %r30, %r0, 5;\n    setp.ne.u32 %p1, %r30, 1;\n    @%p1 bra SKIPCP;\n"
+                      "WCP:\n    mbarrier.try_wait.parity.shared::cta.b64 %p0, [bar], 0;\n    @!%p0 bra WCP;\n"
+                      "SKIPCP:\n" + ("" if via.endswith("nosync") else
+                                      "    tcgen05.fence::before_thread_sync;\n    bar.sync 0;\n"))
     ptx = gemm_kernel(n, f"{kind}.block_scale.{qual}", 1, idesc_value, 32, ia.size, ib.size + 4096,
                       extra_before_mma=place,
                       scale_operands="[%r10+128], [%r10+132], ")
+    if via.startswith("cp-other-waited"):     # the MMA's commit completes the barrier's second phase
+        ptx = ptx.replace("%p5, [bar], 0;", "%p5, [bar], 1;")
     out = run_gemm(ptx, n, image, smem_desc(0, 16, sbo, "32B"), smem_desc(ia.size, 16, sbo, "32B"))
     return out.view(np.float32), ref
 
@@ -328,6 +336,16 @@ def test_scales_copied_by_another_thread_race_with_the_mma():
     still in flight, read by thread 0's MMA is reported."""
     with pytest.raises(sim.HazardError, match=r"race .*tcgen05.cp at line \d+ issued by another thread"):
         _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp-other")
+
+
+def test_scales_copied_by_another_thread_reach_the_mma_through_its_commit_and_a_barrier():
+    """Thread 32 copies and commits; warp 1 waits on the commit's phase, then bar.sync hands the
+    copies to thread 0: ordered, and the product matches. Without the bar.sync thread 0's MMA
+    is not ordered after the copies (a race, whether they are still in flight or retired)."""
+    got, ref = _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp-other-waited")
+    np.testing.assert_array_equal(got, ref)
+    with pytest.raises(sim.HazardError, match=r"race .*tcgen05.cp at line \d+"):
+        _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp-other-waited-nosync")
 
 
 # ------------------------------------------------------------------ with TMA: a two-block pipeline

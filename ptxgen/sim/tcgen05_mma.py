@@ -41,13 +41,14 @@ from .operands import Lit, Mem, Name, Vec
 from .ops_wgmma import decode_elements
 from .parse import Instr
 from .state import CtaState
+from .tcgen05_subbyte import PADDED, decode_padded
 
 ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "e2m3": 1, "e3m2": 1, "e2m1": 1,
          "s8": 1, "u8": 1}
 
 
 def _decode_fp8_container(kind: str):
-    """fp6 in shared memory is decoded by decode_fp6_padded (the .b6x16_p32 form); an fp6 A in
+    """fp6 in shared memory is decoded by tcgen05_subbyte (the .b6x16_p32 form); an fp6 A in
     tensor memory sits in 8-bit containers (what tcgen05.cp's .b8x16.b6x16_p32 decompression writes),
     and where the 6 bits sit in each container no production code here pins down: refused."""
     def decode(raw: np.ndarray) -> np.ndarray:
@@ -309,44 +310,9 @@ def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_maj
     check_async_read(cta, idx, f"tcgen05.mma (async proxy) operand {which} reads")
     if packed_fp4:
         return ts.decode_fp4_packed(raw, mn), idx
-    if typ == "e2m1":
-        return decode_fp4_padded(raw, mn, k), idx
-    if typ in FP6:
-        return decode_fp6_padded(cta, addrs, reader, typ, which).reshape(mn, k), idx
+    if typ in PADDED:          # e2m1 / fp6 in the .b4x16_p64 / .b6x16_p32 forms
+        return decode_padded(cta, addrs, reader, typ, which).reshape(mn, k), idx
     return FORMATS[typ](raw).reshape(mn, k), idx
-
-
-FP6 = {"e2m3": ml_dtypes.float6_e2m3fn, "e3m2": ml_dtypes.float6_e3m2fn}
-
-
-def decode_fp6_padded(cta: CtaState, addrs: np.ndarray, reader: np.ndarray, typ: str, which: str) -> np.ndarray:
-    """float64 of the fp6 values at shared `addrs` (one byte of address space per value) in the
-    `.b6x16_p32` form: each aligned 16-byte unit holds 16 values, value p (the one at address
-    unit + p) in bits 6p..6p+5 of the unit's first 12 bytes read as one little-endian number, then
-    4 padding bytes (docs/ptx_facts/sm100_formats.md §2b: CUTLASS packs fp6 so in global memory, its
-    16U6_ALIGN16B TMA lands every 12 bytes in a 16-byte unit, and its sm100 f8f6f4 GEMMs read them
-    with tcgen05.mma). A swizzle moves whole 16-byte units, so p is the address's low 4 bits, K-major
-    or MN-major alike."""
-    pos = addrs & 15
-    bases, inverse = np.unique(addrs - pos, return_inverse=True)
-    unit_addrs = (bases[:, None] + np.arange(12)).reshape(-1)
-    data = cta.smem.read(np.repeat(reader, unit_addrs.size), unit_addrs, 1, cta.epoch,
-                         f"tcgen05.mma reads {which} from").reshape(-1, 12).astype(np.uint32)
-    data = np.concatenate([data, np.zeros((len(bases), 1), np.uint32)], axis=1)[inverse]
-    bit = 6 * pos
-    lo = np.take_along_axis(data, (bit // 8)[:, None], 1)[:, 0]
-    hi = np.take_along_axis(data, (bit // 8 + 1)[:, None], 1)[:, 0]
-    codes = (((lo | hi << 8) >> (bit % 8)) & 63).astype(np.uint8)
-    return codes.view(FP6[typ]).astype(np.float64)
-
-
-def decode_fp4_padded(raw: np.ndarray, rows: int, k: int) -> np.ndarray:
-    """(rows, k) float64 of e2m1 in the `.b4x16_p64` form kind::f8f6f4/mxf8f6f4 reads: each 16 values
-    of a row are 8 bytes (two per byte, lower k in the low nibble) then 8 padding bytes, which are
-    not read as data (PTX ISA §5.5.1.1.1; docs/ptx_facts/sm100_formats.md §2a). The byte order is
-    what 16U4_ALIGN16B TMA lands (tma_fp4.expand) and the corpus's mxfp8 x mxfp4 kernel checks."""
-    units = np.ascontiguousarray(raw).reshape(rows, k // 16, 16)[:, :, :8]
-    return ts.decode_fp4_packed(units.reshape(rows, k // 2), rows)
 
 
 def _read_a_tmem(st: tm.TmemState, addr: int, m: int, k: int, typ: str, d_lane: int):

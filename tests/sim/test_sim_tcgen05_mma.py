@@ -254,8 +254,8 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
         va = ca.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
         vb = cb.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
         pa, pb = (ca[:, 0::2] | ca[:, 1::2] << 4), (cb[:, 0::2] | cb[:, 1::2] << 4)
-    elif fmt in ("e2m3", "e3m2"):    # fp6 in the .b6x16_p32 form (test_sim_tcgen05_fp6.py)
-        from test_sim_tcgen05_fp6 import DTYPE, fp6_codes, pack_fp6
+    elif fmt in ("e2m3", "e3m2"):    # fp6 in the .b6x16_p32 form (test_sim_tcgen05_subbyte.py)
+        from test_sim_tcgen05_subbyte import DTYPE, fp6_codes, pack_fp6
         ca, cb = fp6_codes(rng, (M, k)), fp6_codes(rng, (n, k))
         va, vb = ca.view(DTYPE[fmt]).astype(np.float64), cb.view(DTYPE[fmt]).astype(np.float64)
         pa, pb = pack_fp6(ca), pack_fp6(cb)

@@ -1,7 +1,8 @@
 """fp6 operands (e2m3, e3m2) of tcgen05.mma .kind::f8f6f4 / .kind::mxf8f6f4 from shared memory in the
 `.b6x16_p32` form, against numpy (docs/ptx_facts/sm100_formats.md §2b): each 16-byte unit holds 16
 values in its first 12 bytes, value p in bits 6p..6p+5 of them read as one little-endian number
-(CUTLASS's sub-byte packing, which its 16U6_ALIGN16B TMA lands unchanged), then 4 padding bytes."""
+(CUTLASS's sub-byte packing, which its 16U6_ALIGN16B TMA lands unchanged), then 4 padding bytes;
+and e2m1 in `.b4x16_p64` MN-major (K-major e2m1 is in test_sim_tcgen05_mma.py)."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -110,5 +111,23 @@ def test_fp6_through_a_16u6_align16b_tma_then_the_mma():
     ia, lbo, sbo = image_kmajor(img_a, "128B", M * 128)
     ptx = gemm_kernel(n, "f8f6f4", 4, idesc(1, CODE["e4m3"], CODE["e3m2"], M, n), 32, ia.size, img_b.size)
     out = run_gemm(ptx, n, np.concatenate([ia, img_b]), smem_desc(0, lbo, sbo, "128B"),
+                   smem_desc(ia.size, lbo, sbo, "128B"))
+    np.testing.assert_array_equal(out.view(np.float32), a @ b.T)
+
+
+def test_e2m1_a_mn_major_in_the_padded_form():
+    """e2m1 A M-major: each 16-byte unit holds 16 consecutive M values of one k in its first 8 bytes,
+    value p in bits 4p (low nibble first), as for K-major (sm100_formats.md §2a)."""
+    rng = np.random.default_rng(6)
+    k, n = 32, 64
+    codes = (rng.integers(1, 8, (M, k)) | rng.choice([0, 8], (M, k))).astype(np.uint8)
+    a = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    packed = (codes.T[:, 0::2] | codes.T[:, 1::2] << 4).reshape(k, M // 16, 8)          # k rows of M values
+    img_at = np.concatenate([packed, np.zeros_like(packed)], axis=2).reshape(k, M)
+    b, img_b = operand(rng, "e4m3", n, k)
+    ia, _, _ = image_kmajor(img_at, "128B", k * 128)
+    ib, lbo, sbo = image_kmajor(img_b, "128B", n * 128)
+    ptx = gemm_kernel(n, "f8f6f4", 1, idesc(1, 5, CODE["e4m3"], M, n, ta=1), 32, ia.size, ib.size)
+    out = run_gemm(ptx, n, np.concatenate([ia, ib]), smem_desc(0, 8192, 1024, "128B"),
                    smem_desc(ia.size, lbo, sbo, "128B"))
     np.testing.assert_array_equal(out.view(np.float32), a @ b.T)

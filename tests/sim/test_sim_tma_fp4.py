@@ -1,6 +1,7 @@
 """TMA of packed e2m1 data landing padded in shared memory (sim.TensorMap data_type="16U4_ALIGN16B",
 docs/ptx_facts/sm100_formats.md §2a): each 16 values (8 packed bytes) then 8 zero bytes, the box
-and innermost coordinate counted in e2m1 values, complete-tx counting the packed bytes read."""
+and innermost coordinate counted in e2m1 values, complete-tx counting the packed bytes read; and
+the same for packed fp6 ("16U6_ALIGN16B", §2b: 12 packed bytes then 4 zero bytes)."""
 from __future__ import annotations
 
 import numpy as np

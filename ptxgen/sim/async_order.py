@@ -32,6 +32,10 @@ threads whose own wait observed that phase (or a later one) or that a barrier/mb
 after such a wait (mbarrier.md §9e: the wait's acquire). The landing makes a record carried by
 every completed phase of the barrier; a generic read or write of the bytes by a thread not ordered
 after it is a race.
+
+Completed tensor-memory writes (tcgen05.st after wait::st, tcgen05.cp/shift after their commit's
+phase is observed) are records of the same kind, kept per CTA in tmem_order.TmemWrites; `_states`
+yields them beside the shared-memory records, so the same synchronisation orders them.
 """
 from __future__ import annotations
 
@@ -172,16 +176,23 @@ def retire(cta, idx: np.ndarray, waiters: np.ndarray, what: str, waiter: str, li
     return cta.smem.retired.retire(idx, waiters, what, waiter, line, landed)
 
 
+def _own_states(cta) -> list:
+    """The CTA's record sets: retired shared-memory accesses, completed tensor-memory writes
+    (tmem_order.TmemWrites, which the same synchronisation orders)."""
+    states = [cta.smem.retired if cta.smem is not None else None]
+    if cta.tmem is not None:
+        states.append(cta.tmem.writes)
+    return [s for s in states if s is not None and s.records]
+
+
 def _states(cta) -> list[tuple[RetiredReads, int | None]]:
     """(records, rank the CTA's threads have there: None for its own) of the CTA and its peers."""
-    own = cta.smem.retired
-    out = [] if own is None or not own.records else [(own, None)]
+    out = [(state, None) for state in _own_states(cta)]
     member = cta.cluster
     if member is not None and member.cluster.size > 1:
         for peer in member.cluster.members:
-            state = None if peer is None or peer is cta or peer.smem is None else peer.smem.retired
-            if state is not None and state.records:
-                out.append((state, member.rank))
+            if peer is not None and peer is not cta:
+                out += [(state, member.rank) for state in _own_states(peer)]
     return out
 
 

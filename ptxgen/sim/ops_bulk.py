@@ -214,8 +214,8 @@ def _smem_box(cta: CtaState, base: int, nbytes: int, swizzle: int, what: str) ->
 
 def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: int, line: int, what: str,
               cta_mask: int | None = None, pair: bool = False):
-    if tmap.fp4_padded:          # innermost coordinate in e2m1 values; map in 8-byte units (tma_fp4.py)
-        start = tuple(start[:-1]) + (tma_fp4.inner_coordinate(start[-1], what),)
+    if tmap.padded:          # innermost coordinate in values; map in packed words (tma_fp4.py)
+        start = tuple(start[:-1]) + (tma_fp4.inner_coordinate(tmap.padded, start[-1], what),)
     offs, valid = _box_elements(tmap, start)
     es = tmap.esize
     elems = np.zeros((len(offs), es), dtype=np.uint8)
@@ -225,9 +225,9 @@ def _load_box(cta: CtaState, tid: int, tmap: DecodedMap, start, dst: int, mbar: 
         elems[valid] = cta.gmem.read(tmap.address + offs[valid], es, cta.sync, what + " reads",
                                      np.full(int(valid.sum()), tid))
     data = elems.reshape(-1)
-    tx = len(data)                  # complete-tx counts the bytes read (packed, for padded fp4)
-    if tmap.fp4_padded:
-        data = tma_fp4.expand(data)
+    tx = len(data)                  # complete-tx counts the bytes read (packed, for padded fp4/fp6)
+    if tmap.padded:
+        data = tma_fp4.expand(tmap.padded, data)
     for peer, dst_off, bar_cta, mbar_off in _destinations(cta, dst, mbar, len(data), cta_mask, what, pair):
         _in_flight(peer, tid, dst_off, data, tmap.swizzle, mbar_off, line, what, cta, tx, bar_cta)
 
@@ -309,8 +309,9 @@ def _in_flight(cta: CtaState, tid: int, dst: int, data: np.ndarray, swizzle: int
 
 
 def _store_box(cta: CtaState, tid: int, tmap: DecodedMap, start, src: int, what: str, line: int) -> None:
-    if tmap.fp4_padded:
-        raise Fault("unsupported", f"{what}: a TMA store through a {tma_fp4.DATA_TYPE} (padded fp4) map is not simulated")
+    if tmap.padded:
+        raise Fault("unsupported", f"{what}: a TMA store through a {tmap.padded.name} (padded {tmap.padded.values}) "
+                    "map is not simulated")
     idx = _smem_box(cta, src, tmap.box_bytes, tmap.swizzle, what)
     data = _read_source(cta, tid, idx, what).reshape(-1, tmap.esize)
     offs, valid = _box_elements(tmap, start)

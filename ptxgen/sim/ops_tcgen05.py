@@ -31,6 +31,7 @@ import numpy as np
 
 from . import tcgen05_layouts as tl
 from . import tmem as tm
+from . import tmem_order
 from .async_proxy import arrive, barrier_at, check_barrier_address, hopper
 from .cluster import CLUSTER_STRIDE, own_offsets, targets as cluster_targets, window_base
 from .errors import Fault
@@ -297,14 +298,19 @@ def _compile_st(ins: Instr, ctx, mods: list):
 def _compile_wait(ins: Instr, ctx, kind: str, mods: list):
     if set(mods) != {"sync", "aligned"} or ins.operands:
         raise ctx.fail(f"write tcgen05.wait::{kind}.sync.aligned;")
+    line = ctx.line
 
     def run(cta: CtaState, mask):
         warps = set(_warps(cta, mask).tolist())
         st = tm.tmem_of(cta)
         if kind == "ld":
             st.loads = [p for p in st.loads if p.warp not in warps]
-        else:
-            st.stores = [p for p in st.stores if p.warp not in warps]
+            return
+        for w in sorted(warps):
+            done = [p for p in st.stores if p.warp == w]
+            if done:
+                tmem_order.stored(cta, w, [p.region for p in done], [p.line for p in done], line)
+        st.stores = [p for p in st.stores if p.warp not in warps]
     return run
 
 
@@ -464,10 +470,11 @@ def wrap_mbarrier(compile_mbarrier):
             if ok.any():
                 addrs = per_thread(get_addr(cta.R), tids)[ok]
                 addrs = own_offsets(cta, addrs - SHARED_GENERIC_BASE if generic else addrs, "mbarrier wait")
+                waiters = tids[ok]
                 for addr in np.unique(addrs).tolist():
                     bar = hopper(cta).barriers.get(int(addr))
                     if bar is not None:
-                        tm.observed(cta, int(addr), bar)
+                        tm.observed(cta, int(addr), bar, waiters[addrs == addr])
             return out
         for attr in ("yields", "communicates", "releases"):
             if hasattr(run, attr):

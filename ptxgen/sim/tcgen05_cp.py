@@ -93,8 +93,7 @@ def compile_cp(ins: Instr, ctx, mods: list):
         for tid, addr, desc in zip(tids.tolist(), addrs.tolist(), descs.tolist()):
             ctas = tm.pair_of(cta, "tcgen05.cp") if group == 2 else [cta]
             records = [_issue(c, tm.tmem_of(c), int(tid), int(addr), int(desc), shape, cast, line) for c in ctas]
-            mine = next(r for r in records if r.owner is cta)
-            mine.partners = [r for r in records if r is not mine]
+            tm.link(cta, records)
     return run
 
 

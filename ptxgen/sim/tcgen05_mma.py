@@ -34,27 +34,27 @@ from . import tcgen05_desc as td
 from . import tcgen05_layouts as tl
 from . import tcgen05_scaled as ts
 from . import tmem as tm
+from . import tmem_order
 from .async_proxy import check_async_read
 from .errors import Fault
 from .operands import Lit, Mem, Name, Vec
 from .ops_wgmma import decode_elements
 from .parse import Instr
 from .state import CtaState
+from .tcgen05_subbyte import PADDED, decode_padded
 
 ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "e2m3": 1, "e3m2": 1, "e2m1": 1,
          "s8": 1, "u8": 1}
 
 
 def _decode_fp8_container(kind: str):
-    """fp6 operands under kind::f8f6f4 / mxf8f6f4 sit in shared memory as .b6x16_p32 (16 values in
-    12 bytes + 4 padding; PTX ISA §5.5.1.1.1); where each 6-bit value sits inside the 12 bytes is
-    given by Figure 203 only, Triton 3.9 emits no fp6 MMA ("NYI: lhs_format e2m3"), and no kernel
-    here pins it down, so they are refused (e2m1's .b4x16_p64 is pinned by the corpus's mxfp8 x
-    mxfp4 entry: decode_fp4_padded)."""
+    """fp6 in shared memory is decoded by tcgen05_subbyte (the .b6x16_p32 form); an fp6 A in
+    tensor memory sits in 8-bit containers (what tcgen05.cp's .b8x16.b6x16_p32 decompression writes),
+    and where the 6 bits sit in each container no production code here pins down: refused."""
     def decode(raw: np.ndarray) -> np.ndarray:
-        raise Fault("unsupported", f"tcgen05.mma with {kind} operands under .kind::f8f6f4/mxf8f6f4 (the padded "
-                    ".b6x16_p32 shared-memory form, whose bit placement the ISA gives by a figure only: Figure "
-                    "203, PTX ISA §9.7.16.10.4.4) is not simulated; e4m3, e5m2 and e2m1 (.b4x16_p64) are")
+        raise Fault("unsupported", f"tcgen05.mma with an {kind} A in tensor memory is not simulated: where each "
+                    "6-bit value sits in its 8-bit container there is given only by the ISA's figures (no "
+                    "CUTLASS, Triton or Gluon code writes it); fp6 A and B from shared memory are simulated")
     return decode
 
 
@@ -205,6 +205,7 @@ def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_v
                                            f"B (CTA rank {c.cluster.rank})")
             a, bt = ts.apply(a, sfa), ts.apply(b_full, sfb)
             reads += [region_a, region_b]
+        tmem_order.check_mma_reads(c, cta, tid, reads, "issues a tcgen05.mma.cta_group::2 reading")
         if idesc.negate_a:
             a = -a
         if idesc.m == 256:
@@ -216,8 +217,7 @@ def _issue_pair(cta: CtaState, kind: str, tid: int, d_addr: int, a_val: int, b_v
             one = dataclasses.replace(idesc, m=128, n=half_n, k=2 * k)
         records.append(_write_d(c, st, one, tid, d_addr, a_eff, b_eff, accumulate, scale_shift, None, reads,
                                 np.concatenate([i_a, i_b]), line))
-    mine = next(r for r in records if r.owner is cta)
-    mine.partners = [r for r in records if r is not mine]
+    tm.link(cta, records)
 
 
 def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_val: int, b_val: int,
@@ -242,6 +242,7 @@ def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_
         sfb, region_b = ts.read_scales(st, scales[1], n, vec, idesc.sfb_id, idesc.scale_type, "B")
         a, bt = ts.apply(a, sfa), ts.apply(bt, sfb)
         reads += [region_a, region_b]
+    tmem_order.check_mma_reads(cta, cta, tid, reads, "issues a tcgen05.mma reading")
     if idesc.negate_a:
         a = -a
     if idesc.negate_b:
@@ -309,18 +310,9 @@ def _read_smem(cta: CtaState, desc_value: int, mn: int, k: int, typ: str, mn_maj
     check_async_read(cta, idx, f"tcgen05.mma (async proxy) operand {which} reads")
     if packed_fp4:
         return ts.decode_fp4_packed(raw, mn), idx
-    if typ == "e2m1":
-        return decode_fp4_padded(raw, mn, k), idx
+    if typ in PADDED:          # e2m1 / fp6 in the .b4x16_p64 / .b6x16_p32 forms
+        return decode_padded(cta, addrs, reader, typ, which).reshape(mn, k), idx
     return FORMATS[typ](raw).reshape(mn, k), idx
-
-
-def decode_fp4_padded(raw: np.ndarray, rows: int, k: int) -> np.ndarray:
-    """(rows, k) float64 of e2m1 in the `.b4x16_p64` form kind::f8f6f4/mxf8f6f4 reads: each 16 values
-    of a row are 8 bytes (two per byte, lower k in the low nibble) then 8 padding bytes, which are
-    not read as data (PTX ISA §5.5.1.1.1; docs/ptx_facts/sm100_formats.md §2a). The byte order is
-    what 16U4_ALIGN16B TMA lands (tma_fp4.expand) and the corpus's mxfp8 x mxfp4 kernel checks."""
-    units = np.ascontiguousarray(raw).reshape(rows, k // 16, 16)[:, :, :8]
-    return ts.decode_fp4_packed(units.reshape(rows, k // 2), rows)
 
 
 def _read_a_tmem(st: tm.TmemState, addr: int, m: int, k: int, typ: str, d_lane: int):

@@ -45,8 +45,7 @@ def compile_shift(ins: Instr, ctx, mods: list):
                 st = tm.tmem_of(c)
                 tm.use_cta_group(st, group, "tcgen05.shift")
                 records.append(_shift(c, st, int(tid), int(addr), line))
-            mine = next(r for r in records if r.owner is cta)
-            mine.partners = [r for r in records if r is not mine]
+            tm.link(cta, records)
     return run
 
 

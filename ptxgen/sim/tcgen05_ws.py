@@ -30,6 +30,7 @@ import numpy as np
 
 from . import tcgen05_desc as td
 from . import tmem as tm
+from . import tmem_order
 from .errors import Fault
 from .operands import Lit, Mem
 from .parse import Instr
@@ -106,6 +107,7 @@ def _issue(cta: CtaState, st: tm.TmemState, kind: str, tid: int, d_addr: int, a_
                         "where the A rows sit is given only by the ISA's layout figures (M = 128 is)")
         a, region = _read_a_tmem(st, a_val, m, k, idesc.atype, 0)
         reads.append(region)
+        tmem_order.check_mma_reads(cta, cta, tid, reads, "issues a tcgen05.mma.ws reading")
     else:
         a, idx_a = _read_smem(cta, a_val, m, k, idesc.atype, idesc.a_mn_major, reader, "A")
         smem_idx.append(idx_a)

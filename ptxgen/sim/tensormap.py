@@ -18,7 +18,7 @@ from . import tma_fp4
 
 MAGIC = 0x50414D54_47585450      # "PTXGTMAP" little endian
 MAP_BYTES = 128
-FP4_PADDED_FLAG = 2              # in the nan_fill word: a 16U4_ALIGN16B map (tma_fp4.py)
+PADDED_FLAGS = {"16U4_ALIGN16B": 2, "16U6_ALIGN16B": 4}   # in the nan_fill word: a padded map (tma_fp4.py)
 SWIZZLES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 _LAYOUT = np.dtype([("magic", "<u8"), ("address", "<u8"), ("rank", "<u4"), ("esize", "<u4"),
                     ("nan_fill", "<u4"), ("swizzle", "<u4"), ("fill", "<u8"), ("dims", "<u8", 5),
@@ -34,21 +34,24 @@ class TensorMap:
 
     swizzle: "none" | "32B" | "64B" | "128B" (shared-memory layout of the box);
     oob_fill: "zero" | "nan" (what out-of-bounds box elements load as; "nan" needs a float dtype).
-    data_type: None (the array's own element size) or "16U4_ALIGN16B": a uint8 array of packed e2m1
-    pairs that lands padded in shared memory; its innermost box counts e2m1 values (tma_fp4.py).
+    data_type: None (the array's own element size), "16U4_ALIGN16B" (a uint8 array of packed e2m1
+    pairs) or "16U6_ALIGN16B" (a uint8 array of packed fp6, value i at bits 6i): lands padded in
+    shared memory, 16 bytes per 16 values; its innermost box counts values (tma_fp4.py).
     """
 
     def __init__(self, array: np.ndarray, box, *, swizzle: str = "none", oob_fill: str = "zero",
                  element_strides=None, data_type: str | None = None):
         if not isinstance(array, np.ndarray):
             raise TypeError(f"TensorMap needs a numpy array (or a strided view of one), got {type(array).__name__}")
-        if data_type not in (None, tma_fp4.DATA_TYPE):
-            raise ValueError(f"data_type {data_type!r} is not simulated; use None or {tma_fp4.DATA_TYPE!r}")
-        self.fp4_padded = data_type is not None
-        if self.fp4_padded:      # modelled as a map of 8-byte units (16 e2m1 each), expanded on landing
-            tma_fp4.check_array(array, tuple(int(b) for b in box))
-            array = tma_fp4.unit_view(array)
-            box = tuple(int(b) for b in box[:-1]) + (int(box[-1]) // tma_fp4.ELEMS_PER_UNIT,)
+        if data_type is not None and data_type not in tma_fp4.PADDED:
+            raise ValueError(f"data_type {data_type!r} is not simulated; use None or one of "
+                             f"{', '.join(repr(t) for t in tma_fp4.PADDED)}")
+        self.data_type = data_type
+        padded = tma_fp4.PADDED.get(data_type)
+        if padded:      # modelled as a map of packed words (whole units of 16 values), expanded on landing
+            tma_fp4.check_array(padded, array, tuple(int(b) for b in box))
+            array = tma_fp4.unit_view(padded, array)
+            box = tma_fp4.map_box(padded, tuple(int(b) for b in box))
         rank = array.ndim
         if not 1 <= rank <= 5:
             raise ValueError(f"TensorMap rank {rank} is outside 1..5 (cuTensorMapEncodeTiled's limit)")
@@ -57,9 +60,10 @@ class TensorMap:
             raise ValueError(f"box {box} has {len(box)} dims but the array has {rank}; give one box size "
                              "per dimension, outermost first (numpy order)")
         esize = array.dtype.itemsize
-        if self.fp4_padded and box[-1] * 16 != SWIZZLES.get(swizzle, 0):
-            raise ValueError(f"a {tma_fp4.DATA_TYPE} map's box row ({box[-1] * 16} shared bytes) must be as wide as "
-                             "its swizzle (Triton uses 128 e2m1 values with 128B)")
+        row = box[-1] // padded.words_per_unit * 16 if padded else 0
+        if padded and row != SWIZZLES.get(swizzle, 0):
+            raise ValueError(f"a {padded.name} map's box row ({row} shared bytes) must be as wide as its swizzle "
+                             "(Triton uses 128 e2m1 values with 128B)")
         if esize not in (1, 2, 4, 8):
             raise ValueError(f"element size {esize} bytes is not a TMA data type size (1, 2, 4 or 8)")
         if swizzle not in SWIZZLES:
@@ -70,10 +74,10 @@ class TensorMap:
             raise ValueError(f"oob_fill='nan' needs a floating-point array, not {array.dtype}; use 'zero'")
         if any(b < 1 or b > 256 for b in box):
             raise ValueError(f"box {box}: every box size must be in 1..256; split the tile into several copies")
-        if not self.fp4_padded and box[-1] * esize % 16:
+        if not padded and box[-1] * esize % 16:
             raise ValueError(f"inner box size {box[-1]} x {esize} bytes = {box[-1] * esize} is not a multiple "
                              "of 16 bytes; widen the innermost box dimension")
-        span = SWIZZLES[swizzle] // (2 if self.fp4_padded else 1)   # padded: a unit takes 16 shared bytes
+        span = SWIZZLES[swizzle] * (padded.unit_bytes if padded else 16) // 16   # padded: a unit takes 16 shared bytes
         if span and box[-1] * esize > span:
             raise ValueError(f"inner box of {box[-1] * esize} bytes exceeds the {swizzle} swizzle span; use a "
                              f"box of at most {span // esize} elements innermost or a wider swizzle")
@@ -113,7 +117,7 @@ class TensorMap:
         rec = np.zeros(1, dtype=_LAYOUT)
         r = rec[0]
         r["magic"], r["address"], r["rank"], r["esize"] = MAGIC, root_address + self.offset, a.ndim, a.dtype.itemsize
-        r["nan_fill"] = int(self.oob_fill == "nan") | (FP4_PADDED_FLAG if self.fp4_padded else 0)
+        r["nan_fill"] = int(self.oob_fill == "nan") | PADDED_FLAGS.get(self.data_type, 0)
         r["swizzle"] = SWIZZLES[self.swizzle]
         if self.oob_fill == "nan":
             r["fill"] = int(np.array(np.nan).astype(a.dtype).view(f"u{a.dtype.itemsize}"))
@@ -141,7 +145,7 @@ class DecodedMap:
     dims: tuple[int, ...]
     strides: tuple[int, ...]  # bytes, numpy order, innermost = esize
     box: tuple[int, ...]
-    fp4_padded: bool = False  # 16U4_ALIGN16B: 8-byte units of 16 e2m1, 16 bytes each in shared memory
+    padded: object = None     # tma_fp4.PaddedType: packed units of 16 values, 16 bytes each in shared memory
 
     @property
     def box_bytes(self) -> int:
@@ -159,7 +163,8 @@ def decode(raw: np.ndarray) -> DecodedMap | None:
     box = tuple(int(b) for b in r["box"][:rank][::-1])
     fill = int(r["fill"]) if r["nan_fill"] & 1 else None
     return DecodedMap(int(r["address"]), esize, int(r["swizzle"]), fill, dims, strides, box,
-                      bool(r["nan_fill"] & FP4_PADDED_FLAG))
+                      next((tma_fp4.PADDED[name] for name, flag in PADDED_FLAGS.items() if r["nan_fill"] & flag),
+                           None))
 
 
 def swizzle_addresses(addrs: np.ndarray, mode: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import tmem_order
 from .errors import Fault
 from .state import CtaState
 
@@ -62,6 +63,8 @@ class MmaRecord:
     owner: object = None        # the CtaState whose TMEM and shared memory it uses
     what: str = "tcgen05.mma"   # or "tcgen05.cp"
     partners: list = field(default_factory=list)   # cta_group::2: the peer CTA's half
+    issuer: object = None       # the CtaState whose thread issued it (None: owner)
+    written: object = None      # cp/shift: its tmem_order.TmemWrite once completed
     committed: bool = False
     retired: bool = False
 
@@ -87,6 +90,7 @@ class TmemState:
     watch: dict = field(default_factory=dict)        # mbarrier addr -> [(Barrier, phase, [MmaRecord])]
     stall: int = 0
     collectors: dict = field(default_factory=dict)   # tcgen05.mma.ws B collector buffer -> B of its fill
+    writes: object = None                 # tmem_order.TmemWrites: completed st/cp/shift writes
     unfenced: np.ndarray | None = None    # strict fences: per thread, line of an mbarrier wait not yet
     #                                       followed by tcgen05.fence::after_thread_sync (0: none)
 
@@ -163,6 +167,8 @@ def dealloc(st: TmemState, col: int, ncols: int, lane: int) -> None:
                             f"{p.warp}'s tcgen05.{kind} at line {p.line} is not waited for; execute "
                             f"tcgen05.wait::{kind} (and a barrier) first")
     del st.allocs[col]
+    if st.writes is not None:
+        st.writes.drop_columns(col, col + ncols)
     st.stall = 0              # a blocked alloc may now succeed
 
 
@@ -243,9 +249,20 @@ def pair_of(cta: CtaState, what: str) -> list:
     return sorted([cta, pair_peer(cta, what)], key=lambda c: c.cluster.rank)
 
 
-def observed(cta: CtaState, addr: int, bar) -> None:
-    """A thread of `cta` saw the mbarrier at `addr` complete a phase: retire the MMAs whose commit
-    arrived in a phase that has now completed (in whichever CTA issued them)."""
+def link(issuer: CtaState, records: list) -> None:
+    """The records one thread of `issuer` made (one per CTA of a pair): the issuer's own record
+    lists the others as partners (its commit covers them), each knows its issuer."""
+    mine = next(r for r in records if r.owner is issuer)
+    mine.partners = [r for r in records if r is not mine]
+    for r in records:
+        r.issuer = issuer
+
+
+def observed(cta: CtaState, addr: int, bar, tids: np.ndarray) -> None:
+    """Threads `tids` of `cta` saw the mbarrier at `addr` complete a phase: retire the MMAs whose
+    commit arrived in a phase that has now completed (in whichever CTA issued them); a completed
+    cp/shift becomes a tensor-memory write ordered before these threads, and before every later
+    waiter on the barrier (tmem_order.py)."""
     st = cta.tmem
     if st is None:
         return
@@ -257,6 +274,10 @@ def observed(cta: CtaState, addr: int, bar) -> None:
         if barrier is bar and bar.phase > phase:
             for rec in records:
                 retire(rec)
+                if rec.what != "tcgen05.mma":
+                    tmem_order.completed(rec, cta, tids)
+                    if rec.written is not None:
+                        bar.carried.add((rec.owner.tmem.writes, rec.written.rid))
         else:
             keep.append((barrier, phase, records))
     st.watch[addr] = keep

@@ -221,11 +221,15 @@ def scale_words(scales: np.ndarray) -> np.ndarray:
     return words
 
 
-def store_scales(offset: int, column: int) -> str:
+def store_scales(offset: int, column: int, sync: bool = True) -> str:
     """Every thread loads its lane's 4 scale words from shared buf+offset (16 bytes per lane) and the
-    warps store them with tcgen05.st.32x32b.x4 at TMEM column `column` of their quarter."""
+    warps store them with tcgen05.st.32x32b.x4 at TMEM column `column` of their quarter, wait for the
+    stores and (`sync`) hand them to the MMA's issuing thread through bar.sync (without it, the MMA
+    of thread 0 races with warps 1-3's stores)."""
+    handoff = ("\n    tcgen05.fence::before_thread_sync;\n    bar.sync 0;\n    tcgen05.fence::after_thread_sync;"
+               if sync else "")
     return f"""    shl.b32 %r20, %r0, 4;
     add.u32 %r20, %r20, {offset};
     ld.shared.v4.u32 {{%r21, %r22, %r23, %r24}}, [%r20];
     tcgen05.st.sync.aligned.32x32b.x4.b32 [%r11+{column}], {{%r21, %r22, %r23, %r24}};
-    tcgen05.wait::st.sync.aligned;"""
+    tcgen05.wait::st.sync.aligned;""" + handoff

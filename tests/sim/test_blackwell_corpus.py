@@ -187,3 +187,32 @@ def test_clc_entry_takes_over_the_tiles_of_cancelled_ctas(monkeypatch):
     assert harness.run_entry(entry).ok
     tiles = entry.meta["grid"][0]
     assert [q.cancels for q in queues] == [tiles - 1] and tiles > 1
+
+
+def _store_after_arrive(ptx: str) -> str:
+    """The 2-CTA TMEM-A entry with each CTA's `tcgen05.st` of its A rows (and its wait::st) moved from
+    before the cluster barrier to after its `mbarrier.arrive.expect_tx` on the lead CTA's barrier:
+    the lead's wait on that barrier no longer orders the peer's store before the pair MMA reading
+    it (the first version of the entry was written so, and passed)."""
+    lines = ptx.splitlines()
+    first = next(i for i, s in enumerate(lines) if s.strip().startswith("ld.shared.v4.b32") and "%r49" in s)
+    last = next(i for i, s in enumerate(lines) if i > first and s.strip() == "tcgen05.wait::st.sync.aligned;")
+    block = lines[first:last + 1]
+    rest = lines[:first] + lines[last + 1:]
+    arrive = next(i for i, s in enumerate(rest) if "mbarrier.arrive.expect_tx.shared::cluster.b64" in s)
+    sync = next(i for i in range(arrive, len(rest)) if rest[i].strip().startswith("bar.sync"))
+    return "\n".join(rest[:sync + 1] + block + rest[sync + 1:]) + "\n"
+
+
+@(lambda f: _needing(_entry("gluon_2cta_ts"), f))
+def test_peer_store_after_arriving_on_the_lead_barrier_is_a_race():
+    """Planted bug: a CTA stores its A rows to tensor memory after arriving on the barrier the lead
+    CTA waits on before the pair MMA. Nothing orders the peer's store before the MMA that reads it,
+    which the simulator reports (docs/ptx_facts/tcgen05.md §12i); the entry as written passes."""
+    import dataclasses
+    entry = _entry("gluon_2cta_ts")
+    racy = dataclasses.replace(entry, ptx=_store_after_arrive(entry.ptx))
+    assert racy.ptx != entry.ptx and racy.ptx.count("tcgen05.st.") == entry.ptx.count("tcgen05.st.")
+    with pytest.raises(HazardError, match=r"race|async-pending") as err:
+        harness.run_entry(racy)
+    print(err.value)

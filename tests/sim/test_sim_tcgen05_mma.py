@@ -254,6 +254,11 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
         va = ca.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
         vb = cb.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
         pa, pb = (ca[:, 0::2] | ca[:, 1::2] << 4), (cb[:, 0::2] | cb[:, 1::2] << 4)
+    elif fmt in ("e2m3", "e3m2"):    # fp6 in the .b6x16_p32 form (test_sim_tcgen05_subbyte.py)
+        from test_sim_tcgen05_subbyte import DTYPE, fp6_codes, pack_fp6
+        ca, cb = fp6_codes(rng, (M, k)), fp6_codes(rng, (n, k))
+        va, vb = ca.view(DTYPE[fmt]).astype(np.float64), cb.view(DTYPE[fmt]).astype(np.float64)
+        pa, pb = pack_fp6(ca), pack_fp6(cb)
     else:
         va, vb = values(rng, "e4m3", (M, k)).astype(np.float64), values(rng, "e4m3", (n, k)).astype(np.float64)
         pa = va.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
@@ -276,19 +281,29 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
     words_a, words_b = scale_words(full_a), scale_words(full_b)
     image = np.concatenate([ia, ib, words_a.view(np.uint8).ravel(), words_b.view(np.uint8).ravel()])
     off = ia.size + ib.size
-    code = 1 if kind != "mxf8f6f4" else 0
+    code = 1 if kind != "mxf8f6f4" else {"e2m3": 3, "e3m2": 4}.get(fmt, 0)
     idesc_value = (sf_id << 4 | code << 7 | code << 10 | (n >> 3) << 17 | (scale_type == "ue8m0") << 23
                    | (M >> 4) << 24 | sf_id << 29)
     qual = {1: "block32", 2: "block32", 4: "block16"}[vec]
-    if via == "st":
-        place = store_scales(off, 128) + "\n" + store_scales(off + 2048, 132)
+    if via in ("st", "st-unsynced"):
+        place = store_scales(off, 128, via == "st") + "\n" + store_scales(off + 2048, 132, via == "st")
     else:    # one tcgen05.cp.32x128b.warpx4 per operand (rows 0-31 of the words: 16 dense bytes each),
-        # then the MMA with no wait (cp -> mma is pipelined)
-        place = "".join(f"    @%p4 tcgen05.cp.cta_group::1.32x128b.warpx4 [%r10+{col}], "
-                        f"{smem_desc(src, 16, 128, 'none'):#x};\n" for col, src in ((128, off), (132, off + 2048)))
+        # then the MMA with no wait (cp -> mma is pipelined); "cp-other": thread 32 issues the copies
+        issuer = "%p2" if via.startswith("cp-other") else "%p4"
+        place = "    setp.eq.u32 %p2, %r0, 32;\n" + "".join(
+            f"    @{issuer} tcgen05.cp.cta_group::1.32x128b.warpx4 [%r10+{col}], "
+            f"{smem_desc(src, 16, 128, 'none'):#x};\n" for col, src in ((128, off), (132, off + 2048)))
+        if via.startswith("cp-other-waited"):   # thread 32 commits the copies, warp 1 waits, then (maybe) bar.sync
+            place += ("    @%p2 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];\n"
+                      "    shr.u32 %r30, %r0, 5;\n    setp.ne.u32 %p1, %r30, 1;\n    @%p1 bra SKIPCP;\n"
+                      "WCP:\n    mbarrier.try_wait.parity.shared::cta.b64 %p0, [bar], 0;\n    @!%p0 bra WCP;\n"
+                      "SKIPCP:\n" + ("" if via.endswith("nosync") else
+                                      "    tcgen05.fence::before_thread_sync;\n    bar.sync 0;\n"))
     ptx = gemm_kernel(n, f"{kind}.block_scale.{qual}", 1, idesc_value, 32, ia.size, ib.size + 4096,
                       extra_before_mma=place,
                       scale_operands="[%r10+128], [%r10+132], ")
+    if via.startswith("cp-other-waited"):     # the MMA's commit completes the barrier's second phase
+        ptx = ptx.replace("%p5, [bar], 0;", "%p5, [bar], 1;")
     out = run_gemm(ptx, n, image, smem_desc(0, 16, sbo, "32B"), smem_desc(ia.size, 16, sbo, "32B"))
     return out.view(np.float32), ref
 
@@ -296,7 +311,8 @@ def _scaled(kind: str, vec: int, block: int, fmt: str, scale_type: str, sf_id: i
 @pytest.mark.parametrize("kind,vec,block,fmt,scale_type,sf_id", [
     ("mxf8f6f4", 1, 32, "e4m3", "ue8m0", 0), ("mxf8f6f4", 1, 32, "e4m3", "ue8m0", 3),
     ("mxf4", 2, 32, "e2m1", "ue8m0", 0), ("mxf4", 2, 32, "e2m1", "ue8m0", 2),
-    ("mxf4nvf4", 4, 16, "e2m1", "ue4m3", 0)])
+    ("mxf4nvf4", 4, 16, "e2m1", "ue4m3", 0), ("mxf8f6f4", 1, 32, "e2m3", "ue8m0", 1),
+    ("mxf8f6f4", 1, 32, "e3m2", "ue8m0", 2)])
 def test_block_scaled_mma(kind, vec, block, fmt, scale_type, sf_id):
     got, ref = _scaled(kind, vec, block, fmt, scale_type, sf_id, seed=sf_id + vec)
     np.testing.assert_array_equal(got, ref)
@@ -305,6 +321,31 @@ def test_block_scaled_mma(kind, vec, block, fmt, scale_type, sf_id):
 def test_block_scales_copied_with_tcgen05_cp_feed_the_mma_without_a_wait():
     got, ref = _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp")
     np.testing.assert_array_equal(got, ref)
+
+
+def test_scales_stored_by_other_warps_without_a_barrier_race_with_the_mma():
+    """Each warp waits for its own tcgen05.st of the scales (wait::st), but no barrier hands the
+    stores to thread 0 before its MMA reads them: warps 1-3's stores are not ordered before it
+    (docs/ptx_facts/tcgen05.md §12l); with the bar.sync (test_block_scaled_mma) they are."""
+    with pytest.raises(sim.HazardError, match=r"race .*warp 1's tcgen05.st at line \d+ \(waited for"):
+        _scaled("mxf8f6f4", 1, 32, "e4m3", "ue8m0", 0, seed=1, via="st-unsynced")
+
+
+def test_scales_copied_by_another_thread_race_with_the_mma():
+    """cp -> mma needs no wait only within one thread (PTX ISA §9.7.16.6.2): thread 32's tcgen05.cp,
+    still in flight, read by thread 0's MMA is reported."""
+    with pytest.raises(sim.HazardError, match=r"race .*tcgen05.cp at line \d+ issued by another thread"):
+        _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp-other")
+
+
+def test_scales_copied_by_another_thread_reach_the_mma_through_its_commit_and_a_barrier():
+    """Thread 32 copies and commits; warp 1 waits on the commit's phase, then bar.sync hands the
+    copies to thread 0: ordered, and the product matches. Without the bar.sync thread 0's MMA
+    is not ordered after the copies (a race, whether they are still in flight or retired)."""
+    got, ref = _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp-other-waited")
+    np.testing.assert_array_equal(got, ref)
+    with pytest.raises(sim.HazardError, match=r"race .*tcgen05.cp at line \d+"):
+        _scaled("mxf4", 2, 32, "e2m1", "ue8m0", 2, seed=11, via="cp-other-waited-nosync")
 
 
 # ------------------------------------------------------------------ with TMA: a two-block pipeline
@@ -430,12 +471,6 @@ def test_f8f6f4_padded_e2m1_nibble_order_matters():
     """Swapping B's nibbles permutes K in B only, so the product changes: the order is read, not assumed."""
     got, ref = _e4m3_x_padded_e2m1(swap_nibbles=True)
     assert not np.array_equal(got, ref)
-
-
-def test_f8f6f4_fp6_operands_are_refused():
-    """e2m3 (code 3) in .b6x16_p32: the ISA places the 6-bit values by a figure only."""
-    with pytest.raises(sim.HazardError, match="b6x16_p32"):
-        _e4m3_x_padded_e2m1(btype=3)
 
 
 def _image_mn_base32b(mat_t: np.ndarray, lbo: int, sbo: int, nbytes: int, xor: bool = True) -> np.ndarray:

@@ -154,11 +154,9 @@ def random_counts(g: "Gemm", rng: np.random.Generator, empty: float = 0.25) -> n
         return counts.astype(np.int32)
     total = int(rng.integers(max(g.m // 2, 1), g.m + 1))  # rows past offs[-1] stay untouched
     cuts = np.sort(rng.integers(0, total + 1, size=g.groups - 1))
-    ends = np.concatenate([cuts, [total]])
-    keep_empty = rng.random(g.groups) < empty  # an empty group ends where the previous one did
-    for i in np.flatnonzero(keep_empty):
-        ends[i] = ends[i - 1] if i else 0
-    return np.maximum.accumulate(ends).astype(np.int32)
+    sizes = np.diff(np.concatenate([[0], cuts, [total]]))
+    sizes[rng.random(g.groups) < empty] = 0  # their rows go to no group: offs[-1] may end below M_total
+    return np.cumsum(sizes).astype(np.int32)
 
 
 #: What the grouped kernels are built for (the mma.sync path): inputs and outputs.

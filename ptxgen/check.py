@@ -182,7 +182,7 @@ def random_epilogue_operands(g: Gemm, seed: int = 1) -> tuple[np.ndarray | None,
     both move the rounded result."""
     rng = np.random.default_rng(seed)
     dt = numpy_dtype(g.out_dtype)
-    lead = (g.batch,) if g.batch > 1 else ()
+    lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
     c = None
     if g.epi.beta != 0.0 and g.out_dtype in QUANTIZED_DTYPES:
         info = np.iinfo(dt)

@@ -161,3 +161,14 @@ def test_a_masked_row_written_is_caught_by_compare():
     out[1, 20, 3] = 0.25  # a row past masked_m[1] written
     bad = compare(out, ref, g, untouched=untouched)
     assert not bad.ok and bad.stray == 1 and "outside every group" in str(bad)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("grouping", ["contiguous", "masked"])
+def test_moe_sized_kernels_assemble_without_spills(grouping, arch):
+    """A DeepSeek-V3-like expert shape (N 2048, K 7168) with the 128x128 tile assembles cleanly."""
+    g = Gemm(4096 if grouping == "contiguous" else 256, 2048, 7168, dtype="bf16", out_dtype="bf16",
+             groups=16, grouping=grouping)
+    k = ptxgen.compile(g, Schedule(block=(128, 128, 32), warps=(2, 2), stages=4), arch)
+    r = k.resources
+    assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0 and r.stack_bytes == 0, str(r)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .schedule.group_rows import grouped_reference, stray_writes, untouched_rows
 from .schedule.problem import FP8_DTYPES, INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
 #: atol in units of the reference's RMS when `compare` gets only a dtype name (K unknown), and
@@ -121,11 +122,9 @@ def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
     before any cast (8-bit outputs: `compare` rounds it, `quantize` gives the rounded values).
 
     Grouped GEMMs: given `offs` (contiguous) or `masked_m` (masked), computed group by group
-    (check_groups.grouped_reference); rows no group owns hold C's previous value (`c`, or NaN
+    (schedule.group_rows.grouped_reference); rows no group owns hold C's previous value (`c`, or NaN
     for a poisoned C), which `compare(..., untouched=...)` requires unchanged."""
     if offs is not None or masked_m is not None:
-        from .check_groups import grouped_reference
-
         return grouped_reference(reference, a, b, epilogue, c, bias, scale, offs=offs, masked_m=masked_m)
     x = a.astype(np.float64) @ b.astype(np.float64)
     e = epilogue or Epilogue()
@@ -405,15 +404,13 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
     or the tie's other neighbour within TIE_WINDOW of a rounding tie (see there). They have no unwritable poison,
     so an unwritten element shows as a mismatch (see BYTE_POISON).
 
-    Grouped GEMMs: `untouched` (check_groups.untouched_rows: rows no group owns) marks elements
+    Grouped GEMMs: `untouched` (`untouched_rows`: rows no group owns) marks elements
     that must still hold the reference's value there, C's previous value (NaN = NaN): each one
     changed counts in `stray` and fails the comparison; they are left out of the rest."""
     dtype = out_dtype.out_dtype if isinstance(out_dtype, Gemm) else out_dtype
     raw = np.asarray(c)
     ref = np.asarray(ref, dtype=np.float64)
     if untouched is not None:
-        from .check_groups import stray_writes
-
         if rows is not None:
             raise ValueError("compare(..., untouched=) checks the whole C: leave rows/cols None")
         stray = stray_writes(raw, ref, untouched)
@@ -500,8 +497,6 @@ def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = No
     bound = None if g.out_dtype in QUANTIZED_DTYPES else magnitude(a, b, g.epilogue, c, bias, scale, **groups)
     untouched = None
     if g.grouped:
-        from .check_groups import untouched_rows
-
         untouched = untouched_rows(g, **groups)
     result = None
     for variant in range(len(BYTE_POISON.get(g.out_dtype, (None,)))):

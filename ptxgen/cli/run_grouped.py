@@ -8,8 +8,8 @@ import argparse
 
 import numpy as np
 
-from ..check import compare, magnitude, random_epilogue_operands, random_operands, random_scale, reference
-from ..check_groups import untouched_rows
+from ..check import (compare, magnitude, random_epilogue_operands, random_operands, random_scale, reference,
+                     untouched_rows)
 from ..kernel import Kernel
 from ..schedule.grouping import COUNTS_ARG, random_counts
 from .report import group_walk_text

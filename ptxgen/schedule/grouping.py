@@ -134,16 +134,6 @@ def check_counts(g: "Gemm", offs: Any = None, masked_m: Any = None) -> Any:
     return given
 
 
-def group_rows(g: "Gemm", counts: np.ndarray) -> list[tuple[int, int]]:
-    """(first row, row count) of every group in A's and C's rows: contiguous rows of the
-    (M_total, .) matrices, masked rows of each group's own slot (first row 0)."""
-    values = [int(v) for v in np.asarray(counts).reshape(-1)]
-    if g.grouping == "masked":
-        return [(0, v) for v in values]
-    starts = [0] + values[:-1]
-    return [(s, e - s) for s, e in zip(starts, values)]
-
-
 def random_counts(g: "Gemm", rng: np.random.Generator, empty: float = 0.25) -> np.ndarray:
     """Random int32 `offs` / `masked_m` for tests and `ptxgen run`: each group empty with
     probability `empty`, else a random size (contiguous: cut points of M_total, so some groups

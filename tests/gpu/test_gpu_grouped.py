@@ -12,8 +12,7 @@ require_gpu()
 
 import ptxgen  # noqa: E402
 from ptxgen import Gemm, Schedule  # noqa: E402
-from ptxgen.check import compare, poisoned, random_operands, reference  # noqa: E402
-from ptxgen.check_groups import untouched_rows  # noqa: E402
+from ptxgen.check import compare, poisoned, random_operands, reference, untouched_rows  # noqa: E402
 
 ARCH = device_compile_arch()
 

@@ -10,8 +10,7 @@ import pytest
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule
-from ptxgen.check import check_kernel, check_simulated, compare, random_operands, reference
-from ptxgen.check_groups import untouched_rows
+from ptxgen.check import check_kernel, check_simulated, compare, random_operands, reference, untouched_rows
 from ptxgen.emit import groups as device_groups
 from ptxgen.ir import ops as ptx
 from ptxgen.ir.ops import U32

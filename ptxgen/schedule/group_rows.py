@@ -1,6 +1,7 @@
-"""The float64 reference of a grouped GEMM (schedule/grouping.py), computed group by group, and
-the rows a kernel must leave untouched; `check.reference`, `check.magnitude` and `check.compare`
-call these when given `offs` / `masked_m` / `untouched`.
+"""Which rows of C each group of a grouped GEMM (schedule/grouping.py) owns, on the host: the
+float64 reference computed group by group from any one-product reference, and the rows a kernel
+must leave untouched. `check.reference`, `check.magnitude` and `check.compare` use these when given
+`offs` / `masked_m` / `untouched` (`check.untouched_rows` is this module's).
 
 Why the untouched rows are part of the reference: a masked launch is fixed-size and CUDA-graph
 captured, and C's rows past masked_m[g] (or past offs[-1]) may hold another layer's results, so
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 if TYPE_CHECKING:
-    from .schedule.problem import Gemm
+    from .problem import Gemm
 
 #: reference(a, b, epilogue, c, bias, scale) of one ungrouped product (check.reference).
 Product = Callable[..., np.ndarray]

@@ -155,6 +155,9 @@ def estimate_seconds(kernel: Kernel, ctas: list[tuple[int, int, int]] | None = N
 def covered(kernel: Kernel, ctas) -> np.ndarray:
     """Boolean mask, shaped like C, of the elements the given CTAs (None = all) compute."""
     g, s = kernel.gemm, kernel.schedule
+    if g.grouped:
+        raise ValueError("a grouped kernel's CTAs find their tiles from offs / masked_m at run time: "
+                         "check.untouched_rows(gemm, offs=... or masked_m=...) gives the rows no group owns")
     mask = np.zeros((g.batch, g.m, g.n), dtype=bool)
     if s.stream_k:  # persistent CTAs: which tiles a CTA touches depends on the whole grid
         mask[:] = ctas is None

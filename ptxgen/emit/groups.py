@@ -86,7 +86,7 @@ class GroupWalk:
         """Walk the groups, subtracting each one's ceil(rows / BM) tiles from `m_tile` until it
         falls inside one (CTA-uniform: every thread walks the same values)."""
         b, lw, bm, groups = self.b, self.lw, self.s.bm, self.g.groups
-        b.comment(f"contiguous groups: walk offs[0..{groups}) until m-tile {bm}-row tile index falls in a group")
+        b.comment(f"contiguous groups: walk offs[0..{groups}) until the m-tile ({bm} rows each) falls inside a group")
         t = ptx.mov(b, U32, m_tile, comment="t: the m-tile, counted from the current group's first tile")
         group = ptx.mov(b, U32, 0, comment="group")
         start = ptx.mov(b, U32, 0, comment="start: the group's first row (offs[group - 1])")

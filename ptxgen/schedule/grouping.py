@@ -145,7 +145,9 @@ def random_counts(g: "Gemm", rng: np.random.Generator, empty: float = 0.25) -> n
     total = int(rng.integers(max(g.m // 2, 1), g.m + 1))  # rows past offs[-1] stay untouched
     cuts = np.sort(rng.integers(0, total + 1, size=g.groups - 1))
     sizes = np.diff(np.concatenate([[0], cuts, [total]]))
-    sizes[rng.random(g.groups) < empty] = 0  # their rows go to no group: offs[-1] may end below M_total
+    carry = 0  # an emptied group's rows go to the next kept group (past the last one: to no group)
+    for i, emptied in enumerate(rng.random(g.groups) < empty):
+        carry, sizes[i] = (carry + sizes[i], 0) if emptied else (0, sizes[i] + carry)
     return np.cumsum(sizes).astype(np.int32)
 
 

@@ -14,6 +14,7 @@ from ...schedule.schedule import Schedule
 from ...emit.groups import GroupSlot, GroupWalk
 from ...emit.index import ExprEmitter
 from ...emit.memory import load_param
+from ...emit.scalar_ops import ScalarOps
 from ...emit.tiles import ZSlot, z_slot
 
 SMEM_SYMBOL = "smem"
@@ -69,21 +70,12 @@ def kernel_context(b: Builder, g: Gemm, s: Schedule, banner: str) -> Sm80Context
     return Sm80Context(b, dims, g, s, tid, ex, ptr, smem, z)
 
 
-class _WalkOps:
-    """What `GroupWalk` asks of a lowering, before the lowering exists (its builder and sizes)."""
+class _WalkOps(ScalarOps):
+    """What `GroupWalk` asks of a lowering (`emit.tiles.TileOps`), before the lowering exists: the
+    builder, the problem and schedule, and the scalar helpers over the sizes loaded so far."""
 
     def __init__(self, b: Builder, g: Gemm, s: Schedule, dims: dict[str, VReg]):
         self.b, self.g, self.s, self.dims = b, g, s, dims
-
-    def dim(self, name: str) -> VReg:
-        if name not in self.dims:
-            self.dims[name] = load_param(self.b, U32, name)
-        return self.dims[name]
-
-    def ceil_div(self, x: VReg, d: int) -> VReg:
-        from ...emit.scalar_ops import ScalarOps
-
-        return ScalarOps.ceil_div(self, x, d)  # type: ignore[arg-type]
 
 
 def grouped_context(b: Builder, g: Gemm, s: Schedule, tid: VReg, ex: ExprEmitter, ptr: dict[str, VReg]) -> Sm80Context:

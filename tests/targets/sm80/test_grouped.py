@@ -171,3 +171,25 @@ def test_moe_sized_kernels_assemble_without_spills(grouping, arch):
     k = ptxgen.compile(g, Schedule(block=(128, 128, 32), warps=(2, 2), stages=4), arch)
     r = k.resources
     assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0 and r.stack_bytes == 0, str(r)
+
+
+@pytest.mark.parametrize("grouping, counts, effective", [
+    # a decreasing entry is an empty group; ends past M_total stop at M_total
+    ("contiguous", [30, 10, 50, 90], [30, 30, 50, 64]),
+    # negative counts are empty groups, counts past max_m fill the slot
+    ("masked", [-3, 41, 7], [0, 40, 7]),
+])
+def test_device_clamps_counts_the_host_check_would_refuse(monkeypatch, grouping, counts, effective):
+    """A device array is read unchecked: whatever it holds, the kernel stays inside A and C (the
+    simulator refuses any access outside the buffers) and computes the clamped groups."""
+    import ptxgen.runtime.grouped as grouped_args
+
+    g = Gemm(64 if grouping == "contiguous" else 40, 32, 32, groups=len(counts), grouping=grouping)
+    k = ptxgen.compile(g, Schedule(block=(32, 32, 32)))
+    a, b = random_operands(g, 2)
+    monkeypatch.setattr(grouped_args, "check_counts", lambda g, offs=None, masked_m=None:
+                        offs if offs is not None else masked_m)
+    out = k.simulate(a, b, **counts_kw(g, np.array(counts, np.int32)))
+    want = counts_kw(g, np.array(effective, np.int32))
+    result = compare(out, reference(a, b, **want), g, untouched=untouched_rows(g, **want))
+    assert result.ok, str(result)

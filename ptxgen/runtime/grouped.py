@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..schedule.grouping import check_counts
 from .batch import check_batched_operand
-from .operands import OperandView, check_operand
+from .operands import OperandView, as_row, check_operand
 
 if TYPE_CHECKING:
     from ..schedule.problem import Gemm
@@ -65,7 +65,7 @@ def counts_view(g: "Gemm", offs: Any, masked_m: Any, device: int | None = None) 
     """The checked `offs` / `masked_m` (schedule.grouping.check_counts) as a 1 x G int32 row."""
     counts = check_counts(g, offs=offs, masked_m=masked_m)
     name = "offs" if g.grouping == "contiguous" else "masked_m"
-    row = counts.reshape(1, -1)
+    row = as_row(counts)
     kw: dict[str, Any] = {} if device is None else {"device": device}
     return check_operand(row, name=name, shape=(1, g.groups), dtype="s32", layout="row", align=4, **kw)
 

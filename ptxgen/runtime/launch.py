@@ -21,6 +21,7 @@ from .grouped import check_not_grouped, counts_view, grouped_inputs, grouped_out
 from .modules import (Function, Module, describe_run, kernel_binary, load_function, pin,  # noqa: F401
                       ptx_binary)
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
+from .operands import as_row as _as_row, cuda_array_interface as _cai
 from .params import ParamBlock, ParamDecl, parse_params
 from .spec import LaunchSpec
 
@@ -206,7 +207,7 @@ def vector_view(kernel: "LaunchSpec", name: str, x: Any, device: int | None) -> 
     if name == "bias":
         x = bias_as_compiled(g.bias_dtype, x)
     kw = {} if device is None else {"device": device}
-    row = x.reshape(1, -1) if hasattr(x, "reshape") else _RowOf(_cai(x))
+    row = _as_row(x)
     return check_operand(row, name=name, shape=(1, length), dtype=dtype, layout="row",
                          align=DTYPE_BYTES[dtype], **kw)
 
@@ -229,22 +230,6 @@ def bias_as_compiled(want: str, x: Any) -> Any:
                f"ptxgen.schedule.problem.numpy_dtype({want!r})) if rounding it to {want} is acceptable")
     raise TypeError(f"bias has dtype {found} but the kernel was compiled for a {want} bias "
                     f"(Gemm(bias_dtype={want!r})): {fix}")
-
-
-def _cai(x: Any) -> dict | None:
-    try:
-        return getattr(x, "__cuda_array_interface__", None)
-    except Exception:  # a property that fails (e.g. a CPU tensor) is no interface
-        return None
-
-
-class _RowOf:
-    """A 1-D CUDA-array-interface vector seen as a 1 x L matrix (for arrays without reshape)."""
-
-    def __init__(self, cai: dict):
-        strides = cai.get("strides")
-        self.__cuda_array_interface__ = {**cai, "shape": (1, *cai["shape"]),
-                                         "strides": None if strides is None else (0, *strides)}
 
 
 def bias_view(kernel: "LaunchSpec", bias: Any, device: int | None) -> OperandView:

@@ -134,6 +134,14 @@ def check_counts(g: "Gemm", offs: Any = None, masked_m: Any = None) -> Any:
     return given
 
 
+def balanced_counts(g: "Gemm") -> np.ndarray:
+    """Sizes for timing a grouped kernel (`tune`): every group the same share of M_total
+    (contiguous), every slot full (masked), so a candidate is timed on all the rows it can compute."""
+    if g.grouping == "masked":
+        return np.full(g.groups, g.m, np.int32)
+    return np.round(np.linspace(g.m / g.groups, g.m, g.groups)).astype(np.int32)
+
+
 def random_counts(g: "Gemm", rng: np.random.Generator, empty: float = 0.25) -> np.ndarray:
     """Random int32 `offs` / `masked_m` for tests and `ptxgen run`: each group empty with
     probability `empty`, else a random size (contiguous: cut points of M_total, so some groups

@@ -67,15 +67,18 @@ class GroupWalk:
         addr = ptx.mad_wide(b, U32, group, Imm("4"), self.counts)
         return ptx.load(b, "global", U32, Addr(addr), comment=f"{COUNTS_PARAM[self.g.grouping]}[group]")
 
-    def find(self, m_tile: VReg) -> GroupSlot:
+    def find(self, m_tile: VReg, group: VReg | None = None) -> GroupSlot:
         """The group of linear m-tile `m_tile` (contiguous: numbered over all groups; masked: within
-        the group %ctaid.z)."""
-        return self._contiguous(m_tile) if self.g.grouping == "contiguous" else self._masked(m_tile)
+        `group`, default %ctaid.z; a persistent walk passes the group of its linear tile index)."""
+        if self.g.grouping == "contiguous":
+            return self._contiguous(m_tile)
+        return self._masked(m_tile, group)
 
-    def _masked(self, tm: VReg) -> GroupSlot:
+    def _masked(self, tm: VReg, group: VReg | None) -> GroupSlot:
         b, bm = self.b, self.s.bm
-        b.comment("masked groups: ctaid.z is the group; rows = clamp(masked_m[group], 0, max_m)")
-        group = ptx.mov(b, U32, Sym("%ctaid.z"))
+        b.comment("masked groups: rows = clamp(masked_m[group], 0, max_m)")
+        if group is None:
+            group = ptx.mov(b, U32, Sym("%ctaid.z"), comment="ctaid.z is the group")
         rows = ptx.min_(b, U32, ptx.max_(b, S32, self.count(group), 0), self.m_param)
         first = ptx.mul(b, U32, tm, Imm(str(bm)))
         ptx.bra(b, self.absent, guard=ptx.setp(b, "ge", U32, first, rows),

@@ -122,8 +122,8 @@ def _planted(monkeypatch, method: str, field: str):
     """A GroupWalk whose slot's `field` (row0 or rows) is one more than it should be."""
     real = getattr(device_groups.GroupWalk, method)
 
-    def buggy(self, tile):
-        slot = real(self, tile)
+    def buggy(self, tile, *group):
+        slot = real(self, tile, *group)
         moved = ptx.add(self.b, U32, getattr(slot, field), 1)
         return dataclasses.replace(slot, **{field: moved})
     monkeypatch.setattr(device_groups.GroupWalk, method, buggy)

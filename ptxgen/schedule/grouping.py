@@ -104,7 +104,10 @@ def check_counts(g: "Gemm", offs: Any = None, masked_m: Any = None) -> Any:
         raise ValueError(f"a {g.grouping} grouped GEMM needs {want}=, an int32 array of {g.groups} "
                          + ("cumulative row ends (torch._grouped_mm's offs)" if want == "offs" else
                             "valid row counts, one per group"))
-    shape = tuple(getattr(given, "shape", ()))
+    if not hasattr(given, "shape"):
+        raise TypeError(f"{want} must be an int32 array (numpy, or a device array the kernel reads), not "
+                        f"{type(given).__name__}: pass np.asarray({want}, dtype=np.int32)")
+    shape = tuple(given.shape)
     if shape != (g.groups,):
         raise ValueError(f"{want} must be a 1-D array of {g.groups} int32 (one per group), got shape {shape}: "
                          f"pass {g.groups} values, or compile with Gemm(groups={shape[0] if len(shape) == 1 else 'G'})")

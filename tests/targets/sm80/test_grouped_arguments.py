@@ -24,6 +24,7 @@ def kernels():
     ("contiguous", {"masked_m": np.zeros(3, np.int32)}, ValueError, r"masked_m= was given .* pass offs="),
     ("contiguous", {"offs": np.array([1, 2], np.int32)}, ValueError, r"1-D array of 3 int32 .* shape \(2,\)"),
     ("contiguous", {"offs": np.array([1, 2, 3], np.int64)}, TypeError, r"not int32: pass offs.astype\(np.int32\)"),
+    ("contiguous", {"offs": [10, 20, 30]}, TypeError, r"not list: pass np.asarray\(offs, dtype=np.int32\)"),
     ("contiguous", {"offs": np.array([10, 5, 30], np.int32)}, ValueError, r"non-decreasing .* offs\[1\] = 5 .* np.cumsum"),
     ("contiguous", {"offs": np.array([-1, 5, 30], np.int32)}, ValueError, r"offs\[0\] = -1 is below 0"),
     ("contiguous", {"offs": np.array([10, 20, 65], np.int32)}, ValueError, r"offs\[-1\] = 65 .* Gemm\(m=65"),

@@ -72,11 +72,6 @@ def describe(g: "Gemm") -> str:
             f"past masked_m[g] untouched")
 
 
-def a_shape(g: "Gemm") -> tuple[int, ...]:
-    """A's logical shape: (M_total, K) contiguous, (G, max_m, K) masked."""
-    return (g.m, g.k) if g.grouping == "contiguous" else (g.groups, g.m, g.k)
-
-
 def c_shape(g: "Gemm") -> tuple[int, ...]:
     """C's shape: (M_total, N) contiguous, (G, max_m, N) masked."""
     return (g.m, g.n) if g.grouping == "contiguous" else (g.groups, g.m, g.n)

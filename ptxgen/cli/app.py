@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--grouping", default=None, choices=GROUPINGS,
                    help="how A's rows split among the --groups: contiguous (--shape's M = M_total, offs of "
                         "cumulative row ends) or masked (M = max_m rows per group, masked_m valid rows); `run` "
-                        "draws random sizes, empty groups included")
+                        "draws random sizes, empty groups included (default none: not grouped)")
     p.add_argument("--acc", default="f32", choices=("f32", "f16"), help="accumulator dtype (default f32)")
     p.add_argument("--epilogue", default=None, type=epilogue,
                    help="fused epilogue as comma-separated fields, e.g. bias=col,act=relu,alpha=1,beta=0: "

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .schedule.group_rows import grouped_reference, stray_writes, untouched_rows
 from .schedule.problem import FP8_DTYPES, FP8_PROMOTION_K, INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
 #: atol in units of the reference's RMS when `compare` gets only a dtype name (K unknown), and
@@ -104,11 +105,14 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     representable there (fp8: 13 e4m3 or 7 e5m2 magnitudes from 0.5 to 1.5), never zero, finite.
 
     Batched problems get (batch, M, K) and (batch, K, N) arrays, each matrix in its layout.
+    Grouped ones (schedule/grouping.py) get B (G, K, N) and A (M_total, K) contiguous or
+    (G, max_m, K) masked; draw their sizes with `schedule.grouping.random_counts`.
     """
     rng = np.random.default_rng(seed)
-    lead = (g.batch,) if g.batch > 1 else ()
+    lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
+    lead_b = (g.groups,) if g.grouped else lead
 
-    def draw(rows: int, cols: int, layout: str) -> np.ndarray:
+    def draw(rows: int, cols: int, layout: str, lead: tuple[int, ...] = lead) -> np.ndarray:
         store = (rows, cols) if layout == "row" else (cols, rows)
         if g.dtype in ("s8", "u8"):  # non-zero integers; u8 stays positive
             mag = rng.integers(1, 12, size=lead + store)
@@ -119,13 +123,20 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         x = (mag * rng.choice([-1.0, 1.0], size=lead + store)).astype(numpy_dtype(g.dtype))
         return x if layout == "row" else np.swapaxes(x, -1, -2)
 
-    return draw(g.m, g.k, g.a_layout), draw(g.k, g.n, g.b_layout)
+    return draw(g.m, g.k, g.a_layout), draw(g.k, g.n, g.b_layout, lead_b)
 
 
 def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
-              bias: np.ndarray | None = None, scale: np.ndarray | None = None) -> np.ndarray:
+              bias: np.ndarray | None = None, scale: np.ndarray | None = None, *, offs: np.ndarray | None = None,
+              masked_m: np.ndarray | None = None) -> np.ndarray:
     """float64 act(alpha * scale * A @ B + beta * C + bias), the formulas Epilogue documents,
-    before any cast (8-bit outputs: `compare` rounds it, `quantize` gives the rounded values)."""
+    before any cast (8-bit outputs: `compare` rounds it, `quantize` gives the rounded values).
+
+    Grouped GEMMs: given `offs` (contiguous) or `masked_m` (masked), computed group by group
+    (schedule.group_rows.grouped_reference); rows no group owns hold C's previous value (`c`, or NaN
+    for a poisoned C), which `compare(..., untouched=...)` requires unchanged."""
+    if offs is not None or masked_m is not None:
+        return grouped_reference(reference, a, b, epilogue, c, bias, scale, offs=offs, masked_m=masked_m)
     x = a.astype(np.float64) @ b.astype(np.float64)
     e = epilogue or Epilogue()
     x = e.alpha * x
@@ -181,7 +192,7 @@ def random_epilogue_operands(g: Gemm, seed: int = 1) -> tuple[np.ndarray | None,
     both move the rounded result."""
     rng = np.random.default_rng(seed)
     dt = numpy_dtype(g.out_dtype)
-    lead = (g.batch,) if g.batch > 1 else ()
+    lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
     c = None
     if g.epi.beta != 0.0 and g.out_dtype in QUANTIZED_DTYPES:
         info = np.iinfo(dt)
@@ -302,7 +313,8 @@ def f16_accumulation_error(k: int) -> float:
 
 
 def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
-              bias: np.ndarray | None = None, scale: np.ndarray | None = None) -> np.ndarray:
+              bias: np.ndarray | None = None, scale: np.ndarray | None = None, *, offs: np.ndarray | None = None,
+              masked_m: np.ndarray | None = None) -> np.ndarray:
     """|alpha * scale| * (|A| @ |B|) + |beta * C| + |bias|: the size of every term of each element,
     for the standard GEMM error bound gamma_K * magnitude (pass it to `compare` as `bound=`)."""
     e = epilogue or Epilogue()
@@ -311,7 +323,8 @@ def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
     return reference(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)), absolute,
                      None if c is None else np.abs(np.asarray(c, dtype=np.float64)),
                      None if bias is None else np.abs(np.asarray(bias, dtype=np.float64)),
-                     None if scale is None else np.abs(np.asarray(scale, dtype=np.float64))) * lipschitz
+                     None if scale is None else np.abs(np.asarray(scale, dtype=np.float64)),
+                     offs=offs, masked_m=masked_m) * lipschitz
 
 
 def underflow_floor(dtype: str) -> float:
@@ -351,9 +364,13 @@ class Comparison:
     rtol: float = 0.0
     #: The worst elements: (index, got, want), worst first.
     worst: tuple = ()
+    #: Grouped GEMMs: elements no group owns that the kernel changed (`compare`'s `untouched`).
+    stray: int = 0
 
     @property
     def ok(self) -> bool:
+        if self.stray:
+            return False
         if self.mismatches is not None:
             return self.unwritten == 0 and self.mismatches == 0
         return self.unwritten == 0 and self.bad == 0
@@ -367,6 +384,7 @@ class Comparison:
     def __str__(self) -> str:
         verdict = "PASS" if self.ok else "FAIL"
         extra = f", {self.unwritten} elements never written" if self.unwritten else ""
+        extra += f", {self.stray} elements outside every group written (they must stay untouched)" if self.stray else ""
         if self.mismatches is not None:
             return (f"{verdict}: max abs error {self.max_abs_error:g} after rounding the float64 reference; "
                     f"{self.mismatches} elements wrong, {self.at_ties} off by one at a rounding tie "
@@ -385,7 +403,7 @@ def _worst(score: np.ndarray, got: np.ndarray, want: np.ndarray) -> tuple:
 
 
 def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, cols=None, *,
-            bound: np.ndarray | None = None) -> Comparison:
+            bound: np.ndarray | None = None, untouched: np.ndarray | None = None) -> Comparison:
     """Check every element of C against the float64 reference.
 
     Float and s32 outputs: |got - want| <= atol + rtol |want| per element, as
@@ -397,10 +415,22 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
 
     8-bit outputs are compared element by element with the rounded, saturated reference: equal,
     or the tie's other neighbour within TIE_WINDOW of a rounding tie (see there). They have no unwritable poison,
-    so an unwritten element shows as a mismatch (see BYTE_POISON)."""
+    so an unwritten element shows as a mismatch (see BYTE_POISON).
+
+    Grouped GEMMs: `untouched` (`untouched_rows`: rows no group owns) marks elements
+    that must still hold the reference's value there, C's previous value (NaN = NaN): each one
+    changed counts in `stray` and fails the comparison; they are left out of the rest."""
     dtype = out_dtype.out_dtype if isinstance(out_dtype, Gemm) else out_dtype
     raw = np.asarray(c)
     ref = np.asarray(ref, dtype=np.float64)
+    if untouched is not None:
+        if rows is not None:
+            raise ValueError("compare(..., untouched=) checks the whole C: leave rows/cols None")
+        stray = stray_writes(raw, ref, untouched)
+        raw = np.where(untouched, np.asarray(ref, dtype=raw.dtype), raw)  # checked: now equal to the reference
+        bound = None if bound is None else np.where(untouched, 0.0, bound)  # exact there
+        result = compare(raw, ref, out_dtype, bound=bound)
+        return result if not stray else Comparison(**{**result.__dict__, "stray": stray})
     if dtype in QUANTIZED_DTYPES:
         got = raw.astype(np.float64)
         if rows is not None:
@@ -458,30 +488,37 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
 
 
 def check_simulated(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
-                    scale: np.ndarray | None = None) -> Comparison:
+                    scale: np.ndarray | None = None, *, offs: np.ndarray | None = None,
+                    masked_m: np.ndarray | None = None) -> Comparison:
     """Simulate `kernel` (a ptxgen.Kernel) and compare with `reference` (see check_kernel)."""
-    return check_kernel(kernel, a, b, c, bias, scale, run=kernel.simulate)
+    return check_kernel(kernel, a, b, c, bias, scale, run=kernel.simulate, offs=offs, masked_m=masked_m)
 
 
 def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
-                 scale: np.ndarray | None = None, run=None) -> Comparison:
+                 scale: np.ndarray | None = None, run=None, *, offs: np.ndarray | None = None,
+                 masked_m: np.ndarray | None = None) -> Comparison:
     """Run `kernel` with `run` (Kernel.simulate, or the kernel itself on a GPU) on numpy operands
     and compare with `reference`: the first failing comparison, else the last. C is a fresh
     array with the gemm's ldc, holding a given `c` (beta != 0; `c` itself is not updated).
     8-bit outputs run once per BYTE_POISON value, so an element never written cannot pass by
-    holding the answer."""
+    holding the answer. Grouped kernels take `offs` / `masked_m`; the rows no group owns must
+    come back unchanged (poisoned, or `c`'s values)."""
     run = run or kernel.simulate
     g = kernel.gemm
-    ref = reference(a, b, g.epilogue, c, bias, scale)
-    bound = None if g.out_dtype in QUANTIZED_DTYPES else magnitude(a, b, g.epilogue, c, bias, scale)
+    groups = {"offs": offs, "masked_m": masked_m} if g.grouped else {}
+    ref = reference(a, b, g.epilogue, c, bias, scale, **groups)
+    bound = None if g.out_dtype in QUANTIZED_DTYPES else magnitude(a, b, g.epilogue, c, bias, scale, **groups)
+    untouched = None
+    if g.grouped:
+        untouched = untouched_rows(g, **groups)
     result = None
     for variant in range(len(BYTE_POISON.get(g.out_dtype, (None,)))):
-        lead = (g.batch,) if g.batch > 1 else ()
+        lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
         out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype, variant)[..., :g.n]  # ldc honoured
         if c is not None:
             out[...] = c
-        run(a, b, c=out, bias=bias, scale=scale)  # written in place (a strided view when ldc > N)
-        result = compare(out, ref, g, bound=bound)
+        run(a, b, c=out, bias=bias, scale=scale, **groups)  # written in place (a strided view when ldc > N)
+        result = compare(out, ref, g, bound=bound, untouched=untouched)
         if not result.ok:
             return result
     assert result is not None

@@ -5,11 +5,14 @@ Kernel parameters, in order (documented in the README):
     M, N, K            .u32  problem sizes
     lda, ldb, ldc      .u32  leading dimensions, in elements
     batch_stride_a/b/c .u64  only when batch > 1: element strides between batches (0 broadcasts)
+    batch_stride_b     .u64  contiguous grouped GEMMs: element stride between the groups' B
+    batch_stride_a/b/c .u64  masked grouped GEMMs: element strides between the groups' matrices
     bias               .u64  only when the epilogue adds a bias (`gemm.bias_dtype` elements)
     scale              .u64  only when the epilogue multiplies by a scale vector (f32 elements)
     workspace, counters .u64 only with workspace split-K or Stream-K: `workspace_elements` f32 and
                              `counter_count` u32 (counters zero before the first launch and left
                              at zero; the workspace needs no zeroing and keeps stale partials)
+    offs / masked_m    .u64  grouped GEMMs, last: G int32 cumulative row ends / valid row counts
 Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
 """
 from __future__ import annotations
@@ -203,8 +206,14 @@ class Kernel:
     # -- execution --------------------------------------------------------------------------
     def simulate(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
                  ctas: list[tuple[int, int, int]] | None = None, progress: Any = None,
-                 workers: int | str = 1, ray_address: str | None = None, trace=None, trace_ctas=None):
+                 workers: int | str = 1, ray_address: str | None = None, trace=None, trace_ctas=None,
+                 offs: Any = None, masked_m: Any = None):
         """Run on ptxgen's CPU simulator and return C.
+
+        Grouped GEMMs (`Gemm(groups=G, grouping=...)`, schedule/grouping.py) take `offs` (contiguous:
+        G int32 cumulative row ends) or `masked_m` (masked: G int32 valid row counts); the kernel
+        reads it on the device, so new sizes need no recompiling. Rows outside the groups are left
+        as they were (a new C: poisoned).
 
         A new C is poisoned (NaN for floats, `check.poisoned`), so elements no simulated CTA wrote
         show. A given `c` is updated in place (and read when the epilogue's beta != 0). `bias` and
@@ -226,12 +235,17 @@ class Kernel:
         from .simulate import simulate_kernel
 
         return simulate_kernel(self, a, b, c=c, bias=bias, scale=scale, ctas=ctas, progress=progress,
-                               workers=workers, ray_address=ray_address, trace=trace, trace_ctas=trace_ctas)
+                               workers=workers, ray_address=ray_address, trace=trace, trace_ctas=trace_ctas,
+                               offs=offs, masked_m=masked_m)
 
-    def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None, stream: Any = None):
-        """Run on the GPU through the CUDA driver API and return C (written into `c` if given)."""
+    def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None, stream: Any = None,
+                 offs: Any = None, masked_m: Any = None):
+        """Run on the GPU through the CUDA driver API and return C (written into `c` if given);
+        grouped GEMMs take `offs` / `masked_m` as `simulate` does (a device array stays there: the
+        kernel reads it, so it may be filled by an earlier kernel on the same stream)."""
         from .runtime.launch import launch_kernel
 
-        return launch_kernel(self, a, b, c=c, bias=bias, scale=scale, stream=stream)
+        return launch_kernel(self, a, b, c=c, bias=bias, scale=scale, stream=stream, offs=offs,
+                             masked_m=masked_m)
 
     run = __call__

@@ -103,8 +103,10 @@ def sample_ctas(kernel: Kernel) -> list[tuple[int, int, int]] | None:
     """None (the whole grid) for small grids, else the corner tiles and one interior tile of the
     first and last batch, each with all of its split-K CTAs (a tile is only complete with all)."""
     gx, gy, gz = kernel.grid
-    if gx * gy * gz <= WHOLE_GRID_CTAS or kernel.schedule.stream_k:
-        return None  # Stream-K CTAs share tiles and wait for each other: only the whole grid runs
+    if gx * gy * gz <= WHOLE_GRID_CTAS or kernel.schedule.stream_k or kernel.gemm.grouped:
+        # Stream-K CTAs share tiles and wait for each other; a grouped CTA's tile depends on the
+        # groups' sizes read at run time: only the whole grid runs
+        return None
     splits, batches = kernel.schedule.split_k, kernel.gemm.batch
     if walks_tiles(kernel):
         batches = 1  # a persistent grid is 1-D: each CTA walks every batch (cta_batch_tiles)
@@ -153,6 +155,9 @@ def estimate_seconds(kernel: Kernel, ctas: list[tuple[int, int, int]] | None = N
 def covered(kernel: Kernel, ctas) -> np.ndarray:
     """Boolean mask, shaped like C, of the elements the given CTAs (None = all) compute."""
     g, s = kernel.gemm, kernel.schedule
+    if g.grouped:
+        raise ValueError("a grouped kernel's CTAs find their tiles from offs / masked_m at run time: "
+                         "check.untouched_rows(gemm, offs=... or masked_m=...) gives the rows no group owns")
     mask = np.zeros((g.batch, g.m, g.n), dtype=bool)
     if s.stream_k:  # persistent CTAs: which tiles a CTA touches depends on the whole grid
         mask[:] = ctas is None
@@ -196,12 +201,15 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "O
 
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
                    scale: Any = None, progress: ProgressArg = False, workers: Any = 1,
-                   ray_address: str | None = None, trace=None, trace_ctas=None):
+                   ray_address: str | None = None, trace=None, trace_ctas=None, offs: Any = None,
+                   masked_m: Any = None):
     """Simulate; return (C, sim result). A new C is poisoned (`check.poisoned`) where no
-    simulated CTA wrote. `progress`, `workers`, `ray_address`, `trace`, `trace_ctas`: see
-    `Kernel.simulate`."""
+    simulated CTA wrote. `progress`, `workers`, `ray_address`, `trace`, `trace_ctas`, `offs`,
+    `masked_m`: see `Kernel.simulate`."""
     from . import sim
+    from .runtime.grouped import check_not_grouped, counts_view, grouped_inputs, grouped_output
     from .runtime.launch import check_epilogue_operands, vector_view
+    from .schedule.grouping import c_shape
     from .runtime.operands import check_no_aliasing
     from .scaleout import Workers
 
@@ -212,16 +220,29 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     g = kernel.gemm
     align = g.alignment()
     check_epilogue_operands(kernel, c, bias, scale)
+    check_not_grouped(g, offs, masked_m)
     if c is None:  # with the gemm's ldc, whose alignment the kernel may rely on
-        c = poisoned(((g.batch,) if g.batch > 1 else ()) + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
-    va, sa, buf_a = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
-                                   align=align, batch=g.batch)
-    vb, sb, buf_b = matrix_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout,
-                                   align=align, batch=g.batch)
-    vc, sc, buf_c = matrix_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
-                                   align=g.out_alignment(), batch=g.batch, writable=True)
+        lead = c_shape(g)[:-2] if g.grouped else ((g.batch,) if g.batch > 1 else ())
+        c = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
+    if g.grouped:
+        (va, vb), vc = grouped_inputs(g, a, b), grouped_output(g, c)
+        if any(v.host is None for v in (va, vb, vc)):
+            raise TypeError("Kernel.simulate takes numpy arrays; copy A, B and C to the host first")
+        buf_a, buf_b, buf_c = (v.host_span() for v in (va, vb, vc))
+    else:
+        va, sa, buf_a = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
+                                       align=align, batch=g.batch)
+        vb, sb, buf_b = matrix_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout,
+                                       align=align, batch=g.batch)
+        vc, sc, buf_c = matrix_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
+                                       align=g.out_alignment(), batch=g.batch, writable=True)
     vectors = [vector_view(kernel, name, np.asarray(vec), None)
                for name, vec in (("bias", bias), ("scale", scale)) if vec is not None]
+    if g.grouped:  # the kernel's last parameter: the groups' sizes, read on the device
+        counts = counts_view(g, offs, masked_m)
+        if counts.host is None:
+            raise TypeError("Kernel.simulate takes numpy arrays; pass offs / masked_m as a numpy int32 array")
+        vectors.append(counts)
     check_no_aliasing(vc, [va, vb, *vectors])  # the GPU path's rule (runtime.launch)
     # The simulator takes each operand's memory as one contiguous buffer spanning the matrices;
     # the inputs read-only, so a kernel that stores into one is reported, not silently obeyed.
@@ -259,6 +280,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
 
 def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
                     ctas=None, progress: ProgressArg = None, workers: Any = 1,
-                    ray_address: str | None = None, trace=None, trace_ctas=None) -> np.ndarray:
+                    ray_address: str | None = None, trace=None, trace_ctas=None, offs: Any = None,
+                    masked_m: Any = None) -> np.ndarray:
     return run_simulation(kernel, a, b, ctas, c=c, bias=bias, scale=scale, progress=progress, workers=workers,
-                          ray_address=ray_address, trace=trace, trace_ctas=trace_ctas)[0]
+                          ray_address=ray_address, trace=trace, trace_ctas=trace_ctas, offs=offs,
+                          masked_m=masked_m)[0]

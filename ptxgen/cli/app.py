@@ -20,6 +20,7 @@ from .wrap import WIDTH, WrappingWriter
 from .tune import cmd_tune
 from .report import bank_summary, describe, instruction_mix, resources_line, stream_k_summary  # noqa: F401
 from ..errors import AssembleError, LoweringNotBuilt, ScheduleError
+from ..schedule.grouping import GROUPINGS
 from ..schedule.problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES
 from ..schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS
 from ..schedule.targets import TARGETS
@@ -39,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "--out-dtype", dest="out_dtype", default=None, choices=OUTPUT_DTYPES,
                    help="output dtype (default f32; s32 for s8/u8 inputs)")
     p.add_argument("--batch", default=1, type=int, help="independent GEMMs in one launch (default 1)")
+    p.add_argument("--groups", default=1, type=positive("--groups"),
+                   help="grouped GEMM (mixture-of-experts): G products with one weight each (default 1); "
+                        "needs --grouping")
+    p.add_argument("--grouping", default=None, choices=GROUPINGS,
+                   help="how A's rows split among the --groups: contiguous (--shape's M = M_total, offs of "
+                        "cumulative row ends) or masked (M = max_m rows per group, masked_m valid rows); `run` "
+                        "draws random sizes, empty groups included (default none: not grouped)")
     p.add_argument("--acc", default="f32", choices=("f32", "f16"), help="accumulator dtype (default f32)")
     p.add_argument("--fast-accum", action="store_true", default=False,
                    help="fp8 on sm_90a's wgmma only: accumulate every k-tile in the wgmma itself (faster, less "

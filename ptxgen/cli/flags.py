@@ -19,6 +19,7 @@ from ..schedule.problem import Epilogue
 FIELD_FLAGS: dict[str, str] = {
     "m": "--shape", "n": "--shape", "k": "--shape", "dtype": "--dtype", "out_dtype": "--out",
     "acc_dtype": "--acc", "bias_dtype": "--bias-dtype", "fast_accum": "--fast-accum", "batch": "--batch", "align": "--align", "a_layout": "--a-layout",
+    "groups": "--groups", "grouping": "--grouping",
     "b_layout": "--b-layout", "epilogue": "--epilogue", "alpha": "--epilogue alpha",
     "beta": "--epilogue beta", "bias": "--epilogue bias", "scale": "--epilogue scale",
     "activation": "--epilogue act", "block": "--block", "warps": "--warps", "stages": "--stages",

@@ -7,6 +7,7 @@ from collections import Counter
 from .flags import flag_text
 from ..emit.describe import describe_epilogue
 from ..kernel import Kernel
+from ..schedule.grouping import describe as describe_grouping
 from ..schedule.geometry import OperandTile, describe_staging, fragment_buffering, operand_tiles, register_estimate
 from ..schedule.problem import instruction_name
 from ..schedule.schedule import Schedule
@@ -50,6 +51,7 @@ def describe(k: Kernel) -> list[str]:
         f"kernel     {k.entry} ({k.arch})",
         f"problem    {f'{g.batch} x ' if g.batch > 1 else ''}C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
         f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, {g.accumulator} accumulation",
+        *([f"grouped    {describe_grouping(g)}; {group_walk_text(k)}"] if g.grouped else []),
         f"schedule   block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile "
         f"{s.warp_tile[0]}x{s.warp_tile[1]}), {instruction_name(g, s.instruction)}, stages {s.stages}, smem {s.smem_layout}, "
         f"raster {s.raster}, fragment double buffer {fragment_buffering(g, s)}",
@@ -66,6 +68,15 @@ def describe(k: Kernel) -> list[str]:
         f"ptxgen peak live: {live}",
         *(k.choice.lines() if k.choice is not None else []),
     ]
+
+
+def group_walk_text(k: Kernel) -> str:
+    """How the grouped kernel finds its tiles (emit/groups.py), for `info` and `run`."""
+    g = k.gemm
+    if g.grouping == "contiguous":
+        return (f"grid y = {k.grid[1]} m-tiles, the most any offs needs; each CTA walks offs on the device "
+                f"to its group, CTAs past the last group's tiles exit")
+    return f"grid z = {g.groups} groups; CTAs whose tile starts past masked_m[group] exit"
 
 
 def stream_k_summary(k: Kernel) -> str:

@@ -178,6 +178,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     g = k.gemm
     tracing = getattr(args, "trace", None) is not None or getattr(args, "trace_png", None) is not None
     on_gpu = gpu_available() and not args.sim and not tracing
+    if g.grouped:
+        from .run_grouped import run_grouped
+        from .trace_outputs import traced_run
+
+        with traced_run(getattr(args, "trace", None), getattr(args, "trace_png", None), spread_over) as trace:
+            return run_grouped(k, args, on_gpu, spread_over, _progress_arg(args), trace)
     ctas = None if (on_gpu or args.all_ctas) else sample_ctas(k)
     regions = tile_regions(k, ctas)
     tiles = -(-g.m // k.schedule.bm) * -(-g.n // k.schedule.bn) * g.batch

@@ -111,6 +111,18 @@ class TileScheduler:
             pos = ptx.rem(lw.b, U32, pid, in_group)
             tm = ptx.add(lw.b, U32, first_m, ptx.rem(lw.b, U32, pos, size_m))
             tn = ptx.div(lw.b, U32, pos, size_m)
+        return self._tile(tm, tn)
+
+    def group_tile(self, tm: VReg, tn: VReg | None = None) -> Tile:
+        """A grouped GEMM's tile: m-tile `tm` within its group (`emit/groups.py` GroupSlot.tm; the
+        rows are the group's, from A's and C's moved pointers) and n-tile `tn` (default ctaid.x)."""
+        if tn is None:
+            self.b.comment("grouped: ctaid.x -> n-tile; the m-tile within the group from the group walk")
+            tn = ptx.mov(self.lw.b, U32, Sym("%ctaid.x"))
+        return self._tile(tm, tn)
+
+    def _tile(self, tm: VReg, tn: VReg) -> Tile:
+        lw, s = self.lw, self.s
         bm0 = ptx.mul(lw.b, U32, tm, Imm(str(s.bm)), comment="bm0: first row of the CTA tile")
         bn0 = ptx.mul(lw.b, U32, tn, Imm(str(s.bn)), comment="bn0: first column of the CTA tile")
         return Tile(tm, tn, bm0, bn0)

@@ -15,11 +15,14 @@ import numpy as np
 
 from ..schedule.problem import DTYPE_BYTES, numpy_dtype
 from . import driver as drv
+from ..schedule.grouping import c_shape
 from .batch import check_batched_operand, operand_shape
 from .launch_config import check_co_resident, cluster_slots, launch_config
+from .grouped import check_not_grouped, counts_view, grouped_inputs, grouped_output
 from .modules import (Function, Module, describe_run, kernel_binary, load_function, pin,  # noqa: F401
                       ptx_binary)
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
+from .operands import as_row as _as_row, cuda_array_interface as _cai
 from .params import ParamBlock, ParamDecl, parse_params
 from .spec import LaunchSpec
 
@@ -193,7 +196,7 @@ def vector_view(kernel: "LaunchSpec", name: str, x: Any, device: int | None) -> 
     if name == "bias":
         x = bias_as_compiled(g.bias_dtype, x)
     kw = {} if device is None else {"device": device}
-    row = x.reshape(1, -1) if hasattr(x, "reshape") else _RowOf(_cai(x))
+    row = _as_row(x)
     return check_operand(row, name=name, shape=(1, length), dtype=dtype, layout="row",
                          align=DTYPE_BYTES[dtype], **kw)
 
@@ -218,51 +221,43 @@ def bias_as_compiled(want: str, x: Any) -> Any:
                     f"(Gemm(bias_dtype={want!r})): {fix}")
 
 
-def _cai(x: Any) -> dict | None:
-    try:
-        return getattr(x, "__cuda_array_interface__", None)
-    except Exception:  # a property that fails (e.g. a CPU tensor) is no interface
-        return None
-
-
-class _RowOf:
-    """A 1-D CUDA-array-interface vector seen as a 1 x L matrix (for arrays without reshape)."""
-
-    def __init__(self, cai: dict):
-        strides = cai.get("strides")
-        self.__cuda_array_interface__ = {**cai, "shape": (1, *cai["shape"]),
-                                         "strides": None if strides is None else (0, *strides)}
-
-
 def bias_view(kernel: "LaunchSpec", bias: Any, device: int | None) -> OperandView:
     """The bias vector checked as a 1 x L row-major matrix of `gemm.bias_dtype`."""
     return vector_view(kernel, "bias", bias, device)
 
 
-def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any = None, scale: Any = None) -> _Plan:
+def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any = None, scale: Any = None,
+          offs: Any = None, masked_m: Any = None) -> _Plan:
     g = kernel.gemm
     check_epilogue_operands(kernel, c, bias, scale)
+    check_not_grouped(g, offs, masked_m)
     ctx = drv.context()
     dev = ctx.ordinal
     align = g.alignment()
-    av = check_batched_operand(a, name="A", batch=g.batch, shape=(g.m, g.k), dtype=g.dtype,
-                               layout=g.a_layout, device=dev, align=align)
-    bv = check_batched_operand(b, name="B", batch=g.batch, shape=(g.k, g.n), dtype=g.dtype,
-                               layout=g.b_layout, device=dev, align=align)
+    if g.grouped:  # A and B here; C below, once a fresh one exists
+        av, bv = grouped_inputs(g, a, b, device=dev)
+    else:
+        av = check_batched_operand(a, name="A", batch=g.batch, shape=(g.m, g.k), dtype=g.dtype,
+                                   layout=g.a_layout, device=dev, align=align)
+        bv = check_batched_operand(b, name="B", batch=g.batch, shape=(g.k, g.n), dtype=g.dtype,
+                                   layout=g.b_layout, device=dev, align=align)
     if av.is_host != bv.is_host:
         raise TypeError(f"A is {'a host numpy' if av.is_host else 'a device'} array but B is "
                         f"{'a host numpy' if bv.is_host else 'a device'} array: pass both on the "
                         f"host (numpy) or both on the GPU")
     host = av.is_host
     if c is None:
-        shape = operand_shape(g.batch, g.m, g.n)
+        shape = c_shape(g) if g.grouped else operand_shape(g.batch, g.m, g.n)
         c = np.empty(shape, dtype=numpy_dtype(g.out_dtype)) if host else \
             _alloc_like(a, shape, g.out_dtype)
         fresh = True
     else:
         fresh = False
-    cv = check_batched_operand(c, name="C", batch=g.batch, shape=(g.m, g.n), dtype=g.out_dtype,
-                               layout="row", writable=True, device=dev, align=g.out_alignment())
+    if g.grouped:
+        cv = grouped_output(g, c, device=dev)
+    else:
+        cv = check_batched_operand(c, name="C", batch=g.batch, shape=(g.m, g.n), dtype=g.out_dtype,
+                                   layout="row", writable=True, device=dev, align=g.out_alignment())
     if cv.is_host != host:
         raise TypeError(f"C is {'a host numpy' if cv.is_host else 'a device'} array but A and B "
                         f"are {'host numpy' if host else 'device'} arrays: pass C where A and B are")
@@ -284,6 +279,8 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
         check_co_resident(plan.grid, fn, plan.block, plan.smem, ctx.sm_count)
     vectors = tuple(vector_view(kernel, name, x, dev) for name, x in (("bias", bias), ("scale", scale))
                     if x is not None)
+    if g.grouped:  # the kernel's last parameter: the groups' sizes, read on the device
+        vectors += (counts_view(g, offs, masked_m, dev),)
     for v in vectors:  # a host vector's pointer would be null on the device path, and vice versa
         if v.is_host != host:
             raise TypeError(f"{v.name} is {'a host numpy' if v.is_host else 'a device'} array but A and B "
@@ -369,17 +366,18 @@ def _finish_host(plan: _Plan) -> None:
 
 
 def launch_kernel(kernel: "LaunchSpec", a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None,
-                  scale: Any = None) -> Any:
+                  scale: Any = None, offs: Any = None, masked_m: Any = None) -> Any:
     """Run a compiled GEMM on the GPU and return C.
 
     numpy inputs: copied to the device, C copied back (into `c` if given) and synchronized.
     Batched kernels take (batch, rows, cols) operands with any batch strides (0 broadcasts A or
-    B; see ptxgen.runtime.batch) and return a (batch, M, N) C.
+    B; see ptxgen.runtime.batch) and return a (batch, M, N) C. Grouped kernels take `offs` or
+    `masked_m` (ptxgen.runtime.grouped; rows outside the groups keep C's values).
     Device inputs (CUDA array interface / DLPack): C is a device array from A's framework
     when `c` is None; the launch is asynchronous on `stream` (default: the framework's current
     stream, else the legacy default stream).
     """
-    plan = _plan(kernel, a, b, c, stream, bias, scale)
+    plan = _plan(kernel, a, b, c, stream, bias, scale, offs, masked_m)
     if not plan.host:
         _wait_for_producers(list(plan.views), plan.stream)
     _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params, plan.cluster, plan.cooperative)
@@ -391,12 +389,12 @@ def launch_kernel(kernel: "LaunchSpec", a: Any, b: Any, c: Any = None, bias: Any
 
 
 def prepare_launch(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any = None, bias: Any = None,
-                   scale: Any = None) -> Callable[[], None]:
+                   scale: Any = None, offs: Any = None, masked_m: Any = None) -> Callable[[], None]:
     """Check everything once and return a zero-argument function that only launches.
 
     For benchmarks: device operands only, no per-call checks, allocation or synchronization.
     """
-    plan = _plan(kernel, a, b, c, stream, bias, scale)
+    plan = _plan(kernel, a, b, c, stream, bias, scale, offs, masked_m)
     if plan.host:
         raise TypeError("prepare_launch needs device arrays (numpy inputs are copied per call)")
     fn, grid, block, smem, s, params = plan.fn, plan.grid, plan.block, plan.smem, plan.stream, \

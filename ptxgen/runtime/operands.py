@@ -455,3 +455,29 @@ def check_no_aliasing(output: OperandView, inputs: list[OperandView]) -> None:
                 f"kernel writes {output.name} while other CTAs still read {v.name}, so the result "
                 f"would be wrong. Pass a separate array for {output.name} (a fresh np.empty / "
                 f"torch.empty), or pass a copy of {v.name} ({v.name.lower()}.copy() / .clone())")
+
+
+def cuda_array_interface(x: Any) -> dict | None:
+    """x's `__cuda_array_interface__`, or None (also where the property fails, e.g. a CPU tensor)."""
+    try:
+        return getattr(x, "__cuda_array_interface__", None)
+    except Exception:  # a property that fails is no interface
+        return None
+
+
+class _RowOf:
+    """A 1-D CUDA-array-interface vector seen as a 1 x L matrix (for arrays without reshape)."""
+
+    def __init__(self, cai: dict):
+        strides = cai.get("strides")
+        self.__cuda_array_interface__ = {**cai, "shape": (1, *cai["shape"]),
+                                         "strides": None if strides is None else (0, *strides)}
+
+
+def as_row(x: Any) -> Any:
+    """A 1-D vector (numpy, a framework tensor, or any CUDA-array-interface array such as a
+    ptxgen DeviceArray) as a 1 x L matrix, for `check_operand`."""
+    if hasattr(x, "reshape"):
+        return x.reshape(1, -1)
+    cai = cuda_array_interface(x)
+    return x if cai is None else _RowOf(cai)  # not an array: check_operand names what it got

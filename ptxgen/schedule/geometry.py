@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .grouping import contiguous_tiles_bound
 from .problem import Gemm
 from .rules import rules_for
 from .schedule import Schedule
@@ -108,8 +109,9 @@ def operand_tiles(g: Gemm, s: Schedule) -> tuple[OperandTile, OperandTile]:
 
 
 def edges(g: Gemm, s: Schedule) -> tuple[bool, bool, bool]:
-    """Whether M, N and K end inside a block tile, so copies and stores need bounds checks."""
-    return g.m % s.bm != 0, g.n % s.bn != 0, g.k % s.bk != 0
+    """Whether M, N and K end inside a block tile, so copies and stores need bounds checks. A grouped
+    GEMM's groups end at any row (their sizes are read on the device), so M always needs them."""
+    return g.grouped or g.m % s.bm != 0, g.n % s.bn != 0, g.k % s.bk != 0
 
 
 @dataclass(frozen=True)
@@ -330,6 +332,10 @@ def grid_for(g: Gemm, s: Schedule, sms: int = 108) -> tuple[int, int, int]:
     if own is not None:  # the target's own grid, e.g. sm_90a's persistent one (CTA x walks x, x + gridDim.x, ...)
         return own
     tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)
+    if g.grouping == "contiguous":  # m-tiles numbered over the groups, the most any offs can need (emit/groups.py)
+        return (tn, contiguous_tiles_bound(g, s.bm), 1)
+    if g.grouping == "masked":  # ctaid.z is the group: the m-tiles of its max_m slot
+        return (tn, tm, g.groups)
     z = g.batch * s.split_k
     if s.raster == "grouped":
         return (tm * tn, 1, z)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from . import field_checks as check
+from .grouping import GROUPINGS, check_grouping_fields
 from .scalars import normalise
 
 #: Input dtypes, and the numpy dtype that holds them. e4m3/e5m2 (fp8) are wgmma-only (sm_90a).
@@ -183,6 +184,12 @@ class Gemm:
     #: every k-tile accumulated by the wgmma itself (faster, less accurate at large K; cuBLASLt's
     #: CUBLASLT_MATMUL_DESC_FAST_ACCUM, torch._scaled_mm(use_fast_accum=True)).
     fast_accum: bool = False
+    #: Grouped GEMMs (mixture-of-experts; schedule/grouping.py): `groups` products, one weight each,
+    #: their rows split by `grouping` = "contiguous" (m = M_total: A (M_total, K), C (M_total, N),
+    #: run-time `offs` of cumulative row ends) or "masked" (m = max_m: A (G, max_m, K), C (G, max_m,
+    #: N), run-time `masked_m` of valid rows); B is (G, K, N). None: not grouped (groups must be 1).
+    groups: int = 1
+    grouping: str | None = None
 
     def __post_init__(self) -> None:
         normalise(self, tuple(f.name for f in fields(self) if f.name != "epilogue"))
@@ -229,7 +236,14 @@ class Gemm:
 
     @property
     def flops(self) -> int:
-        return 2 * self.m * self.n * self.k
+        """2 M N K of one batch; grouped: of every row the launch may compute (contiguous M_total,
+        masked G x max_m), an upper bound since the groups' sizes are only known at run time."""
+        rows = self.m * (self.groups if self.grouping == "masked" else 1)
+        return 2 * rows * self.n * self.k
+
+    @property
+    def grouped(self) -> bool:
+        return self.grouping is not None
 
 
 def check_epilogue(e: Epilogue) -> None:
@@ -244,8 +258,8 @@ def check_epilogue(e: Epilogue) -> None:
 
 def check_gemm(g: Gemm) -> None:
     """Each Gemm field on its own (on construction); rules across fields are the verifier's."""
-    for f in ("m", "n", "k", "batch"):
-        check.integer(f"gemm.{f}", getattr(g, f), example=1 if f == "batch" else 64)
+    for f in ("m", "n", "k", "batch", "groups"):
+        check.integer(f"gemm.{f}", getattr(g, f), example=1 if f in ("batch", "groups") else 64)
     check_dtype("gemm.dtype", g.dtype, INPUT_DTYPES)
     check_dtype("gemm.out_dtype", g.out_dtype, OUTPUT_DTYPES)
     check.choice("gemm.a_layout", g.a_layout, LAYOUTS)
@@ -265,6 +279,10 @@ def check_gemm(g: Gemm) -> None:
         raise check.ScheduleTypeError("gemm.epilogue", g.epilogue, f"must be a ptxgen.Epilogue or None, not "
                                       f"{check.type_name(g.epilogue)}",
                                       "pass epilogue=Epilogue(alpha=..., bias=..., ...)")
+    check.choice("gemm.grouping", g.grouping, GROUPINGS, optional=True,
+                 fix="grouping='contiguous' (offs of cumulative row ends) or 'masked' (masked_m valid rows), "
+                     "or None for an ungrouped GEMM")
+    check_grouping_fields(g)
 
 
 def _largest_alignment(*row_bytes: int) -> int:

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .grouping import verify_grouped
 from .geometry import grid_for, operand_tiles, register_estimate, register_limit, smem_bytes, staging_fits
 from .problem import _largest_alignment, FP8_DTYPES, INTEGER_DTYPES, QUANTIZED_DTYPES, Gemm, instruction_name, instruction_shape
 from .schedule import Schedule
@@ -382,6 +383,7 @@ def verify_rules(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     check_arguments("verify", g, s, arch)
     verify_fields(g, s, arch)
     check_pairing(g, s, arch)
+    verify_grouped(g, s)
     target_rules = rules_for(s.instruction)
     assert target_rules is not None, f"no target registered for instruction {s.instruction!r}"
     target_rules.verify(g, s, arch)

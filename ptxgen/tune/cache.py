@@ -48,7 +48,7 @@ def shape_bucket(extent: int) -> int:
 def problem_class(g: Gemm) -> dict[str, Any]:
     """What a tuned winner is reused for: every field that changes the kernel's code or its legal
     schedules (dtypes, accumulator, layouts, alignments, the epilogue's shape: which vectors, the
-    activation, whether C is read; batched or not), and the shape as powers of two per dimension.
+    activation, whether C is read; batched or not; the grouping and the group count's bucket), and the shape as powers of two per dimension.
 
     Why buckets and not the exact shape: the terms that decide a winner (waves, tile waste, the L2
     footprint) move by size class, a measurement is costly, and serving shapes vary (a decode's M
@@ -57,13 +57,16 @@ def problem_class(g: Gemm) -> dict[str, Any]:
     (4097 shares 8192's winner). A cached winner is re-verified for the exact shape and must
     assemble without spilling, else the model chooses (`lookup`)."""
     e = g.epi
-    return {"dtype": g.dtype, "out_dtype": g.out_dtype, "accumulator": g.accumulator,
-            "a_layout": g.a_layout, "b_layout": g.b_layout, "align": g.alignment(), "out_align": g.out_alignment(),
-            "bias": e.bias, "bias_dtype": g.bias_dtype if e.bias else None, "scale": e.scale,
-            "activation": e.activation, "reads_c": e.beta != 0.0, "batched": g.batch > 1,
-            "shape": [shape_bucket(g.m), shape_bucket(g.n), shape_bucket(g.k)],
-            # the single-level fp8 kernel has its own winners; absent otherwise (earlier entries still match)
-            **({"fast_accum": True} if g.fast_accum else {})}
+    key = {"dtype": g.dtype, "out_dtype": g.out_dtype, "accumulator": g.accumulator,
+           "a_layout": g.a_layout, "b_layout": g.b_layout, "align": g.alignment(), "out_align": g.out_alignment(),
+           "bias": e.bias, "bias_dtype": g.bias_dtype if e.bias else None, "scale": e.scale,
+           "activation": e.activation, "reads_c": e.beta != 0.0, "batched": g.batch > 1,
+           "shape": [shape_bucket(g.m), shape_bucket(g.n), shape_bucket(g.k)],
+           # the single-level fp8 kernel has its own winners; absent otherwise (earlier entries still match)
+           **({"fast_accum": True} if g.fast_accum else {})}
+    if g.grouped:  # a grouped problem's winner is its own (ungrouped keys, and their digests, unchanged)
+        key["grouping"] = [g.grouping, shape_bucket(g.groups)]
+    return key
 
 
 def toolchain() -> str:

@@ -54,6 +54,16 @@ def _to_device(x: np.ndarray) -> Any:
     return drv.DeviceArray(x.shape, x.dtype, buffer=buf, strides=tuple(x.strides))
 
 
+def grouped_sizes(g: Gemm) -> dict:
+    """A grouped kernel's timing sizes as its run-time argument ({} for other kernels): balanced
+    groups (schedule.grouping.balanced_counts), so every candidate computes every row."""
+    if not g.grouped:
+        return {}
+    from ..schedule.grouping import COUNTS_ARG, balanced_counts
+
+    return {COUNTS_ARG[g.grouping]: balanced_counts(g)}
+
+
 def _l2_bytes() -> int:
     from ..runtime import driver as drv
 
@@ -97,14 +107,15 @@ class DeviceMeasure:
         a, b = random_operands(g, self.seed)
         c, bias = random_epilogue_operands(g)
         scale = random_scale(g)
+        groups = grouped_sizes(g)
         try:
-            verdict = check_kernel(k, a, b, c, bias, scale, run=k)
+            verdict = check_kernel(k, a, b, c, bias, scale, run=k, **groups)
         except drv.DriverError as e:
             return Measurement("failed", reason=f"launch failed: {e}", device=device)
         if not verdict.ok:
             return Measurement("wrong", reason=f"wrong result, dropped: {verdict}", device=device)
         try:
-            return Measurement("ok", self.time(k, a, b, c, bias, scale), device=device)
+            return Measurement("ok", self.time(k, a, b, c, bias, scale, groups), device=device)
         except drv.DriverError as e:
             if e.status == NOT_SUPPORTED and e.call == "cuEventElapsedTime":
                 return Measurement(TIMING_UNAVAILABLE, reason=f"checked correct; the driver refused "
@@ -112,20 +123,23 @@ class DeviceMeasure:
             return Measurement("failed", reason=f"checked correct, then timing failed: {e}", device=device)
 
     def time(self, k: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray | None, bias: np.ndarray | None,
-             scale: np.ndarray | None) -> float:
-        """The median seconds of `repeats` launches, each after an L2 flush (see the module doc)."""
+             scale: np.ndarray | None, groups: dict | None = None) -> float:
+        """The median seconds of `repeats` launches, each after an L2 flush (see the module doc);
+        a grouped kernel's `groups` ({"offs" or "masked_m": sizes}) go to the device too."""
         from ..check import poisoned
         from ..runtime import driver as drv
         from ..runtime.launch import prepare_launch
 
         g = k.gemm
-        lead = (g.batch,) if g.batch > 1 else ()
+        lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
         out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
         if c is not None:
             out[...] = c
         dev = {name: _to_device(x) for name, x in (("a", a), ("b", b), ("c", out), ("bias", bias),
                                                    ("scale", scale)) if x is not None}
-        run = prepare_launch(k, dev["a"], dev["b"], dev["c"], 0, bias=dev.get("bias"), scale=dev.get("scale"))
+        sizes = {name: _to_device(x) for name, x in (groups or {}).items()}
+        run = prepare_launch(k, dev["a"], dev["b"], dev["c"], 0, bias=dev.get("bias"), scale=dev.get("scale"),
+                             **sizes)
         flush = drv.DeviceBuffer(2 * _l2_bytes())
         start, end = drv._call("cuEventCreate", 0), drv._call("cuEventCreate", 0)
         try:

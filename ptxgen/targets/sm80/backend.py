@@ -40,15 +40,19 @@ def check_pointer_params(kernel: Any, decls: list[ParamDecl]) -> list[ParamDecl]
     """The entry must take A, B, C, the sizes and leading dimensions, then the optional pointers."""
     types = [d.type for d in decls]
     epi = kernel.gemm.epi
-    want = ["u64"] * 3 + ["u32"] * 6 + (["u64"] * 3 if kernel.gemm.batch > 1 else []) + \
+    g = kernel.gemm
+    strides = 3 if g.batch > 1 or g.grouping == "masked" else 1 if g.grouping == "contiguous" else 0
+    want = ["u64"] * 3 + ["u32"] * 6 + ["u64"] * strides + \
         (["u64"] if epi.bias else []) + (["u64"] if epi.scale else []) + \
-        (["u64"] * 2 if kernel.workspace_elements else [])
+        (["u64"] * 2 if kernel.workspace_elements else []) + (["u64"] if g.grouped else [])
     if len(decls) != len(want) or any(t[1:] != w[1:] or t[0] not in "ubs" for t, w in zip(types, want)):
         raise ValueError(f"entry {kernel.entry} declares parameters "
                          f"{[f'{d.name}:.{d.type}' for d in decls]}; ptxgen kernels must take "
                          f"{list(PARAM_NAMES)} as 3 × .u64 then 6 × .u32, then 3 × .u64 batch "
                          f"strides when batched, .u64 bias and scale pointers when the epilogue has them, "
-                         f"and .u64 workspace and counters for split-K / Stream-K")
+                         f"and .u64 workspace and counters for split-K / Stream-K; grouped: .u64 "
+                         f"batch_stride_b (contiguous) or the 3 strides (masked) after ldc and .u64 "
+                         f"offs / masked_m last")
     return decls
 
 
@@ -78,8 +82,11 @@ class Sm80Backend(Backend):
         return check_pointer_params(kernel, decls)
 
     def arguments(self, g: Gemm, views: tuple, operands: list, maps: list) -> list:
-        av, bv, cv = views
-        strides = [v.batch_stride for v in views] if g.batch > 1 else []
+        av, bv, cv = views[:3]
+        if g.grouping == "contiguous":
+            strides = [bv.batch_stride]
+        else:
+            strides = [v.batch_stride for v in views[:3]] if g.batch > 1 or g.grouping == "masked" else []
         return list(operands[:3]) + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + strides
 
     def predict(self, g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:

@@ -11,8 +11,10 @@ from ...ir import Builder, Imm, Sym, VReg, ops as ptx
 from ...ir.ops import U32, U64
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
+from ...emit.groups import GroupSlot, GroupWalk
 from ...emit.index import ExprEmitter
 from ...emit.memory import load_param
+from ...emit.scalar_ops import ScalarOps
 from ...emit.tiles import ZSlot, z_slot
 
 SMEM_SYMBOL = "smem"
@@ -36,6 +38,10 @@ class Sm80Context:
     ptr: dict[str, VReg]
     smem: VReg                 # shared window address of the tile buffers
     z: ZSlot | None
+    #: Grouped GEMMs: the CTA's group (its rows are dims["M"]; A, B and C already point at it) and
+    #: the label CTAs without a tile branch to (placed before the final ret); None otherwise.
+    group: GroupSlot | None = None
+    absent: str | None = None
 
 
 def needs_workspace(s: Schedule) -> bool:
@@ -53,6 +59,8 @@ def kernel_context(b: Builder, g: Gemm, s: Schedule, banner: str) -> Sm80Context
     extra = ((("bias",) if g.epi.bias else ()) + (("scale",) if g.epi.scale else ())
              + (("workspace", "counters") if needs_workspace(s) else ()))
     ptr = {name: ptx.to_global(b, U64, load_param(b, U64, name)) for name in ("A", "B", "C") + extra}
+    if g.grouped:
+        return grouped_context(b, g, s, tid, ex, ptr)
     z = None if s.stream_k else z_slot(b, g, s)
     if g.batch > 1 and not s.stream_k:
         assert z is not None
@@ -60,6 +68,37 @@ def kernel_context(b: Builder, g: Gemm, s: Schedule, banner: str) -> Sm80Context
     dims = {n: load_param(b, U32, n) for n in ("K", "lda", "ldb", "ldc")}
     smem = ptx.mov(b, U32, Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
     return Sm80Context(b, dims, g, s, tid, ex, ptr, smem, z)
+
+
+class _WalkOps(ScalarOps):
+    """What `GroupWalk` asks of a lowering (`emit.tiles.TileOps`), before the lowering exists: the
+    builder, the problem and schedule, and the scalar helpers over the sizes loaded so far."""
+
+    def __init__(self, b: Builder, g: Gemm, s: Schedule, dims: dict[str, VReg]):
+        self.b, self.g, self.s, self.dims = b, g, s, dims
+
+
+def grouped_context(b: Builder, g: Gemm, s: Schedule, tid: VReg, ex: ExprEmitter, ptr: dict[str, VReg]) -> Sm80Context:
+    """A grouped GEMM's context: the group walk (emit/groups.py) finds the CTA's group from
+    %ctaid.y (its m-tile over the groups, or within the masked group %ctaid.z); A, B and C move to
+    the group (contiguous: A and C by the group's first row, B by its group stride; masked: all three
+    by their group strides) and M becomes the group's row count, which the edge checks use."""
+    dims = {n: load_param(b, U32, n) for n in ("K", "lda", "ldb", "ldc")}
+    absent = b.label("no_tile")
+    slot = GroupWalk(_WalkOps(b, g, s, dims), absent).find(ptx.mov(b, U32, Sym("%ctaid.y")))
+    if g.grouping == "masked":
+        batch_offsets(b, g, ptr, slot.group, dict(ptr))
+    else:
+        assert slot.row0 is not None
+        b.comment("contiguous: A and C start at the group's first row, B at the group's weight")
+        for name, ld, eb in (("A", "lda", g.in_bytes), ("C", "ldc", g.out_bytes)):
+            rows = ptx.mul_wide(b, U32, slot.row0, dims[ld])
+            ptr[name] = ptx.mad(b, U64, rows, Imm(str(eb)), ptr[name])
+        step = ptx.mul(b, U64, ptx.cvt(b, U64, U32, slot.group), load_param(b, U64, "batch_stride_b"))
+        ptr["B"] = ptx.mad(b, U64, step, Imm(str(g.in_bytes)), ptr["B"])
+    dims["M"] = slot.rows
+    smem = ptx.mov(b, U32, Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
+    return Sm80Context(b, dims, g, s, tid, ex, ptr, smem, None, slot, absent)
 
 
 def batch_strides(b: Builder) -> dict[str, VReg]:

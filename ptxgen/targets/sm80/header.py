@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from ...emit.describe import describe_epilogue
+from ...emit.groups import COUNTS_PARAM
+from ...schedule.grouping import describe as describe_grouping
 from ...schedule.geometry import describe_staging, fragment_buffering
 from ...schedule.problem import Gemm, instruction_name
 from ...schedule.schedule import Schedule
@@ -17,6 +19,7 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
         f"C to {g.out_alignment()} B",
         f"epilogue: {describe_epilogue(g)}; {describe_staging(g, s)}",
         f"problem {g.m}x{g.n}x{g.k}; target {arch}",
+        *([f"grouped: {describe_grouping(g)}"] if g.grouped else []),
         f"block {s.bm}x{s.bn}x{s.bk}, warps {s.warps[0]}x{s.warps[1]} (warp tile {tm}x{tn}), "
         f"{instruction_name(g, s.instruction)}, stages {s.stages}, smem {s.smem_layout}, raster {s.raster}"
         + (f" (group {s.group_m})" if s.raster == "grouped" else "")
@@ -25,8 +28,10 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
         + (f", {s.decomposition} over a persistent grid of %nctaid.x CTAs" if s.stream_k else ""),
         f"launch: grid {grid}, block ({s.threads}, 1, 1), {smem} B dynamic shared memory",
         "params: A, B, C (.u64 pointers); M, N, K, lda, ldb, ldc (.u32; leading dims in elements)"
-        + ("; batch_stride_a, batch_stride_b, batch_stride_c (.u64)" if g.batch > 1 else "")
+        + ("; batch_stride_a, batch_stride_b, batch_stride_c (.u64)" if g.batch > 1 or g.grouping == "masked" else "")
+        + ("; batch_stride_b (.u64)" if g.grouping == "contiguous" else "")
         + (f"; bias (.u64, {g.bias_dtype})" if g.epi.bias else "") + ("; scale (.u64, f32)" if g.epi.scale else "")
         + ("; workspace, counters (.u64)" if (s.split_k > 1 and s.split_k_mode == "workspace") or s.stream_k
-           else ""),
+           else "")
+        + (f"; {COUNTS_PARAM[g.grouping]} (.u64, {g.groups} x s32)" if g.grouped else ""),
     ]

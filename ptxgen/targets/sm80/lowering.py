@@ -19,6 +19,7 @@ from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
 from ...ir import Builder, Function, Imm, Param, VReg, ops as ptx
 from ...emit.edges import StoreEdges
+from ...emit.groups import COUNTS_PARAM
 from ...emit.splitk import SplitK
 from ...emit.streamk import StreamK
 from .context import SMEM_SYMBOL, Sm80Context, batch_offsets, batch_strides, kernel_context, needs_workspace
@@ -49,15 +50,30 @@ SPLIT_K_PARAMS = [Param(".u64", "workspace"), Param(".u64", "counters")]
 
 def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
     scratch = (s.split_k > 1 and s.split_k_mode == "workspace") or s.stream_k
-    return (list(PARAMS) + (BATCH_PARAMS if g.batch > 1 else []) + ([BIAS_PARAM] if g.epi.bias else [])
-            + ([SCALE_PARAM] if g.epi.scale else []) + (SPLIT_K_PARAMS if scratch else []))
+    return (list(PARAMS) + group_stride_params(g) + (BATCH_PARAMS if g.batch > 1 else [])
+            + ([BIAS_PARAM] if g.epi.bias else []) + ([SCALE_PARAM] if g.epi.scale else [])
+            + (SPLIT_K_PARAMS if scratch else []) + group_count_params(g))
+
+
+def group_stride_params(g: Gemm) -> list[Param]:
+    """A grouped GEMM's strides between its groups' matrices: contiguous B's only (A's and C's
+    groups are rows of one matrix), masked A's, B's and C's (each group a slot)."""
+    if g.grouping == "contiguous":
+        return [BATCH_PARAMS[1]]
+    return list(BATCH_PARAMS) if g.grouping == "masked" else []
+
+
+def group_count_params(g: Gemm) -> list[Param]:
+    """Last: the device array of the groups' sizes (`offs` or `masked_m`, int32)."""
+    return [Param(".u64", COUNTS_PARAM[g.grouping])] if g.grouped else []
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
     acc = "_acc16" if g.acc_dtype == "f16" else ""
     epi = (("" if g.epi.is_identity else "_epi") + ("_wmma" if s.instruction == "wmma" else "")
-           + (f"_splitk{s.split_k}" if s.split_k > 1 else "") + ("_streamk" if s.stream_k else ""))
+           + (f"_splitk{s.split_k}" if s.split_k > 1 else "") + ("_streamk" if s.stream_k else "")
+           + (f"_g{g.groups}{g.grouping[0]}" if g.grouped else ""))
     return (f"ptxgen_gemm_{g.dtype}_{g.out_dtype}{acc}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}"
             f"_w{s.warps[0]}x{s.warps[1]}_s{s.stages}_{s.smem_layout}{epi}")
 
@@ -92,7 +108,8 @@ class GemmLowering(ScalarOps):
     def setup(self) -> tuple[Tile, KRange, TileOperands]:
         """After the kernel-invariant values: this CTA's tile, its k-range (all of K) and operands."""
         b, s = self.b, self.s
-        tile = self.scheduler.tile()
+        group = self.cx.group
+        tile = self.scheduler.tile() if group is None else self.scheduler.group_tile(group.tm)
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
         k = KRange(self.ceil_div(self.dim("K"), s.bk))
         ops = self.pipeline.operands(tile)
@@ -136,6 +153,8 @@ class GemmLowering(ScalarOps):
             assert z is not None
             SplitK(self).reduce(acc, tile, z)
         self.pipeline.epilogue(tile, ops).emit(acc)
+        if self.cx.absent is not None:
+            b.place(self.cx.absent)  # grouped: CTAs past the groups' tiles come here
         b.emit("ret")
         return b.function
 

@@ -6,7 +6,7 @@ Roles. Warpgroups 0 .. consumers-1 are the consumers (warpgroup w owns rows w * 
 each tile, as without specialisation, so the descriptors and the epilogue are shared); the LAST
 warpgroup is the producer. Putting the producer last keeps `tid >> 7` the consumer index with no
 subtraction. The producer's warps `setmaxnreg.dec` to `producer_regs`, then every thread but one
-(lane 0 of its warp 0, the elected thread) exits; the consumers `setmaxnreg.inc` to `consumer_regs`.
+(the lane elect.sync picks in its warp 0) exits; the consumers `setmaxnreg.inc` to `consumer_regs`.
 
 The ring (mbarrier_ring.py: S stages, per stage a full and an empty barrier; each role keeps its
 own PipelineState, index and parity, and carries it from tile to tile):
@@ -120,8 +120,12 @@ class WarpSpecializedKernel:
         assert plan.producer_regs is not None
         mb.setmaxnreg(b, plan.producer_regs, increase=False,
                       comment="every warp of the warpgroup: registers go to the consumers")
-        elected = ptx.setp(ctx.b, "eq", U32, ctx.tid, Imm(str(128 * plan.consumers)))
-        b.emit("ret", guard=elected, negate=True, comment="only lane 0 of the producer's warp 0 issues copies")
+        first_warp = ptx.setp(ctx.b, "lt", U32, ctx.tid, Imm(str(128 * plan.consumers + 32)))
+        b.emit("ret", guard=first_warp, negate=True, comment="warps 1..3 of the producer exit")
+        # elect.sync rather than a tid test: ptxas then knows one lane issues, and does not wrap
+        # each UTMALDG in a loop electing the lanes one by one (warp_specialisation.md §9h)
+        elected, _ = mb.elect_sync(b, comment="one lane of the producer's warp 0 issues the copies")
+        b.emit("ret", guard=elected, negate=True, comment="the other lanes exit")
         for t in ctx.tmaps.values():
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
         position = ring.start(1, ("producer's ring position, carried across tiles",

@@ -11,11 +11,14 @@ Each warpgroup owns `rows` = BM / consumers rows of the tile and walks BN in chu
     leader: cp.async.bulk.wait_group.read 0    store j-1 has read the other buffer, which chunk j+1 fills
     bar.sync 8, 128 x consumers      every writer's chunk (and the leaders' waits) before the stores
     leader: TMA store of chunk j; commit_group; [beta] reload cfull[j % 2] with chunk j + 2
-and after the last chunk the leader waits (wait_group.read 0) and the consumers meet at the named
-barrier once more, so no store still reads shared memory when any consumer thread writes the
-staging again (the next tile's epilogue): the async proxy may read a store's source until the
-issuing thread's wait returns, and only a barrier after that wait orders the other threads' writes. TMA clips the boxes at M and N: no
-per-element guards, except on the bias / scale vector loads (which must not read past their ends).
+When the CTA walks several tiles (persistent), the next tile's epilogue starts, before its first
+staging write, with the leader's wait (wait_group.read 0) and the named barrier once more, so no
+store still reads shared memory when any consumer thread writes the staging again: the async
+proxy may read a store's source until the issuing thread's wait returns, and only a barrier after
+that wait orders the other threads' writes. Waiting there, not at the end of each tile, lets the
+consumers start the next tile's first wgmma at once; before the consumers exit each leader waits
+once more (`drain`). TMA clips the boxes at M and N: no per-element guards, except on the bias /
+scale vector loads (which must not read past their ends).
 
 Where the buffers live (TmaEpilogueLayout): after the ring's barriers, or, without a persistent
 grid or warp specialisation, in the ring's own bytes (hopper.staging_fits_ring), which are idle
@@ -130,6 +133,8 @@ class TmaStores(DirectStores):
         #: the C buffers' phase parities, loop-carried across tiles (set to 0 by init_barriers)
         self.c_phase: tuple[VReg, ...] = ctx.b.regs("b32", 2) if self.loads_c else ()
         self.bar_threads = 128 * ctx.plan.consumers
+        #: the CTA runs this epilogue once per tile of a persistent walk: the staging is reused
+        self.several_tiles = bool(ctx.plan.warp_specialized and ctx.s.persistent)
 
     # -- setup ----------------------------------------------------------------------------------
     def init_barriers(self) -> None:
@@ -215,10 +220,27 @@ class TmaStores(DirectStores):
                 self.load_c(st, j)
         for j in range(tile.chunks):
             self.chunk(acc, st, j)
-        tma.bulk_wait_group(b, 0, read_only=True, guard=st.wg_leader,
-                            comment="the last stores have read shared memory")
+
+    def wait_previous_tile(self, wg_leader: VReg) -> None:
+        """Before a tile's first staging write, when the CTA walks several tiles: the leader waits
+        for the previous tile's stores to have read the staging, then the consumers meet, so no
+        thread rewrites a buffer an earlier store may still read (the async proxy reads a store's
+        source until the issuing thread's wait returns; only a barrier after that wait orders the
+        other threads' writes). Waiting here rather than at the end of the previous tile lets
+        that tile's consumers go on to the next tile's first wgmma at once."""
+        b = self.b
+        tma.bulk_wait_group(b, 0, read_only=True, guard=wg_leader,
+                            comment="the previous tile's stores have read the staging")
         bar_sync(b, comment="after the leaders' waits: the staging may be written again", barrier=EPILOGUE_BARRIER,
                  threads=self.bar_threads)
+
+    def drain(self) -> None:
+        """Before the consumers exit: each warpgroup leader waits until its last stores have read
+        shared memory (the CTA's shared memory goes with its last thread)."""
+        lw, b = self.lw, self.b
+        th = ptx.and_(lw.b, B32, lw.tid, Imm("127"))
+        tma.bulk_wait_group(b, 0, read_only=True, guard=ptx.setp(lw.b, "eq", U32, th, Imm("0")),
+                            comment="the last stores have read shared memory before the CTA exits")
 
     def col0(self, st: TileStaging, j: int) -> VReg:
         """The first column of chunk j (TMA coordinate and vector index)."""
@@ -241,6 +263,8 @@ class TmaStores(DirectStores):
         lw, b, e, tile = self.lw, self.b, self.e, self.tile
         k = j % 2
         b.comment(f"chunk {j}: columns +{j * tile.cols}..+{(j + 1) * tile.cols - 1} through buffer {k}")
+        if j == 0 and self.several_tiles:
+            self.wait_previous_tile(st.wg_leader)
         q0, nq = j * tile.cols // 8, tile.cols // 8          # the chunk's 8-column accumulator blocks
         if self.loads_c:
             assert st.c_bars is not None

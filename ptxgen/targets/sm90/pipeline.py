@@ -145,6 +145,11 @@ class Sm90Pipeline:
         assert ops.tile is tile, "the operands are the tile's"
         return TileStores(self.stores, ops)
 
+    def drain(self) -> None:
+        """Before the consumers exit: the TMA-store epilogue's last stores have read shared memory."""
+        if isinstance(self.stores, TmaStores):
+            self.stores.drain()
+
     def partial_origin(self, row_elems: int) -> Expr:
         return self.partials.partial_origin(row_elems)
 
@@ -246,6 +251,7 @@ class Sm90Lowering(ScalarOps):
             assert ctx.z is not None
             split_k.reduce(acc, tile, ctx.z)
         pipeline.epilogue(tile, ops).emit(acc)
+        pipeline.drain()
         self.b.emit("ret")
         return self.b.function
 

@@ -208,5 +208,6 @@ class WarpSpecializedKernel:
             ring.consumer_release(prev, releaser, "release the tile's last stage")
         self.pipeline.epilogue(ops.tile, ops).emit(acc)
         walk.end(step)
+        self.pipeline.drain()
         if remote:
             remote.sync_before_exit(aligned=True)

@@ -38,7 +38,7 @@ from ...ir import ops as ptx
 from ...ir.ops import B32, F32, S32, U32
 from ...emit.memory import bar_sync
 from ...schedule.geometry import align_up
-from .plan import EPILOGUE_BUFFERS, EXTRA_BARRIERS, MBARRIER_BYTES, SWIZZLE_ALIGN, EpilogueTile
+from .plan import C_FREE_BARRIERS, EPILOGUE_BUFFERS, EXTRA_BARRIERS, MBARRIER_BYTES, SWIZZLE_ALIGN, EpilogueTile
 from ...emit.epilogue.math import CVT_PACK
 from ...emit import mbarrier_isa as mb
 from . import tma_isa as tma
@@ -57,8 +57,9 @@ EPILOGUE_BARRIER = 8
 @dataclass(frozen=True)
 class TmaEpilogueLayout:
     """Byte offsets (from the 1024-aligned shared base) of the C-load mbarriers (two per consumer,
-    beta != 0 only) right after the ring's, then the store buffers, then the C-load buffers, each
-    consumer's EPILOGUE_BUFFERS consecutive and every buffer on the 1024-byte swizzle pattern."""
+    beta != 0 only) right after the ring's, then (`frees_c`: the producer loads C) the C-free
+    mbarriers (two per consumer), then the store buffers, then the C-load buffers, each consumer's
+    EPILOGUE_BUFFERS consecutive and every buffer on the 1024-byte swizzle pattern."""
 
     tile: EpilogueTile
     consumers: int
@@ -66,6 +67,18 @@ class TmaEpilogueLayout:
     barriers: int
     store: int
     in_ring: bool = False   # the buffers reuse the idle ring's bytes (hopper.staging_fits_ring)
+    frees_c: bool = False   # C-free barriers: the producer warpgroup loads C (epilogue_c_load.py)
+
+    @property
+    def free_barriers(self) -> int:
+        """The C-free barriers' offset, after the C-load ones."""
+        return self.barriers + MBARRIER_BYTES * EXTRA_BARRIERS * self.consumers
+
+    @property
+    def barrier_count(self) -> int:
+        if not self.loads_c:
+            return 0
+        return self.consumers * (EXTRA_BARRIERS + (C_FREE_BARRIERS if self.frees_c else 0))
 
     @property
     def per_consumer(self) -> int:
@@ -79,18 +92,19 @@ class TmaEpilogueLayout:
     def end(self) -> int:
         """Where the epilogue's shared memory ends (its C-load barriers, with the buffers in the ring)."""
         if self.in_ring:
-            return self.barriers + (MBARRIER_BYTES * EXTRA_BARRIERS * self.consumers if self.loads_c else 0)
+            return self.barriers + MBARRIER_BYTES * self.barrier_count
         return self.load + (self.consumers * self.per_consumer if self.loads_c else 0)
 
 
 def tma_epilogue_layout(tile: EpilogueTile, consumers: int, loads_c: bool, ring: "RingLayout",
-                        in_ring: bool = False) -> TmaEpilogueLayout:
+                        in_ring: bool = False, frees_c: bool = False) -> TmaEpilogueLayout:
     """The epilogue's shared memory after the ring's barriers; with `in_ring` its buffers start at
-    the ring's first stage (offset 0, 1024-aligned) instead."""
+    the ring's first stage (offset 0, 1024-aligned) instead. `frees_c`: the producer warpgroup
+    loads C (warp-specialised kernels), so each C buffer has a C-free barrier too."""
     barriers = ring.nbytes
-    n_bars = EXTRA_BARRIERS * consumers if loads_c else 0
-    store = 0 if in_ring else align_up(barriers + MBARRIER_BYTES * n_bars, SWIZZLE_ALIGN)
-    layout = TmaEpilogueLayout(tile, consumers, loads_c, barriers, store, in_ring)
+    layout = TmaEpilogueLayout(tile, consumers, loads_c, barriers, 0, in_ring, frees_c)
+    store = 0 if in_ring else align_up(barriers + MBARRIER_BYTES * layout.barrier_count, SWIZZLE_ALIGN)
+    layout = replace(layout, store=store)
     assert not in_ring or layout.load + (consumers * layout.per_consumer if loads_c else 0) <= ring.barriers
     return layout
 
@@ -109,6 +123,7 @@ class TileStaging:
     col_n0: VReg
     c_bars: VReg | None = None
     c_dst: VReg | None = None
+    c_free: VReg | None = None   # the warpgroup's C-free barriers (the producer loads C)
 
 
 class TmaStores(DirectStores):
@@ -128,8 +143,11 @@ class TmaStores(DirectStores):
         assert tile is not None, "the plan chose direct stores"
         self.tile = tile
         self.loads_c = self.e.beta != 0.0
+        #: warp-specialised: the producer warpgroup loads C ahead of the epilogue
+        #: (epilogue_c_load.py) and the consumers hand each C buffer back on its C-free barrier
+        self.producer_loads_c = self.loads_c and ctx.plan.warp_specialized
         self.layout = tma_epilogue_layout(tile, ctx.plan.consumers, self.loads_c, ctx.layout,
-                                          ctx.plan.smem.staging_in_ring > 0)
+                                          ctx.plan.smem.staging_in_ring > 0, ctx.plan.warp_specialized)
         #: the C buffers' phase parities, loop-carried across tiles (set to 0 by init_barriers)
         self.c_phase: tuple[VReg, ...] = ctx.b.regs("b32", 2) if self.loads_c else ()
         self.bar_threads = 128 * ctx.plan.consumers
@@ -138,13 +156,16 @@ class TmaStores(DirectStores):
 
     # -- setup ----------------------------------------------------------------------------------
     def init_barriers(self) -> None:
-        """Thread 0 initialises the C-load mbarriers (one arrival: the warpgroup leader's
-        expect_tx); the parity of each, loop-carried across tiles, starts at 0."""
+        """Thread 0 initialises the C-load mbarriers (one arrival: the expect_tx of the warpgroup
+        leader, or of the producer's C loader) and the C-free ones (one arrival: the warpgroup
+        leader's, once every consumer thread has read the buffer); the C-load parities, loop-carried
+        across tiles, start at 0."""
         if not self.loads_c:
             return
         lw, b = self.lw, self.b
-        n = EXTRA_BARRIERS * self.layout.consumers
-        b.comment(f"thread 0 initialises the {n} C-load barriers of the TMA epilogue (one arrival each)")
+        n = self.layout.barrier_count
+        b.comment(f"thread 0 initialises the {n} C-load{' and C-free' if self.producer_loads_c else ''} "
+                  "barriers of the TMA epilogue (one arrival each)")
         for i in range(n):
             mb.init(b, Addr(lw.smem, self.layout.barriers + MBARRIER_BYTES * i), 1, guard=lw.leader)
         for k, phase in enumerate(self.c_phase):
@@ -215,9 +236,15 @@ class TmaStores(DirectStores):
             c_dst = ptx.add(lw.b, U32, ptx.add(lw.b, U32, lw.smem, Imm(str(lay.load))), mine,
                            comment="this warpgroup's C buffers")
             st = replace(st, c_bars=c_bars, c_dst=c_dst)
-            b.comment("the warpgroup leader loads C's first boxes")
-            for j in range(min(2, tile.chunks)):
-                self.load_c(st, j)
+            if self.producer_loads_c:
+                c_free = ptx.add(lw.b, U32, lw.smem, Imm(str(lay.free_barriers)))
+                if lw.plan.consumers > 1:
+                    c_free = ptx.add(lw.b, U32, c_free, ptx.shl(lw.b, B32, ops.warpgroup, Imm("4")))
+                st = replace(st, c_free=c_free)
+            else:
+                b.comment("the warpgroup leader loads C's first boxes")
+                for j in range(min(2, tile.chunks)):
+                    self.load_c(st, j)
         for j in range(tile.chunks):
             self.chunk(acc, st, j)
 
@@ -302,11 +329,14 @@ class TmaStores(DirectStores):
                                 comment=f"store {j - 1} has read buffer {1 - k}, which chunk {j + 1} fills")
         bar_sync(b, comment="the consumers' staged chunks are complete", barrier=EPILOGUE_BARRIER,
                  threads=self.bar_threads)
+        if st.c_free is not None:   # every thread's reads of C box j precede the barrier above
+            mb.arrive(b, Addr(st.c_free, MBARRIER_BYTES * k), guard=st.wg_leader,
+                      comment=f"C buffer {k} read by every thread: back to the producer")
         tma.store(b, lw.tmaps["C"], (self.col0(st, j), st.row0), Addr(st.store_base, k * tile.buffer_bytes),
                   guard=st.wg_leader,
                   comment=f"box {tile.rows}x{tile.cols} of C, clipped at M and N")
         tma.bulk_commit_group(b, guard=st.wg_leader, comment=f"chunk {j}'s store")
-        if self.loads_c and j + 2 < tile.chunks:
+        if st.c_free is None and self.loads_c and j + 2 < tile.chunks:
             self.load_c(st, j + 2)
 
     def rows_out(self, frag: tuple[VReg, ...], addrs: list[VReg], m: int, q0: int, nq: int, k: int, col_vec: dict,

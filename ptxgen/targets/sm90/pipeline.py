@@ -119,7 +119,7 @@ class Sm90Pipeline:
         if plan.epilogue_tile is not None:
             assert not sm90_splitk.flag_bytes(s), "split-K stores directly (hopper.epilogue_path)"
             end = tma_epilogue_layout(plan.epilogue_tile, plan.consumers, g.epi.beta != 0.0, ring,
-                                      plan.smem.staging_in_ring > 0).end
+                                      plan.smem.staging_in_ring > 0, plan.warp_specialized).end
         return [SmemBuffer(RING_BUFFER, end + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
 
     def setup(self) -> None:

@@ -38,6 +38,8 @@ from ...emit import mbarrier_isa as mb
 from . import tma_isa as tma
 from . import wgmma_isa as wi
 from .cluster import ClusterRelease, ClusterRoles
+from .epilogue_c_load import emit_c_loader
+from .epilogue_tma import TmaStores
 from .persistent import TileWalk, zero_accumulators
 
 if TYPE_CHECKING:
@@ -120,12 +122,20 @@ class WarpSpecializedKernel:
         assert plan.producer_regs is not None
         mb.setmaxnreg(b, plan.producer_regs, increase=False,
                       comment="every warp of the warpgroup: registers go to the consumers")
-        first_warp = ptx.setp(ctx.b, "lt", U32, ctx.tid, Imm(str(128 * plan.consumers + 32)))
-        b.emit("ret", guard=first_warp, negate=True, comment="warps 1..3 of the producer exit")
+        c_loader = self.c_loader()
+        warps = 2 if c_loader else 1   # warp 0 issues A and B; warp 1 loads C (beta != 0)
+        first = 128 * plan.consumers
+        kept = ptx.setp(ctx.b, "lt", U32, ctx.tid, Imm(str(first + 32 * warps)))
+        b.emit("ret", guard=kept, negate=True,
+               comment=f"warps {warps}..3 of the producer exit")
         # elect.sync rather than a tid test: ptxas then knows one lane issues, and does not wrap
         # each UTMALDG in a loop electing the lanes one by one (warp_specialisation.md §9h)
-        elected, _ = mb.elect_sync(b, comment="one lane of the producer's warp 0 issues the copies")
+        elected, _ = mb.elect_sync(b, comment="one lane of warp 0 issues A and B, one of warp 1 loads C" if c_loader
+                                   else "one lane of the producer's warp 0 issues the copies")
         b.emit("ret", guard=elected, negate=True, comment="the other lanes exit")
+        if c_loader:
+            loads_c = b.label("c_loader")
+            b.emit("bra", Sym(loads_c), guard=ptx.setp(ctx.b, "ge", U32, ctx.tid, Imm(str(first + 32))))
         for t in ctx.tmaps.values():
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
         position = ring.start(1, ("producer's ring position, carried across tiles",
@@ -149,6 +159,15 @@ class WarpSpecializedKernel:
         if remote:
             remote.sync_before_exit(aligned=False)   # one thread of its warp is left: not .aligned
         b.emit("ret")
+        if c_loader:
+            b.place(loads_c)
+            emit_c_loader(ctx, self.pipeline.stores)
+            b.emit("ret")   # its barriers are this CTA's: no cluster barrier needed before it exits
+
+    def c_loader(self) -> bool:
+        """Whether the producer warpgroup loads C for the epilogue (beta != 0, TMA epilogue)."""
+        stores = self.pipeline.stores
+        return isinstance(stores, TmaStores) and stores.producer_loads_c
 
     # -- the consumer warpgroups --------------------------------------------------------------
     def consumer(self, acc: list[tuple[VReg, ...]], kt_count: VReg, uniform: VReg) -> None:

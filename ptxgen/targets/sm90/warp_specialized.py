@@ -19,6 +19,8 @@ own PipelineState, index and parity, and carries it from tile to tile):
                            barrier (init count 4 * consumers, one arrival per consumer warp)
 With one stage the consumers wait_group 0 and release the stage they just read. No bar.sync runs
 after the roles split, so a consumer's epilogue overlaps the producer's loads of its next tile.
+With beta != 0 and the TMA epilogue, an elected lane of the producer's warp 1 loads C's boxes for
+the epilogue on their own full/free barriers (epilogue_c_load.py), apart from the A/B producer.
 
 In a cluster with multicast (cluster.py) the empty barriers count the consumer warps of every CTA
 the producer's copies land in, each consumer warp releases a stage on all of those CTAs (lane j on

@@ -10,7 +10,10 @@ Each warpgroup owns `rows` = BM / consumers rows of the tile and walks BN in chu
     fence.proxy.async.shared::cta    the generic writes, before the async proxy reads them (mbarrier.md §9f)
     leader: cp.async.bulk.wait_group.read 0    store j-1 has read the other buffer, which chunk j+1 fills
     bar.sync 8, 128 x consumers      every writer's chunk (and the leaders' waits) before the stores
-    leader: TMA store of chunk j; commit_group; [beta] reload cfull[j % 2] with chunk j + 2
+    [beta, warp-specialised] leader: arrive cfree[j % 2]   every thread has read C's box: the
+                                     producer's C loader may refill the buffer (epilogue_c_load.py)
+    leader: TMA store of chunk j; commit_group; [beta, not warp-specialised] reload cfull[j % 2]
+                                     with chunk j + 2 (the leader loaded chunks 0 and 1 first)
 When the CTA walks several tiles (persistent), the next tile's epilogue starts, before its first
 staging write, with the leader's wait (wait_group.read 0) and the named barrier once more, so no
 store still reads shared memory when any consumer thread writes the staging again: the async

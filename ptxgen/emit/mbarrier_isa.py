@@ -8,7 +8,7 @@ operand ranges the ISA states, so a bad value fails in Python with the rule.
 from __future__ import annotations
 
 from ..ir import Builder
-from ..ir import Addr, Imm, Instr, Sym, Vec, VReg
+from ..ir import Addr, Imm, Instr, RegPair, Sym, Vec, VReg
 
 #: mbarrier.init count range: 1 .. 2**20 - 1.
 MAX_ARRIVALS = (1 << 20) - 1
@@ -151,10 +151,14 @@ def cluster_ctarank(b: Builder) -> VReg:
     return d
 
 
-def elect_sync_text(pred: str, membermask: int = 0xFFFFFFFF, lane: str = "_") -> str:
-    """`elect.sync d|p, membermask;`: p is true in exactly one (the same every time) thread of the
-    mask; d gets its lane id (`_` discards it). The `d|p` pair is one operand the IR cannot express
-    yet, so this is spelled as text; the builder path elects with setp on %laneid meanwhile."""
+def elect_sync(b: Builder, membermask: int = 0xFFFFFFFF, lane: bool = False,
+               comment: str | None = None) -> tuple[VReg, VReg | None]:
+    """`elect.sync d|p, membermask;` (warp_specialisation.md §9h): p is true in exactly one (the
+    same every time) thread of the mask, d gets the leader's lane id, or is discarded (`_`) unless
+    `lane`. Returns (p, d or None). Every thread of the mask must execute it."""
     if not 0 < membermask <= 0xFFFFFFFF:
-        raise ValueError("elect.sync membermask is a nonzero 32-bit lane mask")
-    return f"elect.sync {lane}|{pred}, {membermask:#010x};"
+        raise ValueError(f"elect.sync membermask {membermask:#x} must be a nonzero 32-bit lane mask")
+    pred = b.reg("pred")
+    leader = b.reg("b32") if lane else None
+    b.emit("elect.sync", RegPair(leader, pred), Imm(f"{membermask:#010x}"), ndefs=1, comment=comment)
+    return pred, leader

@@ -5,9 +5,9 @@ It sits below both `ptxgen.emit` (which lowers a GEMM to it) and `ptxgen.regallo
 virtual registers to physical ones), and knows nothing of GEMMs.
 """
 from .builder import Builder
-from .nodes import (REG_CLASSES, Addr, Comment, Function, Imm, Instr, Item, Label, Operand, Param, Sym, TensorRef,
-                    Vec, VReg, operand_regs)
+from .nodes import (REG_CLASSES, Addr, Comment, Function, Imm, Instr, Item, Label, Operand, Param, RegPair, Sym,
+                    TensorRef, Vec, VReg, operand_regs)
 from .render import render
 
 __all__ = ["REG_CLASSES", "Addr", "Builder", "Comment", "Function", "Imm", "Instr", "Item", "Label", "Operand",
-           "TensorRef", "Param", "Sym", "Vec", "VReg", "operand_regs", "render"]
+           "TensorRef", "Param", "RegPair", "Sym", "Vec", "VReg", "operand_regs", "render"]

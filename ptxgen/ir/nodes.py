@@ -75,7 +75,20 @@ class TensorRef:
     coords: tuple[Union[VReg, Imm], ...]
 
 
-Operand = Union[VReg, Imm, Sym, Addr, Vec, TensorRef]
+@dataclass(frozen=True, slots=True)
+class RegPair:
+    """A two-destination operand `d|p` (elect.sync's lane id and predicate, setp's pair of
+    predicates): each half a register, or None for PTX's sink `_`; at least one is a register."""
+
+    first: VReg | None
+    second: VReg | None
+
+    def __post_init__(self) -> None:
+        if self.first is None and self.second is None:
+            raise ValueError("a d|p pair needs at least one register (both `_` discards every result)")
+
+
+Operand = Union[VReg, Imm, Sym, Addr, Vec, TensorRef, RegPair]
 
 
 def operand_regs(op: Operand) -> Iterator[VReg]:
@@ -84,6 +97,8 @@ def operand_regs(op: Operand) -> Iterator[VReg]:
         yield op
     elif isinstance(op, Vec):
         yield from op.regs
+    elif isinstance(op, RegPair):
+        yield from (r for r in (op.first, op.second) if r is not None)
     elif isinstance(op, Addr) and isinstance(op.base, VReg):
         yield op.base
     elif isinstance(op, TensorRef):
@@ -110,7 +125,7 @@ class Instr:
     def defs(self) -> tuple[VReg, ...]:
         out: list[VReg] = []
         for o in self.operands[: self.ndefs]:
-            if isinstance(o, (VReg, Vec)):
+            if isinstance(o, (VReg, Vec, RegPair)):
                 out.extend(operand_regs(o))
         return tuple(out)
 

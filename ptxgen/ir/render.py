@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..schedule.targets import Target
-from .nodes import Addr, Comment, Function, Imm, Instr, Label, Operand, Sym, TensorRef, Vec, VReg
+from .nodes import Addr, Comment, Function, Imm, Instr, Label, Operand, RegPair, Sym, TensorRef, Vec, VReg
 
 INDENT = "    "
 BANNER_WIDTH = 78
@@ -13,6 +13,8 @@ def _operand(o: Operand, name) -> str:
         return name(o)
     if isinstance(o, Vec):
         return "{" + ", ".join(name(r) for r in o.regs) + "}"
+    if isinstance(o, RegPair):  # `d|p`, `_` for a discarded half
+        return "|".join("_" if r is None else name(r) for r in (o.first, o.second))
     if isinstance(o, Addr):
         base = name(o.base) if isinstance(o.base, VReg) else o.base.name
         return f"[{base}]" if o.offset == 0 else f"[{base}+{o.offset}]"

@@ -136,3 +136,23 @@ def test_gemm_like_kernel_is_tight():
     assert alloc.counts["f32"] == alloc.peak["f32"] == 128  # accumulators exactly, nothing wasted
     assert alloc.counts["b32"] >= alloc.peak["b32"]
 
+
+
+def test_both_halves_of_a_pair_destination_are_defined_and_get_registers_of_their_class():
+    """elect.sync `d|p` defines two registers of different classes in one operand: each half's
+    interval starts at the instruction, neither shares a register with a value live across it."""
+    from ptxgen.ir import RegPair
+    from ptxgen.ir.render import render_instr
+
+    live, lane, p = r(1), r(2), VReg("pred", 7)
+    elect = Instr("elect.sync", (RegPair(lane, p), Imm("0xffffffff")), 1)
+    items = [mov(live, Imm("3")), elect, Instr("st.b32", (Addr(live), lane), 0),
+             Instr("st.b32", (Addr(live), live), 0, p)]
+    alloc = allocate(items)
+    assert alloc.intervals[lane][0] == 1 and alloc.intervals[p] == (1, 3)
+    assert alloc.name(lane) != alloc.name(live) and alloc.name(p).startswith("%p")
+    assert render_instr(elect, alloc.name).strip() == f"elect.sync {alloc.name(lane)}|{alloc.name(p)}, 0xffffffff;"
+    sink = Instr("elect.sync", (RegPair(None, p), Imm("0xffffffff")), 1)
+    assert sink.defs() == (p,) and render_instr(sink, alloc.name).strip().startswith("elect.sync _|%p")
+    with pytest.raises(ValueError, match="at least one register"):
+        RegPair(None, None)

@@ -10,12 +10,18 @@ Each warpgroup owns `rows` = BM / consumers rows of the tile and walks BN in chu
     fence.proxy.async.shared::cta    the generic writes, before the async proxy reads them (mbarrier.md §9f)
     leader: cp.async.bulk.wait_group.read 0    store j-1 has read the other buffer, which chunk j+1 fills
     bar.sync 8, 128 x consumers      every writer's chunk (and the leaders' waits) before the stores
-    leader: TMA store of chunk j; commit_group; [beta] reload cfull[j % 2] with chunk j + 2
-and after the last chunk the leader waits (wait_group.read 0) and the consumers meet at the named
-barrier once more, so no store still reads shared memory when any consumer thread writes the
-staging again (the next tile's epilogue): the async proxy may read a store's source until the
-issuing thread's wait returns, and only a barrier after that wait orders the other threads' writes. TMA clips the boxes at M and N: no
-per-element guards, except on the bias / scale vector loads (which must not read past their ends).
+    [beta, warp-specialised] leader: arrive cfree[j % 2]   every thread has read C's box: the
+                                     producer's C loader may refill the buffer (epilogue_c_load.py)
+    leader: TMA store of chunk j; commit_group; [beta, not warp-specialised] reload cfull[j % 2]
+                                     with chunk j + 2 (the leader loaded chunks 0 and 1 first)
+When the CTA walks several tiles (persistent), the next tile's epilogue starts, before its first
+staging write, with the leader's wait (wait_group.read 0) and the named barrier once more, so no
+store still reads shared memory when any consumer thread writes the staging again: the async
+proxy may read a store's source until the issuing thread's wait returns, and only a barrier after
+that wait orders the other threads' writes. Waiting there, not at the end of each tile, lets the
+consumers start the next tile's first wgmma at once; before the consumers exit each leader waits
+once more (`drain`). TMA clips the boxes at M and N: no per-element guards, except on the bias /
+scale vector loads (which must not read past their ends).
 
 Where the buffers live (TmaEpilogueLayout): after the ring's barriers, or, without a persistent
 grid or warp specialisation, in the ring's own bytes (hopper.staging_fits_ring), which are idle
@@ -35,7 +41,7 @@ from ...ir import ops as ptx
 from ...ir.ops import B32, F32, S32, U32
 from ...emit.memory import bar_sync
 from ...schedule.geometry import align_up
-from .plan import EPILOGUE_BUFFERS, EXTRA_BARRIERS, MBARRIER_BYTES, SWIZZLE_ALIGN, EpilogueTile
+from .plan import C_FREE_BARRIERS, EPILOGUE_BUFFERS, EXTRA_BARRIERS, MBARRIER_BYTES, SWIZZLE_ALIGN, EpilogueTile
 from ...emit.epilogue.math import CVT_PACK
 from ...emit import mbarrier_isa as mb
 from . import tma_isa as tma
@@ -54,8 +60,9 @@ EPILOGUE_BARRIER = 8
 @dataclass(frozen=True)
 class TmaEpilogueLayout:
     """Byte offsets (from the 1024-aligned shared base) of the C-load mbarriers (two per consumer,
-    beta != 0 only) right after the ring's, then the store buffers, then the C-load buffers, each
-    consumer's EPILOGUE_BUFFERS consecutive and every buffer on the 1024-byte swizzle pattern."""
+    beta != 0 only) right after the ring's, then (`frees_c`: the producer loads C) the C-free
+    mbarriers (two per consumer), then the store buffers, then the C-load buffers, each consumer's
+    EPILOGUE_BUFFERS consecutive and every buffer on the 1024-byte swizzle pattern."""
 
     tile: EpilogueTile
     consumers: int
@@ -63,6 +70,18 @@ class TmaEpilogueLayout:
     barriers: int
     store: int
     in_ring: bool = False   # the buffers reuse the idle ring's bytes (hopper.staging_fits_ring)
+    frees_c: bool = False   # C-free barriers: the producer warpgroup loads C (epilogue_c_load.py)
+
+    @property
+    def free_barriers(self) -> int:
+        """The C-free barriers' offset, after the C-load ones."""
+        return self.barriers + MBARRIER_BYTES * EXTRA_BARRIERS * self.consumers
+
+    @property
+    def barrier_count(self) -> int:
+        if not self.loads_c:
+            return 0
+        return self.consumers * (EXTRA_BARRIERS + (C_FREE_BARRIERS if self.frees_c else 0))
 
     @property
     def per_consumer(self) -> int:
@@ -76,18 +95,19 @@ class TmaEpilogueLayout:
     def end(self) -> int:
         """Where the epilogue's shared memory ends (its C-load barriers, with the buffers in the ring)."""
         if self.in_ring:
-            return self.barriers + (MBARRIER_BYTES * EXTRA_BARRIERS * self.consumers if self.loads_c else 0)
+            return self.barriers + MBARRIER_BYTES * self.barrier_count
         return self.load + (self.consumers * self.per_consumer if self.loads_c else 0)
 
 
 def tma_epilogue_layout(tile: EpilogueTile, consumers: int, loads_c: bool, ring: "RingLayout",
-                        in_ring: bool = False) -> TmaEpilogueLayout:
+                        in_ring: bool = False, frees_c: bool = False) -> TmaEpilogueLayout:
     """The epilogue's shared memory after the ring's barriers; with `in_ring` its buffers start at
-    the ring's first stage (offset 0, 1024-aligned) instead."""
+    the ring's first stage (offset 0, 1024-aligned) instead. `frees_c`: the producer warpgroup
+    loads C (warp-specialised kernels), so each C buffer has a C-free barrier too."""
     barriers = ring.nbytes
-    n_bars = EXTRA_BARRIERS * consumers if loads_c else 0
-    store = 0 if in_ring else align_up(barriers + MBARRIER_BYTES * n_bars, SWIZZLE_ALIGN)
-    layout = TmaEpilogueLayout(tile, consumers, loads_c, barriers, store, in_ring)
+    layout = TmaEpilogueLayout(tile, consumers, loads_c, barriers, 0, in_ring, frees_c)
+    store = 0 if in_ring else align_up(barriers + MBARRIER_BYTES * layout.barrier_count, SWIZZLE_ALIGN)
+    layout = replace(layout, store=store)
     assert not in_ring or layout.load + (consumers * layout.per_consumer if loads_c else 0) <= ring.barriers
     return layout
 
@@ -106,6 +126,7 @@ class TileStaging:
     col_n0: VReg
     c_bars: VReg | None = None
     c_dst: VReg | None = None
+    c_free: VReg | None = None   # the warpgroup's C-free barriers (the producer loads C)
 
 
 class TmaStores(DirectStores):
@@ -125,21 +146,29 @@ class TmaStores(DirectStores):
         assert tile is not None, "the plan chose direct stores"
         self.tile = tile
         self.loads_c = self.e.beta != 0.0
+        #: warp-specialised: the producer warpgroup loads C ahead of the epilogue
+        #: (epilogue_c_load.py) and the consumers hand each C buffer back on its C-free barrier
+        self.producer_loads_c = self.loads_c and ctx.plan.warp_specialized
         self.layout = tma_epilogue_layout(tile, ctx.plan.consumers, self.loads_c, ctx.layout,
-                                          ctx.plan.smem.staging_in_ring > 0)
+                                          ctx.plan.smem.staging_in_ring > 0, ctx.plan.warp_specialized)
         #: the C buffers' phase parities, loop-carried across tiles (set to 0 by init_barriers)
         self.c_phase: tuple[VReg, ...] = ctx.b.regs("b32", 2) if self.loads_c else ()
         self.bar_threads = 128 * ctx.plan.consumers
+        #: the CTA runs this epilogue once per tile of a persistent walk: the staging is reused
+        self.several_tiles = bool(ctx.plan.warp_specialized and ctx.s.persistent)
 
     # -- setup ----------------------------------------------------------------------------------
     def init_barriers(self) -> None:
-        """Thread 0 initialises the C-load mbarriers (one arrival: the warpgroup leader's
-        expect_tx); the parity of each, loop-carried across tiles, starts at 0."""
+        """Thread 0 initialises the C-load mbarriers (one arrival: the expect_tx of the warpgroup
+        leader, or of the producer's C loader) and the C-free ones (one arrival: the warpgroup
+        leader's, once every consumer thread has read the buffer); the C-load parities, loop-carried
+        across tiles, start at 0."""
         if not self.loads_c:
             return
         lw, b = self.lw, self.b
-        n = EXTRA_BARRIERS * self.layout.consumers
-        b.comment(f"thread 0 initialises the {n} C-load barriers of the TMA epilogue (one arrival each)")
+        n = self.layout.barrier_count
+        b.comment(f"thread 0 initialises the {n} C-load{' and C-free' if self.producer_loads_c else ''} "
+                  "barriers of the TMA epilogue (one arrival each)")
         for i in range(n):
             mb.init(b, Addr(lw.smem, self.layout.barriers + MBARRIER_BYTES * i), 1, guard=lw.leader)
         for k, phase in enumerate(self.c_phase):
@@ -210,15 +239,38 @@ class TmaStores(DirectStores):
             c_dst = ptx.add(lw.b, U32, ptx.add(lw.b, U32, lw.smem, Imm(str(lay.load))), mine,
                            comment="this warpgroup's C buffers")
             st = replace(st, c_bars=c_bars, c_dst=c_dst)
-            b.comment("the warpgroup leader loads C's first boxes")
-            for j in range(min(2, tile.chunks)):
-                self.load_c(st, j)
+            if self.producer_loads_c:
+                c_free = ptx.add(lw.b, U32, lw.smem, Imm(str(lay.free_barriers)))
+                if lw.plan.consumers > 1:
+                    c_free = ptx.add(lw.b, U32, c_free, ptx.shl(lw.b, B32, ops.warpgroup, Imm("4")))
+                st = replace(st, c_free=c_free)
+            else:
+                b.comment("the warpgroup leader loads C's first boxes")
+                for j in range(min(2, tile.chunks)):
+                    self.load_c(st, j)
         for j in range(tile.chunks):
             self.chunk(acc, st, j)
-        tma.bulk_wait_group(b, 0, read_only=True, guard=st.wg_leader,
-                            comment="the last stores have read shared memory")
+
+    def wait_previous_tile(self, wg_leader: VReg) -> None:
+        """Before a tile's first staging write, when the CTA walks several tiles: the leader waits
+        for the previous tile's stores to have read the staging, then the consumers meet, so no
+        thread rewrites a buffer an earlier store may still read (the async proxy reads a store's
+        source until the issuing thread's wait returns; only a barrier after that wait orders the
+        other threads' writes). Waiting here rather than at the end of the previous tile lets
+        that tile's consumers go on to the next tile's first wgmma at once."""
+        b = self.b
+        tma.bulk_wait_group(b, 0, read_only=True, guard=wg_leader,
+                            comment="the previous tile's stores have read the staging")
         bar_sync(b, comment="after the leaders' waits: the staging may be written again", barrier=EPILOGUE_BARRIER,
                  threads=self.bar_threads)
+
+    def drain(self) -> None:
+        """Before the consumers exit: each warpgroup leader waits until its last stores have read
+        shared memory (the CTA's shared memory goes with its last thread)."""
+        lw, b = self.lw, self.b
+        th = ptx.and_(lw.b, B32, lw.tid, Imm("127"))
+        tma.bulk_wait_group(b, 0, read_only=True, guard=ptx.setp(lw.b, "eq", U32, th, Imm("0")),
+                            comment="the last stores have read shared memory before the CTA exits")
 
     def col0(self, st: TileStaging, j: int) -> VReg:
         """The first column of chunk j (TMA coordinate and vector index)."""
@@ -241,6 +293,8 @@ class TmaStores(DirectStores):
         lw, b, e, tile = self.lw, self.b, self.e, self.tile
         k = j % 2
         b.comment(f"chunk {j}: columns +{j * tile.cols}..+{(j + 1) * tile.cols - 1} through buffer {k}")
+        if j == 0 and self.several_tiles:
+            self.wait_previous_tile(st.wg_leader)
         q0, nq = j * tile.cols // 8, tile.cols // 8          # the chunk's 8-column accumulator blocks
         if self.loads_c:
             assert st.c_bars is not None
@@ -278,11 +332,14 @@ class TmaStores(DirectStores):
                                 comment=f"store {j - 1} has read buffer {1 - k}, which chunk {j + 1} fills")
         bar_sync(b, comment="the consumers' staged chunks are complete", barrier=EPILOGUE_BARRIER,
                  threads=self.bar_threads)
+        if st.c_free is not None:   # every thread's reads of C box j precede the barrier above
+            mb.arrive(b, Addr(st.c_free, MBARRIER_BYTES * k), guard=st.wg_leader,
+                      comment=f"C buffer {k} read by every thread: back to the producer")
         tma.store(b, lw.tmaps["C"], (self.col0(st, j), st.row0), Addr(st.store_base, k * tile.buffer_bytes),
                   guard=st.wg_leader,
                   comment=f"box {tile.rows}x{tile.cols} of C, clipped at M and N")
         tma.bulk_commit_group(b, guard=st.wg_leader, comment=f"chunk {j}'s store")
-        if self.loads_c and j + 2 < tile.chunks:
+        if st.c_free is None and self.loads_c and j + 2 < tile.chunks:
             self.load_c(st, j + 2)
 
     def rows_out(self, frag: tuple[VReg, ...], addrs: list[VReg], m: int, q0: int, nq: int, k: int, col_vec: dict,

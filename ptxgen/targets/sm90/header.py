@@ -27,7 +27,8 @@ def describe_sm90_stores(plan, g: Gemm) -> str:
         return "direct stores guarded by M and N"
     swz = f"{t.swizzle}B-swizzled" if t.swizzle else "unswizzled"
     how = "stmatrix" if g.out_bytes == 2 else "st.shared.v2.f32"
-    beta = "; C read by TMA loads on mbarriers" if g.epi.beta else ""
+    beta = ("; C loaded ahead by a producer thread's TMA, on mbarriers" if plan.warp_specialized
+            else "; C read by TMA loads on mbarriers") if g.epi.beta else ""
     return (f"{how} into {swz} {t.rows}x{t.cols} staging boxes ({t.chunks} per warpgroup tile, double-buffered), "
             f"TMA stores clipped at M and N{beta}")
 

@@ -119,7 +119,7 @@ class Sm90Pipeline:
         if plan.epilogue_tile is not None:
             assert not sm90_splitk.flag_bytes(s), "split-K stores directly (hopper.epilogue_path)"
             end = tma_epilogue_layout(plan.epilogue_tile, plan.consumers, g.epi.beta != 0.0, ring,
-                                      plan.smem.staging_in_ring > 0).end
+                                      plan.smem.staging_in_ring > 0, plan.warp_specialized).end
         return [SmemBuffer(RING_BUFFER, end + ALIGN_SLACK, SWIZZLE_ALIGN, 0, 0)]
 
     def setup(self) -> None:
@@ -144,6 +144,11 @@ class Sm90Pipeline:
     def epilogue(self, tile: Tile, ops: TmaOperands) -> TileStores:
         assert ops.tile is tile, "the operands are the tile's"
         return TileStores(self.stores, ops)
+
+    def drain(self) -> None:
+        """Before the consumers exit: the TMA-store epilogue's last stores have read shared memory."""
+        if isinstance(self.stores, TmaStores):
+            self.stores.drain()
 
     def partial_origin(self, row_elems: int) -> Expr:
         return self.partials.partial_origin(row_elems)
@@ -246,6 +251,7 @@ class Sm90Lowering(ScalarOps):
             assert ctx.z is not None
             split_k.reduce(acc, tile, ctx.z)
         pipeline.epilogue(tile, ops).emit(acc)
+        pipeline.drain()
         self.b.emit("ret")
         return self.b.function
 

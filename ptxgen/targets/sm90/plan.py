@@ -52,6 +52,15 @@ EPILOGUE_COLUMN_BYTES = 128
 EPILOGUE_BUFFERS = 2
 #: Barriers besides the full/empty ring: the C-load pair of the TMA epilogue, per consumer.
 EXTRA_BARRIERS = 2
+#: With warp specialisation the producer warpgroup loads C (epilogue_c_load.py): each C buffer
+#: also has a "free" barrier the consumers arrive on once they have read it, per consumer.
+C_FREE_BARRIERS = 2
+
+
+def epilogue_barriers(consumers: int, warp_specialized: bool) -> int:
+    """The TMA epilogue's mbarriers besides the ring's: C-load (and, warp-specialised, C-free)
+    pairs per consumer (reserved whether or not beta reads C)."""
+    return consumers * (EXTRA_BARRIERS + (C_FREE_BARRIERS if warp_specialized else 0))
 FP8_DTYPES = ("e4m3", "e5m2")
 
 
@@ -274,7 +283,7 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
     tile = epilogue_tile(rows, bn, out) if epilogue == "tma" and (bn * out) % TMA_STRIDE_ALIGN == 0 else None
     staging = consumers * EPILOGUE_BUFFERS * tile.buffer_bytes if tile is not None else 0
     c_staging = staging if g.epi.beta != 0.0 else 0
-    barriers = MBARRIER_BYTES * (2 * s.stages + EXTRA_BARRIERS * consumers)
+    barriers = MBARRIER_BYTES * (2 * s.stages + epilogue_barriers(consumers, bool(s.warp_specialized)))
     a_stage, b_stage = align_up(bm * bk * esize, SWIZZLE_ALIGN), align_up(bn * bk * esize, SWIZZLE_ALIGN)
     if staging and staging_fits_ring(s, staging + c_staging, s.stages * (a_stage + b_stage)):
         smem = SmemBudget(s.stages, a_stage, b_stage, 0, 0, barriers, staging_in_ring=staging + c_staging)

@@ -6,7 +6,7 @@ Roles. Warpgroups 0 .. consumers-1 are the consumers (warpgroup w owns rows w * 
 each tile, as without specialisation, so the descriptors and the epilogue are shared); the LAST
 warpgroup is the producer. Putting the producer last keeps `tid >> 7` the consumer index with no
 subtraction. The producer's warps `setmaxnreg.dec` to `producer_regs`, then every thread but one
-(lane 0 of its warp 0, the elected thread) exits; the consumers `setmaxnreg.inc` to `consumer_regs`.
+(the lane elect.sync picks in its warp 0) exits; the consumers `setmaxnreg.inc` to `consumer_regs`.
 
 The ring (mbarrier_ring.py: S stages, per stage a full and an empty barrier; each role keeps its
 own PipelineState, index and parity, and carries it from tile to tile):
@@ -19,6 +19,8 @@ own PipelineState, index and parity, and carries it from tile to tile):
                            barrier (init count 4 * consumers, one arrival per consumer warp)
 With one stage the consumers wait_group 0 and release the stage they just read. No bar.sync runs
 after the roles split, so a consumer's epilogue overlaps the producer's loads of its next tile.
+With beta != 0 and the TMA epilogue, an elected lane of the producer's warp 1 loads C's boxes for
+the epilogue on their own full/free barriers (epilogue_c_load.py), apart from the A/B producer.
 
 In a cluster with multicast (cluster.py) the empty barriers count the consumer warps of every CTA
 the producer's copies land in, each consumer warp releases a stage on all of those CTAs (lane j on
@@ -38,6 +40,8 @@ from ...emit import mbarrier_isa as mb
 from . import tma_isa as tma
 from . import wgmma_isa as wi
 from .cluster import ClusterRelease, ClusterRoles
+from .epilogue_c_load import emit_c_loader
+from .epilogue_tma import TmaStores
 from .persistent import TileWalk, zero_accumulators
 
 if TYPE_CHECKING:
@@ -120,8 +124,20 @@ class WarpSpecializedKernel:
         assert plan.producer_regs is not None
         mb.setmaxnreg(b, plan.producer_regs, increase=False,
                       comment="every warp of the warpgroup: registers go to the consumers")
-        elected = ptx.setp(ctx.b, "eq", U32, ctx.tid, Imm(str(128 * plan.consumers)))
-        b.emit("ret", guard=elected, negate=True, comment="only lane 0 of the producer's warp 0 issues copies")
+        c_loader = self.c_loader()
+        warps = 2 if c_loader else 1   # warp 0 issues A and B; warp 1 loads C (beta != 0)
+        first = 128 * plan.consumers
+        kept = ptx.setp(ctx.b, "lt", U32, ctx.tid, Imm(str(first + 32 * warps)))
+        b.emit("ret", guard=kept, negate=True,
+               comment=f"warps {warps}..3 of the producer exit")
+        # elect.sync rather than a tid test: ptxas then knows one lane issues, and does not wrap
+        # each UTMALDG in a loop electing the lanes one by one (warp_specialisation.md §9h)
+        elected, _ = mb.elect_sync(b, comment="one lane of warp 0 issues A and B, one of warp 1 loads C" if c_loader
+                                   else "one lane of the producer's warp 0 issues the copies")
+        b.emit("ret", guard=elected, negate=True, comment="the other lanes exit")
+        if c_loader:
+            loads_c = b.label("c_loader")
+            b.emit("bra", Sym(loads_c), guard=ptx.setp(ctx.b, "ge", U32, ctx.tid, Imm(str(first + 32))))
         for t in ctx.tmaps.values():
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
         position = ring.start(1, ("producer's ring position, carried across tiles",
@@ -145,6 +161,15 @@ class WarpSpecializedKernel:
         if remote:
             remote.sync_before_exit(aligned=False)   # one thread of its warp is left: not .aligned
         b.emit("ret")
+        if c_loader:
+            b.place(loads_c)
+            emit_c_loader(ctx, self.pipeline.stores)
+            b.emit("ret")   # its barriers are this CTA's: no cluster barrier needed before it exits
+
+    def c_loader(self) -> bool:
+        """Whether the producer warpgroup loads C for the epilogue (beta != 0, TMA epilogue)."""
+        stores = self.pipeline.stores
+        return isinstance(stores, TmaStores) and stores.producer_loads_c
 
     # -- the consumer warpgroups --------------------------------------------------------------
     def consumer(self, acc: list[tuple[VReg, ...]], kt_count: VReg, uniform: VReg) -> None:
@@ -210,5 +235,6 @@ class WarpSpecializedKernel:
             ring.consumer_release(prev, releaser, "release the tile's last stage")
         self.pipeline.epilogue(ops.tile, ops).emit(acc)
         walk.end(step)
+        self.pipeline.drain()
         if remote:
             remote.sync_before_exit(aligned=True)

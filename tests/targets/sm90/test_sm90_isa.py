@@ -334,7 +334,21 @@ def test_mbarrier_and_sync_spelling():
     assert texts[2].startswith("mbarrier.try_wait.parity.shared::cta.b64 %vpred_")
     assert texts[3].startswith("@!%vpred_") and texts[3].endswith("bra $L_wait_full;")
     assert texts[4:] == ["fence.proxy.async.shared::cta;", "setmaxnreg.inc.sync.aligned.u32 240;"]
-    assert mb.elect_sync_text("%p1") == "elect.sync _|%p1, 0xffffffff;"
+
+
+def test_elect_sync_renders_its_pair_destination_and_both_halves_are_defined():
+    """elect.sync's `d|p` is one operand with two destinations: the renderer spells `_` for a
+    discarded half and the allocator sees both halves defined (none read)."""
+    b = Builder("k", [])
+    p, none = mb.elect_sync(b)
+    q, lane = mb.elect_sync(b, 0x0000FFFF, lane=True)
+    assert none is None and lane is not None
+    first, second = b.function.instructions()
+    assert render_instr(first, str).strip() == f"elect.sync _|{p}, 0xffffffff;"
+    assert render_instr(second, str).strip() == f"elect.sync {lane}|{q}, 0x0000ffff;"
+    assert first.defs() == (p,) and second.defs() == (lane, q) and second.uses() == ()
+    with pytest.raises(ValueError, match="nonzero 32-bit"):
+        mb.elect_sync(b, 0)
 
 
 @pytest.mark.parametrize("call, match", [

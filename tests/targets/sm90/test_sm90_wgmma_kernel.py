@@ -180,8 +180,8 @@ def test_every_sync_and_cluster_wrapper_assembles():
     tma.bulk_commit_group(b)
     tma.bulk_wait_group(b, 0)
     tma.bulk_wait_group(b, 0, read_only=False)
-    b.comment("@@elect@@")
-    p, y = b.reg("pred"), b.reg("b32")
+    p, _ = mb.elect_sync(b)
+    y = b.reg("b32")
     b.emit("selp.u32", y, 1, 0, p, ndefs=1)
     b.emit("st.shared.u32", Addr(smem), y)
     b.emit("ret")
@@ -189,7 +189,6 @@ def test_every_sync_and_cluster_wrapper_assembles():
     text = text.replace("// @@multicast@@", tma.load_text(name(smem), name(tm), (name(x), name(x)), name(bar),
                                                          multicast_mask=name(mask)))
     text = text.replace("// @@store@@", tma.store_text(name(tm), (name(x), name(x)), name(smem)))
-    text = text.replace("// @@elect@@", mb.elect_sync_text(name(p)))
     r = assemble(text, "sm_90a", "k")
     assert r.resources.spill_store_bytes == 0
 

@@ -162,19 +162,44 @@ def test_missing_phase_flip_is_caught(role, kind):
     assert e.value.kind == kind, e.value
 
 
-def test_a_barrier_after_the_leaders_last_store_wait_is_needed_when_a_cta_walks_several_tiles():
-    """Issue 21: with one CTA walking 4 tiles, the next tile's staging writes must be ordered after
-    the leader's last cp.async.bulk.wait_group.read of the previous tile by a barrier after that
-    wait. The fixed kernel runs; without that barrier the simulator names the race (planted bug)."""
-    k = ptxgen.compile(tn(136, 72, 136), ws((128, 64, 64), 3, consumers=2, persistent=True, sms=1), arch=ARCH)
+SEVERAL_TILES = (tn(136, 72, 136), ws((128, 64, 64), 3, consumers=2, persistent=True, sms=1))   # 1 CTA, 4 tiles
+
+
+def test_the_store_wait_runs_before_the_staging_is_reused_not_at_the_end_of_each_tile():
+    """Issue 21: the leader's wait for the previous tile's stores (and the barrier after it) opens
+    the next tile's epilogue, after the main loop, so nothing sits between a tile's last store and
+    the next tile's first wgmma; the kernel still waits once before the consumers exit."""
+    k = ptxgen.compile(*SEVERAL_TILES, arch=ARCH)
     lines = k.ptx.split("\n")
-    last = max(i for i, line in enumerate(lines) if "cp.async.bulk.wait_group.read" in line)
-    assert "bar.sync" in lines[last + 1], "no barrier right after the leader's last wait_group.read"
+    reuse = next(i for i, line in enumerate(lines) if "previous tile's stores have read" in line)
+    assert "cp.async.bulk.wait_group.read 0" in lines[reuse] and "bar.sync 8, 256" in lines[reuse + 1]
+    assert lines.index(next(line for line in lines if "Epilogue:" in line)) < reuse
+    store = max(i for i, line in enumerate(lines) if "cp.async.bulk.tensor" in line and "global.shared" in line)
+    after = lines[store:next(i for i, line in enumerate(lines) if "consumer_tiles_done" in line and ":" in line)]
+    assert not any("wait_group.read" in line or "bar.sync" in line for line in after), "no wait at the tile's end"
+    drain = [i for i, line in enumerate(lines) if "before the CTA exits" in line]
+    assert len(drain) == 1 and "cp.async.bulk.wait_group.read 0" in lines[drain[0]]
+
+
+@pytest.mark.parametrize("planted", ["barrier", "wait"])
+def test_a_barrier_after_the_store_wait_is_needed_when_a_cta_walks_several_tiles(planted):
+    """Issue 21: with one CTA walking 4 tiles, the next tile's staging writes must be ordered after
+    the leader's cp.async.bulk.wait_group.read of the previous tile's stores by a barrier after
+    that wait. The fixed kernel runs; without that barrier, or without the wait, the simulator
+    names the race (planted bugs)."""
+    k = ptxgen.compile(*SEVERAL_TILES, arch=ARCH)
+    lines = k.ptx.split("\n")
+    wait = next(i for i, line in enumerate(lines) if "previous tile's stores have read" in line)
+    assert "bar.sync" in lines[wait + 1], "no barrier right after the leader's wait_group.read"
     assert _run(k.ptx, k).ok
-    bad = "\n".join(lines[:last + 1] + lines[last + 2:])
+    drop = wait + 1 if planted == "barrier" else wait
+    bad = "\n".join(lines[:drop] + lines[drop + 1:])
     with pytest.raises(sim.HazardError) as e:
         _run(bad, k)
-    assert e.value.kind == "race" and f"wait at line {last + 1}" in e.value.detail, e.value
+    if planted == "barrier":   # the wait returned, but nothing orders the other threads after it
+        assert e.value.kind == "race" and f"wait at line {wait + 1}" in e.value.detail, e.value
+    else:                      # the leader itself rewrites a buffer its store may still read
+        assert e.value.kind == "async-pending" and "st.shared writes shared byte" in str(e.value), e.value
 
 
 def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():

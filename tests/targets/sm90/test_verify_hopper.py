@@ -45,10 +45,11 @@ def test_issue_examples_are_complete_schedules_with_the_stated_defaults():
     assert (p.swizzle, p.wgmma, p.launch_regs, p.accumulator_regs, p.multicast, p.epilogue) == (
         128, (64, 256, 16), 168, 128, ("B",), "tma")
     assert (p.a_box.inner, p.a_box.outer, p.b_box.outer) == (64, 128, 256)
-    # 3 x (16 KiB A + 32 KiB B) + 2 consumers x 2 buffers x 64 rows x 128 B staging + 10 mbarriers
-    # (6 of the ring, 2 C-load ones per consumer) padded to the staging's 1024 B + 1 KiB alignment
+    # 3 x (16 KiB A + 32 KiB B) + 2 consumers x 2 buffers x 64 rows x 128 B staging + 14 mbarriers
+    # (6 of the ring; per consumer 2 C-load and 2 C-free ones, the producer loading C with beta)
+    # padded to the staging's 1024 B + 1 KiB alignment
     assert p.smem.total == 3 * (16384 + 32768) + 32768 + 1024 + 1024 <= SMEM_227K
-    assert (p.smem.barriers, p.smem.barrier_pad) == (80, 944)
+    assert (p.smem.barriers, p.smem.barrier_pad) == (112, 912)
 
 
 def test_hopper_defaults_follow_bm_and_specialisation():

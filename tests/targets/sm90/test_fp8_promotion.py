@@ -71,6 +71,14 @@ def test_header_and_info_name_the_accumulation():
     assert "fast_accum=True" in "\n".join(describe(fast))
 
 
+@pytest.mark.parametrize("dtype, out, acc", [("s8", "s32", "s32"), ("u8", "s8", "s32"), ("bf16", "bf16", "f32")])
+def test_header_and_info_name_the_accumulator_of_other_dtypes(dtype, out, acc):
+    """s8/u8 wgmma accumulates in s32, not f32 (the header said f32 for every non-fp8 kernel)."""
+    k = ptxgen.compile(Gemm(256, 256, 256, dtype=dtype, out_dtype=out), wg((128, 128, 64), consumers=2), arch=ARCH)
+    assert k.ptx.splitlines()[1].endswith(f"col-major), {acc} accumulation")
+    assert f"col-major, {acc} accumulation" in "\n".join(describe(k))
+
+
 # -- against numpy, every design that builds fp8 (K: a multiple of 16, TMA's 16-byte rows) --------
 @pytest.mark.parametrize("g, s", [
     (Gemm(200, 136, 336, dtype="e4m3", out_dtype="bf16"), wg((128, 64, 128), consumers=2, stages=3)),

@@ -48,7 +48,7 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
         raise ScheduleError("gemm.acc_dtype", g.acc_dtype,
                             f"f16 accumulation takes f16 inputs and gives f16 output, not {g.dtype} -> {g.out_dtype}",
                             "use dtype='f16', out_dtype='f16', or acc_dtype='f32'")
-    verify_fast_accum(g, s, arch)
+    verify_fast_accum(g)
     for name in ("alpha", "beta"):
         verify_f32_factor(f"epilogue.{name}", getattr(g.epi, name))
     target_rules = rules_for(s.instruction)
@@ -61,22 +61,18 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
                             "give the number of SMs (or a small multiple), or None for the device's")
 
 
-def verify_fast_accum(g: Gemm, s: Schedule | str, arch: str) -> None:
-    """fast_accum=True only where it changes the kernel: fp8 inputs on sm_90a's wgmma, whose
-    default promotes the wgmma's partial sums into a separate f32 accumulator (targets/sm90/
-    promotion.py). Everywhere else the flag would do nothing, which the project refuses. `s`: the
-    schedule, or the instruction the chooser picks among (before any candidate is tried)."""
-    instruction = s if isinstance(s, str) else s.instruction
-    if not g.fast_accum or (g.dtype in FP8_DTYPES and instruction == "wgmma" and arch == "sm_90a"):
+def verify_fast_accum(g: Gemm) -> None:
+    """fast_accum=True only where it changes the kernel: fp8 inputs, which sm_90a's wgmma (their
+    only path) promotes by default into a separate f32 accumulator (targets/sm90/promotion.py).
+    On other dtypes the flag would do nothing, which the project refuses."""
+    if not g.fast_accum or g.dtype in FP8_DTYPES:
+        # fp8 off sm_90a's wgmma is not multiplied at all: targets/sm90/verify.verify_target names
+        # that (and its fix) rather than the flag, which would take effect once fp8 runs there
         return
-    if g.dtype not in FP8_DTYPES:
-        raise ScheduleError("gemm.fast_accum", g.fast_accum, f"selects how fp8 (e4m3/e5m2) wgmma products are "
-                            f"accumulated; {g.dtype} GEMMs always accumulate at the accumulator's full precision, "
-                            "so it would change nothing", "drop fast_accum (it applies to fp8 inputs, dtype='e4m3' or "
-                            "dtype='e5m2', with arch='sm_90a' and instruction='wgmma')")
-    raise ScheduleError("gemm.fast_accum", g.fast_accum, f"instruction {instruction!r} on {arch} accumulates fp8 "
-                        "products in full f32 (no single-level fp8 wgmma accumulation to choose), so it would "
-                        "change nothing", "drop fast_accum, or use arch='sm_90a' with instruction='wgmma'")
+    raise ScheduleError("gemm.fast_accum", g.fast_accum, f"selects how fp8 (e4m3/e5m2) wgmma products are "
+                        f"accumulated; {g.dtype} GEMMs always accumulate at the accumulator's full precision, "
+                        "so it would change nothing", "drop fast_accum (it applies to fp8 inputs, dtype='e4m3' or "
+                        "dtype='e5m2', with arch='sm_90a' and instruction='wgmma')")
 
 
 def verify_f32_factor(field: str, v: int | float) -> None:

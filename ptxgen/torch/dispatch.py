@@ -77,7 +77,7 @@ def _compile(g: ptxgen.Gemm, arch: str, schedule: str | None) -> ptxgen.Kernel:
     if schedule is not None:
         return ptxgen.compile(g, schedule_from_text(schedule), arch)
     cls = (arch, g.dtype, g.out_dtype, g.a_layout, g.b_layout, g.alignment(), g.out_alignment(), g.epi,
-           g.bias_dtype, g.batch > 1, _bucket(g.m), _bucket(g.n), _bucket(g.k))
+           g.bias_dtype, g.fast_accum, g.batch > 1, _bucket(g.m), _bucket(g.n), _bucket(g.k))
     chosen = _class_schedules.get(cls)
     if chosen is not None:
         try:
@@ -126,8 +126,10 @@ def _address_alignment(a: torch.Tensor, b: torch.Tensor) -> int:
 
 
 def gemm_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, bias: Vector | None, activation: str | None,
-                 alpha: float, beta: float, scale: Vector | None) -> tuple[torch.Tensor, torch.Tensor, ptxgen.Gemm]:
-    """(A, B as used, the Gemm they make): layouts from strides, a copy only where neither covers."""
+                 alpha: float, beta: float, scale: Vector | None,
+                 fast_accum: bool = False) -> tuple[torch.Tensor, torch.Tensor, ptxgen.Gemm]:
+    """(A, B as used, the Gemm they make): layouts from strides, a copy only where neither covers.
+    fast_accum: the single-level fp8 kernel (scaled_mm's use_fast_accum; the default promotes)."""
     a, la = matrix_layout(a)
     b, lb = matrix_layout(b)
     batch = a.shape[0] if a.dim() == 3 else 1
@@ -139,7 +141,7 @@ def gemm_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, bias: Vecto
                           scale=scale.kind if scale else None)
     g = ptxgen.Gemm(m, n, k, dtype=input_dtype(a, "a"), out_dtype=output_dtype(out), a_layout=la.layout,
                     b_layout=lb.layout, lda=la.ld, ldb=lb.ld, epilogue=None if epi.is_identity else epi, batch=batch,
-                    bias_dtype=bias_dtype)
+                    bias_dtype=bias_dtype, fast_accum=fast_accum)
     limit = _address_alignment(a, b)
     if limit < g.alignment():  # narrower copies for operands whose addresses are less aligned
         g = replace(g, align=max(limit, a.element_size()))
@@ -172,9 +174,9 @@ def signature(a: torch.Tensor, b: torch.Tensor, *rest: Any) -> tuple:
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, bias: Vector | None, activation: str | None,
             alpha: float, beta: float, scale: Vector | None, schedule: str | None, arch: str | None,
-            fp8: bool) -> Prepared:
+            fp8: bool, fast_accum: bool = False) -> Prepared:
     """The kernel and copies for a call with checked arguments (compiling on a new problem)."""
-    a2, b2, g = gemm_problem(a, b, out, bias, activation, alpha, beta, scale)
+    a2, b2, g = gemm_problem(a, b, out, bias, activation, alpha, beta, scale, fast_accum)
     return Prepared(kernel_for(g, arch_for(a.device, fp8, arch), schedule), a2 is not a, b2 is not b)
 
 

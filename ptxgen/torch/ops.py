@@ -20,7 +20,7 @@ GEMM_SCHEMA = ("(Tensor a, Tensor b, ScalarType? out_dtype=None, Tensor? bias=No
                "str? arch=None) -> Tensor")
 LINEAR_SCHEMA = "(Tensor x, Tensor weight, Tensor? bias=None, str? activation=None) -> Tensor"
 SCALED_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType out_dtype, "
-                    "Tensor? bias=None) -> Tensor")
+                    "Tensor? bias=None, bool use_fast_accum=False) -> Tensor")
 
 
 # -- argument checks shared by the real and the fake implementations ---------------------------
@@ -88,12 +88,23 @@ def _epilogue_only(shape: list, out: torch.dtype, device, bias, bias_kind, activ
 def gemm_impl(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None, bias: torch.Tensor | None = None,
               activation: str | None = None, alpha: float = 1.0, beta: float = 0.0, c: torch.Tensor | None = None,
               scale: torch.Tensor | None = None, schedule: str | None = None, arch: str | None = None) -> torch.Tensor:
+    """`ptxgen::gemm` (its schema: no fast_accum, which only scaled_mm takes, as torch._scaled_mm)."""
+    return run_gemm(a, b, out_dtype, bias, activation, alpha, beta, c, scale, schedule, arch)
+
+
+def run_gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None, bias: torch.Tensor | None,
+             activation: str | None, alpha: float, beta: float, c: torch.Tensor | None, scale: torch.Tensor | None,
+             schedule: str | None, arch: str | None, fast_accum: bool = False) -> torch.Tensor:
+    """Check a call (once per signature), find its kernel, allocate C and run. fast_accum: the
+    single-level fp8 kernel (`Gemm.fast_accum`), part of the signature so a fast and a promoted
+    call never share a kernel."""
     if a.dim() == 3 and a.shape[0] == 1 and b.dim() == 3 and b.shape[0] == 1:  # a batch of one: a 2-D GEMM
         c2 = c[0] if c is not None and c.dim() == 3 else c
-        return gemm_impl(a[0], b[0], out_dtype, bias, activation, alpha, beta, c2, scale, schedule, arch).unsqueeze(0)
+        return run_gemm(a[0], b[0], out_dtype, bias, activation, alpha, beta, c2, scale, schedule, arch,
+                        fast_accum).unsqueeze(0)
     key = signature(a, b, out_dtype, None if bias is None else (bias.dtype, bias.shape, bias.stride()),
                     None if scale is None else (scale.dtype, scale.shape, scale.stride()), activation, alpha, beta,
-                    c is None, schedule, arch)
+                    c is None, schedule, arch, fast_accum)
     checked = signatures.get(key)
     if checked is None:  # the first call with this signature: check everything, find the kernel
         shape, out = check_gemm(a, b, out_dtype, activation)
@@ -109,7 +120,8 @@ def gemm_impl(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = 
             return _epilogue_only(shape, out, a.device, bias, bias_kind, activation, beta, c)
         vb, vs = _vector("bias", bias, bias_kind, out), _vector("scale", scale, scale_kind, out)
         checked = signatures[key] = (shape, out, bias_kind, scale_kind,
-                                     prepare(a, b, out, vb, activation, alpha, beta, vs, schedule, arch, a.dtype in FP8))
+                                     prepare(a, b, out, vb, activation, alpha, beta, vs, schedule, arch,
+                                             a.dtype in FP8, fast_accum))
     shape, out, bias_kind, scale_kind, prepared = checked
     result = a.new_empty(shape, dtype=out)  # PyTorch's allocator, A's device
     if beta != 0.0:
@@ -186,16 +198,17 @@ def check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias) -> str:
 
 
 def scaled_mm_impl(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-                   out_dtype: torch.dtype, bias: torch.Tensor | None = None) -> torch.Tensor:
+                   out_dtype: torch.dtype, bias: torch.Tensor | None = None,
+                   use_fast_accum: bool = False) -> torch.Tensor:
     kind = check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias)
     if kind == "col":  # one f32 vector over N: scale_a times scale_b (per tensor or per column)
         scale = (scale_b.reshape(-1) * scale_a.reshape(1)).expand(b.shape[1])
     else:  # over M: scale_a's rows times the per-tensor scale_b
         scale = (scale_a.reshape(-1) * scale_b.reshape(1)).reshape(-1, 1)
-    return gemm_impl(a, b, out_dtype, bias, None, 1.0, 0.0, None, scale.contiguous())
+    return run_gemm(a, b, out_dtype, bias, None, 1.0, 0.0, None, scale.contiguous(), None, None, use_fast_accum)
 
 
-def _scaled_mm_fake(a, b, scale_a, scale_b, out_dtype, bias=None):
+def _scaled_mm_fake(a, b, scale_a, scale_b, out_dtype, bias=None, use_fast_accum=False):
     check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias)
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype)
 
@@ -250,10 +263,14 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-              out_dtype: torch.dtype, bias: torch.Tensor | None = None) -> torch.Tensor:
+              out_dtype: torch.dtype, bias: torch.Tensor | None = None, use_fast_accum: bool = False) -> torch.Tensor:
     """(a * scale_a) @ (b * scale_b) + bias for fp8 a and b (`torch.ops.ptxgen.scaled_mm`), as
     torch._scaled_mm: f32 scales per tensor (one element), or per row of a ((M, 1)) or per column
-    of b ((1, N)) but not both. fp8 runs on sm_90a (Hopper) kernels only."""
+    of b ((1, N)) but not both. fp8 runs on sm_90a (Hopper) kernels only. use_fast_accum=False
+    (torch's default) promotes the wgmma's partial sums into a separate f32 accumulator every 128
+    of K; True runs the single-level kernel (`Gemm.fast_accum`: faster, less accurate at large K)."""
+    if not isinstance(use_fast_accum, bool):
+        raise TypeError(f"ptxgen.torch.scaled_mm: use_fast_accum must be True or False, got {use_fast_accum!r}")
     if eager_direct(a, b, scale_a, scale_b, bias):
-        return scaled_mm_impl(a, b, scale_a, scale_b, out_dtype, bias)
-    return scaled_mm_op(a, b, scale_a, scale_b, out_dtype, bias)
+        return scaled_mm_impl(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
+    return scaled_mm_op(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)

@@ -108,7 +108,7 @@ def rank(g: Gemm, arch: str) -> list[Ranked]:
     """Every legal candidate of `arch`'s backend, fastest predicted first (ties: the simpler one)."""
     device_model(arch)
     backend = default_backend(arch)
-    verify_fast_accum(g, backend.instructions[0], arch)   # a no-effect flag, named before any candidate
+    verify_fast_accum(g)   # a no-effect flag, named before any candidate
     return [Ranked(s, p) for s, p in backend.rank(g, arch)]
 
 

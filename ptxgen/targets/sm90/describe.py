@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...emit.describe import describe_epilogue
-from ...schedule.problem import FP8_DTYPES, instruction_name
+from ...schedule.problem import instruction_name
 from .header import describe_sm90_stores
 from .mainloop import ring_layout
 from .plan import ALIGN_SLACK, hopper_plan
@@ -37,7 +37,7 @@ def describe_hopper(k: Any) -> list[str]:
         f"kernel     {k.entry} ({k.arch})",
         f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
         f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, "
-        + (describe_accumulation(g, s) if g.dtype in FP8_DTYPES else f"{g.accumulator} accumulation"),
+        + describe_accumulation(g, s),
         f"schedule   block {s.bm}x{s.bn}x{s.bk}, {roles}, {plan.rows_per_consumer} rows each, "
         f"{instruction_name(g, 'wgmma', s.bn)} ({plan.wgmmas_per_k_tile} per warpgroup per k-tile), "
         f"stages {s.stages}, raster {s.raster}, {grid}, cluster {plan.cluster[0]}x{plan.cluster[1]}",

@@ -51,15 +51,15 @@ def promotions_per_k_tile(bk: int, interval: int) -> int:
 
 
 def describe_accumulation(g: Gemm, s: Schedule) -> str:
-    """How an fp8 kernel accumulates, for the PTX header and `ptxgen info` ("f32 accumulation"
-    for the other dtypes, as the header has always said)."""
+    """How a kernel accumulates, for the PTX header and `ptxgen info`: fp8 promoted or not, else
+    the accumulator's own type ("s32 accumulation" for s8/u8, whose wgmma accumulates in s32)."""
     interval = promotion_k(g, s)
     if interval is not None:
         return (f"f32 accumulation with fp8 promotion: wgmma accumulates {interval} of K into a temporary, added "
                 "into a separate f32 accumulator after each wait_group (fast_accum=False)")
     if g.dtype in FP8_DTYPES:
         return "single-level f32 accumulation in the fp8 wgmma (fast_accum=True: no promotion)"
-    return "f32 accumulation"
+    return f"{g.accumulator} accumulation"
 
 
 def promotion_clocks(g: Gemm, s: Schedule, plan: "HopperPlan", dev: "DeviceModel") -> tuple[float, float]:

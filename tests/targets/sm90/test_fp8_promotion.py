@@ -71,6 +71,14 @@ def test_header_and_info_name_the_accumulation():
     assert "fast_accum=True" in "\n".join(describe(fast))
 
 
+@pytest.mark.parametrize("dtype, out, acc", [("s8", "s32", "s32"), ("u8", "s8", "s32"), ("bf16", "bf16", "f32")])
+def test_header_and_info_name_the_accumulator_of_other_dtypes(dtype, out, acc):
+    """s8/u8 wgmma accumulates in s32, not f32 (the header said f32 for every non-fp8 kernel)."""
+    k = ptxgen.compile(Gemm(256, 256, 256, dtype=dtype, out_dtype=out), wg((128, 128, 64), consumers=2), arch=ARCH)
+    assert k.ptx.splitlines()[1].endswith(f"col-major), {acc} accumulation")
+    assert f"col-major, {acc} accumulation" in "\n".join(describe(k))
+
+
 # -- against numpy, every design that builds fp8 (K: a multiple of 16, TMA's 16-byte rows) --------
 @pytest.mark.parametrize("g, s", [
     (Gemm(200, 136, 336, dtype="e4m3", out_dtype="bf16"), wg((128, 64, 128), consumers=2, stages=3)),
@@ -100,14 +108,21 @@ def test_a_promoted_accumulator_that_cannot_fit_is_refused_with_the_fix():
     verify(g, wg((128, 192, 128), consumers=2), ARCH)                        # and so does the BN named
 
 
-@pytest.mark.parametrize("g, s, arch, words", [
-    (Gemm(256, 256, 256, dtype="f16", fast_accum=True), wg((128, 128, 64)), ARCH, "f16 GEMMs"),
-    (Gemm(256, 256, 256, dtype="e4m3", fast_accum=True), Schedule(block=(128, 128, 32)), "sm_90", "'m16n8k16'"),
-], ids=["not-fp8", "not-wgmma"])
-def test_fast_accum_where_it_changes_nothing_is_refused(g, s, arch, words):
+def test_fast_accum_where_it_changes_nothing_is_refused():
     with pytest.raises(ScheduleError) as e:
-        verify(g, s, arch)
-    assert e.value.field == "gemm.fast_accum" and words in str(e.value) and "drop fast_accum" in str(e.value)
+        verify(Gemm(256, 256, 256, dtype="f16", fast_accum=True), wg((128, 128, 64)), ARCH)
+    assert e.value.field == "gemm.fast_accum" and "f16 GEMMs" in str(e.value) and "drop fast_accum" in str(e.value)
+
+
+@pytest.mark.parametrize("s, arch", [(Schedule(block=(128, 128, 32)), "sm_90"), (None, "sm_89"),
+                                     (Schedule(block=(64, 64, 32)), ARCH)], ids=["sm_90", "sm_89-chooser", "mma-sync"])
+def test_fast_accum_fp8_off_wgmma_names_the_fp8_refusal_not_the_flag(s, arch):
+    """fp8 is not multiplied off sm_90a's wgmma at all: the error says so (and the fix), not that
+    the flag would change nothing (dropping it would only meet the fp8 refusal next)."""
+    g = Gemm(256, 256, 256, dtype="e4m3", fast_accum=True)
+    with pytest.raises(ScheduleError) as e:
+        verify(g, s, arch) if s is not None else ptxgen.compile(g, arch=arch)
+    assert e.value.field == "gemm.dtype" and "multiplied only by wgmma" in str(e.value)
 
 
 def test_fast_accum_must_be_a_bool():

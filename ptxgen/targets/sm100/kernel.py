@@ -29,7 +29,7 @@ from ...emit.scalar_ops import ScalarOps
 from ...emit.tiles import Tile, TileScheduler
 from ...ir import Addr, Builder, Function, Imm, Param, Sym, VReg
 from ...ir import ops as ptx
-from ...ir.ops import B32, B64, PRED, U32, U64
+from ...ir.ops import B32, B64, U32, U64
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT

@@ -85,11 +85,14 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
             _fail("schedule.block", s.block, f"{box.operand}'s TMA box has {box.outer} rows, over TMA's "
                   f"{TMA_BOX_MAX}", f"use BK <= {TMA_BOX_MAX} for MN-major operands")
     for name, ld in zip(("lda", "ldb"), g.leading_dims()[:2]):
-        if (ld * g.in_bytes) % TMA_STRIDE_ALIGN or g.alignment() < TMA_STRIDE_ALIGN:
-            _fail(f"gemm.{name}", ld, f"TMA reads rows whose byte stride and base are multiples of "
-                  f"{TMA_STRIDE_ALIGN} (got {ld * g.in_bytes} B rows, {g.alignment()}-byte alignment)",
-                  f"pad {name} to a multiple of {TMA_STRIDE_ALIGN // g.in_bytes} elements with 16-byte aligned "
-                  "pointers, or use arch='sm_80'")
+        if (ld * g.in_bytes) % TMA_STRIDE_ALIGN:
+            _fail(f"gemm.{name}", ld, f"TMA reads rows whose byte stride is a multiple of {TMA_STRIDE_ALIGN} "
+                  f"(got {ld * g.in_bytes} B rows)", f"pad {name} to a multiple of {TMA_STRIDE_ALIGN // g.in_bytes} "
+                  "elements, or use arch='sm_80' (any leading dimension)")
+    if g.alignment() < TMA_STRIDE_ALIGN:
+        _fail("gemm.align", g.align, f"TMA reads from {TMA_STRIDE_ALIGN}-byte aligned pointers (the operands are "
+              f"{g.alignment()}-byte aligned)", f"pass {TMA_STRIDE_ALIGN}-byte aligned A and B and state "
+              f"align={TMA_STRIDE_ALIGN} (or None), or use arch='sm_80'")
     if plan.acc_buffers * bn > TMEM_COLUMNS:
         _fail("schedule.block.BN", bn, f"{plan.acc_buffers} accumulator(s) of {bn} f32 columns exceed the "
               f"{TMEM_COLUMNS} columns of tensor memory", f"use BN <= {TMEM_COLUMNS // plan.acc_buffers}")

@@ -163,3 +163,35 @@ class Sm100Backend(Backend):
 
     def describe_schedule(self, s: Schedule) -> str:
         return describe_schedule(s)
+
+    def describe(self, kernel: Any) -> list[str] | None:
+        return describe_kernel(kernel)
+
+
+def describe_kernel(k: Any) -> list[str]:
+    """`ptxgen info`'s lines for a tcgen05 kernel: its roles, the TMA boxes, the ring, tensor memory."""
+    g, s = k.gemm, k.schedule
+    plan = sm100_plan(g, s)
+    bm, bn, mk = plan.mma
+    live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
+    maps = "; ".join(f"{m.param}: {m.operand} box {'x'.join(map(str, m.box))}, {m.swizzle} swizzle, "
+                     f"{'K' if m.k_major else 'MN'}-major" for m in k.tensor_maps)
+    barriers = plan.nbytes - plan.full
+    return [
+        f"kernel     {k.entry} ({k.arch})",
+        f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
+        f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, f32 accumulation in tensor memory",
+        f"schedule   block {bm}x{bn}x{s.bk}: warps 0..{EPILOGUE_WARPS - 1} epilogue, warp 4 TMA, warp 5 MMA "
+        f"({s.bk // mk} x tcgen05.mma.cta_group::1.kind::{plan.kind} M{bm} N{bn} K{mk} per k-tile), stages {s.stages}, "
+        f"raster {s.raster}, persistent (one CTA per SM walks the tiles)",
+        f"launch     grid {k.grid} x block {k.block} = {THREADS} threads/CTA, {k.smem_bytes} B dynamic shared memory",
+        f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier; the MMA warp releases a stage "
+        "with tcgen05.commit to its empty mbarrier",
+        f"tmem       {plan.acc_buffers} accumulator buffer(s) of {bn} f32 columns, {plan.tmem_columns} columns "
+        "allocated once per CTA; acc_full by tcgen05.commit, acc_empty by the 4 epilogue warps",
+        f"smem       {s.stages} stages x ({plan.a_stage} B of A + {plan.b_stage} B of B) + {barriers} B of mbarriers "
+        f"and the TMEM address + {WIDEST_ALIGNMENT} B to align the base to 1024 B = {plan.smem_bytes} B",
+        f"epilogue   {describe_epilogue(g)}; tcgen05.ld.32x32b, direct stores guarded by M and N",
+        f"registers  ptxgen peak live: {live}",
+        *(k.choice.lines() if k.choice is not None else []),
+    ]

@@ -124,3 +124,37 @@ def test_tmem_freed_before_the_epilogue_read_it_is_caught():
     with pytest.raises(sim.HazardError) as e:
         _run("\n".join(lines))
     assert e.value.kind == "async-pending" and "tcgen05.dealloc" in e.value.detail
+
+
+# -- a small property test over the built schedule space ----------------------------------------------
+from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
+
+from ptxgen.errors import ScheduleError  # noqa: E402
+from ptxgen.schedule.verify import verify  # noqa: E402
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.data())
+def test_tcgen05_schedules_match_numpy(data):
+    """Shapes with edges (M, N, K not multiples of the block; rows kept 16-byte aligned for TMA),
+    either major, f16/bf16/tf32 inputs, 1 to 4 stages, 1 to 3 persistent CTAs (so several tiles
+    each), row or grouped raster."""
+    dtype = data.draw(st.sampled_from(["f16", "bf16", "tf32"]), label="dtype")
+    esize = 4 if dtype == "tf32" else 2
+    step = 16 // esize
+    m, n, k = (step * data.draw(st.integers(2, 24), label=d) for d in "mnk")
+    majors = ("row", "col") if dtype == "tf32" else tuple(data.draw(st.sampled_from(["row", "col"]), label=x)
+                                                          for x in ("A", "B"))
+    g = Gemm(m, n, k, dtype=dtype, out_dtype=data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out"),
+             a_layout=majors[0], b_layout=majors[1])
+    bm = data.draw(st.sampled_from([64, 128]), label="BM")
+    bn = data.draw(st.sampled_from([16, 32, 64, 128] + ([40, 72] if bm == 64 else [48])), label="BN")
+    bk = data.draw(st.sampled_from([32, 64]), label="BK") // (esize // 2)
+    s = tc((bm, bn, bk), stages=data.draw(st.integers(1, 4), label="stages"),
+           sms=data.draw(st.integers(1, 3), label="sms"),
+           raster=data.draw(st.sampled_from(["row", "grouped"]), label="raster"), group_m=2)
+    try:
+        verify(g, s, ARCH)
+    except ScheduleError:
+        assume(False)
+    harness.check(g, s, ARCH, seed=m * n + k)

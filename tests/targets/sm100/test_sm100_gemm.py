@@ -113,6 +113,29 @@ def test_stage_refilled_before_its_mmas_committed_is_caught():
     assert e.value.kind == "async-pending" and "still in flight reads" in e.value.detail
 
 
+def test_accumulator_buffer_reused_before_the_epilogue_released_it_is_caught():
+    """The MMA warp skips its acc_empty wait: with four tiles per CTA and a 4-stage ring it laps the
+    epilogue, whose acc_full waits then miss a phase; the simulator reports the wait that can never
+    complete instead of hanging or passing."""
+    g, s = tn(512, 64, 32), tc((128, 64, 32), 4, sms=1)
+    k = ptxgen.compile(g, s, arch=ARCH)
+    with pytest.raises(sim.HazardError) as e:
+        harness.run(k, ptx=_skip_wait(k.ptx, "the epilogue has read this buffer's previous tile"))
+    assert e.value.kind in ("deadlock", "async-pending"), e.value
+
+
+def test_the_kernel_fences_every_tcgen05_operation_after_its_waits(monkeypatch):
+    """PTXGEN_SIM_TCGEN05_FENCES=strict: each mbarrier wait before an MMA or a TMEM load is
+    followed by tcgen05.fence::after_thread_sync (tcgen05.md §12j)."""
+    monkeypatch.setenv("PTXGEN_SIM_TCGEN05_FENCES", "strict")
+    harness.check(PLANT_G, PLANT_S, ARCH, seed=5)
+    k = _plant_kernel()
+    unfenced = "\n".join(line for line in k.ptx.split("\n") if "tcgen05.fence::after_thread_sync" not in line)
+    with pytest.raises(sim.HazardError) as e:
+        harness.run(k, ptx=unfenced)
+    assert e.value.kind == "missing-fence"
+
+
 def test_tmem_freed_before_the_epilogue_read_it_is_caught():
     """The MMA warp skips the teardown barrier: it frees TMEM while the epilogue still reads it."""
     ptx = _plant_kernel().ptx

@@ -21,7 +21,7 @@ from ...ir import Addr, Imm, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, B64, PRED, S32, S64, U32, U64
 from . import tcgen05_isa as tc
-from .plan import EPILOGUE_WARPS, LD_COLUMNS
+from .plan import EPILOGUE_WARPS, LD_COLUMNS, TEARDOWN_BARRIER
 
 if TYPE_CHECKING:
     from .kernel import Sm100Lowering
@@ -77,7 +77,7 @@ class TmemEpilogue(EpilogueMath):
         ptx.add(b, U32, i, Imm("1"), into=i)
         lw.next_tile(index, count, top, done)
         tc.fence_before_thread_sync(b)
-        bar_sync(b, barrier=1, threads=32 * (EPILOGUE_WARPS + 1), comment="every accumulator read: TMEM may be freed")
+        bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1), comment="every accumulator read: TMEM may be freed")
         b.emit("ret")
 
     def store_chunk(self, regs: tuple[VReg, ...], bn0: VReg, c0: int, row_ok: VReg, row_off: VReg,

@@ -37,14 +37,12 @@ from ..sm90 import tma_isa as tma
 from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offset_words
 from . import tcgen05_isa as tc
 from .epilogue import TmemEpilogue
-from .plan import EPILOGUE_WARPS, MMA_WARP, THREADS, TMA_WARP, Sm100Plan, sm100_plan
+from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
 
 SMEM_SYMBOL = "smem"
 TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
 SCALAR_PARAMS = [Param(".u64", "C"), Param(".u32", "M"), Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "ldc")]
 VECTOR_PARAMS = ("bias", "scale")
-#: Named barrier where the epilogue warps and the MMA warp meet before TMEM is freed.
-TEARDOWN_BARRIER = 1
 
 
 def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
@@ -274,7 +272,3 @@ class Sm100Lowering(ScalarOps):
 
 def lower_sm100(g: Gemm, s: Schedule, offset: int = 0) -> Function:
     return Sm100Lowering(g, s, offset).lower()
-
-
-def plan_of(g: Gemm, s: Schedule) -> Sm100Plan:
-    return sm100_plan(g, s)

@@ -30,6 +30,8 @@ EPILOGUE_WARPS = 4
 TMA_WARP = 4
 MMA_WARP = 5
 THREADS = 256
+#: Named barrier where the epilogue warps and the MMA warp meet before TMEM is freed.
+TEARDOWN_BARRIER = 1
 MBARRIER_BYTES = 8
 #: TMEM columns an epilogue warp reads with one tcgen05.ld.32x32b (one f32 per column and thread).
 LD_COLUMNS = 32

@@ -66,6 +66,23 @@ def test_default_schedule_compiles_and_assembles_without_spills(monkeypatch):
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
 
 
+@pytest.mark.parametrize("g, block", [
+    (Gemm(4096, 4096, 4096, dtype="bf16", out_dtype="bf16", a_layout="col", b_layout="row", epilogue=GELU),
+     (128, 256, 64)),
+    (tn(4096, 4096, 4096, "tf32"), (128, 128, 32)),
+    (tn(4096, 4096, 4096, "f16", "f16"), (64, 256, 64)),
+], ids=["mn-major-gelu", "tf32", "m64"])
+def test_ptxas_assembles_other_kernels_without_spills(g, block, monkeypatch):
+    from ptxgen.runtime import assemble as asm
+
+    if asm._ptxas_path() is None:
+        pytest.skip("ptxas is not on PATH: the assembly check needs it")
+    monkeypatch.setenv("PTXGEN_ASSEMBLER", "ptxas")
+    k = ptxgen.compile(g, tc(block, 4, sms=None), arch=ARCH)
+    r = asm.assemble(k.ptx, ARCH, k.entry)
+    assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
+
+
 # -- planted bugs ------------------------------------------------------------------------------------
 PLANT_G, PLANT_S = tn(130, 70, 72), tc((128, 64, 32), 2, sms=1)
 

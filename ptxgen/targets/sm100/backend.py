@@ -15,6 +15,7 @@ from ...schedule.cost import Prediction, time_bucket
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
+from ...schedule.verify import verify as verify_schedule
 from ..base import Backend
 from ..sm90.args import check_sm90_params, sm90_tensor_maps
 from ..sm90.pipeline import TensorMapSpec
@@ -140,11 +141,11 @@ class Sm100Backend(Backend):
         return predict_blackwell(g, s, arch)
 
     def register_need(self, g: Gemm, s: Schedule) -> int:
-        return 64  # the epilogue's LD_COLUMNS values and addresses; no register accumulators
+        # no register accumulators: the epilogue's LD_COLUMNS values, addresses and the epilogue math;
+        # ptxas -arch=sm_100a reports 54 to 80 for the kernels tests/targets/sm100 assemble
+        return 80
 
     def rank(self, g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
-        from ...schedule.verify import verify as verify_schedule
-
         ranked, first = [], None
         for s in candidates(g):
             try:

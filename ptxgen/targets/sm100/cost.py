@@ -25,7 +25,7 @@ def predict_blackwell(g: Gemm, s: Schedule, arch: str) -> Prediction:
     flops = 2 * g.m * g.n * g.k * g.batch
     computed = 2 * tiles * s.bm * s.bn * k
     return Prediction(time_s=time, efficiency=flops / (time * dev.peak_flops(g.dtype, instruction_share=False)),
-                      ctas=ctas, ctas_per_sm=1, limiter="persistent grid", registers=64,
+                      ctas=ctas, ctas_per_sm=1, limiter="persistent grid", registers=80,
                       waves=tiles / ctas,
                       edge_waste=1 - flops / computed if computed else 0.0, dram_bytes=dram_b, l2_bytes=0,
                       bound="tensor" if tensor >= dram else "dram",

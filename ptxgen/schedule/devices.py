@@ -88,8 +88,23 @@ RTX4090 = DeviceModel(
 H100_WGMMA = replace(H100, arch="sm_90a",
                      tensor_flops_per_clk_sm={**H100.tensor_flops_per_clk_sm, "e4m3": 8192, "e5m2": 8192})
 
+#: B200 (sm_100a, tcgen05). Sources: NVIDIA Blackwell architecture technical brief and the DGX/HGX
+#: B200 datasheet: 148 SMs, 2.25 PFLOPS dense FP16/BF16 per GPU (4.5 with sparsity), 1.1 PF TF32,
+#: 4.5 PF dense FP8, 8 TB/s HBM3e; 228 KB shared memory per SM (CUDA C++ Programming Guide,
+#: compute capability 10.0 table: 227 KB per block with the opt-in). The tensor rate per SM is taken
+#: as twice Hopper's (8192 flop/clk/SM for 16-bit inputs), which with 148 SMs gives the 2.25 PF at a
+#: 1.856 GHz clock (derived, not a published boost clock). Estimates (weak spots): the L2 size
+#: (126 MB, as commonly reported for the two-die part), its bandwidth (H100's bytes per clock per SM
+#: scaled to 148 SMs), and mma.sync's share (H100's 0.5; the full rate needs tcgen05).
+B200 = DeviceModel(
+    name="B200", arch="sm_100a", sms=148, clock_hz=1.856e9,
+    tensor_flops_per_clk_sm={"f16": 8192, "bf16": 8192, "tf32": 4096, "s8": 16384, "u8": 16384,
+                             "e4m3": 16384, "e5m2": 16384},
+    mma_sync_share=0.5, dram_bytes_per_s=8.0e12, l2_bytes=126 * 2**20, l2_bytes_per_clk=7017,
+    dram_latency_clk=1300)  # the same ~700 ns as the others' estimate, at 1856 MHz
+
 DEVICES: dict[str, DeviceModel] = {"sm_80": A100, "sm_86": A6000, "sm_89": RTX4090, "sm_90": H100,
-                                   "sm_90a": H100_WGMMA}
+                                   "sm_90a": H100_WGMMA, "sm_100a": B200}
 
 
 def device_model(arch: str) -> DeviceModel:

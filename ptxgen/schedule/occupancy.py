@@ -22,13 +22,16 @@ class SmLimits:
     shared_unit: int = 128
 
 
-#: sm_80: A100; sm_86: A10/RTX 3090; sm_89: L40/RTX 4090; sm_90/sm_90a: H100/H200.
+#: sm_80: A100; sm_86: A10/RTX 3090; sm_89: L40/RTX 4090; sm_90/sm_90a: H100/H200; sm_100a: B200.
 SM_LIMITS: dict[str, SmLimits] = {
     "sm_80": SmLimits(65536, 167936, 1024, 2048, 32),
     "sm_86": SmLimits(65536, 102400, 1024, 1536, 16),
     "sm_89": SmLimits(65536, 102400, 1024, 1536, 24),
     "sm_90": SmLimits(65536, 233472, 1024, 2048, 32),
     "sm_90a": SmLimits(65536, 233472, 1024, 2048, 32),  # the same H100/H200 SM
+    # B200: 228 KB shared per SM, 64K registers, 2048 threads, 32 CTAs (CUDA C++ Programming Guide,
+    # compute capability 10.0 in the "Technical Specifications per Compute Capability" table)
+    "sm_100a": SmLimits(65536, 233472, 1024, 2048, 32),
 }
 
 

@@ -14,7 +14,8 @@ from .swizzle import TMA_MODES
 #: (IREE's LLVMGPUMatmulTensorCore path, kept for ablation).
 #: "wgmma" is Hopper's warpgroup m64nNk(32 bytes) (sm_90a only; N = BN, so its entry holds the
 #: fixed M and the f16 K: `problem.instruction_shape` gives the real shape).
-INSTRUCTIONS = {"m16n8k16": (16, 8, 16), "wmma": (16, 16, 16), "wgmma": (64, 0, 16)}
+#: "tcgen05" is Blackwell's single-thread tcgen05.mma (sm_100a only): M = BM (64 or 128), N = BN.
+INSTRUCTIONS = {"m16n8k16": (16, 8, 16), "wmma": (16, 16, 16), "wgmma": (64, 0, 16), "tcgen05": (128, 0, 16)}
 SMEM_LAYOUTS = ("swizzle", "pad", "plain")
 RASTERS = ("row", "grouped")
 SPLIT_K_MODES = ("workspace", "atomic")
@@ -22,8 +23,9 @@ SPLIT_K_MODES = ("workspace", "atomic")
 DECOMPOSITIONS = ("tiles", "stream-k", "stream-k-pure")
 #: What `warps=None` and `smem_layout=None` become, per instruction (the CLI's defaults too): the
 #: layout each instruction reads fastest, and a warp grid that fits a 128x128 tile's registers.
-DEFAULT_WARPS = {"m16n8k16": (2, 2), "wmma": (2, 4), "wgmma": (4, 1)}  # wgmma: (4 * consumers, 1)
-DEFAULT_SMEM_LAYOUT = {"m16n8k16": "swizzle", "wmma": "pad", "wgmma": "swizzle"}
+DEFAULT_WARPS = {"m16n8k16": (2, 2), "wmma": (2, 4), "wgmma": (4, 1),  # wgmma: (4 * consumers, 1)
+                 "tcgen05": (4, 1)}  # tcgen05: the four epilogue warps, one per TMEM lane quarter
+DEFAULT_SMEM_LAYOUT = {"m16n8k16": "swizzle", "wmma": "pad", "wgmma": "swizzle", "tcgen05": "swizzle"}
 #: TMA / wgmma-descriptor swizzle widths in bytes, widest first (the swizzled `TMA_MODES`;
 #: docs/ptx_facts/tma.md "Swizzle modes").
 SWIZZLE_WIDTHS = tuple(mode.width for mode in reversed(TMA_MODES) if mode.bits)

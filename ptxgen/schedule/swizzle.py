@@ -125,6 +125,12 @@ class Swizzle:
         return _DESCRIPTOR_CODE[self.bits]
 
     @property
+    def umma_descriptor_code(self) -> int:
+        """The sm_100a (tcgen05) descriptor's bits 63-61 (docs/ptx_facts/tcgen05.md §12d): 0 none,
+        2 128B, 4 64B, 6 32B, i.e. twice the wgmma code (the field moved down one bit)."""
+        return 2 * self.descriptor_code
+
+    @property
     def tensor_map_enum(self) -> int:
         """CUtensorMapSwizzle (tma.md §9d′: NONE 0, 32B 1, 64B 2, 128B 3): B itself."""
         self._mode()

@@ -37,6 +37,9 @@ TARGETS: dict[str, Target] = {
     # The Hopper path (wgmma + TMA + mbarrier): 227 KB = 232 448 B per block with the opt-in.
     "sm_90a": Target("sm_90a", (8, 0), 227 * 1024, sms=132, wgmma=True, tma=True, setmaxnreg=True,
                      max_cluster=8),
+    # Blackwell B200 (tcgen05 + TMEM + TMA + mbarrier): tcgen05 needs .target sm_100a and PTX 8.6
+    # (docs/ptx_facts/tcgen05.md §12a); 227 KB per block with the opt-in of 228 KB per SM.
+    "sm_100a": Target("sm_100a", (8, 6), 227 * 1024, sms=148, tma=True, setmaxnreg=True),
 }
 
 #: The targets that lower `instruction="wgmma"` schedules (the Hopper pipeline).

@@ -29,6 +29,7 @@ import os
 
 import numpy as np
 
+from . import async_order
 from . import tcgen05_layouts as tl
 from . import tmem as tm
 from . import tmem_order
@@ -360,6 +361,10 @@ def _compile_commit(ins: Instr, ctx, mods: list):
                 for off in offs.tolist():
                     bar = barrier_at(peer, off, what)
                     phase = bar.phase
+                    if async_order.active(cta):  # the committing thread's arrival releases what it is ordered after
+                        one = np.zeros(cta.n, dtype=bool)
+                        one[tid] = True
+                        bar.arriving |= async_order.carried_by(cta, one)
                     arrive(bar, 1, what)
                     if bar.phase != phase:
                         peer.epoch += 1

@@ -12,11 +12,13 @@ from ..schedule.targets import TARGETS
 from .base import Backend
 from .sm80.backend import Sm80Backend
 from .sm90.backend import Sm90Backend
+from .sm100.backend import Sm100Backend
 
 #: Every backend, one line each; `backend_for` takes the one that lowers the instruction.
 BACKENDS: tuple[Backend, ...] = (
     Sm80Backend(),
     Sm90Backend(),
+    Sm100Backend(),
 )
 
 for _backend in BACKENDS:

@@ -150,6 +150,11 @@ def _cases() -> list[tuple[str, Gemm, Schedule, str]]:
         wg((128, 128, 128), warp_specialized=False, persistent=False), h)
     add("h_bf16_streamk_tf", Gemm(256, 256, 512, dtype="bf16", out_dtype="f32", epilogue=Epilogue(bias="col")),
         wg((128, 128, 64), decomposition="stream-k", sms=3), h)
+    b = "sm_100a"  # tcgen05 (targets/sm100): appended, so every earlier case keeps its name and digest
+    add("b_tcgen05_default", Gemm(512, 512, 256), Schedule(block=(128, 256, 64), instruction="tcgen05"), b)
+    add("b_tcgen05_edges_epi", Gemm(304, 152, 200, dtype="bf16", out_dtype="bf16", a_layout="col", b_layout="row",
+                                    epilogue=Epilogue(alpha=0.5, beta=1.0, bias="col", activation="relu")),
+        Schedule(block=(64, 64, 64), instruction="tcgen05", stages=4, raster="grouped", group_m=4), b)
     return out
 
 

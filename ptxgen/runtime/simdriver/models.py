@@ -65,11 +65,16 @@ MODELS = {
                         227 * 1024, 228 * 1024, 65536, 80 << 30, True, H100_GPC_SMS),
     "a100": DeviceModel("a100", "NVIDIA A100-SXM4-80GB (ptxgen simulated)", (8, 0), 108, 48 * 1024,
                         163 * 1024, 164 * 1024, 65536, 80 << 30, False),
+    # B200 (sm_100a kernels): 148 SMs, 228 KB shared memory per SM of which 227 KB per block with
+    # the opt-in, 64K registers per block (CUDA C++ Programming Guide, compute capability 10.0;
+    # schedule/devices.py `B200`), 180 GB HBM3e, thread-block clusters
+    "b200": DeviceModel("b200", "NVIDIA B200 (ptxgen simulated)", (10, 0), 148, 48 * 1024,
+                        227 * 1024, 228 * 1024, 65536, 180 << 30, True),
 }
 
 
 def chosen_model() -> DeviceModel:
-    """PTXGEN_SIM_DEVICE=h100 (default) or a100."""
+    """PTXGEN_SIM_DEVICE=h100 (default), a100 or b200."""
     raw = os.environ.get("PTXGEN_SIM_DEVICE", "h100").strip().lower() or "h100"
     if raw not in MODELS:
         raise ValueError(f"PTXGEN_SIM_DEVICE={raw!r} is not a simulated device: use one of "

@@ -42,7 +42,8 @@ def verify_target(g: Gemm, s: Schedule, arch: str) -> None:
     if s.hopper and not hopper_arch:
         raise ScheduleError("arch", arch, "instruction='wgmma' needs the architecture-specific Hopper target "
                             "sm_90a (.target sm_90a, PTX 8.0): plain sm_90 has no wgmma or setmaxnreg",
-                            f"use arch='sm_90a' on an H100/H200, or instruction='m16n8k16' for {arch}")
+                            f"use arch='sm_90a' on an H100/H200, or instruction="
+                            f"{'tcgen05' if arch == 'sm_100a' else 'm16n8k16'!r} for {arch}")
     if hopper_arch and not s.hopper:
         raise ScheduleError("schedule.instruction", s.instruction, f"{arch} is the Hopper wgmma pipeline; "
                             "mma.sync and wmma schedules are the sm_90 path",

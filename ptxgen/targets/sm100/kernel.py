@@ -1,0 +1,274 @@
+"""The sm_100a GEMM kernel: warp-specialised and persistent, tcgen05.mma into tensor memory, in
+the manner of CUTLASS's sm100 warp-specialised GEMM and the Gluon tcgen05 tutorials
+(docs/ptx_facts/tcgen05.md; mbarrier.md §9e, tma.md §9d).
+
+Roles (256 threads): warps 0..3 are the epilogue (warp w reads TMEM lanes 32w..32w+31, §12b),
+warp 4 the TMA producer (lane 0), warp 5 the MMA warp (lane 0 issues every tcgen05.mma and
+tcgen05.commit; the whole warp allocates and frees TMEM); warps 6 and 7 exit after the setup.
+Every role walks the same output tiles: CTA x takes x, x + %nctaid.x, ... (a static persistent
+grid of min(tiles, SMs) CTAs; the schedule's raster through the shared tile scheduler).
+
+Barriers: the ring's full[S] (the producer's expect_tx, completed by TMA) and empty[S] (one
+arrival: the MMA warp's `tcgen05.commit` once the MMAs reading the stage completed, the
+`Tcgen05Release` strategy of the shared ring); acc_full[2] (one arrival: a commit after a tile's
+last MMA) and acc_empty[2] (one arrival per epilogue warp once it has read the accumulator).
+With two accumulator buffers (2 * BN <= 512 columns) tile t's epilogue overlaps tile t+1's MMAs.
+
+TMEM is allocated once per CTA by the MMA warp (then relinquish_alloc_permit), its address passed
+through shared memory; after the last tile the epilogue warps and the MMA warp meet at named
+barrier 1 and the MMA warp frees it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...emit import mbarrier_isa as mb
+from ...emit.mbarrier_ring import MbarrierRing, PipelineState
+from ...emit.memory import bar_sync, ld_param
+from ...emit.scalar_ops import ScalarOps
+from ...emit.tiles import Tile, TileScheduler
+from ...ir import Addr, Builder, Function, Imm, Param, Sym, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, B64, U32, U64
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ...schedule.swizzle import WIDEST_ALIGNMENT
+from ..sm90 import tma_isa as tma
+from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offset_words
+from . import tcgen05_isa as tc
+from .epilogue import TmemEpilogue
+from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
+
+SMEM_SYMBOL = "smem"
+TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
+SCALAR_PARAMS = [Param(".u64", "C"), Param(".u32", "M"), Param(".u32", "N"), Param(".u32", "K"), Param(".u32", "ldc")]
+VECTOR_PARAMS = ("bias", "scale")
+
+
+def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
+    return tuple(f"{m}[128]" for m in TENSOR_MAP_PARAMS) + tuple(p.name for p in SCALAR_PARAMS)
+
+
+def kernel_params(g: Gemm) -> list[Param]:
+    return ([Param(".align 64 .b8", f"{m}[128]") for m in TENSOR_MAP_PARAMS] + list(SCALAR_PARAMS)
+            + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)])
+
+
+def entry_name(g: Gemm, s: Schedule) -> str:
+    bm, bn, bk = s.block
+    return f"ptxgen_gemm_sm100_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tcgen05"
+
+
+def descriptor_words(b: Builder, addr: VReg, tile: CanonicalTile) -> DescriptorWords:
+    """The sm100 shared-memory descriptor of `tile` at `addr` as two words (§12d): lo = start >> 4
+    | LBO >> 4 << 16; hi = SBO >> 4 | the fixed 0b001 at bits 48-46 | swizzle code << 61."""
+    hi = (tile.sbo >> 4) | 1 << 14 | tile.swizzle.umma_descriptor_code << 29
+    start, lo, high = b.reg("b32"), b.reg("b32"), b.reg("b32")
+    b.emit("bfe.u32", start, addr, 4, 14, ndefs=1, comment="descriptor start field: addr[17:4]")
+    b.emit("or.b32", lo, start, (tile.lbo >> 4) << 16, ndefs=1, comment=f"| LBO {tile.lbo} B")
+    b.emit("mov.u32", high, hi, ndefs=1, comment=f"SBO {tile.sbo} B, version 0b001, {tile.swizzle.name} swizzle")
+    return DescriptorWords(lo, high)
+
+
+@dataclass(frozen=True)
+class Tcgen05Release:
+    """The ring's stage release on sm_100a: `tcgen05.commit` to empty[index], one arrival once the
+    MMAs issued so far by the committing thread (which read the stage) have completed (§12j)."""
+
+    def release(self, ring: MbarrierRing, index: VReg, guard: VReg | None, comment: str) -> None:
+        tc.commit(ring.ops.b, ring.empty_barrier(index), guard=guard, comment=comment)
+
+
+class Sm100Lowering(ScalarOps):
+    """Builds one sm_100a kernel (module docstring): the constructor emits the setup every role
+    shares and keeps its registers; `lower` emits the roles. `EpilogueMath` reads b, g, s, ptr."""
+
+    def __init__(self, g: Gemm, s: Schedule, offset: int = 0):
+        self.g, self.s, self.plan = g, s, sm100_plan(g, s)
+        self.offset = offset
+        self.b = Builder(entry_name(g, s), kernel_params(g))
+        self.b.function.directives.append(f".maxntid {THREADS}, 1, 1")
+        self.b.function.shared.append((SMEM_SYMBOL, WIDEST_ALIGNMENT, None))
+        self.dims: dict[str, VReg] = {}
+        self.ptr: dict[str, VReg] = {}
+        b, plan = self.b, self.plan
+        b.banner("Setup: tensor maps, pointers, 1024-aligned shared ring, barriers, tensor memory")
+        self.tid = ptx.mov(b, U32, Sym("%tid.x"))
+        warp = ptx.shr(b, U32, self.tid, Imm("5"))
+        self.warp = b.reg("b32")
+        b.emit("shfl.sync.idx.b32", self.warp, warp, Imm("0"), Imm("31"), Imm("-1"), ndefs=1,
+               comment="warp index, warp-uniform for ptxas")
+        self.lane = ptx.and_(b, B32, self.tid, Imm("31"))
+        self.tmaps = {name: ptx.to_param(b, U64, ptx.mov(b, B64, Sym(param)), comment=f"generic address of {param} (by value)")
+                      for name, param in zip(("A", "B"), TENSOR_MAP_PARAMS)}
+        self.ptr.update({name: ptx.to_global(b, U64, ld_param(b, "b64", ".u64", name))
+                         for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n))})
+        for n in ("M", "N", "K", "ldc"):
+            self.dim(n)
+        window = ptx.mov(b, U32, Sym(SMEM_SYMBOL))
+        start = ptx.add(b, U32, window, Imm(str(self.offset + WIDEST_ALIGNMENT - 1)))
+        self.smem = ptx.and_(b, B32, start, Imm(str(-WIDEST_ALIGNMENT)),
+                             comment="ring base rounded up to 1024 B (swizzle pattern, descriptor base offset 0)")
+        full = ptx.add(b, U32, self.smem, Imm(str(plan.full)), comment="full barriers")
+        empty = ptx.add(b, U32, self.smem, Imm(str(plan.empty)), comment="empty barriers")
+        self.acc_full = ptx.add(b, U32, self.smem, Imm(str(plan.acc_full)), comment="accumulator-full barriers")
+        self.acc_empty = ptx.add(b, U32, self.smem, Imm(str(plan.acc_empty)), comment="accumulator-empty barriers")
+        slot = ptx.add(b, U32, self.smem, Imm(str(plan.tmem_slot)), comment="where tcgen05.alloc writes the TMEM address")
+        self.ring = MbarrierRing(self, plan.stages, full, empty, 1).with_release(Tcgen05Release())
+        leader = ptx.setp(b, "eq", U32, self.tid, Imm("0"))
+        b.comment(f"thread 0: acc_full[0..1] (1 arrival: the MMA warp's commit), acc_empty[0..1] ({EPILOGUE_WARPS} "
+                  f"arrivals: one per epilogue warp); the ring's {plan.stages} full (expect_tx) and empty "
+                  "(tcgen05.commit) barriers")
+        for buf in range(2):
+            mb.init(b, Addr(self.acc_full, 8 * buf), 1, guard=leader)
+            mb.init(b, Addr(self.acc_empty, 8 * buf), EPILOGUE_WARPS, guard=leader)
+        self.ring.init(leader)
+        self.is_mma = ptx.setp(b, "eq", U32, self.warp, Imm(str(MMA_WARP)))
+        allocated = b.label("tmem_allocated")
+        b.emit("bra", Sym(allocated), guard=self.is_mma, negate=True)
+        tc.alloc(b, Addr(slot), plan.tmem_columns,
+                 comment=f"the MMA warp: {plan.tmem_columns} TMEM columns ({plan.acc_buffers} accumulator(s) of {self.s.bn})")
+        tc.relinquish_alloc_permit(b, comment="this CTA allocates no more")
+        b.place(allocated)
+        tc.fence_before_thread_sync(b)
+        bar_sync(b, comment="barriers initialised and TMEM allocated before any role runs")
+        tc.fence_after_thread_sync(b)
+        self.tmem = ptx.load(b, "shared", U32, Addr(slot), comment="TMEM base address (lane 0, first column)")
+        self.kt_count = self.ceil_div(self.dim("K"), self.s.bk)
+
+    # -- the roles -----------------------------------------------------------------------------
+    def lower(self) -> Function:
+        """The role dispatch after the setup the constructor emitted, then each role's code."""
+        b = self.b
+        epilogue, producer, mma = b.label("epilogue_warps"), b.label("tma_warp"), b.label("mma_warp")
+        b.emit("bra", Sym(epilogue), guard=ptx.setp(b, "lt", U32, self.warp, Imm(str(EPILOGUE_WARPS))))
+        b.emit("bra", Sym(producer), guard=ptx.setp(b, "eq", U32, self.warp, Imm(str(TMA_WARP))))
+        b.emit("bra", Sym(mma), guard=self.is_mma)
+        b.emit("ret", comment="warps 6 and 7 have no role")
+        b.place(producer)
+        self.producer()
+        b.place(mma)
+        self.mma_warp()
+        b.place(epilogue)
+        TmemEpilogue(self).emit()
+        return b.function
+
+    # -- the tile walk -------------------------------------------------------------------------
+    def walk(self, role: str) -> tuple[VReg, VReg, str, str]:
+        """(tile index, tile count, loop top, exit): CTA x walks tiles x, x + %nctaid.x, ..."""
+        b = self.b
+        count = TileScheduler(self).tile_count()
+        index = ptx.mov(b, U32, Sym("%ctaid.x"), comment=f"{role}: first tile, then += %nctaid.x")
+        top, done = b.label(f"{role}_tile_loop"), b.label(f"{role}_tiles_done")
+        b.emit("bra", Sym(done), guard=ptx.setp(b, "ge", U32, index, count))
+        b.place(top)
+        return index, count, top, done
+
+    def next_tile(self, index: VReg, count: VReg, top: str, done: str) -> None:
+        b = self.b
+        ptx.add(b, U32, index, ptx.mov(b, U32, Sym("%nctaid.x")), into=index)
+        b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, index, count))
+        b.place(done)
+
+    def buffer(self, i: VReg) -> tuple[VReg, VReg]:
+        """(accumulator buffer, the parity of its use) of the CTA's i-th tile."""
+        b = self.b
+        if self.plan.acc_buffers == 1:
+            return ptx.mov(b, U32, Imm("0")), ptx.and_(b, B32, i, Imm("1"))
+        return ptx.and_(b, B32, i, Imm("1")), ptx.and_(b, B32, ptx.shr(b, U32, i, Imm("1")), Imm("1"))
+
+    # -- the TMA warp --------------------------------------------------------------------------
+    def producer(self) -> None:
+        b, plan, ring = self.b, self.plan, self.ring
+        b.banner(f"TMA warp: lane 0 fills the {plan.stages}-stage ring for every tile of the CTA")
+        b.emit("ret", guard=ptx.setp(b, "ne", U32, self.lane, Imm("0")), comment="only lane 0 issues copies")
+        for t in self.tmaps.values():
+            tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
+        position = ring.start(1, ("producer's ring position, carried across tiles",
+                                  "empty-barrier parity the producer waits for (starts 1)"))
+        index, count, top_tile, done = self.walk("producer")
+        tile = TileScheduler(self).tile(index)
+        kt = ptx.mov(b, U32, Imm("0"))
+        state = position.counting(kt)
+        top = b.label("producer_k_loop")
+        b.place(top)
+        ring.producer_acquire(state, comment="the MMAs reading this stage completed (their commit arrived)")
+        self.issue_stage(state, tile)
+        ring.advance(state)
+        b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, kt, self.kt_count))
+        self.next_tile(index, count, top_tile, done)
+        b.emit("ret")
+
+    def issue_stage(self, state: PipelineState, tile: Tile) -> None:
+        """Arm full[stage] for the stage's bytes and issue the A and B boxes of k-tile `state.count`
+        (before its advance); out-of-bounds parts are zero-filled and count towards the bytes."""
+        b, plan = self.b, self.plan
+        bar = self.ring.producer_commit(state.index, plan.stage_tx_bytes,
+                                        comment=f"expect {plan.stage_tx_bytes} B (A and B boxes, OOB fill included)")
+        base = ptx.add(b, U32, self.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes))))
+        assert state.count is not None
+        k0 = ptx.mul(b, U32, state.count, Imm(str(self.s.bk)))
+        for name, box, origin, offset in (("A", plan.a_box, tile.bm0, 0), ("B", plan.b_box, tile.bn0, plan.a_stage)):
+            assert box is not None and plan.swizzle is not None
+            for j in range(box.count):  # box j: the j-th swizzle-wide block of the contiguous extent
+                dst = ptx.add(b, U32, base, Imm(str(offset + j * box.outer * plan.swizzle)))
+                if box.k_major:
+                    inner, outer = (ptx.add(b, U32, k0, Imm(str(j * box.inner))) if j else k0), origin
+                else:
+                    inner, outer = (ptx.add(b, U32, origin, Imm(str(j * box.inner))) if j else origin), k0
+                tma.load(b, Addr(dst), self.tmaps[name], (inner, outer), bar,
+                         comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
+
+    # -- the MMA warp --------------------------------------------------------------------------
+    def mma_warp(self) -> None:
+        b, plan, ring, s = self.b, self.plan, self.ring, self.s
+        bm, bn, k = plan.mma
+        b.banner(f"MMA warp: lane 0 issues {s.bk // k} tcgen05.mma.kind::{plan.kind} (M{bm} N{bn} K{k}) per k-tile "
+                 "into the tile's accumulator buffer, commits each stage to its empty barrier and the tile to "
+                 "acc_full; the whole warp waits, allocates and frees")
+        elected = ptx.setp(b, "eq", U32, self.lane, Imm("0"))
+        assert plan.a_tile is not None and plan.b_tile is not None
+        desc_a = descriptor_words(b, self.smem, plan.a_tile)
+        desc_b = descriptor_words(b, ptx.add(b, U32, self.smem, Imm(str(plan.a_stage))), plan.b_tile)
+        idesc = ptx.mov(b, U32, Imm(str(plan.idesc)),
+                        comment=f"instruction descriptor {plan.idesc:#010x}: f32 D, M {bm}, N {bn}")
+        position = ring.start(0, ("MMA warp's ring position, carried across tiles",
+                                  "full-barrier parity the MMA warp waits for"))
+        i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
+        index, count, top_tile, done = self.walk("mma")
+        buf, use = self.buffer(i)
+        mb.wait_parity(b, Addr(ptx.add(b, U32, self.acc_empty, ptx.shl(b, B32, buf, Imm("3")))),
+                       ptx.xor(b, B32, use, Imm("1")), "wait_acc_empty",
+                       comment="the epilogue has read this buffer's previous tile (a fresh one passes)")
+        tc.fence_after_thread_sync(b)
+        d = ptx.add(b, U32, self.tmem, ptx.mul(b, U32, buf, Imm(str(bn))), comment="the buffer's first column")
+        kt = ptx.mov(b, U32, Imm("0"))
+        state = position.counting(kt)
+        top = b.label("mma_k_loop")
+        b.place(top)
+        ring.consumer_wait(state, comment="the stage's bytes landed")
+        tc.fence_after_thread_sync(b)
+        step = ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes // 16)))
+        a_words, b_words = offset_words(b, desc_a, step), offset_words(b, desc_b, step)
+        first = ptx.setp(b, "ne", U32, kt, Imm("0"), comment="accumulate after the tile's first k-tile")
+        for kk in range(0, s.bk, k):
+            da = join_words(b, offset_words(b, a_words, plan.a_tile.descriptor(0, 0, kk).start // 16))
+            db = join_words(b, offset_words(b, b_words, plan.b_tile.descriptor(0, 0, kk).start // 16))
+            tc.mma(b, plan.kind, Addr(d), da, db, idesc, first if kk == 0 else 1, guard=elected,
+                   comment=f"k+{kk}")
+        ring.consumer_release(state.index, elected, "the stage is free once these MMAs completed")
+        ring.advance(state)
+        b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, kt, self.kt_count))
+        tc.commit(b, Addr(ptx.add(b, U32, self.acc_full, ptx.shl(b, B32, buf, Imm("3")))), guard=elected,
+                  comment="the tile's accumulator is complete once every MMA so far completed")
+        ptx.add(b, U32, i, Imm("1"), into=i)
+        self.next_tile(index, count, top_tile, done)
+        bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1),
+                 comment="the epilogue warps have read every accumulator")
+        tc.fence_after_thread_sync(b)
+        tc.dealloc(b, self.tmem, plan.tmem_columns, comment="free the CTA's tensor memory")
+        b.emit("ret")
+
+
+def lower_sm100(g: Gemm, s: Schedule, offset: int = 0) -> Function:
+    return Sm100Lowering(g, s, offset).lower()

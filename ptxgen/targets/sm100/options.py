@@ -1,0 +1,39 @@
+"""The sm_100a schedule fields: what only a tcgen05 schedule sets, kept with the target that reads it.
+
+`Schedule(block=(128, 256, 64), instruction="tcgen05", cta_group=1)` routes `cta_group` here
+(docs/architecture.md, "A new target"); `s.cta_group` reads it back (None on other targets'
+schedules). None picks the default (`backend.fill_defaults`): 1.
+
+* `cta_group`: CTAs that share one tcgen05.mma (1, or 2 for a CTA pair, which is not built yet:
+  the verifier refuses it with the fix).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ...schedule.scalars import normalise
+from ...schedule.verify_types import integer
+
+
+@dataclass(frozen=True)
+class Sm100Options:
+    """The tcgen05-only fields of a `Schedule` (see the module docstring)."""
+
+    cta_group: int | None = None
+
+    def __post_init__(self) -> None:
+        normalise(self, tuple(f.name for f in fields(self)), ())
+
+    @property
+    def producer_warpgroups(self) -> int:
+        """1: the warpgroup after the four epilogue warps holds the TMA warp and the MMA warp
+        (its other two warps exit at once)."""
+        return 1
+
+    def verify_types(self) -> None:
+        """Raise ScheduleTypeError for a field of the wrong type."""
+        integer("schedule.cta_group", self.cta_group, optional=True, example=1)
+
+
+#: The fields only tcgen05 schedules use (None on every other schedule).
+BLACKWELL_FIELDS = tuple(f.name for f in fields(Sm100Options))

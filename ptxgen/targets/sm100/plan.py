@@ -1,0 +1,156 @@
+"""The derived numbers of a tcgen05 schedule: the MMA shape and kind, the operand tiles in shared
+memory and their TMA boxes, the ring's bytes, the tensor-memory columns and accumulator buffers.
+
+The verifier (verify.py) checks these against the sm_100a rules and the lowering (kernel.py)
+reads them, so both see the same numbers. Facts: docs/ptx_facts/tcgen05.md (§12b TMEM allocation,
+§12c MMA shapes, §12d descriptors), tma.md §9d (boxes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...schedule.problem import DTYPE_BYTES, Gemm
+from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
+from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
+from ..sm90.descriptors import CanonicalTile
+from ..sm90.plan import TmaBox, _box
+
+#: tcgen05.mma kinds by input dtype, and K per MMA (256 bits of K per row, §12c).
+KIND = {"f16": "f16", "bf16": "f16", "tf32": "tf32"}
+MMA_K = {"f16": 16, "bf16": 16, "tf32": 8}
+#: cta_group::1 M values and the N rule per M (§12c, ISA Table 39): N a multiple of 16 up to 256
+#: for M = 128, a multiple of 8 for M = 64.
+MMA_M = (64, 128)
+MMA_N_MAX = 256
+TMEM_COLUMNS = 512
+TMEM_LANES = 128
+#: Warps of the CTA: 0..3 the epilogue (warp w reads TMEM lanes 32w..32w+31, §12b), 4 the TMA
+#: producer, 5 the MMA issuer; 6 and 7 complete the second warpgroup and exit.
+EPILOGUE_WARPS = 4
+TMA_WARP = 4
+MMA_WARP = 5
+THREADS = 256
+#: Named barrier where the epilogue warps and the MMA warp meet before TMEM is freed.
+TEARDOWN_BARRIER = 1
+MBARRIER_BYTES = 8
+#: TMEM columns an epilogue warp reads with one tcgen05.ld.32x32b (one f32 per column and thread).
+LD_COLUMNS = 32
+#: Shared bytes past the ring's barriers: the 4-byte slot tcgen05.alloc writes the TMEM address to.
+TMEM_SLOT_BYTES = 16
+
+
+def mma_n_step(bm: int) -> int:
+    """N must be a multiple of this for an M = bm MMA (cta_group::1)."""
+    return 8 if bm == 64 else 16
+
+
+def pow2_columns(cols: int) -> int:
+    """The smallest legal tcgen05.alloc count (a power of two, 32..512) holding `cols` columns."""
+    n = 32
+    while n < cols:
+        n *= 2
+    return n
+
+
+def idesc(g: Gemm, bm: int, bn: int, a_mn_major: bool, b_mn_major: bool) -> int:
+    """The 32-bit instruction descriptor of kind::f16 / kind::tf32 (§12e): D f32 (bits 5-4 = 1),
+    A and B types (bits 9-7, 12-10: F16 0, BF16 1, TF32 2), transpose bits 15/16 for MN-major
+    operands, N >> 3 in bits 22-17, M >> 4 in bits 28-24."""
+    code = {"f16": 0, "bf16": 1, "tf32": 2}[g.dtype]
+    return (1 << 4 | code << 7 | code << 10 | int(a_mn_major) << 15 | int(b_mn_major) << 16
+            | (bn >> 3) << 17 | (bm >> 4) << 24)
+
+
+@dataclass(frozen=True)
+class Sm100Plan:
+    """A tcgen05 schedule's derived numbers (bytes from the 1024-aligned shared base)."""
+
+    mma: tuple[int, int, int]          # (M, N, K) of one tcgen05.mma
+    kind: str
+    swizzle: int | None                # bytes, None where no TMA swizzle fits (the verifier refuses)
+    a_box: TmaBox | None
+    b_box: TmaBox | None
+    a_tile: CanonicalTile | None
+    b_tile: CanonicalTile | None
+    a_stage: int                       # bytes of one stage of A, a multiple of 1024
+    b_stage: int
+    stages: int
+    acc_buffers: int                   # 2 when 2 * BN columns fit the 512 of TMEM, else 1
+    tmem_columns: int                  # what tcgen05.alloc asks for (a power of two)
+    stage_tx_bytes: int
+    idesc: int
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.a_stage + self.b_stage
+
+    @property
+    def full(self) -> int:
+        """Offset of full[0]; then empty[S], acc_full[2], acc_empty[2], the TMEM address slot."""
+        return self.stages * self.stage_bytes
+
+    @property
+    def empty(self) -> int:
+        return self.full + MBARRIER_BYTES * self.stages
+
+    @property
+    def acc_full(self) -> int:
+        return self.empty + MBARRIER_BYTES * self.stages
+
+    @property
+    def acc_empty(self) -> int:
+        return self.acc_full + MBARRIER_BYTES * 2
+
+    @property
+    def tmem_slot(self) -> int:
+        return self.acc_empty + MBARRIER_BYTES * 2
+
+    @property
+    def nbytes(self) -> int:
+        """Shared bytes from the aligned base (stages, barriers, slot)."""
+        return self.tmem_slot + TMEM_SLOT_BYTES
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory to request: `nbytes` plus slack to align the base to 1024 B."""
+        return self.nbytes + WIDEST_ALIGNMENT
+
+
+def _swizzle(extents: tuple[int, ...]) -> int | None:
+    return next((w for w in SWIZZLE_WIDTHS if all(e % w == 0 for e in extents)), None)
+
+
+def align_up(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
+    """The plan of a tcgen05 schedule whose fields have their types (verify_types ran)."""
+    bm, bn, bk = s.block
+    esize = DTYPE_BYTES[g.dtype]
+    a_k, b_k = g.a_layout == "row", g.b_layout == "col"
+    swizzle = _swizzle(((bk if a_k else bm) * esize, (bk if b_k else bn) * esize))
+    a_box = _box("A", a_k, bm, bk, esize, swizzle)
+    b_box = _box("B", b_k, bn, bk, esize, swizzle)
+    tiles: list[CanonicalTile | None] = [None, None]
+    if swizzle is not None and bm % 8 == 0 and bn % 8 == 0:
+        mode = Swizzle.of_width(swizzle)
+        try:
+            tiles = [CanonicalTile(bm, bk, esize, "K" if a_k else "MN", mode),
+                     CanonicalTile(bn, bk, esize, "K" if b_k else "MN", mode)]
+        except ValueError:
+            tiles = [None, None]
+    buffers = 2 if 2 * bn <= TMEM_COLUMNS else 1
+    return Sm100Plan(
+        mma=(bm, bn, MMA_K.get(g.dtype, 16)), kind=KIND.get(g.dtype, "f16"), swizzle=swizzle,
+        a_box=a_box, b_box=b_box, a_tile=tiles[0], b_tile=tiles[1],
+        a_stage=align_up(bm * bk * esize, WIDEST_ALIGNMENT), b_stage=align_up(bn * bk * esize, WIDEST_ALIGNMENT),
+        stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * bn),
+        stage_tx_bytes=(bm + bn) * bk * esize,
+        idesc=idesc(g, bm, bn, not a_k, not b_k) if g.dtype in KIND else 0)
+
+
+def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:
+    """One CTA per SM (`s.sms` if given), never more than the output tiles."""
+    tiles = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch
+    return max(1, min(s.sms or sms, tiles))

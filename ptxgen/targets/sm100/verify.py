@@ -1,0 +1,118 @@
+"""The sm_100a (tcgen05) rules of the verifier, and what the first lowering builds.
+
+`verify_pairing` runs for every schedule: tcgen05 and its field `cta_group` need sm_100a, and
+sm_100a lowers only tcgen05 schedules. `verify_blackwell` checks a tcgen05 schedule's plan
+(plan.py) against the ISA (docs/ptx_facts/tcgen05.md §12b-§12d) and TMA (tma.md §9d). Every rule
+raises ScheduleError naming the field, the rule and a fix; `check_built` raises LoweringNotBuilt
+for a legal schedule the lowering does not have yet.
+"""
+from __future__ import annotations
+
+from ...errors import LoweringNotBuilt, ScheduleError
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ...schedule.targets import target
+from ..sm90.plan import TMA_BOX_MAX, TMA_STRIDE_ALIGN
+from .options import BLACKWELL_FIELDS
+from .plan import KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
+
+ARCH = "sm_100a"
+#: Output dtypes the tcgen05 epilogue stores (from f32 accumulators).
+OUTPUTS = ("f32", "f16", "bf16")
+
+
+def verify_pairing(g: Gemm, s: Schedule, arch: str) -> None:
+    """tcgen05 needs sm_100a; sm_100a lowers only tcgen05; `cta_group` belongs to tcgen05."""
+    tcgen05 = s.instruction == "tcgen05"
+    if tcgen05 and arch != ARCH:
+        raise ScheduleError("arch", arch, "instruction='tcgen05' needs the architecture-specific Blackwell target "
+                            "sm_100a (.target sm_100a, PTX 8.6): no other target has tcgen05 or tensor memory",
+                            f"use arch='sm_100a' on a B200/GB200, or instruction='m16n8k16' for {arch}")
+    if arch == ARCH and not tcgen05:
+        raise ScheduleError("schedule.instruction", s.instruction, "sm_100a is the Blackwell tcgen05 pipeline; "
+                            "mma.sync, wmma and wgmma schedules are not lowered for it",
+                            "use instruction='tcgen05' for sm_100a, or arch='sm_80'/'sm_90a' for this schedule")
+    if not tcgen05:
+        for name in BLACKWELL_FIELDS:
+            if getattr(s, name) is not None:
+                raise ScheduleError(f"schedule.{name}", getattr(s, name), "applies to Blackwell schedules only "
+                                    f"(instruction='tcgen05', arch={ARCH!r})",
+                                    f"remove {name}, or use instruction='tcgen05' with arch={ARCH!r}")
+
+
+def _fail(field: str, value: object, rule: str, fix: str) -> None:
+    raise ScheduleError(field, value, rule, fix)
+
+
+def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
+    """Every sm_100a rule, in the order a user fixes them: the CTA group, the MMA shape and kind,
+    TMA, tensor memory, shared memory."""
+    bm, bn, bk = s.block
+    if s.cta_group not in (1, 2):
+        _fail("schedule.cta_group", s.cta_group, "a tcgen05.mma runs on 1 CTA or a CTA pair (2)",
+              "use cta_group=1 (None picks 1)")
+    if s.cta_group == 1 and bm not in MMA_M:
+        _fail("schedule.block.BM", bm, f"a cta_group::1 tcgen05.mma has M = {' or '.join(map(str, MMA_M))} "
+              "(ISA Table 39; one CTA's tensor memory has 128 lanes)",
+              f"use block=({128 if bm > 64 else 64}, {bn}, {bk})")
+    if g.dtype not in KIND:
+        _fail("gemm.dtype", g.dtype, f"the tcgen05 lowering takes {', '.join(KIND)} inputs "
+              "(kind::f16 and kind::tf32); fp8, int8 and the block-scaled kinds are not lowered yet",
+              "use dtype='f16', 'bf16' or 'tf32', or arch='sm_90a' with instruction='wgmma' for fp8/int8")
+    step = mma_n_step(bm)
+    if bn % step or not step <= bn <= MMA_N_MAX:
+        _fail("schedule.block.BN", bn, f"an M = {bm} tcgen05.mma has N a multiple of {step} from {step} to "
+              f"{MMA_N_MAX} (ISA Table 39)", f"use BN = {min(MMA_N_MAX, max(step, bn - bn % step))}")
+    k = MMA_K[g.dtype]
+    if bk % k:
+        _fail("schedule.block.BK", bk, f"one kind::{KIND[g.dtype]} tcgen05.mma covers K = {k} ({g.dtype}: 32 bytes "
+              "per row), and BK holds whole MMAs", f"use BK = {max(k, bk - bk % k)}")
+    if g.out_dtype not in OUTPUTS or g.acc_dtype != "f32":
+        _fail("gemm.out_dtype", g.out_dtype, "the tcgen05 epilogue reads f32 accumulators and stores f32, f16 or "
+              "bf16", "use out_dtype='f32', 'f16' or 'bf16' with acc_dtype='f32'")
+    if g.dtype == "tf32" and (g.a_layout != "row" or g.b_layout != "col"):
+        _fail("gemm.layout", f"{g.a_layout}/{g.b_layout}", "tf32 operands are K-major only (the MN-major "
+              "tf32 layout needs the 128B-with-32B-atomicity swizzle, not built)",
+              "pass A row-major and B column-major (a_layout='row', b_layout='col')")
+    plan = sm100_plan(g, s)
+    if plan.swizzle is None or plan.a_tile is None or plan.b_tile is None:
+        _fail("schedule.block", s.block, "each operand's contiguous extent (BK for a K-major operand, BM or BN "
+              "for an MN-major one) must be a multiple of a 32/64/128-byte TMA swizzle",
+              f"use BK a multiple of {128 // g.in_bytes} (and BM, BN multiples of 64 for MN-major operands)")
+    for box in (plan.a_box, plan.b_box):
+        assert box is not None
+        if box.outer > TMA_BOX_MAX:
+            _fail("schedule.block", s.block, f"{box.operand}'s TMA box has {box.outer} rows, over TMA's "
+                  f"{TMA_BOX_MAX}", f"use BK <= {TMA_BOX_MAX} for MN-major operands")
+    for name, ld in zip(("lda", "ldb"), g.leading_dims()[:2]):
+        if (ld * g.in_bytes) % TMA_STRIDE_ALIGN:
+            _fail(f"gemm.{name}", ld, f"TMA reads rows whose byte stride is a multiple of {TMA_STRIDE_ALIGN} "
+                  f"(got {ld * g.in_bytes} B rows)", f"pad {name} to a multiple of {TMA_STRIDE_ALIGN // g.in_bytes} "
+                  "elements, or use arch='sm_80' (any leading dimension)")
+    if g.alignment() < TMA_STRIDE_ALIGN:
+        _fail("gemm.align", g.align, f"TMA reads from {TMA_STRIDE_ALIGN}-byte aligned pointers (the operands are "
+              f"{g.alignment()}-byte aligned)", f"pass {TMA_STRIDE_ALIGN}-byte aligned A and B and state "
+              f"align={TMA_STRIDE_ALIGN} (or None), or use arch='sm_80'")
+    if plan.acc_buffers * bn > TMEM_COLUMNS:
+        _fail("schedule.block.BN", bn, f"{plan.acc_buffers} accumulator(s) of {bn} f32 columns exceed the "
+              f"{TMEM_COLUMNS} columns of tensor memory", f"use BN <= {TMEM_COLUMNS // plan.acc_buffers}")
+    limit = target(arch).smem_per_block
+    if s.stages < 1 or plan.smem_bytes > limit:
+        fit = max(0, (limit - plan.smem_bytes + s.stages * plan.stage_bytes) // (plan.stage_bytes + 16))
+        _fail("schedule.stages", s.stages, f"{s.stages} stages of {plan.stage_bytes} B (A {bm}x{bk} and B {bn}x{bk}) "
+              f"need {plan.smem_bytes} B of shared memory; sm_100a gives a block {limit} B (228 KB per SM)",
+              f"use stages={fit}" if fit >= 1 else "use a smaller block")
+
+
+def check_built(g: Gemm, s: Schedule, arch: str) -> None:
+    """What the first tcgen05 lowering does not have: CTA pairs, batches, split-K, Stream-K."""
+    fix = "use cta_group=1, one matrix, split_k=1 and decomposition='tiles' (built)"
+    if s.cta_group == 2:
+        raise LoweringNotBuilt("schedule.cta_group", 2, "CTA-pair (cta_group::2) tcgen05.mma is not built yet "
+                               "in the sm_100a lowering", "use cta_group=1 with block BM <= 128")
+    for field, value, bad in (("gemm.batch", g.batch, g.batch > 1), ("schedule.split_k", s.split_k, s.split_k > 1),
+                              ("schedule.decomposition", s.decomposition, s.stream_k),
+                              ("schedule.epilogue_via_smem", s.epilogue_via_smem, s.epilogue_via_smem is True)):
+        if bad:
+            raise LoweringNotBuilt(field, value, "not built yet in the sm_100a lowering (it stores C directly "
+                                   "from one persistent tile walk)", fix + ", epilogue_via_smem=None")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 import threading
+from contextlib import contextmanager
 from dataclasses import replace
+from typing import Iterator
 
 import numpy as np
 
@@ -247,6 +249,18 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
 #: Whether this thread is checking a fix now: the rules a candidate fix breaks then skip their
 #: own search for a fix (the candidate is just refused), so checking a fix never recurses.
 _fix_check = threading.local()
+
+
+@contextmanager
+def without_fix_search() -> Iterator[None]:
+    """Refusals inside give only their general advice, searching no setting to suggest: for
+    callers that try many schedules and drop the refused ones unread (the chooser's candidates)."""
+    before = getattr(_fix_check, "active", False)
+    _fix_check.active = True
+    try:
+        yield
+    finally:
+        _fix_check.active = before
 
 
 def _accepted(g: Gemm, s: Schedule, arch: str) -> bool:

@@ -32,6 +32,9 @@ TIMED_RUNS = 2
 #: How much slower than the constant-pace guess (`estimate_seconds(calibrate=False)`) a simulation
 #: may run (an sm_90a wgmma step: over 10x): callers skip the warm-up when the guess times this is short.
 ROUGH_ESTIMATE_SLACK = 20
+#: A progress bar's first ETA is calibrated by a warm-up only when the constant pace's guess is
+#: longer than this: a shorter run is mostly done before the bar shows (after 2 s) anyway.
+WARM_UP_WORTH_S = 1.0
 CALIBRATED = "calibrated by a warm-up run on this machine"
 _LABEL = re.compile(r"^\s*(\$?[A-Za-z_][\w$]*):")
 _BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$?[A-Za-z_][\w$]*)\s*;")
@@ -392,7 +395,9 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         c[covered(kernel, ctas)] = 0  # the rest stays poisoned and stray writes still show
     total = kernel.grid[0] * kernel.grid[1] * kernel.grid[2] if ctas is None else len(ctas)
     shows_bar = progress is True or (progress is None and getattr(sys.stderr, "isatty", lambda: False)())
-    estimate = estimate_seconds(kernel, ctas) if shows_bar else None  # only a bar shows it: no warm-up else
+    rough = estimate_seconds(kernel, ctas, calibrate=False) if shows_bar else None  # only a bar shows it
+    # the warm-up (about a second) only where the run is long enough to pay for it
+    estimate = estimate_seconds(kernel, ctas) if rough is not None and rough > WARM_UP_WORTH_S else rough
     if estimate is not None and spread_over.processes > 1:  # the bar's ETA before the first CTA is done
         estimate /= min(spread_over.processes, total)
     on_done, bar = progress_callback(progress, total, estimate)

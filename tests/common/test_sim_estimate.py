@@ -95,3 +95,21 @@ def test_warm_up_twins_are_one_tile_with_few_k_tiles_and_stream_k_on_one_cta():
     assert (g.m, g.n, g.k, g.batch) == (128, 64, 32 * 6 * 2, 1)
     sk = Schedule(block=(64, 64, 32), decomposition="stream-k")
     assert simulate.warm_up_schedule(sk).sms == 1 and simulate.warm_up_schedule(s) is s
+
+
+def test_no_warm_up_where_no_bar_shows_or_the_run_is_short(monkeypatch, capsys):
+    """A warm-up costs about a second: none for progress=False, a callback, a non-terminal
+    stderr, or a bar over a run the constant pace already puts under WARM_UP_WORTH_S."""
+    calls = []
+    monkeypatch.setattr(simulate, "measure_pace", lambda twins: calls.append(twins) or simulate.SimPace(1, 1, "x"))
+    monkeypatch.setattr(simulate, "_PACES", {})
+    g = Gemm(64, 64, 64)
+    k = ptxgen.compile(g, Schedule(block=(64, 64, 32)))
+    a, b = random_operands(g)
+    for progress in (False, None, lambda done, total: None, True):
+        run_simulation(k, a, b, progress=progress)
+    assert estimate_seconds(k, calibrate=False) < simulate.WARM_UP_WORTH_S and calls == []
+    monkeypatch.setattr(simulate, "WARM_UP_WORTH_S", 0.0)
+    run_simulation(k, a, b, progress=True)
+    assert len(calls) == 1
+    capsys.readouterr()

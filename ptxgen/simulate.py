@@ -25,10 +25,10 @@ WHOLE_GRID_CTAS = 16
 #: an idle x86 core; an sm_90a wgmma step costs several times that (`simulator_pace` measures it).
 SECONDS_PER_CTA_STEP = 1.5e-4
 #: k-tiles per split of the two warm-up problems: their difference is the main loop's pace.
-WARM_UP_K_TILES = (2, 6)
-#: Timed runs of each warm-up twin (interleaved; the fastest counts): a short run on a shared
-#: machine is easily slowed by a burst of other work.
-TIMED_RUNS = 2
+WARM_UP_K_TILES = (2, 8)
+#: Timed runs of each warm-up twin (interleaved; the median counts): a short run on a shared
+#: machine is easily slowed by a burst of other work, and the run it estimates meets the same load.
+TIMED_RUNS = 3
 #: How much slower than the constant-pace guess (`estimate_seconds(calibrate=False)`) a simulation
 #: may run (an sm_90a wgmma step: over 10x): callers skip the warm-up when the guess times this is short.
 ROUGH_ESTIMATE_SLACK = 20
@@ -277,8 +277,9 @@ def simulator_pace(kernel: Kernel) -> SimPace:
 
 def measure_pace(twins: list[Kernel]) -> SimPace:
     """Time TIMED_RUNS whole-grid simulations of each twin (after an untimed run of the first that
-    fills the simulator's caches), keep each one's fastest, and solve time = other steps x other pace + loop steps x loop pace;
-    one pace for both where timing noise makes the solution meaningless (a pace <= 0)."""
+    fills the simulator's caches), keep each one's median, and solve time = other steps x other
+    pace + loop steps x loop pace; one pace for both where timing noise makes the solution
+    meaningless (a pace <= 0)."""
     from .check import random_epilogue_operands, random_operands, random_scale
 
     def seconds(kernel: Kernel) -> float:
@@ -291,7 +292,7 @@ def measure_pace(twins: list[Kernel]) -> SimPace:
     seconds(twins[0])
     (o1, l1), (o2, l2) = (cta_steps(t) for t in twins)  # parses each PTX before its timed run
     runs = [(seconds(twins[0]), seconds(twins[1])) for _ in range(TIMED_RUNS)]
-    t1, t2 = min(r[0] for r in runs), min(r[1] for r in runs)  # the least disturbed by other load
+    t1, t2 = (sorted(r[i] for r in runs)[len(runs) // 2] for i in (0, 1))  # medians: a burst of load moves none
     det = o1 * l2 - o2 * l1
     other, loop = ((t1 * l2 - t2 * l1) / det, (o1 * t2 - o2 * t1) / det) if det else (0.0, 0.0)
     if other <= 0 or loop <= 0:

@@ -3,6 +3,7 @@ render, each reading the earlier stages' outputs; the Kernel keeps them all (`Ke
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable
 
 from .ir.render import render
@@ -107,4 +108,5 @@ def compile(gemm: Gemm, schedule: Schedule, arch: str = "sm_80") -> Kernel:  # n
     assert tuple(p.name for p in fn.params)[:len(names)] == names
     return Kernel(gemm=gemm, schedule=schedule, arch=arch, ptx=cx["render"], entry=fn.name, grid=launch.grid,
                   block=launch.block, smem_bytes=launch.smem_bytes, function=fn, allocation=cx["allocate"],
-                  smem_plan=cx["plan_shared"], stages=dict(cx.outputs))
+                  smem_plan=cx["plan_shared"], stages=dict(cx.outputs),
+                  recompile=partial(compile, arch=arch))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .schedule.problem import Gemm
 from .schedule.schedule import Schedule
@@ -58,6 +58,10 @@ class Kernel:
     #: Why this schedule, when `compile` chose it (no schedule given): the predicted time, waves,
     #: occupancy limiter and runners-up (`Choice.lines()`); None for a schedule the caller gave.
     choice: "Choice | None" = field(default=None, repr=False)
+    #: `compile(gemm, schedule)` for this kernel's arch (`compile` gives it): the simulator's warm-up
+    #: runs time small twins of this kernel (`simulate.simulator_pace`) without importing the
+    #: compiler; None for a Kernel built by hand (estimates then use a constant pace).
+    recompile: "Callable[[Gemm, Schedule], Kernel] | None" = field(default=None, repr=False, compare=False)
 
     @property
     def backend(self) -> Backend:

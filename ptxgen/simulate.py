@@ -1,8 +1,12 @@
 """Run a compiled Kernel on ptxgen's CPU simulator (`ptxgen.sim`) with logical operands."""
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import TYPE_CHECKING, Any
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -11,14 +15,27 @@ from .scaleout.progress import ProgressArg, progress_callback
 
 if TYPE_CHECKING:
     from .kernel import Kernel
+    from .schedule.problem import Gemm
     from .runtime.operands import OperandView
 
 #: Grids up to this many CTAs are simulated whole by default in `ptxgen run`.
 WHOLE_GRID_CTAS = 16
-#: Seconds the simulator takes per instruction a CTA issues (all its threads in lock step):
-#: 140-170 us of CPU time for 128-thread GEMM CTAs on an idle x86 core (a busy machine is slower;
-#: the progress bar's ETA follows the measured pace once a CTA is done).
+#: Fallback seconds per step (`cta_steps`), used only when no warm-up run can be made (a Kernel not
+#: made by `compile`, a warm-up that failed): 140-170 us of CPU time for 128-thread sm_80 GEMM CTAs on
+#: an idle x86 core; an sm_90a wgmma step costs several times that (`simulator_pace` measures it).
 SECONDS_PER_CTA_STEP = 1.5e-4
+#: k-tiles per split of the two warm-up problems: their difference is the main loop's pace.
+WARM_UP_K_TILES = (2, 8)
+#: Timed runs of each warm-up twin (interleaved; the median counts): a short run on a shared
+#: machine is easily slowed by a burst of other work, and the run it estimates meets the same load.
+TIMED_RUNS = 3
+#: How much slower than the constant-pace guess (`estimate_seconds(calibrate=False)`) a simulation
+#: may run (an sm_90a wgmma step: over 10x): callers skip the warm-up when the guess times this is short.
+ROUGH_ESTIMATE_SLACK = 20
+#: A progress bar's first ETA is calibrated by a warm-up only when the constant pace's guess is
+#: longer than this: a shorter run is mostly done before the bar shows (after 2 s) anyway.
+WARM_UP_WORTH_S = 1.0
+CALIBRATED = "calibrated by a warm-up run on this machine"
 _LABEL = re.compile(r"^\s*(\$?[A-Za-z_][\w$]*):")
 _BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$?[A-Za-z_][\w$]*)\s*;")
 
@@ -123,9 +140,19 @@ def whole_clusters(kernel: Kernel, ctas: list[tuple[int, int, int]]) -> list[tup
     return cluster_order([tuple(c) for c in ctas], kernel.grid, kernel.cluster_dims)
 
 
-def steps_per_cta(kernel: Kernel) -> int:
-    """About how many instructions one CTA issues: the kernel's instructions once, plus the main
-    loop's body once more per further k-tile of the CTA's share of K."""
+@dataclass(frozen=True)
+class LoopShape:
+    """Instruction counts of a kernel's PTX (every op once, `compile_entry`'s op lines): `body` in the
+    k main loop, `per_unit` the rest of the loop over tiles or Stream-K units that encloses it (the
+    whole kernel but the main loop when there is none), `once` the rest (before that loop)."""
+    once: int
+    per_unit: int
+    body: int
+
+
+def loop_shape(kernel: Kernel) -> LoopShape:
+    """The main loop ($L_main_loop, else the longest backward branch) and the innermost backward
+    branch enclosing it (a persistent or Stream-K CTA's loop over its tiles), counted in ops."""
     from .sim.machine import compile_entry
 
     op_lines = compile_entry(kernel.ptx, kernel.entry).op_lines
@@ -136,20 +163,152 @@ def steps_per_cta(kernel: Kernel) -> int:
     main = next(((a, b) for a, b in loops if lines[a - 1].strip().startswith("$L_main_loop")), None)
     if main is None and loops:
         main = max(loops, key=lambda ab: ab[1] - ab[0])
-    body = sum(1 for line in op_lines if main and main[0] <= line <= main[1])
+    if main is None:
+        return LoopShape(0, len(op_lines), 0)
+    body = sum(1 for line in op_lines if main[0] <= line <= main[1])
+    around = [(a, b) for a, b in loops if a < main[0] and b > main[1]]
+    if not around:
+        return LoopShape(0, len(op_lines) - body, body)
+    outer = min(around, key=lambda ab: ab[1] - ab[0])
+    inside = sum(1 for line in op_lines if outer[0] <= line <= outer[1])
+    return LoopShape(len(op_lines) - inside, inside - body, body)
+
+
+def unit_k_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[int]:
+    """The k-tiles of each unit of work CTA `cta` runs, in order: its tile's share of K (split-K),
+    a persistent CTA's tiles, or a Stream-K CTA's whole tiles and ranges (`streamk.StreamKPlan`)."""
     g, s = kernel.gemm, kernel.schedule
     k_tiles = -(-g.k // s.bk)
-    ctas = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
-    tiles = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch
-    per_cta = (-(-k_tiles * tiles // ctas) if s.stream_k or walks_tiles(kernel)
-               else -(-k_tiles // s.split_k))
-    return len(op_lines) + body * max(per_cta - 1, 0)
+    if s.stream_k:
+        from .schedule.streamk import stream_k_plan
+
+        return [u.k_count for u in stream_k_plan(g, s, kernel.grid[0]).units(cta[0])]
+    per_tile = -(-k_tiles // s.split_k)
+    if walks_tiles(kernel):
+        return [per_tile] * len(cta_batch_tiles(kernel, cta))
+    return [per_tile]
 
 
-def estimate_seconds(kernel: Kernel, ctas: list[tuple[int, int, int]] | None = None) -> float:
-    """About how long the simulator takes for `ctas` (None: the whole grid)."""
-    count = kernel.grid[0] * kernel.grid[1] * kernel.grid[2] if ctas is None else len(ctas)
-    return steps_per_cta(kernel) * count * SECONDS_PER_CTA_STEP
+class StepCount(NamedTuple):
+    """Steps (instructions issued, all of a CTA's threads in lock step) outside the main loop and in it."""
+    other: int
+    loop: int
+
+
+def cta_steps(kernel: Kernel, ctas: list[tuple[int, int, int]] | None = None) -> StepCount:
+    """About how many instructions the given CTAs (None: the grid) issue, each counted once per CTA:
+    per CTA the ops outside its tile loop once, then per unit of work the tile loop's other ops
+    once and the main loop's body once per k-tile."""
+    shape = loop_shape(kernel)
+
+    def steps(cta: tuple[int, int, int]) -> StepCount:
+        units = unit_k_tiles(kernel, cta)
+        return StepCount(shape.once + shape.per_unit * len(units), shape.body * sum(max(k, 1) for k in units))
+
+    gx, gy, gz = kernel.grid
+    if ctas is None and not (kernel.schedule.stream_k or walks_tiles(kernel)):
+        one = steps((0, 0, 0))  # every CTA alike
+        return StepCount(one.other * gx * gy * gz, one.loop * gx * gy * gz)
+    every = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
+    counts = [steps(tuple(c)) for c in (every if ctas is None else ctas)]
+    return StepCount(sum(c.other for c in counts), sum(c.loop for c in counts))
+
+
+def steps_per_cta(kernel: Kernel) -> int:
+    """About how many instructions one CTA issues, on average over the grid (`cta_steps`)."""
+    return -(-sum(cta_steps(kernel)) // (kernel.grid[0] * kernel.grid[1] * kernel.grid[2]))
+
+
+@dataclass(frozen=True)
+class SimPace:
+    """Seconds the simulator takes per step of `cta_steps`: `loop` per main-loop step (mma,
+    ldmatrix, copies: dearer) and `other` per step outside it, and where the numbers came from
+    (CALIBRATED, or why the constant was assumed)."""
+    other: float
+    loop: float
+    source: str
+
+    @property
+    def calibrated(self) -> bool:
+        return self.source == CALIBRATED
+
+    def seconds(self, steps: StepCount) -> float:
+        return steps.other * self.other + steps.loop * self.loop
+
+
+#: (warm-up gemm, schedule, arch) -> its measured pace: one warm-up per schedule per process.
+_PACES: dict[tuple, SimPace] = {}
+
+
+def warm_up_gemm(g: Gemm, s: Any, k_tiles: int = WARM_UP_K_TILES[-1]) -> Gemm:
+    """`g` (same dtypes, layouts, leading dimensions, epilogue) shrunk to one tile per cluster CTA
+    and `k_tiles` k-tiles per split, one batch: the kernel's own kinds of steps, briefly."""
+    cm, cn = getattr(s, "cluster", None) or (1, 1)
+    return dataclasses.replace(g, m=s.bm * cm, n=s.bn * cn, k=s.bk * k_tiles * s.split_k, batch=1)
+
+
+def warm_up_schedule(s: Any) -> Any:
+    """`s`, with a Stream-K grid of one CTA (per cluster CTA): on one tile a grid of more would give
+    each CTA one k-tile, and the twins would time no main loop (their loop steps a fixed share)."""
+    if not s.stream_k:
+        return s
+    cm, cn = getattr(s, "cluster", None) or (1, 1)
+    return dataclasses.replace(s, sms=cm * cn)
+
+
+def simulator_pace(kernel: Kernel) -> SimPace:
+    """The simulator's pace for `kernel`'s schedule on this machine, from timed simulations of the
+    same schedule on `warm_up_gemm`s of WARM_UP_K_TILES k-tiles (`measure_pace`), per `cta_steps`
+    step, so that steps the count misses for this kind of kernel are in the pace too. The kernel
+    builds its warm-up twins itself (`Kernel.recompile`, given by `compile`): this module runs
+    kernels and never imports the compiler. Cached per schedule and problem kind."""
+    if kernel.recompile is None:
+        return SimPace(SECONDS_PER_CTA_STEP, SECONDS_PER_CTA_STEP, "assumed: this Kernel was not made by "
+                       "ptxgen.compile, so no warm-up kernel could be built")
+    key = (warm_up_gemm(kernel.gemm, kernel.schedule), kernel.schedule, kernel.arch)
+    if key not in _PACES:
+        try:
+            schedule = warm_up_schedule(kernel.schedule)
+            _PACES[key] = measure_pace([kernel.recompile(warm_up_gemm(kernel.gemm, kernel.schedule, k), schedule)
+                                        for k in WARM_UP_K_TILES])
+        except Exception as e:  # noqa: BLE001 - an estimate must never stop a run
+            _PACES[key] = SimPace(SECONDS_PER_CTA_STEP, SECONDS_PER_CTA_STEP,
+                                  f"assumed: the warm-up run failed ({type(e).__name__}: {e})")
+    return _PACES[key]
+
+
+def measure_pace(twins: list[Kernel]) -> SimPace:
+    """Time TIMED_RUNS whole-grid simulations of each twin (after an untimed run of the first that
+    fills the simulator's caches), keep each one's median, and solve time = other steps x other
+    pace + loop steps x loop pace; one pace for both where timing noise makes the solution
+    meaningless (a pace <= 0)."""
+    from .check import random_epilogue_operands, random_operands, random_scale
+
+    def seconds(kernel: Kernel) -> float:
+        a, b = random_operands(kernel.gemm)
+        c, bias = random_epilogue_operands(kernel.gemm)
+        start = time.perf_counter()
+        run_simulation(kernel, a, b, c=c, bias=bias, scale=random_scale(kernel.gemm), progress=False)
+        return time.perf_counter() - start
+
+    seconds(twins[0])
+    (o1, l1), (o2, l2) = (cta_steps(t) for t in twins)  # parses each PTX before its timed run
+    runs = [(seconds(twins[0]), seconds(twins[1])) for _ in range(TIMED_RUNS)]
+    t1, t2 = (sorted(r[i] for r in runs)[len(runs) // 2] for i in (0, 1))  # medians: a burst of load moves none
+    det = o1 * l2 - o2 * l1
+    other, loop = ((t1 * l2 - t2 * l1) / det, (o1 * t2 - o2 * t1) / det) if det else (0.0, 0.0)
+    if other <= 0 or loop <= 0:
+        other = loop = t2 / max(o2 + l2, 1)
+    return SimPace(other, loop, CALIBRATED)
+
+
+def estimate_seconds(kernel: Kernel, ctas: list[tuple[int, int, int]] | None = None,
+                     calibrate: bool = True) -> float:
+    """About how long the simulator takes for `ctas` (None: the whole grid): `cta_steps` at the
+    pace a warm-up run measured (`simulator_pace`; its `source` says when it fell back to the
+    constant), or at SECONDS_PER_CTA_STEP without `calibrate` (no warm-up: a quick upper guess)."""
+    steps = cta_steps(kernel, ctas)
+    return simulator_pace(kernel).seconds(steps) if calibrate else sum(steps) * SECONDS_PER_CTA_STEP
 
 
 def covered(kernel: Kernel, ctas) -> np.ndarray:
@@ -257,7 +416,10 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so
         c[covered(kernel, ctas)] = 0  # the rest stays poisoned and stray writes still show
     total = kernel.grid[0] * kernel.grid[1] * kernel.grid[2] if ctas is None else len(ctas)
-    estimate = estimate_seconds(kernel, ctas) if progress is not False and not callable(progress) else None
+    shows_bar = progress is True or (progress is None and getattr(sys.stderr, "isatty", lambda: False)())
+    rough = estimate_seconds(kernel, ctas, calibrate=False) if shows_bar else None  # only a bar shows it
+    # the warm-up (about a second) only where the run is long enough to pay for it
+    estimate = estimate_seconds(kernel, ctas) if rough is not None and rough > WARM_UP_WORTH_S else rough
     if estimate is not None and spread_over.processes > 1:  # the bar's ETA before the first CTA is done
         estimate /= min(spread_over.processes, total)
     on_done, bar = progress_callback(progress, total, estimate)

@@ -169,7 +169,7 @@ def _progress_arg(args: argparse.Namespace):
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..runtime.driver import gpu_available, gpu_unavailable_reason
-    from ..simulate import SECONDS_PER_CTA_STEP, estimate_seconds, sample_ctas
+    from ..simulate import ROUGH_ESTIMATE_SLACK, estimate_seconds, sample_ctas, simulator_pace
 
     spread_over = workers_from(args)
     k = build(args, (256, 256, 128))
@@ -191,16 +191,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if on_gpu and spread_over.parallel:
         print("ptxgen: note: --workers and --ray spread the CPU simulator's CTAs; this run is on the GPU "
               "(add --sim to simulate)", file=sys.stderr)
-    if not on_gpu:
-        estimate = estimate_seconds(k, ctas)
+    if not on_gpu and estimate_seconds(k, ctas, calibrate=False) > SLOW_RUN_S / ROUGH_ESTIMATE_SLACK:
+        estimate = estimate_seconds(k, ctas)  # worth a warm-up run of the schedule to say how long
         if spread_over.processes > 1:  # Ray's CPU count is the cluster's: not known before connecting
             n = len(ctas) if ctas else k.grid[0] * k.grid[1] * k.grid[2]
             estimate /= min(spread_over.processes, n)
         if estimate > SLOW_RUN_S:
             n = len(ctas) if ctas else k.grid[0] * k.grid[1] * k.grid[2]
             count = f"{n} sampled CTAs" if ctas else ("the grid's one CTA" if n == 1 else f"all {n} CTAs")
-            print(f"ptxgen: warning: simulating {count} will take about {duration(estimate)} (the CPU "
-                  f"simulator runs about {1 / SECONDS_PER_CTA_STEP:.0f} instructions of a CTA a second). Faster: "
+            pace = simulator_pace(k)
+            how = ("calibrated by a warm-up run of this schedule" if pace.calibrated
+                   else f"a fallback guess; {pace.source}")
+            print(f"ptxgen: warning: simulating {count} will take about {duration(estimate)} ({how}). Faster: "
                   "a smaller --shape (K sets the k-loop's length)"
                   + (", or drop --all-ctas to check sampled tiles" if args.all_ctas else "")
                   + "; Ctrl-C stops it", file=sys.stderr, flush=True)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 import threading
+from contextlib import contextmanager
 from dataclasses import replace
+from typing import Iterator
 
 import numpy as np
 
@@ -35,12 +37,15 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
     """Types and enumerations (`verify_types`: the things a typo gets wrong), then field ranges."""
     if arch not in TARGETS:
         raise ScheduleError("arch", arch, "is not a supported target",
-                            f"use one of {', '.join(TARGETS)}")
+                            f"use arch={_nearest_arch(arch)!r} (supported: {', '.join(TARGETS)})")
     verify_types(g, s)
     for f in ("m", "n", "k"):
         if getattr(g, f) > U32_MAX // 2:
+            pieces = -(-getattr(g, f) // (U32_MAX // 2))
+            each = -(-getattr(g, f) // pieces)
             raise ScheduleError(f"gemm.{f}", getattr(g, f), "exceeds the 31-bit kernel parameter range",
-                                "split the problem into smaller GEMMs")
+                                f"split the problem into {pieces} GEMMs of {f}={each} each"
+                                + (", adding each into C with beta=1.0" if f == "k" else ""))
     if g.batch > MAX_GRID_YZ:
         raise ScheduleError("gemm.batch", g.batch, f"exceeds the grid's z limit {MAX_GRID_YZ}",
                             "split the batch into several launches")
@@ -82,7 +87,8 @@ def verify_f32_factor(field: str, v: int | float) -> None:
     short = field.split(".")[-1]
     if isinstance(v, float) and not math.isfinite(v):
         raise ScheduleError(field, v, "must be a finite number: NaN or inf would reach every output",
-                            f"give {short} a finite float")
+                            f"give {short} a finite float, e.g. {short}={1.0 if short == 'alpha' else 0.0} "
+                            "(the default)")
     if v == 0:
         return
     with np.errstate(over="ignore", under="ignore"):
@@ -92,8 +98,10 @@ def verify_f32_factor(field: str, v: int | float) -> None:
             "underflows to 0" if as_f32 == 0 else "is an f32 subnormal, with fewer than 24 significant bits")
         raise ScheduleError(field, v, f"the epilogue computes in f32, where {v!r} {what}; f32 holds 0 and "
                             f"magnitudes from {F32_MIN_NORMAL:.8g} (smallest normal) to {F32_MAX:.8g}",
-                            "rescale: fold part of the factor into A, B or a scale vector so that it lies "
-                            "in that range (or use 0)")
+                            f"use {short}=1.0 and fold {v!r} into "
+                            + ("A, B or a scale vector" if short == "alpha" else "C") + " instead (the data, in "
+                            "parts each dtype can hold)" + (f", or {short}=0.0, what f32 makes of it"
+                                                           if abs(as_f32) < F32_MIN_NORMAL else ""))
 
 
 def verify_dtype_table(g: Gemm, tf32_narrow_outputs: bool = False) -> None:
@@ -148,9 +156,11 @@ def verify_tiling(g: Gemm, s: Schedule) -> None:
         fits.sort(key=lambda w: (-w[0] * w[1], w))
         good = next((w for w in fits if _accepted(g, replace(s, warps=w), "sm_80")), None)
         fewer = f" (e.g. warps={good})" if good else ""
+        rule = f"make BM/WM a multiple of {im} and BN/WN a multiple of {in_}"
+        blocks = [replace(s, block=(m, n, bk)) for m in _multiples(bm, im * wm) for n in _multiples(bn, in_ * wn)]
         raise ScheduleError("schedule.block", s.block,
                             f"warp tile {tm}x{tn} is not a multiple of the mma shape {im}x{in_} ({name})",
-                            f"make BM/WM a multiple of {im} and BN/WN a multiple of {in_}{fewer}")
+                            rule + fewer if good else _suggest(g, s, "sm_80", blocks, rule))
     if bk % ik:
         raise ScheduleError("schedule.block.BK", bk, f"BK is not a multiple of {ik}, the k of the {name} that "
                             f"{g.dtype} inputs issue",
@@ -180,18 +190,21 @@ def verify_copies(g: Gemm, s: Schedule) -> None:
             raise ScheduleError("schedule.block", s.block,
                                 f"{where} is {tile.units} {unit} copies, which {s.threads} threads "
                                 "cannot split evenly (each thread copies a whole number of them)",
-                                "grow the block tile or use fewer warps")
+                                _suggest(g, s, "sm_80", _warp_grids(s) + _pow2_blocks(s),
+                                         "grow the block tile or use fewer warps"))
         upr = tile.units_per_row
         if s.threads % upr and upr % s.threads:
             raise ScheduleError("schedule.block", s.block,
                                 f"{where} rows hold {upr} {unit} copies, which neither divides nor is "
                                 f"divided by {s.threads} threads, so copies would not coalesce uniformly",
-                                "use power-of-two tile widths or a warp count that divides them")
+                                _suggest(g, s, "sm_80", _pow2_blocks(s) + _warp_grids(s),
+                                         "use power-of-two tile widths or a warp count that divides them"))
         cpr = tile.chunks_per_row
         if s.smem_layout == "swizzle" and cpr & (cpr - 1):
             raise ScheduleError("schedule.smem_layout", s.smem_layout,
                                 f"{where} rows hold {cpr} chunks; the XOR swizzle needs a power of two",
-                                "use a power-of-two tile width or smem_layout='pad'")
+                                _suggest(g, s, "sm_80", [replace(s, smem_layout="pad"), *_pow2_blocks(s)],
+                                         "use a power-of-two tile width or smem_layout='pad'"))
 
 
 def verify_wmma(g: Gemm, s: Schedule) -> None:
@@ -244,12 +257,26 @@ def verify_resources(g: Gemm, s: Schedule, arch: str) -> None:
                             f"warp tile {s.warp_tile[0]}x{s.warp_tile[1]} needs about {est['total'] - est['copies']} "
                             f"registers per thread ({est['accumulators']} accumulators, "
                             f"{est['fragments']} fragments), over the limit of {limit}",
-                            "use more warps (a smaller warp tile) or frag_double_buffer=False")
+                            _suggest(g, s, arch, _warp_grids(s) + [replace(s, frag_double_buffer=False)]
+                                     + _halved_blocks(s), "use more warps (a smaller warp tile) or "
+                                     "frag_double_buffer=False"))
 
 
 #: Whether this thread is checking a fix now: the rules a candidate fix breaks then skip their
 #: own search for a fix (the candidate is just refused), so checking a fix never recurses.
 _fix_check = threading.local()
+
+
+@contextmanager
+def without_fix_search() -> Iterator[None]:
+    """Refusals inside give only their general advice, searching no setting to suggest: for
+    callers that try many schedules and drop the refused ones unread (the chooser's candidates)."""
+    before = getattr(_fix_check, "active", False)
+    _fix_check.active = True
+    try:
+        yield
+    finally:
+        _fix_check.active = before
 
 
 def _accepted(g: Gemm, s: Schedule, arch: str) -> bool:
@@ -289,7 +316,57 @@ def _smem_fix(g: Gemm, s: Schedule, arch: str) -> str:
     return "use " + " or ".join(fixes) if fixes else "use fewer stages, a smaller block or a smaller BK"
 
 
-def verify_problem(g: Gemm, s: Schedule) -> None:
+def _suggest(g: Gemm, s: Schedule, arch: str, candidates: list[Schedule], otherwise: str) -> str:
+    """'use <the first candidate every rule accepts, as field=value>; generally, `otherwise`';
+    just `otherwise` when none is (or inside another fix's check: `_accepted`)."""
+    good = next((c for c in candidates if c != s and _accepted(g, c, arch)), None)
+    if good is None:
+        return otherwise
+    names = ("block", "warps", "stages", "smem_layout", "frag_double_buffer", "raster")
+    changed = " with ".join(f"{n}={getattr(good, n)!r}" for n in names if getattr(good, n) != getattr(s, n))
+    return f"use {changed}; generally, {otherwise.removeprefix('use ')}"
+
+
+def _warp_grids(s: Schedule) -> list[Schedule]:
+    """`s` with each other warp grid of 1, 2, 4 or 8 a side (at most 16 warps), nearest in warp count first."""
+    grids = sorted(((a, b) for a in (1, 2, 4, 8) for b in (1, 2, 4, 8) if a * b <= 16),
+                   key=lambda w: (abs(math.log2(w[0] * w[1] / s.num_warps)), -w[0] * w[1], abs(w[0] - w[1])))
+    return [replace(s, warps=w) for w in grids]
+
+
+def _pow2_blocks(s: Schedule) -> list[Schedule]:
+    """`s` with BM and BN rounded to powers of two (down first, then up)."""
+    def near(x: int) -> list[int]:
+        down = 1 << (x.bit_length() - 1)
+        return [x] if x == down else [down, down * 2]
+    return [replace(s, block=(m, n, s.bk)) for m in near(s.bm) for n in near(s.bn) if (m, n) != (s.bm, s.bn)]
+
+
+def _taller_blocks(s: Schedule) -> list[Schedule]:
+    """`s` with BM, then BN, doubled and quadrupled up to 256."""
+    out = [replace(s, block=(s.bm * f, s.bn, s.bk)) for f in (2, 4) if s.bm * f <= 256]
+    return out + [replace(s, block=(s.bm, s.bn * f, s.bk)) for f in (2, 4) if s.bn * f <= 256]
+
+
+def _halved_blocks(s: Schedule) -> list[Schedule]:
+    """`s` with the block halved along its longer side, with its own and a few common warp grids."""
+    bm, bn = (s.bm // 2, s.bn) if s.bm >= s.bn else (s.bm, s.bn // 2)
+    return [replace(s, block=(bm, bn, s.bk), warps=w) for w in dict.fromkeys([s.warps, (2, 2), (2, 4), (4, 2)])]
+
+
+def _multiples(x: int, step: int) -> list[int]:
+    """The multiples of `step` nearest `x`: below it (if any), then above it."""
+    return [m for m in (x // step * step, -(-x // step) * step) if m > 0]
+
+
+def _nearest_arch(arch: str) -> str:
+    """The newest supported arch no newer than `arch` (by its number), else the oldest supported."""
+    number = int("".join(ch for ch in arch if ch.isdigit()) or 0)
+    older = [t for t in TARGETS if int("".join(ch for ch in t if ch.isdigit())) <= number]
+    return older[-1] if older else next(iter(TARGETS))
+
+
+def verify_problem(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     """Any M, N, K >= 1 fit (edge tiles are bounds-checked); alignment and leading dims must hold."""
     align = g.alignment()
     need = g.in_bytes  # a copy never splits an element (int8 at 1- or 2-byte alignment: ld.global + st.shared)
@@ -313,15 +390,16 @@ def verify_problem(g: Gemm, s: Schedule) -> None:
     gy = -(-g.m // s.bm)
     if s.raster == "row" and gy > MAX_GRID_YZ:
         raise ScheduleError("schedule.raster", s.raster, f"{gy} CTA rows exceed the grid's y limit {MAX_GRID_YZ}",
-                            "use raster='grouped' (a 1-D grid) or a taller BM")
+                            _suggest(g, s, arch, [replace(s, raster="grouped")] + _taller_blocks(s),
+                                     "use raster='grouped' (a 1-D grid) or a taller BM"))
     gx = grid_for(g, s)[0]
     if gx > MAX_GRID_X:
         tiles = f"{-(-g.m // s.bm)} x {-(-g.n // s.bn)} tiles of {s.bm}x{s.bn}"
+        per_column = max(1, gx // -(-g.n // s.bn))  # CTAs per column of tiles
+        split = f"split the problem across several launches of n={MAX_GRID_X // per_column * s.bn} columns each"
         raise ScheduleError("schedule.block", s.block, f"the launch grid's x is {gx} CTAs ({tiles}), past "
                             f"CUDA's x limit of 2^31-1 = {MAX_GRID_X}",
-                            "use a bigger block tile (BM, BN)"
-                            + (", raster='row' (a 2-D grid)" if s.raster == "grouped" and -(-g.m // s.bm) <= MAX_GRID_YZ
-                               else "") + ", or split the problem across several launches")
+                            _suggest(g, s, arch, _taller_blocks(s) + [replace(s, raster="row")], split))
 
 
 def verify_split_k(g: Gemm, s: Schedule) -> None:
@@ -383,7 +461,7 @@ def verify_rules(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     target_rules = rules_for(s.instruction)
     assert target_rules is not None, f"no target registered for instruction {s.instruction!r}"
     target_rules.verify(g, s, arch)
-    verify_problem(g, s)
+    verify_problem(g, s, arch)
     verify_split_k(g, s)
     verify_stream_k(g, s)
 

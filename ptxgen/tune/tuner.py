@@ -29,6 +29,7 @@ from .choose import Choice, Ranked, _order, assembled_resources, choose, describ
 from .costmodel import predict
 from ..schedule.problem import Gemm
 from ..schedule.schedule import Schedule
+from ..schedule.units import seconds_text
 from .measure import TIMING_UNAVAILABLE, DeviceMeasure, Measurement
 from . import cache as tuning_cache
 
@@ -80,10 +81,10 @@ class TuneResult:
         width = max((len(describe_schedule(c.schedule)) for c in self.candidates), default=10)
         out.append(f"  {'#':>2}  {'schedule':<{width}}  {'predicted':>10}  {'measured':>10}  status")
         for i, c in enumerate(self.candidates, 1):
-            measured = f"{c.measured_s * 1e6:8.1f} us" if c.measured_s is not None else f"{'-':>10}"
+            measured = f"{seconds_text(c.measured_s):>10}" if c.measured_s is not None else f"{'-':>10}"
             mark = " <- winner" if c.schedule == self.winner and c.status not in BAD + ("dropped",) else ""
             status = c.status + (f": {c.reason}" if c.reason and c.status not in ("ok",) else "")
-            out.append(f"  {i:>2}  {describe_schedule(c.schedule):<{width}}  {c.predicted_s * 1e6:7.1f} us  "
+            out.append(f"  {i:>2}  {describe_schedule(c.schedule):<{width}}  {seconds_text(c.predicted_s):>10}  "
                        f"{measured}  {status}{mark}")
         out.append(f"winner: {describe_schedule(self.winner)} ({self.source})"
                    + (f"; cached in {self.cached_at}" if self.cached_at else ""))
@@ -232,11 +233,14 @@ def stand_in_warning(g: Gemm, arch: str, schedules: list[Schedule]) -> str | Non
     from ..compile import compile as compile_kernel
     from ..scaleout.progress import duration
     from ..runtime import simdriver
-    from ..simulate import estimate_seconds
+    from ..simulate import ROUGH_ESTIMATE_SLACK, estimate_seconds
 
     if not simdriver.selected():
         return None
-    seconds = sum(estimate_seconds(compile_kernel(g, s, arch)) for s in schedules)
+    kernels = [compile_kernel(g, s, arch) for s in schedules]
+    if sum(estimate_seconds(k, calibrate=False) for k in kernels) <= SLOW_STAND_IN_S / ROUGH_ESTIMATE_SLACK:
+        return None  # quick even at the slowest pace: no warm-up runs spent to say so
+    seconds = sum(estimate_seconds(k) for k in kernels)
     if seconds <= SLOW_STAND_IN_S:
         return None
     return (f"PTXGEN_DRIVER=sim: checking {len(schedules)} candidates runs each whole grid on the CPU simulator, "
@@ -272,7 +276,7 @@ def cached_choice(g: Gemm, arch: str) -> Choice | None:
     if spill:
         return None
     m, n, k = entry.shape
-    source = (f"tuning cache (measured {entry.measured_s * 1e6:.1f} us on {entry.device} for {m}x{n}x{k}, "
+    source = (f"tuning cache (measured {seconds_text(entry.measured_s)} on {entry.device} for {m}x{n}x{k}, "
               f"{entry.when}, best of {entry.candidates})")
     return Choice(entry.schedule, predict(g, entry.schedule, arch), [], entry.candidates, source=source,
                   arch=arch, kernel=kernel)

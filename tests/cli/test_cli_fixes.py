@@ -47,6 +47,11 @@ REFUSED = [
     ("dtype not a choice", ["info", *SMALL, "--block", "128x128x32", "--dtype", "f8"]),
     ("epilogue value not a choice", ["info", *SMALL, "--block", "128x128x32", "--epilogue", "scale=diag"]),
     ("unknown epilogue field", ["info", *SMALL, "--block", "128x128x32", "--epilogue", "zoom=2"]),
+    ("warp tile over the registers", ["info", *SMALL, "--block", "128x128x32", "--warps", "1x1"]),
+    ("512 threads over the registers", ["info", *SMALL, "--block", "256x256x32", "--warps", "4x4"]),
+    ("copies do not split over the threads", ["info", *SMALL, "--block", "64x64x32", "--warps", "4x4"]),
+    ("warp tile not a multiple of the mma", ["info", *SMALL, "--block", "40x128x32", "--warps", "1x2"]),
+    ("unsupported arch", ["info", *SMALL, "--block", "128x128x32", "--arch", "sm_75"]),
     ("seed negative", ["info", *SMALL, "--block", "128x128x32", "--seed", "-1"]),
 ]
 REFUSED[-1] = ("seed negative", ["run", "--shape", "64x64x32", "--block", "64x64x32", "--seed", "-1"])

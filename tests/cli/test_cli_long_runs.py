@@ -56,7 +56,7 @@ def test_ctrl_c_exits_130_with_one_line():
     p = subprocess.Popen([sys.executable, "-m", "ptxgen", "run", "--sim", "--shape", "1x1x2000000", "--progress", "off"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=ENV)
     line = p.stderr.readline()  # the time warning comes just before the operands and the simulation
-    assert "will take about" in line and "smaller --shape" in line
+    assert "will take about" in line and "smaller --shape" in line and "calibrated by a warm-up run" in line
     time.sleep(1.0)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
@@ -79,6 +79,22 @@ def test_slow_runs_are_announced_with_the_fix(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "warning: simulating the grid's one CTA will take about 0:" in err
     assert "smaller --shape" in err and "drop --all-ctas" in err
+    assert "(calibrated by a warm-up run of this schedule)" in err
+
+
+def test_the_warning_says_when_its_estimate_is_a_fallback(monkeypatch, capsys):
+    import ptxgen.cli.run as cli_run
+    import ptxgen.simulate as simulate
+
+    def broken(twins):
+        raise RuntimeError("no warm-up here")
+
+    monkeypatch.setattr(cli_run, "SLOW_RUN_S", 0.0)
+    monkeypatch.setattr(simulate, "measure_pace", broken)
+    monkeypatch.setattr(simulate, "_PACES", {})
+    assert main(["run", "--shape", "64x64x64", "--block", "64x64x32", "--all-ctas"]) == 0
+    err = capsys.readouterr().err
+    assert "(a fallback guess; assumed: the warm-up run failed (RuntimeError: no warm-up here))" in err
 
 
 def test_simulate_reports_progress_per_cta():

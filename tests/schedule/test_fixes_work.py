@@ -1,8 +1,8 @@
 """Every refusal in the verifier's rules table (tests/schedule/test_verifier.py INVALID) gives a fix
 that works: the first fix its message suggests, written as `field=value`, is applied to the Gemm,
-Schedule or Epilogue, and the verifier then accepts them. Fixes that are not a field's value (split
-the problem, use another arch) are listed in PROSE with why; tests/cli/test_cli_fixes.py does the
-same through the CLI."""
+Schedule or Epilogue (or the arch), and the verifier then accepts them, every one of the table's
+refusals; where part of a fix is the user's data (DATA_PART), the message is checked to say it.
+tests/cli/test_cli_fixes.py does the same through the CLI."""
 from __future__ import annotations
 
 import ast
@@ -15,25 +15,19 @@ import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule, ScheduleError
 from tests.schedule.test_verifier import INVALID, _built
 
-#: Cases whose fix is not (yet) a field's value, and why; everything else must be followable.
-PROSE = {
-    "arch": "names the supported archs (sm_70 has no ptxgen target)",
-    "m too big": "split the problem into smaller GEMMs",
-    "grid y": "the suggested raster='grouped' makes the x grid too large at this M: split the problem",
+#: Cases whose fix has a part no field holds, checked in the message besides following the field
+#: part: the factor moved out of alpha/beta goes into the data (the user's step: A, B, a scale vector
+#: or C, in parts their dtypes hold), and a problem too large for one launch is split into several.
+DATA_PART = {
+    "alpha underflows to 0": "fold 1e-50 into A, B or a scale vector",
+    "alpha overflows": "fold 1e+39 into A, B or a scale vector",
+    "beta is an f32 subnormal": "fold -1e-40 into C",
+    "m too big": "split the problem into 2 GEMMs",
     "grid x, grouped": "split the problem across several launches",
-    "warp tile / mma": "no warp grid of the sm_80 rules tiles a 40-row block: BM must change (prose)",
-    "chunks / threads": "'grow the block tile or use fewer warps': not yet a value (issue 22, open)",
-    "non-uniform copy map": "'use power-of-two tile widths': not yet a value (issue 22, open)",
-    "2-byte copy map not uniform": "'use power-of-two tile widths': not yet a value (issue 22, open)",
-    "swizzle needs 2^n": "'use a power-of-two tile width or ...': not yet a value (issue 22, open)",
-    "registers": "'use more warps': not yet a value (issue 22, open)",
-    "registers per thread at 512 threads": "'use more warps': not yet a value (issue 22, open)",
-    "alpha underflows to 0": "rescale the operands: a change of data, not of a field",
-    "alpha overflows": "rescale the operands: a change of data, not of a field",
-    "beta is an f32 subnormal": "rescale the operands: a change of data, not of a field",
-    "alpha NaN": "give a finite number: which one is the user's",
-    "beta inf": "give a finite number: which one is the user's",
 }
+#: Cases whose first fix is accepted only after the verifier's fix for a later rule: M split to
+#: 2^30 rows is 8388608 CTA rows, past the grid's y limit, whose fix (raster='grouped') then holds.
+LATER_RULE = {"m too big": "schedule.raster"}
 #: Fixes followed in a row at most: one rule's fix may uncover another's (8x8 warps -> fewer warps
 #: -> the 512x512 block's shared memory), each step suggested by the verifier itself.
 STEPS = 3
@@ -46,11 +40,13 @@ def first_fix(fix: str) -> dict[str, object]:
     return {name: ast.literal_eval(value) for name, value in _ASSIGN.findall(first)}
 
 
-def apply(g: Gemm, s: Schedule, changes: dict[str, object]) -> tuple[Gemm, Schedule]:
+def apply(g: Gemm, s: Schedule, arch: str, changes: dict[str, object]) -> tuple[Gemm, Schedule, str]:
     gemm_fields = {f.name for f in fields(Gemm)}
     epi_fields = {f.name for f in fields(Epilogue)}
     for name, value in changes.items():
-        if name in ("BM", "BN", "BK"):
+        if name == "arch":
+            arch = value
+        elif name in ("BM", "BN", "BK"):
             block = list(s.block)
             block["BM BN BK".split().index(name)] = value
             s = replace(s, block=tuple(block))
@@ -60,23 +56,27 @@ def apply(g: Gemm, s: Schedule, changes: dict[str, object]) -> tuple[Gemm, Sched
             g = replace(g, epilogue=replace(g.epi, **{name: value}))
         else:
             s = replace(s, **{name: value})
-    return g, s
+    return g, s, arch
 
 
 @pytest.mark.parametrize("label,gemm,sched,arch,field", INVALID, ids=[c[0] for c in INVALID])
 def test_the_first_fix_is_accepted(label, gemm, sched, arch, field):
-    if label in PROSE:
-        pytest.skip(PROSE[label])
     try:
         g, s = _built(gemm), _built(sched)
     except ScheduleError:  # a field wrong on its own: tests/common/test_api_inputs.py checks its fix
         pytest.skip("refused when built; the fix for the value given is checked in test_api_inputs")
+    fields_refused = []
     for _ in range(STEPS):
         try:
             ptxgen.verify(g, s, arch)
-            return
+            break
         except ScheduleError as err:
+            fields_refused.append(err.field)
+            if len(fields_refused) == 1 and label in DATA_PART:
+                assert DATA_PART[label] in err.fix, err
             changes = first_fix(err.fix)
             assert changes, f"no field=value to follow in the fix: {err}"
-            g, s = apply(g, s, changes)
+            g, s, arch = apply(g, s, arch, changes)
     ptxgen.verify(g, s, arch)
+    if label in LATER_RULE:
+        assert fields_refused[1:] == [LATER_RULE[label]], fields_refused

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,8 +119,9 @@ def test_without_timings_the_winner_is_the_best_ranked_candidate_not_found_wrong
         r = tune(GEMM, "sm_80", top=4, measure=measure, progress=False)
         assert entries(d) == []
     assert r.source == "cost model" and r.winner == static.candidates[2].schedule
-    assert [line.endswith("<- winner") for line in r.lines() if "--block" in line and "us" in line] == \
+    assert [line.endswith("<- winner") for line in r.lines() if "--block" in line and "µs" in line] == \
         [False, False, True, False]
+    assert not [line for line in r.lines() if re.search(r"\d us\b", line)]  # scaled by seconds_text, never raw "us"
 
 
 def test_progress_reports_each_measured_candidate(static):
@@ -175,7 +177,7 @@ def test_compile_without_a_schedule_uses_the_cached_winner_for_this_device(stand
         assert r.winner == static.candidates[2].schedule != choose(GEMM, "sm_80").schedule
         k = ptxgen.compile(GEMM, arch="sm_80")
         assert k.schedule == r.winner
-        assert k.choice.source.startswith(f"tuning cache (measured 50.0 us on {stand_in}")
+        assert k.choice.source.startswith(f"tuning cache (measured 50 µs on {stand_in}")
         assert k.choice.lines()[0].startswith(f"chosen     {describe_schedule(r.winner)}, from the tuning cache")
         # a neighbour in the same power-of-two bucket (and alignments) takes it too; another dtype's class does not
         assert ptxgen.compile(ptxgen.Gemm(60, 56, 40), arch="sm_80").choice.source.startswith("tuning cache")

@@ -13,7 +13,7 @@ from ...runtime.params import ParamDecl
 from ...schedule.cost import Prediction, time_bucket
 from ...schedule.problem import Gemm
 from ...schedule.schedule import DEFAULT_PRODUCER_REGS, Schedule
-from ...schedule.verify import verify as verify_schedule
+from ...schedule.verify import verify as verify_schedule, without_fix_search
 from ..base import Backend
 from .args import check_sm90_params, check_tma_batch_stride, sm90_tensor_maps
 from .choose import (VARIANT_BASES, check_problem_built, describe_hopper, hopper_candidates, hopper_variants,
@@ -65,7 +65,8 @@ def rank_hopper(g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
     ranked, first = [], None
     for s in hopper_candidates(g):
         try:
-            verify_schedule(g, s, arch)
+            with without_fix_search():  # refused ones are dropped (the first one's advice is general)
+                verify_schedule(g, s, arch)
         except ScheduleError as e:
             first = first or e
             continue
@@ -81,7 +82,8 @@ def rank_hopper(g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
                 continue
             seen.add(v)
             try:
-                verify_schedule(g, v, arch)
+                with without_fix_search():
+                    verify_schedule(g, v, arch)
             except ScheduleError:
                 continue
             ranked.append((v, predict_hopper(g, v, arch)))

@@ -68,6 +68,15 @@ WGMMA_LOOP_INSTRUCTIONS = 16
 NON_WS_LOOP_INSTRUCTIONS = 10
 #: Bytes of one 32-byte sector a direct store of 4 threads' fragment pairs fills per row, over 32.
 SECTOR_BYTES = 32
+#: Thread-block clusters proposed for the warp-specialised persistent kernel, each with TMA
+#: multicast of the operand its CTAs share (targets/sm90/cluster.py): (2, 1) shares B, (1, 2) A.
+CLUSTERS = ((2, 1), (1, 2))
+#: Clocks a consumer's release of a stage takes to reach a multicast peer's empty barrier
+#: (mapa + mbarrier.arrive.release.cluster over the SM-to-SM network, cluster.py). An estimate,
+#: no GPU measured it here: taken as the order of an L2 hit's round trip. It lengthens the
+#: stage's round trip (`stage_round_trip`), so a cluster needs a deeper ring to hide the same
+#: latency.
+CLUSTER_RELEASE_CLOCKS = 300
 
 
 def _up_to_cover(sides: tuple, extent: int, key=lambda x: x) -> list:
@@ -115,6 +124,16 @@ def hopper_candidates(g: Gemm) -> Iterator[Schedule]:
                     for via in epilogues:
                         for raster in rasters:
                             yield replace(base, epilogue_via_smem=via, **raster)
+                            if ws:
+                                yield from _clustered(g, replace(base, epilogue_via_smem=via, **raster))
+
+
+def _clustered(g: Gemm, s: Schedule) -> Iterator[Schedule]:
+    """`s` on each of CLUSTERS with multicast, where the tile grid has two tiles to pair along
+    the cluster's long side (a cluster of one real tile only pads the grid)."""
+    for cm, cn in CLUSTERS:
+        if _ceil(g.m, s.bm) >= cm and _ceil(g.n, s.bn) >= cn:
+            yield replace(s, cluster=(cm, cn), multicast=True)
 
 
 def hopper_variants(g: Gemm, s: Schedule) -> Iterator[Schedule]:
@@ -142,12 +161,45 @@ def no_candidate_error(g: Gemm, arch: str, first: ScheduleError | None) -> Sched
                             f"problem ({why})", fix)
 
 
+def stages_in_flight(s: Schedule) -> int:
+    """Stages whose loads are in flight while the tensor core works on one k-tile: S - 1. Both
+    built main loops keep one wgmma group in flight and hand back stage kt-1 only once it has
+    retired, after issuing k-tile kt (`wait_group 1`: warp_specialized.py, mainloop.py), so the
+    stage being read is never refilled; with one stage (S - 1 = 0) load and compute alternate."""
+    return s.stages - 1
+
+
+def loaded_bytes_per_stage(g: Gemm, s: Schedule, plan: HopperPlan) -> int:
+    """Bytes one CTA's producer loads from L2 per stage: its A and B boxes, each cut into one
+    slice per CTA sharing it when multicast (`ClusterShape.parts`, cluster.py); the peers'
+    slices arrive over the SM-to-SM network, not from L2."""
+    parts_a = plan.cluster[1] if "A" in plan.multicast else 1
+    parts_b = plan.cluster[0] if "B" in plan.multicast else 1
+    return (s.bm // parts_a + s.bn // parts_b) * s.bk * g.in_bytes
+
+
+def stage_round_trip(g: Gemm, s: Schedule, plan: HopperPlan, dev: DeviceModel) -> float:
+    """Clocks from a stage's release to its refill landing: the loaded memory latency
+    (`dram_latency_clk`), plus the time the stage's bytes take at the SM's share of the L2 read
+    bandwidth when every SM streams (`l2_bytes_per_clk / sms`), plus, with multicast, the peers'
+    release crossing the cluster (CLUSTER_RELEASE_CLOCKS). Little's law: to sustain a k-tile
+    every t clocks, round trip / t stages must be in flight, so `hopper_ktile_cost`'s latency
+    floor is this over `stages_in_flight`. The figures (devices.py, H100): 1200 clocks of loaded
+    latency (~700 ns at 1830 MHz) and 6258 B/clk of L2 bandwidth are both estimates; e.g. a
+    256x192x64 bf16 stage (57 KB, 1220 clocks at 47 B/clk) round-trips in about 2400 clocks
+    against 1536 of wgmma, so 2 stages starve the tensor core and 4 (800 clocks each) do not."""
+    transfer = loaded_bytes_per_stage(g, s, plan) / (dev.l2_bytes_per_clk / dev.sms)
+    release = CLUSTER_RELEASE_CLOCKS if plan.multicast else 0
+    return dev.dram_latency_clk + transfer + release
+
+
 def hopper_ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel) -> KTileCost:
     """Clocks of one k-tile of one wgmma CTA on an idle SM: tensor time at wgmma's full rate for the
     dtype (a warpgroup spans the 4 sub-partitions), shared memory (TMA writes A and B once; each
     consumer's wgmmas read its A rows and all of B), issue (consumer warps, plus one producer warp
-    when specialised), and the pipeline's latency floor: DRAM latency over the stages in flight
-    (S with a producer running ahead, S-1 when the consumers refill the stage they just freed)."""
+    when specialised), and the pipeline's latency floor: a stage's round trip
+    (`stage_round_trip`) over the stages in flight (`stages_in_flight`), so every added stage
+    lowers the floor while it fits."""
     plan = hopper_plan(g, s)
     mma = 2 * s.bm * s.bn * s.bk / dev.tensor_flops_per_clk_sm[g.dtype]
     writes = (s.bm + s.bn) * s.bk * g.in_bytes
@@ -157,10 +209,15 @@ def hopper_ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel) -> KTileCost:
     per_warp = WGMMA_LOOP_INSTRUCTIONS + (0 if s.warp_specialized else NON_WS_LOOP_INSTRUCTIONS)
     producer = WGMMA_LOOP_INSTRUCTIONS if s.warp_specialized else 0
     issue = (consumer_warps * (plan.wgmmas_per_k_tile + per_warp) + producer) / dev.schedulers_per_sm
-    in_flight = s.stages if s.warp_specialized else s.stages - 1
+    round_trip = stage_round_trip(g, s, plan, dev)
+    in_flight = stages_in_flight(s)
+    # the non-specialised consumers meet at a bar.sync every k-tile before thread 0 refills the
+    # stage (mainloop.py); a specialised consumer only waits on its full barrier, whose phase
+    # has completed when the producer runs ahead (its try_wait is in the issue count)
+    barrier = 0 if s.warp_specialized else BARRIER_CLOCKS
     if in_flight >= 1:
-        return KTileCost(mma, smem, issue, dev.dram_latency_clk / in_flight + BARRIER_CLOCKS)
-    return KTileCost(mma, smem, issue, dev.dram_latency_clk + BARRIER_CLOCKS, serial=True)
+        return KTileCost(mma, smem, issue, round_trip / in_flight + barrier)
+    return KTileCost(mma, smem, issue, round_trip + barrier, serial=True)
 
 
 def epilogue_clocks(g: Gemm, s: Schedule, plan: HopperPlan, dev: DeviceModel) -> tuple[float, float]:
@@ -186,7 +243,7 @@ def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]
     """(CTAs, k-tiles of the busiest CTA's whole walk, its tiles or units, f32 partial bytes) of
     the grid the schedule launches."""
     kt_total = _ceil(g.k, s.bk)
-    tiles = g.batch * _ceil(g.m, s.bm) * _ceil(g.n, s.bn)
+    tiles = g.batch * _walked_tiles(g, s)
     if s.stream_k:
         grid = stream_k_grid(g, s, dev.sms)
         sk = stream_k_plan(g, s, grid)
@@ -203,6 +260,14 @@ def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]
         per_cta = _ceil(tiles, grid)
         return grid, per_cta * kt_total, per_cta, 0
     return tiles, kt_total, 1, 0
+
+
+def _walked_tiles(g: Gemm, s: Schedule) -> int:
+    """Output tiles of one batch the grid walks: the tile grid rounded up to whole cluster tiles
+    (a CTA whose tile lies past M or N still loads its zero-filled boxes and runs its wgmmas:
+    cluster.py)."""
+    cm, cn = s.cluster if s.cluster is not None else (1, 1)
+    return _ceil(_ceil(g.m, s.bm), cm) * cm * _ceil(_ceil(g.n, s.bn), cn) * cn
 
 
 def hopper_register_need(g: Gemm, s: Schedule) -> int:
@@ -249,7 +314,8 @@ def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None
     compute_s = clocks / dev.clock_hz
     tiles = g.batch * plan.tiles[0] * plan.tiles[1]
     kt_total = _ceil(g.k, s.bk)
-    l2 = tiles * (s.bm + s.bn) * kt_total * s.bk * g.in_bytes + partial_bytes
+    # multicast: a CTA reads only its slice of the shared box from L2 (`loaded_bytes_per_stage`)
+    l2 = tiles * loaded_bytes_per_stage(g, s, plan) * kt_total + partial_bytes
     l2_s = l2 / (dev.l2_bytes_per_clk * dev.clock_hz)
     dram = _dram_bytes(g, s, dev, wave_ctas) + partial_bytes
     dram_s = dram / dev.dram_bytes_per_s

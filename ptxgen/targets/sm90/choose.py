@@ -10,12 +10,13 @@ same numbers the verifier and the lowering use.
 The designs priced, each as the lowering builds it (README, "Hopper (sm_90a): what is built"):
 
 * warp-specialised + persistent (the default): one CTA per SM walks ceil(tiles / grid) tiles, so
-  the grid's waves are whole tiles per CTA; the producer runs up to S stages ahead of the
-  consumers and keeps loading across a tile boundary, so the pipeline fills once per CTA (not once
-  per tile) and a k-tile's latency floor is DRAM latency / S;
+  the grid's waves are whole tiles per CTA; the producer keeps loading across a tile boundary, so
+  the pipeline fills once per CTA (not once per tile). Optionally in 2x1 or 1x2 clusters with TMA
+  multicast (cluster.py): the tile grid rounds up to whole cluster tiles, each CTA reads only its
+  slice of the shared operand's box from L2, and a stage is refilled only once the peer's
+  consumers released it too;
 * non-specialised, one CTA per tile: the consumers issue the next stage's copies themselves after
-  waiting, so S-1 stages are in flight (floor: latency / (S-1)), every CTA fills and drains its
-  own pipeline, and waves are CTAs / (SMs x CTAs per SM) with the tail priced as such. It is the
+  a bar.sync every k-tile, every CTA fills and drains its own pipeline, and waves are CTAs / (SMs x CTAs per SM) with the tail priced as such. It is the
   only built kernel for split-K (skinny M x N, long K) and Stream-K (batches: both kernels, the
   persistent one walking batch x tiles);
 * the epilogue: direct stores from the accumulator fragments (each thread writes 2 adjacent
@@ -23,11 +24,16 @@ The designs priced, each as the lowering builds it (README, "Hopper (sm_90a): wh
   (fragments to swizzled shared memory, one bulk copy per box, whole sectors). The persistent
   kernel's stores drain under the next tile's main loop; a CTA per tile waits for its own.
 
+Both main loops keep S - 1 stages in flight (the stage the wgmmas read is held until they
+retire), and a k-tile's latency floor is a stage's round trip over them (`stage_round_trip`,
+Little's law), so a deeper ring is priced faster until the floor sinks under the tensor time.
+
 What is estimated (weak spots, no GPU measured these): the loaded DRAM latency (devices.py), the
+peer release across a cluster (CLUSTER_RELEASE_CLOCKS), the
 per-k-tile instruction counts, the sector efficiency of direct stores, and that a persistent
 CTA's epilogue stalls its consumers fully (they do not overlap it with the next tile's wgmmas,
 true of the built kernel: one set of accumulators). L2 and DRAM traffic are priced as for sm_80
-(`costmodel`).
+(`costmodel`), less the L2 reads multicast saves.
 """
 from __future__ import annotations
 
@@ -107,7 +113,8 @@ def hopper_candidates(g: Gemm) -> Iterator[Schedule]:
     """Every base schedule of the built sm_90a kernels worth trying for `g`, legal or not (the
     verifier prunes): block rows and columns up to the first that covers M and N, BK 128 bytes,
     2-6 stages and the deepest ring that fits, 128-byte swizzle; the warp-specialised persistent
-    kernel (for a batch, walking batch x tiles) and the non-specialised one-CTA-per-tile kernel; the TMA-store and
+    kernel (for a batch, walking batch x tiles), alone and in each of CLUSTERS, and the non-specialised
+    one-CTA-per-tile kernel; the TMA-store and
     the direct epilogue where the TMA one applies; row and (with more tile rows than a group)
     grouped raster. Split-K and Stream-K: `hopper_variants`."""
     bk = BK_BYTES // g.in_bytes
@@ -349,6 +356,8 @@ def describe_hopper(s: Schedule) -> str:
     persistent = "--persistent" if s.persistent else "--no-persistent"
     text = (f"--instruction wgmma --block {s.bm}x{s.bn}x{s.bk} --consumers {s.consumers} --stages {s.stages} "
             f"--swizzle {s.swizzle} {ws} {persistent}")
+    if s.cluster is not None and tuple(s.cluster) != (1, 1):  # multicast is its default
+        text += f" --cluster {s.cluster[0]}x{s.cluster[1]}"
     if s.epilogue_via_smem is not None:
         text += f" --epilogue-via {'smem' if s.epilogue_via_smem else 'registers'}"
     if s.raster == "grouped":

@@ -16,9 +16,9 @@ The designs priced, each as the lowering builds it (README, "Hopper (sm_90a): wh
   slice of the shared operand's box from L2, and a stage is refilled only once the peer's
   consumers released it too;
 * non-specialised, one CTA per tile: the consumers issue the next stage's copies themselves after
-  a bar.sync every k-tile, every CTA fills and drains its own pipeline, and waves are CTAs / (SMs x CTAs per SM) with the tail priced as such. It is the
-  only built kernel for split-K (skinny M x N, long K) and Stream-K (batches: both kernels, the
-  persistent one walking batch x tiles);
+  a bar.sync every k-tile, every CTA fills and drains its own pipeline, and waves are CTAs / (SMs
+  x CTAs per SM) with the tail priced as such. It is the only built kernel for split-K (skinny
+  M x N, long K) and Stream-K (batches: both kernels, the persistent one walking batch x tiles);
 * the epilogue: direct stores from the accumulator fragments (each thread writes 2 adjacent
   elements per row, so a 16-bit C fills half a 32-byte sector per 4 threads) or the TMA store
   (fragments to swizzled shared memory, one bulk copy per box, whole sectors). The persistent
@@ -29,10 +29,10 @@ retire), and a k-tile's latency floor is a stage's round trip over them (`stage_
 Little's law), so a deeper ring is priced faster until the floor sinks under the tensor time.
 
 What is estimated (weak spots, no GPU measured these): the loaded DRAM latency (devices.py), the
-peer release across a cluster (CLUSTER_RELEASE_CLOCKS), the
-per-k-tile instruction counts, the sector efficiency of direct stores, and that a persistent
-CTA's epilogue stalls its consumers fully (they do not overlap it with the next tile's wgmmas,
-true of the built kernel: one set of accumulators). L2 and DRAM traffic are priced as for sm_80
+peer release across a cluster (CLUSTER_RELEASE_CLOCKS), the per-k-tile instruction counts, the
+sector efficiency of direct stores, and that a persistent CTA's epilogue stalls its consumers
+fully (they do not overlap it with the next tile's wgmmas, true of the built kernel: one set of
+accumulators). L2 and DRAM traffic are priced as for sm_80
 (`costmodel`), less the L2 reads multicast saves.
 """
 from __future__ import annotations
@@ -113,10 +113,10 @@ def hopper_candidates(g: Gemm) -> Iterator[Schedule]:
     """Every base schedule of the built sm_90a kernels worth trying for `g`, legal or not (the
     verifier prunes): block rows and columns up to the first that covers M and N, BK 128 bytes,
     2-6 stages and the deepest ring that fits, 128-byte swizzle; the warp-specialised persistent
-    kernel (for a batch, walking batch x tiles), alone and in each of CLUSTERS, and the non-specialised
-    one-CTA-per-tile kernel; the TMA-store and
-    the direct epilogue where the TMA one applies; row and (with more tile rows than a group)
-    grouped raster. Split-K and Stream-K: `hopper_variants`."""
+    kernel (for a batch, walking batch x tiles), alone and in each of CLUSTERS, and the
+    non-specialised one-CTA-per-tile kernel; the TMA-store and the direct epilogue where the TMA
+    one applies; row and (with more tile rows than a group) grouped raster. Split-K and
+    Stream-K: `hopper_variants`."""
     bk = BK_BYTES // g.in_bytes
     for bm, consumers in _up_to_cover(BLOCK_ROWS, g.m, key=lambda rc: rc[0]):
         for bn in _up_to_cover(BLOCK_COLS, g.n):

@@ -83,6 +83,7 @@ def peer_schedules(arch: str) -> list[tuple[str, Schedule]]:
 def short(s: Schedule) -> str:
     if s.instruction == "wgmma":
         text = f"{s.bm}x{s.bn}x{s.bk} c{s.consumers} s{s.stages}{' ws' if s.warp_specialized else ''}"
+        text += f" cl{s.cluster[0]}x{s.cluster[1]}" if tuple(s.cluster) != (1, 1) else ""
     else:
         text = f"{s.bm}x{s.bn}x{s.bk} w{s.warps[0]}x{s.warps[1]} s{s.stages}"
     return text + (" sk" + str(s.split_k) if s.split_k > 1 else "") + (" streamK" if s.stream_k else "")

@@ -107,7 +107,8 @@ class Spec:
         kind = ("ws-persistent" if s.warp_specialized else "stream-k" if s.stream_k else
                 f"splitk{s.split_k}" if s.split_k > 1 else "one-cta-per-tile")
         epi = {None: "", True: " tma-store", False: " direct-store"}[s.epilogue_via_smem]
-        return f"{s.bm}x{s.bn}x{s.bk} wgmma c{s.consumers} s{s.stages} {kind}{epi}" + (
+        cluster = f" cluster{s.cluster[0]}x{s.cluster[1]}" if tuple(s.cluster) != (1, 1) else ""
+        return f"{s.bm}x{s.bn}x{s.bk} wgmma c{s.consumers} s{s.stages} {kind}{cluster}{epi}" + (
             " grouped-raster" if s.raster == "grouped" else "")
 
 

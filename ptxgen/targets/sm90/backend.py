@@ -91,10 +91,13 @@ def rank_hopper(g: Gemm, arch: str) -> list[tuple[Schedule, Prediction]]:
 
 
 def order_key(s: Schedule, p: Prediction) -> tuple:
-    """Time in TIE-wide buckets, then: no split, the warp-specialised persistent kernel, the
-    default epilogue, row raster, three or four stages, the larger tile, fewer warpgroups."""
-    return (time_bucket(p), s.split_k, s.stream_k, not s.warp_specialized, s.epilogue_via_smem is not None,
-            s.raster != "row", abs(s.stages - 3.5), -s.bm * s.bn, s.consumers, s.block)
+    """Time in TIE-wide buckets, then: no split, the warp-specialised persistent kernel, no
+    cluster, the default epilogue, row raster, the deeper ring (CUTLASS's sm90 builder takes as
+    many stages as fit: StageCountAutoCarveout), the larger tile, fewer warpgroups, then the
+    predicted time itself (so only the same kernel up to raster or cluster shape ties)."""
+    clustered = s.cluster is not None and tuple(s.cluster) != (1, 1)
+    return (time_bucket(p), s.split_k, s.stream_k, not s.warp_specialized, clustered, s.epilogue_via_smem is not None,
+            s.raster != "row", -s.stages, -s.bm * s.bn, s.consumers, s.block, p.time_s)
 
 
 class Sm90Backend(Backend):

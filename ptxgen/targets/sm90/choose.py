@@ -10,24 +10,30 @@ same numbers the verifier and the lowering use.
 The designs priced, each as the lowering builds it (README, "Hopper (sm_90a): what is built"):
 
 * warp-specialised + persistent (the default): one CTA per SM walks ceil(tiles / grid) tiles, so
-  the grid's waves are whole tiles per CTA; the producer runs up to S stages ahead of the
-  consumers and keeps loading across a tile boundary, so the pipeline fills once per CTA (not once
-  per tile) and a k-tile's latency floor is DRAM latency / S;
+  the grid's waves are whole tiles per CTA; the producer keeps loading across a tile boundary, so
+  the pipeline fills once per CTA (not once per tile). Optionally in 2x1 or 1x2 clusters with TMA
+  multicast (cluster.py): the tile grid rounds up to whole cluster tiles, each CTA reads only its
+  slice of the shared operand's box from L2, and a stage is refilled only once the peer's
+  consumers released it too;
 * non-specialised, one CTA per tile: the consumers issue the next stage's copies themselves after
-  waiting, so S-1 stages are in flight (floor: latency / (S-1)), every CTA fills and drains its
-  own pipeline, and waves are CTAs / (SMs x CTAs per SM) with the tail priced as such. It is the
-  only built kernel for split-K (skinny M x N, long K) and Stream-K (batches: both kernels, the
-  persistent one walking batch x tiles);
+  a bar.sync every k-tile, every CTA fills and drains its own pipeline, and waves are CTAs / (SMs
+  x CTAs per SM) with the tail priced as such. It is the only built kernel for split-K (skinny
+  M x N, long K) and Stream-K (batches: both kernels, the persistent one walking batch x tiles);
 * the epilogue: direct stores from the accumulator fragments (each thread writes 2 adjacent
   elements per row, so a 16-bit C fills half a 32-byte sector per 4 threads) or the TMA store
   (fragments to swizzled shared memory, one bulk copy per box, whole sectors). The persistent
   kernel's stores drain under the next tile's main loop; a CTA per tile waits for its own.
 
+Both main loops keep S - 1 stages in flight (the stage the wgmmas read is held until they
+retire), and a k-tile's latency floor is a stage's round trip over them (`stage_round_trip`,
+Little's law), so a deeper ring is priced faster until the floor sinks under the tensor time.
+
 What is estimated (weak spots, no GPU measured these): the loaded DRAM latency (devices.py), the
-per-k-tile instruction counts, the sector efficiency of direct stores, and that a persistent
-CTA's epilogue stalls its consumers fully (they do not overlap it with the next tile's wgmmas,
-true of the built kernel: one set of accumulators). L2 and DRAM traffic are priced as for sm_80
-(`costmodel`).
+peer release across a cluster (CLUSTER_RELEASE_CLOCKS), the per-k-tile instruction counts, the
+sector efficiency of direct stores, and that a persistent CTA's epilogue stalls its consumers
+fully (they do not overlap it with the next tile's wgmmas, true of the built kernel: one set of
+accumulators). L2 and DRAM traffic are priced as for sm_80
+(`costmodel`), less the L2 reads multicast saves.
 """
 from __future__ import annotations
 
@@ -69,6 +75,15 @@ WGMMA_LOOP_INSTRUCTIONS = 16
 NON_WS_LOOP_INSTRUCTIONS = 10
 #: Bytes of one 32-byte sector a direct store of 4 threads' fragment pairs fills per row, over 32.
 SECTOR_BYTES = 32
+#: Thread-block clusters proposed for the warp-specialised persistent kernel, each with TMA
+#: multicast of the operand its CTAs share (targets/sm90/cluster.py): (2, 1) shares B, (1, 2) A.
+CLUSTERS = ((2, 1), (1, 2))
+#: Clocks a consumer's release of a stage takes to reach a multicast peer's empty barrier
+#: (mapa + mbarrier.arrive.release.cluster over the SM-to-SM network, cluster.py). An estimate,
+#: no GPU measured it here: taken as the order of an L2 hit's round trip. It lengthens the
+#: stage's round trip (`stage_round_trip`), so a cluster needs a deeper ring to hide the same
+#: latency.
+CLUSTER_RELEASE_CLOCKS = 300
 
 
 def _up_to_cover(sides: tuple, extent: int, key=lambda x: x) -> list:
@@ -99,9 +114,10 @@ def hopper_candidates(g: Gemm) -> Iterator[Schedule]:
     """Every base schedule of the built sm_90a kernels worth trying for `g`, legal or not (the
     verifier prunes): block rows and columns up to the first that covers M and N, BK 128 bytes,
     2-6 stages and the deepest ring that fits, 128-byte swizzle; the warp-specialised persistent
-    kernel (for a batch, walking batch x tiles) and the non-specialised one-CTA-per-tile kernel; the TMA-store and
-    the direct epilogue where the TMA one applies; row and (with more tile rows than a group)
-    grouped raster. Split-K and Stream-K: `hopper_variants`."""
+    kernel (for a batch, walking batch x tiles), alone and in each of CLUSTERS, and the
+    non-specialised one-CTA-per-tile kernel; the TMA-store and the direct epilogue where the TMA
+    one applies; row and (with more tile rows than a group) grouped raster. Split-K and
+    Stream-K: `hopper_variants`."""
     bk = BK_BYTES // g.in_bytes
     for bm, consumers in _up_to_cover(BLOCK_ROWS, g.m, key=lambda rc: rc[0]):
         for bn in _up_to_cover(BLOCK_COLS, g.n):
@@ -116,6 +132,16 @@ def hopper_candidates(g: Gemm) -> Iterator[Schedule]:
                     for via in epilogues:
                         for raster in rasters:
                             yield replace(base, epilogue_via_smem=via, **raster)
+                            if ws:
+                                yield from _clustered(g, replace(base, epilogue_via_smem=via, **raster))
+
+
+def _clustered(g: Gemm, s: Schedule) -> Iterator[Schedule]:
+    """`s` on each of CLUSTERS with multicast, where the tile grid has two tiles to pair along
+    the cluster's long side (a cluster of one real tile only pads the grid)."""
+    for cm, cn in CLUSTERS:
+        if _ceil(g.m, s.bm) >= cm and _ceil(g.n, s.bn) >= cn:
+            yield replace(s, cluster=(cm, cn), multicast=True)
 
 
 def hopper_variants(g: Gemm, s: Schedule) -> Iterator[Schedule]:
@@ -143,12 +169,45 @@ def no_candidate_error(g: Gemm, arch: str, first: ScheduleError | None) -> Sched
                             f"problem ({why})", fix)
 
 
+def stages_in_flight(s: Schedule) -> int:
+    """Stages whose loads are in flight while the tensor core works on one k-tile: S - 1. Both
+    built main loops keep one wgmma group in flight and hand back stage kt-1 only once it has
+    retired, after issuing k-tile kt (`wait_group 1`: warp_specialized.py, mainloop.py), so the
+    stage being read is never refilled; with one stage (S - 1 = 0) load and compute alternate."""
+    return s.stages - 1
+
+
+def loaded_bytes_per_stage(g: Gemm, s: Schedule, plan: HopperPlan) -> int:
+    """Bytes one CTA's producer loads from L2 per stage: its A and B boxes, each cut into one
+    slice per CTA sharing it when multicast (`ClusterShape.parts`, cluster.py); the peers'
+    slices arrive over the SM-to-SM network, not from L2."""
+    parts_a = plan.cluster[1] if "A" in plan.multicast else 1
+    parts_b = plan.cluster[0] if "B" in plan.multicast else 1
+    return (s.bm // parts_a + s.bn // parts_b) * s.bk * g.in_bytes
+
+
+def stage_round_trip(g: Gemm, s: Schedule, plan: HopperPlan, dev: DeviceModel) -> float:
+    """Clocks from a stage's release to its refill landing: the loaded memory latency
+    (`dram_latency_clk`), plus the time the stage's bytes take at the SM's share of the L2 read
+    bandwidth when every SM streams (`l2_bytes_per_clk / sms`), plus, with multicast, the peers'
+    release crossing the cluster (CLUSTER_RELEASE_CLOCKS). Little's law: to sustain a k-tile
+    every t clocks, round trip / t stages must be in flight, so `hopper_ktile_cost`'s latency
+    floor is this over `stages_in_flight`. The figures (devices.py, H100): 1200 clocks of loaded
+    latency (~700 ns at 1830 MHz) and 6258 B/clk of L2 bandwidth are both estimates; e.g. a
+    256x192x64 bf16 stage (57 KB, 1220 clocks at 47 B/clk) round-trips in about 2400 clocks
+    against 1536 of wgmma, so 2 stages starve the tensor core and 4 (800 clocks each) do not."""
+    transfer = loaded_bytes_per_stage(g, s, plan) / (dev.l2_bytes_per_clk / dev.sms)
+    release = CLUSTER_RELEASE_CLOCKS if plan.multicast else 0
+    return dev.dram_latency_clk + transfer + release
+
+
 def hopper_ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel) -> KTileCost:
     """Clocks of one k-tile of one wgmma CTA on an idle SM: tensor time at wgmma's full rate for the
     dtype (a warpgroup spans the 4 sub-partitions), shared memory (TMA writes A and B once; each
     consumer's wgmmas read its A rows and all of B), issue (consumer warps, plus one producer warp
-    when specialised), and the pipeline's latency floor: DRAM latency over the stages in flight
-    (S with a producer running ahead, S-1 when the consumers refill the stage they just freed)."""
+    when specialised), and the pipeline's latency floor: a stage's round trip
+    (`stage_round_trip`) over the stages in flight (`stages_in_flight`), so every added stage
+    lowers the floor while it fits."""
     plan = hopper_plan(g, s)
     mma = 2 * s.bm * s.bn * s.bk / dev.tensor_flops_per_clk_sm[g.dtype]
     writes = (s.bm + s.bn) * s.bk * g.in_bytes
@@ -161,10 +220,15 @@ def hopper_ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel) -> KTileCost:
     promotion_issue, promotion_stall = promotion_clocks(g, s, plan, dev)  # fp8 promotion: adds, drained wgmma
     issue += promotion_issue
     mma += promotion_stall
-    in_flight = s.stages if s.warp_specialized else s.stages - 1
+    round_trip = stage_round_trip(g, s, plan, dev)
+    in_flight = stages_in_flight(s)
+    # the non-specialised consumers meet at a bar.sync every k-tile before thread 0 refills the
+    # stage (mainloop.py); a specialised consumer only waits on its full barrier, whose phase
+    # has completed when the producer runs ahead (its try_wait is in the issue count)
+    barrier = 0 if s.warp_specialized else BARRIER_CLOCKS
     if in_flight >= 1:
-        return KTileCost(mma, smem, issue, dev.dram_latency_clk / in_flight + BARRIER_CLOCKS)
-    return KTileCost(mma, smem, issue, dev.dram_latency_clk + BARRIER_CLOCKS, serial=True)
+        return KTileCost(mma, smem, issue, round_trip / in_flight + barrier)
+    return KTileCost(mma, smem, issue, round_trip + barrier, serial=True)
 
 
 def epilogue_clocks(g: Gemm, s: Schedule, plan: HopperPlan, dev: DeviceModel) -> tuple[float, float]:
@@ -190,7 +254,7 @@ def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]
     """(CTAs, k-tiles of the busiest CTA's whole walk, its tiles or units, f32 partial bytes) of
     the grid the schedule launches."""
     kt_total = _ceil(g.k, s.bk)
-    tiles = g.batch * _ceil(g.m, s.bm) * _ceil(g.n, s.bn)
+    tiles = g.batch * _walked_tiles(g, s)
     if s.stream_k:
         grid = stream_k_grid(g, s, dev.sms)
         sk = stream_k_plan(g, s, grid)
@@ -207,6 +271,14 @@ def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]
         per_cta = _ceil(tiles, grid)
         return grid, per_cta * kt_total, per_cta, 0
     return tiles, kt_total, 1, 0
+
+
+def _walked_tiles(g: Gemm, s: Schedule) -> int:
+    """Output tiles of one batch the grid walks: the tile grid rounded up to whole cluster tiles
+    (a CTA whose tile lies past M or N still loads its zero-filled boxes and runs its wgmmas:
+    cluster.py)."""
+    cm, cn = s.cluster if s.cluster is not None else (1, 1)
+    return _ceil(_ceil(g.m, s.bm), cm) * cm * _ceil(_ceil(g.n, s.bn), cn) * cn
 
 
 def hopper_register_need(g: Gemm, s: Schedule) -> int:
@@ -254,7 +326,8 @@ def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None
     compute_s = clocks / dev.clock_hz
     tiles = g.batch * plan.tiles[0] * plan.tiles[1]
     kt_total = _ceil(g.k, s.bk)
-    l2 = tiles * (s.bm + s.bn) * kt_total * s.bk * g.in_bytes + partial_bytes
+    # multicast: a CTA reads only its slice of the shared box from L2 (`loaded_bytes_per_stage`)
+    l2 = tiles * loaded_bytes_per_stage(g, s, plan) * kt_total + partial_bytes
     l2_s = l2 / (dev.l2_bytes_per_clk * dev.clock_hz)
     dram = _dram_bytes(g, s, dev, wave_ctas) + partial_bytes
     dram_s = dram / dev.dram_bytes_per_s
@@ -288,6 +361,8 @@ def describe_hopper(s: Schedule) -> str:
     persistent = "--persistent" if s.persistent else "--no-persistent"
     text = (f"--instruction wgmma --block {s.bm}x{s.bn}x{s.bk} --consumers {s.consumers} --stages {s.stages} "
             f"--swizzle {s.swizzle} {ws} {persistent}")
+    if s.cluster is not None and tuple(s.cluster) != (1, 1):  # multicast is its default
+        text += f" --cluster {s.cluster[0]}x{s.cluster[1]}"
     if s.epilogue_via_smem is not None:
         text += f" --epilogue-via {'smem' if s.epilogue_via_smem else 'registers'}"
     if s.raster == "grouped":

@@ -117,3 +117,14 @@ def test_more_registers_never_raise_occupancy_and_one_wave_is_not_sped_up(data):
     assert many.ctas_per_sm <= fewer.ctas_per_sm
     if many.waves <= 1.0:
         assert many.time_s >= fewer.time_s * (1 - 1e-9)
+
+
+def test_a_second_cta_on_an_sm_does_not_shorten_the_first_ones_k_tile():
+    """The draw CI found: doubling M turned a 63-CTA tail (one CTA per SM) into a 125-CTA one (two
+    on some SMs), whose CTAs were each fed by more warps and hid half of each other's barrier, so
+    twice the work was predicted 0.08% faster. A CTA's own k-tile and barrier wait now bound the
+    SM's round (sm80/cost.py `_wave_clocks`)."""
+    s = Schedule(block=(16, 16, 8), warps=(1, 1), stages=1)
+    small = Gemm(1000, 1, 100, dtype="tf32", out_dtype="f32", align=4)
+    big = replace(small, m=2000)
+    assert predict(big, s, "sm_80").time_s >= predict(small, s, "sm_80").time_s

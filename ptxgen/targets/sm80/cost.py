@@ -84,11 +84,15 @@ def store_lines(g: Gemm, s: Schedule) -> int:
     return s.bm * _ceil(s.bn * g.out_bytes, L1_LINE_BYTES)
 
 
-def _wave_clocks(cost: KTileCost, ctas_on_sm: int, kt: int, tile_epilogue: float, dev: DeviceModel) -> float:
+def _wave_clocks(cost: KTileCost, ctas_on_sm: int, kt: int, tile_epilogue: float, dev: DeviceModel,
+                 alone: float) -> float:
     """Clocks for `ctas_on_sm` CTAs sharing one SM to run `kt` k-tiles each and their epilogues.
     Each k-tile ends in a CTA barrier whose wait the other resident CTAs' work fills in part, so a
-    larger BK (fewer barriers per flop) and more CTAs per SM pay less of it."""
-    shared = ctas_on_sm * cost.throughput + BARRIER_CLOCKS / ctas_on_sm  # the SM's units, shared by its CTAs
+    larger BK (fewer barriers per flop) and more CTAs per SM pay less of it; but never less than one
+    CTA's own k-tile (`alone`: its work fed by its own warps) and barrier wait, which no other CTA
+    can shorten, so more CTAs on an SM are never predicted faster per k-tile."""
+    shared = max(ctas_on_sm * cost.throughput + BARRIER_CLOCKS / ctas_on_sm,  # the SM's units, shared by its CTAs
+                 alone + BARRIER_CLOCKS)
     per_ktile = cost.latency + shared if cost.serial else overlap(shared, cost.latency)
     return dev.dram_latency_clk + kt * per_ktile + ctas_on_sm * tile_epilogue + dev.dram_latency_clk
 
@@ -130,12 +134,13 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
     wave_ctas = per_sm * dev.sms
     full, rest = divmod(ctas, wave_ctas)
     cost = ktile_cost(g, s, dev, occ.warps_per_sm)
-    clocks = full * _wave_clocks(cost, per_sm, kt, epilogue, dev)
+    alone = ktile_cost(g, s, dev, s.num_warps).throughput  # one CTA's k-tile, fed by its own warps
+    clocks = full * _wave_clocks(cost, per_sm, kt, epilogue, dev, alone)
     parts = [(full, cost, per_sm)]
     if rest:
         on_sm = _ceil(rest, dev.sms)
         tail_cost = ktile_cost(g, s, dev, on_sm * s.num_warps)
-        clocks += _wave_clocks(tail_cost, on_sm, kt, epilogue, dev)
+        clocks += _wave_clocks(tail_cost, on_sm, kt, epilogue, dev, alone)
         parts.append((1, tail_cost, on_sm))
     compute_s = clocks / dev.clock_hz
     l2 = ctas * (s.bm + s.bn) * kt * s.bk * g.in_bytes + partial_bytes

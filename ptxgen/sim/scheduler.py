@@ -33,6 +33,7 @@ from collections import deque
 from typing import Callable
 
 from .errors import Fault, HazardError
+from .exit_checks import check_cta_end
 from .memory import SharedMemory
 from .program import Program
 from .state import CtaState
@@ -117,6 +118,7 @@ def run_slice(program: Program, cta: CtaState, switching: bool) -> int:
         warps.reached(cta, program, pc, nops)   # this group ended, or met a parked group's pc
         pc, stop = cta.pc, warps.stop_pc(cta, nops)
     cta.pc, cta.steps, cta.done = pc, steps, True
+    check_cta_end(program, cta)        # nothing asynchronous may outlive the CTA's shared memory
     return executed
 
 

@@ -94,6 +94,7 @@ GROUPS = """
     ld.param.u64 %rd2, [pOut];
     add.u64 %rd5, %rd2, %rd3;
     st.global.u32 [%rd5], %r10;
+    cp.async.wait_all;                 // what is still in flight lands before the CTA exits
     ret;"""
 
 

@@ -202,6 +202,22 @@ def test_a_barrier_after_the_store_wait_is_needed_when_a_cta_walks_several_tiles
         assert e.value.kind == "async-pending" and "st.shared writes shared byte" in str(e.value), e.value
 
 
+def test_exiting_before_the_last_stores_have_read_shared_memory_is_caught():
+    """Issue 21: the CTA's shared memory may go to another CTA once its last thread exits, so each
+    leader waits (wait_group.read 0, `drain`) for its last TMA stores before exiting. The kernel
+    (one CTA walking 4 tiles) runs clean; without that wait the simulator names the last store."""
+    k = ptxgen.compile(*SEVERAL_TILES, arch=ARCH)
+    lines = k.ptx.split("\n")
+    drain = [i for i, line in enumerate(lines) if "before the CTA exits" in line]
+    assert len(drain) == 1 and "cp.async.bulk.wait_group.read 0" in lines[drain[0]]
+    assert _run(k.ptx, k).ok
+    with pytest.raises(sim.HazardError) as e:
+        _run("\n".join(lines[:drain[0]] + lines[drain[0] + 1:]), k)
+    stores = {i + 1 for i, line in enumerate(lines) if "cp.async.bulk.tensor" in line and "global.shared" in line}
+    assert e.value.kind == "async-pending" and "exits" in e.value.detail, e.value
+    assert e.value.line in stores and "bulk store" in e.value.detail, e.value
+
+
 def test_empty_barrier_count_not_matching_the_arrivals_is_a_deadlock():
     k = _plant_kernel()
     bad = re.sub(r"(mbarrier\.init\.shared::cta\.b64 \[[^\]]*\]), 8;", r"\1, 16;", k.ptx)

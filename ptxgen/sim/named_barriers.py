@@ -23,7 +23,7 @@ import numpy as np
 
 from . import async_order
 from .errors import Fault
-from .warps import BLOCK, release
+from .warps import BLOCK, SPIN, release
 
 WARP_KEY = 16           # bar.warp.sync of warp w is barrier key WARP_KEY + w
 
@@ -38,6 +38,9 @@ class NamedBarrier:
     line: int              # the first arrival's PTX line
     what: str
     carry: set = field(default_factory=set)   # retired async reads an arriving thread was ordered after
+    #: warp -> line of an aligned barrier part of the warp executed while its other threads were
+    #: still spinning in a loop (a one-thread poll: `_spinning`); they must execute the same one
+    partial: dict = field(default_factory=dict)
 
 
 def _name(key: int) -> str:
@@ -79,13 +82,7 @@ def arrive(cta, mask, key: int, count: int | None, wait: bool, aligned: bool, wh
     live = cta.active.reshape(-1, 32)
     touched = lanes.any(axis=1)
     if aligned:
-        partial = touched & (lanes != live).any(axis=1)
-        if partial.any():
-            w = int(np.flatnonzero(partial)[0])
-            raise Fault("divergence", f"{what} is executed by {int(lanes[w].sum())} of the "
-                        f"{int(live[w].sum())} non-exited threads of warp {w}; an aligned barrier (bar.sync, bar.arrive, "
-                        "barrier.*.aligned) must be executed by the whole warp together (use barrier.sync / "
-                        "barrier.arrive without .aligned in divergent code, or reconverge the warp first)")
+        _check_aligned(cta, b, lanes, live, touched, what, line)
     if not b.lanes.any():
         b.count, b.line, b.what = count, line, what
     b.lanes = b.lanes | execd
@@ -99,6 +96,41 @@ def arrive(cta, mask, key: int, count: int | None, wait: bool, aligned: bool, wh
             cta.split = (key, still, line)
             return BLOCK
     return None
+
+
+def _check_aligned(cta, b: NamedBarrier, lanes: np.ndarray, live: np.ndarray, touched: np.ndarray,
+                   what: str, line: int) -> None:
+    """An aligned barrier is executed by each warp's non-exited threads together. Part of a warp may
+    go first only while the rest of it spins in a loop (one thread polling a flag, then `bar.sync`:
+    the hardware reconverges the warp before the barrier); the rest must then execute the same
+    instruction. Anything else is divergence."""
+    prior = b.lanes.reshape(-1, 32)
+    for w in np.flatnonzero(touched).tolist():
+        have = lanes[w] | prior[w]
+        if w in b.partial and b.partial[w] != line:
+            raise Fault("divergence", f"{what} at line {line} is executed by threads of warp {w} whose other "
+                        f"threads executed the aligned barrier at line {b.partial[w]}: an aligned barrier "
+                        "(bar.sync, bar.arrive, barrier.*.aligned) must be one instruction for the whole warp")
+        if (have == live[w]).all():
+            b.partial.pop(w, None)
+            continue
+        if _spinning(cta, w, live[w] & ~have):
+            b.partial[w] = line
+            continue
+        raise Fault("divergence", f"{what} is executed by {int(have.sum())} of the "
+                    f"{int(live[w].sum())} non-exited threads of warp {w}; an aligned barrier (bar.sync, bar.arrive, "
+                    "barrier.*.aligned) must be executed by the whole warp together (use barrier.sync / "
+                    "barrier.arrive without .aligned in divergent code, or reconverge the warp first)")
+
+
+def _spinning(cta, w: int, missing: np.ndarray) -> bool:
+    """Whether every thread of warp `w` in `missing` is parked in a group that spins in a loop."""
+    threads = w * 32 + np.flatnonzero(missing)
+    covered = np.zeros(cta.n, dtype=bool)
+    for g in cta.groups or []:
+        if g.state == SPIN:
+            covered |= g.mask
+    return bool(threads.size) and bool(covered[threads].all())
 
 
 def _advance(cta, key: int, b: NamedBarrier) -> None:
@@ -120,6 +152,7 @@ def _complete(cta, key: int, b: NamedBarrier) -> None:
     b.carry = set()
     b.waiting = b.waiting & ~done
     b.lanes = b.lanes & ~done
+    b.partial = {w: line for w, line in b.partial.items() if not b.warps[w]}
     b.warps = np.zeros_like(b.warps)
     if not b.lanes.any():
         del cta.bars[key]               # idle again: bar.sync 0 may take the fast path
@@ -134,6 +167,12 @@ def recheck(cta) -> None:
     """Threads exited: barriers waiting for them may complete now."""
     if not cta.bars:
         return
+    live = cta.active.reshape(-1, 32)
     for key, b in list(cta.bars.items()):
+        for w, line in b.partial.items():
+            if not (live[w] & ~b.lanes.reshape(-1, 32)[w]).any():
+                raise Fault("divergence", f"threads of warp {w} exited while the rest of the warp waited at the "
+                            f"aligned barrier at line {line}: an aligned barrier must be executed by the whole "
+                            "warp together")
         if key in cta.bars and b.lanes.any():
             _advance(cta, key, b)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ptxgen import sim
+from ptxgen.sim.errors import HazardError
 from sim_util import line_of
 from test_independent_warps import entry, hazard, run
 
@@ -205,3 +206,60 @@ def test_non_aligned_barrier_arrive_by_a_split_warp_counts_the_warp_once_all_lan
     bad = entry(SPLIT_ARRIVE.format(arrive="bar.arrive"), shared=".shared .align 4 .b32 buf[32];\n")
     e = hazard(bad, 64, "divergence", "// HIGH")
     assert "16 of the 32" in e.detail
+
+
+def _poll_kernel(tail: str) -> str:
+    """Thread 0 spins on a global flag that warp 1 sets after a long loop; the other lanes of warp 0
+    go ahead to `tail` (the aligned barrier they must share with thread 0)."""
+    return f"""
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{{
+    .reg .pred %p<4>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    setp.eq.u32 %p1, %r1, 32;
+    @!%p1 bra NOT_SETTER;
+    mov.u32 %r2, 0;
+SLOW:
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p2, %r2, 2000;
+    @%p2 bra SLOW;
+    st.release.gpu.global.u32 [%rd1], 1;
+NOT_SETTER:
+    setp.ne.u32 %p3, %r1, 0;
+    @%p3 bra AFTER_POLL;
+POLL:
+    ld.acquire.gpu.global.u32 %r3, [%rd1];
+    setp.eq.u32 %p2, %r3, 0;
+    @%p2 bra POLL;
+AFTER_POLL:
+{tail}
+    ret;
+}}
+"""
+
+
+def test_one_thread_polls_while_its_warp_waits_at_the_barrier():
+    # thread 0 polls for longer than the scheduler's fairness quantum (warps.FAIR_BACKEDGES), so
+    # lanes 1-31 reach the aligned bar.sync first: they wait there for thread 0 (the hardware
+    # reconverges the warp), which is not divergence
+    sim.launch(_poll_kernel("    bar.sync 0;"), "k", grid=(1, 1, 1), block=(64, 1, 1),
+               args=[np.zeros(1, np.uint32)])
+
+
+def test_the_rest_of_the_warp_at_another_aligned_barrier_is_divergence():
+    tail = """    @%p3 bra OTHER;
+    bar.sync 0;
+    bra.uni DONE;
+OTHER:
+    bar.sync 0;
+DONE:"""
+    with pytest.raises(HazardError) as err:
+        sim.launch(_poll_kernel(tail), "k", grid=(1, 1, 1), block=(64, 1, 1), args=[np.zeros(1, np.uint32)])
+    assert err.value.kind == "divergence"

@@ -63,12 +63,16 @@ def _drop_lines(marker: Callable[[str], bool]) -> Callable[[str], str]:
     return plant
 
 
-def _drop_barrier_after_last_read_wait(ptx: str) -> str:
+def _drop_barrier_after_reuse_wait(ptx: str) -> str:
+    """The named barrier after the leaders' `wait_group.read` that opens each tile's epilogue
+    (before the staging is written again: targets/sm90/epilogue_tma.py)."""
     lines = ptx.split("\n")
-    last = max((i for i, line in enumerate(lines) if "cp.async.bulk.wait_group.read" in line), default=None)
-    if last is None or "bar.sync" not in lines[last + 1]:
-        raise LookupError("no bar.sync right after the leader's last cp.async.bulk.wait_group.read")
-    return "\n".join(lines[:last + 1] + lines[last + 2:])
+    at = next((i for i, line in enumerate(lines)
+               if "cp.async.bulk.wait_group.read" in line and "bar.sync" in lines[i + 1]), None)
+    if at is None:
+        raise LookupError("no bar.sync right after a leader's cp.async.bulk.wait_group.read "
+                          "(the kernel changed: update the plant)")
+    return "\n".join(lines[:at + 1] + lines[at + 2:])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +84,12 @@ class Plant:
 
 
 PLANTS = (
-    Plant("ws: no barrier after the leader's last store read-wait", "ws", _drop_barrier_after_last_read_wait,
+    Plant("ws: no barrier after the leaders' store read-wait before the staging is reused", "ws",
+          _drop_barrier_after_reuse_wait,
           "the next tile's staging writes vs the TMA store still reading the staging buffer (issue 21, point 1)"),
+    Plant("ws: CTA exits before its last TMA stores read the staging", "ws",
+          _drop_lines(lambda line: "wait_group.read" in line and "before the CTA exits" in line),
+          "the CTA's exit (its shared memory handed to the next CTA) vs the last TMA stores reading it"),
     Plant("ws: stage released before its wgmma retired", "ws",
           _drop_lines(lambda line: "k-tile kt-1's wgmma group has retired" in line),
           "the producer's next TMA load into a stage vs the wgmma still reading it"),

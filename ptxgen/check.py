@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .schedule.block_scale import BlockScale, scaled_product
 from .schedule.problem import FP8_DTYPES, FP8_PROMOTION_K, INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
 #: atol in units of the reference's RMS when `compare` gets only a dtype name (K unknown), and
@@ -123,10 +124,17 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
-              bias: np.ndarray | None = None, scale: np.ndarray | None = None) -> np.ndarray:
+              bias: np.ndarray | None = None, scale: np.ndarray | None = None, *,
+              block_scale: BlockScale | None = None, scale_a: np.ndarray | None = None,
+              scale_b: np.ndarray | None = None) -> np.ndarray:
     """float64 act(alpha * scale * A @ B + beta * C + bias), the formulas Epilogue documents,
-    before any cast (8-bit outputs: `compare` rounds it, `quantize` gives the rounded values)."""
-    x = a.astype(np.float64) @ b.astype(np.float64)
+    before any cast (8-bit outputs: `compare` rounds it, `quantize` gives the rounded values).
+    Block-scaled (`scale_a`, `scale_b` given; `block_scale` default BlockScale()): A @ B is the sum
+    over 128-K blocks of (A_blk * sa) @ (B_blk * sb) (schedule/block_scale.py)."""
+    if scale_a is not None or scale_b is not None:
+        x = scaled_product(a, b, block_scale or BlockScale(), scale_a, scale_b)
+    else:
+        x = a.astype(np.float64) @ b.astype(np.float64)
     e = epilogue or Epilogue()
     x = e.alpha * x
     if e.scale == "col":
@@ -302,7 +310,9 @@ def f16_accumulation_error(k: int) -> float:
 
 
 def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
-              bias: np.ndarray | None = None, scale: np.ndarray | None = None) -> np.ndarray:
+              bias: np.ndarray | None = None, scale: np.ndarray | None = None, *,
+              block_scale: BlockScale | None = None, scale_a: np.ndarray | None = None,
+              scale_b: np.ndarray | None = None) -> np.ndarray:
     """|alpha * scale| * (|A| @ |B|) + |beta * C| + |bias|: the size of every term of each element,
     for the standard GEMM error bound gamma_K * magnitude (pass it to `compare` as `bound=`)."""
     e = epilogue or Epilogue()
@@ -311,7 +321,8 @@ def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
     return reference(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)), absolute,
                      None if c is None else np.abs(np.asarray(c, dtype=np.float64)),
                      None if bias is None else np.abs(np.asarray(bias, dtype=np.float64)),
-                     None if scale is None else np.abs(np.asarray(scale, dtype=np.float64))) * lipschitz
+                     None if scale is None else np.abs(np.asarray(scale, dtype=np.float64)),
+                     block_scale=block_scale, scale_a=scale_a, scale_b=scale_b) * lipschitz
 
 
 def underflow_floor(dtype: str) -> float:
@@ -333,6 +344,8 @@ def gamma(g: Gemm) -> float:
     nu = (g.k + EPILOGUE_ROUNDINGS) * 2 * UNIT_ROUNDOFF[g.accumulator]  # 2u: hardware may truncate
     if g.dtype in FP8_DTYPES:  # plus one ~14-bit add per k32 group of a chunk (FP8_ACC_UNIT_ROUNDOFF): the
         nu += fp8_reduced_groups(g) * 2 * FP8_ACC_UNIT_ROUNDOFF  # chunks' magnitudes sum to the element's
+    if g.block_scale is not None:  # per 128-K block: sa * sb rounded, and the fma's rounding
+        nu += 2 * -(-g.k // FP8_PROMOTION_K) * 2 * UNIT_ROUNDOFF["f32"]
     out = nu / (1 - nu) if nu < 1 else np.inf
     return float(out + (TF32_PRODUCT_ERROR if g.dtype == "tf32" else 0.0))
 
@@ -458,13 +471,13 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
 
 
 def check_simulated(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
-                    scale: np.ndarray | None = None) -> Comparison:
+                    scale: np.ndarray | None = None, **block_scales: np.ndarray) -> Comparison:
     """Simulate `kernel` (a ptxgen.Kernel) and compare with `reference` (see check_kernel)."""
-    return check_kernel(kernel, a, b, c, bias, scale, run=kernel.simulate)
+    return check_kernel(kernel, a, b, c, bias, scale, run=kernel.simulate, **block_scales)
 
 
 def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
-                 scale: np.ndarray | None = None, run=None) -> Comparison:
+                 scale: np.ndarray | None = None, run=None, **block_scales: np.ndarray) -> Comparison:
     """Run `kernel` with `run` (Kernel.simulate, or the kernel itself on a GPU) on numpy operands
     and compare with `reference`: the first failing comparison, else the last. C is a fresh
     array with the gemm's ldc, holding a given `c` (beta != 0; `c` itself is not updated).
@@ -472,15 +485,16 @@ def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = No
     holding the answer."""
     run = run or kernel.simulate
     g = kernel.gemm
-    ref = reference(a, b, g.epilogue, c, bias, scale)
-    bound = None if g.out_dtype in QUANTIZED_DTYPES else magnitude(a, b, g.epilogue, c, bias, scale)
+    bs = {"block_scale": g.block_scale, **block_scales} if block_scales else {}  # scale_a=, scale_b=
+    ref = reference(a, b, g.epilogue, c, bias, scale, **bs)
+    bound = None if g.out_dtype in QUANTIZED_DTYPES else magnitude(a, b, g.epilogue, c, bias, scale, **bs)
     result = None
     for variant in range(len(BYTE_POISON.get(g.out_dtype, (None,)))):
         lead = (g.batch,) if g.batch > 1 else ()
         out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype, variant)[..., :g.n]  # ldc honoured
         if c is not None:
             out[...] = c
-        run(a, b, c=out, bias=bias, scale=scale)  # written in place (a strided view when ldc > N)
+        run(a, b, c=out, bias=bias, scale=scale, **block_scales)  # written in place (a strided view when ldc > N)
         result = compare(out, ref, g, bound=bound)
         if not result.ok:
             return result

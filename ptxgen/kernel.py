@@ -7,6 +7,8 @@ Kernel parameters, in order (documented in the README):
     batch_stride_a/b/c .u64  only when batch > 1: element strides between batches (0 broadcasts)
     bias               .u64  only when the epilogue adds a bias (`gemm.bias_dtype` elements)
     scale              .u64  only when the epilogue multiplies by a scale vector (f32 elements)
+    scale_a, scale_b   .u64  then sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride (.u32): only
+                             block-scaled fp8 (sm_90a; Gemm.block_scale)
     workspace, counters .u64 only with workspace split-K or Stream-K: `workspace_elements` f32 and
                              `counter_count` u32 (counters zero before the first launch and left
                              at zero; the workspace needs no zeroing and keeps stale partials)
@@ -172,7 +174,8 @@ class Kernel:
     # -- execution --------------------------------------------------------------------------
     def simulate(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
                  ctas: list[tuple[int, int, int]] | None = None, progress: Any = None,
-                 workers: int | str = 1, ray_address: str | None = None, trace=None, trace_ctas=None):
+                 workers: int | str = 1, ray_address: str | None = None, trace=None, trace_ctas=None,
+                 scale_a: Any = None, scale_b: Any = None):
         """Run on ptxgen's CPU simulator and return C.
 
         A new C is poisoned (NaN for floats, `check.poisoned`), so elements no simulated CTA wrote
@@ -188,6 +191,10 @@ class Kernel:
         tile, Stream-K's chains) run in one task; what cannot be reproduced is refused
         (`ptxgen.scaleout.simulate`).
 
+        `scale_a`, `scale_b`: a block-scaled kernel's scales (Gemm.block_scale), exactly when it has
+        them: (M, ceil(K/128)) and (ceil(K/128), ceil(N/128)), row- or column-major (ptxgen.runtime.
+        block_scales: DeepGEMM's M-contiguous sa storage is passed as `sa_storage.T`).
+
         `trace="run.json"`: write the simulated CTAs' per-warp timeline as Chrome trace-event JSON
         (open it in Perfetto; `ptxgen.sim.trace_png.draw` pictures it), of the CTAs in `trace_ctas`
         (default: every simulated CTA); needs workers=1.
@@ -195,12 +202,16 @@ class Kernel:
         from .simulate import simulate_kernel
 
         return simulate_kernel(self, a, b, c=c, bias=bias, scale=scale, ctas=ctas, progress=progress,
-                               workers=workers, ray_address=ray_address, trace=trace, trace_ctas=trace_ctas)
+                               workers=workers, ray_address=ray_address, trace=trace, trace_ctas=trace_ctas,
+                               scale_a=scale_a, scale_b=scale_b)
 
-    def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None, stream: Any = None):
-        """Run on the GPU through the CUDA driver API and return C (written into `c` if given)."""
+    def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None, stream: Any = None,
+                 scale_a: Any = None, scale_b: Any = None):
+        """Run on the GPU through the CUDA driver API and return C (written into `c` if given);
+        `scale_a`, `scale_b` as `simulate`'s."""
         from .runtime.launch import launch_kernel
 
-        return launch_kernel(self, a, b, c=c, bias=bias, scale=scale, stream=stream)
+        return launch_kernel(self, a, b, c=c, bias=bias, scale=scale, stream=stream, scale_a=scale_a,
+                             scale_b=scale_b)
 
     run = __call__

@@ -196,12 +196,14 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "O
 
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
                    scale: Any = None, progress: ProgressArg = False, workers: Any = 1,
-                   ray_address: str | None = None, trace=None, trace_ctas=None):
+                   ray_address: str | None = None, trace=None, trace_ctas=None, scale_a: Any = None,
+                   scale_b: Any = None):
     """Simulate; return (C, sim result). A new C is poisoned (`check.poisoned`) where no
     simulated CTA wrote. `progress`, `workers`, `ray_address`, `trace`, `trace_ctas`: see
     `Kernel.simulate`."""
     from . import sim
     from .runtime.launch import check_epilogue_operands, vector_view
+    from .runtime.block_scales import check_block_scales, stride_args
     from .runtime.operands import check_no_aliasing
     from .scaleout import Workers
 
@@ -212,6 +214,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     g = kernel.gemm
     align = g.alignment()
     check_epilogue_operands(kernel, c, bias, scale)
+    block_scales = check_block_scales(kernel, scale_a, scale_b)
     if c is None:  # with the gemm's ldc, whose alignment the kernel may rely on
         c = poisoned(((g.batch,) if g.batch > 1 else ()) + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
     va, sa, buf_a = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
@@ -222,6 +225,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
                                    align=g.out_alignment(), batch=g.batch, writable=True)
     vectors = [vector_view(kernel, name, np.asarray(vec), None)
                for name, vec in (("bias", bias), ("scale", scale)) if vec is not None]
+    vectors += list(block_scales or ())  # then scale_a, scale_b (their strides follow the pointers)
     check_no_aliasing(vc, [va, vb, *vectors])  # the GPU path's rule (runtime.launch)
     # The simulator takes each operand's memory as one contiguous buffer spanning the matrices;
     # the inputs read-only, so a kernel that stores into one is reported, not silently obeyed.
@@ -230,7 +234,10 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         buf.flags.writeable = False
     views = (va, vb, vc)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)
     args = kernel.arguments(views, [buf_a, buf_b, buf_c], sim_tensor_maps(kernel, va, vb, vc)) + inputs[2:]
-    readonly = (0, 1) + tuple(range(len(args) - len(inputs) + 2, len(args)))
+    if block_scales is not None:
+        args += stride_args(block_scales)
+    first_input = len(args) - len(inputs) + 2 - (4 if block_scales is not None else 0)
+    readonly = (0, 1) + tuple(range(first_input, first_input + len(inputs) - 2))
     if kernel.workspace_elements:
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
     if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so
@@ -259,6 +266,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
 
 def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
                     ctas=None, progress: ProgressArg = None, workers: Any = 1,
-                    ray_address: str | None = None, trace=None, trace_ctas=None) -> np.ndarray:
+                    ray_address: str | None = None, trace=None, trace_ctas=None, scale_a: Any = None,
+                    scale_b: Any = None) -> np.ndarray:
     return run_simulation(kernel, a, b, ctas, c=c, bias=bias, scale=scale, progress=progress, workers=workers,
-                          ray_address=ray_address, trace=trace, trace_ctas=trace_ctas)[0]
+                          ray_address=ray_address, trace=trace, trace_ctas=trace_ctas, scale_a=scale_a,
+                          scale_b=scale_b)[0]

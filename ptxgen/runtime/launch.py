@@ -18,6 +18,7 @@ from . import driver as drv
 from .batch import check_batched_operand, operand_shape
 from .modules import (Function, Module, describe_run, kernel_binary, load_function, pin,  # noqa: F401
                       ptx_binary)
+from .block_scales import check_block_scales, stride_args
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .params import ParamBlock, ParamDecl, parse_params
 from .spec import LaunchSpec
@@ -250,9 +251,12 @@ def bias_view(kernel: "LaunchSpec", bias: Any, device: int | None) -> OperandVie
     return vector_view(kernel, "bias", bias, device)
 
 
-def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any = None, scale: Any = None) -> _Plan:
+def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any = None, scale: Any = None,
+          scale_a: Any = None, scale_b: Any = None) -> _Plan:
     g = kernel.gemm
     check_epilogue_operands(kernel, c, bias, scale)
+    if getattr(g, "block_scale", None) is None:
+        check_block_scales(kernel, scale_a, scale_b)  # refuses scales the kernel does not take
     ctx = drv.context()
     dev = ctx.ordinal
     align = g.alignment()
@@ -292,6 +296,8 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
                  int(kernel.smem_bytes), s, None, (av, bv, cv), c, host)  # type: ignore[arg-type]
     vectors = tuple(vector_view(kernel, name, x, dev) for name, x in (("bias", bias), ("scale", scale))
                     if x is not None)
+    block_scales = check_block_scales(kernel, scale_a, scale_b, dev) if getattr(g, "block_scale", None) else None
+    vectors += tuple(block_scales or ())
     for v in vectors:  # a host vector's pointer would be null on the device path, and vice versa
         if v.is_host != host:
             raise TypeError(f"{v.name} is {'a host numpy' if v.is_host else 'a device'} array but A and B "
@@ -323,6 +329,8 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
                                  f"without gaps: got leading dimension {cv.ld} (dense: {g.n}){batched}; "
                                  f"pass a contiguous C")
             drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
+    if block_scales is not None:  # the scales' element strides follow their pointers
+        ptrs += stride_args(block_scales)
     if kernel.scratch_sizes(grid)[0]:
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
     views = (av, bv, cv)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)
@@ -361,7 +369,7 @@ def _finish_host(plan: _Plan) -> None:
 
 
 def launch_kernel(kernel: "LaunchSpec", a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None,
-                  scale: Any = None) -> Any:
+                  scale: Any = None, scale_a: Any = None, scale_b: Any = None) -> Any:
     """Run a compiled GEMM on the GPU and return C.
 
     numpy inputs: copied to the device, C copied back (into `c` if given) and synchronized.
@@ -371,7 +379,7 @@ def launch_kernel(kernel: "LaunchSpec", a: Any, b: Any, c: Any = None, bias: Any
     when `c` is None; the launch is asynchronous on `stream` (default: the framework's current
     stream, else the legacy default stream).
     """
-    plan = _plan(kernel, a, b, c, stream, bias, scale)
+    plan = _plan(kernel, a, b, c, stream, bias, scale, scale_a, scale_b)
     if not plan.host:
         _wait_for_producers(list(plan.views), plan.stream)
     _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params, kernel.cluster_dims)

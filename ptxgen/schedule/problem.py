@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from . import field_checks as check
+from .block_scale import BlockScale, check_gemm_block_scale
 from .scalars import normalise
 
 #: Input dtypes, and the numpy dtype that holds them. e4m3/e5m2 (fp8) are wgmma-only (sm_90a).
@@ -183,9 +184,13 @@ class Gemm:
     #: every k-tile accumulated by the wgmma itself (faster, less accurate at large K; cuBLASLt's
     #: CUBLASLT_MATMUL_DESC_FAST_ACCUM, torch._scaled_mm(use_fast_accum=True)).
     fast_accum: bool = False
+    #: Block-scaled fp8 (schedule/block_scale.py): a `BlockScale` naming the group shapes of the
+    #: run-time scales `scale_a` (M x ceil(K/128)) and `scale_b` (ceil(K/128) x ceil(N/128)), applied
+    #: at each 128-wide K slice's promotion; None: no block scaling.
+    block_scale: BlockScale | None = None
 
     def __post_init__(self) -> None:
-        normalise(self, tuple(f.name for f in fields(self) if f.name != "epilogue"))
+        normalise(self, tuple(f.name for f in fields(self) if f.name not in ("epilogue", "block_scale")))
         for name in ("dtype", "out_dtype", "acc_dtype", "bias_dtype"):
             object.__setattr__(self, name, dtype_name(getattr(self, name)))
         check_gemm(self)
@@ -265,6 +270,7 @@ def check_gemm(g: Gemm) -> None:
         raise check.ScheduleTypeError("gemm.epilogue", g.epilogue, f"must be a ptxgen.Epilogue or None, not "
                                       f"{check.type_name(g.epilogue)}",
                                       "pass epilogue=Epilogue(alpha=..., bias=..., ...)")
+    check_gemm_block_scale(g)
 
 
 def _largest_alignment(*row_bytes: int) -> int:

@@ -26,10 +26,11 @@ from ...ir import ops as ptx
 from ...ir.ops import F32
 from ...schedule.problem import FP8_DTYPES, FP8_PROMOTION_K, Gemm
 from ...schedule.schedule import Schedule
+from .block_scales import BlockScales
 
 if TYPE_CHECKING:
     from ...schedule.devices import DeviceModel
-    from .context import Sm90Context
+    from .context import Sm90Context, TmaOperands
     from .plan import HopperPlan
 
 #: Clocks a consumer warpgroup's tensor work stalls at each promotion: the wgmma pipeline drains
@@ -81,6 +82,18 @@ class Promotion:
     def __init__(self, ctx: "Sm90Context", interval: int):
         self.ctx, self.b, self.interval = ctx, ctx.b, interval
         self._temp: list[tuple[VReg, ...]] | None = None
+        #: block-scaled fp8 (block_scales.py): the promotion multiplies by sa * sb
+        self.scales = BlockScales(ctx) if ctx.g.block_scale is not None else None
+
+    def begin_tile(self, ops: "TmaOperands") -> None:
+        """Per tile, before its k-loop: the block scales' pointers (nothing without block scaling)."""
+        if self.scales is not None:
+            self.scales.begin_tile(ops)
+
+    def begin_k_tile(self, kt: VReg) -> None:
+        """At the top of k-tile kt: its block scales' factors (nothing without block scaling)."""
+        if self.scales is not None:
+            self.scales.load_k_tile(kt)
 
     def temporaries(self, acc: list[tuple[VReg, ...]]) -> list[tuple[VReg, ...]]:
         """The wgmma's temporary accumulators, shaped as `acc` (allocated on first use, once per kernel)."""
@@ -92,9 +105,17 @@ class Promotion:
         """Whether the wgmma at k offset kk of a k-tile starts a temporary (scale-d = 0)."""
         return kk % self.interval == 0
 
-    def add(self, acc: list[tuple[VReg, ...]], where: str) -> None:
-        """acc += temporary, every register: after the wait_group that retired the chunk's wgmma."""
+    def add(self, acc: list[tuple[VReg, ...]], where: str, chunk: int = 0) -> None:
+        """acc += temporary, every register: after the wait_group that retired the chunk's wgmma
+        (`chunk`: which of the k-tile's 128-K chunks, for its block scales)."""
         temp = self.temporaries(acc)
+        if self.scales is not None:
+            self.b.comment(f"block-scaled fp8 promotion ({where}): acc += tmp * (sa[row, kb] * sb[kb, n-block]) "
+                           f"({sum(len(f) for f in acc)} fma.rn.f32, factors of the k-tile's chunk {chunk})")
+            for m, (frag, tmp) in enumerate(zip(acc, temp)):
+                for i, (a, t) in enumerate(zip(frag, tmp)):
+                    ptx.fma(self.b, F32, t, self.scales.factor(chunk, m, i), a, into=a)
+            return
         self.b.comment(f"fp8 promotion ({where}): the retired wgmma temporary ({self.interval} of K at most) is added "
                        f"into the f32 accumulator ({sum(len(f) for f in acc)} add.f32); the next chunk's first wgmma "
                        "starts the temporary again with scale-d = 0")

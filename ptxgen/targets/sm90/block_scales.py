@@ -66,6 +66,7 @@ class BlockScales:
         self.chunks = chunks_per_k_tile(ctx.s.bk)
         self.shift = bs.itemsize.bit_length() - 1
         self.row_ptr: list[VReg] = []
+        self.last_block_k: VReg | None = None   # ceil(K/128) - 1, where a k-tile has several chunks
         self.col_ptr: list[VReg] = []
         #: factors[chunk][(row, block)]: sa * sb of the k-tile's chunks
         self.factors: list[dict[tuple[int, int], VReg]] = []
@@ -94,6 +95,8 @@ class BlockScales:
             self.row_ptr.append(self._pointer(ctx.ptr["scale_a"], row, "sa_row_stride"))
         last_block = ptx.sub(ctx.b, U32, self.ctx.ceil_div(ctx.dim("N"), SCALE_BLOCK_K), Imm("1"))
         first = ptx.shr(ctx.b, U32, ops.tile.bn0, Imm(str(SCALE_BLOCK_K.bit_length() - 1)))
+        if self.chunks > 1:
+            self.last_block_k = ptx.sub(ctx.b, U32, self.ctx.ceil_div(ctx.dim("K"), SCALE_BLOCK_K), Imm("1"))
         self.col_ptr = []
         for j in range(self.blocks):
             nb = ptx.add(ctx.b, U32, first, Imm(str(j))) if j else first
@@ -117,17 +120,26 @@ class BlockScales:
         b.comment(f"block scales of k-tile kt: K-block kb = kt * {s.bk} / 128"
                   + (f" + chunk (0..{self.chunks - 1})" if self.chunks > 1 else "")
                   + f"; {self.rows} sa x {self.blocks} sb loads per chunk, their products the promotion's factors")
-        if s.bk >= SCALE_BLOCK_K:
-            kb0 = ptx.mul(ctx.b, U32, kt, Imm(str(s.bk // SCALE_BLOCK_K))) if s.bk > SCALE_BLOCK_K else kt
-        else:
-            kb0 = ptx.shr(ctx.b, U32, kt, Imm(str((SCALE_BLOCK_K // s.bk).bit_length() - 1)))
         self.factors = []
         for c in range(self.chunks):
-            kb = ptx.add(ctx.b, U32, kb0, Imm(str(c))) if c else kb0
+            kb = self.k_block(kt, c)
             sa = [self._load(p, kb, "sa_k_stride") for p in self.row_ptr]
             sb = [self._load(p, kb, "sb_k_stride") for p in self.col_ptr]
             self.factors.append({(r, j): ptx.mul(ctx.b, F32, sa[r], sb[j])
                                  for r in range(self.rows) for j in range(self.blocks)})
+
+    def k_block(self, kt: VReg, chunk: int) -> VReg:
+        """The K-block of chunk `chunk` of k-tile kt: kt * BK / 128 + chunk (BK divides 128 or is a
+        multiple of it, so a chunk never straddles two blocks)."""
+        ctx, bk = self.ctx, self.ctx.s.bk
+        if bk < SCALE_BLOCK_K:
+            return ptx.shr(ctx.b, U32, kt, Imm(str((SCALE_BLOCK_K // bk).bit_length() - 1)))
+        kb = ptx.mul(ctx.b, U32, kt, Imm(str(bk // SCALE_BLOCK_K))) if bk > SCALE_BLOCK_K else kt
+        if not chunk:
+            return kb
+        # a wide last k-tile's later chunks may lie wholly past K (TMA filled them with zeros, so
+        # their temporary is 0): their K-block is clamped into sa and sb, not read past them
+        return ptx.min_(ctx.b, U32, ptx.add(ctx.b, U32, kb, Imm(str(chunk))), self.last_block_k)
 
     def factor(self, chunk: int, frag: int, reg: int) -> VReg:
         """The factor of accumulator register `reg` of m64 block `frag` in chunk `chunk` of the k-tile."""

@@ -55,6 +55,11 @@ def describe_accumulation(g: Gemm, s: Schedule) -> str:
     """How an fp8 kernel accumulates, for the PTX header and `ptxgen info` ("f32 accumulation"
     for the other dtypes, as the header has always said)."""
     interval = promotion_k(g, s)
+    if interval is not None and g.block_scale is not None:
+        bs = g.block_scale
+        return (f"f32 accumulation with block-scaled fp8 promotion ({bs.dtype} scales per {bs.a[0]}x{bs.a[1]} block of A "
+                f"and {bs.b[0]}x{bs.b[1]} of B): wgmma accumulates {interval} of K into a temporary, then "
+                "acc += tmp * (sa[row, kb] * sb[kb, n-block]) after each wait_group")
     if interval is not None:
         return (f"f32 accumulation with fp8 promotion: wgmma accumulates {interval} of K into a temporary, added "
                 "into a separate f32 accumulator after each wait_group (fast_accum=False)")

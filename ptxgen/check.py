@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .schedule.block_scale import BlockScale, scaled_product
+from .schedule.block_scale import BlockScale, expand_scales, expanded_product, scaled_product
 from .schedule.problem import FP8_DTYPES, FP8_PROMOTION_K, INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
 #: atol in units of the reference's RMS when `compare` gets only a dtype name (K unknown), and
@@ -135,6 +135,12 @@ def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
         x = scaled_product(a, b, block_scale or BlockScale(), scale_a, scale_b)
     else:
         x = a.astype(np.float64) @ b.astype(np.float64)
+    return epilogue_reference(x, epilogue, c, bias, scale)
+
+
+def epilogue_reference(x: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
+                       bias: np.ndarray | None = None, scale: np.ndarray | None = None) -> np.ndarray:
+    """`reference`'s epilogue applied to the float64 product x."""
     e = epilogue or Epilogue()
     x = e.alpha * x
     if e.scale == "col":
@@ -163,13 +169,20 @@ def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
 
 def reference_tile(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None, rows: slice, cols: slice,
                    c: np.ndarray | None = None, bias: np.ndarray | None = None,
-                   scale: np.ndarray | None = None) -> np.ndarray:
+                   scale: np.ndarray | None = None, *, block_scale: BlockScale | None = None,
+                   scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None) -> np.ndarray:
     """`reference` for C[rows, cols] only (2-D operands: one batch): the rows of A and columns of B
     it needs, so checking a few sampled tiles of a large problem costs a few tiles, not all of C."""
     e = epilogue or Epilogue()
 
     def vector(v: np.ndarray | None, by: str | None) -> np.ndarray | None:
         return None if v is None or by is None else np.asarray(v)[cols if by == "col" else rows]
+
+    if scale_a is not None:  # block-scaled: the tile's own rows of sa and columns of the expanded sb
+        per_row, per_col = expand_scales(block_scale or BlockScale(), scale_a, scale_b, a.shape[0], b.shape[1])
+        x = expanded_product(a[rows], b[:, cols], per_row[rows], per_col[:, cols])
+        return epilogue_reference(x, e, None if c is None else c[rows, cols], vector(bias, e.bias),
+                                  vector(scale, e.scale))
 
     return reference(a[rows], b[:, cols], e, None if c is None else c[rows, cols], vector(bias, e.bias),
                      vector(scale, e.scale))

@@ -100,7 +100,8 @@ def problem(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ge
     out_dtype = args.out_dtype or ("s32" if args.dtype in INTEGER_DTYPES else "f32")
     return Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
                 align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch,
-                bias_dtype=args.bias_dtype, fast_accum=args.fast_accum)
+                bias_dtype=args.bias_dtype, fast_accum=args.fast_accum,
+                block_scale=getattr(args, "block_scale", None))
 
 
 def hopper_fields(args: argparse.Namespace) -> dict:

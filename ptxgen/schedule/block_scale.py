@@ -70,13 +70,23 @@ class BlockScale:
         return x.astype(np.float64)
 
 
+def expand_scales(bs: BlockScale, sa: np.ndarray, sb: np.ndarray, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """float64 scales per row and K-block (M, Kb) and per K-block and column (Kb, N)."""
+    rows = np.repeat(bs.values(sa), bs.a[0], axis=0)[:m]
+    cols = np.repeat(bs.values(sb), bs.b[1], axis=1)[:, :n]
+    return rows, cols
+
+
 def scaled_product(a: np.ndarray, b: np.ndarray, bs: BlockScale, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
     """float64 sum over K-blocks of (A_blk * sa) @ (B_blk * sb): the block-scaled A @ B."""
+    return expanded_product(a, b, *expand_scales(bs, sa, sb, np.shape(a)[0], np.shape(b)[1]))
+
+
+def expanded_product(a: np.ndarray, b: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """`scaled_product` with the scales already per row (M, Kb) and per column (Kb, N): any
+    rows and columns of a problem (a tile) are computed from their own slices."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     (m, k), n = a.shape, b.shape[1]
-    va, vb = bs.values(sa), bs.values(sb)
-    rows = np.repeat(va, bs.a[0], axis=0)[:m]                      # (M, Kb): one per row and K-block
-    cols = np.repeat(vb, bs.b[1], axis=1)[:, :n]                   # (Kb, N)
     out = np.zeros((m, n))
     for kb in range(-(-k // SCALE_BLOCK_K)):
         ks = slice(kb * SCALE_BLOCK_K, (kb + 1) * SCALE_BLOCK_K)

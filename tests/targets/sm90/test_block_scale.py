@@ -98,20 +98,6 @@ def test_the_register_model_counts_the_scale_registers():
 
 
 # -- refusals ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("make, field", [
-    (lambda: BlockScale(a=(128, 128)), "block_scale.a"),
-    (lambda: BlockScale(b=(1, 128)), "block_scale.b"),
-    (lambda: BlockScale(dtype="f16"), "block_scale.dtype"),
-    (lambda: Gemm(64, 64, 128, dtype="f16", block_scale=BS), "gemm.block_scale"),
-    (lambda: Gemm(64, 64, 128, dtype="e4m3", fast_accum=True, block_scale=BS), "gemm.fast_accum"),
-    (lambda: Gemm(64, 64, 128, dtype="e4m3", block_scale=(1, 128)), "gemm.block_scale"),
-])
-def test_bad_block_scales_are_refused_on_construction(make, field):
-    with pytest.raises(ScheduleError) as e:
-        make()
-    assert e.value.field == field and e.value.fix
-
-
 @pytest.mark.parametrize("s, arch, field", [
     (wg((64, 96, 128), consumers=1), ARCH, "schedule.block.BN"),
     (wg((64, 64, 96), consumers=1), ARCH, "schedule.block.BK"),

@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--block-scale", default=None, type=block_scale, metavar="1x128,128x128[,ue8m0]",
                    help="block-scaled fp8 (DeepSeek-V3 style; e4m3/e5m2 on sm_90a's wgmma): one scale per 1x128 "
                         "block of A and per 128x128 block of B, f32 or ue8m0 (power-of-two); run draws random "
-                        "never-zero scales")
+                        "never-zero scales (default: none, no block scaling)")
     p.add_argument("--epilogue", default=None, type=epilogue,
                    help="fused epilogue as comma-separated fields, e.g. bias=col,act=relu,alpha=1,beta=0: "
                         "bias=col|row adds a vector, scale=col|row multiplies by an f32 vector (with --dtype s8 "

@@ -138,8 +138,10 @@ def verify_block_scale(g: object, s: object, arch: str) -> None:
     no split-K or Stream-K. `s`: the schedule, or the instruction the chooser picks among."""
     if getattr(g, "block_scale") is None:
         return
+    from .rules import rules_for
+
     instruction = s if isinstance(s, str) else getattr(s, "instruction")
-    if instruction != "wgmma" or arch != "sm_90a":
+    if not getattr(rules_for(instruction), "block_scaled", False):  # the target says (sm_90a's wgmma)
         raise check.ScheduleError("gemm.block_scale", getattr(g, "block_scale"), f"block-scaled fp8 is built in "
                                   f"sm_90a's promoted wgmma kernels, not instruction {instruction!r} on {arch}",
                                   "use arch='sm_90a' with instruction='wgmma'")

@@ -160,7 +160,7 @@ class TmaWgmmaLoop:
         bar_sync(b, comment="in every warp: its stage may be overwritten")
         self.refill(count, kt_count, state.index, ops, kt_begin)
         if self.promotion is not None:
-            self.promotion.add(acc, "end of the k-tile, after its wait_group 0", chunk=self.last_chunk)
+            self.promotion.promote(acc, "end of the k-tile, after its wait_group 0", self.last_chunk)
         ring.advance(state)
         more = ptx.setp(ctx.b, "lt", U32, count, kt_count)
         b.emit("bra", Sym(top), guard=more)
@@ -203,7 +203,7 @@ class TmaWgmmaLoop:
             if promo is not None and kk and promo.starts_chunk(kk):  # BK > 128: promote within the k-tile
                 wi.commit_group(b, comment=f"the wgmma group of k+{kk - promo.interval}..{kk - 1}")
                 wi.wait_group(b, 0, comment="it has retired: its temporary may be read")
-                promo.add(acc, f"within the k-tile, before k+{kk}", chunk=kk // promo.interval - 1)
+                promo.promote(acc, f"within the k-tile, before k+{kk}", kk // promo.interval - 1)
                 wi.fence(b, comment="the temporary's reads are ordered before the next chunk's wgmma")
             db = dsc.join_words(b, dsc.offset_words(b, desc_b, layout.b_tile.descriptor(0, 0, kk).start // 16,
                                                     comment=f"B k+{kk}"))

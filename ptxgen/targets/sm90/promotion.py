@@ -110,17 +110,27 @@ class Promotion:
         """Whether the wgmma at k offset kk of a k-tile starts a temporary (scale-d = 0)."""
         return kk % self.interval == 0
 
-    def add(self, acc: list[tuple[VReg, ...]], where: str, chunk: int = 0) -> None:
-        """acc += temporary, every register: after the wait_group that retired the chunk's wgmma
-        (`chunk`: which of the k-tile's 128-K chunks, for its block scales)."""
-        temp = self.temporaries(acc)
+    def promote(self, acc: list[tuple[VReg, ...]], where: str, chunk: int) -> None:
+        """The promotion step after the wait_group that retired chunk `chunk` of the k-tile: `add`,
+        or `scaled_add` for a block-scaled kernel."""
         if self.scales is not None:
-            self.b.comment(f"block-scaled fp8 promotion ({where}): acc += tmp * (sa[row, kb] * sb[kb, n-block]) "
-                           f"({sum(len(f) for f in acc)} fma.rn.f32, factors of the k-tile's chunk {chunk})")
-            for m, (frag, tmp) in enumerate(zip(acc, temp)):
-                for i, (a, t) in enumerate(zip(frag, tmp)):
-                    ptx.fma(self.b, F32, t, self.scales.factor(chunk, m, i), a, into=a)
-            return
+            self.scaled_add(acc, where, chunk)
+        else:
+            self.add(acc, where)
+
+    def scaled_add(self, acc: list[tuple[VReg, ...]], where: str, chunk: int) -> None:
+        """acc = fma(temporary, sa * sb, acc), every register (block_scales.py: the chunk's factors)."""
+        temp = self.temporaries(acc)
+        assert self.scales is not None
+        self.b.comment(f"block-scaled fp8 promotion ({where}): acc += tmp * (sa[row, kb] * sb[kb, n-block]) "
+                       f"({sum(len(f) for f in acc)} fma.rn.f32, factors of the k-tile's chunk {chunk})")
+        for m, (frag, tmp) in enumerate(zip(acc, temp)):
+            for i, (a, t) in enumerate(zip(frag, tmp)):
+                ptx.fma(self.b, F32, t, self.scales.factor(chunk, m, i), a, into=a)
+
+    def add(self, acc: list[tuple[VReg, ...]], where: str) -> None:
+        """acc += temporary, every register: after the wait_group that retired the chunk's wgmma."""
+        temp = self.temporaries(acc)
         self.b.comment(f"fp8 promotion ({where}): the retired wgmma temporary ({self.interval} of K at most) is added "
                        f"into the f32 accumulator ({sum(len(f) for f in acc)} add.f32); the next chunk's first wgmma "
                        "starts the temporary again with scale-d = 0")

@@ -205,7 +205,7 @@ class WarpSpecializedKernel:
             wi.wait_group(b, 0, comment="this k-tile's wgmma group has retired")
             ring.consumer_release(state.index, releaser, "release this stage to the producer")
             if loop.promotion is not None:
-                loop.promotion.add(acc, "end of the k-tile, after its wait_group 0", chunk=loop.last_chunk)
+                loop.promotion.promote(acc, "end of the k-tile, after its wait_group 0", loop.last_chunk)
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(ctx.b, "lt", U32, kt, kt_count))
         b.place(done)

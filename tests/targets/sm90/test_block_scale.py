@@ -61,7 +61,9 @@ def simulate_checked(g: Gemm, s: Schedule, seed: int = 0, transform=lambda sa, s
     (gemm(96, 64, 592, out="f16"), simple((64, 64, 256), 2)),
     # BN 32 (four tiles share one n-block of sb), one stage
     (gemm(70, 100, 208, out="bf16"), simple((64, 32, 128), 1)),
-], ids=["ws-2consumers-edges", "ws-bk64-e5m2", "simple-bk256", "simple-bn32"])
+    # a (2, 1) cluster with multicast: 3 tile rows rounded up to 4, the fourth CTA's rows past M (clamped scales)
+    (gemm(150, 128, 256, out="f16"), wg((64, 64, 128), consumers=1, stages=2, cluster=(2, 1), sms=2)),
+], ids=["ws-2consumers-edges", "ws-bk64-e5m2", "simple-bk256", "simple-bn32", "ws-cluster"])
 def test_block_scaled_kernels_match_the_reference(g, s):
     res = simulate_checked(g, s)
     assert res.ok, res

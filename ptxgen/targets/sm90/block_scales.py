@@ -1,5 +1,6 @@
 """Block-scaled fp8 on sm_90a (schedule/block_scale.py; DeepSeek-V3 §3.3): the promotion of each
-128-wide K slice (promotion.py) becomes `acc = fma(tmp, sa[row, kb] * sb[kb, n-block], acc)`.
+128-wide K slice (promotion.py, docs/ptx_facts/wgmma.md §9b′) becomes
+`acc = fma(tmp, sa[row, kb] * sb[kb, n-block], acc)`; ue8m0 scales: docs/ptx_facts/sm100_formats.md §1.
 
 Who loads the scales: the consumer threads, with plain `ld.global` (as DeepGEMM's sm90 fp8 GEMM
 reads B's 128x128 scales; CUTLASS's blockwise sm90 mainloop copies both into shared memory in the

@@ -12,6 +12,7 @@ from .targets import registry as _registry  # noqa: F401  (registers every targe
 from .compile import compile as _compile_schedule
 from .errors import AssembleError, LoweringNotBuilt, ScheduleError, ScheduleTypeError
 from .kernel import Kernel
+from .schedule.block_scale import BlockScale
 from .schedule.problem import Epilogue, Gemm
 from .schedule.schedule import Schedule
 from .schedule.verify import verify
@@ -49,5 +50,5 @@ def __getattr__(name: str) -> type:
     raise AttributeError(f"module 'ptxgen' has no attribute {name!r}")
 
 
-__all__ = ["Gemm", "Epilogue", "Schedule", "Kernel", "compile", "verify", "ScheduleError", "ScheduleTypeError",
+__all__ = ["Gemm", "Epilogue", "BlockScale", "Schedule", "Kernel", "compile", "verify", "ScheduleError", "ScheduleTypeError",
            "LoweringNotBuilt", "AssembleError", "sim", "tune", "TuneResult", "__version__", *_LAZY_EXCEPTIONS]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .schedule.group_rows import grouped_reference, stray_writes, untouched_rows
+from .schedule.block_scale import BlockScale, expand_scales, expanded_product, scaled_product
 from .schedule.problem import FP8_DTYPES, FP8_PROMOTION_K, INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
 #: atol in units of the reference's RMS when `compare` gets only a dtype name (K unknown), and
@@ -128,16 +129,28 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
               bias: np.ndarray | None = None, scale: np.ndarray | None = None, *, offs: np.ndarray | None = None,
-              masked_m: np.ndarray | None = None) -> np.ndarray:
+              masked_m: np.ndarray | None = None, block_scale: BlockScale | None = None,
+              scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None) -> np.ndarray:
     """float64 act(alpha * scale * A @ B + beta * C + bias), the formulas Epilogue documents,
     before any cast (8-bit outputs: `compare` rounds it, `quantize` gives the rounded values).
 
     Grouped GEMMs: given `offs` (contiguous) or `masked_m` (masked), computed group by group
     (schedule.group_rows.grouped_reference); rows no group owns hold C's previous value (`c`, or NaN
-    for a poisoned C), which `compare(..., untouched=...)` requires unchanged."""
+    for a poisoned C), which `compare(..., untouched=...)` requires unchanged.
+    Block-scaled (`scale_a`, `scale_b` given; `block_scale` default BlockScale()): A @ B is the sum
+    over 128-K blocks of (A_blk * sa) @ (B_blk * sb) (schedule/block_scale.py)."""
     if offs is not None or masked_m is not None:
         return grouped_reference(reference, a, b, epilogue, c, bias, scale, offs=offs, masked_m=masked_m)
-    x = a.astype(np.float64) @ b.astype(np.float64)
+    if scale_a is not None or scale_b is not None:
+        x = scaled_product(a, b, block_scale or BlockScale(), scale_a, scale_b)
+    else:
+        x = a.astype(np.float64) @ b.astype(np.float64)
+    return epilogue_reference(x, epilogue, c, bias, scale)
+
+
+def epilogue_reference(x: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
+                       bias: np.ndarray | None = None, scale: np.ndarray | None = None) -> np.ndarray:
+    """`reference`'s epilogue applied to the float64 product x."""
     e = epilogue or Epilogue()
     x = e.alpha * x
     if e.scale == "col":
@@ -166,13 +179,20 @@ def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
 
 def reference_tile(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None, rows: slice, cols: slice,
                    c: np.ndarray | None = None, bias: np.ndarray | None = None,
-                   scale: np.ndarray | None = None) -> np.ndarray:
+                   scale: np.ndarray | None = None, *, block_scale: BlockScale | None = None,
+                   scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None) -> np.ndarray:
     """`reference` for C[rows, cols] only (2-D operands: one batch): the rows of A and columns of B
     it needs, so checking a few sampled tiles of a large problem costs a few tiles, not all of C."""
     e = epilogue or Epilogue()
 
     def vector(v: np.ndarray | None, by: str | None) -> np.ndarray | None:
         return None if v is None or by is None else np.asarray(v)[cols if by == "col" else rows]
+
+    if scale_a is not None:  # block-scaled: the tile's own rows of sa and columns of the expanded sb
+        per_row, per_col = expand_scales(block_scale or BlockScale(), scale_a, scale_b, a.shape[0], b.shape[1])
+        x = expanded_product(a[rows], b[:, cols], per_row[rows], per_col[:, cols])
+        return epilogue_reference(x, e, None if c is None else c[rows, cols], vector(bias, e.bias),
+                                  vector(scale, e.scale))
 
     return reference(a[rows], b[:, cols], e, None if c is None else c[rows, cols], vector(bias, e.bias),
                      vector(scale, e.scale))
@@ -314,7 +334,8 @@ def f16_accumulation_error(k: int) -> float:
 
 def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
               bias: np.ndarray | None = None, scale: np.ndarray | None = None, *, offs: np.ndarray | None = None,
-              masked_m: np.ndarray | None = None) -> np.ndarray:
+              masked_m: np.ndarray | None = None, block_scale: BlockScale | None = None,
+              scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None) -> np.ndarray:
     """|alpha * scale| * (|A| @ |B|) + |beta * C| + |bias|: the size of every term of each element,
     for the standard GEMM error bound gamma_K * magnitude (pass it to `compare` as `bound=`)."""
     e = epilogue or Epilogue()
@@ -324,7 +345,8 @@ def magnitude(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
                      None if c is None else np.abs(np.asarray(c, dtype=np.float64)),
                      None if bias is None else np.abs(np.asarray(bias, dtype=np.float64)),
                      None if scale is None else np.abs(np.asarray(scale, dtype=np.float64)),
-                     offs=offs, masked_m=masked_m) * lipschitz
+                     offs=offs, masked_m=masked_m, block_scale=block_scale, scale_a=scale_a,
+                     scale_b=scale_b) * lipschitz
 
 
 def underflow_floor(dtype: str) -> float:
@@ -346,6 +368,8 @@ def gamma(g: Gemm) -> float:
     nu = (g.k + EPILOGUE_ROUNDINGS) * 2 * UNIT_ROUNDOFF[g.accumulator]  # 2u: hardware may truncate
     if g.dtype in FP8_DTYPES:  # plus one ~14-bit add per k32 group of a chunk (FP8_ACC_UNIT_ROUNDOFF): the
         nu += fp8_reduced_groups(g) * 2 * FP8_ACC_UNIT_ROUNDOFF  # chunks' magnitudes sum to the element's
+    if g.block_scale is not None:  # per 128-K block: sa * sb rounded, and the fma's rounding
+        nu += 2 * -(-g.k // FP8_PROMOTION_K) * 2 * UNIT_ROUNDOFF["f32"]
     out = nu / (1 - nu) if nu < 1 else np.inf
     return float(out + (TF32_PRODUCT_ERROR if g.dtype == "tf32" else 0.0))
 
@@ -489,14 +513,15 @@ def compare(c: np.ndarray, ref: np.ndarray, out_dtype: str | Gemm, rows=None, co
 
 def check_simulated(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
                     scale: np.ndarray | None = None, *, offs: np.ndarray | None = None,
-                    masked_m: np.ndarray | None = None) -> Comparison:
+                    masked_m: np.ndarray | None = None, **block_scales: np.ndarray) -> Comparison:
     """Simulate `kernel` (a ptxgen.Kernel) and compare with `reference` (see check_kernel)."""
-    return check_kernel(kernel, a, b, c, bias, scale, run=kernel.simulate, offs=offs, masked_m=masked_m)
+    return check_kernel(kernel, a, b, c, bias, scale, run=kernel.simulate, offs=offs, masked_m=masked_m,
+                        **block_scales)
 
 
 def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, bias: np.ndarray | None = None,
                  scale: np.ndarray | None = None, run=None, *, offs: np.ndarray | None = None,
-                 masked_m: np.ndarray | None = None) -> Comparison:
+                 masked_m: np.ndarray | None = None, **block_scales: np.ndarray) -> Comparison:
     """Run `kernel` with `run` (Kernel.simulate, or the kernel itself on a GPU) on numpy operands
     and compare with `reference`: the first failing comparison, else the last. C is a fresh
     array with the gemm's ldc, holding a given `c` (beta != 0; `c` itself is not updated).
@@ -506,8 +531,9 @@ def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = No
     run = run or kernel.simulate
     g = kernel.gemm
     groups = {"offs": offs, "masked_m": masked_m} if g.grouped else {}
-    ref = reference(a, b, g.epilogue, c, bias, scale, **groups)
-    bound = None if g.out_dtype in QUANTIZED_DTYPES else magnitude(a, b, g.epilogue, c, bias, scale, **groups)
+    bs = {"block_scale": g.block_scale, **block_scales} if block_scales else {}  # scale_a=, scale_b=
+    ref = reference(a, b, g.epilogue, c, bias, scale, **groups, **bs)
+    bound = None if g.out_dtype in QUANTIZED_DTYPES else magnitude(a, b, g.epilogue, c, bias, scale, **groups, **bs)
     untouched = None
     if g.grouped:
         untouched = untouched_rows(g, **groups)
@@ -517,7 +543,7 @@ def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = No
         out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype, variant)[..., :g.n]  # ldc honoured
         if c is not None:
             out[...] = c
-        run(a, b, c=out, bias=bias, scale=scale, **groups)  # written in place (a strided view when ldc > N)
+        run(a, b, c=out, bias=bias, scale=scale, **groups, **block_scales)  # written in place (a strided view when ldc > N)
         result = compare(out, ref, g, bound=bound, untouched=untouched)
         if not result.ok:
             return result

@@ -9,6 +9,8 @@ Kernel parameters, in order (documented in the README):
     batch_stride_a/b/c .u64  masked grouped GEMMs: element strides between the groups' matrices
     bias               .u64  only when the epilogue adds a bias (`gemm.bias_dtype` elements)
     scale              .u64  only when the epilogue multiplies by a scale vector (f32 elements)
+    scale_a, scale_b   .u64  then sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride (.u32): only
+                             block-scaled fp8 (sm_90a; Gemm.block_scale)
     workspace, counters .u64 only with workspace split-K or Stream-K: `workspace_elements` f32 and
                              `counter_count` u32 (counters zero before the first launch and left
                              at zero; the workspace needs no zeroing and keeps stale partials)
@@ -211,7 +213,7 @@ class Kernel:
     def simulate(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
                  ctas: list[tuple[int, int, int]] | None = None, progress: Any = None,
                  workers: int | str = 1, ray_address: str | None = None, trace=None, trace_ctas=None,
-                 offs: Any = None, masked_m: Any = None):
+                 offs: Any = None, masked_m: Any = None, scale_a: Any = None, scale_b: Any = None):
         """Run on ptxgen's CPU simulator and return C.
 
         Grouped GEMMs (`Gemm(groups=G, grouping=...)`, schedule/grouping.py) take `offs` (contiguous:
@@ -232,6 +234,10 @@ class Kernel:
         tile, Stream-K's chains) run in one task; what cannot be reproduced is refused
         (`ptxgen.scaleout.simulate`).
 
+        `scale_a`, `scale_b`: a block-scaled kernel's scales (Gemm.block_scale), exactly when it has
+        them: (M, ceil(K/128)) and (ceil(K/128), ceil(N/128)), row- or column-major (ptxgen.runtime.
+        block_scales: DeepGEMM's M-contiguous sa storage is passed as `sa_storage.T`).
+
         `trace="run.json"`: write the simulated CTAs' per-warp timeline as Chrome trace-event JSON
         (open it in Perfetto; `ptxgen.sim.trace_png.draw` pictures it), of the CTAs in `trace_ctas`
         (default: every simulated CTA); needs workers=1.
@@ -240,16 +246,17 @@ class Kernel:
 
         return simulate_kernel(self, a, b, c=c, bias=bias, scale=scale, ctas=ctas, progress=progress,
                                workers=workers, ray_address=ray_address, trace=trace, trace_ctas=trace_ctas,
-                               offs=offs, masked_m=masked_m)
+                               offs=offs, masked_m=masked_m, scale_a=scale_a, scale_b=scale_b)
 
     def __call__(self, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None, stream: Any = None,
-                 offs: Any = None, masked_m: Any = None):
+                 offs: Any = None, masked_m: Any = None, scale_a: Any = None, scale_b: Any = None):
         """Run on the GPU through the CUDA driver API and return C (written into `c` if given);
         grouped GEMMs take `offs` / `masked_m` as `simulate` does (a device array stays there: the
-        kernel reads it, so it may be filled by an earlier kernel on the same stream)."""
+        kernel reads it, so it may be filled by an earlier kernel on the same stream); block-scaled
+        ones `scale_a`, `scale_b` as `simulate`'s."""
         from .runtime.launch import launch_kernel
 
         return launch_kernel(self, a, b, c=c, bias=bias, scale=scale, stream=stream, offs=offs,
-                             masked_m=masked_m)
+                             masked_m=masked_m, scale_a=scale_a, scale_b=scale_b)
 
     run = __call__

@@ -361,7 +361,7 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "O
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
                    scale: Any = None, progress: ProgressArg = False, workers: Any = 1,
                    ray_address: str | None = None, trace=None, trace_ctas=None, offs: Any = None,
-                   masked_m: Any = None):
+                   masked_m: Any = None, scale_a: Any = None, scale_b: Any = None):
     """Simulate; return (C, sim result). A new C is poisoned (`check.poisoned`) where no
     simulated CTA wrote. `progress`, `workers`, `ray_address`, `trace`, `trace_ctas`, `offs`,
     `masked_m`: see `Kernel.simulate`."""
@@ -369,6 +369,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     from .runtime.grouped import check_not_grouped, counts_view, grouped_inputs, grouped_output
     from .runtime.launch import check_epilogue_operands, vector_view
     from .schedule.grouping import c_shape
+    from .runtime.block_scales import check_block_scales, stride_args
     from .runtime.operands import check_no_aliasing
     from .scaleout import Workers
 
@@ -380,6 +381,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     align = g.alignment()
     check_epilogue_operands(kernel, c, bias, scale)
     check_not_grouped(g, offs, masked_m)
+    block_scales = check_block_scales(kernel, scale_a, scale_b)
     if c is None:  # with the gemm's ldc, whose alignment the kernel may rely on
         lead = c_shape(g)[:-2] if g.grouped else ((g.batch,) if g.batch > 1 else ())
         c = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
@@ -402,6 +404,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         if counts.host is None:
             raise TypeError("Kernel.simulate takes numpy arrays; pass offs / masked_m as a numpy int32 array")
         vectors.append(counts)
+    vectors += list(block_scales or ())  # then scale_a, scale_b (their strides follow the pointers)
     check_no_aliasing(vc, [va, vb, *vectors])  # the GPU path's rule (runtime.launch)
     # The simulator takes each operand's memory as one contiguous buffer spanning the matrices;
     # the inputs read-only, so a kernel that stores into one is reported, not silently obeyed.
@@ -410,7 +413,10 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
         buf.flags.writeable = False
     views = (va, vb, vc)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)
     args = kernel.arguments(views, [buf_a, buf_b, buf_c], sim_tensor_maps(kernel, va, vb, vc)) + inputs[2:]
-    readonly = (0, 1) + tuple(range(len(args) - len(inputs) + 2, len(args)))
+    if block_scales is not None:
+        args += stride_args(block_scales)
+    first_input = len(args) - len(inputs) + 2 - (4 if block_scales is not None else 0)
+    readonly = (0, 1) + tuple(range(first_input, first_input + len(inputs) - 2))
     if kernel.workspace_elements:
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
     if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so
@@ -443,7 +449,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
 def simulate_kernel(kernel: Kernel, a: Any, b: Any, c: Any = None, bias: Any = None, scale: Any = None,
                     ctas=None, progress: ProgressArg = None, workers: Any = 1,
                     ray_address: str | None = None, trace=None, trace_ctas=None, offs: Any = None,
-                    masked_m: Any = None) -> np.ndarray:
+                    masked_m: Any = None, scale_a: Any = None, scale_b: Any = None) -> np.ndarray:
     return run_simulation(kernel, a, b, ctas, c=c, bias=bias, scale=scale, progress=progress, workers=workers,
                           ray_address=ray_address, trace=trace, trace_ctas=trace_ctas, offs=offs,
-                          masked_m=masked_m)[0]
+                          masked_m=masked_m, scale_a=scale_a, scale_b=scale_b)[0]

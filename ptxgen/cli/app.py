@@ -14,7 +14,7 @@ import warnings
 from ..version import __version__
 from .build import (HOPPER_FLAGS, LAYOUT_LETTERS, SCHEDULE_FLAGS, UsageError, build, hopper_fields,  # noqa: F401
                     layouts, problem)
-from .flags import Parser, dims, epilogue, flag_text, join_negative_values, non_negative, positive, schedule_error_text
+from .flags import Parser, block_scale, dims, epilogue, flag_text, join_negative_values, non_negative, positive, schedule_error_text
 from .run import cmd_run
 from .wrap import WIDTH, WrappingWriter
 from .tune import cmd_tune
@@ -52,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="fp8 on sm_90a's wgmma only: accumulate every k-tile in the wgmma itself (faster, less "
                         "accurate at large K) instead of promoting each 128 of K into a separate f32 accumulator "
                         "(the default)")
+    p.add_argument("--block-scale", default=None, type=block_scale, metavar="1x128,128x128[,ue8m0]",
+                   help="block-scaled fp8 (DeepSeek-V3 style; e4m3/e5m2 on sm_90a's wgmma): one scale per 1x128 "
+                        "block of A and per 128x128 block of B, f32 or ue8m0 (power-of-two); run draws random "
+                        "never-zero scales (default: none, no block scaling)")
     p.add_argument("--epilogue", default=None, type=epilogue,
                    help="fused epilogue as comma-separated fields, e.g. bias=col,act=relu,alpha=1,beta=0: "
                         "bias=col|row adds a vector, scale=col|row multiplies by an f32 vector (with --dtype s8 "

@@ -101,7 +101,7 @@ def problem(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ge
     return Gemm(m, n, k, dtype=args.dtype, out_dtype=out_dtype, a_layout=a_layout, b_layout=b_layout,
                 align=args.align, acc_dtype=args.acc, epilogue=args.epilogue, batch=args.batch,
                 bias_dtype=args.bias_dtype, fast_accum=args.fast_accum, groups=getattr(args, "groups", 1),
-                grouping=getattr(args, "grouping", None))
+                grouping=getattr(args, "grouping", None), block_scale=getattr(args, "block_scale", None))
 
 
 def hopper_fields(args: argparse.Namespace) -> dict:

@@ -18,7 +18,7 @@ from ..schedule.problem import Epilogue
 #: decide them (lda: the row length follows from --shape and --a-layout).
 FIELD_FLAGS: dict[str, str] = {
     "m": "--shape", "n": "--shape", "k": "--shape", "dtype": "--dtype", "out_dtype": "--out",
-    "acc_dtype": "--acc", "bias_dtype": "--bias-dtype", "fast_accum": "--fast-accum", "batch": "--batch", "align": "--align", "a_layout": "--a-layout",
+    "acc_dtype": "--acc", "bias_dtype": "--bias-dtype", "fast_accum": "--fast-accum", "block_scale": "--block-scale", "batch": "--batch", "align": "--align", "a_layout": "--a-layout",
     "groups": "--groups", "grouping": "--grouping",
     "b_layout": "--b-layout", "epilogue": "--epilogue", "alpha": "--epilogue alpha",
     "beta": "--epilogue beta", "bias": "--epilogue bias", "scale": "--epilogue scale",
@@ -141,6 +141,24 @@ def dims(text: str, count: int, what: str) -> tuple[int, ...]:
         example = {"shape": "4096x4096x4096", "cluster": "2x1"}.get(what, "x".join(["128", "128", "32"][:count]))
         raise argparse.ArgumentTypeError(f"{what} must be {count} positive integers joined by 'x', e.g. {example}")
     return tuple(int(p) for p in parts)
+
+
+def block_scale(text: str) -> object:
+    """--block-scale AxK,KxN[,ue8m0]: the group shapes of A's and B's scales (built: 1x128,128x128)
+    and optionally their dtype (f32 by default), as a ptxgen.BlockScale."""
+    from ..schedule.block_scale import BlockScale, SCALE_DTYPES
+
+    parts = text.lower().split(",")
+    dtype = parts.pop() if len(parts) == 3 else "f32"
+    if len(parts) != 2 or dtype not in SCALE_DTYPES:
+        raise argparse.ArgumentTypeError("block-scale must be A's group, B's group and optionally the scale dtype, "
+                                         "e.g. 1x128,128x128 or 1x128,128x128,ue8m0")
+    a, b = (dims(p, 2, "block-scale group") for p in parts)
+    try:
+        return BlockScale(a=a, b=b, dtype=dtype)
+    except ScheduleError as e:
+        raise argparse.ArgumentTypeError(f"{e.field}={e.value}: {e.rule}; built: --block-scale 1x128,128x128 "
+                                         "(optionally ,ue8m0)") from None
 
 
 def positive(flag: str) -> Callable[[str], int]:

@@ -116,8 +116,10 @@ def _batch(x: np.ndarray | None, b: int, batched: bool) -> np.ndarray | None:
     return x if x is None or not batched else x[b]
 
 
-def check_regions(k: Kernel, regions: list[Region], c, a, b, c0, bias, scale):
-    """Compare C with the float64 reference on the regions only."""
+def check_regions(k: Kernel, regions: list[Region], c, a, b, c0, bias, scale, block_scales: dict | None = None):
+    """Compare C with the float64 reference on the regions only (`block_scales`: scale_a=, scale_b=
+    of a block-scaled kernel)."""
+    block = {"block_scale": k.gemm.block_scale, **block_scales} if block_scales else {}
     batched = k.gemm.batch > 1
     got, ref, starts = [], [], []
     for r in regions:
@@ -125,7 +127,7 @@ def check_regions(k: Kernel, regions: list[Region], c, a, b, c0, bias, scale):
         starts.append(sum(x.size for x in got))
         got.append(np.asarray(cb[r.rows, r.cols]).ravel())
         ref.append(reference_tile(_batch(a, r.batch, batched), _batch(b, r.batch, batched), k.gemm.epilogue,
-                                  r.rows, r.cols, _batch(c0, r.batch, batched), bias, scale).ravel())
+                                  r.rows, r.cols, _batch(c0, r.batch, batched), bias, scale, **block).ravel())
     result = compare(np.concatenate(got), np.concatenate(ref), k.gemm)
     return replace(result, worst=tuple((_matrix_index(regions, starts, i[0], batched), g, w)
                                        for i, g, w in result.worst))
@@ -211,14 +213,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     a, b = random_operands(g, seed=args.seed)
     c0, bias = random_epilogue_operands(g, seed=args.seed + 1)
     scale = random_scale(g, seed=args.seed + 2)
+    block = {}  # block-scaled fp8: random never-zero scales over two decades
+    if g.block_scale is not None:
+        from ..schedule.block_scale import random_block_scales
+
+        sa, sb = random_block_scales(g.block_scale, g.m, g.n, g.k, seed=args.seed + 3, decades=2.0)
+        block = {"scale_a": sa, "scale_b": sb}
     total = k.grid[0] * k.grid[1] * k.grid[2]
     if on_gpu:
-        c = k(a, b, c=None if c0 is None else c0.copy(), bias=bias, scale=scale)
+        c = k(a, b, c=None if c0 is None else c0.copy(), bias=bias, scale=scale, **block)
         from ..runtime import simdriver
 
         where = "through the simulator-backed driver (PTXGEN_DRIVER=sim)" if simdriver.active() else "on the GPU"
         print(f"executed   {where}, every CTA; runs {k.resources.binary}")
-        result = check_regions(k, regions, c, a, b, c0, bias, scale)
+        result = check_regions(k, regions, c, a, b, c0, bias, scale, block)
         print(f"{result}; checked {checked} of {tiles} tiles")
         return 0 if result.ok else 1
     from ..simulate import run_simulation
@@ -229,11 +237,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     with traced_run(getattr(args, "trace", None), getattr(args, "trace_png", None), spread_over) as trace:
         c, res = run_simulation(k, a, b, ctas=ctas, c=None if c0 is None else c0.copy(), bias=bias, scale=scale,
-                                progress=_progress_arg(args), workers=spread_over, trace=trace)
+                                progress=_progress_arg(args), workers=spread_over, trace=trace, **block)
     scope = "every CTA" if ctas is None else f"{len(ctas)} of {total} CTAs {ctas}"
     over = f" over {spread_over.describe()}" if spread_over.parallel else ""
     print(f"executed   on the CPU simulator ({why}): {scope}{over}, {res.instructions} thread-instructions")
-    result = check_regions(k, regions, c, a, b, c0, bias, scale)
+    result = check_regions(k, regions, c, a, b, c0, bias, scale, block)
     strays = stray_writes(k, c, c0, regions)
     print(f"{result}; checked {checked} of {tiles} tiles" + ("" if ctas is None else f" ({len(ctas)} of {total} CTAs)"))
     if strays:

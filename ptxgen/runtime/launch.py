@@ -21,6 +21,7 @@ from .launch_config import check_co_resident, cluster_slots, launch_config
 from .grouped import check_not_grouped, counts_view, grouped_inputs, grouped_output
 from .modules import (Function, Module, describe_run, kernel_binary, load_function, pin,  # noqa: F401
                       ptx_binary)
+from .block_scales import check_block_scales, stride_args
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .operands import as_row as _as_row, cuda_array_interface as _cai
 from .params import ParamBlock, ParamDecl, parse_params
@@ -227,10 +228,12 @@ def bias_view(kernel: "LaunchSpec", bias: Any, device: int | None) -> OperandVie
 
 
 def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any = None, scale: Any = None,
-          offs: Any = None, masked_m: Any = None) -> _Plan:
+          offs: Any = None, masked_m: Any = None, scale_a: Any = None, scale_b: Any = None) -> _Plan:
     g = kernel.gemm
     check_epilogue_operands(kernel, c, bias, scale)
     check_not_grouped(g, offs, masked_m)
+    if getattr(g, "block_scale", None) is None:
+        check_block_scales(kernel, scale_a, scale_b)  # refuses scales the kernel does not take
     ctx = drv.context()
     dev = ctx.ordinal
     align = g.alignment()
@@ -279,6 +282,8 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
         check_co_resident(plan.grid, fn, plan.block, plan.smem, ctx.sm_count)
     vectors = tuple(vector_view(kernel, name, x, dev) for name, x in (("bias", bias), ("scale", scale))
                     if x is not None)
+    block_scales = check_block_scales(kernel, scale_a, scale_b, dev) if getattr(g, "block_scale", None) else None
+    vectors += tuple(block_scales or ())
     if g.grouped:  # the kernel's last parameter: the groups' sizes, read on the device
         vectors += (counts_view(g, offs, masked_m, dev),)
     for v in vectors:  # a host vector's pointer would be null on the device path, and vice versa
@@ -312,6 +317,8 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
                                  f"without gaps: got leading dimension {cv.ld} (dense: {g.n}){batched}; "
                                  f"pass a contiguous C")
             drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
+    if block_scales is not None:  # the scales' element strides follow their pointers
+        ptrs += stride_args(block_scales)
     if kernel.scratch_sizes(grid)[0]:
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
     views = (av, bv, cv)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)
@@ -366,7 +373,8 @@ def _finish_host(plan: _Plan) -> None:
 
 
 def launch_kernel(kernel: "LaunchSpec", a: Any, b: Any, c: Any = None, bias: Any = None, stream: Any = None,
-                  scale: Any = None, offs: Any = None, masked_m: Any = None) -> Any:
+                  scale: Any = None, offs: Any = None, masked_m: Any = None, scale_a: Any = None,
+                  scale_b: Any = None) -> Any:
     """Run a compiled GEMM on the GPU and return C.
 
     numpy inputs: copied to the device, C copied back (into `c` if given) and synchronized.
@@ -377,7 +385,7 @@ def launch_kernel(kernel: "LaunchSpec", a: Any, b: Any, c: Any = None, bias: Any
     when `c` is None; the launch is asynchronous on `stream` (default: the framework's current
     stream, else the legacy default stream).
     """
-    plan = _plan(kernel, a, b, c, stream, bias, scale, offs, masked_m)
+    plan = _plan(kernel, a, b, c, stream, bias, scale, offs, masked_m, scale_a, scale_b)
     if not plan.host:
         _wait_for_producers(list(plan.views), plan.stream)
     _launch(plan.fn, plan.grid, plan.block, plan.smem, plan.stream, plan.params, plan.cluster, plan.cooperative)

@@ -7,6 +7,7 @@ import numpy as np
 
 from . import field_checks as check
 from .grouping import GROUPINGS, check_grouping_fields
+from .block_scale import BlockScale, check_gemm_block_scale
 from .scalars import normalise
 
 #: Input dtypes, and the numpy dtype that holds them. e4m3/e5m2 (fp8) are wgmma-only (sm_90a).
@@ -190,9 +191,13 @@ class Gemm:
     #: N), run-time `masked_m` of valid rows); B is (G, K, N). None: not grouped (groups must be 1).
     groups: int = 1
     grouping: str | None = None
+    #: Block-scaled fp8 (schedule/block_scale.py): a `BlockScale` naming the group shapes of the
+    #: run-time scales `scale_a` (M x ceil(K/128)) and `scale_b` (ceil(K/128) x ceil(N/128)), applied
+    #: at each 128-wide K slice's promotion; None: no block scaling.
+    block_scale: BlockScale | None = None
 
     def __post_init__(self) -> None:
-        normalise(self, tuple(f.name for f in fields(self) if f.name != "epilogue"))
+        normalise(self, tuple(f.name for f in fields(self) if f.name not in ("epilogue", "block_scale")))
         for name in ("dtype", "out_dtype", "acc_dtype", "bias_dtype"):
             object.__setattr__(self, name, dtype_name(getattr(self, name)))
         check_gemm(self)
@@ -283,6 +288,7 @@ def check_gemm(g: Gemm) -> None:
                  fix="grouping='contiguous' (offs of cumulative row ends) or 'masked' (masked_m valid rows), "
                      "or None for an ungrouped GEMM")
     check_grouping_fields(g)
+    check_gemm_block_scale(g)
 
 
 def _largest_alignment(*row_bytes: int) -> int:

@@ -35,6 +35,8 @@ class ScheduleRules(Protocol):
 
     #: Whether tf32 inputs may give f16/bf16 outputs (an epilogue that casts the f32 it reads).
     tf32_narrow_outputs: bool
+    #: Whether it builds block-scaled fp8 (Gemm.block_scale, schedule/block_scale.py).
+    block_scaled: bool
     #: The target's options class (its own schedule fields), or None when it has none.
     options: "type[TargetOptions] | None"
 

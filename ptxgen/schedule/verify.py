@@ -14,6 +14,7 @@ from typing import Iterator
 import numpy as np
 
 from .grouping import verify_grouped
+from .block_scale import verify_block_scale
 from .geometry import grid_for, operand_tiles, register_estimate, register_limit, smem_bytes, staging_fits
 from .problem import _largest_alignment, FP8_DTYPES, INTEGER_DTYPES, QUANTIZED_DTYPES, Gemm, instruction_name, instruction_shape
 from .schedule import Schedule
@@ -54,6 +55,7 @@ def verify_fields(g: Gemm, s: Schedule, arch: str) -> None:
                             f"f16 accumulation takes f16 inputs and gives f16 output, not {g.dtype} -> {g.out_dtype}",
                             "use dtype='f16', out_dtype='f16', or acc_dtype='f32'")
     verify_fast_accum(g)
+    verify_block_scale(g, s, arch)
     for name in ("alpha", "beta"):
         verify_f32_factor(f"epilogue.{name}", getattr(g.epi, name))
     target_rules = rules_for(s.instruction)

@@ -32,6 +32,8 @@ class Backend(ABC):
     archs: tuple[str, ...]
     #: Whether tf32 inputs may give f16/bf16 outputs (`ScheduleRules`).
     tf32_narrow_outputs: bool = False
+    #: Whether the target builds block-scaled fp8 (Gemm.block_scale; schedule/block_scale.py).
+    block_scaled = False
     #: The class of this target's own schedule fields (`Schedule.options`), None when it has none.
     options: "type[TargetOptions] | None" = None
 

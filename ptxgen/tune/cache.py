@@ -63,7 +63,9 @@ def problem_class(g: Gemm) -> dict[str, Any]:
            "activation": e.activation, "reads_c": e.beta != 0.0, "batched": g.batch > 1,
            "shape": [shape_bucket(g.m), shape_bucket(g.n), shape_bucket(g.k)],
            # the single-level fp8 kernel has its own winners; absent otherwise (earlier entries still match)
-           **({"fast_accum": True} if g.fast_accum else {})}
+           **({"fast_accum": True} if g.fast_accum else {}),
+           # block-scaled fp8 (other kernels, other legal tiles): its own winners, keyed by its groups and dtype
+           **({"block_scale": [*g.block_scale.a, *g.block_scale.b, g.block_scale.dtype]} if g.block_scale else {})}
     if g.grouped:  # a grouped problem's winner is its own (ungrouped keys, and their digests, unchanged)
         key["grouping"] = [g.grouping, shape_bucket(g.groups)]
     return key

@@ -19,6 +19,7 @@ from ..runtime.assemble import AssemblerNotFound
 from ..schedule.cost import TIE, Prediction, deciding_terms
 from ..schedule.devices import device_model
 from ..schedule.problem import Gemm
+from ..schedule.block_scale import verify_block_scale
 from ..schedule.verify import verify_fast_accum
 from ..schedule.schedule import Schedule
 from ..targets.registry import backend_for_instruction, default_backend
@@ -109,6 +110,7 @@ def rank(g: Gemm, arch: str) -> list[Ranked]:
     device_model(arch)
     backend = default_backend(arch)
     verify_fast_accum(g)   # a no-effect flag, named before any candidate
+    verify_block_scale(g, backend.instructions[0], arch)
     return [Ranked(s, p) for s, p in backend.rank(g, arch)]
 
 

@@ -22,14 +22,22 @@ def check_sm90_params(kernel: "Kernel", decls: list[ParamDecl]) -> list[ParamDec
     maps, vectors = len(kernel.tensor_maps), int(bool(kernel.gemm.epi.bias)) + int(bool(kernel.gemm.epi.scale))
     batched = int(kernel.gemm.batch > 1)
     scratch = 2 if kernel.workspace_elements else 0  # workspace split-K: workspace, counters
+    pointers = decls[maps + 5:]
+    strides_ok = True
+    if getattr(kernel.gemm, "block_scale", None) is not None:  # scale_a, scale_b, then 4 .u32 strides
+        at = batched + vectors + 2
+        strides_ok = all(d.type[1:] == "32" for d in pointers[at:at + 4])
+        pointers = pointers[:at] + pointers[at + 4:]
+        vectors += 6
     ok = (len(decls) == maps + 5 + batched + vectors + scratch and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
           and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:maps + 5])
-          and all(d.is_pointer_sized for d in decls[maps + 5:]))
+          and all(d.is_pointer_sized for d in pointers) and strides_ok)
     if not ok:
         raise ValueError(f"entry {kernel.entry} declares parameters {[f'{d.name}:.{d.type}' for d in decls]}; "
                          f"ptxgen's sm_90a kernels take {maps} tensor maps (.param .align 64 .b8 [128]), "
                          "then C (.u64), M, N, K, ldc (.u32), batch_stride_c (.u64) when batched, the bias "
-                         "and scale pointers (.u64) when the epilogue has them, and workspace, counters (.u64) "
+                         "and scale pointers (.u64) when the epilogue has them, scale_a, scale_b (.u64) and 4 strides (.u32) "
+                         "when block-scaled, and workspace, counters (.u64) "
                          "with split-K")
     return decls
 

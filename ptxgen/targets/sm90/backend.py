@@ -107,6 +107,7 @@ class Sm90Backend(Backend):
     instructions = ("wgmma",)
     archs = ("sm_90a",)
     tf32_narrow_outputs = True  # the wgmma epilogue casts tf32's f32 accumulators to f16/bf16 too
+    block_scaled = True  # the promoted fp8 kernels' promotion multiplies by the block scales (block_scales.py)
     options = Sm90Options
 
     def fill_defaults(self, s: Schedule) -> None:

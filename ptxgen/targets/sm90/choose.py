@@ -284,7 +284,8 @@ def _walked_tiles(g: Gemm, s: Schedule) -> int:
 def hopper_register_need(g: Gemm, s: Schedule) -> int:
     """A consumer thread's registers by the estimate: its accumulators (both, with fp8 promotion)
     plus the fixed overhead."""
-    return hopper_plan(g, s).held_accumulator_regs + CONSUMER_OVERHEAD_REGS
+    plan = hopper_plan(g, s)
+    return plan.held_accumulator_regs + CONSUMER_OVERHEAD_REGS + plan.block_scale_regs
 
 
 def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:

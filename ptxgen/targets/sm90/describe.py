@@ -64,6 +64,7 @@ def describe_hopper(k: Any) -> list[str]:
                                                    else "direct stores from the accumulator registers"),
         f"registers  {plan.accumulator_regs} accumulators/thread"
         + (f" (x2 with the fp8 promotion's temporary: {plan.held_accumulator_regs})" if plan.promotion_k else "")
+        + (f" + {plan.block_scale_regs} for the block scales (pointers, sa * sb factors)" if plan.block_scale_regs else "")
         + " (the assembler's count is below); "
         f"ptxgen peak live: {live}",
         *(k.choice.lines() if k.choice is not None else []),

@@ -67,5 +67,6 @@ def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[
         f"{'; A and B 3-D, batch outermost' if g.batch > 1 else ''}); "
         f"C (.u64); M, N, K, ldc (.u32){'; batch_stride_c (.u64)' if g.batch > 1 else ''}"
         f"{'; bias (.u64)' if g.epi.bias else ''}{'; scale (.u64)' if g.epi.scale else ''}"
+        f"{'; scale_a, scale_b (.u64); sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride (.u32)' if g.block_scale else ''}"
         f"{'; workspace, counters (.u64)' if s.split_k > 1 or s.stream_k else ''}. {maps}",
     ]

@@ -89,6 +89,8 @@ class TmaWgmmaLoop:
         #: before it is added, so no group stays in flight across k-tiles
         self.promotion = Promotion(ctx, ctx.plan.promotion_k) if ctx.plan.promotion_k is not None else None
         self.in_flight = 1 if ctx.s.stages >= 2 and self.promotion is None else 0
+        #: the k-tile's last promotion chunk (promoted at its end): BK / interval - 1
+        self.last_chunk = -(-ctx.s.bk // ctx.plan.promotion_k) - 1 if ctx.plan.promotion_k else 0
 
     # -- addresses -------------------------------------------------------------------------
     def stage_base(self, stage: VReg) -> VReg:
@@ -145,8 +147,12 @@ class TmaWgmmaLoop:
         state = ring.start(0).counting(count)
         b.banner(f"Main loop: wait full[stage], {self.plan.wgmmas_per_k_tile} wgmma per k-tile, "
                  f"{self.in_flight} group in flight, refill the retired stage")
+        if self.promotion is not None:
+            self.promotion.begin_tile(ops)
         top = b.label("main_loop")
         b.place(top)
+        if self.promotion is not None:
+            self.promotion.begin_k_tile(count)
         ring.consumer_wait(state, comment="the stage's bytes landed")
         self.compute_stage(acc, *self.stage_descriptors((desc_a, desc_b), state.index))
         wi.wait_group(b, self.in_flight, comment=f"k-tile kt-{self.in_flight}'s wgmma group has retired"
@@ -162,7 +168,7 @@ class TmaWgmmaLoop:
         bar_sync(b, comment="in every warp: its stage may be overwritten")
         self.refill(count, kt_count, state.index, ops, kt_begin)
         if self.promotion is not None:
-            self.promotion.add(acc, "end of the k-tile, after its wait_group 0")
+            self.promotion.promote(acc, "end of the k-tile, after its wait_group 0", self.last_chunk)
         ring.advance(state)
         more = ptx.setp(ctx.b, "lt", U32, count, kt_count)
         b.emit("bra", Sym(top), guard=more)
@@ -205,7 +211,7 @@ class TmaWgmmaLoop:
             if promo is not None and kk and promo.starts_chunk(kk):  # BK > 128: promote within the k-tile
                 wi.commit_group(b, comment=f"the wgmma group of k+{kk - promo.interval}..{kk - 1}")
                 wi.wait_group(b, 0, comment="it has retired: its temporary may be read")
-                promo.add(acc, f"within the k-tile, before k+{kk}")
+                promo.promote(acc, f"within the k-tile, before k+{kk}", kk // promo.interval - 1)
                 wi.fence(b, comment="the temporary's reads are ordered before the next chunk's wgmma")
             db = dsc.join_words(b, dsc.offset_words(b, desc_b, layout.b_tile.descriptor(0, 0, kk).start // 16,
                                                     comment=f"B k+{kk}"))

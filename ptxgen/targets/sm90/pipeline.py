@@ -11,7 +11,9 @@ Kernel parameters: tmapA, tmapB (`.param .align 64 .b8 [128]`, CUtensorMaps pass
 each operand's view with its contiguous dimension last: K-major A (M, K) / B (N, K), MN-major
 A (K, M) / B (K, N), the latter read by wgmma with its transpose bit), then tmapC (C as (M, N),
 for the TMA-store epilogue only), C (.u64), M, N, K, ldc (.u32), batch_stride_c (.u64) when
-batch > 1, then bias and scale (.u64) when the epilogue has them, then workspace and counters
+batch > 1, then bias and scale (.u64) when the epilogue has them, then scale_a, scale_b (.u64)
+and sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride (.u32) when block-scaled (block_scales.py),
+then workspace and counters
 (.u64) with split-K or Stream-K. `Kernel.tensor_maps` gives the view, box and swizzle each map must have; a
 batched GEMM's A and B maps are 3-D, the batch outermost (sm90/batch.py). Split-K
 (sm90/splitk.py): %ctaid.z = batch * split_k + split; each split's main loop runs its k-range,
@@ -43,6 +45,7 @@ from . import wgmma_isa as wi
 from . import batch as sm90_batch
 from . import splitk as sm90_splitk
 from . import streamk as sm90_streamk
+from .block_scales import POINTER_PARAMS as BS_POINTERS, STRIDE_PARAMS as BS_STRIDES
 from .cluster import cluster_roles, cluster_shape, split_box_rows
 from .context import Sm90Context, TmaOperands
 from .epilogue import DirectStores
@@ -77,7 +80,16 @@ def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
 def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
     maps = [Param(".align 64 .b8", f"{m}[128]") for m in tensor_map_params(g, s)]
     return (maps + list(SCALAR_PARAMS) + sm90_batch.batch_params(g.batch)
-            + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)] + sm90_splitk.split_k_params(s))
+            + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)] + block_scale_params(g)
+            + sm90_splitk.split_k_params(s))
+
+
+def block_scale_params(g: Gemm) -> list[Param]:
+    """scale_a, scale_b (.u64) and the scales' element strides (.u32), for a block-scaled GEMM
+    (block_scales.py)."""
+    if g.block_scale is None:
+        return []
+    return [Param(".u64", n) for n in BS_POINTERS] + [Param(".u32", n) for n in BS_STRIDES]
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -195,7 +207,8 @@ class Sm90Lowering(ScalarOps):
             addr = ptx.mov(self.b, B64, Sym(param))
             tmaps[name] = ptx.to_param(self.b, U64, addr, comment=f"generic address of {param} (by value)")
         ptr: dict[str, VReg] = {}  # global pointers: C, then bias / scale when present
-        for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n)):
+        for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n)) + (
+                BS_POINTERS if g.block_scale is not None else ()):
             ptr[name] = ptx.to_global(self.b, U64, ld_param(b, "b64", ".u64", name))
         for n in ("M", "N", "K", "ldc"):
             self.dim(n)

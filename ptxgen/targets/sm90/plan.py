@@ -8,12 +8,13 @@ tma.md (§9d′ box limits, swizzle modes), mbarrier.md (§9e), warp_specialisat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ...schedule.geometry import align_up
 from ...schedule.problem import DTYPE_BYTES, WGMMA_K, WGMMA_M, Gemm
 from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
+from .block_scales import block_scale_registers
 from .promotion import promotion_k
 
 WARPGROUP_THREADS = 128
@@ -162,6 +163,8 @@ class HopperPlan:
     tiles: tuple[int, int]                # output tiles along M and N
     #: fp8 promotion (promotion.py): K per temporary accumulator, None without promotion.
     promotion_k: int | None = None
+    #: Block-scaled fp8 (block_scales.py): registers a consumer thread holds for the scales (0: none).
+    block_scale_regs: int = 0
 
     @property
     def held_accumulator_regs(self) -> int:
@@ -292,7 +295,7 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
                           barrier_pad=align_up(barriers, SWIZZLE_ALIGN) - barriers if staging else 0)
     cm, cn = s.cluster
     multicast = tuple(op for op, along in (("B", cm), ("A", cn)) if s.multicast and along > 1)
-    return HopperPlan(
+    plan = HopperPlan(
         consumers=consumers, rows_per_consumer=rows, wgmma=(WGMMA_M, bn, k),
         wgmmas_per_k_tile=(rows // WGMMA_M) * (bk // k), threads=threads,
         warp_specialized=bool(s.warp_specialized), launch_regs=cap,
@@ -302,6 +305,9 @@ def hopper_plan(g: Gemm, s: Schedule) -> HopperPlan:
         epilogue_tile=tile,
         smem=smem, cluster=(cm, cn), multicast=multicast, tiles=(-(-g.m // bm), -(-g.n // bn)),
         promotion_k=promotion_k(g, s))
+    if g.block_scale is not None:
+        plan = replace(plan, block_scale_regs=block_scale_registers(plan, s))
+    return plan
 
 
 def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:

@@ -26,10 +26,11 @@ from ...ir import ops as ptx
 from ...ir.ops import F32
 from ...schedule.problem import FP8_DTYPES, FP8_PROMOTION_K, Gemm
 from ...schedule.schedule import Schedule
+from .block_scales import BlockScales
 
 if TYPE_CHECKING:
     from ...schedule.devices import DeviceModel
-    from .context import Sm90Context
+    from .context import Sm90Context, TmaOperands
     from .plan import HopperPlan
 
 #: Clocks a consumer warpgroup's tensor work stalls at each promotion: the wgmma pipeline drains
@@ -54,6 +55,11 @@ def describe_accumulation(g: Gemm, s: Schedule) -> str:
     """How a kernel accumulates, for the PTX header and `ptxgen info`: fp8 promoted or not, else
     the accumulator's own type ("s32 accumulation" for s8/u8, whose wgmma accumulates in s32)."""
     interval = promotion_k(g, s)
+    if interval is not None and g.block_scale is not None:
+        bs = g.block_scale
+        return (f"f32 accumulation with block-scaled fp8 promotion ({bs.dtype} scales per {bs.a[0]}x{bs.a[1]} block of A "
+                f"and {bs.b[0]}x{bs.b[1]} of B): wgmma accumulates {interval} of K into a temporary, then "
+                "acc += tmp * (sa[row, kb] * sb[kb, n-block]) after each wait_group")
     if interval is not None:
         return (f"f32 accumulation with fp8 promotion: wgmma accumulates {interval} of K into a temporary, added "
                 "into a separate f32 accumulator after each wait_group (fast_accum=False)")
@@ -81,6 +87,18 @@ class Promotion:
     def __init__(self, ctx: "Sm90Context", interval: int):
         self.ctx, self.b, self.interval = ctx, ctx.b, interval
         self._temp: list[tuple[VReg, ...]] | None = None
+        #: block-scaled fp8 (block_scales.py): the promotion multiplies by sa * sb
+        self.scales = BlockScales(ctx) if ctx.g.block_scale is not None else None
+
+    def begin_tile(self, ops: "TmaOperands") -> None:
+        """Per tile, before its k-loop: the block scales' pointers (nothing without block scaling)."""
+        if self.scales is not None:
+            self.scales.begin_tile(ops)
+
+    def begin_k_tile(self, kt: VReg) -> None:
+        """At the top of k-tile kt: its block scales' factors (nothing without block scaling)."""
+        if self.scales is not None:
+            self.scales.load_k_tile(kt)
 
     def temporaries(self, acc: list[tuple[VReg, ...]]) -> list[tuple[VReg, ...]]:
         """The wgmma's temporary accumulators, shaped as `acc` (allocated on first use, once per kernel)."""
@@ -91,6 +109,24 @@ class Promotion:
     def starts_chunk(self, kk: int) -> bool:
         """Whether the wgmma at k offset kk of a k-tile starts a temporary (scale-d = 0)."""
         return kk % self.interval == 0
+
+    def promote(self, acc: list[tuple[VReg, ...]], where: str, chunk: int) -> None:
+        """The promotion step after the wait_group that retired chunk `chunk` of the k-tile: `add`,
+        or `scaled_add` for a block-scaled kernel."""
+        if self.scales is not None:
+            self.scaled_add(acc, where, chunk)
+        else:
+            self.add(acc, where)
+
+    def scaled_add(self, acc: list[tuple[VReg, ...]], where: str, chunk: int) -> None:
+        """acc = fma(temporary, sa * sb, acc), every register (block_scales.py: the chunk's factors)."""
+        temp = self.temporaries(acc)
+        assert self.scales is not None
+        self.b.comment(f"block-scaled fp8 promotion ({where}): acc += tmp * (sa[row, kb] * sb[kb, n-block]) "
+                       f"({sum(len(f) for f in acc)} fma.rn.f32, factors of the k-tile's chunk {chunk})")
+        for m, (frag, tmp) in enumerate(zip(acc, temp)):
+            for i, (a, t) in enumerate(zip(frag, tmp)):
+                ptx.fma(self.b, F32, t, self.scales.factor(chunk, m, i), a, into=a)
 
     def add(self, acc: list[tuple[VReg, ...]], where: str) -> None:
         """acc += temporary, every register: after the wait_group that retired the chunk's wgmma."""

@@ -195,7 +195,7 @@ def verify_registers(g: Gemm, s: Schedule, plan: HopperPlan) -> None:
                                 f"{used} registers, more than the {pool} the CTA launches with ({cap} x "
                                 f"{plan.threads} threads; setmaxnreg only moves registers between warpgroups)",
                                 f"use consumer_regs <= {room} or a smaller producer_regs")
-    need = plan.held_accumulator_regs + CONSUMER_OVERHEAD_REGS
+    need = plan.held_accumulator_regs + CONSUMER_OVERHEAD_REGS + plan.block_scale_regs
     have = plan.consumer_regs
     if need > have and plan.promotion_k is not None:
         verify_promotion_registers(g, s, plan, need, have)
@@ -216,16 +216,19 @@ def verify_promotion_registers(g: Gemm, s: Schedule, plan: HopperPlan, need: int
     """fp8 promotion holds a second f32 accumulator per consumer thread (targets/sm90/promotion.py):
     refused, with the widest BN that fits or the single-level kernel, where both do not fit."""
     # 2 x rows x BN / 128 held registers per thread: the widest BN (a multiple of 8) that fits
-    room = max(0, have - CONSUMER_OVERHEAD_REGS) * WARPGROUP_THREADS // (2 * plan.rows_per_consumer) // 8 * 8
+    room = (max(0, have - CONSUMER_OVERHEAD_REGS - plan.block_scale_regs) * WARPGROUP_THREADS
+            // (2 * plan.rows_per_consumer) // 8 * 8)
     fixes = [f"use a smaller BN (<= {room})" if room >= 8 else "use a smaller BM or BN"]
     if s.consumers == 1 and s.bm % 128 == 0:
         fixes.append("consumers=2")
     budget = "setmaxnreg.inc budget" if plan.warp_specialized else "launch cap (.maxnreg)"
     raise ScheduleError("gemm.fast_accum", g.fast_accum, f"fp8 accumulator promotion (the default) keeps the wgmma's "
                         f"temporary and the promoted f32 accumulator: 2 x {plan.accumulator_regs} registers "
+                        + (f"and {plan.block_scale_regs} for the block scales " if plan.block_scale_regs else "") +
                         f"({plan.rows_per_consumer}x{s.bn} per consumer warpgroup) plus about {CONSUMER_OVERHEAD_REGS} "
                         f"others, over the consumer thread's {have}-register {budget}",
-                        f"{', '.join(fixes)}, or fast_accum=True (the single-level kernel, less accurate at large K)")
+                        f"{', '.join(fixes)}" + ("" if g.block_scale is not None else
+                                                 ", or fast_accum=True (the single-level kernel, less accurate at large K)"))
 
 
 def verify_hopper_smem(s: Schedule, plan: HopperPlan, arch: str) -> None:

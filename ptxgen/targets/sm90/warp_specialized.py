@@ -198,6 +198,8 @@ class WarpSpecializedKernel:
         ops, step = walk.begin()
         ops = replace(ops, warpgroup=uniform)
         zero_accumulators(ctx, acc)
+        if loop.promotion is not None:
+            loop.promotion.begin_tile(ops)
         kt = ptx.mov(ctx.b, U32, Imm("0"))
         state = position.counting(kt)
         top = b.label("main_loop")
@@ -216,6 +218,8 @@ class WarpSpecializedKernel:
                  + ("release this stage, promote the temporary (fp8)" if loop.promotion is not None
                     else f"release stage kt-{loop.in_flight}"))
         b.place(top)
+        if loop.promotion is not None:
+            loop.promotion.begin_k_tile(kt)
         ring.consumer_wait(state, comment="the stage's bytes landed")
         loop.compute_stage(acc, *loop.stage_descriptors(desc, state.index))
         if loop.in_flight:
@@ -226,7 +230,7 @@ class WarpSpecializedKernel:
             wi.wait_group(b, 0, comment="this k-tile's wgmma group has retired")
             ring.consumer_release(state.index, releaser, "release this stage to the producer")
             if loop.promotion is not None:
-                loop.promotion.add(acc, "end of the k-tile, after its wait_group 0")
+                loop.promotion.promote(acc, "end of the k-tile, after its wait_group 0", loop.last_chunk)
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(ctx.b, "lt", U32, kt, kt_count))
         b.place(done)

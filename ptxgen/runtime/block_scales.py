@@ -1,0 +1,69 @@
+"""The run-time scales of a block-scaled fp8 kernel (schedule/block_scale.py): `scale_a` and
+`scale_b` checked against the Gemm and turned into the kernel's arguments (pointers, then the
+element strides `sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride`).
+
+Orientation: sa is the logical (M, ceil(K/128)) array and sb the logical (ceil(K/128), ceil(N/128))
+one, stored row-major or column-major. The kernel reads them through the strides, so the
+TMA-friendly storage DeepGEMM uses (sa kept as a (ceil(K/128), M) row-major array, M contiguous)
+is passed as its transpose, `sa_storage.T`, a column-major (M, ceil(K/128)) view: no copy.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..schedule.block_scale import UE8M0_RANGE
+from .operands import OperandView, check_operand
+
+#: The ptxgen dtype each scale dtype's arrays have.
+SCALE_ARRAY_DTYPE = {"f32": "f32", "ue8m0": "u8"}
+
+
+def check_block_scales(kernel: Any, scale_a: Any, scale_b: Any,
+                       device: int | None = None) -> tuple[OperandView, OperandView] | None:
+    """The views of sa and sb (None for a kernel without block scaling, which takes neither)."""
+    g = kernel.gemm
+    bs = g.block_scale
+    if bs is None:
+        if scale_a is not None or scale_b is not None:
+            raise ValueError("scale_a=/scale_b= were given but the kernel is not block-scaled: compile with "
+                             "Gemm(dtype='e4m3', block_scale=ptxgen.BlockScale()), or drop them (a per-row or "
+                             "per-column scale is Epilogue(scale='row'/'col') and scale=)")
+        return None
+    shapes = bs.shapes(g.m, g.n, g.k)
+    views = []
+    for name, x, shape, what in (("scale_a", scale_a, shapes[0], "(M, ceil(K/128))"),
+                                 ("scale_b", scale_b, shapes[1], "(ceil(K/128), ceil(N/128))")):
+        if x is None:
+            raise ValueError(f"the kernel is block-scaled ({bs}): pass {name}=, a {bs.dtype} array of shape "
+                             f"{shape} {what} in the logical orientation (ptxgen.schedule.block_scale."
+                             "random_block_scales draws some)")
+        views.append(_view(name, x, shape, SCALE_ARRAY_DTYPE[bs.dtype], device))
+        if bs.dtype == "ue8m0" and isinstance(x, np.ndarray):
+            lo, hi = UE8M0_RANGE
+            if x.size and (x.min() < lo or x.max() > hi):
+                raise ValueError(f"{name} holds ue8m0 exponents outside {lo}..{hi} (0 is 2^-127 and 255 NaN, which "
+                                 "the kernel's e << 23 cannot make a normal f32): clip them, np.clip(x, 1, 254)")
+    return views[0], views[1]
+
+
+def _view(name: str, x: Any, shape: tuple[int, int], dtype: str, device: int | None) -> OperandView:
+    """`x` as a row-major view, else a column-major one (the transposed storage); the row-major
+    error where neither describes it."""
+    kw = {} if device is None else {"device": device}
+    try:
+        return check_operand(x, name=name, shape=shape, dtype=dtype, layout="row", align=1, **kw)
+    except ValueError as row_error:
+        try:
+            return check_operand(x, name=name, shape=shape, dtype=dtype, layout="col", align=1, **kw)
+        except ValueError:
+            raise row_error from None
+
+
+def stride_args(views: tuple[OperandView, OperandView]) -> list[int]:
+    """sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride: each view's element strides."""
+    out: list[int] = []
+    for v in views:
+        out += [v.ld, 1] if v.layout == "row" else [1, v.ld]
+    return out

@@ -270,6 +270,10 @@ ASSEMBLER_EXTRA_ROWS = (
     ("4096^3 e4m3->bf16 128x256x128 s3 2wg ws", dict(m=4096, n=4096, k=4096, dtype="e4m3", out_dtype="bf16",
                                                     a_layout="row", b_layout="col", fast_accum=True),
      dict(block=(128, 256, 128), stages=3, consumers=2, instruction="wgmma")),
+    # the default promoted fp8 kernel (one add per accumulator register per 128 of K: the promotion's cost)
+    ("4096^3 e4m3->bf16 128x192x128 s4 2wg ws promoted", dict(m=4096, n=4096, k=4096, dtype="e4m3",
+                                                             out_dtype="bf16", a_layout="row", b_layout="col"),
+     dict(block=(128, 192, 128), stages=4, consumers=2, instruction="wgmma")),
     ("8192^3 bf16 chooser default", dict(m=8192, n=8192, k=8192, dtype="bf16", out_dtype="bf16", a_layout="row",
                                         b_layout="col"), None),
 )

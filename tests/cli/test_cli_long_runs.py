@@ -53,7 +53,7 @@ def test_memory_error_anywhere_is_one_line(monkeypatch, capsys):
 
 
 def test_ctrl_c_exits_130_with_one_line():
-    p = subprocess.Popen([sys.executable, "-m", "ptxgen", "run", "--sim", "--shape", "1x1x2000000", "--progress", "off"],
+    p = subprocess.Popen([sys.executable, "-m", "ptxgen", "run", "--sim", "--shape", "1x1x20000000", "--progress", "off"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=ENV)
     line = p.stderr.readline()  # the time warning comes just before the operands and the simulation
     assert "will take about" in line and "smaller --shape" in line and "calibrated by a warm-up run" in line

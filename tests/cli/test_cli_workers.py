@@ -79,8 +79,8 @@ def test_ctrl_c_with_workers_exits_130_with_one_line():
 
     root = pathlib.Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    p = subprocess.Popen([sys.executable, "-m", "ptxgen", "run", "--sim", "--shape", "128x128x400000", "--block",
-                          "64x64x32", "--workers", "2", "--progress", "off"],
+    p = subprocess.Popen([sys.executable, "-m", "ptxgen", "run", "--sim", "--shape", "128x128x600000", "--block",
+                          "32x32x32", "--workers", "2", "--progress", "off"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env,
                          start_new_session=True)
     line = p.stderr.readline()  # the time warning comes just before the operands and the simulation

@@ -140,7 +140,8 @@ def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
     Block-scaled (`scale_a`, `scale_b` given; `block_scale` default BlockScale()): A @ B is the sum
     over 128-K blocks of (A_blk * sa) @ (B_blk * sb) (schedule/block_scale.py)."""
     if offs is not None or masked_m is not None:
-        return grouped_reference(reference, a, b, epilogue, c, bias, scale, offs=offs, masked_m=masked_m)
+        return grouped_reference(reference, a, b, epilogue, c, bias, scale, offs=offs, masked_m=masked_m,
+                                 block_scale=block_scale, scale_a=scale_a, scale_b=scale_b)
     if scale_a is not None or scale_b is not None:
         x = scaled_product(a, b, block_scale or BlockScale(), scale_a, scale_b)
     else:

@@ -345,6 +345,13 @@ def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, lay
     return v, v.batch_stride, v.host_span()
 
 
+def one_matrix_batch(x: np.ndarray) -> np.ndarray:
+    """A matrix as a batch of one, its batch stride the matrix's span (TMA needs a positive one;
+    with one matrix it is never stepped over)."""
+    span = x.shape[0] * x.strides[0]
+    return np.lib.stride_tricks.as_strided(x, (1,) + x.shape, (span,) + x.strides)
+
+
 def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "OperandView | None" = None) -> list:
     """`sim.TensorMap`s of A's and B's contiguous-last views (and C's, for the TMA-store epilogue)
     with the boxes and swizzle the kernel's tensor-map parameters must have (`Kernel.tensor_maps`);
@@ -355,7 +362,10 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "O
     for v in (va, vb):
         kernel.check_operand(v)
     logical = {"A": va.host, "B": vb.host, "C": None if vc is None else vc.host}
-    return [sim.TensorMap(t.view(logical[t.operand]), t.box, swizzle=t.swizzle) for t in kernel.tensor_maps]
+    views = [t.view(logical[t.operand]) for t in kernel.tensor_maps]
+    # a one-group GEMM's operand comes as its matrix: its 3-D map (targets/sm90/grouped.py) gets the group axis
+    views = [one_matrix_batch(v) if t.batched and v.ndim == 2 else v for t, v in zip(kernel.tensor_maps, views)]
+    return [sim.TensorMap(v, t.box, swizzle=t.swizzle) for t, v in zip(kernel.tensor_maps, views)]
 
 
 def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bias: Any = None,
@@ -369,7 +379,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     from .runtime.grouped import check_not_grouped, counts_view, grouped_inputs, grouped_output
     from .runtime.launch import check_epilogue_operands, vector_view
     from .schedule.grouping import c_shape
-    from .runtime.block_scales import check_block_scales, stride_args
+    from .runtime.block_scales import check_block_scales, group_stride_args, stride_args
     from .runtime.operands import check_no_aliasing
     from .scaleout import Workers
 
@@ -399,12 +409,12 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
                                        align=g.out_alignment(), batch=g.batch, writable=True)
     vectors = [vector_view(kernel, name, np.asarray(vec), None)
                for name, vec in (("bias", bias), ("scale", scale)) if vec is not None]
+    vectors += list(block_scales or ())  # then scale_a, scale_b (their strides follow the pointers)
     if g.grouped:  # the kernel's last parameter: the groups' sizes, read on the device
         counts = counts_view(g, offs, masked_m)
         if counts.host is None:
             raise TypeError("Kernel.simulate takes numpy arrays; pass offs / masked_m as a numpy int32 array")
         vectors.append(counts)
-    vectors += list(block_scales or ())  # then scale_a, scale_b (their strides follow the pointers)
     check_no_aliasing(vc, [va, vb, *vectors])  # the GPU path's rule (runtime.launch)
     # The simulator takes each operand's memory as one contiguous buffer spanning the matrices;
     # the inputs read-only, so a kernel that stores into one is reported, not silently obeyed.
@@ -414,9 +424,10 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     views = (va, vb, vc)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)
     args = kernel.arguments(views, [buf_a, buf_b, buf_c], sim_tensor_maps(kernel, va, vb, vc)) + inputs[2:]
     if block_scales is not None:
-        args += stride_args(block_scales)
-    first_input = len(args) - len(inputs) + 2 - (4 if block_scales is not None else 0)
-    readonly = (0, 1) + tuple(range(first_input, first_input + len(inputs) - 2))
+        strides = stride_args(block_scales) + group_stride_args(g, block_scales)
+        # a grouped kernel's offs / masked_m stays its last parameter
+        args = args[:-1] + strides + args[-1:] if g.grouped else args + strides
+    readonly = tuple(sorted({0, 1} | {i for i, x in enumerate(args) if any(x is buf for buf in inputs[2:])}))
     if kernel.workspace_elements:
         args += [np.zeros(kernel.workspace_elements, np.float32), np.zeros(kernel.counter_count, np.uint32)]
     if kernel.zeroes_c_first:  # atomic split-K adds into C; zero only the simulated tiles, so

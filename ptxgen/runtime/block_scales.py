@@ -1,6 +1,7 @@
 """The run-time scales of a block-scaled fp8 kernel (schedule/block_scale.py): `scale_a` and
 `scale_b` checked against the Gemm and turned into the kernel's arguments (pointers, then the
-element strides `sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride`).
+element strides `sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride`, then a grouped GEMM's
+`sa_group_stride, sb_group_stride`).
 
 Orientation: sa is the logical (M, ceil(K/128)) array and sb the logical (ceil(K/128), ceil(N/128))
 one, stored row-major or column-major. The kernel reads them through the strides, so the
@@ -31,6 +32,8 @@ def check_block_scales(kernel: Any, scale_a: Any, scale_b: Any,
                              "Gemm(dtype='e4m3', block_scale=ptxgen.BlockScale()), or drop them (a per-row or "
                              "per-column scale is Epilogue(scale='row'/'col') and scale=)")
         return None
+    if getattr(g, "grouped", False):
+        return grouped_block_scales(g, scale_a, scale_b, device)
     shapes = bs.shapes(g.m, g.n, g.k)
     views = []
     for name, x, shape, what in (("scale_a", scale_a, shapes[0], "(M, ceil(K/128))"),
@@ -40,12 +43,45 @@ def check_block_scales(kernel: Any, scale_a: Any, scale_b: Any,
                              f"{shape} {what} in the logical orientation (ptxgen.schedule.block_scale."
                              "random_block_scales draws some)")
         views.append(_view(name, x, shape, SCALE_ARRAY_DTYPE[bs.dtype], device))
-        if bs.dtype == "ue8m0" and isinstance(x, np.ndarray):
-            lo, hi = UE8M0_RANGE
-            if x.size and (x.min() < lo or x.max() > hi):
-                raise ValueError(f"{name} holds ue8m0 exponents outside {lo}..{hi} (0 is 2^-127 and 255 NaN, which "
-                                 "the kernel's e << 23 cannot make a normal f32): clip them, np.clip(x, 1, 254)")
+        _check_ue8m0(bs, name, x)
     return views[0], views[1]
+
+
+def grouped_block_scales(g: Any, scale_a: Any, scale_b: Any,
+                         device: int | None = None) -> tuple[OperandView, OperandView]:
+    """A grouped GEMM's scales (issue 24): contiguous sa (M_total, Kb), masked sa (G, max_m, Kb);
+    sb (G, Kb, Nb) for both. Each matrix row-major or column-major (its group stride any)."""
+    from .grouped import group_operand
+
+    bs = g.block_scale
+    (_, kb), sb_shape = bs.shapes(g.m, g.n, g.k)
+    masked = g.grouping == "masked"
+    views = []
+    for name, x, per_group, shape in (("scale_a", scale_a, masked, (g.m, kb)), ("scale_b", scale_b, True, sb_shape)):
+        full = ((g.groups,) if per_group else ()) + shape
+        if x is None:
+            raise ValueError(f"the kernel is a block-scaled {g.grouping} grouped GEMM ({bs}): pass {name}=, a "
+                             f"{bs.dtype} array of shape {full} (ptxgen.schedule.block_scale.random_grouped_scales "
+                             "draws some)")
+        kw = dict(name=name, g=g, per_group=per_group, shape=shape, dtype=SCALE_ARRAY_DTYPE[bs.dtype], align=1,
+                  device=device)
+        try:
+            views.append(group_operand(x, layout="row", **kw))
+        except ValueError as row_error:
+            try:
+                views.append(group_operand(x, layout="col", **kw))
+            except ValueError:
+                raise row_error from None
+        _check_ue8m0(bs, name, x)
+    return views[0], views[1]
+
+
+def _check_ue8m0(bs: Any, name: str, x: Any) -> None:
+    if bs.dtype == "ue8m0" and isinstance(x, np.ndarray):
+        lo, hi = UE8M0_RANGE
+        if x.size and (x.min() < lo or x.max() > hi):
+            raise ValueError(f"{name} holds ue8m0 exponents outside {lo}..{hi} (0 is 2^-127 and 255 NaN, which "
+                             "the kernel's e << 23 cannot make a normal f32): clip them, np.clip(x, 1, 254)")
 
 
 def _view(name: str, x: Any, shape: tuple[int, int], dtype: str, device: int | None) -> OperandView:
@@ -67,3 +103,11 @@ def stride_args(views: tuple[OperandView, OperandView]) -> list[int]:
     for v in views:
         out += [v.ld, 1] if v.layout == "row" else [1, v.ld]
     return out
+
+
+def group_stride_args(g: Any, views: tuple[OperandView, OperandView]) -> list[int]:
+    """sa_group_stride, sb_group_stride of a grouped GEMM's scales (0 for a contiguous sa, which
+    has no group dimension, and for one group); [] for other kernels."""
+    if not getattr(g, "grouped", False):
+        return []
+    return [v.batch_stride if v.batch > 1 else 0 for v in views]

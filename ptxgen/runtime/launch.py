@@ -21,7 +21,7 @@ from .launch_config import check_co_resident, cluster_slots, launch_config
 from .grouped import check_not_grouped, counts_view, grouped_inputs, grouped_output
 from .modules import (Function, Module, describe_run, kernel_binary, load_function, pin,  # noqa: F401
                       ptx_binary)
-from .block_scales import check_block_scales, stride_args
+from .block_scales import check_block_scales, group_stride_args, stride_args
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .operands import as_row as _as_row, cuda_array_interface as _cai
 from .params import ParamBlock, ParamDecl, parse_params
@@ -318,7 +318,9 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
                                  f"pass a contiguous C")
             drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
     if block_scales is not None:  # the scales' element strides follow their pointers
-        ptrs += stride_args(block_scales)
+        strides = stride_args(block_scales) + group_stride_args(g, block_scales)
+        # a grouped kernel's offs / masked_m stays its last parameter
+        ptrs = ptrs[:-1] + strides + ptrs[-1:] if g.grouped else ptrs + strides
     if kernel.scratch_sizes(grid)[0]:
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
     views = (av, bv, cv)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)

@@ -109,6 +109,22 @@ def random_block_scales(bs: BlockScale, m: int, n: int, k: int, seed: int = 3,
     return out[0], out[1]
 
 
+def random_grouped_scales(bs: BlockScale, g: object, seed: int = 3,
+                          decades: float = 4.0) -> tuple[np.ndarray, np.ndarray]:
+    """`random_block_scales` for a grouped GEMM (schedule/grouping.py): sa (M_total, Kb)
+    contiguous or (G, max_m, Kb) masked, sb (G, Kb, Nb)."""
+    m, n, k, groups = (getattr(g, f) for f in ("m", "n", "k", "groups"))
+    lead = (groups,) if getattr(g, "grouping") == "masked" else ()
+    sa_shape, sb_shape = bs.shapes(m, n, k)
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape in (lead + sa_shape, (groups,) + sb_shape):
+        log2 = rng.uniform(-decades / 2, decades / 2, shape) * np.log2(10.0)
+        out.append((np.rint(log2) + UE8M0_BIAS).astype(np.uint8) if bs.dtype == "ue8m0"
+                   else np.exp2(log2).astype(np.float32))
+    return out[0], out[1]
+
+
 def check_gemm_block_scale(g: object) -> None:
     """The Gemm's block_scale on construction: a BlockScale (or None), fp8 inputs, not fast_accum."""
     bs = getattr(g, "block_scale")

@@ -38,9 +38,11 @@ def group_spans(grouping: str, counts: np.ndarray) -> list[tuple[int, int]]:
 
 
 def grouped_reference(product: Product, a: np.ndarray, b: np.ndarray, epilogue, c, bias, scale,
-                      offs=None, masked_m=None) -> np.ndarray:
+                      offs=None, masked_m=None, block_scale=None, scale_a=None, scale_b=None) -> np.ndarray:
     """float64 C of a grouped GEMM: each group's rows are `product` of its rows of A and its B
-    (b[g]); every other row holds C's previous value (`c`; NaN when None, a poisoned C)."""
+    (b[g]); every other row holds C's previous value (`c`; NaN when None, a poisoned C).
+    Block-scaled (`scale_a`, `scale_b`): each group's product takes its rows of sa (contiguous
+    (M_total, Kb): the group's rows; masked (G, max_m, Kb): sa[g]'s) and its sb[g]."""
     grouping = grouping_of(offs, masked_m)
     counts = offs if grouping == "contiguous" else masked_m
     a, b = np.asarray(a), np.asarray(b)
@@ -53,7 +55,12 @@ def grouped_reference(product: Product, a: np.ndarray, b: np.ndarray, epilogue, 
         a_g = a[rows] if grouping == "contiguous" else a[g, rows]
         dst = out[rows] if grouping == "contiguous" else out[g, rows]
         prev = None if c is None else np.asarray(c)[rows] if grouping == "contiguous" else np.asarray(c)[g, rows]
-        dst[...] = product(a_g, b[g], epilogue, prev, bias, scale)
+        scales = {}
+        if scale_a is not None or scale_b is not None:
+            sa = np.asarray(scale_a)
+            scales = {"block_scale": block_scale, "scale_b": np.asarray(scale_b)[g],
+                      "scale_a": sa[rows] if grouping == "contiguous" else sa[g, rows]}
+        dst[...] = product(a_g, b[g], epilogue, prev, bias, scale, **scales)
     return out
 
 

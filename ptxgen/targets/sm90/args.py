@@ -19,16 +19,19 @@ def check_sm90_params(kernel: "Kernel", decls: list[ParamDecl]) -> list[ParamDec
     """An sm_90a kernel takes its tensor maps (.b8 [128]), then C (.u64), M, N, K, ldc (.u32), then
     batch_stride_c (.u64) when batched, then the epilogue's bias and scale pointers (.u64) when it has them,
     then workspace and counters (.u64) with split-K."""
-    maps, vectors = len(kernel.tensor_maps), int(bool(kernel.gemm.epi.bias)) + int(bool(kernel.gemm.epi.scale))
-    batched = int(kernel.gemm.batch > 1)
+    g = kernel.gemm
+    maps, vectors = len(kernel.tensor_maps), int(bool(g.epi.bias)) + int(bool(g.epi.scale))
+    grouped = bool(getattr(g, "grouped", False))
+    batched = int(g.batch > 1 or getattr(g, "grouping", None) == "masked")   # batch_stride_c
     scratch = 2 if kernel.workspace_elements else 0  # workspace split-K: workspace, counters
+    scratch += int(grouped)  # offs / masked_m, last (grouped.py)
     pointers = decls[maps + 5:]
     strides_ok = True
-    if getattr(kernel.gemm, "block_scale", None) is not None:  # scale_a, scale_b, then 4 .u32 strides
-        at = batched + vectors + 2
-        strides_ok = all(d.type[1:] == "32" for d in pointers[at:at + 4])
-        pointers = pointers[:at] + pointers[at + 4:]
-        vectors += 6
+    if getattr(g, "block_scale", None) is not None:  # scale_a, scale_b, then 4 (grouped: 6) .u32 strides
+        at, count = batched + vectors + 2, 6 if grouped else 4
+        strides_ok = all(d.type[1:] == "32" for d in pointers[at:at + count])
+        pointers = pointers[:at] + pointers[at + count:]
+        vectors += 2 + count
     ok = (len(decls) == maps + 5 + batched + vectors + scratch and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
           and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:maps + 5])
           and all(d.is_pointer_sized for d in pointers) and strides_ok)
@@ -37,8 +40,8 @@ def check_sm90_params(kernel: "Kernel", decls: list[ParamDecl]) -> list[ParamDec
                          f"ptxgen's sm_90a kernels take {maps} tensor maps (.param .align 64 .b8 [128]), "
                          "then C (.u64), M, N, K, ldc (.u32), batch_stride_c (.u64) when batched, the bias "
                          "and scale pointers (.u64) when the epilogue has them, scale_a, scale_b (.u64) and 4 strides (.u32) "
-                         "when block-scaled, and workspace, counters (.u64) "
-                         "with split-K")
+                         "when block-scaled (then sa_group_stride, sb_group_stride when grouped), workspace, counters (.u64) "
+                         "with split-K, and offs / masked_m (.u64) last when grouped")
     return decls
 
 
@@ -84,7 +87,9 @@ def sm90_tensor_maps(kernel: "Kernel", views: tuple[OperandView, ...], ptrs: lis
         shape, strides = ((c, r), (sc, sr)) if transpose else ((r, c), (sr, sc))
         if spec.batched:
             check_tma_batch_stride(v)
-            shape, strides = (v.batch, *shape), (v.batch_stride, *strides)
+            # one matrix (a one-group GEMM's operand): the group stride is never stepped over
+            outer = v.batch_stride if v.batch > 1 else shape[0] * strides[0]
+            shape, strides = (v.batch, *shape), (outer, *strides)
         dev = _DeviceMatrix(ptr, shape, tuple(x * dtype.itemsize for x in strides), dtype)
         out.append(encode_tiled(dev, spec.box, swizzle=spec.swizzle).raw)
     return out

@@ -165,7 +165,8 @@ class Sm90Backend(Backend):
     def arguments(self, g: Gemm, views: tuple, operands: list, maps: list) -> list:
         """Tensor maps by value instead of the A and B pointers (pipeline.py's parameters)."""
         cv = views[2]
-        return list(maps) + [operands[2], g.m, g.n, g.k, cv.ld] + ([cv.batch_stride] if g.batch > 1 else [])
+        strided = g.batch > 1 or g.grouping == "masked"   # C's matrices: batches, or a masked GEMM's groups
+        return list(maps) + [operands[2], g.m, g.n, g.k, cv.ld] + ([cv.batch_stride] if strided else [])
 
     def predict(self, g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:
         return predict_hopper(g, s, arch, registers)

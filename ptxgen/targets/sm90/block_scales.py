@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 #: The kernel parameters block scaling appends (after the epilogue's vectors): pointers, then strides.
 POINTER_PARAMS = ("scale_a", "scale_b")
 STRIDE_PARAMS = ("sa_row_stride", "sa_k_stride", "sb_k_stride", "sb_n_stride")
+#: A grouped GEMM's scales (targets/sm90/grouped.py) add the element strides between the groups'
+#: sa (masked: (G, max_m, Kb); 0 for contiguous, whose sa is (M_total, Kb)) and sb ((G, Kb, Nb)).
+GROUP_STRIDE_PARAMS = ("sa_group_stride", "sb_group_stride")
 
 
 def n_blocks_per_tile(bn: int) -> int:
@@ -88,12 +91,15 @@ class BlockScales:
         row0 = ptx.add(ctx.b, U32, ops.tile.bm0, ctx.ex.emit(accumulator_coord(0)[0]))
         if plan.consumers > 1:
             row0 = ptx.mad(ctx.b, U32, ops.warpgroup, Imm(str(plan.rows_per_consumer)), row0)
-        last_row = ptx.sub(ctx.b, U32, ctx.dim("M"), Imm("1"))
+        # a grouped tile's rows are clamped into its own group (a contiguous tile straddling the
+        # next group reads that group's A rows, never stored: their scales need only be in bounds)
+        last_row = ptx.sub(ctx.b, U32, ctx.dim("M") if ops.rows_end is None else ops.rows_end, Imm("1"))
+        base_a, base_b = self.group_bases(ops)
         self.row_ptr = []
         for r in range(self.rows):
             row = ptx.add(ctx.b, U32, row0, Imm(str(64 * (r >> 1) + 8 * (r & 1)))) if r else row0
             row = ptx.min_(ctx.b, U32, row, last_row)
-            self.row_ptr.append(self._pointer(ctx.ptr["scale_a"], row, "sa_row_stride"))
+            self.row_ptr.append(self._pointer(base_a, row, "sa_row_stride"))
         last_block = ptx.sub(ctx.b, U32, self.ctx.ceil_div(ctx.dim("N"), SCALE_BLOCK_K), Imm("1"))
         first = ptx.shr(ctx.b, U32, ops.tile.bn0, Imm(str(SCALE_BLOCK_K.bit_length() - 1)))
         if self.chunks > 1:
@@ -102,7 +108,19 @@ class BlockScales:
         for j in range(self.blocks):
             nb = ptx.add(ctx.b, U32, first, Imm(str(j))) if j else first
             nb = ptx.min_(ctx.b, U32, nb, last_block)
-            self.col_ptr.append(self._pointer(ctx.ptr["scale_b"], nb, "sb_n_stride"))
+            self.col_ptr.append(self._pointer(base_b, nb, "sb_n_stride"))
+
+    def group_bases(self, ops: "TmaOperands") -> tuple[VReg, VReg]:
+        """sa and sb of the tile's group: the pointers moved by group * the group strides (sa
+        only when masked: a contiguous sa's rows are M_total's); the pointers themselves when not
+        grouped."""
+        ctx = self.ctx
+        base_a, base_b = ctx.ptr["scale_a"], ctx.ptr["scale_b"]
+        if ops.group is None:
+            return base_a, base_b
+        if ctx.g.grouping == "masked":
+            base_a = self._pointer(base_a, ops.group, GROUP_STRIDE_PARAMS[0])
+        return base_a, self._pointer(base_b, ops.group, GROUP_STRIDE_PARAMS[1])
 
     def _load(self, ptr: VReg, kb: VReg, stride: str) -> VReg:
         ctx = self.ctx

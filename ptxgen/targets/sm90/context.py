@@ -58,9 +58,21 @@ class TmaOperands:
     """What a role works on for one output tile: the tile (its origin is the TMA copies' and the
     stores' coordinate), the copies' batch coordinate (empty unless batched), C's matrix (the
     batch's), and the thread's consumer warpgroup index (warp-uniform in the consumers of the
-    warp-specialised kernel)."""
+    warp-specialised kernel).
+
+    Grouped GEMMs (targets/sm90/grouped.py) also set `b_batch` (B's group coordinate, where A has
+    none: contiguous groups), `rows_end` (the end of the tile's group in the tile's row
+    coordinates, which the stores and the scales' rows are bounded by instead of M) and `group`."""
 
     tile: Tile
     batch: tuple[VReg, ...]
     c: VReg
     warpgroup: VReg
+    b_batch: tuple[VReg, ...] | None = None
+    rows_end: VReg | None = None
+    group: VReg | None = None
+
+    @property
+    def b_coordinate(self) -> tuple[VReg, ...]:
+        """B's outer TMA coordinates: its group's, else the batch's (A's too)."""
+        return self.batch if self.b_batch is None else self.b_batch

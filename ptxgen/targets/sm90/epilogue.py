@@ -67,7 +67,8 @@ class DirectStores(EpilogueMath):
         for m, frag in enumerate(acc):
             for half in (0, 1):
                 row = ptx.add(lw.b, U32, row0, Imm(str(64 * m + 8 * half)))
-                row_ok = ptx.setp(lw.b, "lt", U32, row, lw.dim("M"))
+                # a grouped tile's rows end at its group's end (targets/sm90/grouped.py), not at M
+                row_ok = ptx.setp(lw.b, "lt", U32, row, lw.dim("M") if ops.rows_end is None else ops.rows_end)
                 row_vec = {name: self.vector_values(name, row, [0], [row_ok])[0]
                            for name in ("bias", "scale") if getattr(e, name) == "row"}
                 off = ptx.mad_wide(lw.b, U32, row, lw.dim("ldc"), wide_col)

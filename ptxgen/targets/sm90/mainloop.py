@@ -120,7 +120,8 @@ class TmaWgmmaLoop:
                     inner, outer = (ptx.add(ctx.b, U32, k0, Imm(str(j * box.inner))) if j else k0), origin
                 else:
                     inner, outer = (ptx.add(ctx.b, U32, origin, Imm(str(j * box.inner))) if j else origin), k0
-                tma.load(b, Addr(dst), ctx.tmaps[name], (inner, outer, *ops.batch), bar, guard=guard,
+                outer_coords = ops.b_coordinate if name == "B" else ops.batch
+                tma.load(b, Addr(dst), ctx.tmaps[name], (inner, outer, *outer_coords), bar, guard=guard,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
 
     # -- the loop ----------------------------------------------------------------------------

@@ -14,7 +14,8 @@ for the TMA-store epilogue only), C (.u64), M, N, K, ldc (.u32), batch_stride_c 
 batch > 1, then bias and scale (.u64) when the epilogue has them, then scale_a, scale_b (.u64)
 and sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride (.u32) when block-scaled (block_scales.py),
 then workspace and counters
-(.u64) with split-K or Stream-K. `Kernel.tensor_maps` gives the view, box and swizzle each map must have; a
+(.u64) with split-K or Stream-K. Grouped GEMMs (grouped.py): batch_stride_c after ldc when masked,
+sa_group_stride, sb_group_stride (.u32) after the scales' strides, and offs / masked_m (.u64) last. `Kernel.tensor_maps` gives the view, box and swizzle each map must have; a
 batched GEMM's A and B maps are 3-D, the batch outermost (sm90/batch.py). Split-K
 (sm90/splitk.py): %ctaid.z = batch * split_k + split; each split's main loop runs its k-range,
 and the last split sums the f32 partials before the epilogue. Stream-K (sm90/streamk.py): a
@@ -43,6 +44,7 @@ from ...emit.scalar_ops import ScalarOps
 from ...emit.tiles import KRange, Tile, TileScheduler, ZSlot
 from . import wgmma_isa as wi
 from . import batch as sm90_batch
+from . import grouped as sm90_grouped
 from . import splitk as sm90_splitk
 from . import streamk as sm90_streamk
 from .block_scales import POINTER_PARAMS as BS_POINTERS, STRIDE_PARAMS as BS_STRIDES
@@ -79,9 +81,9 @@ def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
 
 def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
     maps = [Param(".align 64 .b8", f"{m}[128]") for m in tensor_map_params(g, s)]
-    return (maps + list(SCALAR_PARAMS) + sm90_batch.batch_params(g.batch)
+    return (maps + list(SCALAR_PARAMS) + sm90_batch.batch_params(g.batch) + sm90_grouped.grouped_params(g)
             + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)] + block_scale_params(g)
-            + sm90_splitk.split_k_params(s))
+            + sm90_grouped.grouped_scale_params(g) + sm90_splitk.split_k_params(s) + sm90_grouped.counts_params(g))
 
 
 def block_scale_params(g: Gemm) -> list[Param]:
@@ -306,7 +308,9 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
     for param, box in zip(TENSOR_MAP_PARAMS, (plan.a_box, plan.b_box)):
         assert box is not None, "the verifier admits only operands TMA can describe"
         rows = split_box_rows(box.outer, shape.parts(box.operand)) if shape is not None else box.outer
-        dims = ((1,) if g.batch > 1 else ()) + (rows, box.inner)
+        # batched: A and B 3-D; grouped: B 3-D (one weight per group), A too when masked (grouped.py)
+        outer = g.batch > 1 or (g.grouped and (box.operand == "B" or g.grouping == "masked"))
+        dims = ((1,) if outer else ()) + (rows, box.inner)
         specs.append(TensorMapSpec(param, box.operand, dims, plan.swizzle_mode.name, box.k_major))
     tile = plan.epilogue_tile
     if tile is not None:

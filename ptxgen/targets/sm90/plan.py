@@ -261,7 +261,7 @@ def epilogue_path(g: Gemm, s: Schedule) -> str:
     boxable = (s.block[1] * g.out_bytes) % TMA_STRIDE_ALIGN == 0   # a box row is a multiple of 16 B
     # batches (C's map would be 3-D), split-K and Stream-K store through the direct path for now
     # (verify_sm90_built.py refuses epilogue_via_smem=True with them)
-    single = g.batch == 1 and s.split_k == 1 and not s.stream_k
+    single = g.batch == 1 and s.split_k == 1 and not s.stream_k and not g.grouped  # grouped: clips per group (grouped.py)
     staged = g.out_bytes in TMA_STAGED_OUT_BYTES  # 8-bit (quantised) outputs store directly
     return "tma" if aligned and boxable and single and staged else "direct"
 
@@ -318,4 +318,7 @@ def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:
     tiles_m, tiles_n = -(-g.m // s.bm // cm) * cm, -(-g.n // s.bn // cn) * cn
     size = cm * cn
     work = tiles_m * tiles_n * s.split_k * g.batch
+    if g.grouped:  # the most tiles any offs / masked_m can need (grouped.py)
+        from .grouped import grouped_ctas
+        work = grouped_ctas(g, s.bm, s.bn)
     return max(size, floor_to(min(s.sms or sms, work), size))

@@ -42,7 +42,8 @@ from . import wgmma_isa as wi
 from .cluster import ClusterRelease, ClusterRoles
 from .epilogue_c_load import emit_c_loader
 from .epilogue_tma import TmaStores
-from .persistent import TileWalk, zero_accumulators
+from .grouped import tile_walk
+from .persistent import zero_accumulators
 
 if TYPE_CHECKING:
     from .context import Sm90Context
@@ -142,7 +143,7 @@ class WarpSpecializedKernel:
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
         position = ring.start(1, ("producer's ring position, carried across tiles",
                                   "empty-barrier parity the producer waits for (starts 1)"))
-        walk = TileWalk(ctx, "producer")
+        walk = tile_walk(ctx, "producer")
         ops, step = walk.begin()
         kt = ptx.mov(ctx.b, U32, Imm("0"))
         state = position.counting(kt)
@@ -194,7 +195,7 @@ class WarpSpecializedKernel:
         position = ring.start(0, ("consumer's ring position, carried across tiles",
                                   "full-barrier parity the consumers wait for"))
         prev = ptx.mov(ctx.b, U32, Imm("0"), comment="the previous k-tile's stage")
-        walk = TileWalk(ctx, "consumer", moves_c=True)
+        walk = tile_walk(ctx, "consumer", moves_c=True)
         ops, step = walk.begin()
         ops = replace(ops, warpgroup=uniform)
         zero_accumulators(ctx, acc)

@@ -34,23 +34,30 @@ def run_grouped(k: Kernel, args: argparse.Namespace, on_gpu: bool, workers, prog
     a, b = random_operands(g, seed=args.seed)
     c0, bias = random_epilogue_operands(g, seed=args.seed + 1)
     scale = random_scale(g, seed=args.seed + 2)
+    block = {}  # block-scaled fp8 (sm_90a): random never-zero scales over two decades, per group
+    if g.block_scale is not None:
+        from ..schedule.block_scale import random_grouped_scales
+
+        sa, sb = random_grouped_scales(g.block_scale, g, seed=args.seed + 3, decades=2.0)
+        block = {"scale_a": sa, "scale_b": sb}
     c_in = None if c0 is None else c0.copy()
     if on_gpu:
         from ..runtime import simdriver
 
-        c = k(a, b, c=c_in, bias=bias, scale=scale, **kw)
+        c = k(a, b, c=c_in, bias=bias, scale=scale, **kw, **block)
         where = "through the simulator-backed driver (PTXGEN_DRIVER=sim)" if simdriver.active() else "on the GPU"
         print(f"executed   {where}, every CTA; runs {k.resources.binary}")
     else:
         from ..simulate import run_simulation
 
         c, res = run_simulation(k, a, b, c=c_in, bias=bias, scale=scale, progress=progress, workers=workers,
-                                trace=trace_path, **kw)
+                                trace=trace_path, **kw, **block)
         print(f"executed   on the CPU simulator: every CTA ({group_walk_text(k)}), "
               f"{res.instructions} thread-instructions")
     untouched = untouched_rows(g, **kw)
-    ref = reference(a, b, g.epilogue, c0, bias, scale, **kw)
-    result = compare(np.asarray(c), ref, g, bound=magnitude(a, b, g.epilogue, c0, bias, scale, **kw),
+    scaled = {"block_scale": g.block_scale, **block} if block else {}
+    ref = reference(a, b, g.epilogue, c0, bias, scale, **kw, **scaled)
+    result = compare(np.asarray(c), ref, g, bound=magnitude(a, b, g.epilogue, c0, bias, scale, **kw, **scaled),
                      untouched=untouched)
     rows = int(untouched.any(axis=-1).sum())
     print(f"{result}; checked every group's rows, and {rows} rows outside the groups left untouched")

@@ -5,6 +5,8 @@ from typing import Any
 
 from ...emit.describe import describe_epilogue
 from ...schedule.problem import instruction_name
+from ...schedule.grouping import describe as describe_grouping
+from .grouped import describe_group_walk
 from .header import describe_sm90_stores
 from .mainloop import ring_layout
 from .plan import ALIGN_SLACK, hopper_plan
@@ -27,7 +29,7 @@ def describe_hopper(k: Any) -> list[str]:
              "each loads and multiplies)")
     maps = "; ".join(f"{m.param}: {m.operand} box {'x'.join(map(str, m.box))}, {m.swizzle} swizzle, "
                      f"{'row' if m.operand == 'C' else 'K' if m.k_major else 'MN'}-major"
-                     + (" (3-D: batch outermost)" if m.batched else "") for m in k.tensor_maps)
+                     + ((" (3-D: group outermost)" if g.grouped else " (3-D: batch outermost)") if m.batched else "") for m in k.tensor_maps)
     grid = (f"{s.decomposition} over a persistent grid (each CTA runs its share of the k-tiles)" if s.stream_k else
             "persistent (one CTA per SM walks the tiles)" if s.persistent else "one CTA per output tile")
     if s.split_k > 1:
@@ -38,6 +40,7 @@ def describe_hopper(k: Any) -> list[str]:
         f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
         f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, "
         + describe_accumulation(g, s),
+        *([f"grouped    {describe_grouping(g)}; {describe_group_walk(g)}"] if g.grouped else []),
         f"schedule   block {s.bm}x{s.bn}x{s.bk}, {roles}, {plan.rows_per_consumer} rows each, "
         f"{instruction_name(g, 'wgmma', s.bn)} ({plan.wgmmas_per_k_tile} per warpgroup per k-tile), "
         f"stages {s.stages}, raster {s.raster}, {grid}, cluster {plan.cluster[0]}x{plan.cluster[1]}",

@@ -168,3 +168,22 @@ def grouped_ctas(g: "Gemm", bm: int, bn: int) -> int:
 
     tiles_m = contiguous_tiles_bound(g, bm) if g.grouping == "contiguous" else g.groups * -(-g.m // bm)
     return tiles_m * -(-g.n // bn)
+
+
+def describe_group_walk(g: "Gemm") -> str:
+    """How the grouped kernel finds its tiles, for the PTX header and `ptxgen info`."""
+    what = ("offs (cumulative row ends), A and C rows from the group's first row" if g.grouping == "contiguous"
+            else "masked_m (valid rows per slot), A's and C's slot from the group")
+    return (f"every role sums the {g.groups} groups' m-tiles from {what} on the device, then walks tiles x, "
+            "x + %nctaid.x, ... of the groups' m-tiles x n-tiles, resuming its group search tile to tile; "
+            "B through its 3-D tensor map at the group's coordinate; stores guarded by the group's end row "
+            "(a tile straddling the next group computes its rows but never stores them)")
+
+
+def grouped_params_text(g: "Gemm") -> str:
+    """The grouped parameters, for the header's params line ('' for other kernels)."""
+    if not g.grouped:
+        return ""
+    return ((f"; batch_stride_c (.u64) after ldc" if g.grouping == "masked" else "")
+            + ("; sa_group_stride, sb_group_stride (.u32)" if g.block_scale is not None else "")
+            + f"; {COUNTS_PARAM[g.grouping]} (.u64, int32[{g.groups}]) last")

@@ -4,6 +4,8 @@ from __future__ import annotations
 from ...emit.describe import describe_epilogue
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
+from ...schedule.grouping import describe as describe_grouping
+from .grouped import describe_group_walk, grouped_params_text
 from .pipeline import tensor_map_specs
 from .plan import hopper_plan
 from .promotion import describe_accumulation
@@ -53,6 +55,7 @@ def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[
         + describe_accumulation(g, s),
         f"epilogue: {describe_epilogue(g)}; {describe_sm90_stores(plan, g)}",
         f"problem {g.m}x{g.n}x{g.k}; target {arch}",
+        *([f"grouped: {describe_grouping(g)}", f"grouped walk: {describe_group_walk(g)}"] if g.grouped else []),
         f"block {s.bm}x{s.bn}x{s.bk}, {sm90_roles(plan)}, {plan.wgmmas_per_k_tile} x wgmma "
         f"m64n{s.bn}k{plan.wgmma[2]} per consumer per k-tile, {s.stages} TMA stages ({plan.swizzle}B swizzle) on "
         f"{'full/empty' if plan.warp_specialized else 'full'} mbarriers expecting {plan.stage_tx_bytes} B each, "
@@ -68,5 +71,6 @@ def sm90_header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[
         f"C (.u64); M, N, K, ldc (.u32){'; batch_stride_c (.u64)' if g.batch > 1 else ''}"
         f"{'; bias (.u64)' if g.epi.bias else ''}{'; scale (.u64)' if g.epi.scale else ''}"
         f"{'; scale_a, scale_b (.u64); sa_row_stride, sa_k_stride, sb_k_stride, sb_n_stride (.u32)' if g.block_scale else ''}"
-        f"{'; workspace, counters (.u64)' if s.split_k > 1 or s.stream_k else ''}. {maps}",
+        f"{'; workspace, counters (.u64)' if s.split_k > 1 or s.stream_k else ''}"
+        f"{grouped_params_text(g)}. {maps}",
     ]

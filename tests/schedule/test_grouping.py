@@ -50,10 +50,13 @@ def test_verifier_refuses_what_is_not_built(gemm_kw, schedule_kw, field, fix):
     assert e.value.field == field and fix in e.value.fix, str(e.value)
 
 
-def test_sm90a_grouped_is_not_built_yet():
+def test_sm90a_grouped_is_built_and_fp8_is_refused_on_mma_sync():
     g = Gemm(128, 128, 64, groups=2, grouping="masked")
-    with pytest.raises(LoweringNotBuilt, match="arch='sm_80'"):
-        ptxgen.verify(g, Schedule(block=(128, 128, 64), instruction="wgmma"), "sm_90a")
+    ptxgen.verify(g, Schedule(block=(128, 128, 64), instruction="wgmma"), "sm_90a")  # targets/sm90/grouped.py
+    with pytest.raises(LoweringNotBuilt, match="cluster=\\(1, 1\\)"):
+        ptxgen.verify(g, Schedule(block=(128, 128, 64), instruction="wgmma", cluster=(2, 1)), "sm_90a")
+    with pytest.raises(ScheduleError, match="arch='sm_90a'"):
+        ptxgen.verify(Gemm(128, 128, 64, dtype="e4m3", groups=2, grouping="masked"), Schedule(block=(64, 64, 32)))
 
 
 def test_grids():

@@ -216,15 +216,16 @@ def verify_grouped_wgmma(g: "Gemm", s: "Schedule") -> None:
     from ..errors import LoweringNotBuilt
 
     rules = [
-        (not (s.warp_specialized and s.persistent), "schedule.warp_specialized",
-         (s.warp_specialized, s.persistent), "the sm_90a grouped kernel is the warp-specialised persistent one "
-         "(its roles walk the groups' tiles, counted on the device)",
+        (not s.warp_specialized, "schedule.warp_specialized", s.warp_specialized, "the sm_90a grouped kernel is "
+         "the warp-specialised persistent one (its roles walk the groups' tiles, counted on the device)",
          "set warp_specialized=True and persistent=True (the defaults)"),
+        (not s.persistent, "schedule.persistent", s.persistent, "the sm_90a grouped kernel is the persistent one "
+         "(its CTAs walk the groups' tiles, counted on the device)", "set persistent=True (the default)"),
         (tuple(s.cluster) != (1, 1), "schedule.cluster", s.cluster, "thread-block clusters are not built for "
          "grouped GEMMs (a cluster's tiles may lie in different groups)", "use cluster=(1, 1)"),
         (bool(s.epilogue_via_smem), "schedule.epilogue_via_smem", s.epilogue_via_smem, "the TMA-store epilogue "
          "clips at C's edge, not at a group's end, so a tile straddling two groups would overwrite the next "
-         "group's rows", "set epilogue_via_smem=None or False (the direct stores, guarded per group)"),
+         "group's rows", "use epilogue_via_smem=False (the direct stores, guarded per group)"),
     ]
     for broken, field, value, rule, fix in rules:
         if broken:

@@ -295,6 +295,9 @@ def predict_hopper(g: Gemm, s: Schedule, arch: str, registers: int | None = None
     Persistent grids (warp-specialised, Stream-K): one CTA per SM walks its tiles one after the
     other, the pipeline filled once; one CTA per tile: waves of CTAs / (SMs x CTAs per SM), the
     CTAs sharing an SM sharing its units, each paying its fill and its epilogue's drain."""
+    if g.grouped:  # priced as G equal dense groups (grouped.py)
+        from .grouped import priced_problem
+        g = priced_problem(g)
     dev = device_model(arch)
     plan = hopper_plan(g, s)
     regs = registers if registers is not None else min(plan.launch_regs, _ceil(hopper_register_need(g, s), 8) * 8)

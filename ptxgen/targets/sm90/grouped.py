@@ -187,3 +187,14 @@ def grouped_params_text(g: "Gemm") -> str:
     return ((f"; batch_stride_c (.u64) after ldc" if g.grouping == "masked" else "")
             + ("; sa_group_stride, sb_group_stride (.u32)" if g.block_scale is not None else "")
             + f"; {COUNTS_PARAM[g.grouping]} (.u64, int32[{g.groups}]) last")
+
+
+def priced_problem(g: "Gemm") -> "Gemm":
+    """The dense problem the cost model prices a grouped one as (choose.predict_hopper): G equal
+    groups as a batch of G matrices (contiguous: M_total / G rows each; masked: every slot full),
+    so each group rounds up to whole tiles as the walk does and a tall BM over small groups shows
+    as edge waste. The block scales' few loads and registers per tile are left out of it."""
+    import dataclasses
+
+    rows = g.m if g.grouping == "masked" else max(1, -(-g.m // g.groups))
+    return dataclasses.replace(g, m=rows, batch=g.groups, groups=1, grouping=None, block_scale=None)

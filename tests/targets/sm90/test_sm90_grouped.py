@@ -315,3 +315,16 @@ def test_cli_runs_and_describes_the_sm90a_grouped_kernel(capsys, grouping, extra
     assert main(["info", *argv]) == 0
     out = capsys.readouterr().out
     assert f"grouped    5 groups, {grouping}" in out and "every role sums the 5 groups' m-tiles" in out
+
+
+def test_the_cost_model_prices_equal_groups_as_a_batch():
+    """Masked: every slot full; contiguous: M_total / G rows per group, each rounded up to tiles,
+    so small groups under a tall BM show as edge waste."""
+    from ptxgen.targets.sm90.choose import predict_hopper
+
+    s = schedule((128, 128, 64), 2, sms=None)
+    masked = Gemm(256, 1024, 2048, dtype="bf16", groups=8, grouping="masked")
+    batch = Gemm(256, 1024, 2048, dtype="bf16", batch=8)
+    assert predict_hopper(masked, s, ARCH).time_s == predict_hopper(batch, s, ARCH).time_s
+    small = predict_hopper(Gemm(1024, 1024, 2048, dtype="bf16", groups=64, grouping="contiguous"), s, ARCH)
+    assert small.edge_waste == pytest.approx(1 - 16 / 128)

@@ -16,10 +16,11 @@ layout, as a batched B). Masked: A is 3-D (G, max_m, K) too, its rows counted wi
 and C moves to the group's matrix (+ group * batch_stride_c). Contiguous: A and C are plain
 (M_total, ...) matrices and a tile's first row is its group's first row + its m-tile * BM.
 
-Rows of another group. TMA clips a box at the tensor's edge, not at a group's: a contiguous tile
-that straddles its group's end loads the NEXT group's rows of A (zero-filled only past M_total),
-and a masked tile loads the slot's rows past masked_m[g]. Those rows are multiplied by this
-group's B into accumulator rows of their own (a wgmma row depends only on its own row of A), and
+Rows of another group. TMA clips a box at the tensor's edge, not at a group's (out-of-bounds
+elements are zero-filled: docs/ptx_facts/tma.md §9d): a contiguous tile that straddles its group's
+end loads the NEXT group's rows of A (zero-filled only past M_total), and a masked tile loads the
+slot's rows past masked_m[g]. Those rows are multiplied by this group's B into accumulator rows
+of their own (D = A·B row by row: row r of D reads only row r of A, wgmma.md §9b), and
 the tile's store is predicated on row < the group's end (`TmaOperands.rows_end`, the direct
 epilogue's row guard), so they never reach C: the next group's rows are written only by the CTA
 that owns that group's tile, with its own B. The TMA-store epilogue, which would clip at M_total

@@ -73,10 +73,9 @@ def describe(k: Kernel) -> list[str]:
 def group_walk_text(k: Kernel) -> str:
     """How the grouped kernel finds its tiles (emit/groups.py), for `info` and `run`."""
     g = k.gemm
-    if k.schedule.instruction == "wgmma":  # the persistent warp-specialised walk (targets/sm90/grouped.py)
-        from ..targets.sm90.grouped import describe_group_walk
-
-        return f"persistent grid of {k.grid[0]} CTAs: {describe_group_walk(g)}"
+    own = getattr(k.backend, "group_walk_text", None)
+    if own is not None:  # a target's own walk (e.g. sm_90a's persistent one, targets/sm90/grouped.py)
+        return own(k)
     if g.grouping == "contiguous":
         return (f"grid y = {k.grid[1]} m-tiles, the most any offs needs; each CTA walks offs on the device "
                 f"to its group, CTAs past the last group's tiles exit")

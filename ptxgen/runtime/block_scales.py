@@ -49,7 +49,7 @@ def check_block_scales(kernel: Any, scale_a: Any, scale_b: Any,
 
 def grouped_block_scales(g: Any, scale_a: Any, scale_b: Any,
                          device: int | None = None) -> tuple[OperandView, OperandView]:
-    """A grouped GEMM's scales (issue 24): contiguous sa (M_total, Kb), masked sa (G, max_m, Kb);
+    """A grouped GEMM's scales (schedule/grouping.py): contiguous sa (M_total, Kb), masked sa (G, max_m, Kb);
     sb (G, Kb, Nb) for both. Each matrix row-major or column-major (its group stride any)."""
     from .grouped import group_operand
 

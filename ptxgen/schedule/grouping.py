@@ -157,10 +157,12 @@ def random_counts(g: "Gemm", rng: np.random.Generator, empty: float = 0.25) -> n
     return np.cumsum(sizes).astype(np.int32)
 
 
-#: What the grouped kernels are built for: inputs (mma.sync; wgmma adds fp8, block-scaled or not)
-#: and outputs.
+#: What the grouped kernels are built for: inputs (the mma.sync kernel's; a target's own grouped
+#: kernel names its own, targets/sm90/backend.py) and outputs.
 GROUPED_INPUTS = ("f16", "bf16")
-GROUPED_WGMMA_INPUTS = ("f16", "bf16", "e4m3", "e5m2")
+#: The refusal's words where the mma.sync kernel's inputs are not enough.
+MMA_SYNC_PATH = " on the mma.sync path"
+FP8_GROUPED_FIX = " (fp8 grouped GEMMs: arch='sm_90a' with instruction='wgmma')"
 GROUPED_OUTPUTS = ("f32", "f16", "bf16")
 #: CUDA's grid y/z limit: the contiguous m-tile bound and the masked m-tiles run along y.
 MAX_GRID_Y = 65535
@@ -173,10 +175,12 @@ def verify_grouped(g: "Gemm", s: "Schedule") -> None:
 
     if not g.grouped:
         return
-    wgmma = s.instruction == "wgmma"
-    inputs = GROUPED_WGMMA_INPUTS if wgmma else GROUPED_INPUTS
-    if wgmma:
-        verify_grouped_wgmma(g, s)
+    from .rules import rules_for
+
+    # a target with a grouped kernel of its own names its inputs (targets/sm90: `grouped_inputs`;
+    # what else it builds is its check_built's); the mma.sync kernel's are GROUPED_INPUTS
+    own = getattr(rules_for(s.instruction), "grouped_inputs", None)
+    inputs = own or GROUPED_INPUTS
     rules = [
         (s.instruction == "wmma", "schedule.instruction", s.instruction,
          "the grouped kernel is built on mma.sync, not wmma", "use instruction='m16n8k16'"),
@@ -188,8 +192,8 @@ def verify_grouped(g: "Gemm", s: "Schedule") -> None:
          "grouped GEMMs number their m-tiles over the groups (ctaid.y); the grouped raster is not built for them",
          "use raster='row'"),
         (g.dtype not in inputs, "gemm.dtype", g.dtype,
-         f"grouped GEMMs are built for {'/'.join(inputs)} inputs" + ("" if wgmma else " on the mma.sync path"),
-         "use dtype='f16' or 'bf16'" + (" (fp8: arch='sm_90a')" if not wgmma else "")),
+         f"grouped GEMMs are built for {'/'.join(inputs)} inputs" + ("" if own else MMA_SYNC_PATH),
+         "use dtype='f16' or 'bf16'" + ("" if own else FP8_GROUPED_FIX)),
         (g.out_dtype not in GROUPED_OUTPUTS, "gemm.out_dtype", g.out_dtype,
          f"grouped GEMMs are built for {'/'.join(GROUPED_OUTPUTS)} outputs", "use out_dtype='f32', 'f16' or 'bf16'"),
         (g.epi.bias == "row", "epilogue.bias", g.epi.bias,
@@ -202,31 +206,10 @@ def verify_grouped(g: "Gemm", s: "Schedule") -> None:
     for broken, field, value, rule, fix in rules:
         if broken:
             raise ScheduleError(field, value, rule, fix)
-    if wgmma:
-        return  # a 1-D persistent grid: no grid-y limit
+    if own:
+        return  # the target's own (persistent, 1-D) grid: no grid-y limit
     tiles_y = contiguous_tiles_bound(g, s.bm) if g.grouping == "contiguous" else -(-g.m // s.bm)
     if tiles_y > MAX_GRID_Y:
         raise ScheduleError("gemm.m", g.m, f"{tiles_y} m-tiles of {s.bm} rows exceed the grid's y limit {MAX_GRID_Y}",
                             "use a taller block tile (BM), or split the rows over several launches")
 
-
-def verify_grouped_wgmma(g: "Gemm", s: "Schedule") -> None:
-    """The sm_90a grouped kernel (targets/sm90/grouped.py) is the warp-specialised persistent one,
-    without clusters, storing directly: each refusal names the setting that is built."""
-    from ..errors import LoweringNotBuilt
-
-    rules = [
-        (not s.warp_specialized, "schedule.warp_specialized", s.warp_specialized, "the sm_90a grouped kernel is "
-         "the warp-specialised persistent one (its roles walk the groups' tiles, counted on the device)",
-         "set warp_specialized=True and persistent=True (the defaults)"),
-        (not s.persistent, "schedule.persistent", s.persistent, "the sm_90a grouped kernel is the persistent one "
-         "(its CTAs walk the groups' tiles, counted on the device)", "set persistent=True (the default)"),
-        (tuple(s.cluster) != (1, 1), "schedule.cluster", s.cluster, "thread-block clusters are not built for "
-         "grouped GEMMs (a cluster's tiles may lie in different groups)", "use cluster=(1, 1)"),
-        (bool(s.epilogue_via_smem), "schedule.epilogue_via_smem", s.epilogue_via_smem, "the TMA-store epilogue "
-         "clips at C's edge, not at a group's end, so a tile straddling two groups would overwrite the next "
-         "group's rows", "use epilogue_via_smem=False (the direct stores, guarded per group)"),
-    ]
-    for broken, field, value, rule, fix in rules:
-        if broken:
-            raise LoweringNotBuilt(field, value, rule, fix)

@@ -19,6 +19,7 @@ from .args import check_sm90_params, check_tma_batch_stride, sm90_tensor_maps
 from .choose import (VARIANT_BASES, check_problem_built, describe_hopper, hopper_candidates, hopper_variants,
                      hopper_register_need, no_candidate_error, predict_hopper)
 from .describe import describe_hopper as describe_kernel
+from .grouped import describe_group_walk
 from .header import sm90_header_lines
 from .options import Sm90Options
 from .pipeline import RING_BUFFER, Sm90Pipeline, lower_sm90, param_names, tensor_map_specs
@@ -108,6 +109,8 @@ class Sm90Backend(Backend):
     archs = ("sm_90a",)
     tf32_narrow_outputs = True  # the wgmma epilogue casts tf32's f32 accumulators to f16/bf16 too
     block_scaled = True  # the promoted fp8 kernels' promotion multiplies by the block scales (block_scales.py)
+    #: grouped GEMMs in the warp-specialised persistent kernel (grouped.py; block-scaled fp8 too)
+    grouped_inputs = ("f16", "bf16", "e4m3", "e5m2")
     options = Sm90Options
 
     def fill_defaults(self, s: Schedule) -> None:
@@ -185,3 +188,7 @@ class Sm90Backend(Backend):
 
     def describe(self, kernel: Any) -> list[str] | None:
         return describe_kernel(kernel)
+
+    def group_walk_text(self, kernel: Any) -> str:
+        """How a grouped kernel finds its tiles, for `ptxgen info` and `run` (cli/report.py)."""
+        return f"persistent grid of {kernel.grid[0]} CTAs: {describe_group_walk(kernel.gemm)}"

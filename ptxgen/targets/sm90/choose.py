@@ -93,8 +93,11 @@ def _up_to_cover(sides: tuple, extent: int, key=lambda x: x) -> list:
 
 
 def _probe(g: Gemm) -> Schedule:
-    return Schedule(block=(128, 128, BK_BYTES // g.in_bytes), instruction="wgmma", warp_specialized=False, persistent=False,
-                    consumers=1, stages=3, swizzle=128)
+    """A plain schedule for asking whether any built kernel runs `g` (grouped problems: the
+    warp-specialised persistent kernel, the one that builds them)."""
+    walks = bool(g.grouped)
+    return Schedule(block=(128, 128, BK_BYTES // g.in_bytes), instruction="wgmma", warp_specialized=walks,
+                    persistent=walks, consumers=1, stages=3, swizzle=128)
 
 
 def check_problem_built(g: Gemm, arch: str) -> None:

@@ -162,15 +162,6 @@ def tile_walk(ctx: "Sm90Context", role: str, moves_c: bool = False):
     return GroupedTileWalk(ctx, role, moves_c) if ctx.g.grouped else TileWalk(ctx, role, moves_c)
 
 
-def grouped_ctas(g: "Gemm", bm: int, bn: int) -> int:
-    """Tiles of the most any counts can need, for the persistent grid: contiguous, the m-tile
-    bound of grouping.contiguous_tiles_bound; masked, every slot full."""
-    from ...schedule.grouping import contiguous_tiles_bound
-
-    tiles_m = contiguous_tiles_bound(g, bm) if g.grouping == "contiguous" else g.groups * -(-g.m // bm)
-    return tiles_m * -(-g.n // bn)
-
-
 def describe_group_walk(g: "Gemm") -> str:
     """How the grouped kernel finds its tiles, for the PTX header and `ptxgen info`."""
     what = ("offs (cumulative row ends), A and C rows from the group's first row" if g.grouping == "contiguous"

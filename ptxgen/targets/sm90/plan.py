@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ...schedule.geometry import align_up
+from ...schedule.grouping import contiguous_tiles_bound
 from ...schedule.problem import DTYPE_BYTES, WGMMA_K, WGMMA_M, Gemm
 from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
 from .block_scales import block_scale_registers
@@ -318,7 +319,14 @@ def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:
     tiles_m, tiles_n = -(-g.m // s.bm // cm) * cm, -(-g.n // s.bn // cn) * cn
     size = cm * cn
     work = tiles_m * tiles_n * s.split_k * g.batch
-    if g.grouped:  # the most tiles any offs / masked_m can need (grouped.py)
-        from .grouped import grouped_ctas
-        work = grouped_ctas(g, s.bm, s.bn)
+    if g.grouped:  # the most tiles any offs / masked_m can need (grouped.py walks them)
+        work = grouped_tiles(g, s.bm, s.bn)
     return max(size, floor_to(min(s.sms or sms, work), size))
+
+
+def grouped_tiles(g: Gemm, bm: int, bn: int) -> int:
+    """Tiles of a grouped GEMM (grouped.py) under the most any counts can need, which sizes its
+    persistent grid: contiguous, the m-tile bound of grouping.contiguous_tiles_bound; masked,
+    every slot full."""
+    tiles_m = contiguous_tiles_bound(g, bm) if g.grouping == "contiguous" else g.groups * -(-g.m // bm)
+    return tiles_m * -(-g.n // bn)

@@ -31,6 +31,7 @@ def _refuse(g: Gemm, field: str, value: object, what: str, fix: str) -> None:
 
 def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     """Raise LoweringNotBuilt for the first part of (g, s) the sm_90a lowering cannot emit."""
+    check_grouped_built(g, s)
     if s.persistent and not s.warp_specialized and not s.stream_k:  # Stream-K's grid: targets/sm90/streamk.py
         _refuse(g, "schedule.persistent", s.persistent, "the persistent grid of whole tiles without warp "
                 "specialisation (the warp-specialised kernel and Stream-K walk tiles)",
@@ -61,3 +62,25 @@ def check_sm90_built(g: Gemm, s: Schedule, arch: str) -> None:
     if g.out_dtype not in BUILT_OUT:
         _refuse(g, "gemm.out_dtype", g.out_dtype, f"{g.out_dtype} output (only {', '.join(BUILT_OUT)})",
                 "use out_dtype='f32', 'f16' or 'bf16'")
+
+
+def check_grouped_built(g: Gemm, s: Schedule) -> None:
+    """The sm_90a grouped kernel (grouped.py) is the warp-specialised persistent one, without
+    clusters, storing directly: each refusal names the setting that is built."""
+    if not g.grouped:
+        return
+    rules = [
+        (not s.warp_specialized, "schedule.warp_specialized", s.warp_specialized, "the sm_90a grouped kernel is "
+         "the warp-specialised persistent one (its roles walk the groups' tiles, counted on the device)",
+         "set warp_specialized=True and persistent=True (the defaults)"),
+        (not s.persistent, "schedule.persistent", s.persistent, "the sm_90a grouped kernel is the persistent one "
+         "(its CTAs walk the groups' tiles, counted on the device)", "set persistent=True (the default)"),
+        (tuple(s.cluster) != (1, 1), "schedule.cluster", s.cluster, "thread-block clusters are not built for "
+         "grouped GEMMs (a cluster's tiles may lie in different groups)", "use cluster=(1, 1)"),
+        (bool(s.epilogue_via_smem), "schedule.epilogue_via_smem", s.epilogue_via_smem, "the TMA-store epilogue "
+         "clips at C's edge, not at a group's end, so a tile straddling two groups would overwrite the next "
+         "group's rows", "use epilogue_via_smem=False (the direct stores, guarded per group)"),
+    ]
+    for broken, field, value, rule, fix in rules:
+        if broken:
+            raise LoweringNotBuilt(field, value, rule, fix)

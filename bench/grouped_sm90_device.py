@@ -1,4 +1,4 @@
-"""On-device check of the sm_90a grouped kernels (issue 24 item 2, targets/sm90/grouped.py): each
+"""On-device check of the sm_90a grouped kernels (ptxgen/targets/sm90/grouped.py): each
 case runs on the GPU through `k(a, b, offs= / masked_m=, scale_a=, scale_b=)` and is compared
 elementwise with the float64 group-by-group reference (poisoned C, rows outside every group
 required untouched), then one planted bug (a masked row written) must fail on the device too.

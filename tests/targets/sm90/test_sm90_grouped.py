@@ -49,7 +49,7 @@ def draw_problem(seed: int, grouping: str) -> tuple[Gemm, Schedule, np.ndarray]:
     groups straddling tiles, masked counts from 0 to max_m."""
     rng = np.random.default_rng(seed)
     block, consumers = TILES[seed % len(TILES)]
-    dtype = DTYPES[seed % 3]
+    dtype = DTYPES[(seed // 2) % 3]
     fp8 = dtype == "e4m3"
     if fp8 and block[2] == 64 and seed % 2:
         block = (block[0], block[1], 128)
@@ -82,7 +82,7 @@ def test_random_grouped_problems_match_the_reference(seed, grouping):
 def test_the_draws_cover_what_matters():
     """The draws above reach: an empty group, a contiguous group starting inside a tile, K not a
     multiple of BK nor of 128, 12+ groups, masked counts 0 and max_m, one group, every dtype, both
-    B layouts of f16/bf16, two consumers, BK 128."""
+    B layouts of f16/bf16, two consumers, BK 128, block-scaled with BK 64 and 128 and two consumers."""
     seen = set()
     for seed in SEEDS:
         for grouping in ("contiguous", "masked"):
@@ -94,6 +94,8 @@ def test_the_draws_cover_what_matters():
             seen |= {"many"} if g.groups >= 12 else set()
             seen |= {"one"} if g.groups == 1 else set()
             seen |= {f"dtype-{g.dtype}", f"b-{g.b_layout}", f"consumers-{s.consumers}", f"bk-{s.bk}"}
+            if g.block_scale is not None:
+                seen |= {f"scaled-bk-{s.bk}", f"scaled-consumers-{s.consumers}"}
             if grouping == "contiguous":
                 starts = np.concatenate([[0], counts[:-1]])
                 seen |= {"straddle"} if (starts[sizes > 0] % s.bm).any() else set()
@@ -101,7 +103,8 @@ def test_the_draws_cover_what_matters():
                 seen |= {"full"} if (counts == g.m).any() else set()
                 seen |= {"zero"} if (counts == 0).any() else set()
     want = {"empty", "k-edge", "k-128-edge", "many", "one", "straddle", "full", "zero", "b-row", "b-col",
-            "consumers-1", "consumers-2", "bk-64", "bk-128"} | {f"dtype-{d}" for d in DTYPES}
+            "consumers-1", "consumers-2", "bk-64", "bk-128", "scaled-bk-64", "scaled-bk-128",
+            "scaled-consumers-2"} | {f"dtype-{d}" for d in DTYPES}
     assert want <= seen, want - seen
 
 

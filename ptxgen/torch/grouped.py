@@ -15,7 +15,7 @@ zero in C (torch._grouped_mm leaves them undefined; a fresh C here is zeroed so 
 function of its inputs). fp8 inputs take block scales as `scaled_mm`'s, with the group dimension
 where the operand has one (contiguous scale_a (M_total, ceil(K/128)), masked (G, max_m, ...);
 scale_b (G, ceil(K/128), ceil(N/128))), for the arch whose grouped kernel is block-scaled.
-No gradient yet: the backward of B needs the K-grouped layout (issue 24's stretch), not built.
+No gradient yet: B's needs a K-grouped GEMM (per group, A_g^T @ dC_g over the group's rows), not built.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """`ptxgen::grouped_mm`: one GEMM per group (a mixture-of-experts layer's experts), in the
 `torch._grouped_mm` convention, by ptxgen's grouped kernels (`Gemm(groups=G, grouping=...)`,
 schedule/grouping.py), whichever target builds them for the arch (the mma.sync path on sm_80 and
-sm_90, which CPU tensors simulate).
+sm_90, which CPU tensors simulate; on a Hopper device the sm_90a kernel where its lowering builds
+one for the problem, else the sm_90 one).
 
 * contiguous (`offs`): a (M_total, K) holds every group's rows, concatenated; `offs` is an int32
   (G,) tensor of cumulative row ends (group g owns rows offs[g-1] .. offs[g]); b is (G, K, N);
@@ -24,6 +25,7 @@ from dataclasses import replace
 import torch
 
 import ptxgen
+from ptxgen.schedule.grouping import GROUPED_INPUTS
 from ptxgen.torch.convert import DEFAULT_OUT, FP8, input_dtype, matrix_layout, output_dtype
 from ptxgen.torch.dispatch import (_address_alignment, arch_for, describe, kernel_for, run_checked, schedule_text,
                                    signature, signatures)
@@ -111,6 +113,17 @@ def grouped_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, grouping
     return a2, b2, g
 
 
+def grouped_kernel(g: ptxgen.Gemm, target: str, schedule: str | None, arch_chosen_here: bool) -> ptxgen.Kernel:
+    """The kernel for `g` on `target`; where ptxgen picked sm_90a (a Hopper device) and its
+    lowering builds no grouped kernel for this problem, Hopper runs the sm_90 (mma.sync) one."""
+    try:
+        return kernel_for(g, target, schedule)
+    except ptxgen.LoweringNotBuilt:
+        if not arch_chosen_here or target != "sm_90a" or g.dtype not in GROUPED_INPUTS:
+            raise
+        return kernel_for(g, "sm_90", schedule)
+
+
 def _meta(t: torch.Tensor | None) -> tuple | None:
     return None if t is None else (t.dtype, t.shape, t.stride(), t.device)
 
@@ -129,7 +142,7 @@ def grouped_mm_impl(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None 
             return torch.zeros(shape, dtype=out, device=a.device)
         scales = None if scale_a is None else scale_dtype(scale_a, scale_b, WHO)
         a2, b2, g = grouped_problem(a, b, out, grouping, scales)
-        kernel = kernel_for(g, arch_for(a.device, a.dtype in FP8, arch), schedule)
+        kernel = grouped_kernel(g, arch_for(a.device, a.dtype in FP8, arch), schedule, arch is None)
         checked = signatures[key] = (shape, out, kernel, a2 is not a, b2 is not b)
     shape, out, kernel, copy_a, copy_b = checked
     c = torch.zeros(shape, dtype=out, device=a.device)  # rows no group owns stay zero

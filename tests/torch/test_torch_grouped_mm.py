@@ -117,6 +117,22 @@ def test_a_column_major_a_is_copied_for_the_contiguous_layout():
     assert pt.cached_kernels()[-1].gemm.a_layout == "row"
 
 
+def test_a_hopper_device_runs_a_grouped_kernel_whichever_lowering_builds_it(monkeypatch):
+    """Where ptxgen picks sm_90a (a Hopper device; here the CPU arch patched to it) it runs the
+    sm_90a grouped kernel if that lowering builds one, else the sm_90 mma.sync one; an arch the
+    caller names is kept (its own refusal, if any)."""
+    monkeypatch.setattr("ptxgen.torch.dispatch.CPU_ARCH", "sm_90a")
+    a, b, counts = draw(2, "contiguous")
+    pt.clear_caches()
+    got = pt.grouped_mm(a, b, counts)
+    k = pt.cached_kernels()[-1]
+    assert (k.arch, k.schedule.instruction) in (("sm_90a", "wgmma"), ("sm_90", "m16n8k16")), (k.arch, k.schedule)
+    check(got, a, b, "contiguous", counts)
+    if k.arch == "sm_90":  # the sm_90a lowering refused it: naming that arch is refused the same way
+        with pytest.raises(ptxgen.LoweringNotBuilt):
+            pt.grouped_mm(a, b, counts, arch="sm_90a")
+
+
 def test_empty_problems_and_refusals():
     b = rand(2, 16, 8, dtype=torch.float16, seed=8)
     offs = torch.tensor([0, 0], dtype=torch.int32)

@@ -16,7 +16,9 @@ zero in C (torch._grouped_mm leaves them undefined; a fresh C here is zeroed so 
 function of its inputs). fp8 inputs take block scales as `scaled_mm`'s, with the group dimension
 where the operand has one (contiguous scale_a (M_total, ceil(K/128)), masked (G, max_m, ...);
 scale_b (G, ceil(K/128), ceil(N/128))), for the arch whose grouped kernel is block-scaled.
-No gradient yet: B's needs a K-grouped GEMM (per group, A_g^T @ dC_g over the group's rows), not built.
+Gradients (f16/bf16): dA by the grouped kernel with B's transposed view; dB, which wants a
+K-grouped GEMM (not built), by one batched GEMM over the groups' rows gathered into masked slots
+(contiguous: reading the widest group's size on the host, the backward's one synchronisation).
 """
 from __future__ import annotations
 
@@ -158,15 +160,56 @@ def _grouped_mm_fake(a, b, offs=None, masked_m=None, out_dtype=None, scale_a=Non
     return a.new_empty(shape, dtype=out)
 
 
-def _no_backward(ctx, grad):
-    raise NotImplementedError(f"{WHO} has no gradient yet (B's needs the K-grouped GEMM, not built): train "
-                              f"through torch._grouped_mm, or call it under torch.no_grad() / on detached tensors")
+def _setup(ctx, inputs, output) -> None:
+    a, b, offs, masked_m, out_dtype, scale_a, scale_b, schedule, arch = inputs
+    ctx.save_for_backward(a, b, offs, masked_m)
+    ctx.arch = arch
+
+
+def slots_of(x: torch.Tensor, offs: torch.Tensor) -> torch.Tensor | None:
+    """A contiguous (M_total, D) operand as masked slots (G, widest group, D), each group's rows
+    first and zeros after (rows past offs[-1] dropped), or None when every group is empty. Reads
+    the widest group's size on the host: the one synchronisation of the backward."""
+    ends = offs.long()
+    starts = torch.cat([ends.new_zeros(1), ends[:-1]])
+    width = int((ends - starts).max())
+    if width <= 0:
+        return None
+    rows = torch.arange(x.shape[0], device=x.device)
+    group = torch.searchsorted(ends, rows, right=True)  # ends[g-1] <= row < ends[g]; G: past offs[-1]
+    keep = group < ends.shape[0]
+    out = x.new_zeros(ends.shape[0], width, x.shape[1])
+    out[group[keep], rows[keep] - starts[group[keep]]] = x[keep]
+    return out
+
+
+def _backward(ctx, grad):
+    """dA = dC_g @ B_g^T per group (a grouped GEMM with B's transposed view, the same counts);
+    dB_g = A_g^T @ dC_g as one batched GEMM over the groups' rows in masked slots (contiguous:
+    `slots_of`; masked: the invalid rows of dC zeroed)."""
+    a, b, offs, masked_m = ctx.saved_tensors
+    if a.dtype in FP8:
+        raise NotImplementedError(f"{WHO}: no gradient for fp8 inputs (8-bit products are for inference)")
+    need = ctx.needs_input_grad
+    dc = grad.to(a.dtype)
+    da = db = None
+    if need[0]:
+        da = torch.ops.ptxgen.grouped_mm(dc, b.mT, offs, masked_m, a.dtype, arch=ctx.arch)
+    if need[1]:
+        if masked_m is not None:
+            valid = torch.arange(a.shape[1], device=a.device)[None, :] < masked_m[:, None]
+            xs, dcs = a, dc * valid[..., None]
+        else:
+            xs, dcs = slots_of(a, offs), slots_of(dc, offs)
+        db = (torch.zeros_like(b) if xs is None else
+              torch.ops.ptxgen.gemm(xs.mT, dcs, out_dtype=b.dtype, arch=ctx.arch).reshape(b.shape))
+    return da, db, None, None, None, None, None, None, None
 
 
 grouped_mm_op = torch.library.custom_op("ptxgen::grouped_mm", grouped_mm_impl, mutates_args=(),
                                         schema=GROUPED_MM_SCHEMA)
 grouped_mm_op.register_fake(_grouped_mm_fake)
-torch.library.register_autograd("ptxgen::grouped_mm", _no_backward)
+torch.library.register_autograd("ptxgen::grouped_mm", _backward, setup_context=_setup)
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = None, *,

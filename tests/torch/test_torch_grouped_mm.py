@@ -156,12 +156,48 @@ def test_empty_problems_and_refusals():
         pt.grouped_mm(a, b, offs, scale_a=torch.ones(10, 1), scale_b=torch.ones(2, 1, 1))
 
 
-def test_gradients_are_refused_by_name():
-    a = rand(10, 16, dtype=torch.float16, seed=10).requires_grad_()
-    b = rand(2, 16, 8, dtype=torch.float16, seed=11)
-    y = pt.grouped_mm(a, b, torch.tensor([4, 10], dtype=torch.int32))
-    with pytest.raises(NotImplementedError, match="no gradient yet"):
-        y.float().sum().backward()
+def reference_grads(a, b, grouping: str, counts, dc) -> tuple[np.ndarray, np.ndarray]:
+    """float64 dA and dB of C_g = A_g @ B_g, group by group (rows no group owns: dA zero)."""
+    a64, b64, dc64 = f64(a), f64(b), f64(dc)
+    da, db = np.zeros_like(a64), np.zeros_like(b64)
+    ends = counts.tolist()
+    for i in range(b.shape[0]):
+        rows = slice(ends[i - 1] if i else 0, ends[i]) if grouping == "contiguous" else slice(0, ends[i])
+        ai, dci = (a64[rows], dc64[rows]) if grouping == "contiguous" else (a64[i, rows], dc64[i, rows])
+        grad_a = dci @ b64[i].T
+        if grouping == "contiguous":
+            da[rows] = grad_a
+        else:
+            da[i, rows] = grad_a
+        db[i] = ai.T @ dci
+    return da, db
+
+
+@pytest.mark.parametrize("grouping", ["contiguous", "masked"])
+def test_gradients_match_float64_group_by_group(grouping):
+    """dA by the grouped kernel (B transposed), dB by one batched GEMM over masked slots; the rows
+    no group owns get no gradient, an empty group's weight a zero one."""
+    a, b, counts = draw(5, grouping)
+    counts[0] = 0 if grouping == "masked" else counts[0]
+    a.requires_grad_(), b.requires_grad_()
+    y = pt.grouped_mm(a, b, **counts_kw(grouping, counts), out_dtype=torch.float32)
+    dc = rand(*y.shape, dtype=a.dtype, seed=50)
+    y.backward(dc.float())
+    want_a, want_b = reference_grads(a, b, grouping, counts, dc)
+    m_rows, n, k, rows = y.shape[-2], y.shape[-1], a.shape[-1], a.shape[-2]
+    name = {torch.float16: "f16", torch.bfloat16: "bf16"}[a.dtype]
+    for got, want, gemm in ((a.grad, want_a, ptxgen.Gemm(m_rows, k, n, dtype=name, out_dtype=name)),
+                            (b.grad, want_b, ptxgen.Gemm(k, n, max(rows, 1), dtype=name, out_dtype=name))):
+        assert got.dtype == a.dtype and got.shape == want.shape
+        result = compare(f64(got), want, gemm)
+        assert result.ok, result
+
+
+def test_a_contiguous_backward_with_every_group_empty_gives_zero_gradients():
+    a = rand(12, 16, dtype=torch.float16, seed=13).requires_grad_()
+    b = rand(3, 16, 8, dtype=torch.float16, seed=14).requires_grad_()
+    pt.grouped_mm(a, b, torch.zeros(3, dtype=torch.int32)).float().sum().backward()
+    assert not a.grad.any() and not b.grad.any()
 
 
 def test_block_scaled_fp8_groups_run_where_built_else_are_refused_by_the_verifier():

@@ -34,6 +34,9 @@ from ptxgen.torch.dispatch import (_address_alignment, arch_for, describe, kerne
 from ptxgen.torch.ops import eager_direct
 from ptxgen.torch.scales import as_scale_array, blocks, scale_dtype
 
+#: The arch whose PTX a device chosen as the key also runs, for a problem the key's lowering does
+#: not build: Hopper runs sm_90 (mma.sync) PTX where sm_90a's wgmma lowering has no grouped kernel.
+SAME_DEVICE_ARCH = {"sm_90a": "sm_90"}
 GROUPED_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor? offs=None, Tensor? masked_m=None, ScalarType? out_dtype=None, "
                      "Tensor? scale_a=None, Tensor? scale_b=None, str? schedule=None, str? arch=None) -> Tensor")
 WHO = "ptxgen.torch.grouped_mm"
@@ -121,9 +124,10 @@ def grouped_kernel(g: ptxgen.Gemm, target: str, schedule: str | None, arch_chose
     try:
         return kernel_for(g, target, schedule)
     except ptxgen.LoweringNotBuilt:
-        if not arch_chosen_here or target != "sm_90a" or g.dtype not in GROUPED_INPUTS:
+        fallback = SAME_DEVICE_ARCH.get(target)
+        if not arch_chosen_here or fallback is None or g.dtype not in GROUPED_INPUTS:
             raise
-        return kernel_for(g, "sm_90", schedule)
+        return kernel_for(g, fallback, schedule)
 
 
 def _meta(t: torch.Tensor | None) -> tuple | None:

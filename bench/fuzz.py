@@ -1,6 +1,7 @@
 """Fuzz ptxgen end to end: random (Gemm, Schedule) draws, compiled and run on the CPU simulator.
 
     python bench/fuzz.py [--draws 2000] [--seed 0] [--workers 2 | --ray [ADDRESS]] [--instruction wmma | --arch sm_90a]
+    python bench/fuzz.py --designs grouped,block-scale [--draws 2000] [--workers N]
 
 `--workers N` spreads the draws over N local processes (default: one per core; `--jobs` is the old
 name), `--ray [ADDRESS]` over a Ray cluster (`pip install -e ".[cluster]"`; no ADDRESS: a local
@@ -21,8 +22,13 @@ to focus a run on it. `--arch sm_90a` draws Hopper (wgmma) schedules instead (fu
 every built design (warp-specialised persistent, with clusters, one tile per CTA; the simpler
 kernel, split-K, Stream-K) crossed with clusters and multicast, batches, odd tile counts and `sms`
 (10+ clusters now and then), every dtype with its outputs, epilogues, and now and then a legal part
-not built yet, which must come back "rejected". The report counts outcomes per design (a cluster
-and a batch named after it); ARCH_DRAWS is where another target's draws go.
+not built yet, which must come back "rejected". `--designs grouped,block-scale` draws issue 24's
+LLM-shaped problems instead (fuzz_draws_llm.py), taking the designs in turn: grouped GEMMs
+(contiguous and masked, 1-16 groups, empty and tile-straddling groups, masked counts 0..max_m)
+on the mma.sync path, and block-scaled fp8 (1x128 / 128x128 scales, K rarely a multiple of 128)
+on sm_90a; these draws are legal by construction, so "rejected" must be 0 there too. The report
+counts outcomes per design (a cluster and a batch named after it); ARCH_DRAWS is where another
+target's draws go.
 """
 from __future__ import annotations
 
@@ -134,16 +140,28 @@ def operands(g, rng: np.random.Generator):
     return widen(a, g.a_layout, lda), widen(b, g.b_layout, ldb), c0, bias, scale
 
 
-def run_one(seed: int, instruction: str | None = None, arch: str = "sm_80") -> tuple[str, str, str, str]:
-    """(outcome, bug report or "", dtype and layout, design) of the draw of `seed`."""
+def run_one(seed: int, instruction: str | None = None, arch: str = "sm_80",
+            designs: tuple[str, ...] = ()) -> tuple[str, str, str, str]:
+    """(outcome, bug report or "", dtype and layout, design) of the draw of `seed`: from the
+    arch's draws, or with `designs` (fuzz_draws_llm.py) from design number seed % len(designs)."""
+    rng = np.random.default_rng(seed)
+    if designs:
+        from fuzz_draws_llm import DRAWS, operands as designed_operands
+
+        d = DRAWS[designs[seed % len(designs)]](rng)
+        return outcome_of(seed, d.gemm, d.schedule, d.arch, d.design, lambda: designed_operands(d, rng), d.arrays)
+    draw_of, design_of = ARCH_DRAWS[arch]
+    g, s = draw_of(rng, instruction)
+    return outcome_of(seed, g, s, arch, design_of(s), lambda: operands(g, rng), {})
+
+
+def outcome_of(seed: int, g, s, arch: str, design: str, make_operands, arrays: dict) -> tuple[str, str, str, str]:
+    """Compile (g, s) for `arch`, simulate it on `make_operands()` and the run-time `arrays`
+    (offs / masked_m, scale_a / scale_b) and compare with float64: run_one's outcome."""
     import ptxgen
     from ptxgen.check import check_simulated
 
-    rng = np.random.default_rng(seed)
-    draw_of, design_of = ARCH_DRAWS[arch]
-    g, s = draw_of(rng, instruction)
     kind = f"{g.dtype} {'tn'[g.a_layout == 'col']}{'tn'[g.b_layout == 'col']}"  # CUTLASS letters, A then B
-    design = design_of(s)
     try:
         k = ptxgen.compile(g, s, arch=arch)
     except ptxgen.ScheduleError:
@@ -155,13 +173,13 @@ def run_one(seed: int, instruction: str | None = None, arch: str = "sm_80") -> t
     if g.batch > 1:
         design += " batched"
     try:
-        a, b, c0, bias, scale = operands(g, rng)
-        result = check_simulated(k, a, b, c0, bias, scale)  # C poisoned, strided by ldc (twice for 8-bit)
+        a, b, c0, bias, scale = make_operands()
+        result = check_simulated(k, a, b, c0, bias, scale, **arrays)  # C poisoned, strided by ldc (twice for 8-bit)
         if result.ok:
             return "correct", "", kind, design
-        return "wrong", f"seed {seed}: {g} {s}: {result}", kind, design
+        return "wrong", f"seed {seed}: {g} {s} {arch}: {result}", kind, design
     except Exception:  # noqa: BLE001 - the point is to catch everything
-        return "error", f"seed {seed}: {g} {s}:\n{traceback.format_exc(limit=3)}", kind, design
+        return "error", f"seed {seed}: {g} {s} {arch}:\n{traceback.format_exc(limit=3)}", kind, design
 
 
 OUTCOMES = ("rejected", "correct", "wrong", "error")
@@ -169,11 +187,23 @@ OUTCOMES = ("rejected", "correct", "wrong", "error")
 CHUNK = 4
 
 
-def run_chunk(pinned: tuple[str | None, str], seeds: range) -> list[tuple[str, str, str, str]]:
+def run_chunk(pinned: tuple[str | None, str, tuple[str, ...]], seeds: range) -> list[tuple[str, str, str, str]]:
     """run_one for each seed (a task for ptxgen.scaleout.spread: fn(shared, item)); `pinned` is
-    (instruction, arch)."""
-    instruction, arch = pinned
-    return [run_one(seed, instruction, arch) for seed in seeds]
+    (instruction, arch, designs)."""
+    instruction, arch, designs = pinned
+    return [run_one(seed, instruction, arch, designs) for seed in seeds]
+
+
+def design_list(text: str) -> tuple[str, ...]:
+    """`--designs grouped,block-scale` as a tuple of names fuzz_draws_llm.DRAWS knows."""
+    from fuzz_draws_llm import DRAWS
+
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = [x for x in names if x not in DRAWS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown design(s) {', '.join(unknown) or '(none)'}: choose from "
+                                         f"{', '.join(DRAWS)}, comma-separated")
+    return names
 
 
 def main() -> int:
@@ -181,7 +211,8 @@ def main() -> int:
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", "--jobs", dest="workers", type=int, default=None,
-                    help="local processes (default: one per core)")
+                    help="local processes the draws are spread over, whichever draws (--arch, --designs) "
+                    "(default: one per core)")
     ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="spread the draws over a Ray cluster instead (no ADDRESS: a local instance)")
     ap.add_argument("--show", type=int, default=5, help="bug reports to print")
@@ -190,13 +221,20 @@ def main() -> int:
     ap.add_argument("--arch", choices=tuple(ARCH_DRAWS), default="sm_80",
                     help="sm_90a: draw Hopper (wgmma) schedules instead: every built design crossed with "
                     "clusters, batches, odd tile counts and sms (bench/fuzz_draws_sm90.py)")
+    ap.add_argument("--designs", type=design_list, default=(), metavar="grouped,block-scale",
+                    help="draw these LLM-shaped designs instead, in turn (seed %% count picks one; each names its "
+                    "own arch): 'grouped' (mixture-of-experts GEMMs, contiguous and masked, on the mma.sync "
+                    "path of sm_80/sm_90) and 'block-scale' (1x128/128x128 block-scaled fp8 on sm_90a); "
+                    "bench/fuzz_draws_llm.py")
     args = ap.parse_args()
-    from ptxgen.scaleout import Workers, spread
-
     if args.arch == "sm_90a" and args.instruction:
         ap.error("--instruction pins an sm_80 path; --arch sm_90a draws wgmma schedules: pass one")
+    if args.designs and (args.instruction or args.arch != "sm_80"):
+        ap.error("--designs draws its own archs and instructions: drop --arch/--instruction")
     if args.ray is not None and args.workers is not None:
         ap.error("--workers and --ray both say where to run the draws: pass one")
+    from ptxgen.scaleout import Workers, spread
+
     workers = (Workers.of("ray", args.ray or None) if args.ray is not None
                else Workers.of(args.workers or os.cpu_count() or 1))
     t0 = time.perf_counter()
@@ -206,7 +244,7 @@ def main() -> int:
     correct_by_kind: Counter = Counter()
     by_design: dict[str, Counter] = {}
     bugs: list[str] = []
-    for chunk in spread(run_chunk, chunks, workers, shared=(args.instruction, args.arch)):
+    for chunk in spread(run_chunk, chunks, workers, shared=(args.instruction, args.arch, args.designs)):
         for outcome, detail, kind, design in chunk:
             counts[outcome] += 1
             by_design.setdefault(design, Counter())[outcome] += 1
@@ -220,6 +258,7 @@ def main() -> int:
         print(detail, file=sys.stderr)
     pinned = f", instruction {args.instruction}" if args.instruction else ""
     pinned += f", arch {args.arch}" if args.arch != "sm_80" else ""
+    pinned += f", designs {','.join(args.designs)}" if args.designs else ""
     print(f"fuzz: {args.draws} draws{pinned}, seeds {args.seed}..{args.seed + args.draws - 1}, on {workers.describe()}, "
           f"{wall:.0f} s on {platform.machine()} ({os.cpu_count()} cores), commit {commit or '?'}")
     print(f"{'outcome':<10}{'count':>7}")

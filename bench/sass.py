@@ -33,7 +33,6 @@ cuobjdump needs nvdisasm beside it (`pip install nvidia-cuda-nvdisasm`, bench-on
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import os
 import shutil
 import subprocess
@@ -48,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_cases import Spec, candidates_for  # noqa: E402
 from sass_cfg import Instr, busiest_loop, find_loops, parse_functions  # noqa: E402
 from sass_hopper import analyse_sass, perf_notes  # noqa: E402
+from results_file import commit, today, write_result  # noqa: E402
 
 from ptxgen.schedule.occupancy import SM_LIMITS, occupancy  # noqa: E402  (the limits `ptxgen info` uses)
 
@@ -296,14 +296,6 @@ def assembler_table(dtype: str, ptxas_paths: list[str]) -> list[str]:
     return side_by_side(rows, "sm_90a", assemblers(ptxas_paths), cuobjdump())
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("PTXGEN_COMMIT", "unknown")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="sm_90", choices=sorted([*SM_LIMITS, "sm_90a"]))
@@ -314,16 +306,10 @@ def main(argv: list[str] | None = None) -> int:
                          "and list each one's consumer loop side by side (bench/sass_assemblers.py)")
     args = ap.parse_args(argv)
     lines = [f"# bench/sass.py --arch {args.arch} --dtype {args.dtype} at {commit()} "
-             f"({_dt.date.today().isoformat()}); {tools()}", *report(args.arch, args.dtype)]
+             f"({today()}); {tools()}", *report(args.arch, args.dtype)]
     if is_hopper(args.arch) and args.ptxas:
         lines += assembler_table(args.dtype, args.ptxas)
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"{_dt.date.today().isoformat()}-sass-{args.arch}-{commit()}.txt"
-        path.write_text(text)
-        print(f"wrote {path}")
+    write_result(lines, args.out, f"sass-{args.arch}")
     return 0
 
 

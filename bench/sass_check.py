@@ -20,7 +20,6 @@ wherever setmaxnreg is used); it is not part of the gate.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import shlex
 import sys
 from pathlib import Path
@@ -28,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_cases import DTYPES, SHAPES, candidates_for  # noqa: E402
-from sass import HOPPER_ROWS, commit  # noqa: E402
+from sass import HOPPER_ROWS  # noqa: E402
+from results_file import commit, today, write_result  # noqa: E402
 from sass_hopper import perf_notes  # noqa: E402
 
 ARCH = "sm_90a"
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     nv = available_assemblers()["nvjitlink"]
     command = ("PYTHONPATH=. python3 bench/sass_check.py" + (f" --out {shlex.quote(str(args.out))}" if args.out else "")
                + "".join(f" --ptxas {shlex.quote(p)}" for p in args.ptxas))
-    lines = [f"# {command}", f"# at {commit()} ({_dt.date.today().isoformat()}); {ptxas[1]} -arch={ARCH} -v "
+    lines = [f"# {command}", f"# at {commit()} ({today()}); {ptxas[1]} -arch={ARCH} -v "
              f"(whole-program); nvJitLink column: {nv[1] if isinstance(nv, tuple) else 'not installed'}",
              f"# gate: 0 spill bytes, none of {', '.join(FORBIDDEN)}, setmaxnreg kept where used",
              f"{'':6s}{'candidate':30s} {'problem':15s} {'regs':>4s} {'spill st/ld':>11s} {'C75xx':12s} "
@@ -121,13 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         from sass import assembler_table
 
         lines += assembler_table("f16", args.ptxas)
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"{_dt.date.today().isoformat()}-sass-check-{ARCH}-{commit()}.txt"
-        path.write_text(text)
-        print(f"wrote {path}")
+    write_result(lines, args.out, f"sass-check-{ARCH}")
     return 1 if failed else 0
 
 

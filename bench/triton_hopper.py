@@ -37,7 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sass import commit, cuobjdump, sass_text, tools  # noqa: E402
+from sass import cuobjdump, sass_text, tools  # noqa: E402
+from results_file import commit  # noqa: E402
 from sass_hopper import analyse_sass, hgmma_per_ktile, loop_columns, perf_notes  # noqa: E402
 
 from ptxgen.schedule.occupancy import occupancy  # noqa: E402

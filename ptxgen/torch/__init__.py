@@ -1,8 +1,10 @@
-"""ptxgen kernels as PyTorch operators: `torch.ops.ptxgen.gemm`, `.linear` and `.scaled_mm`.
+"""ptxgen kernels as PyTorch operators: `torch.ops.ptxgen.gemm`, `.linear`, `.scaled_mm` and `.grouped_mm`.
 
     import ptxgen.torch as pt
     y = pt.linear(x, weight, bias, activation="gelu")   # as F.linear, activation fused
     model = pt.swap_linear(model)                        # every nn.Linear -> ptxgen.torch.Linear
+    y = pt.grouped_mm(x, experts, offs=offs)             # as torch._grouped_mm (MoE); masked_m= too
+    y = pt.scaled_mm(a8, b8, sa, sb, torch.bfloat16)     # fp8, per-tensor/channel or 1x128/128x128 block scales
 
 The operators are `torch.library.custom_op`s with fake (shape-only) implementations, so
 `torch.compile(fullgraph=True)` captures each as one graph node (symbolic M included), and with
@@ -18,7 +20,8 @@ from ptxgen.torch import autograd as _autograd
 from ptxgen.torch.dispatch import cached_kernels, clear_caches, kernel_for
 from ptxgen.torch.linear import Linear, swap_linear
 from ptxgen.torch.ops import gemm, linear, scaled_mm
+from ptxgen.torch.grouped import grouped_mm
 
 _autograd.register()
 
-__all__ = ["gemm", "linear", "scaled_mm", "Linear", "swap_linear", "kernel_for", "cached_kernels", "clear_caches"]
+__all__ = ["gemm", "linear", "scaled_mm", "grouped_mm", "Linear", "swap_linear", "kernel_for", "cached_kernels", "clear_caches"]

@@ -28,6 +28,7 @@ DEFAULT_OUT: dict[torch.dtype, torch.dtype] = {
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 #: Same-size integer dtypes through which numpy sees torch's bf16 and fp8 storage.
 _RAW_VIEW = {torch.bfloat16: torch.int16, torch.float8_e4m3fn: torch.uint8, torch.float8_e5m2: torch.uint8}
+_RAW_NAME = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
 
 
 def input_dtype(t: torch.Tensor, name: str) -> str:
@@ -77,12 +78,20 @@ def matrix_layout(t: torch.Tensor) -> tuple[torch.Tensor, Layout]:
 
 
 def as_numpy(t: torch.Tensor) -> np.ndarray:
-    """A numpy view of a CPU tensor sharing its memory and strides (writes show in `t`)."""
+    """A numpy view of a CPU tensor sharing its memory and strides (writes show in `t`). A view
+    that is neither C- nor F-contiguous (a permuted 3-D operand) is made over the whole storage as
+    a 1-D array, so its `.base` chain ends in one dense buffer, as the simulator's global memory
+    and tensor maps want (numpy's own view of such a tensor has no ndarray base)."""
+    t = t.detach()
     raw = _RAW_VIEW.get(t.dtype)
-    if raw is None:
-        return t.detach().numpy()
-    name = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}[t.dtype]
-    return t.detach().view(raw).numpy().view(numpy_dtype(name))
+    dtype = None if raw is None else numpy_dtype(_RAW_NAME[t.dtype])
+    view = t.numpy() if raw is None else t.view(raw).numpy().view(dtype)
+    if view.flags.c_contiguous or view.flags.f_contiguous:
+        return view
+    flat = torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage()).numpy()
+    size = t.element_size()
+    return np.ndarray(tuple(t.shape), dtype=view.dtype, buffer=flat, offset=t.storage_offset() * size,
+                      strides=tuple(x * size for x in t.stride()))
 
 
 def pointer_alignment(*tensors: torch.Tensor) -> int:

@@ -77,7 +77,8 @@ def _compile(g: ptxgen.Gemm, arch: str, schedule: str | None) -> ptxgen.Kernel:
     if schedule is not None:
         return ptxgen.compile(g, schedule_from_text(schedule), arch)
     cls = (arch, g.dtype, g.out_dtype, g.a_layout, g.b_layout, g.alignment(), g.out_alignment(), g.epi,
-           g.bias_dtype, g.fast_accum, g.batch > 1, _bucket(g.m), _bucket(g.n), _bucket(g.k))
+           g.bias_dtype, g.fast_accum, g.batch > 1, g.groups > 1, g.grouping, g.block_scale, _bucket(g.m),
+           _bucket(g.n), _bucket(g.k))
     chosen = _class_schedules.get(cls)
     if chosen is not None:
         try:
@@ -210,6 +211,21 @@ def run(p: Prepared, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: Ve
         return
     arrays = [None if t is None else as_numpy(t) for t in (vb, vs)]
     p.kernel.simulate(as_numpy(a), as_numpy(b), c=as_numpy(c), bias=arrays[0], scale=arrays[1])
+
+
+def run_checked(kernel: ptxgen.Kernel, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                bias: torch.Tensor | None = None, **arrays: torch.Tensor | None) -> None:
+    """Compute into `c` with the run-time arrays the `Rebindable` fast path does not carry (a
+    grouped kernel's `offs` / `masked_m`, a block-scaled one's `scale_a` / `scale_b`): CUDA
+    tensors through `kernel(...)` on PyTorch's current stream (every operand checked per call,
+    the arrays read on the device), CPU tensors on the simulator."""
+    given = {name: t.detach() for name, t in arrays.items() if t is not None}
+    if bias is not None:
+        given["bias"] = bias.detach()
+    if c.is_cuda:
+        kernel(a.detach(), b.detach(), c=c, stream=current_stream(c.device), **given)
+        return
+    kernel.simulate(as_numpy(a), as_numpy(b), c=as_numpy(c), **{name: as_numpy(t) for name, t in given.items()})
 
 
 def describe(t: Any) -> str:

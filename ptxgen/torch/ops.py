@@ -12,6 +12,7 @@ import torch
 
 from ptxgen.torch.convert import DEFAULT_OUT, FP8, input_dtype, output_dtype
 from ptxgen.torch.dispatch import Vector, describe, prepare, run, schedule_text, signature, signatures
+from ptxgen.torch.scales import blocks, is_block_scaled, run_block_scaled, scale_dtype
 
 ACTIVATIONS = ("relu", "gelu", "silu")
 
@@ -166,19 +167,24 @@ def _linear_fake(x, weight, bias=None, activation=None):
 def scaled_vector(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor) -> str:
     """Which single epilogue scale vector carries scale_a * scale_b (torch._scaled_mm's
     conventions: per-tensor scales have one element, row-wise scale_a is (M, 1), column-wise
-    scale_b is (1, N)); an outer product of both vectors is refused."""
-    m, n = a.shape[0], b.shape[1]
+    scale_b is (1, N)), or "block" for 1x128 / 128x128 block scales (ptxgen.torch.scales); an
+    outer product of both vectors is refused."""
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    if is_block_scaled(a, b, scale_a, scale_b):
+        return "block"
     if scale_a.dtype != torch.float32 or scale_b.dtype != torch.float32:
         raise TypeError(f"ptxgen.torch.scaled_mm: scale_a and scale_b must be float32, got {scale_a.dtype}, "
                         f"{scale_b.dtype}")
     rowwise = scale_a.numel() != 1
     colwise = scale_b.numel() != 1
+    blockwise = (f"; or block scales: scale_a ({m}, {blocks(k)}) per 1x128 and scale_b ({blocks(k)}, {blocks(n)}) "
+                 f"per 128x128")
     if rowwise and tuple(scale_a.shape) != (m, 1):
         raise ValueError(f"ptxgen.torch.scaled_mm: scale_a has shape {tuple(scale_a.shape)}: give one element "
-                         f"(per tensor) or ({m}, 1) (per row)")
+                         f"(per tensor) or ({m}, 1) (per row){blockwise}")
     if colwise and tuple(scale_b.shape) != (1, n):
         raise ValueError(f"ptxgen.torch.scaled_mm: scale_b has shape {tuple(scale_b.shape)}: give one element "
-                         f"(per tensor) or (1, {n}) (per column)")
+                         f"(per tensor) or (1, {n}) (per column){blockwise}")
     if rowwise and colwise:
         raise ValueError("ptxgen.torch.scaled_mm: row-wise scale_a together with column-wise scale_b is an outer "
                          "product of two vectors, but ptxgen's epilogue multiplies by one vector: make one of "
@@ -186,7 +192,7 @@ def scaled_vector(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale
     return "row" if rowwise else "col"
 
 
-def check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias) -> str:
+def check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum: bool = False) -> str:
     if a.dim() != 2 or b.dim() != 2 or a.dtype not in FP8 or b.dtype not in FP8 or a.dtype != b.dtype:
         raise TypeError(f"ptxgen.torch.scaled_mm: a and b must be 2-D of one fp8 dtype (float8_e4m3fn or "
                         f"float8_e5m2): got a {describe(a)}, b {describe(b)}")
@@ -194,13 +200,23 @@ def check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias) -> str:
     if out_dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"ptxgen.torch.scaled_mm: out_dtype {out_dtype} is not float32, float16 or bfloat16")
     vector("bias", bias, a.shape[0], b.shape[1], False)
-    return scaled_vector(a, b, scale_a, scale_b)
+    kind = scaled_vector(a, b, scale_a, scale_b)
+    if kind == "block":
+        scale_dtype(scale_a, scale_b, "ptxgen.torch.scaled_mm")
+        if use_fast_accum:
+            raise ValueError("ptxgen.torch.scaled_mm: use_fast_accum=True with block scales: the scales are applied "
+                             "where each 128-wide K slice is promoted into the f32 accumulator, which fast "
+                             "accumulation removes; pass use_fast_accum=False")
+    return kind
 
 
 def scaled_mm_impl(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                    out_dtype: torch.dtype, bias: torch.Tensor | None = None,
                    use_fast_accum: bool = False) -> torch.Tensor:
-    kind = check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias)
+    kind = check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
+    if kind == "block":
+        bias_kind = vector("bias", bias, a.shape[0], b.shape[1], False)
+        return run_block_scaled(a, b, scale_a, scale_b, out_dtype, _vector("bias", bias, bias_kind, out_dtype))
     if kind == "col":  # one f32 vector over N: scale_a times scale_b (per tensor or per column)
         scale = (scale_b.reshape(-1) * scale_a.reshape(1)).expand(b.shape[1])
     else:  # over M: scale_a's rows times the per-tensor scale_b
@@ -209,7 +225,7 @@ def scaled_mm_impl(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
 
 
 def _scaled_mm_fake(a, b, scale_a, scale_b, out_dtype, bias=None, use_fast_accum=False):
-    check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias)
+    check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype)
 
 
@@ -266,7 +282,10 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
               out_dtype: torch.dtype, bias: torch.Tensor | None = None, use_fast_accum: bool = False) -> torch.Tensor:
     """(a * scale_a) @ (b * scale_b) + bias for fp8 a and b (`torch.ops.ptxgen.scaled_mm`), as
     torch._scaled_mm: f32 scales per tensor (one element), or per row of a ((M, 1)) or per column
-    of b ((1, N)) but not both. fp8 runs on sm_90a (Hopper) kernels only. use_fast_accum=False
+    of b ((1, N)) but not both; or block scales (DeepSeek-V3's), scale_a (M, ceil(K/128)) per 1x128
+    block of a and scale_b (ceil(K/128), ceil(N/128)) per 128x128 block of b, f32 or
+    float8_e8m0fnu, in any row- or column-major strides (ptxgen.torch.scales), applied to each
+    128-wide K slice as it is promoted. fp8 runs on sm_90a (Hopper) kernels only. use_fast_accum=False
     (torch's default) promotes the wgmma's partial sums into a separate f32 accumulator every 128
     of K; True runs the single-level kernel (`Gemm.fast_accum`: faster, less accurate at large K)."""
     if not isinstance(use_fast_accum, bool):

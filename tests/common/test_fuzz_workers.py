@@ -41,6 +41,24 @@ def test_hopper_fuzz_runs_wgmma_kernels_and_reports_the_same_spread():
     assert "f16" in serial[-2] or "bf16" in serial[-2]
 
 
+def test_llm_designs_run_spread_and_are_never_rejected():
+    """--designs grouped,block-scale: both designs run correctly (legal draws: none rejected) and
+    --workers 2 reports what a serial run does."""
+    serial = fuzz("--draws", "4", "--workers", "1", "--designs", "grouped,block-scale")
+    spread = fuzz("--draws", "4", "--workers", "2", "--designs", "grouped,block-scale")
+    assert spread[1:] == serial[1:]
+    assert "correct         4" in serial and "rejected        0" in serial
+    assert any(x.startswith("grouped ") for x in serial) and any(x.startswith("block-scale ") for x in serial)
+
+
+def test_unknown_designs_and_designs_with_an_arch_are_refused():
+    for flags, says in ((["--designs", "grouped,dense"], "unknown design(s) dense"),
+                        (["--designs", "grouped", "--arch", "sm_90a"], "drop --arch/--instruction")):
+        r = subprocess.run([sys.executable, str(ROOT / "bench/fuzz.py"), *flags], capture_output=True, text=True,
+                           timeout=60, cwd=ROOT)
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+
+
 def test_fuzz_on_local_ray_reports_what_a_serial_run_does():
     pytest.importorskip("ray", reason='Ray is not installed (pip install -e ".[cluster]")')
     serial = fuzz("--draws", "8", "--workers", "1")

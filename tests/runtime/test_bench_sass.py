@@ -295,3 +295,15 @@ def test_fp8_and_int8_wgmma_are_recognised_and_a_peeled_k_loop_is_the_tensor_loo
     assert k_loop.header == 0x40 and k_loop.total == 4
     hs, = sass_hopper.analyse_sass("\tFunction : fp8\n" + PEELED)
     assert hs.consumer.header == 0x40
+
+
+def test_results_file_names_by_date_kind_and_commit(tmp_path, capsys, monkeypatch):
+    """bench/results_file.py, which sass.py, sass_check.py and sass_block_scale.py write through."""
+    import results_file
+
+    monkeypatch.setattr(results_file, "commit", lambda: "abc1234")
+    assert results_file.write_result(["a", "b"], None, "sass-x") is None
+    path = results_file.write_result(["a", "b"], tmp_path / "new", "sass-x")
+    assert path == tmp_path / "new" / f"{results_file.today()}-sass-x-abc1234.txt"
+    assert path.read_text() == "a\nb\n"
+    assert capsys.readouterr().out == f"a\nb\na\nb\nwrote {path}\n"

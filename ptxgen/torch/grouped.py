@@ -1,0 +1,232 @@
+"""`ptxgen::grouped_mm`: one GEMM per group (a mixture-of-experts layer's experts), in the
+`torch._grouped_mm` convention, by ptxgen's grouped kernels (`Gemm(groups=G, grouping=...)`,
+schedule/grouping.py), whichever target builds them for the arch (the mma.sync path on sm_80 and
+sm_90, which CPU tensors simulate; on a Hopper device the sm_90a kernel where its lowering builds
+one for the problem, else the sm_90 one).
+
+* contiguous (`offs`): a (M_total, K) holds every group's rows, concatenated; `offs` is an int32
+  (G,) tensor of cumulative row ends (group g owns rows offs[g-1] .. offs[g]); b is (G, K, N);
+  C is (M_total, N).
+* masked (`masked_m`): a (G, max_m, K), one fixed slot per group, `masked_m` int32 (G,) valid
+  rows per slot; C is (G, max_m, N): a fixed launch, CUDA-graph capturable.
+
+The counts stay where they are (on the GPU for CUDA tensors: the kernel reads them, so the sizes
+may change between calls without a recompile or a host synchronisation). Rows no group owns are
+zero in C (torch._grouped_mm leaves them undefined; a fresh C here is zeroed so the operator is a
+function of its inputs). fp8 inputs take block scales as `scaled_mm`'s, with the group dimension
+where the operand has one (contiguous scale_a (M_total, ceil(K/128)), masked (G, max_m, ...);
+scale_b (G, ceil(K/128), ceil(N/128))), for the arch whose grouped kernel is block-scaled.
+Gradients (f16/bf16): dA by the grouped kernel with B's transposed view; dB, which wants a
+K-grouped GEMM (not built), by one batched GEMM over the groups' rows gathered into masked slots
+(contiguous: reading the widest group's size on the host, the backward's one synchronisation).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+import ptxgen
+from ptxgen.schedule.grouping import GROUPED_INPUTS
+from ptxgen.torch.convert import DEFAULT_OUT, FP8, input_dtype, matrix_layout, output_dtype
+from ptxgen.torch.dispatch import (_address_alignment, arch_for, describe, kernel_for, run_checked, schedule_text,
+                                   signature, signatures)
+from ptxgen.torch.ops import eager_direct
+from ptxgen.torch.scales import as_scale_array, blocks, scale_dtype
+
+#: The arch whose PTX a device chosen as the key also runs, for a problem the key's lowering does
+#: not build: Hopper runs sm_90 (mma.sync) PTX where sm_90a's wgmma lowering has no grouped kernel.
+SAME_DEVICE_ARCH = {"sm_90a": "sm_90"}
+GROUPED_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor? offs=None, Tensor? masked_m=None, ScalarType? out_dtype=None, "
+                     "Tensor? scale_a=None, Tensor? scale_b=None, str? schedule=None, str? arch=None) -> Tensor")
+WHO = "ptxgen.torch.grouped_mm"
+
+
+def _check_counts(counts: torch.Tensor, name: str, groups: int, device: torch.device) -> None:
+    if counts.dim() != 1 or counts.shape[0] != groups:
+        raise ValueError(f"{WHO}: {name} has shape {tuple(counts.shape)}: give one int32 per group, ({groups},), "
+                         f"as b has {groups} groups")
+    if counts.dtype != torch.int32:
+        raise TypeError(f"{WHO}: {name} has dtype {counts.dtype}: pass {name}.to(torch.int32)")
+    if counts.device != device:
+        raise ValueError(f"{WHO}: {name} is on {counts.device} but a is on {device}: the kernel reads {name} "
+                         f"where a is; move it there ({name}.to(a.device))")
+
+
+def _check_block_scales(a, b, scale_a, scale_b, grouping: str) -> None:
+    if (scale_a is None) != (scale_b is None):
+        raise ValueError(f"{WHO}: give both scale_a and scale_b (block scales), or neither")
+    if scale_a is None:
+        return
+    if a.dtype not in FP8:
+        raise TypeError(f"{WHO}: block scales multiply fp8 products, but a is {describe(a)}: quantise a and b to "
+                        f"float8_e4m3fn or float8_e5m2, or drop scale_a/scale_b")
+    scale_dtype(scale_a, scale_b, WHO)
+    kb, nb, groups = blocks(a.shape[-1]), blocks(b.shape[-1]), b.shape[0]
+    want_a = (a.shape[0], kb) if grouping == "contiguous" else (groups, a.shape[1], kb)
+    for name, t, want in (("scale_a", scale_a, want_a), ("scale_b", scale_b, (groups, kb, nb))):
+        if tuple(t.shape) != want:
+            raise ValueError(f"{WHO}: {name} has shape {tuple(t.shape)}: a {grouping} grouped GEMM's block scales "
+                             f"are {want} (one per 1x128 block of a's rows, per 128x128 block of each group's b)")
+
+
+def check_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, masked_m: torch.Tensor | None,
+                  out_dtype: torch.dtype | None, scale_a: torch.Tensor | None = None,
+                  scale_b: torch.Tensor | None = None) -> tuple[list, torch.dtype, str]:
+    """(C's shape, C's dtype, the grouping), or an error naming the problem and the fix."""
+    if (offs is None) == (masked_m is None):
+        raise ValueError(f"{WHO}: give exactly one of offs= (contiguous: a (M_total, K), int32 cumulative row ends, "
+                         f"torch._grouped_mm's) and masked_m= (masked: a (G, max_m, K), int32 valid rows per group)")
+    grouping = "contiguous" if offs is not None else "masked"
+    if b.dim() != 3:
+        raise ValueError(f"{WHO}: b must be 3-D (G, K, N), one weight per group: got b {describe(b)}")
+    groups, k, n = b.shape
+    want = "2-D (M_total, K)" if grouping == "contiguous" else f"3-D ({groups}, max_m, K)"
+    if a.dim() != (2 if grouping == "contiguous" else 3) or a.shape[-1] != k or \
+            (grouping == "masked" and a.shape[0] != groups):
+        raise ValueError(f"{WHO}: with {'offs' if offs is not None else 'masked_m'}= a must be {want} for b "
+                         f"{describe(b)}: got a {describe(a)}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"{WHO}: a and b must have one dtype: got a {describe(a)}, b {describe(b)}; convert one "
+                        f"(e.g. b.to(a.dtype))")
+    if a.device != b.device:
+        raise ValueError(f"{WHO}: a is on {a.device} but b is on {b.device}: move them to one device")
+    _check_counts(offs if offs is not None else masked_m, "offs" if offs is not None else "masked_m", groups,
+                  a.device)
+    input_dtype(a, "a")
+    out = DEFAULT_OUT[a.dtype] if out_dtype is None else out_dtype
+    output_dtype(out)
+    _check_block_scales(a, b, scale_a, scale_b, grouping)
+    shape = [a.shape[0], n] if grouping == "contiguous" else [groups, a.shape[1], n]
+    return shape, out, grouping
+
+
+def grouped_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, grouping: str,
+                    scales: str | None) -> tuple[torch.Tensor, torch.Tensor, ptxgen.Gemm]:
+    """(A, B as used, their Gemm): layouts from strides; a contiguous grouping's A row-major (its
+    groups start at any row), copied only if it is not."""
+    a2, la = matrix_layout(a)
+    if grouping == "contiguous" and la.layout == "col":
+        a2, la = matrix_layout(a.contiguous())
+    b2, lb = matrix_layout(b)
+    g = ptxgen.Gemm(a.shape[-2], b.shape[-1], a.shape[-1], dtype=input_dtype(a, "a"), out_dtype=output_dtype(out),
+                    a_layout=la.layout, b_layout=lb.layout, lda=la.ld, ldb=lb.ld, groups=b.shape[0],
+                    grouping=grouping, block_scale=None if scales is None else ptxgen.BlockScale(dtype=scales))
+    limit = _address_alignment(a2, b2)
+    if limit < g.alignment():  # narrower copies for operands whose addresses are less aligned
+        g = replace(g, align=max(limit, a.element_size()))
+    return a2, b2, g
+
+
+def grouped_kernel(g: ptxgen.Gemm, target: str, schedule: str | None, arch_chosen_here: bool) -> ptxgen.Kernel:
+    """The kernel for `g` on `target`; where ptxgen picked sm_90a (a Hopper device) and its
+    lowering builds no grouped kernel for this problem, Hopper runs the sm_90 (mma.sync) one."""
+    try:
+        return kernel_for(g, target, schedule)
+    except ptxgen.LoweringNotBuilt:
+        fallback = SAME_DEVICE_ARCH.get(target)
+        if not arch_chosen_here or fallback is None or g.dtype not in GROUPED_INPUTS:
+            raise
+        return kernel_for(g, fallback, schedule)
+
+
+def _meta(t: torch.Tensor | None) -> tuple | None:
+    return None if t is None else (t.dtype, t.shape, t.stride(), t.device)
+
+
+def grouped_mm_impl(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = None,
+                    masked_m: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
+                    scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
+                    schedule: str | None = None, arch: str | None = None) -> torch.Tensor:
+    """`ptxgen::grouped_mm`: check a call (once per signature), find its kernel, run into a zeroed C."""
+    key = signature(a, b, "grouped", _meta(offs), _meta(masked_m), out_dtype, _meta(scale_a), _meta(scale_b),
+                    schedule, arch)
+    checked = signatures.get(key)
+    if checked is None:
+        shape, out, grouping = check_grouped(a, b, offs, masked_m, out_dtype, scale_a, scale_b)
+        if a.numel() == 0 or b.numel() == 0:  # no rows, no K or no N: nothing to launch (not kept: rare)
+            return torch.zeros(shape, dtype=out, device=a.device)
+        scales = None if scale_a is None else scale_dtype(scale_a, scale_b, WHO)
+        a2, b2, g = grouped_problem(a, b, out, grouping, scales)
+        kernel = grouped_kernel(g, arch_for(a.device, a.dtype in FP8, arch), schedule, arch is None)
+        checked = signatures[key] = (shape, out, kernel, a2 is not a, b2 is not b)
+    shape, out, kernel, copy_a, copy_b = checked
+    c = torch.zeros(shape, dtype=out, device=a.device)  # rows no group owns stay zero
+    run_checked(kernel, a.contiguous() if copy_a else a, b.contiguous() if copy_b else b, c, offs=offs,
+                masked_m=masked_m, scale_a=None if scale_a is None else as_scale_array(scale_a),
+                scale_b=None if scale_b is None else as_scale_array(scale_b))
+    return c
+
+
+def _grouped_mm_fake(a, b, offs=None, masked_m=None, out_dtype=None, scale_a=None, scale_b=None, schedule=None,
+                     arch=None):
+    shape, out, _ = check_grouped(a, b, offs, masked_m, out_dtype, scale_a, scale_b)
+    return a.new_empty(shape, dtype=out)
+
+
+def _setup(ctx, inputs, output) -> None:
+    a, b, offs, masked_m, out_dtype, scale_a, scale_b, schedule, arch = inputs
+    ctx.save_for_backward(a, b, offs, masked_m)
+    ctx.arch = arch
+
+
+def slots_of(x: torch.Tensor, offs: torch.Tensor) -> torch.Tensor | None:
+    """A contiguous (M_total, D) operand as masked slots (G, widest group, D), each group's rows
+    first and zeros after (rows past offs[-1] dropped), or None when every group is empty. Reads
+    the widest group's size on the host: the one synchronisation of the backward."""
+    ends = offs.long()
+    starts = torch.cat([ends.new_zeros(1), ends[:-1]])
+    width = int((ends - starts).max())
+    if width <= 0:
+        return None
+    rows = torch.arange(x.shape[0], device=x.device)
+    group = torch.searchsorted(ends, rows, right=True)  # ends[g-1] <= row < ends[g]; G: past offs[-1]
+    keep = group < ends.shape[0]
+    out = x.new_zeros(ends.shape[0], width, x.shape[1])
+    out[group[keep], rows[keep] - starts[group[keep]]] = x[keep]
+    return out
+
+
+def _backward(ctx, grad):
+    """dA = dC_g @ B_g^T per group (a grouped GEMM with B's transposed view, the same counts);
+    dB_g = A_g^T @ dC_g as one batched GEMM over the groups' rows in masked slots (contiguous:
+    `slots_of`; masked: the invalid rows of dC zeroed)."""
+    a, b, offs, masked_m = ctx.saved_tensors
+    if a.dtype in FP8:
+        raise NotImplementedError(f"{WHO}: no gradient for fp8 inputs (8-bit products are for inference)")
+    need = ctx.needs_input_grad
+    dc = grad.to(a.dtype)
+    da = db = None
+    if need[0]:
+        da = torch.ops.ptxgen.grouped_mm(dc, b.mT, offs, masked_m, a.dtype, arch=ctx.arch)
+    if need[1]:
+        if masked_m is not None:
+            valid = torch.arange(a.shape[1], device=a.device)[None, :] < masked_m[:, None]
+            xs, dcs = a, dc * valid[..., None]
+        else:
+            xs, dcs = slots_of(a, offs), slots_of(dc, offs)
+        db = (torch.zeros_like(b) if xs is None else
+              torch.ops.ptxgen.gemm(xs.mT, dcs, out_dtype=b.dtype, arch=ctx.arch).reshape(b.shape))
+    return da, db, None, None, None, None, None, None, None
+
+
+grouped_mm_op = torch.library.custom_op("ptxgen::grouped_mm", grouped_mm_impl, mutates_args=(),
+                                        schema=GROUPED_MM_SCHEMA)
+grouped_mm_op.register_fake(_grouped_mm_fake)
+torch.library.register_autograd("ptxgen::grouped_mm", _backward, setup_context=_setup)
+
+
+def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = None, *,
+               masked_m: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
+               scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None, schedule=None,
+               arch: str | None = None) -> torch.Tensor:
+    """One GEMM per group (`torch.ops.ptxgen.grouped_mm`), as torch._grouped_mm(a, b, offs=offs):
+    a (M_total, K) with int32 `offs` of G cumulative row ends, b (G, K, N) -> C (M_total, N); or
+    masked: a (G, max_m, K) with int32 `masked_m` valid rows per group -> C (G, max_m, N). Rows
+    no group owns are zero. out_dtype: default the input's (f32 for fp8); fp8 takes block scales
+    scale_a/scale_b (module docstring). schedule: a `ptxgen.Schedule` (default: ptxgen chooses);
+    arch: default the CUDA device's, or "sm_80" for CPU tensors (simulated; "sm_90a" for fp8)."""
+    args = (a, b, offs, masked_m, out_dtype, scale_a, scale_b, schedule_text(schedule), arch)
+    if eager_direct(a, b, offs, masked_m, scale_a, scale_b):
+        return grouped_mm_impl(*args)
+    return grouped_mm_op(*args)

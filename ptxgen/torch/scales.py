@@ -1,0 +1,69 @@
+"""Block scales (DeepSeek-V3's 1x128 activation and 128x128 weight blocks; schedule/block_scale.py)
+as torch tensors: which `scale_a`, `scale_b` pairs are block scales, their dtypes, and the
+block-scaled `scaled_mm` run (sm_90a's promoted wgmma kernels; on CPU tensors the simulator).
+
+Shapes are the logical orientation: scale_a (M, ceil(K/128)), scale_b (ceil(K/128), ceil(N/128)),
+in any strides a row- or column-major view covers, so the M-contiguous storage DeepGEMM and
+cuBLASLt keep for scale_a is passed as its transpose (`sa_storage.t()`), not copied. Scales are
+float32, or float8_e8m0fnu (power-of-two exponents: `BlockScale(dtype="ue8m0")`).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+import ptxgen
+from ptxgen.schedule.block_scale import SCALE_BLOCK_K
+from ptxgen.torch.dispatch import (Vector, arch_for, describe, gemm_problem, kernel_for, run_checked, signature,
+                                   signatures)
+
+#: torch dtype of a scale tensor -> BlockScale.dtype.
+SCALE_DTYPES = {torch.float32: "f32", torch.float8_e8m0fnu: "ue8m0"}
+
+
+def blocks(extent: int) -> int:
+    """Scale blocks along a dimension of `extent` (128 wide; the last one partial)."""
+    return -(-extent // SCALE_BLOCK_K)
+
+
+def is_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor) -> bool:
+    """Whether (scale_a, scale_b) are block scales of a (M, K) @ b (K, N) and not one of
+    torch._scaled_mm's per-tensor / per-row / per-column pairs (where the shapes coincide, at
+    K <= 128 and N <= 128, the two readings compute the same product)."""
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    sa, sb = tuple(scale_a.shape), tuple(scale_b.shape)
+    per_channel = (scale_a.numel() == 1 or sa == (m, 1)) and (scale_b.numel() == 1 or sb == (1, n))
+    return not per_channel and sa == (m, blocks(k)) and sb == (blocks(k), blocks(n))
+
+
+def scale_dtype(scale_a: torch.Tensor, scale_b: torch.Tensor, who: str) -> str:
+    """The BlockScale dtype of both scales, or a TypeError naming the dtypes that work."""
+    if scale_a.dtype != scale_b.dtype or scale_a.dtype not in SCALE_DTYPES:
+        raise TypeError(f"{who}: block scales must both be float32 (or both float8_e8m0fnu, power-of-two "
+                        f"exponents): got scale_a {describe(scale_a)}, scale_b {describe(scale_b)}")
+    return SCALE_DTYPES[scale_a.dtype]
+
+
+def as_scale_array(t: torch.Tensor) -> torch.Tensor:
+    """A scale as the kernel reads it: f32 as it is, e8m0 as its uint8 exponents (the same bytes)."""
+    return t.view(torch.uint8) if t.dtype == torch.float8_e8m0fnu else t
+
+
+def run_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                     out: torch.dtype, bias: Vector | None) -> torch.Tensor:
+    """(a * scale_a) @ (b * scale_b) by 128-wide K blocks, then + bias: the block-scaled kernel
+    (compiled once per signature), into a C PyTorch allocates."""
+    dtype = scale_dtype(scale_a, scale_b, "ptxgen.torch.scaled_mm")
+    key = signature(a, b, "block-scaled", out, dtype, scale_a.shape, scale_a.stride(), scale_b.stride(),
+                    None if bias is None else (bias.kind, bias.data.dtype))
+    prepared = signatures.get(key)
+    if prepared is None:
+        a2, b2, g = gemm_problem(a, b, out, bias, None, 1.0, 0.0, None)
+        g = replace(g, block_scale=ptxgen.BlockScale(dtype=dtype))
+        prepared = signatures[key] = (kernel_for(g, arch_for(a.device, True, None)), a2 is not a, b2 is not b)
+    kernel, copy_a, copy_b = prepared
+    c = a.new_empty((a.shape[0], b.shape[1]), dtype=out)
+    run_checked(kernel, a.contiguous() if copy_a else a, b.contiguous() if copy_b else b, c,
+                None if bias is None else bias.data, scale_a=as_scale_array(scale_a), scale_b=as_scale_array(scale_b))
+    return c

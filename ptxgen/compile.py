@@ -74,7 +74,12 @@ def _launch(cx: CompileContext) -> Launch:
 
 def _render(cx: CompileContext) -> str:
     g, s, launch = cx.gemm, cx.schedule, cx["launch"]
-    return render(cx["lower"], cx["verify"], cx.backend.header_lines(g, s, cx.arch, launch.grid, launch.smem_bytes),
+    lines = cx.backend.header_lines(g, s, cx.arch, launch.grid, launch.smem_bytes)
+    if cx.asked is not None:  # schedule/swap_ab.py
+        a = cx.asked
+        lines.insert(1, f"swap-AB: the caller's {a.m}x{a.n}x{a.k} C = A @ B computed as C^T = B^T @ A^T (the "
+                        f"{g.m}x{g.n}x{g.k} problem below: its A is the caller's B), C stored transposed")
+    return render(cx["lower"], cx["verify"], lines,
                   cx["allocate"].declarations(), cx["allocate"].name)
 
 

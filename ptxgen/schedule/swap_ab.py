@@ -61,14 +61,6 @@ def verify_swap_ab(g: Gemm, s: object, arch: str) -> None:
     if s.epilogue_via_smem is not False:
         refuse("schedule.epilogue_via_smem", s.epilogue_via_smem, "stores C transposed straight from the "
                "accumulators, element by element", "write epilogue_via_smem=False (or leave it None)")
-    if s.split_k > 1 or s.decomposition != "tiles":
-        field, value = ("schedule.split_k", s.split_k) if s.split_k > 1 else ("schedule.decomposition",
-                                                                              s.decomposition)
-        refuse(field, value, "is built for whole tiles only (the split-K / Stream-K fix-up writes C "
-               "row-major)", "write split_k=1, decomposition='tiles', or drop swap_ab (the chooser "
-               "prices split-K and Stream-K against swap-AB)")
-
-
 def explain(e: ScheduleError, g: Gemm) -> ScheduleError:
     """A rule the swapped problem broke, told in the caller's words: which of its operands became
     which (A' = Bᵀ, B' = Aᵀ) and that dropping swap_ab is a fix."""

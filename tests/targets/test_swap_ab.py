@@ -122,3 +122,8 @@ def test_fp8_k_major_rule_follows_the_swapped_roles():
     with pytest.raises(ScheduleError):
         verify(Gemm(8, 128, 128, dtype="e4m3", out_dtype="bf16", b_layout="row"), dataclasses.replace(s, swap_ab=False),
                SM90)
+
+
+def test_stream_k_swap_ab_over_two_worker_processes():
+    """The scale-out simulation groups Stream-K CTAs by the tiles they share: the swapped problem's."""
+    harness.check(Gemm(8, 136, 512), sm80_schedule(8, decomposition="stream-k", sms=3), SM80, workers=2)

@@ -48,3 +48,10 @@ def test_info_says_swap_ab_was_chosen_and_names_the_best_plain_kernel():
     assert "swap-AB  chosen" in text and "the best plain kernel" in text
     plain = choose(Gemm(64, 64, 4096, out_dtype="f16"), "sm_90a", check_spills=False)
     assert "swap-AB  not chosen" in "\n".join(plain.lines())
+
+
+def test_a_tuned_swap_ab_schedule_survives_the_cache():
+    from ptxgen.tune.cache import schedule_from_json, schedule_to_json
+
+    s, _ = swap_candidates(Gemm(8, 4096, 4096), "sm_80")[0]
+    assert schedule_to_json(s)["swap_ab"] is True and schedule_from_json(schedule_to_json(s)) == s

@@ -16,6 +16,8 @@ Kernel parameters, in order (documented in the README):
                              at zero; the workspace needs no zeroing and keeps stale partials)
     offs / masked_m    .u64  grouped GEMMs, last: G int32 cumulative row ends / valid row counts
 Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
+A swap-AB kernel (`Schedule.swap_ab`) takes the parameters of its swapped problem (`lowered_gemm`):
+A is the caller's B, B the caller's A, M and N exchanged, lda and ldb exchanged (`arguments` does it).
 """
 from __future__ import annotations
 

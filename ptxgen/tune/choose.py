@@ -89,7 +89,7 @@ class Choice:
             return []
         other, g = self.other_kind, self.gemm
         ratio = other.prediction.time_s / self.prediction.time_s
-        rows = 64 if self.schedule.instruction == "wgmma" else 16  # wgmma's M; an mma.sync warp tile's least
+        rows = self.schedule.mma_shape[0]  # the instruction's M: 16 (mma.sync), 64 (wgmma)
         shape = f" (M={g.m} fills {min(g.m, rows)} of the {rows} rows an unswapped tile's MMA computes at least)" \
             if g is not None and g.m < rows else ""
         if self.schedule.swap_ab:

@@ -141,8 +141,9 @@ def baselines(dev, job: MoeJob) -> dict:
     name = {"contiguous": "m_grouped_bf16_gemm_nt_contiguous", "masked": "m_grouped_bf16_gemm_nt_masked"}[job.grouping]
     fn = getattr(deep_gemm, name, None)
     if fn is not None:  # D = A @ B^T with B (G, N, K): our column-major B's storage
-        if job.grouping == "contiguous":
-            out[f"deep_gemm.{name}"] = lambda a, b, offs, c: (lambda: fn(a, b.transpose(1, 2), c, group_index(torch, offs, a.shape[0])))
+        if job.grouping == "contiguous":  # its groups want rows padded to 128: uneven ones may be refused
+            out[f"deep_gemm.{name}"] = lambda a, b, offs, c: (
+                lambda: fn(a, b.transpose(1, 2), c, group_index(torch, offs, a.shape[0])))
         else:
             out[f"deep_gemm.{name}"] = lambda a, b, counts, c: (lambda: fn(a, b.transpose(1, 2), c, counts, job.m))
     return out

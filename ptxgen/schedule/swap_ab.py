@@ -61,6 +61,8 @@ def verify_swap_ab(g: Gemm, s: object, arch: str) -> None:
     if s.epilogue_via_smem is not False:
         refuse("schedule.epilogue_via_smem", s.epilogue_via_smem, "stores C transposed straight from the "
                "accumulators, element by element", "write epilogue_via_smem=False (or leave it None)")
+
+
 def explain(e: ScheduleError, g: Gemm) -> ScheduleError:
     """A rule the swapped problem broke, told in the caller's words: which of its operands became
     which (A' = Bᵀ, B' = Aᵀ) and that dropping swap_ab is a fix."""

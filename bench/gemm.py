@@ -420,13 +420,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    default = HOPPER_DTYPES if args.arch == "sm_90a" else DTYPES
-    dtypes = tuple(d for d in (args.dtypes or ",".join(default)).split(",") if d)
+    dtypes = tuple(d for d in (args.dtypes or ",".join(HOPPER_DTYPES if args.arch == "sm_90a" else DTYPES)).split(",") if d)
     t0 = time.time()
     if args.dry_run:
         arch = args.arch or "sm_90"
         print_plan(plan_for(arch, dtypes, args.max_problems), arch)
-        print_moe_plan(plan_moe(arch, dtypes), arch)
+        print_moe_plan(plan_moe(arch, dtypes) if args.max_problems is None else [], arch)  # all problems only
         return 0
     if args.check_only:
         from gemm_check import run_check
@@ -481,12 +480,13 @@ def main(argv=None) -> int:
         print(f"[{time.time() - t0:6.1f}s] {job.dtype} {job.m}x{job.n}x{job.k}: {got} ({time.time() - t:.1f}s)",
               flush=True)
         write(None)
-    moe += run_moe_jobs(dev, plan_moe(arch, dtypes), arch, systems, max(args.runs, 20), time_launches)
+    if args.max_problems is None and time.time() - t0 < args.budget_s:  # the grouped MoE problems last
+        moe += run_moe_jobs(dev, plan_moe(arch, dtypes), arch, systems, max(args.runs, 20), time_launches)
     summary = print_table(rows, peak)
     if cut:
         print(f"\nbudget of {args.budget_s:.0f} s reached: {len(cut)} problems not run: "
               + ", ".join(f"{c['dtype']} {c['m']}x{c['n']}x{c['k']}" for c in cut))
-    wrong = [r for r in rows if r.get("status") == "wrong" or
+    wrong = [r for r in rows + moe if r.get("status") == "wrong" or
              any(c.get("status") == "wrong" for c in r.get("candidates", []))]
     if wrong:
         print(f"\n!!! {len(wrong)} rows had WRONG results (see 'status'/'candidates' in the JSON): "

@@ -114,6 +114,9 @@ def plan_moe(arch: str, dtypes=MOE_DTYPES) -> list[MoeJob]:
 
 
 def print_moe_plan(jobs: list[MoeJob], arch: str) -> None:
+    """The grouped plan, one line per problem (nothing for no problems: a `--max-problems` run)."""
+    if not jobs:
+        return
     print(f"grouped (mixture-of-experts) plan for {arch}: {len(jobs)} problems (+ torch._grouped_mm / batched "
           "matmul, DeepGEMM where importable)")
     for i, j in enumerate(jobs):

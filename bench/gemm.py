@@ -11,6 +11,7 @@ Method: each result is checked once against an f32 reference before it is timed 
 marks the row "wrong"); then warm-up, and the median over >= --runs samples timed with CUDA
 events, each sample a small batch of launches rotating over several input sets so L2 cannot
 hold the operands. Shapes are ordered by importance; what --budget-s cuts is reported.
+Decode (M = 1, 8, 64) and mixture-of-experts grouped problems: bench/llm_cases.py.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_cases import (DTYPES, HOPPER_DTYPES, LLM_NK, SCHEDULES, SHAPES, Spec, candidates_for,  # noqa: E402,F401
                         chosen_spec, schedule_name)
+from llm_cases import plan_moe, print_moe_plan, run_moe_jobs  # noqa: E402 (decode and MoE problems)
 
 PEAKS = [("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("H800", 989.4), ("A100", 312.0)]
 TARGET_GROUPS = ("square", "llm")  # issue 4's geomean target is over these
@@ -78,7 +80,7 @@ def build_plan(arch: str, dtypes=DTYPES, shapes=None) -> list[Job]:
         for dt in dtypes:
             job = Job(dt, m, n, k, group)
             specs = candidates_for(m, n, k, arch, dt)
-            chosen = chosen_spec(job.gemm(), arch) if arch == "sm_90a" else None
+            chosen = chosen_spec(job.gemm(), arch) if arch == "sm_90a" or group == "decode" else None  # swap-AB
             for spec in specs + ([chosen] if chosen is not None else []):
                 cand = Candidate(spec)
                 try:
@@ -102,9 +104,7 @@ def make_schedule(c: Candidate):
 
 def print_plan(jobs: list[Job], arch: str, reasons: bool = True, brief: bool = False) -> None:
     print(f"plan for {arch}: {len(jobs)} problems x {min(len(j.candidates) for j in jobs)}-"
-          f"{max(len(j.candidates) for j in jobs)} "
-          "ptxgen schedules "
-          f"(+ cuBLAS, Triton), in run order")
+          f"{max(len(j.candidates) for j in jobs)} ptxgen schedules (+ cuBLAS, Triton), in run order")
     if brief:
         n_ok = sum(c.verdict == "ok" for j in jobs for c in j.candidates)
         none = [f"{j.dtype} {j.m}x{j.n}x{j.k}" for j in jobs if all(c.verdict != "ok" for c in j.candidates)]
@@ -242,7 +242,6 @@ def time_launches(dev: Device, fns: list, runs: int, target_ms: float = 0.5) -> 
     e.synchronize()
     single = max(dev.elapsed_ms(s, e) / len(fns), 1e-4)
     batch = int(min(50, max(1, math.ceil(target_ms / single))))
-    samples = []
     pairs = [dev.events() for _ in range(runs)]
     i = 0
     for s, e in pairs:
@@ -421,13 +420,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    default = HOPPER_DTYPES if args.arch == "sm_90a" else DTYPES
-    dtypes = tuple(d for d in (args.dtypes or ",".join(default)).split(",") if d)
+    dtypes = tuple(d for d in (args.dtypes or ",".join(HOPPER_DTYPES if args.arch == "sm_90a" else DTYPES)).split(",") if d)
     t0 = time.time()
     if args.dry_run:
         arch = args.arch or "sm_90"
-        jobs = plan_for(arch, dtypes, args.max_problems)
-        print_plan(jobs, arch)
+        print_plan(plan_for(arch, dtypes, args.max_problems), arch)
+        print_moe_plan(plan_moe(arch, dtypes) if args.max_problems is None else [], arch)  # all problems only
         return 0
     if args.check_only:
         from gemm_check import run_check
@@ -451,7 +449,7 @@ def main(argv=None) -> int:
     dev = Device()
     peak = peak_for(dev.name, args.peak)
     systems = [s for s in args.systems.split(",") if s]
-    rows, cut = [], []
+    rows, cut, moe = [], [], []  # moe: the grouped problems (llm_cases.py), after the dense ones
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     date = _dt.date.today().isoformat()
@@ -467,7 +465,7 @@ def main(argv=None) -> int:
                             f"rotating over several input sets), after a checked run and warm-up",
                   "notes": "f32 accumulation everywhere; ptxgen out_dtype = input dtype (f16 -> f16, "
                            "bf16 -> bf16) to match torch.matmul; A row-major, B column-major",
-                  "partial": summary is None, "summary": summary, "cut": cut, "rows": rows}
+                  "partial": summary is None, "summary": summary, "cut": cut, "rows": rows, "moe": moe}
         path.write_text(json.dumps(result, indent=1))
 
     for job in jobs:
@@ -482,11 +480,13 @@ def main(argv=None) -> int:
         print(f"[{time.time() - t0:6.1f}s] {job.dtype} {job.m}x{job.n}x{job.k}: {got} ({time.time() - t:.1f}s)",
               flush=True)
         write(None)
+    if args.max_problems is None and time.time() - t0 < args.budget_s:  # the grouped MoE problems last
+        moe += run_moe_jobs(dev, plan_moe(arch, dtypes), arch, systems, max(args.runs, 20), time_launches)
     summary = print_table(rows, peak)
     if cut:
         print(f"\nbudget of {args.budget_s:.0f} s reached: {len(cut)} problems not run: "
               + ", ".join(f"{c['dtype']} {c['m']}x{c['n']}x{c['k']}" for c in cut))
-    wrong = [r for r in rows if r.get("status") == "wrong" or
+    wrong = [r for r in rows + moe if r.get("status") == "wrong" or
              any(c.get("status") == "wrong" for c in r.get("candidates", []))]
     if wrong:
         print(f"\n!!! {len(wrong)} rows had WRONG results (see 'status'/'candidates' in the JSON): "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llm_cases import DECODE_SHAPES
+
 #: Data-parallel candidates for every problem: (block, warps, stages); swizzle, fragment double
 #: buffering, and the grouped raster (group_m = 8 m-tiles walk n together, as Triton's GROUP_M;
 #: counting each resident wave's A and B panels, about 40% less DRAM traffic than row order at
@@ -32,7 +34,7 @@ SHAPES = ([(4096, 4096, 4096, "square"), (8192, 8192, 8192, "square")]
           + [(1024, 1024, 1024, "square")]
           + [(64, n, k, "llm") for n, k in LLM_NK]
           + [(16, n, k, "llm") for n, k in LLM_NK]
-          + [(1, n, k, "decode") for n, k in LLM_NK[:2]]
+          + [s for s in DECODE_SHAPES if s[0] not in (16, 64)]  # M = 64 is in the "llm" rows above
           + [(4095, 4095, 4095, "odd"), (2047, 11008, 4095, "odd"), (1000, 1000, 1000, "odd")]
           + [(16384, 16384, 16384, "square")])
 #: Hopper (sm_90a) candidates, the designs the sm_90a lowering builds (README, "Hopper (sm_90a): what
@@ -102,14 +104,16 @@ class Spec:
 
     def fixed_name(self) -> str:
         s = self.fixed
+        swap = " swap-ab" if s.swap_ab else ""
         if s.instruction != "wgmma":
-            return schedule_name(s.block, s.warps, s.stages)
+            extra = (f" splitk{s.split_k}" if s.split_k > 1 else "") + (f" {s.decomposition}" if s.stream_k else "")
+            return schedule_name(s.block, s.warps, s.stages) + extra + swap
         kind = ("ws-persistent" if s.warp_specialized else "stream-k" if s.stream_k else
                 f"splitk{s.split_k}" if s.split_k > 1 else "one-cta-per-tile")
         epi = {None: "", True: " tma-store", False: " direct-store"}[s.epilogue_via_smem]
         cluster = f" cluster{s.cluster[0]}x{s.cluster[1]}" if tuple(s.cluster) != (1, 1) else ""
         return f"{s.bm}x{s.bn}x{s.bk} wgmma c{s.consumers} s{s.stages} {kind}{cluster}{epi}" + (
-            " grouped-raster" if s.raster == "grouped" else "")
+            " grouped-raster" if s.raster == "grouped" else "") + swap
 
 
 def chosen_spec(gemm, arch: str) -> Spec | None:

@@ -12,6 +12,7 @@ from .regalloc import allocate
 from .schedule.geometry import grid_for
 from .schedule.problem import Gemm
 from .schedule.schedule import Schedule
+from .schedule.swap_ab import lowered_gemm
 from .schedule.targets import Target, target
 from .schedule.verify import verify
 from .schedule.verify_types import check_arguments
@@ -36,6 +37,8 @@ class CompileContext:
     schedule: Schedule
     arch: str
     outputs: dict[str, Any] = field(default_factory=dict)
+    #: The caller's problem when the stages lower another (swap-AB's swapped one, schedule/swap_ab.py).
+    asked: Gemm | None = None
 
     @property
     def backend(self) -> Backend:
@@ -56,7 +59,7 @@ class Stage:
 
 
 def _verify(cx: CompileContext) -> Target:
-    verify(cx.gemm, cx.schedule, cx.arch)
+    verify(cx.asked or cx.gemm, cx.schedule, cx.arch)
     return target(cx.arch)
 
 
@@ -71,7 +74,12 @@ def _launch(cx: CompileContext) -> Launch:
 
 def _render(cx: CompileContext) -> str:
     g, s, launch = cx.gemm, cx.schedule, cx["launch"]
-    return render(cx["lower"], cx["verify"], cx.backend.header_lines(g, s, cx.arch, launch.grid, launch.smem_bytes),
+    lines = cx.backend.header_lines(g, s, cx.arch, launch.grid, launch.smem_bytes)
+    if cx.asked is not None:  # schedule/swap_ab.py
+        a = cx.asked
+        lines.insert(1, f"swap-AB: the caller's {a.m}x{a.n}x{a.k} C = A @ B computed as C^T = B^T @ A^T (the "
+                        f"{g.m}x{g.n}x{g.k} problem below: its A is the caller's B), C stored transposed")
+    return render(cx["lower"], cx["verify"], lines,
                   cx["allocate"].declarations(), cx["allocate"].name)
 
 
@@ -100,13 +108,14 @@ def compile(gemm: Gemm, schedule: Schedule, arch: str = "sm_80") -> Kernel:  # n
         raise TypeError("ptxgen.compile.compile(gemm, schedule, arch) needs a Schedule: call ptxgen.compile(gemm) "
                         "(or ptxgen.tune.compile_chosen) to have one chosen")
     check_arguments("compile", gemm, schedule, arch)
-    cx = CompileContext(gemm, schedule, arch)
+    lowered = lowered_gemm(gemm, schedule) if isinstance(schedule, Schedule) else gemm
+    cx = CompileContext(lowered, schedule, arch, asked=gemm if lowered is not gemm else None)
     for stage in STAGES:
         cx.outputs[stage.name] = stage.run(cx)
     fn, launch = cx["lower"], cx["launch"]
-    names = cx.backend.param_names(gemm, schedule)
+    names = cx.backend.param_names(lowered, schedule)
     assert tuple(p.name for p in fn.params)[:len(names)] == names
     return Kernel(gemm=gemm, schedule=schedule, arch=arch, ptx=cx["render"], entry=fn.name, grid=launch.grid,
                   block=launch.block, smem_bytes=launch.smem_bytes, function=fn, allocation=cx["allocate"],
                   smem_plan=cx["plan_shared"], stages=dict(cx.outputs),
-                  recompile=partial(compile, arch=arch))
+                  recompile=partial(compile, arch=arch), lowered_gemm=cx.gemm if cx.asked is not None else None)

@@ -16,6 +16,8 @@ Kernel parameters, in order (documented in the README):
                              at zero; the workspace needs no zeroing and keeps stale partials)
     offs / masked_m    .u64  grouped GEMMs, last: G int32 cumulative row ends / valid row counts
 Launch: `grid`, `block` (threads), and `smem_bytes` of dynamic shared memory.
+A swap-AB kernel (`Schedule.swap_ab`) takes the parameters of its swapped problem (`lowered_gemm`):
+A is the caller's B, B the caller's A, M and N exchanged, lda and ldb exchanged (`arguments` does it).
 """
 from __future__ import annotations
 
@@ -64,6 +66,25 @@ class Kernel:
     #: runs time small twins of this kernel (`simulate.simulator_pace`) without importing the
     #: compiler; None for a Kernel built by hand (estimates then use a constant pace).
     recompile: "Callable[[Gemm, Schedule], Kernel] | None" = field(default=None, repr=False, compare=False)
+    #: The problem the PTX computes when it is not `gemm`: under `Schedule.swap_ab`, (N, M, K) with
+    #: A and B exchanged (schedule/swap_ab.py); None means `gemm` itself.
+    lowered_gemm: Gemm | None = field(default=None, repr=False)
+
+    @property
+    def problem(self) -> Gemm:
+        """The problem the kernel's grid, tiles and scratch are sized for: `gemm`, or the swapped
+        problem of a swap-AB kernel (the caller still passes A, B and C of `gemm`)."""
+        return self.lowered_gemm if self.lowered_gemm is not None else self.gemm
+
+    def kernel_operands(self, views: tuple, operands: list) -> tuple[tuple, list]:
+        """A's, B's and C's views and operands in the order the kernel takes them: a swap-AB
+        kernel's A is the caller's B transposed (the same bytes: `transposed_view`), its B the A."""
+        if self.lowered_gemm is None:
+            return views, operands
+        from .runtime.operands import transposed_view
+
+        va, vb, *rest = views
+        return (transposed_view(vb), transposed_view(va), *rest), [operands[1], operands[0], *operands[2:]]
 
     @property
     def backend(self) -> Backend:
@@ -118,8 +139,8 @@ class Kernel:
         from .schedule.streamk import stream_k_workspace
 
         if self.schedule.stream_k:
-            return stream_k_workspace(self.gemm, self.schedule, grid[0])
-        return split_k_workspace(self.gemm, self.schedule)
+            return stream_k_workspace(self.problem, self.schedule, grid[0])
+        return split_k_workspace(self.problem, self.schedule)
 
     def launch_grid(self, sm_count: int | None, cluster_slots: int | None = None) -> tuple[int, int, int]:
         """The grid to launch on a device with `sm_count` SMs: Stream-K and the persistent sm_90a
@@ -130,7 +151,7 @@ class Kernel:
         from .schedule.geometry import grid_for
 
         if self.grid_follows_device and sm_count:
-            return grid_for(self.gemm, self.schedule, cluster_slots or sm_count)
+            return grid_for(self.problem, self.schedule, cluster_slots or sm_count)
         return self.grid
 
     @property
@@ -179,7 +200,7 @@ class Kernel:
         """The CUtensorMaps an sm_90a kernel takes by value, in parameter order (tmapA, tmapB):
         each a `TensorMapSpec` (operand, box, swizzle; 3-D with the batch outermost for a batched
         GEMM); () for kernels that take pointers."""
-        return self.backend.tensor_maps(self.gemm, self.schedule)
+        return self.backend.tensor_maps(self.problem, self.schedule)
 
     @property
     def walks_tiles(self) -> bool:
@@ -198,15 +219,17 @@ class Kernel:
     def tensor_map_args(self, views: tuple, ptrs: list[int]) -> list[bytes]:
         """The CUtensorMaps to pass by value for A, B (and C) at device pointers `ptrs`; [] for
         kernels that take pointers."""
+        views, ptrs = self.kernel_operands(views, ptrs)
         return self.backend.tensor_map_args(self, views, ptrs)
 
     def arguments(self, views: tuple, operands: list, maps: list) -> list:
         """The leading kernel arguments for A's, B's and C's views at `operands` (pointers or the
         simulator's buffers), with `maps` the tensor maps where the kernel takes them."""
-        return self.backend.arguments(self.gemm, views, operands, maps)
+        views, operands = self.kernel_operands(views, operands)
+        return self.backend.arguments(self.problem, views, operands, maps)
 
     def scalar_args(self) -> list[int]:
-        g = self.gemm
+        g = self.problem
         return [g.m, g.n, g.k, *g.leading_dims()]
 
     # -- execution --------------------------------------------------------------------------

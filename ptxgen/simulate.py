@@ -42,7 +42,7 @@ _BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$?[A-Za-z_][\w$]*)\s*;")
 
 def cta_tile(kernel: Kernel, cta: tuple[int, int, int]) -> tuple[int, int]:
     """The (m-tile, n-tile) a CTA computes, mirroring the kernel's raster order."""
-    g, s = kernel.gemm, kernel.schedule
+    g, s = kernel.problem, kernel.schedule
     if s.raster == "row":
         return cta[1], cta[0]
     num_m, num_n = -(-g.m // s.bm), -(-g.n // s.bn)
@@ -61,7 +61,7 @@ def walks_tiles(kernel: Kernel) -> bool:
 
 def tile_of_index(kernel: Kernel, index: int) -> tuple[int, int]:
     """The (m-tile, n-tile) of linear tile `index` in the raster (emit/tiles.py TileScheduler.tile)."""
-    g, s = kernel.gemm, kernel.schedule
+    g, s = kernel.problem, kernel.schedule
     if s.raster == "row":
         num_n = -(-g.n // s.bn)
         return index // num_n, index % num_n
@@ -80,7 +80,7 @@ def cta_batch_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[int
     (targets/sm90/persistent.py: index i is batch i // per_batch, tile i % per_batch)."""
     if not walks_tiles(kernel):
         return [(cta[2] // kernel.schedule.split_k, *cta_tile(kernel, cta))]
-    g, s = kernel.gemm, kernel.schedule
+    g, s = kernel.problem, kernel.schedule
     if kernel.cluster_dims != (1, 1, 1):
         return cluster_cta_tiles(kernel, cta)
     tiles = -(-g.m // s.bm) * -(-g.n // s.bn)
@@ -92,7 +92,7 @@ def cluster_cta_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[tuple[i
     """A clustered persistent CTA's tiles (targets/sm90/cluster.py): cluster x // size walks cluster
     tiles in the raster over cluster tiles; rank r takes tile (CM*ctm + r % CM, CN*ctn + r // CM);
     tiles past the edge (the grid rounded up to whole clusters) write nothing."""
-    g, s = kernel.gemm, kernel.schedule
+    g, s = kernel.problem, kernel.schedule
     cm, cn = s.cluster
     size = cm * cn
     tiles_m, tiles_n = -(-g.m // s.bm), -(-g.n // s.bn)
@@ -177,7 +177,7 @@ def loop_shape(kernel: Kernel) -> LoopShape:
 def unit_k_tiles(kernel: Kernel, cta: tuple[int, int, int]) -> list[int]:
     """The k-tiles of each unit of work CTA `cta` runs, in order: its tile's share of K (split-K),
     a persistent CTA's tiles, or a Stream-K CTA's whole tiles and ranges (`streamk.StreamKPlan`)."""
-    g, s = kernel.gemm, kernel.schedule
+    g, s = kernel.problem, kernel.schedule
     k_tiles = -(-g.k // s.bk)
     if s.stream_k:
         from .schedule.streamk import stream_k_plan
@@ -244,7 +244,10 @@ def warm_up_gemm(g: Gemm, s: Any, k_tiles: int = WARM_UP_K_TILES[-1]) -> Gemm:
     """`g` (same dtypes, layouts, leading dimensions, epilogue) shrunk to one tile per cluster CTA
     and `k_tiles` k-tiles per split, one batch: the kernel's own kinds of steps, briefly."""
     cm, cn = getattr(s, "cluster", None) or (1, 1)
-    return dataclasses.replace(g, m=s.bm * cm, n=s.bn * cn, k=s.bk * k_tiles * s.split_k, batch=1)
+    m, n = s.bm * cm, s.bn * cn
+    if getattr(s, "swap_ab", False) is True:  # the caller's M x N is the tile's N x M
+        m, n = n, m
+    return dataclasses.replace(g, m=m, n=n, k=s.bk * k_tiles * s.split_k, batch=1)
 
 
 def warm_up_schedule(s: Any) -> Any:
@@ -313,6 +316,8 @@ def estimate_seconds(kernel: Kernel, ctas: list[tuple[int, int, int]] | None = N
 
 def covered(kernel: Kernel, ctas) -> np.ndarray:
     """Boolean mask, shaped like C, of the elements the given CTAs (None = all) compute."""
+    if kernel.lowered_gemm is not None:  # swap-AB: the tiles cover Cᵀ
+        return np.swapaxes(covered(dataclasses.replace(kernel, gemm=kernel.lowered_gemm, lowered_gemm=None), ctas), -1, -2)
     g, s = kernel.gemm, kernel.schedule
     if g.grouped:
         raise ValueError("a grouped kernel's CTAs find their tiles from offs / masked_m at run time: "
@@ -359,6 +364,7 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "O
     from . import sim
 
     assert va.host is not None and vb.host is not None
+    (va, vb, *_), _ = kernel.kernel_operands((va, vb), [None, None])
     for v in (va, vb):
         kernel.check_operand(v)
     logical = {"A": va.host, "B": vb.host, "C": None if vc is None else vc.host}

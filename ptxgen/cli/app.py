@@ -103,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: chosen; not given with other schedule flags: one CTA per tile)")
     s.add_argument("--sms", type=int, default=None,
                    help="persistent CTAs for --stream-k (default: the GPU's SM count, or the arch's)")
+    s.add_argument("--swap-ab", action="store_true", default=None,
+                   help="decode (small M): compute C^T = B^T A^T so N fills the MMA's M side, C stored "
+                        "transposed (default: chosen for M <= 64)")
     h = common.add_argument_group(
         "hopper", "Only with --instruction wgmma (--arch sm_90a); left out, the Schedule's defaults apply "
                   "(warp-specialised, persistent).")

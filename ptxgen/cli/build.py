@@ -17,7 +17,7 @@ LAYOUT_LETTERS = {f"{a}{b}": ({"t": "row", "n": "col"}[a], {"t": "row", "n": "co
 
 #: The argparse names of the schedule flags: when none is given, the cost model chooses the schedule.
 SCHEDULE_FLAGS = ("block", "warps", "stages", "instruction", "smem_layout", "raster", "group_m",
-                  "no_frag_double_buffer", "epilogue_via", "split_k", "split_k_mode", "stream_k", "sms",
+                  "no_frag_double_buffer", "epilogue_via", "split_k", "split_k_mode", "stream_k", "sms", "swap_ab",
                   "consumers", "warp_specialized", "persistent", "cluster", "swizzle")
 #: The Hopper schedule flags (argparse name -> flag as typed), which only --instruction wgmma takes.
 HOPPER_FLAGS = {"consumers": "--consumers", "warp_specialized": "--warp-specialized/--no-warp-specialized",
@@ -145,5 +145,5 @@ def _build(args: argparse.Namespace, gemm: Gemm, hopper: dict) -> Kernel:
                      epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via or "auto"],
                      split_k=1 if args.split_k is None else args.split_k, split_k_mode=args.split_k_mode or "workspace",
                      decomposition={None: "tiles", "hybrid": "stream-k", "pure": "stream-k-pure"}[args.stream_k],
-                     sms=args.sms, **hopper)
+                     sms=args.sms, swap_ab=bool(args.swap_ab), **hopper)
     return compile_kernel(gemm, sched, arch=args.arch)

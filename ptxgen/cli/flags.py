@@ -26,7 +26,7 @@ FIELD_FLAGS: dict[str, str] = {
     "instruction": "--instruction", "smem_layout": "--smem-layout", "raster": "--raster",
     "group_m": "--group-m", "frag_double_buffer": "--no-frag-double-buffer",
     "epilogue_via_smem": "--epilogue-via", "split_k": "--split-k", "split_k_mode": "--split-k-mode",
-    "decomposition": "--stream-k", "sms": "--sms", "arch": "--arch",
+    "decomposition": "--stream-k", "sms": "--sms", "swap_ab": "--swap-ab", "arch": "--arch",
     "consumers": "--consumers", "warp_specialized": "--warp-specialized", "persistent": "--persistent",
     "cluster": "--cluster", "swizzle": "--swizzle",
 }

@@ -40,10 +40,23 @@ def _fragment_source(tile: OperandTile, s: Schedule) -> str:
 
 
 def describe(k: Kernel) -> list[str]:
-    own = k.backend.describe(k)
-    if own is not None:  # a target's own layout (e.g. sm_90a's warpgroups, TMA boxes and ring)
-        return own
-    g, s = k.gemm, k.schedule
+    lines = k.backend.describe(k) or _describe(k)  # a target's own (e.g. sm_90a's warpgroups, TMA boxes and ring)
+    if k.lowered_gemm is None:
+        return lines
+    at = next(i for i, line in enumerate(lines) if line.startswith("problem ")) + 1
+    return lines[:at] + [swap_ab_line(k)] + lines[at:]
+
+
+def swap_ab_line(k: Kernel) -> str:
+    """What a swap-AB kernel computes for the caller (schedule/swap_ab.py), under the problem line."""
+    u, g = k.gemm, k.problem
+    return (f"swap-ab    the caller's C[{u.m}x{u.n}] = A[{u.m}x{u.k}] @ B[{u.k}x{u.n}] is computed as C^T[{g.m}x{g.n}] "
+            f"= B^T @ A^T: the problem above and the lines below are the kernel's (its A is the caller's B, its B the "
+            f"caller's A); C is stored transposed into the caller's row-major C, one element per store")
+
+
+def _describe(k: Kernel) -> list[str]:
+    g, s = k.problem, k.schedule
     a, b = operand_tiles(g, s)
     est = register_estimate(g, s)
     live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)
@@ -83,7 +96,7 @@ def group_walk_text(k: Kernel) -> str:
 
 
 def stream_k_summary(k: Kernel) -> str:
-    p = stream_k_plan(k.gemm, k.schedule, k.grid[0])
+    p = stream_k_plan(k.problem, k.schedule, k.grid[0])
     units = [p.units(c) for c in range(p.ctas)]
     split = sum(1 for c in range(p.ctas) for u in units[c] if u.tile >= p.dp_tiles and not u.whole)
     busiest = max(sum(u.k_count for u in us) for us in units)

@@ -105,10 +105,12 @@ def tile_regions(k: Kernel, ctas: list[tuple[int, int, int]] | None) -> list[Reg
         return [Region(b, slice(r, min(r + band, g.m)), slice(0, g.n))
                 for b in range(g.batch) for r in range(0, g.m, band)]
     seen: dict[tuple[int, int, int], Region] = {}
+    lg = k.problem  # swap-AB: the tiles cover C^T, so each region is transposed back
     for cta in ctas:
         for batch, tm, tn in cta_batch_tiles(k, cta):  # a persistent sm_90a CTA computes several
-            seen.setdefault((batch, tm, tn), Region(batch, slice(tm * s.bm, min((tm + 1) * s.bm, g.m)),
-                                                    slice(tn * s.bn, min((tn + 1) * s.bn, g.n))))
+            rows, cols = slice(tm * s.bm, min((tm + 1) * s.bm, lg.m)), slice(tn * s.bn, min((tn + 1) * s.bn, lg.n))
+            seen.setdefault((batch, tm, tn), Region(batch, cols, rows) if k.lowered_gemm is not None
+                            else Region(batch, rows, cols))
     return list(seen.values())
 
 
@@ -188,7 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return run_grouped(k, args, on_gpu, spread_over, _progress_arg(args), trace)
     ctas = None if (on_gpu or args.all_ctas) else sample_ctas(k)
     regions = tile_regions(k, ctas)
-    tiles = -(-g.m // k.schedule.bm) * -(-g.n // k.schedule.bn) * g.batch
+    tiles = -(-k.problem.m // k.schedule.bm) * -(-k.problem.n // k.schedule.bn) * g.batch  # swap-AB: C^T's
     checked = tiles if ctas is None else len(regions)
     if on_gpu and spread_over.parallel:
         print("ptxgen: note: --workers and --ray spread the CPU simulator's CTAs; this run is on the GPU "

@@ -13,6 +13,7 @@ means the last index is contiguous (element strides (ld, 1)); "col" means the fi
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -481,3 +482,12 @@ def as_row(x: Any) -> Any:
         return x.reshape(1, -1)
     cai = cuda_array_interface(x)
     return x if cai is None else _RowOf(cai)  # not an array: check_operand names what it got
+
+
+def transposed_view(v: OperandView) -> OperandView:
+    """The same bytes seen as the transposed logical matrix: shape and strides exchanged, the
+    layout flipped, the leading dimension and batch stride kept (how a swap-AB kernel, which
+    computes Cᵀ = Bᵀ·Aᵀ, sees the caller's A and B: schedule/swap_ab.py)."""
+    host = None if v.host is None else np.swapaxes(v.host, -1, -2)
+    return dataclasses.replace(v, shape=(v.shape[1], v.shape[0]), layout="col" if v.layout == "row" else "row",
+                               strides=(v.strides[1], v.strides[0]), host=host)

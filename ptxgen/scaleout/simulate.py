@@ -222,7 +222,7 @@ def _stream_k_chains(kernel) -> list[int]:
     """For each Stream-K CTA, a representative of the CTAs it shares tiles with (transitively)."""
     from ..schedule.streamk import stream_k_plan
 
-    plan = stream_k_plan(kernel.gemm, kernel.schedule, kernel.grid[0])
+    plan = stream_k_plan(kernel.problem, kernel.schedule, kernel.grid[0])  # swap-AB: the swapped problem
     parent = list(range(plan.ctas))
 
     def root(x: int) -> int:

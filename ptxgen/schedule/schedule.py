@@ -101,6 +101,11 @@ class Schedule:
     sms: int | None = None
     #: The target's own fields (an options object registered through rules.py), or None.
     options: TargetOptions | None = None
+    #: Decode (small M): compute C^T = B^T A^T so the large N fills the instruction's M side, the
+    #: epilogue storing each element transposed into the caller's row-major C (schedule/swap_ab.py:
+    #: the rules, and the swapped problem every backend lowers). Direct stores only, so None
+    #: `epilogue_via_smem` becomes False.
+    swap_ab: bool = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """The fields above by position or name, and a target's own fields by name (into `options`)."""
@@ -172,6 +177,8 @@ class Schedule:
             object.__setattr__(self, "warps", DEFAULT_WARPS[known])
         if self.smem_layout is None:
             object.__setattr__(self, "smem_layout", DEFAULT_SMEM_LAYOUT[known])
+        if self.swap_ab is True and self.epilogue_via_smem is None:
+            object.__setattr__(self, "epilogue_via_smem", False)  # the transposed store is direct
         check_schedule(self)
 
     def __getattr__(self, name: str) -> Any:
@@ -182,7 +189,8 @@ class Schedule:
         return getattr(options, name, None)
 
     def __repr__(self) -> str:
-        return "Schedule(" + ", ".join(f"{n}={v!r}" for n, (v, _) in flat_fields(self).items()) + ")"
+        return "Schedule(" + ", ".join(f"{n}={v!r}" for n, (v, _) in flat_fields(self).items()
+                                       if n != "swap_ab" or v is not False) + ")"
 
     @property
     def bm(self) -> int:
@@ -263,3 +271,4 @@ def check_schedule(s: Schedule) -> None:
     check.boolean("schedule.epilogue_via_smem", s.epilogue_via_smem, optional=True)
     check.choice("schedule.decomposition", s.decomposition, DECOMPOSITIONS)
     check.integer("schedule.sms", s.sms, optional=True, example=108)
+    check.boolean("schedule.swap_ab", s.swap_ab)

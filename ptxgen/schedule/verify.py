@@ -19,6 +19,7 @@ from .geometry import grid_for, operand_tiles, register_estimate, register_limit
 from .problem import _largest_alignment, FP8_DTYPES, INTEGER_DTYPES, QUANTIZED_DTYPES, Gemm, instruction_name, instruction_shape
 from .schedule import Schedule
 from .streamk import tile_count
+from .swap_ab import explain, lowered_gemm, swapped, verify_swap_ab
 from .targets import TARGETS, target
 from .rules import check_pairing, rules_for
 from .verify_types import check_arguments, verify_types
@@ -457,6 +458,18 @@ def verify_rules(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     what each target reserves, the rules of the target that lowers `s.instruction` (registered in
     `rules`: targets/sm80/verify.py, targets/sm90/verify.py), then the problem's."""
     check_arguments("verify", g, s, arch)
+    if s.swap_ab is True:  # the rules of the problem the kernel really computes (schedule/swap_ab.py)
+        verify_swap_ab(g, s, arch)
+        try:
+            _verify_rules(swapped(g), s, arch)
+        except ScheduleError as e:
+            raise explain(e, g) from None
+        return
+    _verify_rules(g, s, arch)
+
+
+def _verify_rules(g: Gemm, s: Schedule, arch: str) -> None:
+    """`verify_rules` for the problem the kernel lowers (swapped already under swap_ab)."""
     verify_fields(g, s, arch)
     check_pairing(g, s, arch)
     verify_grouped(g, s)
@@ -475,4 +488,9 @@ def verify(g: Gemm, s: Schedule, arch: str = "sm_80") -> None:
     verify_rules(g, s, arch)
     target_rules = rules_for(s.instruction)
     assert target_rules is not None
-    target_rules.check_built(g, s, arch)
+    try:
+        target_rules.check_built(lowered_gemm(g, s), s, arch)
+    except ScheduleError as e:
+        if s.swap_ab is not True:
+            raise
+        raise explain(e, g) from None

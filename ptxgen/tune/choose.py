@@ -24,6 +24,8 @@ from ..schedule.verify import verify_fast_accum
 from ..schedule.schedule import Schedule
 from ..targets.registry import backend_for_instruction, default_backend
 from .costmodel import predict
+from .swap_ab import swap_candidates
+from ..schedule.swap_ab import lowered_gemm
 from ..schedule.units import counted, seconds_text
 
 if TYPE_CHECKING:
@@ -56,6 +58,10 @@ class Choice:
     source: str = "cost model"
     arch: str = "sm_80"
     kernel: "Kernel | None" = field(default=None, repr=False)  # the checked kernel, reused by compile
+    #: The best candidate of the other kind (plain when swap-AB was chosen, and the reverse), where
+    #: swap-AB candidates were ranked (decode-sized M: tune/swap_ab.py); `ptxgen info` compares them.
+    other_kind: Ranked | None = None
+    gemm: Gemm | None = field(default=None, repr=False)
 
     def lines(self) -> list[str]:
         """What `ptxgen info` prints under `chosen`."""
@@ -69,12 +75,30 @@ class Choice:
         for s, spill in self.spilled:
             out.append(f"  spilled  {describe_schedule(s)}: {spill} B of spills, so not chosen")
         out.extend(self.decided_lines())
+        out.extend(self.swap_lines())
         for i, r in enumerate(self.runners_up, 1):
             out.append(f"  runner-up {i} {describe_schedule(r.schedule)}: {seconds_text(r.prediction.time_s)}, "
                        f"{r.prediction.waves:.2f} waves, {counted(r.prediction.ctas_per_sm, 'CTA')}/SM "
                        f"({r.prediction.limiter})")
         return out
 
+
+    def swap_lines(self) -> list[str]:
+        """Whether swap-AB was chosen and why: the best kernel of the other kind and its time."""
+        if self.other_kind is None:
+            return []
+        other, g = self.other_kind, self.gemm
+        ratio = other.prediction.time_s / self.prediction.time_s
+        rows = self.schedule.mma_shape[0]  # the instruction's M: 16 (mma.sync), 64 (wgmma)
+        shape = f" (M={g.m} fills {min(g.m, rows)} of the {rows} rows an unswapped tile's MMA computes at least)" \
+            if g is not None and g.m < rows else ""
+        if self.schedule.swap_ab:
+            return [f"  swap-AB  chosen: C^T = B^T A^T puts N on the MMA's M side{shape}; the best plain kernel, "
+                    f"{describe_schedule(other.schedule)}, is predicted {seconds_text(other.prediction.time_s)} "
+                    f"({ratio:.2f}x the time)"]
+        return [f"  swap-AB  not chosen: the best swap-AB kernel, {describe_schedule(other.schedule)}, is predicted "
+                f"{seconds_text(other.prediction.time_s)} ({ratio:.2f}x the time; within {TIE - 1:.1%} the plain "
+                "kernel is preferred as the simpler)"]
 
     def decided_lines(self) -> list[str]:
         """The terms that decided against the best runner-up that is another kernel (not the same
@@ -102,7 +126,8 @@ def same_up_to_raster(a: Schedule, b: Schedule) -> bool:
 
 def describe_schedule(s: Schedule) -> str:
     """The schedule as the CLI flags that give it (its backend's words)."""
-    return backend_for_instruction(s.instruction).describe_schedule(s)
+    text = backend_for_instruction(s.instruction).describe_schedule(s)
+    return text + " --swap-ab" if s.swap_ab is True else text
 
 
 def rank(g: Gemm, arch: str) -> list[Ranked]:
@@ -111,12 +136,16 @@ def rank(g: Gemm, arch: str) -> list[Ranked]:
     backend = default_backend(arch)
     verify_fast_accum(g)   # a no-effect flag, named before any candidate
     verify_block_scale(g, backend.instructions[0], arch)
-    return [Ranked(s, p) for s, p in backend.rank(g, arch)]
+    ranked = [Ranked(s, p) for s, p in backend.rank(g, arch)]
+    swaps = [Ranked(s, p) for s, p in swap_candidates(g, arch)]  # decode-sized M only (tune/swap_ab.py)
+    return sorted(ranked + swaps, key=_order) if swaps else ranked
 
 
 def _order(r: Ranked) -> tuple:
-    """The sort key of a ranked schedule: its backend's (the time's TIE-wide bucket, then simplicity)."""
-    return backend_for_instruction(r.schedule.instruction).order_key(r.schedule, r.prediction)
+    """The sort key of a ranked schedule: its backend's (the time's TIE-wide bucket, then simplicity),
+    with swap-AB after the plain kernel within a bucket (the plain one is the simpler)."""
+    bucket, *rest = backend_for_instruction(r.schedule.instruction).order_key(r.schedule, r.prediction)
+    return (bucket, r.schedule.swap_ab, *rest)
 
 
 #: (gemm, schedule, arch) -> (registers, spill bytes): the assembler's verdict, once per process.
@@ -145,7 +174,7 @@ def _not_smaller(g: Gemm, s: Schedule, spilled: Schedule) -> bool:
 
 def register_need(g: Gemm, s: Schedule) -> int:
     """Registers per thread the schedule's backend estimates, uncapped."""
-    return backend_for_instruction(s.instruction).register_need(g, s)
+    return backend_for_instruction(s.instruction).register_need(lowered_gemm(g, s), s)
 
 
 def last_resort(g: Gemm, ranked: list[Ranked]) -> Ranked:
@@ -208,5 +237,9 @@ def choose(g: Gemm, arch: str = "sm_80", check_spills: bool = True) -> Choice:
         best, kernel = ranked[0], None
     runners = [r for r in ranked if r.schedule != best.schedule
                and r.schedule not in {s for s, _ in spilled}][:RUNNERS_UP]
+    other = None
+    if any(r.schedule.swap_ab for r in ranked):
+        other = next((r for r in ranked if r.schedule.swap_ab != best.schedule.swap_ab
+                      and r.schedule not in {s for s, _ in spilled}), None)
     return Choice(best.schedule, best.prediction, runners, len(ranked), spilled, registers_checked,
-                  arch=arch, kernel=kernel)
+                  arch=arch, kernel=kernel, other_kind=other, gemm=g)

@@ -17,4 +17,8 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
     """The model's time for (g, s), a schedule the verifier accepts, on `arch`'s flagship part.
     `registers`: the assembler's count per thread (default: the register estimate, rounded up to
     the allocation unit of 8)."""
+    if s.swap_ab is True:  # the swapped problem's prediction and the transposed store
+        from .swap_ab import predict_swap
+
+        return predict_swap(g, s, arch, registers)
     return backend_for_instruction(s.instruction).predict(g, s, arch, registers)

@@ -37,7 +37,7 @@ def test_plan_covers_every_problem_in_importance_order(bench):
     jobs = bench.build_plan("sm_90")
     keys = [(j.dtype, j.m, j.n, j.k) for j in jobs]
     assert keys[:2] == [("f16", 4096, 4096, 4096), ("bf16", 4096, 4096, 4096)]
-    assert len(keys) == len(set(keys)) == 2 * (5 + 2 + 16 + 2 + 3)
+    assert len(keys) == len(set(keys)) == 2 * (5 + 2 + 16 + 4 + 3)  # decode: M = 1, 8 x 2 weights
     for dt in ("f16", "bf16"):
         for s in (1024, 2048, 4096, 8192, 16384):
             assert (dt, s, s, s) in keys
@@ -52,7 +52,8 @@ def test_plan_covers_every_problem_in_importance_order(bench):
         names = [c.name for c in j.candidates]
         assert names[:len(bench.SCHEDULES)] == [bench.schedule_name(*s) for s in bench.SCHEDULES]
         assert any(n.endswith("stream-k") for n in names)  # every problem also tries Stream-K
-        assert [c.spec.schedule().raster for c in j.candidates].count("row") == 1  # the raster's control
+        fixed = [c for c in j.candidates if c.spec.fixed is None]  # the chooser's pick (decode) aside
+        assert [c.spec.schedule().raster for c in fixed].count("row") == 1  # the raster's control
         assert any("splitk" in n for n in names) == (j.m <= 256)  # few tiles: split-K candidates too
         assert j.gemm().out_dtype == j.dtype
 
@@ -114,12 +115,40 @@ def test_rejected_schedules_carry_the_verifier_reason(bench):
     assert sum(c.verdict == "ok" for c in big.candidates) >= 4
 
 
+def test_decode_problems_plan_the_choosers_pick_with_swap_ab(bench):
+    llm = _load("llm_cases")
+    shapes = [s for s in llm.DECODE_SHAPES if s[1:3] == (4096, 4096)]
+    assert [s[0] for s in shapes] == [1, 8, 64] and {s[1:3] for s in llm.DECODE_SHAPES} == {(4096, 4096), (11008, 4096)}
+    jobs = bench.build_plan("sm_90", ("bf16",), shapes=shapes[:2])
+    for j in jobs:
+        (chosen,) = [c for c in j.candidates if c.spec.fixed is not None]
+        assert chosen.verdict == "ok" and chosen.spec.fixed.swap_ab and chosen.name.endswith("swap-ab")
+
+
+def test_moe_problems_are_planned_as_grouped_gemms(bench, capsys):
+    llm = _load("llm_cases")
+    jobs = llm.plan_moe("sm_90")
+    assert {(j.layer.model, j.layer.n, j.layer.k) for j in jobs} == {
+        ("DeepSeek-V3", 4096, 7168), ("DeepSeek-V3", 7168, 2048), ("Qwen3-30B-A3B", 1536, 2048),
+        ("Qwen3-30B-A3B", 2048, 768)}
+    assert {j.grouping for j in jobs} == {"contiguous", "masked"}
+    for j in jobs:
+        g = j.gemm()
+        assert g.grouped and g.groups == j.groups and j.verdict == "ok" and j.schedule.startswith("--block")
+        counts = j.counts()  # uneven sizes within the launch's rows, an empty group among them
+        assert len(counts) == j.groups and counts.max() <= j.m and j.flops > 0
+        assert (counts[1] == 0) if j.grouping == "masked" else (counts[1] == counts[0])
+    llm.print_moe_plan(jobs, "sm_90")
+    assert "DeepSeek-V3 gate_up contiguous G=8" in capsys.readouterr().out
+
+
 def test_dry_run_command(bench):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "gemm.py"), "--dry-run"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=300)
+                         env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
-    assert "plan for sm_90: 56 problems" in out.stdout
+    assert "plan for sm_90: 60 problems" in out.stdout
+    assert "grouped (mixture-of-experts) plan for sm_90: 8 problems" in out.stdout
     assert "gemm.m=16" not in out.stdout  # M=16 runs with edge tiles
 
 

@@ -52,7 +52,8 @@ def test_issue_shapes_that_spilled_on_the_old_default_do_not_spill(shape, extra,
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_decode_picks_a_small_m_tile(arch):
     k = ptxgen.compile(Gemm(1, 4096, 4096), arch=arch)
-    assert k.schedule.bm <= 32, k.schedule
+    m_side = k.schedule.bn if k.schedule.swap_ab else k.schedule.bm  # swap-AB tiles M along the tile's N
+    assert m_side <= 32, k.schedule
     assert k.choice.prediction.edge_waste < 0.97
 
 
@@ -93,7 +94,8 @@ def test_an_explicit_schedule_has_no_choice():
 def test_info_without_schedule_flags_says_why(capsys):
     assert main(["info", "--shape", "1x512x512", "--arch", "sm_90"]) == 0
     out = capsys.readouterr().out
-    assert "chosen     --block 16x" in out and "runner-up" in out and "waves" in out
+    chosen = next(line for line in out.splitlines() if line.startswith("chosen "))
+    assert ("--block 16x" in chosen or "--swap-ab" in chosen) and "runner-up" in out and "waves" in out  # M=1 tile
     assert main(["info", "--shape", "1x512x512", "--stages", "2"]) == 0  # a schedule flag: no choice
     out = capsys.readouterr().out
     assert "chosen" not in out and "block 128x128x32" in out

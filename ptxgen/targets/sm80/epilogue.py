@@ -46,6 +46,9 @@ class DirectEpilogue(TileEpilogueMath):
     """Stores the tile straight from the fragment registers (no staging tile)."""
 
     def emit(self, acc) -> None:
+        if self.lw.s.swap_ab is True:
+            self.emit_transposed(acc)
+            return
         lw, b, g, ob = self.lw, self.b, self.g, self.ob
         sp = store_plan(lw.s)
         b.comment(f"C pointer of this thread's first fragment element ({g.out_dtype})")
@@ -75,6 +78,34 @@ class DirectEpilogue(TileEpilogueMath):
                 outs = [self.apply(vals[j0 + j], olds[j], bias.get((dr, dc + j0 + j)), factor.get((dr, dc + j0 + j)))
                         for j in range(count)]
                 self.store(addr, outs, guard)
+
+    def emit_transposed(self, acc) -> None:
+        """Swap-AB (schedule/swap_ab.py): this kernel's C' = Cᵀ, so its element (r, c) goes to the
+        caller's row-major C at (c * ldc + r): one pointer per distinct column c of this thread, the
+        rows r as immediate offsets (C's consecutive elements), one scalar store per element (the
+        pair a fragment holds is two rows of the caller's C)."""
+        lw, b, ob = self.lw, self.b, self.ob
+        sp = store_plan(lw.s)
+        b.comment(f"swap-AB: C' = C^T stored transposed into row-major C ({self.g.out_dtype}), element by element")
+        row = ptx.add(lw.b, U32, lw.ex.reg(sp.row0), self.tile.bm0)
+        col = ptx.add(lw.b, U32, lw.ex.reg(sp.col0), self.tile.bn0)
+        guards = self.edge.store_guards(row, col, sorted({(dr, dc + j) for *_, dr, dc in sp.sites for j in range(2)}))
+        self.describe()
+        bias = site_vectors(self, sp, row, col, "bias")
+        factor = site_vectors(self, sp, row, col, "scale")
+        column_ptr: dict[int, VReg] = {}
+        for m, n, h, dr, dc in sp.sites:
+            if n == 0:
+                b.comment(f"epilogue rows m-tile {m} {'g+8' if h else 'g'} (columns of C)")
+            vals = fragment_pair(self, acc[m][n], h)
+            for j in range(2):
+                if dc + j not in column_ptr:
+                    c = ptx.add(lw.b, U32, col, Imm(str(dc + j))) if dc + j else col
+                    column_ptr[dc + j] = lw.element_pointer(lw.ptr["C"], "ldc", c, row, ob)
+                addr = Addr(column_ptr[dc + j], dr * ob)
+                guard = guards[dr, dc + j]
+                old = self.load_old(addr, 1, guard)[0] if self.e.beta != 0.0 else None
+                self.store(addr, [self.apply(vals[j], old, bias.get((dr, dc + j)), factor.get((dr, dc + j)))], guard)
 
     def accumulators(self, tile: tuple[VReg, ...], h: int) -> list[VReg]:
         """The two values (columns 2t, 2t+1) of row half h of one mma tile's accumulators: f32,

@@ -17,7 +17,7 @@ from .splitk import flag_bytes as split_k_flag_bytes
 def describe_hopper(k: Any) -> list[str]:
     """`describe` for a wgmma kernel: warpgroups, the TMA boxes and swizzle its tensor maps carry
     and the mbarrier ring, not the sm_80 warp grid, cp.async copies and ldmatrix fragments."""
-    g, s = k.gemm, k.schedule
+    g, s = k.problem, k.schedule  # swap-AB: the swapped problem the kernel computes
     plan = hopper_plan(g, s)
     ring = ring_layout(plan, s.bm, s.bn, s.bk, g.in_bytes, s.stages)
     live = ", ".join(f"{c} {n}" for c, n in k.peak_live.items() if n)

@@ -64,6 +64,12 @@ class DirectStores(EpilogueMath):
         # N (N even) and C's rows keep a pair aligned, as the sm_80 epilogue decides (128 -> 64
         # predicated stores per thread per 128x256 tile of f32); else one by one.
         pair = g.n % 2 == 0 and g.out_alignment() >= 2 * eb and not self.atomic
+        transposed = lw.s.swap_ab is True
+        if transposed:  # swap-AB: this kernel's C' = Cᵀ goes to the caller's row-major C
+            b.comment("swap-AB: element (row, col) of C' = C^T goes to C + (col * ldc + row), one scalar store "
+                      "each (the pair a fragment holds is two rows of C)")
+            pair = False
+            steps = {c: ptx.mul_wide(lw.b, U32, lw.dim("ldc"), c * eb) for c in cols if c}
         for m, frag in enumerate(acc):
             for half in (0, 1):
                 row = ptx.add(lw.b, U32, row0, Imm(str(64 * m + 8 * half)))
@@ -71,7 +77,10 @@ class DirectStores(EpilogueMath):
                 row_ok = ptx.setp(lw.b, "lt", U32, row, lw.dim("M") if ops.rows_end is None else ops.rows_end)
                 row_vec = {name: self.vector_values(name, row, [0], [row_ok])[0]
                            for name in ("bias", "scale") if getattr(e, name) == "row"}
-                off = ptx.mad_wide(lw.b, U32, row, lw.dim("ldc"), wide_col)
+                if transposed:
+                    off = ptx.mad_wide(lw.b, U32, col0, lw.dim("ldc"), ptx.cvt(lw.b, U64, U32, row))
+                else:
+                    off = ptx.mad_wide(lw.b, U32, row, lw.dim("ldc"), wide_col)
                 if eb > 1:
                     off = ptx.shl(lw.b, B64, off, Imm(str(eb.bit_length() - 1)))
                 ptr = ptx.add(lw.b, S64, ops.c, off)
@@ -82,7 +91,8 @@ class DirectStores(EpilogueMath):
                     c = 8 * (i >> 2) + (i & 1)
                     regs = [r, frag[i + 1]] if pair else [r]
                     ok = ptx.and_(lw.b, PRED, row_ok, col_ok[c])   # N even: c < N covers c + 1
-                    addr = Addr(ptr, c * eb)
+                    addr = (Addr(ptx.add(lw.b, S64, ptr, steps[c]) if c else ptr, 0) if transposed
+                            else Addr(ptr, c * eb))
                     old = self.load_old(addr, len(regs), ok) if e.beta else [None] * len(regs)
                     if g.out_dtype == "s32":          # the exact accumulator bits (no epilogue: verify.py)
                         self.store(addr, regs, ok)

@@ -20,9 +20,9 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import re
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,6 +34,27 @@ from gemm_cases import Spec  # noqa: E402
 TILES = {2: [(128, 256, 2, 4), (256, 128, 2, 4), (256, 192, 2, 4), (128, 128, 2, 4)],
          1: [(128, 192, 2, 4), (256, 128, 2, 4), (128, 128, 2, 4), (128, 128, 2, 7)]}
 CLUSTERS = [(1, 1), (1, 2), (2, 1)]
+
+
+_NAME = re.compile(r"(\d+)x(\d+)x(\d+) wgmma c(\d) s(\d+) (ws-persistent|one-cta-per-tile)"
+                   r"(?: cluster(\d)x(\d))?( direct-store)?( grouped-raster)?$")
+
+
+def schedule_from_name(name: str):
+    """The ptxgen.Schedule a measured candidate's name stands for (bench/gemm_cases.py names them),
+    so committed results can be priced again by today's cost model (tests/tune)."""
+    import ptxgen
+
+    m = _NAME.search(name)
+    if m is None:
+        raise ValueError(f"not an sm_90a candidate name: {name!r}")
+    bm, bn, bk, consumers, stages = (int(x) for x in m.groups()[:5])
+    ws = m.group(6) == "ws-persistent"
+    cluster = (int(m.group(7)), int(m.group(8))) if m.group(7) else (1, 1)
+    grouped = {"raster": "grouped", "group_m": 8} if m.group(10) else {}
+    return ptxgen.Schedule(block=(bm, bn, bk), instruction="wgmma", consumers=consumers, stages=stages,
+                           warp_specialized=ws, persistent=ws, cluster=cluster,
+                           epilogue_via_smem=False if m.group(9) else None, **grouped)
 
 
 def _schedules(job: G.Job, ranked: int) -> list[tuple[str, object]]:
@@ -62,6 +83,10 @@ def _schedules(job: G.Job, ranked: int) -> list[tuple[str, object]]:
                             continue
                     add("grid", s)
                     break
+        for via in (None, False):  # the non-specialised one-CTA-per-tile kernel, same tile, no cluster
+            s = ptxgen.Schedule(block=(bm, bn, bk), instruction="wgmma", consumers=consumers, stages=stages,
+                                warp_specialized=False, persistent=False, epilogue_via_smem=via)
+            add("grid", s)
     for r in rank(g, "sm_90a")[:ranked]:
         add("ranked", r.schedule)
     add("chosen", ptxgen.compile(g, arch="sm_90a").schedule)

@@ -28,12 +28,14 @@ Both main loops keep S - 1 stages in flight (the stage the wgmmas read is held u
 retire), and a k-tile's latency floor is a stage's round trip over them (`stage_round_trip`,
 Little's law), so a deeper ring is priced faster until the floor sinks under the tensor time.
 
-What is estimated (weak spots, no GPU measured these): the loaded DRAM latency (devices.py), the
-peer release across a cluster (CLUSTER_RELEASE_CLOCKS), the per-k-tile instruction counts, the
-sector efficiency of direct stores, and that a persistent CTA's epilogue stalls its consumers
-fully (they do not overlap it with the next tile's wgmmas, true of the built kernel: one set of
-accumulators). L2 and DRAM traffic are priced as for sm_80
-(`costmodel`), less the L2 reads multicast saves.
+Fitted to an H200's measurements (bench/results/2026-11-26-ablation-sm90-3eb197e, checked by
+tests/tune/test_sm90_model_vs_h200.py): the cluster's k-tile floor and peer release
+(CLUSTER_KTILE_CLOCKS, CLUSTER_RELEASE_CLOCKS) and the direct epilogue's store stall
+(DIRECT_STORE_CLOCKS). Still estimated: the loaded DRAM latency (devices.py), the per-k-tile
+instruction counts, the sector efficiency of direct stores, and that a persistent CTA's epilogue
+stalls its consumers fully (they do not overlap it with the next tile's wgmmas, true of the built
+kernel: one set of accumulators). L2 and DRAM traffic are priced as for sm_80 (`costmodel`), less
+the L2 reads multicast saves.
 """
 from __future__ import annotations
 
@@ -79,11 +81,20 @@ SECTOR_BYTES = 32
 #: multicast of the operand its CTAs share (targets/sm90/cluster.py): (2, 1) shares B, (1, 2) A.
 CLUSTERS = ((2, 1), (1, 2))
 #: Clocks a consumer's release of a stage takes to reach a multicast peer's empty barrier
-#: (mapa + mbarrier.arrive.release.cluster over the SM-to-SM network, cluster.py). An estimate,
-#: no GPU measured it here: taken as the order of an L2 hit's round trip. It lengthens the
-#: stage's round trip (`stage_round_trip`), so a cluster needs a deeper ring to hide the same
-#: latency.
-CLUSTER_RELEASE_CLOCKS = 300
+#: (mapa + mbarrier.arrive.release.cluster over the SM-to-SM network, cluster.py), and
+#: CLUSTER_KTILE_CLOCKS, the least a k-tile of a multicast cluster took however deep its ring.
+#: Both fitted to an H200 (driver 580; bench/results/2026-11-26-ablation-sm90-3eb197e): a 1x2 or
+#: 2x1 cluster's k-tile took 1600-2100 clocks at 4 and at 6 stages, where the same tile alone took
+#: 750-1450 (128x128x64 bf16: 605 -> 306 TFLOP/s), so clusters lose on every measured problem; the
+#: floor is what the built cluster kernel does today, not what multicast could do (CUTLASS's
+#: clusters gain), and is the first thing to re-measure after changing cluster.py.
+CLUSTER_RELEASE_CLOCKS = 1000
+CLUSTER_KTILE_CLOCKS = 1700
+#: Clocks one warp's store instruction of the direct epilogue stalls its consumers (2 adjacent
+#: elements per thread: 8 rows of 4 threads, 8 cache lines per instruction). Measured on an H200
+#: (same results): the direct epilogue cost 3900-7000 clocks per tile more than the TMA store
+#: (128x256 f16: 737 -> 682 TFLOP/s; fp8 128x128 -> bf16: 1347 -> 1164), 14-15 per warp store.
+DIRECT_STORE_CLOCKS = 14
 
 
 def _up_to_cover(sides: tuple, extent: int, key=lambda x: x) -> list:
@@ -227,7 +238,10 @@ def hopper_ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel) -> KTileCost:
     # has completed when the producer runs ahead (its try_wait is in the issue count)
     barrier = 0 if s.warp_specialized else BARRIER_CLOCKS
     if in_flight >= 1:
-        return KTileCost(mma, smem, issue, round_trip / in_flight + barrier)
+        latency = round_trip / in_flight + barrier
+        if plan.multicast:  # measured: a cluster's k-tile takes at least this, however deep the ring
+            latency = max(latency, CLUSTER_KTILE_CLOCKS)
+        return KTileCost(mma, smem, issue, latency)
     return KTileCost(mma, smem, issue, round_trip + barrier, serial=True)
 
 
@@ -247,7 +261,8 @@ def epilogue_clocks(g: Gemm, s: Schedule, plan: HopperPlan, dev: DeviceModel) ->
         return math + staging + BARRIER_CLOCKS, out_bytes / sm_bytes_per_clk
     per_row = 4 * 2 * g.out_bytes                          # 4 threads x 2 adjacent elements of one row
     efficiency = min(1.0, per_row / SECTOR_BYTES)
-    return math, out_bytes / sm_bytes_per_clk / efficiency
+    warp_stores = tile / (32 * 2)                          # each thread stores 2 adjacent elements at a time
+    return math + warp_stores * DIRECT_STORE_CLOCKS, out_bytes / sm_bytes_per_clk / efficiency
 
 
 def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]:

@@ -29,9 +29,8 @@ retire), and a k-tile's latency floor is a stage's round trip over them (`stage_
 Little's law), so a deeper ring is priced faster until the floor sinks under the tensor time.
 
 Fitted to an H200's measurements (bench/results/2026-11-26-ablation-sm90-3eb197e, checked by
-tests/tune/test_sm90_model_vs_h200.py): the cluster's k-tile floor and peer release
-(CLUSTER_KTILE_CLOCKS, CLUSTER_RELEASE_CLOCKS) and the direct epilogue's store stall
-(DIRECT_STORE_CLOCKS). Still estimated: the loaded DRAM latency (devices.py), the per-k-tile
+tests/tune/test_sm90_model_vs_h200.py): the direct epilogue's store stall (DIRECT_STORE_CLOCKS);
+checked against them: the cluster's peer release (CLUSTER_RELEASE_CLOCKS). Still estimated: the loaded DRAM latency (devices.py), the per-k-tile
 instruction counts, the sector efficiency of direct stores, and that a persistent CTA's epilogue
 stalls its consumers fully (they do not overlap it with the next tile's wgmmas, true of the built
 kernel: one set of accumulators). L2 and DRAM traffic are priced as for sm_80 (`costmodel`), less
@@ -81,15 +80,12 @@ SECTOR_BYTES = 32
 #: multicast of the operand its CTAs share (targets/sm90/cluster.py): (2, 1) shares B, (1, 2) A.
 CLUSTERS = ((2, 1), (1, 2))
 #: Clocks a consumer's release of a stage takes to reach a multicast peer's empty barrier
-#: (mapa + mbarrier.arrive.release.cluster over the SM-to-SM network, cluster.py), and
-#: CLUSTER_KTILE_CLOCKS, the least a k-tile of a multicast cluster took however deep its ring.
-#: Both fitted to an H200 (driver 580; bench/results/2026-11-26-ablation-sm90-3eb197e): a 1x2 or
-#: 2x1 cluster's k-tile took 1600-2100 clocks at 4 and at 6 stages, where the same tile alone took
-#: 750-1450 (128x128x64 bf16: 605 -> 306 TFLOP/s), so clusters lose on every measured problem; the
-#: floor is what the built cluster kernel does today, not what multicast could do (CUTLASS's
-#: clusters gain), and is the first thing to re-measure after changing cluster.py.
-CLUSTER_RELEASE_CLOCKS = 1000
-CLUSTER_KTILE_CLOCKS = 1700
+#: (mapa + mbarrier.arrive.shared::cluster over the SM-to-SM network, cluster.py). An estimate: the
+#: order of an L2 hit's round trip. It lengthens the stage's round trip (`stage_round_trip`), so a
+#: cluster needs a deeper ring to hide the same latency. On an H200 the cluster kernel ran 3-5%
+#: above the same tile alone (bench/results/2026-11-26-cluster-probe-0a8998b), as this prices it;
+#: before its barriers took CUTLASS's scopes (docs/ptx_facts/clusters.md §9f) it ran at half speed.
+CLUSTER_RELEASE_CLOCKS = 300
 #: Clocks one warp's store instruction of the direct epilogue stalls its consumers (2 adjacent
 #: elements per thread: 8 rows of 4 threads, 8 cache lines per instruction). Measured on an H200
 #: (same results): the direct epilogue cost 3900-7000 clocks per tile more than the TMA store
@@ -238,10 +234,7 @@ def hopper_ktile_cost(g: Gemm, s: Schedule, dev: DeviceModel) -> KTileCost:
     # has completed when the producer runs ahead (its try_wait is in the issue count)
     barrier = 0 if s.warp_specialized else BARRIER_CLOCKS
     if in_flight >= 1:
-        latency = round_trip / in_flight + barrier
-        if plan.multicast:  # measured: a cluster's k-tile takes at least this, however deep the ring
-            latency = max(latency, CLUSTER_KTILE_CLOCKS)
-        return KTileCost(mma, smem, issue, latency)
+        return KTileCost(mma, smem, issue, round_trip / in_flight + barrier)
     return KTileCost(mma, smem, issue, round_trip + barrier, serial=True)
 
 

@@ -38,6 +38,7 @@ TARGET_GROUPS = ("square", "llm")  # issue 4's geomean target is over these
 TOL = {"f16": 2e-3, "bf16": 1e-2}  # relative Frobenius error vs the f32 reference, by output dtype
 #: Output dtype by input dtype: the input's own (as torch.matmul), bf16 for fp8 (no fp8 output).
 OUT_DTYPE = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16"}
+PEAK_SCALE = {"e4m3": 2.0, "e5m2": 2.0}  # Hopper's dense fp8 rate is twice its 16-bit one (the --peak)
 
 
 @dataclass
@@ -347,8 +348,7 @@ def peak_for(name: str, override: float | None) -> float | None:
 
 
 def geomean(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if (xs := [x for x in xs if x and x > 0]) else None
 
 
 def print_table(rows: list[dict], peak: float | None) -> dict:
@@ -364,7 +364,7 @@ def print_table(rows: list[dict], peak: float | None) -> dict:
         pt = p.get("tflops") if p else None
         rc = pt / cb["tflops"] if pt and cb and cb.get("tflops") else None
         rt = pt / tr["tflops"] if pt and tr and tr.get("tflops") else None
-        pp = 100 * pt / peak if pt and peak else None
+        pp = 100 * pt / (peak * PEAK_SCALE.get(dt, 1.0)) if pt and peak else None
         vs_cublas += [rc] if rc else []
         target += [rc] if rc and next(iter(sysrows.values())).get("group") in TARGET_GROUPS else []
         vs_triton += [rt] if rt else []

@@ -75,11 +75,12 @@ class Spec:
     warp_specialized: bool = True  # Hopper: the warp-specialised persistent kernel, else one CTA per tile
     dtype: str | None = None  # only for problems of this input dtype
     fixed: object = None  # a ptxgen.Schedule given whole (the chooser's pick), named "chosen ..."
+    label: str = "chosen"  # the name's first word for a `fixed` schedule
 
     @property
     def name(self) -> str:
         if self.fixed is not None:
-            return "chosen " + self.fixed_name()
+            return f"{self.label} " + self.fixed_name()
         if self.consumers:
             kind = "ws-persistent" if self.warp_specialized else "one-cta-per-tile"
             return f"{self.block[0]}x{self.block[1]}x{self.block[2]} wgmma c{self.consumers} s{self.stages} {kind}"

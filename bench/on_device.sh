@@ -13,6 +13,9 @@
 #   d-device-vs-sim    bench/device_vs_sim.py: every design, s8->s32 bit for bit, floats elementwise
 #   e-gemm-sm90a       bench/gemm.py --arch sm_90a: wgmma kernels vs cuBLAS (torch) and Triton
 #   e-gemm-mma-sync    bench/gemm.py --arch <device's>: the mma.sync path vs cuBLAS and Triton
+#   f-ablation-sm90a   bench/ablation_sm90.py: tile x cluster x epilogue x kernel, measured next to the cost
+#                      model's prediction (its constants are fitted to these numbers)
+#   g-cluster-probe    bench/cluster_probe.py: the cluster kernel's barrier scopes and wait hints, varied
 # Everything goes to DIR/<date>-on-device-<commit>/ (DIR defaults to bench/results): one log per
 # step, the JSON each step writes, and summary.txt, written after every step, one line per step
 # with PASS/FAIL/SKIP, its seconds and budget. Exit status: 0 when no step failed, 1 otherwise
@@ -230,6 +233,20 @@ else
   GEMM_BUDGET="$(budget_for e-gemm-mma-sync 70)"
   run_step e-gemm-mma-sync "$GEMM_BUDGET" "$PY" bench/gemm.py --arch "$MMA_ARCH" --dtypes f16 --max-problems 3 \
     --budget-s $(( GEMM_BUDGET > 40 ? GEMM_BUDGET - 40 : 0 )) --out "$RUN_DIR/gemm-mma-sync"
+fi
+
+# f: the cost model against the device (dry run: the plan with every candidate's prediction)
+if [ "$DRY_RUN" = 1 ]; then
+  run_step f-ablation-sm90a 120 "$PY" bench/ablation_sm90.py --dry-run --problems f16:512 --ranked 2
+  run_step g-cluster-probe 120 "$PY" bench/cluster_probe.py --dry-run
+elif [ "$DEV_ARCH" = sm_90 ]; then
+  ABL_BUDGET="$(budget_for f-ablation-sm90a 110)"
+  run_step f-ablation-sm90a "$ABL_BUDGET" "$PY" bench/ablation_sm90.py --out "$RUN_DIR" \
+    --budget-s $(( ABL_BUDGET > 50 ? ABL_BUDGET - 50 : 0 ))
+  run_step g-cluster-probe 60 "$PY" bench/cluster_probe.py --out "$RUN_DIR"
+else
+  skip_step f-ablation-sm90a "wgmma kernels need sm_90; this device is $DEV_ARCH"
+  skip_step g-cluster-probe "wgmma kernels need sm_90; this device is $DEV_ARCH"
 fi
 
 write_summary

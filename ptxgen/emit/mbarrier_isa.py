@@ -41,8 +41,11 @@ def arrive(b: Builder, bar: Addr, count: int | None = None, guard: VReg | None =
 
 def arrive_remote(b: Builder, bar: Addr, guard: VReg | None = None, comment: str | None = None) -> Instr:
     """One arrival on an mbarrier of another CTA of the cluster (`bar` holds a mapa'd
-    shared::cluster address): release at cluster scope so the other CTA sees our reads as done."""
-    return b.emit("mbarrier.arrive.release.cluster.shared::cluster.b64", SINK, bar, guard=guard, comment=comment)
+    shared::cluster address), with the instruction's default semantics, as CUTLASS's
+    `ClusterBarrier::arrive(cta_id, pred)` issues it (docs/ptx_facts/clusters.md §9f): the
+    `.release.cluster` form halved a cluster kernel's speed on an H200 (bench/results/
+    2026-11-26-cluster-probe-0a8998b)."""
+    return b.emit("mbarrier.arrive.shared::cluster.b64", SINK, bar, guard=guard, comment=comment)
 
 
 def arrive_expect_tx(b: Builder, bar: Addr, tx_bytes: int | VReg, guard: VReg | None = None,
@@ -66,8 +69,10 @@ SUSPEND_TIME_HINT_NS = 10_000_000
 def try_wait_parity(b: Builder, bar: Addr, parity: int | VReg, comment: str | None = None,
                     scope: str = "cta", suspend_hint_ns: int | None = SUSPEND_TIME_HINT_NS) -> VReg:
     """A predicate that is true once the phase of parity `parity` (0 even, 1 odd) has completed;
-    it may time out false, so callers loop (see wait_parity). Acquire at CTA scope by default;
-    scope="cluster" (`.acquire.cluster`, PTX 8.0) when other CTAs' release-arrivals complete the phase.
+    it may time out false, so callers loop (see wait_parity). Acquire at CTA scope by default, also
+    where other CTAs' arrivals complete the phase, as CUTLASS's ClusterBarrier::wait does;
+    scope="cluster" gives the ISA's `.acquire.cluster` form (PTX 8.0), which no kernel of ptxgen's
+    uses: it halved a cluster kernel's speed on an H200 (docs/ptx_facts/clusters.md §9f).
     `suspend_hint_ns` is the suspend-time hint operand (None: none)."""
     if isinstance(parity, int) and parity not in (0, 1):
         raise ValueError("mbarrier phase parity is 0 or 1")

@@ -220,6 +220,10 @@ def _repro(ptx: str, arch: str) -> tuple[str, str | None]:
             None)
 
 
+#: An assembler's refusal of a `.version` newer than it knows (ptxas and nvJitLink word it alike).
+_NEWER_ISA = re.compile(r"Unsupported \.version ([\d.]+); current version is '([\d.]+)'")
+
+
 def _error(ptx: str, arch: str, entry: str, backend: str, failed: _Failed) -> AssembleError:
     command, path = _repro(ptx, arch)
     log = failed.log
@@ -233,6 +237,12 @@ def _error(ptx: str, arch: str, entry: str, backend: str, failed: _Failed) -> As
         msg += f": {first}"
     elif failed.detail:
         msg += f": {failed.detail}"
+    newer = _NEWER_ISA.search(log or "")
+    if newer:
+        msg += (f". Fix: the PTX declares ISA {newer.group(1)} and {backend} takes {newer.group(2)} at most: "
+                f"install a newer assembler (pip install -U nvidia-nvjitlink, or a newer ptxas first on PATH "
+                f"with PTXGEN_ASSEMBLER=ptxas), or, if the kernel uses nothing newer than ISA {newer.group(2)}, "
+                f"declare `.version {newer.group(2)}`")
     return AssembleError(msg, log=log or failed.detail, lines=lines, command=command)
 
 

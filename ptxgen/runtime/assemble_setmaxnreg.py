@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["uses_setmaxnreg", "setmaxnreg_status", "KEPT", "NOT_USED", "C7504_NOTE"]
+__all__ = ["uses_setmaxnreg", "setmaxnreg_status", "jit_cached_status", "KEPT", "NOT_USED", "C7504_NOTE"]
 
 _INSTR = re.compile(r"^\s*(?:@!?%\w+\s+)?setmaxnreg\.", re.MULTILINE)
 
@@ -35,3 +35,18 @@ def setmaxnreg_status(ptx: str, log: str) -> str:
     if "C7508" in log:
         return "setmaxnreg ignored: C7508, no register cap at entry"
     return KEPT
+
+
+_CAP = re.compile(r"^\s*\.(maxnreg|maxntid)\b", re.MULTILINE)
+
+
+def jit_cached_status(ptx: str) -> str:
+    """The setmaxnreg fate when the driver's JIT wrote no log: it writes none for a module its
+    compute cache served (a lent H200, driver 580: bench/results/2026-11-26-ablation-sm90-3eb197e/
+    driver_jit_log.json). The JIT compiles whole-program, where the split is dropped only without
+    a register cap at entry (C7508), so the PTX itself tells; the report says it was inferred."""
+    if not uses_setmaxnreg(ptx):
+        return NOT_USED
+    if _CAP.search(ptx):
+        return KEPT + " (inferred: the JIT cache served it without a log; the PTX caps registers at entry)"
+    return "setmaxnreg ignored: C7508, no register cap at entry (inferred: the JIT cache served it without a log)"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AssembleError
 from . import driver as drv
-from .assemble_setmaxnreg import setmaxnreg_status
+from .assemble_setmaxnreg import jit_cached_status, setmaxnreg_status
 from .driver_jit import jit_load, registers_of
 
 if TYPE_CHECKING:
@@ -231,7 +231,7 @@ def describe_run(fn: Function, runs: str, ptx: str) -> str:
     if mod.source == "cubin":
         return runs
     parts = ["whole-program"]
-    status = setmaxnreg_status(ptx, mod.jit_log)
+    status = setmaxnreg_status(ptx, mod.jit_log) if mod.jit_log else jit_cached_status(ptx)
     if status:
         parts.append(status)
     regs = registers_of(fn.handle)

@@ -18,8 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "on_device.sh"
 STEPS = ("a-device-info", "b-tests-gpu", "c-planted-sm80", "c-planted-sm90a", "d-device-vs-sim", "e-gemm-sm90a",
-         "e-gemm-mma-sync")
-ROW = re.compile(r"^(?P<step>[a-e]-[\w-]+)\s+(?P<status>PASS|FAIL|SKIP)\s+(?P<secs>\d+)\s+(?P<budget>\d+|-)\s+"
+         "e-gemm-mma-sync", "f-ablation-sm90a", "g-cluster-probe")
+ROW = re.compile(r"^(?P<step>[a-g]-[\w-]+)\s+(?P<status>PASS|FAIL|SKIP)\s+(?P<secs>\d+)\s+(?P<budget>\d+|-)\s+"
                  r"(?P<note>.*)$")
 
 

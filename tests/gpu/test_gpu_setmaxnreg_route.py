@@ -6,6 +6,7 @@ on a CPU); the JIT's error and info logs come back through CU_JIT_*_LOG_BUFFER."
 from __future__ import annotations
 
 import re
+import uuid
 
 import numpy as np
 import pytest
@@ -115,10 +116,13 @@ def test_driver_jit_info_log_says_whether_setmaxnreg_can_be_kept():
     """With a register cap (.maxnreg/.maxntid) the whole-program JIT raises no C7508; without one it
     does, and the run report says the split was ignored (what ptxas does, measured)."""
     k = ptxgen.compile(_gemm(), _ws(), arch="sm_90a")
-    _, capped = jit_load(k.ptx, k.entry, "sm_90a")
+    # a text no earlier test loaded: on a lent H200 (driver 580) the log of a module loaded before
+    # came back empty (bench/results/2026-11-26-on-device-6080041; bench/driver_jit_log.py probes it)
+    fresh = f"\n// {uuid.uuid4().hex}\n"
+    _, capped = jit_load(k.ptx + fresh, k.entry, "sm_90a")
     assert "C7508" not in capped and "C7504" not in capped
     assert f"Compiling entry function '{k.entry}' for 'sm_90a'" in capped, capped
-    _, uncapped = jit_load(_without_cap(k.ptx), k.entry, "sm_90a")
+    _, uncapped = jit_load(_without_cap(k.ptx) + fresh, k.entry, "sm_90a")
     assert "(C7508) Potential Performance Loss: 'setmaxnreg' ignored" in uncapped, uncapped
 
 

@@ -79,3 +79,15 @@ def test_a_ptxas_that_rejects_the_ptx_falls_back_to_nvjitlink_with_a_warning(mon
     monkeypatch.setenv("PTXGEN_ASSEMBLER", "ptxas")  # forced: the error is the user's to see
     with pytest.raises(ptxgen.AssembleError, match="Unsupported .version"):
         asm.assemble(ptx, "sm_90a", entry)
+
+
+def test_a_jit_cache_hit_without_a_log_is_reported_from_the_ptx():
+    """The driver's JIT writes no log for a module its cache served (measured on an H200, driver
+    580): the fate is inferred from the register cap at entry and the report says so."""
+    from ptxgen.runtime.assemble_setmaxnreg import jit_cached_status
+
+    capped = ".maxnreg 168\n{\nsetmaxnreg.dec.sync.aligned.u32 40;\n}"
+    assert jit_cached_status(capped).startswith(KEPT + " (inferred")
+    assert jit_cached_status("{\nsetmaxnreg.dec.sync.aligned.u32 40;\n}").startswith(
+        "setmaxnreg ignored: C7508, no register cap at entry (inferred")
+    assert jit_cached_status(".maxnreg 168\nret;") == ""

@@ -81,3 +81,31 @@ def test_launch_refuses_a_grid_that_is_not_whole_clusters():
     ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n ret;\n}\n"
     with pytest.raises(ValueError, match="not a whole number of .* clusters"):
         tensormaps.launch(ptx, "k", (3, 1, 1), 32, [], cluster=(2, 1, 1))
+
+
+def test_ptx_newer_than_the_assembler_names_the_fix_and_the_corpus_is_lowered_to_fit():
+    """A lent H200's nvJitLink 13.0 (ISA 9.0) refused Triton 3.9's `.version 9.4` corpus PTX: the
+    error names both versions and the fix, and the device tests' worker lowers the declared version
+    to what the assembler takes (the kernels use nothing past ISA 8.0). `.version 99.0` stands in
+    for a newer ISA than any installed assembler takes."""
+    import re
+
+    from ptxgen.errors import AssembleError
+    from ptxgen.runtime.assemble import AssemblerNotFound, assemble
+
+    sys.path.insert(0, str(HERE.parent / "sim" / "hopper_corpus"))
+    sys.path.insert(0, str(HERE))
+    import harness
+    from tensormaps_worker import for_this_assembler
+
+    entry = next(x for x in harness.load_entries() if x.name == "tma_copy_fp16_64x64_w4")
+    future = re.sub(r"^\.version [\d.]+", ".version 99.0", entry.ptx, count=1, flags=re.MULTILINE)
+    try:
+        with pytest.raises(AssembleError, match=r"declares ISA 99\.0 and .* takes 9\.\d+ at most.*declare `\.version 9"):
+            assemble(future, "sm_90a", entry.meta["entry"])
+    except AssemblerNotFound:
+        pytest.skip("no assembler installed")
+    fitted = for_this_assembler(future, entry.meta["entry"])
+    assert re.search(r"^\.version 9\.\d+$", fitted, re.MULTILINE)
+    assert assemble(fitted, "sm_90a", entry.meta["entry"]).cubin
+    assert for_this_assembler(entry.ptx, entry.meta["entry"]) == entry.ptx  # accepted as it is

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen
-from ptxgen import Gemm
+from ptxgen import Gemm, Schedule
 from ptxgen.cli import main
 from ptxgen.check import compare, magnitude, random_operands, reference
 from ptxgen.cli.app import main
@@ -85,18 +85,19 @@ def test_every_ranked_candidate_is_a_legal_built_wgmma_schedule():
     assert any(split for _, _, split, _, _ in kinds) and any(sk for _, _, _, sk, _ in kinds), kinds
 
 
-def test_large_square_bf16_gets_the_warp_specialised_persistent_kernel():
+def test_large_square_bf16_gets_a_large_two_consumer_tile():
     g = Gemm(8192, 8192, 8192, dtype="bf16", out_dtype="bf16")
     best = rank(g, ARCH)[0]
     s = best.schedule
     # a tile of at least 128x256 (256x192 carries less L2 traffic per flop, which the model prices)
-    assert s.warp_specialized and s.persistent and s.consumers == 2 and s.bm * s.bn >= 128 * 256, s
+    assert s.consumers == 2 and s.bm * s.bn >= 128 * 256, s
     assert best.prediction.efficiency > 0.8, best.prediction.summary()
-    # the non-specialised kernel on the same tile is predicted slower (fill per tile, its bar.sync)
-    flat = replace(s, warp_specialized=False, persistent=False, producer_regs=None, consumer_regs=None,
-                   cluster=(1, 1), multicast=None)
+    # where both kernels fit 4 stages beside the TMA-store staging (128x256), the non-specialised
+    # one is predicted slower (fill per tile, its bar.sync), as the H200 measured at 128x128
+    ws = Schedule(block=(128, 256, 64), instruction="wgmma", consumers=2, stages=4)
+    flat = replace(ws, warp_specialized=False, persistent=False, producer_regs=None, consumer_regs=None)
     ptxgen.verify(g, flat, ARCH)
-    assert predict(g, flat, ARCH).time_s > best.prediction.time_s
+    assert predict(g, flat, ARCH).time_s > predict(g, ws, ARCH).time_s
 
 
 def test_tiny_problem_gets_one_small_tile_and_a_batch_both_kernels():

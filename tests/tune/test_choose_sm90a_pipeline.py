@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from ptxgen import Gemm, Schedule, ScheduleError, verify
 from ptxgen.targets.sm90 import choose as choose_hopper
 from ptxgen.tune.choose import rank, same_up_to_raster
+from tests.tune.test_cost_terms import cluster_mirrors
 from ptxgen.tune.costmodel import predict
 
 ARCH = "sm_90a"
@@ -105,4 +106,5 @@ def test_no_two_of_the_top_8_tie_unless_the_same_kernel_up_to_raster(g):
     for i, a in enumerate(top):
         for b in top[i + 1:]:
             if a.prediction.time_s == pytest.approx(b.prediction.time_s, rel=1e-9, abs=0):  # equal but for rounding
-                assert same_up_to_raster(a.schedule, b.schedule), (a.schedule, b.schedule)
+                assert same_up_to_raster(a.schedule, b.schedule) or cluster_mirrors(a.schedule, b.schedule), \
+                    (a.schedule, b.schedule)

@@ -114,6 +114,15 @@ def mirror_images(g: Gemm, a: Schedule, b: Schedule) -> bool:
     return square and a.instruction != "wgmma" and transposed == replace(b, raster=a.raster, group_m=a.group_m)
 
 
+def cluster_mirrors(a: Schedule, b: Schedule) -> bool:
+    """2x1 and 1x2 multicast clusters of a square block tile, otherwise the same: each multicasts
+    one operand's box of the same bytes (B's or A's), so where both tile counts are even the model
+    prices them alike, as it should."""
+    return (a.bm == a.bn and a.cluster is not None and b.cluster is not None
+            and tuple(b.cluster) == tuple(a.cluster)[::-1] != tuple(a.cluster)
+            and replace(b, cluster=a.cluster, raster=a.raster, group_m=a.group_m) == a)
+
+
 @pytest.mark.parametrize("g,arch", _calibration_problems(), ids=lambda v: v if isinstance(v, str) else
                          f"{v.m}x{v.n}x{v.k}")
 def test_no_two_of_the_top_8_tie_unless_the_same_kernel_up_to_raster(g, arch):
@@ -121,7 +130,8 @@ def test_no_two_of_the_top_8_tie_unless_the_same_kernel_up_to_raster(g, arch):
     for i, a in enumerate(top):
         for b in top[i + 1:]:
             if a.prediction.time_s == pytest.approx(b.prediction.time_s, rel=1e-9, abs=0):  # equal but for rounding
-                assert same_up_to_raster(a.schedule, b.schedule) or mirror_images(g, a.schedule, b.schedule), \
+                assert (same_up_to_raster(a.schedule, b.schedule) or mirror_images(g, a.schedule, b.schedule)
+                        or cluster_mirrors(a.schedule, b.schedule)), \
                     (a.schedule, b.schedule, a.prediction.time_s)
 
 

@@ -8,6 +8,7 @@ hide which rule was broken.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import re
 import sys
 import threading
@@ -21,6 +22,9 @@ from .launch_maps import LaunchRefused, check_cluster, tensor_map_argument
 from .models import FIRST_DRIVER_WITH_ABI8, PTX_ISA_OF_DRIVER, DeviceModel
 from .occupancy import OccupancyRefused, active_clusters, ctas_per_sm
 from .registry import source_of
+
+#: PTX texts this process has JIT-compiled (the driver's compute cache is per machine; per process here).
+_JIT_COMPILED: set[bytes] = set()
 
 # CUresult codes used here
 SUCCESS, INVALID_VALUE, INVALID_IMAGE, NO_BINARY_FOR_GPU, INVALID_PTX = 0, 1, 200, 209, 218
@@ -199,7 +203,12 @@ class StandIn:
         if self.set_jit_info is not None:
             verbose = bool(self.jit_verbose()) if self.jit_verbose is not None else False
             arch = target or f"sm_{self.model.cc[0]}{self.model.cc[1]}"
-            self.set_jit_info(jit_info_log(text, list(kernels), arch, verbose).encode(errors="replace"))
+            # a text the process JIT-compiled before comes from the driver's cache with an empty
+            # log (a lent H200, driver 580: bench/results/2026-11-26-ablation-sm90-3eb197e)
+            cached = hashlib.sha256(text.encode()).digest() in _JIT_COMPILED
+            _JIT_COMPILED.add(hashlib.sha256(text.encode()).digest())
+            log = "" if cached else jit_info_log(text, list(kernels), arch, verbose)
+            self.set_jit_info(log.encode(errors="replace"))
         return SimModule(text, "ptx", kernels)
 
     def unload(self, ident: int) -> int:

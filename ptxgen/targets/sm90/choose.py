@@ -28,12 +28,13 @@ Both main loops keep S - 1 stages in flight (the stage the wgmmas read is held u
 retire), and a k-tile's latency floor is a stage's round trip over them (`stage_round_trip`,
 Little's law), so a deeper ring is priced faster until the floor sinks under the tensor time.
 
-What is estimated (weak spots, no GPU measured these): the loaded DRAM latency (devices.py), the
-peer release across a cluster (CLUSTER_RELEASE_CLOCKS), the per-k-tile instruction counts, the
-sector efficiency of direct stores, and that a persistent CTA's epilogue stalls its consumers
-fully (they do not overlap it with the next tile's wgmmas, true of the built kernel: one set of
-accumulators). L2 and DRAM traffic are priced as for sm_80
-(`costmodel`), less the L2 reads multicast saves.
+Fitted to an H200's measurements (bench/results/2026-11-26-ablation-sm90-3eb197e, checked by
+tests/tune/test_sm90_model_vs_h200.py): the direct epilogue's store stall (DIRECT_STORE_CLOCKS);
+checked against them: the cluster's peer release (CLUSTER_RELEASE_CLOCKS). Still estimated: the loaded DRAM latency (devices.py), the per-k-tile
+instruction counts, the sector efficiency of direct stores, and that a persistent CTA's epilogue
+stalls its consumers fully (they do not overlap it with the next tile's wgmmas, true of the built
+kernel: one set of accumulators). L2 and DRAM traffic are priced as for sm_80 (`costmodel`), less
+the L2 reads multicast saves.
 """
 from __future__ import annotations
 
@@ -79,11 +80,17 @@ SECTOR_BYTES = 32
 #: multicast of the operand its CTAs share (targets/sm90/cluster.py): (2, 1) shares B, (1, 2) A.
 CLUSTERS = ((2, 1), (1, 2))
 #: Clocks a consumer's release of a stage takes to reach a multicast peer's empty barrier
-#: (mapa + mbarrier.arrive.release.cluster over the SM-to-SM network, cluster.py). An estimate,
-#: no GPU measured it here: taken as the order of an L2 hit's round trip. It lengthens the
-#: stage's round trip (`stage_round_trip`), so a cluster needs a deeper ring to hide the same
-#: latency.
+#: (mapa + mbarrier.arrive.shared::cluster over the SM-to-SM network, cluster.py). An estimate: the
+#: order of an L2 hit's round trip. It lengthens the stage's round trip (`stage_round_trip`), so a
+#: cluster needs a deeper ring to hide the same latency. On an H200 the cluster kernel ran 3-5%
+#: above the same tile alone (bench/results/2026-11-26-cluster-probe-0a8998b), as this prices it;
+#: before its barriers took CUTLASS's scopes (docs/ptx_facts/clusters.md §9f) it ran at half speed.
 CLUSTER_RELEASE_CLOCKS = 300
+#: Clocks one warp's store instruction of the direct epilogue stalls its consumers (2 adjacent
+#: elements per thread: 8 rows of 4 threads, 8 cache lines per instruction). Measured on an H200
+#: (same results): the direct epilogue cost 3900-7000 clocks per tile more than the TMA store
+#: (128x256 f16: 737 -> 682 TFLOP/s; fp8 128x128 -> bf16: 1347 -> 1164), 14-15 per warp store.
+DIRECT_STORE_CLOCKS = 14
 
 
 def _up_to_cover(sides: tuple, extent: int, key=lambda x: x) -> list:
@@ -250,7 +257,8 @@ def epilogue_clocks(g: Gemm, s: Schedule, plan: HopperPlan, dev: DeviceModel) ->
         return math + staging + BARRIER_CLOCKS, out_bytes / sm_bytes_per_clk
     per_row = 4 * 2 * g.out_bytes                          # 4 threads x 2 adjacent elements of one row
     efficiency = min(1.0, per_row / SECTOR_BYTES)
-    return math, out_bytes / sm_bytes_per_clk / efficiency
+    warp_stores = tile / (32 * 2)                          # each thread stores 2 adjacent elements at a time
+    return math + warp_stores * DIRECT_STORE_CLOCKS, out_bytes / sm_bytes_per_clk / efficiency
 
 
 def _work(g: Gemm, s: Schedule, dev: DeviceModel) -> tuple[int, int, int, float]:

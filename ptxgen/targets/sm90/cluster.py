@@ -26,9 +26,10 @@ Releasing a stage. A producer may refill stage s only when the consumers of EVER
 land in have finished reading s: its own and those of its multicast peers ("receivers": 1 +
 (CM-1 if B is shared) + (CN-1 if A is shared); 2 for (2, 1) and (1, 2)). So empty[s] is
 initialised to consumer_warps * receivers, and lane j < receivers of every consumer warp arrives
-on empty[s] of receiver j (mapa + mbarrier.arrive.release.cluster.shared::cluster, itself
-included), after wgmma wait_group has retired the reads. The producer waits on empty[s] with
-.acquire.cluster so those remote releases order the peers' reads before its overwrite.
+on empty[s] of receiver j (mapa + mbarrier.arrive.shared::cluster, itself included), after wgmma
+wait_group has retired the reads; the producer waits on empty[s] at CTA scope. Both at the default
+semantics, as CUTLASS's ClusterBarrier does: the .release.cluster / .acquire.cluster forms halved
+the kernel's speed on an H200 (docs/ptx_facts/clusters.md §9f).
 
 Start and exit. Barrier init must be visible cluster-wide before a peer multicasts into this CTA
 or arrives on its empty barriers: thread 0 inits, fence.mbarrier_init.release.cluster, then every

@@ -231,10 +231,11 @@ class Sm90Lowering(ScalarOps):
         empty = (ptx.add(self.b, U32, full, Imm(str(self.layout.empty)), comment="empty barriers")
                  if self.layout.empty_barriers else None)
         cluster = cluster_roles(self, self.cluster_shape) if self.cluster_shape is not None else None
-        remote = cluster is not None and cluster.shape.remote
+        # the producer's wait stays at CTA scope with peers releasing into it, as CUTLASS's
+        # ClusterBarrier::wait does: .acquire.cluster halved the cluster kernel's speed on an H200
+        # (docs/ptx_facts/clusters.md §9f)
         ring = MbarrierRing(self, self.layout.stages, full, empty,
-                            empty_arrivals(plan.consumers, cluster) if empty is not None else 0,
-                            scope="cluster" if remote else "cta")
+                            empty_arrivals(plan.consumers, cluster) if empty is not None else 0)
         ctx = Sm90Context(b, self.dims, g, s, plan, self.layout, tid, ex, leader, warpgroup, tmaps, ptr, z, batch,
                           smem, ring, cluster)
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")

@@ -66,8 +66,10 @@ def test_cluster_kernel_declares_its_cluster_and_multicasts_half_of_b():
     assert ptx.count("mbarrier::complete_tx::bytes.multicast::cluster") == 1      # B: one box per stage, halved
     assert "fence.mbarrier_init.release.cluster;" in ptx
     assert ptx.count("barrier.cluster.arrive") == 3   # after the inits, and at each role's exit
-    assert "mapa.shared::cluster.u32" in ptx and "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
-    assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in ptx   # the producer's empty wait
+    assert "mapa.shared::cluster.u32" in ptx and "mbarrier.arrive.shared::cluster.b64" in ptx
+    # the production forms (CUTLASS's ClusterBarrier): the cluster-scoped release/acquire halved the
+    # kernel's speed on an H200 (docs/ptx_facts/clusters.md §9f)
+    assert ".release.cluster.shared::cluster" not in ptx and ".acquire.cluster" not in ptx
     assert re.search(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\+?\d*\], 16;", ptx)  # 8 consumer warps x 2 CTAs
     assert "%clusterid.x" in ptx and "%nclusterid.x" in ptx
     unshared = ptxgen.compile(g, cl((128, 256, 64), (2, 1), consumers=2, multicast=False), arch=ARCH)

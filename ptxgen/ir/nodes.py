@@ -17,6 +17,7 @@ REG_CLASSES: dict[str, tuple[str, str]] = {
     "b32": (".b32", "%r"),
     "b64": (".b64", "%rd"),
     "f32": (".f32", "%f"),
+    "b128": (".b128", "%rq"),   # sm_100a cluster launch control responses (PTX 8.6)
 }
 
 

@@ -5,8 +5,11 @@ the manner of CUTLASS's sm100 warp-specialised GEMM and the Gluon tcgen05 tutori
 Roles (256 threads): warps 0..3 are the epilogue (warp w reads TMEM lanes 32w..32w+31, §12b),
 warp 4 the TMA producer (lane 0), warp 5 the MMA warp (lane 0 issues every tcgen05.mma and
 tcgen05.commit; the whole warp allocates and frees TMEM); warps 6 and 7 exit after the setup.
-Every role walks the same output tiles: CTA x takes x, x + %nctaid.x, ... (a static persistent
-grid of min(tiles, SMs) CTAs; the schedule's raster through the shared tile scheduler).
+Every role walks the same output tiles (tile_scheduler.py): CTA x takes x, x + %nctaid.x, ... (a
+static persistent grid of min(tiles, SMs) CTAs), or with tile_scheduler="clc" the tiles of the CTAs
+it cancels (cluster launch control); the schedule's raster through the shared tile scheduler, and
+a batched GEMM's batch as the TMA copies' third coordinate. The epilogue stores C by TMA through
+shared memory (epilogue_tma.py) where TMA can write C, else directly (epilogue.py).
 
 Barriers: the ring's full[S] (the producer's expect_tx, completed by TMA) and empty[S] (one
 arrival: the MMA warp's `tcgen05.commit` once the MMAs reading the stage completed, the
@@ -26,7 +29,7 @@ from ...emit import mbarrier_isa as mb
 from ...emit.mbarrier_ring import MbarrierRing, PipelineState
 from ...emit.memory import bar_sync, ld_param
 from ...emit.scalar_ops import ScalarOps
-from ...emit.tiles import Tile, TileScheduler
+from ...emit.tiles import Tile
 from ...ir import Addr, Builder, Function, Imm, Param, Sym, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, B64, U32, U64
@@ -36,8 +39,11 @@ from ...schedule.swizzle import WIDEST_ALIGNMENT
 from ..sm90 import tma_isa as tma
 from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offset_words
 from . import tcgen05_isa as tc
+from ..sm90.batch import batch_params
 from .epilogue import TmemEpilogue
+from .epilogue_tma import C_MAP_PARAM, TmemTmaEpilogue
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
+from .tile_scheduler import TileWalk, init_clc_barriers
 
 SMEM_SYMBOL = "smem"
 TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
@@ -45,13 +51,18 @@ SCALAR_PARAMS = [Param(".u64", "C"), Param(".u32", "M"), Param(".u32", "N"), Par
 VECTOR_PARAMS = ("bias", "scale")
 
 
+def tensor_map_params(g: Gemm, s: Schedule) -> tuple[str, ...]:
+    """A's and B's maps, then C's for the TMA-store epilogue."""
+    return TENSOR_MAP_PARAMS + ((C_MAP_PARAM,) if sm100_plan(g, s).epilogue_tile is not None else ())
+
+
 def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
-    return tuple(f"{m}[128]" for m in TENSOR_MAP_PARAMS) + tuple(p.name for p in SCALAR_PARAMS)
+    return tuple(f"{m}[128]" for m in tensor_map_params(g, s)) + tuple(p.name for p in SCALAR_PARAMS)
 
 
-def kernel_params(g: Gemm) -> list[Param]:
-    return ([Param(".align 64 .b8", f"{m}[128]") for m in TENSOR_MAP_PARAMS] + list(SCALAR_PARAMS)
-            + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)])
+def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
+    return ([Param(".align 64 .b8", f"{m}[128]") for m in tensor_map_params(g, s)] + list(SCALAR_PARAMS)
+            + batch_params(g.batch) + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)])
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -86,7 +97,7 @@ class Sm100Lowering(ScalarOps):
     def __init__(self, g: Gemm, s: Schedule, offset: int = 0):
         self.g, self.s, self.plan = g, s, sm100_plan(g, s)
         self.offset = offset
-        self.b = Builder(entry_name(g, s), kernel_params(g))
+        self.b = Builder(entry_name(g, s), kernel_params(g, s))
         self.b.function.directives.append(f".maxntid {THREADS}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, WIDEST_ALIGNMENT, None))
         self.dims: dict[str, VReg] = {}
@@ -100,7 +111,7 @@ class Sm100Lowering(ScalarOps):
                comment="warp index, warp-uniform for ptxas")
         self.lane = ptx.and_(b, B32, self.tid, Imm("31"))
         self.tmaps = {name: ptx.to_param(b, U64, ptx.mov(b, B64, Sym(param)), comment=f"generic address of {param} (by value)")
-                      for name, param in zip(("A", "B"), TENSOR_MAP_PARAMS)}
+                      for name, param in zip(("A", "B", "C"), tensor_map_params(g, s))}
         self.ptr.update({name: ptx.to_global(b, U64, ld_param(b, "b64", ".u64", name))
                          for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n))})
         for n in ("M", "N", "K", "ldc"):
@@ -123,6 +134,7 @@ class Sm100Lowering(ScalarOps):
             mb.init(b, Addr(self.acc_full, 8 * buf), 1, guard=leader)
             mb.init(b, Addr(self.acc_empty, 8 * buf), EPILOGUE_WARPS, guard=leader)
         self.ring.init(leader)
+        self.clc = init_clc_barriers(self, leader)
         self.is_mma = ptx.setp(b, "eq", U32, self.warp, Imm(str(MMA_WARP)))
         allocated = b.label("tmem_allocated")
         b.emit("bra", Sym(allocated), guard=self.is_mma, negate=True)
@@ -150,26 +162,10 @@ class Sm100Lowering(ScalarOps):
         b.place(mma)
         self.mma_warp()
         b.place(epilogue)
-        TmemEpilogue(self).emit()
+        (TmemTmaEpilogue(self) if self.plan.epilogue_tile is not None else TmemEpilogue(self)).emit()
         return b.function
 
-    # -- the tile walk -------------------------------------------------------------------------
-    def walk(self, role: str) -> tuple[VReg, VReg, str, str]:
-        """(tile index, tile count, loop top, exit): CTA x walks tiles x, x + %nctaid.x, ..."""
-        b = self.b
-        count = TileScheduler(self).tile_count()
-        index = ptx.mov(b, U32, Sym("%ctaid.x"), comment=f"{role}: first tile, then += %nctaid.x")
-        top, done = b.label(f"{role}_tile_loop"), b.label(f"{role}_tiles_done")
-        b.emit("bra", Sym(done), guard=ptx.setp(b, "ge", U32, index, count))
-        b.place(top)
-        return index, count, top, done
-
-    def next_tile(self, index: VReg, count: VReg, top: str, done: str) -> None:
-        b = self.b
-        ptx.add(b, U32, index, ptx.mov(b, U32, Sym("%nctaid.x")), into=index)
-        b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, index, count))
-        b.place(done)
-
+    # -- the tile walk (tile_scheduler.py) --------------------------------------------------------
     def buffer(self, i: VReg) -> tuple[VReg, VReg]:
         """(accumulator buffer, the parity of its use) of the CTA's i-th tile."""
         b = self.b
@@ -186,20 +182,20 @@ class Sm100Lowering(ScalarOps):
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
         position = ring.start(1, ("producer's ring position, carried across tiles",
                                   "empty-barrier parity the producer waits for (starts 1)"))
-        index, count, top_tile, done = self.walk("producer")
-        tile = TileScheduler(self).tile(index)
+        walk = TileWalk(self, "producer", cancels=True)
+        wt = walk.begin()
         kt = ptx.mov(b, U32, Imm("0"))
         state = position.counting(kt)
         top = b.label("producer_k_loop")
         b.place(top)
         ring.producer_acquire(state, comment="the MMAs reading this stage completed (their commit arrived)")
-        self.issue_stage(state, tile)
+        self.issue_stage(state, wt.tile, wt.batch)
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, kt, self.kt_count))
-        self.next_tile(index, count, top_tile, done)
+        walk.end()
         b.emit("ret")
 
-    def issue_stage(self, state: PipelineState, tile: Tile) -> None:
+    def issue_stage(self, state: PipelineState, tile: Tile, batch: VReg | None = None) -> None:
         """Arm full[stage] for the stage's bytes and issue the A and B boxes of k-tile `state.count`
         (before its advance); out-of-bounds parts are zero-filled and count towards the bytes."""
         b, plan = self.b, self.plan
@@ -216,7 +212,8 @@ class Sm100Lowering(ScalarOps):
                     inner, outer = (ptx.add(b, U32, k0, Imm(str(j * box.inner))) if j else k0), origin
                 else:
                     inner, outer = (ptx.add(b, U32, origin, Imm(str(j * box.inner))) if j else origin), k0
-                tma.load(b, Addr(dst), self.tmaps[name], (inner, outer), bar,
+                coords = (inner, outer) + ((batch,) if batch is not None else ())
+                tma.load(b, Addr(dst), self.tmaps[name], coords, bar,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
 
     # -- the MMA warp --------------------------------------------------------------------------
@@ -235,7 +232,8 @@ class Sm100Lowering(ScalarOps):
         position = ring.start(0, ("MMA warp's ring position, carried across tiles",
                                   "full-barrier parity the MMA warp waits for"))
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
-        index, count, top_tile, done = self.walk("mma")
+        walk = TileWalk(self, "mma")
+        walk.begin()
         buf, use = self.buffer(i)
         mb.wait_parity(b, Addr(ptx.add(b, U32, self.acc_empty, ptx.shl(b, B32, buf, Imm("3")))),
                        ptx.xor(b, B32, use, Imm("1")), "wait_acc_empty",
@@ -262,7 +260,7 @@ class Sm100Lowering(ScalarOps):
         tc.commit(b, Addr(ptx.add(b, U32, self.acc_full, ptx.shl(b, B32, buf, Imm("3")))), guard=elected,
                   comment="the tile's accumulator is complete once every MMA so far completed")
         ptx.add(b, U32, i, Imm("1"), into=i)
-        self.next_tile(index, count, top_tile, done)
+        walk.end()
         bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1),
                  comment="the epilogue warps have read every accumulator")
         tc.fence_after_thread_sync(b)

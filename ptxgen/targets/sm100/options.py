@@ -6,13 +6,22 @@ schedules). None picks the default (`backend.fill_defaults`): 1.
 
 * `cta_group`: CTAs that share one tcgen05.mma (1, or 2 for a CTA pair, which is not built yet:
   the verifier refuses it with the fix).
+* `tile_scheduler`: how the persistent CTAs get their output tiles (tile_scheduler.py). "static"
+  (the default): min(tiles, SMs) CTAs, CTA x walks tiles x, x + %nctaid.x, ... "clc": one CTA per
+  tile, and each running CTA takes its next tile by cancelling a not-yet-launched CTA with
+  `clusterlaunchcontrol.try_cancel` (sm_100a cluster launch control), so the hardware balances
+  the tiles over whatever SMs are free. (sm_90a's persistence is its `persistent` flag; sm_100a
+  is always persistent, so its choice is which scheduler walks the tiles.)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
 from ...schedule.scalars import normalise
-from ...schedule.verify_types import integer
+from ...schedule.verify_types import choice, integer
+
+#: The tile schedulers of a tcgen05 schedule (see the module docstring).
+TILE_SCHEDULERS = ("static", "clc")
 
 
 @dataclass(frozen=True)
@@ -20,6 +29,7 @@ class Sm100Options:
     """The tcgen05-only fields of a `Schedule` (see the module docstring)."""
 
     cta_group: int | None = None
+    tile_scheduler: str | None = None
 
     def __post_init__(self) -> None:
         normalise(self, tuple(f.name for f in fields(self)), ())
@@ -33,6 +43,7 @@ class Sm100Options:
     def verify_types(self) -> None:
         """Raise ScheduleTypeError for a field of the wrong type."""
         integer("schedule.cta_group", self.cta_group, optional=True, example=1)
+        choice("schedule.tile_scheduler", self.tile_scheduler, TILE_SCHEDULERS, optional=True)
 
 
 #: The fields only tcgen05 schedules use (None on every other schedule).

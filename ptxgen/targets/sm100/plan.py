@@ -13,7 +13,7 @@ from ...schedule.problem import DTYPE_BYTES, Gemm
 from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ..sm90.descriptors import CanonicalTile
-from ..sm90.plan import TmaBox, _box
+from ..sm90.plan import EpilogueTile, TmaBox, _box
 
 #: tcgen05.mma kinds by input dtype, and K per MMA (256 bits of K per row, §12c).
 KIND = {"f16": "f16", "bf16": "f16", "tf32": "tf32"}
@@ -37,6 +37,11 @@ MBARRIER_BYTES = 8
 LD_COLUMNS = 32
 #: Shared bytes past the ring's barriers: the 4-byte slot tcgen05.alloc writes the TMEM address to.
 TMEM_SLOT_BYTES = 16
+#: Cluster launch control (tile_scheduler.py): two 16-byte responses, then clc_full[2], clc_empty[2].
+CLC_SLOTS = 2
+CLC_BYTES = CLC_SLOTS * 16 + 2 * CLC_SLOTS * MBARRIER_BYTES
+#: Staging buffers per epilogue warp of the TMA-store epilogue (chunk j in buffer j % 2).
+STAGING_BUFFERS = 2
 
 
 def mma_n_step(bm: int) -> int:
@@ -79,6 +84,10 @@ class Sm100Plan:
     tmem_columns: int                  # what tcgen05.alloc asks for (a power of two)
     stage_tx_bytes: int
     idesc: int
+    #: The TMA-store epilogue's staging unit per epilogue warp (epilogue_tma.py; None: direct stores).
+    epilogue_tile: EpilogueTile | None = None
+    #: Tiles taken by cluster launch control (tile_scheduler.py): response slots and barriers.
+    clc: bool = False
 
     @property
     def stage_bytes(self) -> int:
@@ -106,9 +115,21 @@ class Sm100Plan:
         return self.acc_empty + MBARRIER_BYTES * 2
 
     @property
-    def nbytes(self) -> int:
-        """Shared bytes from the aligned base (stages, barriers, slot)."""
+    def clc_slots(self) -> int:
+        """Offset of the cluster-launch-control responses and barriers (tile_scheduler.py)."""
         return self.tmem_slot + TMEM_SLOT_BYTES
+
+    @property
+    def staging(self) -> int:
+        """Offset of the TMA-store epilogue's staging buffers, on the 1024-byte swizzle pattern."""
+        return align_up(self.clc_slots + (CLC_BYTES if self.clc else 0), WIDEST_ALIGNMENT)
+
+    @property
+    def nbytes(self) -> int:
+        """Shared bytes from the aligned base (stages, barriers, slot, [CLC], [staging])."""
+        if self.epilogue_tile is not None:
+            return self.staging + EPILOGUE_WARPS * STAGING_BUFFERS * self.epilogue_tile.buffer_bytes
+        return self.clc_slots + (CLC_BYTES if self.clc else 0)
 
     @property
     def smem_bytes(self) -> int:
@@ -126,6 +147,9 @@ def align_up(x: int, a: int) -> int:
 
 def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
     """The plan of a tcgen05 schedule whose fields have their types (verify_types ran)."""
+    from .epilogue_tma import staging_tile
+    from .tile_scheduler import uses_clc
+
     bm, bn, bk = s.block
     esize = DTYPE_BYTES[g.dtype]
     a_k, b_k = g.a_layout == "row", g.b_layout == "col"
@@ -147,10 +171,14 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
         a_stage=align_up(bm * bk * esize, WIDEST_ALIGNMENT), b_stage=align_up(bn * bk * esize, WIDEST_ALIGNMENT),
         stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * bn),
         stage_tx_bytes=(bm + bn) * bk * esize,
-        idesc=idesc(g, bm, bn, not a_k, not b_k) if g.dtype in KIND else 0)
+        idesc=idesc(g, bm, bn, not a_k, not b_k) if g.dtype in KIND else 0,
+        epilogue_tile=staging_tile(g, s), clc=uses_clc(s))
 
 
 def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:
-    """One CTA per SM (`s.sms` if given), never more than the output tiles."""
+    """One CTA per SM (`s.sms` if given), never more than the output tiles; with cluster launch
+    control one CTA per tile (the running ones cancel the rest and take their tiles)."""
     tiles = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch
+    if s.tile_scheduler == "clc":
+        return tiles
     return max(1, min(s.sms or sms, tiles))

@@ -14,6 +14,7 @@ from ...schedule.schedule import Schedule
 from ...schedule.targets import target
 from ..sm90.plan import TMA_BOX_MAX, TMA_STRIDE_ALIGN
 from .options import BLACKWELL_FIELDS
+from .epilogue_tma import tma_store_refusal
 from .plan import KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
 
 ARCH = "sm_100a"
@@ -74,6 +75,15 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
         _fail("gemm.layout", f"{g.a_layout}/{g.b_layout}", "tf32 operands are K-major only (the MN-major "
               "tf32 layout needs the 128B-with-32B-atomicity swizzle, not built)",
               "pass A row-major and B column-major (a_layout='row', b_layout='col')")
+    if s.epilogue_via_smem is True and tma_store_refusal(g, s) is not None:
+        _fail("schedule.epilogue_via_smem", True, f"the TMA-store epilogue cannot write this C: "
+              f"{tma_store_refusal(g, s)}", "use epilogue_via_smem=None (TMA where it can write C) or False "
+              "(direct stores)")
+    if s.tile_scheduler == "clc" and s.sms is not None:
+        _fail("schedule.sms", s.sms, "tile_scheduler='clc' launches one CTA per tile and the hardware decides how "
+              "many run at once (each takes its next tile by cancelling a CTA not yet launched), so no SM count "
+              "sizes its grid", "use sms=None with tile_scheduler='clc', or tile_scheduler='static' for a grid "
+              "of `sms` CTAs")
     plan = sm100_plan(g, s)
     if plan.swizzle is None or plan.a_tile is None or plan.b_tile is None:
         _fail("schedule.block", s.block, "each operand's contiguous extent (BK for a K-major operand, BM or BN "
@@ -105,14 +115,13 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
 
 
 def check_built(g: Gemm, s: Schedule, arch: str) -> None:
-    """What the first tcgen05 lowering does not have: CTA pairs, batches, split-K, Stream-K."""
-    fix = "use cta_group=1, one matrix, split_k=1 and decomposition='tiles' (built)"
+    """What the tcgen05 lowering does not have: CTA pairs, split-K, Stream-K."""
+    fix = "use cta_group=1, split_k=1 and decomposition='tiles' (built)"
     if s.cta_group == 2:
         raise LoweringNotBuilt("schedule.cta_group", 2, "CTA-pair (cta_group::2) tcgen05.mma is not built yet "
                                "in the sm_100a lowering", "use cta_group=1 with block BM <= 128")
-    for field, value, bad in (("gemm.batch", g.batch, g.batch > 1), ("schedule.split_k", s.split_k, s.split_k > 1),
-                              ("schedule.decomposition", s.decomposition, s.stream_k),
-                              ("schedule.epilogue_via_smem", s.epilogue_via_smem, s.epilogue_via_smem is True)):
+    for field, value, bad in (("schedule.split_k", s.split_k, s.split_k > 1),
+                              ("schedule.decomposition", s.decomposition, s.stream_k)):
         if bad:
-            raise LoweringNotBuilt(field, value, "not built yet in the sm_100a lowering (it stores C directly "
-                                   "from one persistent tile walk)", fix + ", epilogue_via_smem=None")
+            raise LoweringNotBuilt(field, value, "not built yet in the sm_100a lowering (every CTA computes whole "
+                                   "tiles of one persistent tile walk)", fix)

@@ -1,0 +1,247 @@
+"""The sm_100a TMA-store epilogue: tcgen05.ld -> the shared epilogue math -> a swizzled shared
+staging box per epilogue warp -> cp.async.bulk.tensor store, clipped by TMA at M and N
+(docs/ptx_facts/tcgen05.md §12f, tma.md §9d, mbarrier.md §9f).
+
+Each epilogue warp owns its TMEM lane quarter, so its rows of the tile (32, or 16 with M = 64,
+whose layout F puts rows 16w..16w+15 in lanes 0..15 of quarter w, §12b) are one TMA box of
+`EpilogueTile` (the sm_90a staging unit: one swizzle width of columns, 128 B at most) per chunk
+of BN, and each warp's lane 0 stores its own box; the four warps meet at one named barrier per chunk
+(the simulator's rule for barriers: see STAGING_BARRIER). Chunk j of a
+tile goes through the warp's buffer j % 2:
+
+    tcgen05.ld the chunk's columns of my row; tcgen05.wait::ld
+    [last chunk] lane 0 arrives on acc_empty: the MMA warp may reuse the accumulator buffer
+    math (epilogue/math.py: alpha, scale, beta * C (read with guarded ld.global), bias, activation)
+    lane 0: cp.async.bulk.wait_group.read <= 1 (0 when a tile has an odd number of chunks): the
+            store that last read this buffer, two chunks ago (or in the previous tile), is done
+            reading it; bar.sync 2, 128: every thread writes after its warp's wait
+    every lane: st.shared.v4 of its row's 16-byte pieces at their swizzled offsets
+    fence.proxy.async.shared::cta: the generic writes before the async proxy reads them
+    bar.sync 2, 128; lane 0: the TMA store of its warp's box (+ the batch coordinate), commit_group
+
+After the CTA's last tile lane 0 waits for every store to have read shared memory (wait_group.read
+0) before the teardown barrier, so the CTA's shared memory outlives the stores reading it.
+
+Staging row r of a box sits at r * pitch; its 16-byte piece q at (q * 16) XOR the box swizzle's
+key of r * pitch (tma.md "Swizzle modes"), so 8 consecutive rows' pieces fall in distinct banks.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...emit import mbarrier_isa as mb
+from ...emit.epilogue.math import CVT_PACK, EpilogueMath
+from ...emit.memory import bar_sync
+from ...ir import Addr, Imm, Vec, VReg
+from ...ir import ops as ptx
+from ...ir.ops import B32, B64, F32, PRED, S32, S64, U32, U64
+from ...schedule.problem import Gemm
+from ...schedule.schedule import Schedule
+from ..sm90 import tma_isa as tma
+from ..sm90.plan import TMA_STRIDE_ALIGN, EpilogueTile, epilogue_tile
+from . import tcgen05_isa as tc
+from .plan import EPILOGUE_WARPS, LD_COLUMNS, STAGING_BUFFERS, TEARDOWN_BARRIER
+from .tile_scheduler import TileWalk
+
+if TYPE_CHECKING:
+    from .kernel import Sm100Lowering
+
+#: The named barrier of the epilogue warps' staging (0 is the CTA's, 1 the teardown's): one id for
+#: all four warps, since the simulator wants a barrier id uniform over threads running together
+#: and credits no ordering to bar.warp.sync in a CTA of several warps.
+STAGING_BARRIER = 2
+#: Output element sizes the staging writes (f16/bf16 packed in pairs, f32 as they are).
+STAGED_OUT_BYTES = (2, 4)
+C_MAP_PARAM = "tmapC"
+
+
+def rows_per_warp(bm: int) -> int:
+    """Rows of the tile one epilogue warp holds: its 32 TMEM lanes, or 16 with M = 64 (layout F)."""
+    return 32 if bm == 128 else 16
+
+
+def tma_store_refusal(g: Gemm, s: Schedule) -> str | None:
+    """Why the TMA store cannot write this C (None: it can): TMA's rules on C's rows, base and box."""
+    if g.out_bytes not in STAGED_OUT_BYTES:
+        return f"the staging writes 2- and 4-byte outputs, not {g.out_dtype}"
+    if (g.leading_dims()[2] * g.out_bytes) % TMA_STRIDE_ALIGN or g.out_alignment() < TMA_STRIDE_ALIGN:
+        return (f"TMA stores rows whose byte stride is a multiple of {TMA_STRIDE_ALIGN} from a {TMA_STRIDE_ALIGN}-byte "
+                f"aligned C (ldc = {g.leading_dims()[2]} {g.out_dtype} elements, C {g.out_alignment()}-byte aligned)")
+    if (s.bn * g.out_bytes) % TMA_STRIDE_ALIGN:
+        return f"a TMA box row is a multiple of {TMA_STRIDE_ALIGN} B; BN = {s.bn} {g.out_dtype} columns are {s.bn * g.out_bytes} B"
+    return None
+
+
+def uses_tma_store(g: Gemm, s: Schedule) -> bool:
+    """`epilogue_via_smem`, or where None the TMA store whenever TMA can write C (the verifier
+    refuses epilogue_via_smem=True where it cannot)."""
+    if s.epilogue_via_smem is not None:
+        return bool(s.epilogue_via_smem)
+    return tma_store_refusal(g, s) is None
+
+
+def staging_tile(g: Gemm, s: Schedule) -> EpilogueTile | None:
+    """The staging unit of one epilogue warp, or None for direct stores."""
+    if not uses_tma_store(g, s) or s.bm not in (64, 128) or tma_store_refusal(g, s) is not None:
+        return None
+    return epilogue_tile(rows_per_warp(s.bm), s.bn, g.out_bytes)
+
+
+def c_map_box(g: Gemm, tile: EpilogueTile) -> tuple[int, ...]:
+    """C's TMA box in numpy order: (rows, cols), with a leading 1 for a batched GEMM's 3-D map."""
+    return ((1,) if g.batch > 1 else ()) + (tile.rows, tile.cols)
+
+
+def ld_pieces(cols: int) -> list[tuple[int, int]]:
+    """(first column, count) of the tcgen05.ld.32x32b covering `cols` columns: powers of two of at
+    most LD_COLUMNS (.x1 .. .x128 take powers of two)."""
+    out, at = [], 0
+    while at < cols:
+        n = min(LD_COLUMNS, 1 << ((cols - at).bit_length() - 1))
+        out.append((at, n))
+        at += n
+    return out
+
+
+class TmemTmaEpilogue(EpilogueMath):
+    """The epilogue warps' walk over the CTA's tiles with TMA stores (`emit`)."""
+
+    lw: "Sm100Lowering"
+
+    def __init__(self, lw: "Sm100Lowering"):
+        super().__init__(lw)
+        tile = lw.plan.epilogue_tile
+        assert tile is not None, "the plan chose direct stores"
+        self.tile = tile
+
+    def emit(self) -> None:
+        lw, b, g, tile = self.lw, self.b, self.g, self.tile
+        bm, bn, _ = lw.plan.mma
+        rows = tile.rows
+        b.banner(f"Epilogue warps 0..{EPILOGUE_WARPS - 1}: per tile wait acc_full, per {tile.cols}-column chunk "
+                 f"tcgen05.ld, the math, {g.out_dtype} into a {tile.swizzle or 'un'}{'B-' if tile.swizzle else ''}"
+                 f"swizzled {rows}x{tile.cols} staging box per warp, TMA store (clipped at M and N)")
+        self.describe()
+        lane_ok = ptx.setp(b, "lt", U32, lw.lane, Imm(str(rows)),
+                           comment="M = 64: lanes 16..31 of a quarter hold no row") if bm == 64 else None
+        lane_field = ptx.shl(b, B32, lw.warp, Imm("21"), comment="TMEM lane 32w in bits 31..16")
+        leader = ptx.setp(b, "eq", U32, lw.lane, Imm("0"))
+        warp_rows = ptx.mul(b, U32, lw.warp, Imm(str(rows)), comment="the warp's first row of the tile")
+        buffers = ptx.add(b, U32, ptx.add(b, U32, lw.smem, Imm(str(lw.plan.staging))),
+                          ptx.mul(b, U32, lw.warp, Imm(str(STAGING_BUFFERS * tile.buffer_bytes))),
+                          comment="this warp's staging buffers")
+        pieces = self.staging_addresses(buffers)
+        tmap_c = lw.tmaps["C"]
+        i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
+        walk = TileWalk(lw, "epilogue", moves_c=bool(self.e.beta))
+        wt = walk.begin()
+        buf, use = lw.buffer(i)
+        mb.wait_parity(b, Addr(ptx.add(b, U32, lw.acc_full, ptx.shl(b, B32, buf, Imm("3")))), use, "wait_acc_full",
+                       comment="the tile's MMAs completed")
+        tc.fence_after_thread_sync(b)
+        taddr = ptx.add(b, U32, ptx.add(b, U32, lw.tmem, lane_field), ptx.mul(b, U32, buf, Imm(str(bn))),
+                        comment="lane 32w, the buffer's first column")
+        row0 = ptx.add(b, U32, wt.tile.bm0, warp_rows, comment="the warp's first row: the box's row coordinate")
+        row = ptx.add(b, U32, row0, lw.lane)
+        row_ok = ptx.setp(b, "lt", U32, row, lw.dim("M"))
+        if lane_ok is not None:
+            row_ok = ptx.and_(b, PRED, row_ok, lane_ok)
+        row_vec = {name: self.vector_values(name, row, [0], [row_ok])[0]
+                   for name in ("bias", "scale") if getattr(self.e, name) == "row"}
+        row_off = ptx.mul_wide(b, U32, row, lw.dim("ldc")) if self.e.beta else None
+        for j in range(tile.chunks):
+            c0 = j * tile.cols
+            regs: list[VReg] = []
+            for at, n in ld_pieces(tile.cols):
+                part = b.regs("f32", n)
+                tc.load_32x32b(b, part, Addr(taddr, c0 + at), comment=f"columns {c0 + at}..{c0 + at + n - 1} of my row")
+                regs.extend(part)
+            tc.wait_ld(b)
+            if j == tile.chunks - 1:
+                tc.fence_before_thread_sync(b)
+                mb.arrive(b, Addr(ptx.add(b, U32, lw.acc_empty, ptx.shl(b, B32, buf, Imm("3")))), guard=leader,
+                          comment="this warp has read the buffer: the MMA warp may reuse it")
+            col0 = ptx.add(b, U32, wt.tile.bn0, Imm(str(c0))) if c0 else wt.tile.bn0
+            outs = self.chunk_values(regs, col0, row_ok, row_off, wt.c, row_vec)
+            self.stage(outs, pieces, j, leader, lane_ok)
+            coords = (col0, row0) + ((wt.batch,) if wt.batch is not None else ())
+            tma.store(b, tmap_c, coords, Addr(buffers, (j % 2) * tile.buffer_bytes), guard=leader,
+                      comment=f"box {rows}x{tile.cols} of C, clipped at M and N")
+            tma.bulk_commit_group(b, guard=leader, comment=f"chunk {j}'s store")
+        ptx.add(b, U32, i, Imm("1"), into=i)
+        walk.end()
+        tma.bulk_wait_group(b, 0, read_only=True, guard=leader,
+                            comment="the last stores have read shared memory before the CTA may exit")
+        tc.fence_before_thread_sync(b)
+        bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1),
+                 comment="every accumulator read: TMEM may be freed")
+        b.emit("ret")
+
+    def staging_addresses(self, buffers: VReg) -> list[Addr]:
+        """This thread's 16-byte pieces of its staging row in buffer 0 (buffer 1 is an immediate
+        offset): row lane at lane * pitch, piece q XORed with the box swizzle's key of the row."""
+        lw, b, tile = self.lw, self.b, self.tile
+        rowterm = ptx.mul(b, U32, lw.lane, Imm(str(tile.pitch)), comment=f"my row x {tile.pitch} B")
+        rowbase = ptx.add(b, U32, buffers, rowterm)
+        swz = tile.swizzle_mode
+        if not swz.bits:
+            return [Addr(rowbase, 16 * q) for q in range(tile.pitch // 16)]
+        key = ptx.and_(b, B32, ptx.shr(b, U32, rowterm, Imm(str(swz.shift))), Imm(str(swz.zzz_mask)),
+                       comment=f"{swz.name} swizzle: the row's key bits onto the 16-byte piece bits")
+        return [Addr(ptx.add(b, U32, rowbase, ptx.xor(b, B32, key, Imm(str(16 * q))) if q else key))
+                for q in range(tile.pitch // 16)]
+
+    def chunk_values(self, regs: list[VReg], col0: VReg, row_ok: VReg, row_off: VReg | None, c: VReg,
+                     row_vec: dict[str, VReg]) -> list[VReg]:
+        """The epilogue math of columns col0 + j of this thread's row (f32 results). Column vectors
+        and C (beta) are read only where the column is inside N and the row inside M."""
+        lw, b, e = self.lw, self.b, self.e
+        n = len(regs)
+        oks: list[VReg | None] = [None] * n
+        if e.bias == "col" or e.scale == "col" or e.beta:
+            room = ptx.sub(b, U32, lw.dim("N"), col0, comment="columns left from the chunk's first (negative: none)")
+            oks = [ptx.setp(b, "gt", S32, room, Imm(str(j))) for j in range(n)]
+        col_vec = {name: self.vector_values(name, col0, list(range(n)), oks)
+                   for name in ("bias", "scale") if getattr(e, name) == "col"}
+        old: list[VReg | None] = [None] * n
+        if e.beta:
+            assert row_off is not None
+            off = ptx.add(b, U64, row_off, ptx.cvt(b, U64, U32, col0))
+            if self.ob > 1:
+                off = ptx.shl(b, B64, off, Imm(str(self.ob.bit_length() - 1)))
+            ptr = ptx.add(b, S64, c, off)
+            old = [self.load_old(Addr(ptr, j * self.ob), 1, ptx.and_(b, PRED, row_ok, ok))[0]
+                   for j, ok in enumerate(oks)]
+        outs = []
+        for j, v in enumerate(regs):
+            vec = {name: (row_vec[name] if name in row_vec else col_vec[name][j])
+                   for name in ("bias", "scale") if name in row_vec or name in col_vec}
+            outs.append(self.apply(v, old[j], vec.get("bias"), vec.get("scale")))
+        return outs
+
+    def stage(self, outs: list[VReg], pieces: list[Addr], j: int, leader: VReg, lane_ok: VReg | None) -> None:
+        """Chunk j's values of this thread's row into buffer j % 2, after the store that last read
+        that buffer is done reading it; then fenced for the async proxy and synced across the warp."""
+        b, tile = self.b, self.tile
+        k = j % 2
+        # the most recent store group used the other buffer, except at a tile's first chunk when
+        # the tile has an odd number of chunks (the previous tile's last chunk used this buffer too)
+        pending = 1 if tile.chunks % 2 == 0 or j > 0 else 0
+        tma.bulk_wait_group(b, pending, read_only=True, guard=leader,
+                            comment=f"the store that last read buffer {k} is done reading it")
+        bar_sync(b, barrier=STAGING_BARRIER, threads=32 * EPILOGUE_WARPS,
+                 comment="every thread writes the buffers after the lane-0 waits")
+        words: list[VReg] = list(outs)
+        if self.ob == 2:
+            words = []
+            for p in range(0, len(outs), 2):
+                r = b.reg("b32")
+                b.emit(CVT_PACK[self.g.out_dtype], r, outs[p + 1], outs[p], ndefs=1)   # odd column high
+                words.append(r)
+        for q, at in enumerate(pieces):
+            ptx.store(b, "shared", B32 if self.ob == 2 else F32, Addr(at.base, at.offset + k * tile.buffer_bytes),
+                      Vec(tuple(words[4 * q:4 * q + 4])), width=4, guard=lane_ok,
+                      comment=f"columns +{(16 * q) // self.ob}..+{(16 * q + 15) // self.ob} of my row" if q == 0 else None)
+        mb.fence_proxy_async(b, comment="the staged box, written by the generic proxy, before TMA reads it")
+        bar_sync(b, barrier=STAGING_BARRIER, threads=32 * EPILOGUE_WARPS,
+                 comment="every thread's pieces before the lane-0 stores")

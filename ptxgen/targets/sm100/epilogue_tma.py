@@ -9,13 +9,13 @@ of BN, and each warp's lane 0 stores its own box; the four warps meet at one nam
 (the simulator's rule for barriers: see STAGING_BARRIER). Chunk j of a
 tile goes through the warp's buffer j % 2:
 
-    tcgen05.ld the chunk's columns of my row; tcgen05.wait::ld
-    [last chunk] lane 0 arrives on acc_empty: the MMA warp may reuse the accumulator buffer
-    math (epilogue/math.py: alpha, scale, beta * C (read with guarded ld.global), bias, activation)
     lane 0: cp.async.bulk.wait_group.read <= 1 (0 when a tile has an odd number of chunks): the
             store that last read this buffer, two chunks ago (or in the previous tile), is done
             reading it; bar.sync 2, 128: every thread writes after its warp's wait
-    every lane: st.shared.v4 of its row's 16-byte pieces at their swizzled offsets
+    per at most 32 columns: tcgen05.ld of my row; tcgen05.wait::ld; [the tile's last] lane 0
+            arrives on acc_empty (the MMA warp may reuse the accumulator buffer); the math
+            (epilogue/math.py: alpha, scale, beta * C read with guarded ld.global, bias, the
+            activation); st.shared.v4 of the row's 16-byte pieces at their swizzled offsets
     fence.proxy.async.shared::cta: the generic writes before the async proxy reads them
     bar.sync 2, 128; lane 0: the TMA store of its warp's box (+ the batch coordinate), commit_group
 
@@ -151,19 +151,23 @@ class TmemTmaEpilogue(EpilogueMath):
         row_off = ptx.mul_wide(b, U32, row, lw.dim("ldc")) if self.e.beta else None
         for j in range(tile.chunks):
             c0 = j * tile.cols
-            regs: list[VReg] = []
-            for at, n in ld_pieces(tile.cols):
-                part = b.regs("f32", n)
-                tc.load_32x32b(b, part, Addr(taddr, c0 + at), comment=f"columns {c0 + at}..{c0 + at + n - 1} of my row")
-                regs.extend(part)
-            tc.wait_ld(b)
-            if j == tile.chunks - 1:
-                tc.fence_before_thread_sync(b)
-                mb.arrive(b, Addr(ptx.add(b, U32, lw.acc_empty, ptx.shl(b, B32, buf, Imm("3")))), guard=leader,
-                          comment="this warp has read the buffer: the MMA warp may reuse it")
             col0 = ptx.add(b, U32, wt.tile.bn0, Imm(str(c0))) if c0 else wt.tile.bn0
-            outs = self.chunk_values(regs, col0, row_ok, row_off, wt.c, row_vec)
-            self.stage(outs, pieces, j, leader, lane_ok)
+            self.claim_buffer(j, leader)
+            pieces_ld = ld_pieces(tile.cols)
+            for p, (at, n) in enumerate(pieces_ld):
+                regs = b.regs("f32", n)
+                tc.load_32x32b(b, regs, Addr(taddr, c0 + at), comment=f"columns {c0 + at}..{c0 + at + n - 1} of my row")
+                tc.wait_ld(b)
+                if j == tile.chunks - 1 and p == len(pieces_ld) - 1:
+                    tc.fence_before_thread_sync(b)
+                    mb.arrive(b, Addr(ptx.add(b, U32, lw.acc_empty, ptx.shl(b, B32, buf, Imm("3")))), guard=leader,
+                              comment="this warp has read the buffer: the MMA warp may reuse it")
+                first = ptx.add(b, U32, col0, Imm(str(at))) if at else col0
+                outs = self.chunk_values(list(regs), first, row_ok, row_off, wt.c, row_vec)
+                self.write(outs, pieces, j, at, lane_ok)
+            mb.fence_proxy_async(b, comment="the staged box, written by the generic proxy, before TMA reads it")
+            bar_sync(b, barrier=STAGING_BARRIER, threads=32 * EPILOGUE_WARPS,
+                     comment="every thread's pieces before the lane-0 stores")
             coords = (col0, row0) + ((wt.batch,) if wt.batch is not None else ())
             tma.store(b, tmap_c, coords, Addr(buffers, (j % 2) * tile.buffer_bytes), guard=leader,
                       comment=f"box {rows}x{tile.cols} of C, clipped at M and N")
@@ -219,29 +223,31 @@ class TmemTmaEpilogue(EpilogueMath):
             outs.append(self.apply(v, old[j], vec.get("bias"), vec.get("scale")))
         return outs
 
-    def stage(self, outs: list[VReg], pieces: list[Addr], j: int, leader: VReg, lane_ok: VReg | None) -> None:
-        """Chunk j's values of this thread's row into buffer j % 2, after the store that last read
-        that buffer is done reading it; then fenced for the async proxy and synced across the warp."""
-        b, tile = self.b, self.tile
+    def claim_buffer(self, j: int, leader: VReg) -> None:
+        """Before chunk j's first write to buffer j % 2: lane 0 waits until the store that last read
+        it is done reading, then the epilogue warps meet, so every thread writes after that wait."""
         k = j % 2
         # the most recent store group used the other buffer, except at a tile's first chunk when
         # the tile has an odd number of chunks (the previous tile's last chunk used this buffer too)
-        pending = 1 if tile.chunks % 2 == 0 or j > 0 else 0
-        tma.bulk_wait_group(b, pending, read_only=True, guard=leader,
+        pending = 1 if self.tile.chunks % 2 == 0 or j > 0 else 0
+        tma.bulk_wait_group(self.b, pending, read_only=True, guard=leader,
                             comment=f"the store that last read buffer {k} is done reading it")
-        bar_sync(b, barrier=STAGING_BARRIER, threads=32 * EPILOGUE_WARPS,
+        bar_sync(self.b, barrier=STAGING_BARRIER, threads=32 * EPILOGUE_WARPS,
                  comment="every thread writes the buffers after the lane-0 waits")
+
+    def write(self, outs: list[VReg], pieces: list[Addr], j: int, at: int, lane_ok: VReg | None) -> None:
+        """Columns at.. of chunk j of this thread's row, cast, into buffer j % 2 (16-byte pieces)."""
+        b, tile, ob = self.b, self.tile, self.ob
         words: list[VReg] = list(outs)
-        if self.ob == 2:
+        if ob == 2:
             words = []
             for p in range(0, len(outs), 2):
                 r = b.reg("b32")
                 b.emit(CVT_PACK[self.g.out_dtype], r, outs[p + 1], outs[p], ndefs=1)   # odd column high
                 words.append(r)
-        for q, at in enumerate(pieces):
-            ptx.store(b, "shared", B32 if self.ob == 2 else F32, Addr(at.base, at.offset + k * tile.buffer_bytes),
-                      Vec(tuple(words[4 * q:4 * q + 4])), width=4, guard=lane_ok,
-                      comment=f"columns +{(16 * q) // self.ob}..+{(16 * q + 15) // self.ob} of my row" if q == 0 else None)
-        mb.fence_proxy_async(b, comment="the staged box, written by the generic proxy, before TMA reads it")
-        bar_sync(b, barrier=STAGING_BARRIER, threads=32 * EPILOGUE_WARPS,
-                 comment="every thread's pieces before the lane-0 stores")
+        first = at * ob // 16
+        for q in range(len(words) // 4):
+            piece = pieces[first + q]
+            ptx.store(b, "shared", B32 if ob == 2 else F32,
+                      Addr(piece.base, piece.offset + (j % 2) * tile.buffer_bytes), Vec(tuple(words[4 * q:4 * q + 4])),
+                      width=4, guard=lane_ok, comment=f"columns +{at + 16 * q // ob}.. of my row" if q == 0 else None)

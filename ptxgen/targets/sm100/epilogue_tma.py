@@ -12,10 +12,12 @@ tile goes through the warp's buffer j % 2:
     lane 0: cp.async.bulk.wait_group.read <= 1 (0 when a tile has an odd number of chunks): the
             store that last read this buffer, two chunks ago (or in the previous tile), is done
             reading it; bar.sync 2, 128: every thread writes after its warp's wait
+    [beta] wait C-load[k]: C's box j, loaded by TMA into the warp's C buffer k (zero-filled past
+            M and N; lane 0 loads boxes 0 and 1 at the tile's start, box j + 2 after chunk j)
     per at most 32 columns: tcgen05.ld of my row; tcgen05.wait::ld; [the tile's last] lane 0
-            arrives on acc_empty (the MMA warp may reuse the accumulator buffer); the math
-            (epilogue/math.py: alpha, scale, beta * C read with guarded ld.global, bias, the
-            activation); st.shared.v4 of the row's 16-byte pieces at their swizzled offsets
+            arrives on acc_empty (the MMA warp may reuse the accumulator buffer); [beta] ld.shared.v4
+            of C's values at my row's pieces; the math (epilogue/math.py: alpha, scale, beta * C,
+            bias, the activation); st.shared.v4 of the row's 16-byte pieces at their swizzled offsets
     fence.proxy.async.shared::cta: the generic writes before the async proxy reads them
     bar.sync 2, 128; lane 0: the TMA store of its warp's box (+ the batch coordinate), commit_group
 
@@ -34,13 +36,13 @@ from ...emit.epilogue.math import CVT_PACK, EpilogueMath
 from ...emit.memory import bar_sync
 from ...ir import Addr, Imm, Vec, VReg
 from ...ir import ops as ptx
-from ...ir.ops import B32, B64, F32, PRED, S32, S64, U32, U64
+from ...ir.ops import B32, F32, PRED, S32, U32
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ..sm90 import tma_isa as tma
 from ..sm90.plan import TMA_STRIDE_ALIGN, EpilogueTile, epilogue_tile
 from . import tcgen05_isa as tc
-from .plan import EPILOGUE_WARPS, LD_COLUMNS, STAGING_BUFFERS, TEARDOWN_BARRIER
+from .plan import EPILOGUE_WARPS, LD_COLUMNS, MBARRIER_BYTES, STAGING_BUFFERS, TEARDOWN_BARRIER
 from .tile_scheduler import TileWalk
 
 if TYPE_CHECKING:
@@ -74,7 +76,8 @@ def tma_store_refusal(g: Gemm, s: Schedule) -> str | None:
 
 def uses_tma_store(g: Gemm, s: Schedule) -> bool:
     """`epilogue_via_smem`, or where None the TMA store whenever TMA can write C (the verifier
-    refuses epilogue_via_smem=True where it cannot)."""
+    refuses epilogue_via_smem=True where it cannot; plan.sm100_plan also falls back to direct
+    stores where None and the staging and C buffers would not fit beside the ring)."""
     if s.epilogue_via_smem is not None:
         return bool(s.epilogue_via_smem)
     return tma_store_refusal(g, s) is None
@@ -132,27 +135,33 @@ class TmemTmaEpilogue(EpilogueMath):
                           comment="this warp's staging buffers")
         pieces = self.staging_addresses(buffers)
         tmap_c = lw.tmaps["C"]
+        loads = self.c_loads(leader) if lw.plan.c_loads else None
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
-        walk = TileWalk(lw, "epilogue", moves_c=bool(self.e.beta))
+        walk = TileWalk(lw, "epilogue")
         wt = walk.begin()
+        row0 = ptx.add(b, U32, wt.tile.bm0, warp_rows, comment="the warp's first row: the boxes' row coordinate")
+        if loads is not None:
+            b.comment("lane 0 loads C's first boxes while the tile's MMAs run")
+            for j in range(min(STAGING_BUFFERS, tile.chunks)):
+                loads.issue(j, wt.tile.bn0, row0, wt.batch)
         buf, use = lw.buffer(i)
         mb.wait_parity(b, Addr(ptx.add(b, U32, lw.acc_full, ptx.shl(b, B32, buf, Imm("3")))), use, "wait_acc_full",
                        comment="the tile's MMAs completed")
         tc.fence_after_thread_sync(b)
         taddr = ptx.add(b, U32, ptx.add(b, U32, lw.tmem, lane_field), ptx.mul(b, U32, buf, Imm(str(bn))),
                         comment="lane 32w, the buffer's first column")
-        row0 = ptx.add(b, U32, wt.tile.bm0, warp_rows, comment="the warp's first row: the box's row coordinate")
         row = ptx.add(b, U32, row0, lw.lane)
         row_ok = ptx.setp(b, "lt", U32, row, lw.dim("M"))
         if lane_ok is not None:
             row_ok = ptx.and_(b, PRED, row_ok, lane_ok)
         row_vec = {name: self.vector_values(name, row, [0], [row_ok])[0]
                    for name in ("bias", "scale") if getattr(self.e, name) == "row"}
-        row_off = ptx.mul_wide(b, U32, row, lw.dim("ldc")) if self.e.beta else None
         for j in range(tile.chunks):
             c0 = j * tile.cols
             col0 = ptx.add(b, U32, wt.tile.bn0, Imm(str(c0))) if c0 else wt.tile.bn0
             self.claim_buffer(j, leader)
+            if loads is not None:
+                loads.wait(j)
             pieces_ld = ld_pieces(tile.cols)
             for p, (at, n) in enumerate(pieces_ld):
                 regs = b.regs("f32", n)
@@ -163,7 +172,8 @@ class TmemTmaEpilogue(EpilogueMath):
                     mb.arrive(b, Addr(ptx.add(b, U32, lw.acc_empty, ptx.shl(b, B32, buf, Imm("3")))), guard=leader,
                               comment="this warp has read the buffer: the MMA warp may reuse it")
                 first = ptx.add(b, U32, col0, Imm(str(at))) if at else col0
-                outs = self.chunk_values(list(regs), first, row_ok, row_off, wt.c, row_vec)
+                old = loads.read(pieces, j, at, n, lane_ok) if loads is not None else None
+                outs = self.chunk_values(list(regs), first, old, row_vec)
                 self.write(outs, pieces, j, at, lane_ok)
             mb.fence_proxy_async(b, comment="the staged box, written by the generic proxy, before TMA reads it")
             bar_sync(b, barrier=STAGING_BARRIER, threads=32 * EPILOGUE_WARPS,
@@ -172,6 +182,8 @@ class TmemTmaEpilogue(EpilogueMath):
             tma.store(b, tmap_c, coords, Addr(buffers, (j % 2) * tile.buffer_bytes), guard=leader,
                       comment=f"box {rows}x{tile.cols} of C, clipped at M and N")
             tma.bulk_commit_group(b, guard=leader, comment=f"chunk {j}'s store")
+            if loads is not None and j + STAGING_BUFFERS < tile.chunks:
+                loads.issue(j + STAGING_BUFFERS, wt.tile.bn0, row0, wt.batch)
         ptx.add(b, U32, i, Imm("1"), into=i)
         walk.end()
         tma.bulk_wait_group(b, 0, read_only=True, guard=leader,
@@ -195,33 +207,28 @@ class TmemTmaEpilogue(EpilogueMath):
         return [Addr(ptx.add(b, U32, rowbase, ptx.xor(b, B32, key, Imm(str(16 * q))) if q else key))
                 for q in range(tile.pitch // 16)]
 
-    def chunk_values(self, regs: list[VReg], col0: VReg, row_ok: VReg, row_off: VReg | None, c: VReg,
+    def chunk_values(self, regs: list[VReg], col0: VReg, old: list[VReg] | None,
                      row_vec: dict[str, VReg]) -> list[VReg]:
-        """The epilogue math of columns col0 + j of this thread's row (f32 results). Column vectors
-        and C (beta) are read only where the column is inside N and the row inside M."""
+        """The epilogue math of columns col0 + j of this thread's row (f32 results), with C's values
+        `old` (beta != 0). Column vectors are read only where the column is inside N."""
         lw, b, e = self.lw, self.b, self.e
         n = len(regs)
         oks: list[VReg | None] = [None] * n
-        if e.bias == "col" or e.scale == "col" or e.beta:
-            room = ptx.sub(b, U32, lw.dim("N"), col0, comment="columns left from the chunk's first (negative: none)")
+        if e.bias == "col" or e.scale == "col":
+            room = ptx.sub(b, U32, lw.dim("N"), col0, comment="columns left from the piece's first (negative: none)")
             oks = [ptx.setp(b, "gt", S32, room, Imm(str(j))) for j in range(n)]
         col_vec = {name: self.vector_values(name, col0, list(range(n)), oks)
                    for name in ("bias", "scale") if getattr(e, name) == "col"}
-        old: list[VReg | None] = [None] * n
-        if e.beta:
-            assert row_off is not None
-            off = ptx.add(b, U64, row_off, ptx.cvt(b, U64, U32, col0))
-            if self.ob > 1:
-                off = ptx.shl(b, B64, off, Imm(str(self.ob.bit_length() - 1)))
-            ptr = ptx.add(b, S64, c, off)
-            old = [self.load_old(Addr(ptr, j * self.ob), 1, ptx.and_(b, PRED, row_ok, ok))[0]
-                   for j, ok in enumerate(oks)]
+        old = old if old is not None else [None] * n
         outs = []
         for j, v in enumerate(regs):
             vec = {name: (row_vec[name] if name in row_vec else col_vec[name][j])
                    for name in ("bias", "scale") if name in row_vec or name in col_vec}
             outs.append(self.apply(v, old[j], vec.get("bias"), vec.get("scale")))
         return outs
+
+    def c_loads(self, leader: VReg) -> "CLoads":
+        return CLoads(self, leader)
 
     def claim_buffer(self, j: int, leader: VReg) -> None:
         """Before chunk j's first write to buffer j % 2: lane 0 waits until the store that last read
@@ -251,3 +258,75 @@ class TmemTmaEpilogue(EpilogueMath):
             ptx.store(b, "shared", B32 if ob == 2 else F32,
                       Addr(piece.base, piece.offset + (j % 2) * tile.buffer_bytes), Vec(tuple(words[4 * q:4 * q + 4])),
                       width=4, guard=lane_ok, comment=f"columns +{at + 16 * q // ob}.. of my row" if q == 0 else None)
+
+
+class CLoads:
+    """C's boxes (beta != 0) loaded by TMA into the warp's two C buffers, which mirror its staging
+    buffers (the same swizzled positions, so a thread reads its row's values where it writes its
+    results), each on a C-load mbarrier (one arrival: lane 0's expect_tx) whose parity carries
+    across tiles. Lane 0 loads chunks 0 and 1 at a tile's start and chunk j + 2 after chunk j's
+    barrier (every thread has read C buffer j % 2 and fenced those reads before it)."""
+
+    def __init__(self, ep: TmemTmaEpilogue, leader: VReg):
+        lw, b, tile = ep.lw, ep.b, ep.tile
+        self.ep, self.b, self.tile, self.leader = ep, b, tile, leader
+        self.bars = ptx.add(b, U32, ptx.add(b, U32, lw.smem, Imm(str(lw.plan.c_barriers))),
+                            ptx.shl(b, B32, lw.warp, Imm(str((STAGING_BUFFERS * MBARRIER_BYTES).bit_length() - 1))),
+                            comment="this warp's C-load barriers")
+        self.buffers = ptx.add(b, U32, ptx.add(b, U32, lw.smem, Imm(str(lw.plan.c_buffers))),
+                               ptx.mul(b, U32, lw.warp, Imm(str(STAGING_BUFFERS * tile.buffer_bytes))),
+                               comment="this warp's C buffers")
+        self.delta = lw.plan.c_buffers - lw.plan.staging
+        self.phase = [ptx.mov(b, U32, Imm("0"), comment=f"C buffer {k}: phase parity, carried across tiles")
+                      for k in range(STAGING_BUFFERS)]
+
+    def issue(self, j: int, bn0: VReg, row0: VReg, batch: VReg | None) -> None:
+        """Lane 0 arms C buffer j % 2's barrier and loads chunk j's box of C into it (TMA fills
+        the parts past M and N with zeros, which count towards the bytes)."""
+        b, tile, k = self.b, self.tile, j % STAGING_BUFFERS
+        bar = Addr(self.bars, MBARRIER_BYTES * k)
+        nbytes = tile.rows * tile.pitch
+        col = ptx.add(b, U32, bn0, Imm(str(j * tile.cols))) if j else bn0
+        mb.arrive_expect_tx(b, bar, nbytes, guard=self.leader, comment=f"C box {j}: {nbytes} B")
+        tma.load(b, Addr(self.buffers, k * tile.buffer_bytes), self.ep.lw.tmaps["C"],
+                 (col, row0) + ((batch,) if batch is not None else ()), bar, guard=self.leader,
+                 comment=f"C columns +{j * tile.cols}, box {tile.rows}x{tile.cols}")
+
+    def wait(self, j: int) -> None:
+        k = j % STAGING_BUFFERS
+        mb.wait_parity(self.b, Addr(self.bars, MBARRIER_BYTES * k), self.phase[k], "wait_c",
+                       comment=f"C box {j} landed")
+        ptx.xor(self.b, B32, self.phase[k], Imm("1"), into=self.phase[k])
+
+    def read(self, pieces: list[Addr], j: int, at: int, n: int, lane_ok: VReg | None) -> list[VReg]:
+        """C's values at columns at..at+n-1 of chunk j of this thread's row, as f32 (0 for the
+        lanes that hold no row)."""
+        b, ob = self.b, self.ep.ob
+        out: list[VReg] = []
+        first = at * ob // 16
+        for q in range(n * ob // 16):
+            piece = pieces[first + q]
+            where = Addr(piece.base, piece.offset + self.delta + (j % STAGING_BUFFERS) * self.tile.buffer_bytes)
+            words = b.regs("b32" if ob == 2 else "f32", 4)
+            if lane_ok is not None:   # M = 64: lanes 16..31 read nothing (their results are not stored)
+                for w in words:
+                    b.emit("mov.b32", w, Imm("0"), ndefs=1)
+            ptx.load(b, "shared", B32 if ob == 2 else F32, where, into=Vec(words), width=4, guard=lane_ok,
+                     comment="C's values (beta)" if q == 0 else None)
+            if ob == 2:
+                for w in words:
+                    out.extend(self.ep.unpack(w, self.ep.g.out_dtype))
+            else:
+                out.extend(words)
+        return out
+
+
+def init_c_barriers(lw: "Sm100Lowering", leader: VReg) -> None:
+    """Thread 0 initialises the epilogue warps' C-load barriers (one arrival each), in the setup
+    before the CTA barrier; nothing without C loads."""
+    if not lw.plan.c_loads:
+        return
+    n = EPILOGUE_WARPS * STAGING_BUFFERS
+    lw.b.comment(f"thread 0: the {n} C-load barriers of the TMA-store epilogue (1 arrival + the box's bytes)")
+    for k in range(n):
+        mb.init(lw.b, Addr(lw.smem, lw.plan.c_barriers + MBARRIER_BYTES * k), 1, guard=leader)

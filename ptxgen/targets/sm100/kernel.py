@@ -41,7 +41,7 @@ from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offse
 from . import tcgen05_isa as tc
 from ..sm90.batch import batch_params
 from .epilogue import TmemEpilogue
-from .epilogue_tma import C_MAP_PARAM, TmemTmaEpilogue
+from .epilogue_tma import C_MAP_PARAM, TmemTmaEpilogue, init_c_barriers
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
 from .tile_scheduler import TileWalk, init_clc_barriers
 
@@ -135,6 +135,7 @@ class Sm100Lowering(ScalarOps):
             mb.init(b, Addr(self.acc_empty, 8 * buf), EPILOGUE_WARPS, guard=leader)
         self.ring.init(leader)
         self.clc = init_clc_barriers(self, leader)
+        init_c_barriers(self, leader)
         self.is_mma = ptx.setp(b, "eq", U32, self.warp, Imm(str(MMA_WARP)))
         allocated = b.label("tmem_allocated")
         b.emit("bra", Sym(allocated), guard=self.is_mma, negate=True)

@@ -7,11 +7,12 @@ reads them, so both see the same numbers. Facts: docs/ptx_facts/tcgen05.md (§12
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...schedule.problem import DTYPE_BYTES, Gemm
 from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
+from ...schedule.targets import target
 from ..sm90.descriptors import CanonicalTile
 from ..sm90.plan import EpilogueTile, TmaBox, _box
 
@@ -40,8 +41,10 @@ TMEM_SLOT_BYTES = 16
 #: Cluster launch control (tile_scheduler.py): two 16-byte responses, then clc_full[2], clc_empty[2].
 CLC_SLOTS = 2
 CLC_BYTES = CLC_SLOTS * 16 + 2 * CLC_SLOTS * MBARRIER_BYTES
-#: Staging buffers per epilogue warp of the TMA-store epilogue (chunk j in buffer j % 2).
+#: Staging buffers per epilogue warp of the TMA-store epilogue (chunk j in buffer j % 2), and as
+#: many C-load buffers (beta != 0), each with its C-load mbarrier.
 STAGING_BUFFERS = 2
+C_BARRIER_BYTES = EPILOGUE_WARPS * STAGING_BUFFERS * MBARRIER_BYTES
 
 
 def mma_n_step(bm: int) -> int:
@@ -88,6 +91,8 @@ class Sm100Plan:
     epilogue_tile: EpilogueTile | None = None
     #: Tiles taken by cluster launch control (tile_scheduler.py): response slots and barriers.
     clc: bool = False
+    #: The TMA-store epilogue reads C (beta != 0) by TMA into buffers of its own, on C-load barriers.
+    c_loads: bool = False
 
     @property
     def stage_bytes(self) -> int:
@@ -120,16 +125,29 @@ class Sm100Plan:
         return self.tmem_slot + TMEM_SLOT_BYTES
 
     @property
+    def c_barriers(self) -> int:
+        """Offset of the C-load barriers (two per epilogue warp) of the TMA-store epilogue."""
+        return self.clc_slots + (CLC_BYTES if self.clc else 0)
+
+    @property
     def staging(self) -> int:
         """Offset of the TMA-store epilogue's staging buffers, on the 1024-byte swizzle pattern."""
-        return align_up(self.clc_slots + (CLC_BYTES if self.clc else 0), WIDEST_ALIGNMENT)
+        return align_up(self.c_barriers + (C_BARRIER_BYTES if self.c_loads else 0), WIDEST_ALIGNMENT)
+
+    @property
+    def c_buffers(self) -> int:
+        """Offset of the C-load buffers (beta != 0), laid out as the staging buffers are."""
+        assert self.epilogue_tile is not None
+        return self.staging + EPILOGUE_WARPS * STAGING_BUFFERS * self.epilogue_tile.buffer_bytes
 
     @property
     def nbytes(self) -> int:
-        """Shared bytes from the aligned base (stages, barriers, slot, [CLC], [staging])."""
+        """Shared bytes from the aligned base (stages, barriers, slot, [CLC], [C barriers, staging,
+        C buffers])."""
         if self.epilogue_tile is not None:
-            return self.staging + EPILOGUE_WARPS * STAGING_BUFFERS * self.epilogue_tile.buffer_bytes
-        return self.clc_slots + (CLC_BYTES if self.clc else 0)
+            per = EPILOGUE_WARPS * STAGING_BUFFERS * self.epilogue_tile.buffer_bytes
+            return self.staging + per * (2 if self.c_loads else 1)
+        return self.c_barriers
 
     @property
     def smem_bytes(self) -> int:
@@ -165,14 +183,20 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
         except ValueError:
             tiles = [None, None]
     buffers = 2 if 2 * bn <= TMEM_COLUMNS else 1
-    return Sm100Plan(
+    staged = staging_tile(g, s)
+    plan = Sm100Plan(
         mma=(bm, bn, MMA_K.get(g.dtype, 16)), kind=KIND.get(g.dtype, "f16"), swizzle=swizzle,
         a_box=a_box, b_box=b_box, a_tile=tiles[0], b_tile=tiles[1],
         a_stage=align_up(bm * bk * esize, WIDEST_ALIGNMENT), b_stage=align_up(bn * bk * esize, WIDEST_ALIGNMENT),
         stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * bn),
         stage_tx_bytes=(bm + bn) * bk * esize,
         idesc=idesc(g, bm, bn, not a_k, not b_k) if g.dtype in KIND else 0,
-        epilogue_tile=staging_tile(g, s), clc=uses_clc(s))
+        epilogue_tile=staged, clc=uses_clc(s), c_loads=staged is not None and g.epi.beta != 0.0)
+    direct = replace(plan, epilogue_tile=None, c_loads=False)
+    limit = target("sm_100a").smem_per_block
+    if s.epilogue_via_smem is None and plan.smem_bytes > limit >= direct.smem_bytes:
+        return direct   # the default takes the TMA store only where its buffers fit beside the ring
+    return plan
 
 
 def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:

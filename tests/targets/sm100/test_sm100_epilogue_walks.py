@@ -266,3 +266,15 @@ def test_ptxas_assembles_the_new_kernels_without_spills(g, s, monkeypatch):
     k = ptxgen.compile(g, s, arch=ARCH)
     r = asm.assemble(k.ptx, ARCH, k.entry)
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
+
+
+def test_c_read_before_its_tma_load_landed_is_caught():
+    """beta != 0: C's boxes come in by TMA; skipping the C-load wait reads them in flight."""
+    g = tn(130, 72, 72, out="bf16", epilogue=Epilogue(beta=1.0))
+    k = ptxgen.compile(g, tc((128, 64, 32), 2, sms=1), arch=ARCH)
+    assert k.ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") > 2   # A, B and C loads
+    harness.check(k, seed=4)
+    with pytest.raises(sim.HazardError) as e:
+        harness.run(k, ptx=_skip_wait(k.ptx, "C box 0 landed"))
+    assert e.value.kind == "async-pending" and "ld.shared reads" in e.value.detail, e.value
+    assert "C's values (beta)" in str(e.value), e.value

@@ -278,3 +278,13 @@ def test_c_read_before_its_tma_load_landed_is_caught():
         harness.run(k, ptx=_skip_wait(k.ptx, "C box 0 landed"))
     assert e.value.kind == "async-pending" and "ld.shared reads" in e.value.detail, e.value
     assert "C's values (beta)" in str(e.value), e.value
+
+
+def test_info_says_how_tiles_are_taken_and_c_is_stored():
+    g = tn(1024, 1024, 512, "bf16", "bf16", batch=2, epilogue=Epilogue(beta=1.0, bias="col"))
+    k = ptxgen.compile(g, clc((128, 128, 64), 3, raster="grouped", group_m=4), arch=ARCH)
+    info = "\n".join(k.backend.describe(k))
+    assert "clusterlaunchcontrol.try_cancel" in info and "one CTA per tile" in info
+    assert "tmapC: C box 1x32x64, 128B swizzle, row-major" in info
+    assert "staged per warp in 32x64 128B-swizzled boxes, TMA stores" in info
+    assert f"= {k.smem_bytes} B" in info and "staging and C buffers" in info

@@ -288,3 +288,38 @@ def test_info_says_how_tiles_are_taken_and_c_is_stored():
     assert "tmapC: C box 1x32x64, 128B swizzle, row-major" in info
     assert "staged per warp in 32x64 128B-swizzled boxes, TMA stores" in info
     assert f"= {k.smem_bytes} B" in info and "staging and C buffers" in info
+
+
+# -- a property test over epilogues, batches and tile schedulers -----------------------------------------
+from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
+
+from ptxgen.errors import ScheduleError  # noqa: E402
+from ptxgen.schedule.verify import verify  # noqa: E402
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.data())
+def test_epilogues_batches_and_schedulers_match_numpy(data):
+    """Edges in M, N, K (rows kept 16-byte aligned for TMA), f16/bf16/tf32, 1-3 batches, every
+    fused epilogue, TMA or direct stores, static walks over 1-3 CTAs or cluster launch control."""
+    dtype = data.draw(st.sampled_from(["f16", "bf16", "tf32"]), label="dtype")
+    esize = 4 if dtype == "tf32" else 2
+    m, n, k = (8 * data.draw(st.integers(2, 20), label=d) for d in "mnk")
+    out = data.draw(st.sampled_from(["f32", "f16", "bf16"]), label="out")
+    epi = EPILOGUES[data.draw(st.sampled_from(list(EPILOGUES)), label="epilogue")]
+    g = tn(m, n, k, dtype, out, batch=data.draw(st.integers(1, 3), label="batch"), epilogue=epi)
+    bm = data.draw(st.sampled_from([64, 128]), label="BM")
+    bn = data.draw(st.sampled_from([16, 32, 64] + ([40, 24] if bm == 64 else [48])), label="BN")
+    bk = data.draw(st.sampled_from([32, 64]), label="BK") // (esize // 2)
+    common = dict(stages=data.draw(st.integers(1, 3), label="stages"),
+                  raster=data.draw(st.sampled_from(["row", "grouped"]), label="raster"), group_m=2,
+                  epilogue_via_smem=data.draw(st.sampled_from([None, False]), label="via_smem"))
+    if data.draw(st.booleans(), label="clc"):
+        s = clc((bm, bn, bk), **common)
+    else:
+        s = tc((bm, bn, bk), sms=data.draw(st.integers(1, 3), label="sms"), **common)
+    try:
+        verify(g, s, ARCH)
+    except ScheduleError:
+        assume(False)
+    harness.check(g, s, ARCH, seed=m * n + k)

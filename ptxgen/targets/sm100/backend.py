@@ -20,7 +20,8 @@ from ..base import Backend
 from ..sm90.args import check_sm90_params, check_tma_batch_stride, sm90_tensor_maps
 from ..sm90.pipeline import TensorMapSpec
 from .cost import predict_blackwell
-from .epilogue_tma import C_MAP_PARAM, c_map_box
+from .epilogue_tma import c_map_box
+from .store_path import C_MAP_PARAM
 from .kernel import TENSOR_MAP_PARAMS, lower_sm100, param_names
 from .options import Sm100Options
 from .plan import EPILOGUE_WARPS, THREADS, persistent_ctas, sm100_plan

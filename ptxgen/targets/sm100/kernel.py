@@ -41,7 +41,8 @@ from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offse
 from . import tcgen05_isa as tc
 from ..sm90.batch import batch_params
 from .epilogue import TmemEpilogue
-from .epilogue_tma import C_MAP_PARAM, TmemTmaEpilogue, init_c_barriers
+from .epilogue_tma import TmemTmaEpilogue, init_c_barriers
+from .store_path import C_MAP_PARAM
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
 from .tile_scheduler import TileWalk, init_clc_barriers
 

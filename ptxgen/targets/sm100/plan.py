@@ -15,6 +15,7 @@ from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ...schedule.targets import target
 from ..sm90.descriptors import CanonicalTile
 from ..sm90.plan import EpilogueTile, TmaBox, _box
+from .store_path import staging_tile
 
 #: tcgen05.mma kinds by input dtype, and K per MMA (256 bits of K per row, §12c).
 KIND = {"f16": "f16", "bf16": "f16", "tf32": "tf32"}
@@ -165,8 +166,6 @@ def align_up(x: int, a: int) -> int:
 
 def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
     """The plan of a tcgen05 schedule whose fields have their types (verify_types ran)."""
-    from .epilogue_tma import staging_tile
-    from .tile_scheduler import uses_clc
 
     bm, bn, bk = s.block
     esize = DTYPE_BYTES[g.dtype]
@@ -191,7 +190,7 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
         stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * bn),
         stage_tx_bytes=(bm + bn) * bk * esize,
         idesc=idesc(g, bm, bn, not a_k, not b_k) if g.dtype in KIND else 0,
-        epilogue_tile=staged, clc=uses_clc(s), c_loads=staged is not None and g.epi.beta != 0.0)
+        epilogue_tile=staged, clc=s.tile_scheduler == "clc", c_loads=staged is not None and g.epi.beta != 0.0)
     direct = replace(plan, epilogue_tile=None, c_loads=False)
     limit = target("sm_100a").smem_per_block
     if s.epilogue_via_smem is None and plan.smem_bytes > limit >= direct.smem_bytes:

@@ -32,7 +32,6 @@ from ...emit.tiles import Tile, TileScheduler
 from ...ir import Addr, Imm, Sym, Vec, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, B64, S32, U32, U64
-from ...schedule.schedule import Schedule
 from ..sm90.batch import BATCH_PARAM
 from .plan import CLC_SLOTS, EPILOGUE_WARPS, MBARRIER_BYTES
 
@@ -43,11 +42,6 @@ RESPONSE_BYTES = 16
 #: Arrivals on clc_empty: every thread that reads the responses (the TMA thread, the MMA warp,
 #: the epilogue warps), each after its own read.
 CLC_READERS = 1 + 32 * (1 + EPILOGUE_WARPS)
-
-
-def uses_clc(s: Schedule) -> bool:
-    """Whether the schedule takes its tiles by cluster launch control."""
-    return s.tile_scheduler == "clc"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from ...schedule.schedule import Schedule
 from ...schedule.targets import target
 from ..sm90.plan import TMA_BOX_MAX, TMA_STRIDE_ALIGN
 from .options import BLACKWELL_FIELDS
-from .epilogue_tma import tma_store_refusal
+from .store_path import tma_store_refusal
 from .plan import KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
 
 ARCH = "sm_100a"

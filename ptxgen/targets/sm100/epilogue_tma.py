@@ -5,9 +5,9 @@ staging box per epilogue warp -> cp.async.bulk.tensor store, clipped by TMA at M
 Each epilogue warp owns its TMEM lane quarter, so its rows of the tile (32, or 16 with M = 64,
 whose layout F puts rows 16w..16w+15 in lanes 0..15 of quarter w, §12b) are one TMA box of
 `EpilogueTile` (the sm_90a staging unit: one swizzle width of columns, 128 B at most) per chunk
-of BN, and each warp's lane 0 stores its own box; the four warps meet at one named barrier per chunk
-(the simulator's rule for barriers: see STAGING_BARRIER). Chunk j of a
-tile goes through the warp's buffer j % 2:
+of BN, and each warp's lane 0 stores its own box; the four warps meet at one named barrier per
+chunk (the simulator's rule for barriers: see STAGING_BARRIER). Chunk j of a tile goes through
+the warp's buffer j % 2:
 
     lane 0: cp.async.bulk.wait_group.read <= 1 (0 when a tile has an odd number of chunks): the
             store that last read this buffer, two chunks ago (or in the previous tile), is done
@@ -25,7 +25,8 @@ After the CTA's last tile lane 0 waits for every store to have read shared memor
 0) before the teardown barrier, so the CTA's shared memory outlives the stores reading it.
 
 Staging row r of a box sits at r * pitch; its 16-byte piece q at (q * 16) XOR the box swizzle's
-key of r * pitch (tma.md "Swizzle modes"), so 8 consecutive rows' pieces fall in distinct banks.
+key of r * pitch (tma.md "Swizzle modes"), so with the 128-byte swizzle the same piece of 8
+consecutive rows falls in 8 distinct 16-byte bank groups.
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 #: all four warps, since the simulator wants a barrier id uniform over threads running together
 #: and credits no ordering to bar.warp.sync in a CTA of several warps.
 STAGING_BARRIER = 2
+
+
 def c_map_box(g: Gemm, tile: EpilogueTile) -> tuple[int, ...]:
     """C's TMA box in numpy order: (rows, cols), with a leading 1 for a batched GEMM's 3-D map."""
     return ((1,) if g.batch > 1 else ()) + (tile.rows, tile.cols)
@@ -96,7 +99,7 @@ class TmemTmaEpilogue(EpilogueMath):
                           comment="this warp's staging buffers")
         pieces = self.staging_addresses(buffers)
         tmap_c = lw.tmaps["C"]
-        loads = self.c_loads(leader) if lw.plan.c_loads else None
+        loads = CLoads(self, leader) if lw.plan.c_loads else None
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
         walk = TileWalk(lw, "epilogue")
         wt = walk.begin()
@@ -187,9 +190,6 @@ class TmemTmaEpilogue(EpilogueMath):
                    for name in ("bias", "scale") if name in row_vec or name in col_vec}
             outs.append(self.apply(v, old[j], vec.get("bias"), vec.get("scale")))
         return outs
-
-    def c_loads(self, leader: VReg) -> "CLoads":
-        return CLoads(self, leader)
 
     def claim_buffer(self, j: int, leader: VReg) -> None:
         """Before chunk j's first write to buffer j % 2: lane 0 waits until the store that last read

@@ -10,8 +10,8 @@ from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ..sm90.plan import TMA_STRIDE_ALIGN, EpilogueTile, epilogue_tile
 
-#: Output element sizes the staging writes (f16/bf16 packed in pairs, f32 as they are).
-STAGED_OUT_BYTES = (2, 4)
+#: Outputs the staging writes from the f32 epilogue math (f16/bf16 packed in pairs, f32 as they are).
+STAGED_OUTPUTS = ("f32", "f16", "bf16")
 C_MAP_PARAM = "tmapC"
 
 
@@ -22,8 +22,8 @@ def rows_per_warp(bm: int) -> int:
 
 def tma_store_refusal(g: Gemm, s: Schedule) -> str | None:
     """Why the TMA store cannot write this C (None: it can): TMA's rules on C's rows, base and box."""
-    if g.out_bytes not in STAGED_OUT_BYTES:
-        return f"the staging writes 2- and 4-byte outputs, not {g.out_dtype}"
+    if g.out_dtype not in STAGED_OUTPUTS:
+        return f"the staging writes {', '.join(STAGED_OUTPUTS)} outputs, not {g.out_dtype}"
     if (g.leading_dims()[2] * g.out_bytes) % TMA_STRIDE_ALIGN or g.out_alignment() < TMA_STRIDE_ALIGN:
         return (f"TMA stores rows whose byte stride is a multiple of {TMA_STRIDE_ALIGN} from a {TMA_STRIDE_ALIGN}-byte "
                 f"aligned C (ldc = {g.leading_dims()[2]} {g.out_dtype} elements, C {g.out_alignment()}-byte aligned)")

@@ -38,12 +38,12 @@ from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
 from ..sm90 import tma_isa as tma
 from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offset_words
-from . import tcgen05_isa as tc
 from ..sm90.batch import batch_params
+from . import tcgen05_isa as tc
 from .epilogue import TmemEpilogue
 from .epilogue_tma import TmemTmaEpilogue, init_c_barriers
-from .store_path import C_MAP_PARAM
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
+from .store_path import C_MAP_PARAM
 from .tile_scheduler import TileWalk, init_clc_barriers
 
 SMEM_SYMBOL = "smem"

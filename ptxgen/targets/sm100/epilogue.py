@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from ...emit import mbarrier_isa as mb
 from ...emit.epilogue.math import EpilogueMath
 from ...emit.memory import bar_sync
-from ...emit.tiles import TileScheduler
 from ...ir import Addr, Imm, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, B64, PRED, S32, S64, U32, U64
@@ -38,6 +37,7 @@ class TmemEpilogue(EpilogueMath):
     def emit(self) -> None:
         lw, b, g = self.lw, self.b, self.g
         bm, bn, _ = lw.plan.mma
+        bm //= lw.plan.cta_group   # this CTA's rows (a pair's MMA leaves BM/2 in each CTA's TMEM)
         b.banner(f"Epilogue warps 0..{EPILOGUE_WARPS - 1}: per tile wait acc_full, tcgen05.ld {LD_COLUMNS} columns "
                  f"at a time, release the buffer after the last read, {g.out_dtype} stores guarded by M and N")
         self.describe()
@@ -50,7 +50,7 @@ class TmemEpilogue(EpilogueMath):
         releaser = ptx.setp(b, "eq", U32, lw.lane, Imm("0"))
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
         index, count, top, done = lw.walk("epilogue")
-        tile = TileScheduler(lw).tile(index)
+        tile = lw.tile(index)
         buf, use = lw.buffer(i)
         mb.wait_parity(b, Addr(ptx.add(b, U32, lw.acc_full, ptx.shl(b, B32, buf, Imm("3")))), use, "wait_acc_full",
                        comment="the tile's MMAs completed")
@@ -71,13 +71,18 @@ class TmemEpilogue(EpilogueMath):
             tc.wait_ld(b)
             if c0 + chunk == bn:
                 tc.fence_before_thread_sync(b)
-                mb.arrive(b, Addr(ptx.add(b, U32, lw.acc_empty, ptx.shl(b, B32, buf, Imm("3")))), guard=releaser,
-                          comment="this warp has read the buffer: the MMA warp may reuse it")
+                comment = "this warp has read the buffer: the MMA warp may reuse it"
+                if lw.cluster is None:
+                    mb.arrive(b, Addr(ptx.add(b, U32, lw.acc_empty, ptx.shl(b, B32, buf, Imm("3")))), guard=releaser,
+                              comment=comment)
+                else:
+                    lw.cluster.arrive_accumulator_empty(ptx.shl(b, B32, buf, Imm("3")), releaser, comment)
             self.store_chunk(regs, tile.bn0, c0, row_ok, row_off, row_vec)
         ptx.add(b, U32, i, Imm("1"), into=i)
         lw.next_tile(index, count, top, done)
         tc.fence_before_thread_sync(b)
         bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1), comment="every accumulator read: TMEM may be freed")
+        lw.sync_before_exit()
         b.emit("ret")
 
     def store_chunk(self, regs: tuple[VReg, ...], bn0: VReg, c0: int, row_ok: VReg, row_off: VReg,

@@ -1,6 +1,6 @@
 """The sm_100a rules (ptxgen/targets/sm100/verify.py): each refusal names the field and the rule,
-and the fix it gives is accepted; what is not built (CTA pairs, batches, split-K) is refused
-with a LoweringNotBuilt whose fix compiles."""
+and the fix it gives is accepted; what is not built (M = 128 CTA pairs, batches, split-K) is refused
+with a LoweringNotBuilt whose fix compiles (the cluster and CTA-pair rules: test_verify_cluster.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -58,7 +58,7 @@ def test_target_pairing_and_operands(g, s, arch, field):
 
 
 @pytest.mark.parametrize("g, s, field", [
-    (G, tc((128, 256, 64), cta_group=2), "schedule.cta_group"),
+    (G, tc((128, 256, 64), cta_group=2), "schedule.block.BM"),   # a pair's M = 128 (64 rows per CTA)
     (Gemm(256, 256, 256, batch=2, a_layout="row", b_layout="col"), tc(), "gemm.batch"),
     (G, tc(split_k=2), "schedule.split_k"),
     (G, tc(decomposition="stream-k"), "schedule.decomposition"),
@@ -71,7 +71,3 @@ def test_what_is_not_built_is_refused_with_a_fix_that_compiles(g, s, field):
     one = dataclasses.replace(g, batch=1)
     assert ".target sm_100a" in ptxgen.compile(one, fixed, arch=ARCH).ptx
 
-
-def test_clusters_are_not_a_tcgen05_field():
-    with pytest.raises(TypeError, match="cluster"):
-        tc(cluster=(2, 1))

@@ -27,7 +27,7 @@ def verify_cluster(g: Gemm, s: Schedule, arch: str) -> None:
     if s.cta_group == 2 and cm % 2:
         raise ScheduleError("schedule.cluster", s.cluster, "a cta_group::2 MMA runs on a CTA pair: two CTAs of one "
                             "cluster whose %cluster_ctarank differ in bit 0, stacked along M (the pair's BM), so "
-                            "the cluster's M extent CM must be even", f"use cluster=(2, {cn}) with cta_group=2")
+                            "the cluster's M extent CM must be even", "use cluster=(2, 1) with cta_group=2 (the pair is the cluster)")
     if size > 1 and s.raster == "grouped" and s.group_m % cm:
         raise ScheduleError("schedule.group_m", s.group_m, f"a grouped raster must keep whole clusters of {cm} "
                             "tile rows in one group", f"use a group_m that is a multiple of {cm}")

@@ -217,10 +217,13 @@ def describe_kernel(k: Any) -> list[str]:
         f"stages {s.stages}, raster {s.raster}, persistent (one CTA per SM walks the tiles)",
         *([f"cluster    {grid_line(plan)}"] if plan.cluster != (1, 1) else []),
         f"launch     grid {k.grid} x block {k.block} = {THREADS} threads/CTA, {k.smem_bytes} B dynamic shared memory",
-        f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier; the MMA warp releases a stage "
-        "with tcgen05.commit to its empty mbarrier",
+        f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier"
+        + (" (each CTA's half, both on the leader's)" if plan.cta_group == 2 else "")
+        + "; the MMA warp releases a stage with tcgen05.commit to its empty mbarrier"
+        + (" (multicast to every CTA the stage came from)" if plan.cluster != (1, 1) else ""),
         f"tmem       {plan.acc_buffers} accumulator buffer(s) of {bn} f32 columns, {plan.tmem_columns} columns "
-        "allocated once per CTA; acc_full by tcgen05.commit, acc_empty by the 4 epilogue warps",
+        "allocated once per CTA; acc_full by tcgen05.commit, acc_empty by the 4 epilogue warps"
+        + (" of both CTAs (on the leader's)" if plan.cta_group == 2 else ""),
         f"smem       {s.stages} stages x ({plan.a_stage} B of A + {plan.b_stage} B of B) + {barriers} B of mbarriers "
         f"and the TMEM address + {WIDEST_ALIGNMENT} B to align the base to 1024 B = {plan.smem_bytes} B",
         f"epilogue   {describe_epilogue(g)}; tcgen05.ld.32x32b, direct stores guarded by M and N",

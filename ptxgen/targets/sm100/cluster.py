@@ -69,6 +69,13 @@ class ClusterMulticast:
 
     group = 1
     acc_empty_arrivals = EPILOGUE_WARPS  # this CTA's epilogue warps (the accumulator stays in the CTA)
+    acquire_scope = "cluster"            # the producer's empty waits: peers' commits arrive on them
+    acc_empty_scope = "cta"
+
+    @property
+    def issues_mma(self) -> VReg | None:
+        """Every CTA of a cta_group=1 cluster issues its own MMAs (None: no predicate)."""
+        return None
 
     @property
     def shape(self) -> ClusterShape:
@@ -118,8 +125,6 @@ class ClusterMulticast:
         return self.roles.tile(index, self.tiles)
 
     # -- the producer ----------------------------------------------------------------------------
-    acquire_scope = "cluster"
-
     def issue_stage(self, state: PipelineState, tile: Tile) -> None:
         """full[stage] armed for the whole stage; my slice of each shared operand multicast to the
         CTAs sharing it, the rest (an operand not shared) loaded for myself."""
@@ -166,6 +171,3 @@ class ClusterMulticast:
 
     def arrive_accumulator_empty(self, offset: VReg, guard: VReg, comment: str) -> None:
         mb.arrive(self.lw.b, Addr(ptx.add(self.lw.b, U32, self.lw.acc_empty, offset)), guard=guard, comment=comment)
-
-    acc_empty_scope = "cta"
-    issues_mma: VReg | None = None

@@ -17,6 +17,11 @@ With two accumulator buffers (2 * BN <= 512 columns) tile t's epilogue overlaps 
 TMEM is allocated once per CTA by the MMA warp (then relinquish_alloc_permit), its address passed
 through shared memory; after the last tile the epilogue warps and the MMA warp meet at named
 barrier 1 and the MMA warp frees it.
+
+Clusters (`self.cluster`): a cta_group=1 cluster with TMA multicast (cluster.py) or a CTA pair
+(cta_pair.py) supplies its part of each role: the walk over cluster or pair tiles, the producer's
+copies, the stage release (a multicast tcgen05.commit), the accumulator commit and release, and
+the cluster barriers after the inits and before exit. None keeps the single-CTA kernel above.
 """
 from __future__ import annotations
 

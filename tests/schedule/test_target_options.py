@@ -103,7 +103,7 @@ def test_a_second_target_registers_its_options_the_same_way():
     from ptxgen.targets.sm100.options import Sm100Options
 
     s = Schedule(block=(128, 256, 64), instruction="tcgen05", cta_group=2)
-    assert s.options == Sm100Options(2, "static") and s.cta_group == 2 and s.consumers is None
+    assert s.options == Sm100Options(2, "static", (2, 1)) and s.cta_group == 2 and s.consumers is None  # the pair is the cluster
     assert Schedule(block=(128, 256, 64), instruction="tcgen05").cta_group == 1
     assert HOPPER.cta_group is None and repr(HOPPER).endswith("swizzle=None, cta_group=None, tile_scheduler=None)")
     with pytest.raises(TypeError, match="different targets"):

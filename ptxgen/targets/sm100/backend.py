@@ -24,7 +24,7 @@ from .epilogue_tma import c_map_box
 from .store_path import C_MAP_PARAM
 from .kernel import TENSOR_MAP_PARAMS, lower_sm100, param_names
 from .options import Sm100Options
-from .plan import EPILOGUE_WARPS, THREADS, persistent_ctas, sm100_plan
+from .plan import EPILOGUE_WARPS, THREADS, Sm100Plan, persistent_ctas, sm100_plan
 from .verify import check_built, verify_blackwell, verify_pairing
 
 RING_BUFFER = "sm100_ring"
@@ -34,11 +34,14 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
     """A's and B's maps: boxes of one swizzle width of the contiguous dimension (plan.py), 3-D with
     the batch outermost for a batched GEMM; then C's for the TMA-store epilogue (epilogue_tma.py)."""
     plan = sm100_plan(g, s)
+    cm, cn = plan.cluster
     out = []
     lead = (1,) if g.batch > 1 else ()
     for param, box in zip(TENSOR_MAP_PARAMS, (plan.a_box, plan.b_box)):
         assert box is not None and plan.swizzle is not None, "the verifier admits only operands TMA can describe"
-        out.append(TensorMapSpec(param, box.operand, lead + (box.outer, box.inner), f"{plan.swizzle}B", box.k_major))
+        parts = (cm if box.operand == "B" else cn) if box.operand in plan.multicast else 1  # a multicast slice
+        out.append(TensorMapSpec(param, box.operand, lead + (box.outer // parts, box.inner), f"{plan.swizzle}B",
+                                 box.k_major))
     tile = plan.epilogue_tile
     if tile is not None:
         out.append(TensorMapSpec(C_MAP_PARAM, "C", c_map_box(g, tile), tile.swizzle_mode.name))
@@ -57,11 +60,12 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid: tuple[int, int, int], sm
         f"epilogue: {describe_epilogue(g)}; tcgen05.ld 32x32b, {epilogue_stores(plan)}",
         f"problem {g.m}x{g.n}x{g.k}; target {arch}",
         f"block {bm}x{bn}x{s.bk}: warps 0..{EPILOGUE_WARPS - 1} epilogue (one TMEM lane quarter each), warp 4 TMA, "
-        f"warp 5 MMA ({s.bk // k} x tcgen05.mma.cta_group::1.kind::{plan.kind} M{bm} N{bn} K{k} per k-tile), "
+        f"warp 5 MMA ({s.bk // k} x tcgen05.mma.cta_group::{plan.cta_group}.kind::{plan.kind} M{bm} N{bn} K{k} per k-tile), "
         f"{s.stages} TMA stages ({plan.swizzle}B swizzle) on full/empty mbarriers (empty released by tcgen05.commit), "
         f"{plan.acc_buffers} TMEM accumulator buffer(s) of {bn} columns ({plan.tmem_columns} allocated), "
         f"raster {s.raster}" + (f" (group {s.group_m})" if s.raster == "grouped" else ""),
-        f"grid: {grid_rule(s)}" + (f"; {g.batch} batches, the batch outermost in the walk" if g.batch > 1 else ""),
+        (grid_line(plan) if plan.cluster != (1, 1) else f"grid: {grid_rule(s)}")
+        + (f"; {g.batch} batches, the batch outermost in the walk" if g.batch > 1 else ""),
         f"launch: grid {grid}, block ({THREADS}, 1, 1), {smem} B dynamic shared memory",
         f"params: tmapA, tmapB{', tmapC' if plan.epilogue_tile is not None else ''} (CUtensorMap by value, "
         ".align 64 .b8 [128]); C (.u64); M, N, K, ldc (.u32)"
@@ -99,10 +103,28 @@ def grid_rule(s: Schedule) -> str:
     return "persistent, min(tiles, SMs) CTAs, CTA x walking tiles x, x + %nctaid.x, ..."
 
 
+def grid_line(plan: Sm100Plan) -> str:
+    """How the persistent grid walks the tiles: per CTA, per multicast cluster, or per CTA pair."""
+    cm, cn = plan.cluster
+    if plan.cta_group == 2:
+        return (f"grid: persistent, clusters of one CTA pair (.reqnctapercluster 2, 1, 1), pair c walking pair tiles "
+                "c, c + %nclusterid.x, ...; CTA v of the pair holds A rows and C rows v*BM/2.., B columns v*BN/2.., "
+                "the even CTA issues the MMAs and commits to both CTAs' barriers")
+    if (cm, cn) != (1, 1):
+        shared = " and ".join(f"{x} along {'CN' if x == 'A' else 'CM'}" for x in plan.multicast)
+        return (f"grid: persistent, clusters of {cm}x{cn} CTAs (.reqnctapercluster {cm * cn}, 1, 1), cluster c walking "
+                f"cluster tiles c, c + %nclusterid.x, ...; {shared} shared by TMA multicast, each stage released by "
+                "one multicast tcgen05.commit of every CTA it came from")
+    return "grid: persistent, min(tiles, SMs) CTAs, CTA x walking tiles x, x + %nctaid.x, ..."
+
+
 def describe_schedule(s: Schedule) -> str:
     bm, bn, bk = s.block
+    cm, cn = s.cluster if s.cluster is not None else (1, 1)
     return (f"--arch sm_100a --instruction tcgen05 --block {bm}x{bn}x{bk} --stages {s.stages}"
-            + (f" --raster grouped --group-m {s.group_m}" if s.raster == "grouped" else ""))
+            + (f" --raster grouped --group-m {s.group_m}" if s.raster == "grouped" else "")
+            + (f" --cta-group {s.cta_group}" if s.cta_group == 2 else "")
+            + (f" --cluster {cm}x{cn}" if (cm, cn) != (1, 1) else ""))
 
 
 def candidates(g: Gemm) -> list[Schedule]:
@@ -131,12 +153,21 @@ class Sm100Backend(Backend):
             return  # verify_types names it
         o = replace(o, cta_group=1) if o.cta_group is None else o
         o = replace(o, tile_scheduler="static") if o.tile_scheduler is None else o
+        if o.cluster is None:  # the CTA pair is the cluster (cta_pair.py)
+            o = replace(o, cluster=(2, 1) if o.cta_group == 2 else (1, 1))
         object.__setattr__(s, "options", o)
         if s.warps is None:
             object.__setattr__(s, "warps", (EPILOGUE_WARPS, 1))
 
     def grid(self, g: Gemm, s: Schedule, sms: int) -> tuple[int, int, int] | None:
         return (persistent_ctas(g, s, sms), 1, 1)
+
+    def cluster_dims(self, s: Schedule) -> tuple[int, int, int]:
+        """A 1-D cluster of CM * CN consecutive CTAs of the 1-D persistent grid, as the entry's
+        .reqnctapercluster says (cluster.py, cta_pair.py)."""
+        if s.cluster is None:
+            return (1, 1, 1)
+        return (s.cluster[0] * s.cluster[1], 1, 1)
 
     def verify(self, g: Gemm, s: Schedule, arch: str) -> None:
         verify_blackwell(g, s, arch)
@@ -230,13 +261,17 @@ def describe_kernel(k: Any) -> list[str]:
         f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
         f"@ B[{g.k}x{g.n}] {g.dtype} {g.b_layout}-major, f32 accumulation in tensor memory",
         f"schedule   block {bm}x{bn}x{s.bk}: warps 0..{EPILOGUE_WARPS - 1} epilogue, warp 4 TMA, warp 5 MMA "
-        f"({s.bk // mk} x tcgen05.mma.cta_group::1.kind::{plan.kind} M{bm} N{bn} K{mk} per k-tile), stages {s.stages}, "
-        f"raster {s.raster}, {grid_rule(s)}",
+        f"({s.bk // mk} x tcgen05.mma.cta_group::{plan.cta_group}.kind::{plan.kind} M{bm} N{bn} K{mk} per k-tile), "
+        f"stages {s.stages}, raster {s.raster}, {grid_rule(s)}",
+        *([f"cluster    {grid_line(plan)}"] if plan.cluster != (1, 1) else []),
         f"launch     grid {k.grid} x block {k.block} = {THREADS} threads/CTA, {k.smem_bytes} B dynamic shared memory",
-        f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier; the MMA warp releases a stage "
-        "with tcgen05.commit to its empty mbarrier",
+        f"tma        {maps}; {plan.stage_tx_bytes} B per stage on a full mbarrier"
+        + (" (each CTA's half, both on the leader's)" if plan.cta_group == 2 else "")
+        + "; the MMA warp releases a stage with tcgen05.commit to its empty mbarrier"
+        + (" (multicast to every CTA the stage came from)" if plan.cluster != (1, 1) else ""),
         f"tmem       {plan.acc_buffers} accumulator buffer(s) of {bn} f32 columns, {plan.tmem_columns} columns "
-        "allocated once per CTA; acc_full by tcgen05.commit, acc_empty by the 4 epilogue warps",
+        "allocated once per CTA; acc_full by tcgen05.commit, acc_empty by the 4 epilogue warps"
+        + (" of both CTAs (on the leader's)" if plan.cta_group == 2 else ""),
         f"smem       {s.stages} stages x ({plan.a_stage} B of A + {plan.b_stage} B of B) + {barriers} B of mbarriers "
         f"and the TMEM address{' and CLC responses' if plan.clc else ''}{staging} + {WIDEST_ALIGNMENT} B to align "
         f"the base to 1024 B = {plan.smem_bytes} B",

@@ -38,6 +38,7 @@ class TmemEpilogue(EpilogueMath):
     def emit(self) -> None:
         lw, b, g = self.lw, self.b, self.g
         bm, bn, _ = lw.plan.mma
+        bm //= lw.plan.cta_group   # this CTA's rows (a pair's MMA leaves BM/2 in each CTA's TMEM)
         b.banner(f"Epilogue warps 0..{EPILOGUE_WARPS - 1}: per tile wait acc_full, tcgen05.ld {LD_COLUMNS} columns "
                  f"at a time, release the buffer after the last read, {g.out_dtype} stores guarded by M and N")
         self.describe()
@@ -72,13 +73,13 @@ class TmemEpilogue(EpilogueMath):
             tc.wait_ld(b)
             if c0 + chunk == bn:
                 tc.fence_before_thread_sync(b)
-                mb.arrive(b, Addr(ptx.add(b, U32, lw.acc_empty, ptx.shl(b, B32, buf, Imm("3")))), guard=releaser,
-                          comment="this warp has read the buffer: the MMA warp may reuse it")
+                lw.release_accumulator(buf, releaser, "this warp has read the buffer: the MMA warp may reuse it")
             self.store_chunk(regs, tile.bn0, c0, row_ok, row_off, row_vec, wt.c)
         ptx.add(b, U32, i, Imm("1"), into=i)
         walk.end()
         tc.fence_before_thread_sync(b)
         bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1), comment="every accumulator read: TMEM may be freed")
+        lw.sync_before_exit()
         b.emit("ret")
 
     def store_chunk(self, regs: tuple[VReg, ...], bn0: VReg, c0: int, row_ok: VReg, row_off: VReg,

@@ -84,6 +84,7 @@ class TmemTmaEpilogue(EpilogueMath):
     def emit(self) -> None:
         lw, b, g, tile = self.lw, self.b, self.g, self.tile
         bm, bn, _ = lw.plan.mma
+        bm //= lw.plan.cta_group   # this CTA's rows (a pair's MMA leaves BM/2 in each CTA's TMEM)
         rows = tile.rows
         b.banner(f"Epilogue warps 0..{EPILOGUE_WARPS - 1}: per tile wait acc_full, per {tile.cols}-column chunk "
                  f"tcgen05.ld, the math, {g.out_dtype} into a {tile.swizzle or 'un'}{'B-' if tile.swizzle else ''}"
@@ -133,8 +134,7 @@ class TmemTmaEpilogue(EpilogueMath):
                 tc.wait_ld(b)
                 if j == tile.chunks - 1 and p == len(pieces_ld) - 1:
                     tc.fence_before_thread_sync(b)
-                    mb.arrive(b, Addr(ptx.add(b, U32, lw.acc_empty, ptx.shl(b, B32, buf, Imm("3")))), guard=leader,
-                              comment="this warp has read the buffer: the MMA warp may reuse it")
+                    lw.release_accumulator(buf, leader, "this warp has read the buffer: the MMA warp may reuse it")
                 first = ptx.add(b, U32, col0, Imm(str(at))) if at else col0
                 old = loads.read(pieces, j, at, n, lane_ok) if loads is not None else None
                 outs = self.chunk_values(list(regs), first, old, row_vec)
@@ -155,6 +155,7 @@ class TmemTmaEpilogue(EpilogueMath):
         tc.fence_before_thread_sync(b)
         bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1),
                  comment="every accumulator read: TMEM may be freed")
+        lw.sync_before_exit()
         b.emit("ret")
 
     def staging_addresses(self, buffers: VReg) -> list[Addr]:

@@ -20,6 +20,11 @@ With two accumulator buffers (2 * BN <= 512 columns) tile t's epilogue overlaps 
 TMEM is allocated once per CTA by the MMA warp (then relinquish_alloc_permit), its address passed
 through shared memory; after the last tile the epilogue warps and the MMA warp meet at named
 barrier 1 and the MMA warp frees it.
+
+Clusters (`self.cluster`): a cta_group=1 cluster with TMA multicast (cluster.py) or a CTA pair
+(cta_pair.py) supplies its part of each role: the walk over cluster or pair tiles, the producer's
+copies, the stage release (a multicast tcgen05.commit), the accumulator commit and release, and
+the cluster barriers after the inits and before exit. None keeps the single-CTA kernel above.
 """
 from __future__ import annotations
 
@@ -40,6 +45,8 @@ from ..sm90 import tma_isa as tma
 from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offset_words
 from ..sm90.batch import batch_params
 from . import tcgen05_isa as tc
+from .cluster import ClusterMulticast
+from .cta_pair import CtaPair
 from .epilogue import TmemEpilogue
 from .epilogue_tma import TmemTmaEpilogue, init_c_barriers
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
@@ -100,6 +107,14 @@ class Sm100Lowering(ScalarOps):
         self.offset = offset
         self.b = Builder(entry_name(g, s), kernel_params(g, s))
         self.b.function.directives.append(f".maxntid {THREADS}, 1, 1")
+        #: the cluster's part of each role: None (one CTA), a multicast cluster, or a CTA pair
+        self.cluster: ClusterMulticast | CtaPair | None = None
+        if self.plan.cta_group == 2:
+            self.cluster = CtaPair(self)
+        elif self.plan.cluster != (1, 1):
+            self.cluster = ClusterMulticast(self)
+        if self.cluster is not None:  # a 1-D cluster of consecutive CTAs of the 1-D persistent grid
+            self.b.function.directives.append(f".reqnctapercluster {self.cluster.size}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, WIDEST_ALIGNMENT, None))
         self.dims: dict[str, VReg] = {}
         self.ptr: dict[str, VReg] = {}
@@ -126,26 +141,40 @@ class Sm100Lowering(ScalarOps):
         self.acc_full = ptx.add(b, U32, self.smem, Imm(str(plan.acc_full)), comment="accumulator-full barriers")
         self.acc_empty = ptx.add(b, U32, self.smem, Imm(str(plan.acc_empty)), comment="accumulator-empty barriers")
         slot = ptx.add(b, U32, self.smem, Imm(str(plan.tmem_slot)), comment="where tcgen05.alloc writes the TMEM address")
-        self.ring = MbarrierRing(self, plan.stages, full, empty, 1).with_release(Tcgen05Release())
+        cl = self.cluster
+        if cl is None:
+            self.ring = MbarrierRing(self, plan.stages, full, empty, 1).with_release(Tcgen05Release())
+        else:
+            self.ring = MbarrierRing(self, plan.stages, full, empty, cl.empty_arrivals, scope=cl.acquire_scope)
+            self.ring = self.ring.with_release(cl)
+            cl.setup()
+        acc_empty_arrivals = EPILOGUE_WARPS if cl is None else cl.acc_empty_arrivals
+        group = 1 if cl is None else cl.group
         leader = ptx.setp(b, "eq", U32, self.tid, Imm("0"))
-        b.comment(f"thread 0: acc_full[0..1] (1 arrival: the MMA warp's commit), acc_empty[0..1] ({EPILOGUE_WARPS} "
+        b.comment(f"thread 0: acc_full[0..1] (1 arrival: the MMA warp's commit), acc_empty[0..1] ({acc_empty_arrivals} "
                   f"arrivals: one per epilogue warp); the ring's {plan.stages} full (expect_tx) and empty "
                   "(tcgen05.commit) barriers")
         for buf in range(2):
             mb.init(b, Addr(self.acc_full, 8 * buf), 1, guard=leader)
-            mb.init(b, Addr(self.acc_empty, 8 * buf), EPILOGUE_WARPS, guard=leader)
+            mb.init(b, Addr(self.acc_empty, 8 * buf), acc_empty_arrivals, guard=leader)
         self.ring.init(leader)
         self.clc = init_clc_barriers(self, leader)
         init_c_barriers(self, leader)
+        if isinstance(cl, CtaPair):
+            cl.sync_before_alloc()
         self.is_mma = ptx.setp(b, "eq", U32, self.warp, Imm(str(MMA_WARP)))
         allocated = b.label("tmem_allocated")
         b.emit("bra", Sym(allocated), guard=self.is_mma, negate=True)
         tc.alloc(b, Addr(slot), plan.tmem_columns,
-                 comment=f"the MMA warp: {plan.tmem_columns} TMEM columns ({plan.acc_buffers} accumulator(s) of {self.s.bn})")
-        tc.relinquish_alloc_permit(b, comment="this CTA allocates no more")
+                 comment=f"the MMA warp: {plan.tmem_columns} TMEM columns ({plan.acc_buffers} accumulator(s) of {self.s.bn})",
+                 group=group)
+        tc.relinquish_alloc_permit(b, comment="this CTA allocates no more", group=group)
         b.place(allocated)
         tc.fence_before_thread_sync(b)
-        bar_sync(b, comment="barriers initialised and TMEM allocated before any role runs")
+        if cl is None:
+            bar_sync(b, comment="barriers initialised and TMEM allocated before any role runs")
+        else:
+            cl.sync_after_init()
         tc.fence_after_thread_sync(b)
         self.tmem = ptx.load(b, "shared", U32, Addr(slot), comment="TMEM base address (lane 0, first column)")
         self.kt_count = self.ceil_div(self.dim("K"), self.s.bk)
@@ -168,6 +197,19 @@ class Sm100Lowering(ScalarOps):
         return b.function
 
     # -- the tile walk (tile_scheduler.py) --------------------------------------------------------
+    def sync_before_exit(self, aligned: bool = True) -> None:
+        """With a cluster, the exit barrier every running thread meets (cluster.py, cta_pair.py)."""
+        if self.cluster is not None:
+            self.cluster.sync_before_exit(aligned)
+
+    def release_accumulator(self, buf: VReg, guard: VReg, comment: str) -> None:
+        """An epilogue warp's arrival on acc_empty[buf] (a pair's on the leader's, cta_pair.py)."""
+        offset = ptx.shl(self.b, B32, buf, Imm("3"))
+        if self.cluster is None:
+            mb.arrive(self.b, Addr(ptx.add(self.b, U32, self.acc_empty, offset)), guard=guard, comment=comment)
+        else:
+            self.cluster.arrive_accumulator_empty(offset, guard, comment)
+
     def buffer(self, i: VReg) -> tuple[VReg, VReg]:
         """(accumulator buffer, the parity of its use) of the CTA's i-th tile."""
         b = self.b
@@ -191,10 +233,14 @@ class Sm100Lowering(ScalarOps):
         top = b.label("producer_k_loop")
         b.place(top)
         ring.producer_acquire(state, comment="the MMAs reading this stage completed (their commit arrived)")
-        self.issue_stage(state, wt.tile, wt.batch)
+        if self.cluster is None:
+            self.issue_stage(state, wt.tile, wt.batch)
+        else:
+            self.cluster.issue_stage(state, wt.tile, wt.batch)
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, kt, self.kt_count))
         walk.end()
+        self.sync_before_exit(aligned=False)
         b.emit("ret")
 
     def issue_stage(self, state: PipelineState, tile: Tile, batch: VReg | None = None) -> None:
@@ -236,10 +282,15 @@ class Sm100Lowering(ScalarOps):
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
         walk = TileWalk(self, "mma")
         walk.begin()
+        cl = self.cluster
+        if cl is not None and cl.issues_mma is not None:
+            b.emit("bra", Sym(walk.done), guard=cl.issues_mma, negate=True,
+                   comment="the peer CTA's MMA warp only allocates and frees: the leader issues the pair's MMAs")
         buf, use = self.buffer(i)
         mb.wait_parity(b, Addr(ptx.add(b, U32, self.acc_empty, ptx.shl(b, B32, buf, Imm("3")))),
                        ptx.xor(b, B32, use, Imm("1")), "wait_acc_empty",
-                       comment="the epilogue has read this buffer's previous tile (a fresh one passes)")
+                       comment="the epilogue has read this buffer's previous tile (a fresh one passes)",
+                       scope="cta" if cl is None else cl.acc_empty_scope)
         tc.fence_after_thread_sync(b)
         d = ptx.add(b, U32, self.tmem, ptx.mul(b, U32, buf, Imm(str(bn))), comment="the buffer's first column")
         kt = ptx.mov(b, U32, Imm("0"))
@@ -255,18 +306,22 @@ class Sm100Lowering(ScalarOps):
             da = join_words(b, offset_words(b, a_words, plan.a_tile.descriptor(0, 0, kk).start // 16))
             db = join_words(b, offset_words(b, b_words, plan.b_tile.descriptor(0, 0, kk).start // 16))
             tc.mma(b, plan.kind, Addr(d), da, db, idesc, first if kk == 0 else 1, guard=elected,
-                   comment=f"k+{kk}")
+                   comment=f"k+{kk}", group=plan.cta_group)
         ring.consumer_release(state.index, elected, "the stage is free once these MMAs completed")
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, kt, self.kt_count))
-        tc.commit(b, Addr(ptx.add(b, U32, self.acc_full, ptx.shl(b, B32, buf, Imm("3")))), guard=elected,
-                  comment="the tile's accumulator is complete once every MMA so far completed")
+        acc_full = Addr(ptx.add(b, U32, self.acc_full, ptx.shl(b, B32, buf, Imm("3"))))
+        if cl is None:
+            tc.commit(b, acc_full, guard=elected, comment="the tile's accumulator is complete once every MMA so far completed")
+        else:
+            cl.commit_accumulator(acc_full, elected, "the tile's accumulator is complete once every MMA so far completed")
         ptx.add(b, U32, i, Imm("1"), into=i)
         walk.end()
         bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1),
                  comment="the epilogue warps have read every accumulator")
         tc.fence_after_thread_sync(b)
-        tc.dealloc(b, self.tmem, plan.tmem_columns, comment="free the CTA's tensor memory")
+        tc.dealloc(b, self.tmem, plan.tmem_columns, comment="free the CTA's tensor memory", group=plan.cta_group)
+        self.sync_before_exit()
         b.emit("ret")
 
 

@@ -49,7 +49,8 @@ C_BARRIER_BYTES = EPILOGUE_WARPS * STAGING_BUFFERS * MBARRIER_BYTES
 
 
 def mma_n_step(bm: int) -> int:
-    """N must be a multiple of this for an M = bm MMA (cta_group::1)."""
+    """N must be a multiple of this for an M = bm MMA (cta_group::1; every cta_group::2 M, 128 and
+    256, has 16, as cta_group::1's M = 128)."""
     return 8 if bm == 64 else 16
 
 
@@ -86,7 +87,7 @@ class Sm100Plan:
     stages: int
     acc_buffers: int                   # 2 when 2 * BN columns fit the 512 of TMEM, else 1
     tmem_columns: int                  # what tcgen05.alloc asks for (a power of two)
-    stage_tx_bytes: int
+    stage_tx_bytes: int                # bytes one CTA's copies of a stage bring (its own operand parts)
     idesc: int
     #: The TMA-store epilogue's staging unit per epilogue warp (epilogue_tma.py; None: direct stores).
     epilogue_tile: EpilogueTile | None = None
@@ -94,6 +95,11 @@ class Sm100Plan:
     clc: bool = False
     #: The TMA-store epilogue reads C (beta != 0) by TMA into buffers of its own, on C-load barriers.
     c_loads: bool = False
+    #: (CM, CN) CTAs per cluster; 2 for a CTA pair's MMA (cta_pair.py); the operands a cta_group=1
+    #: cluster's CTAs share by TMA multicast ("B" along CM, "A" along CN; cluster.py).
+    cluster: tuple[int, int] = (1, 1)
+    cta_group: int = 1
+    multicast: tuple[str, ...] = ()
 
     @property
     def stage_bytes(self) -> int:
@@ -166,8 +172,9 @@ def align_up(x: int, a: int) -> int:
 
 def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
     """The plan of a tcgen05 schedule whose fields have their types (verify_types ran)."""
-
-    bm, bn, bk = s.block
+    pair_m, pair_n, bk = s.block
+    group = s.cta_group if s.cta_group in (1, 2) else 1
+    bm, bn = pair_m // group, pair_n // group   # one CTA's rows of A and of B (a pair splits both)
     esize = DTYPE_BYTES[g.dtype]
     a_k, b_k = g.a_layout == "row", g.b_layout == "col"
     swizzle = _swizzle(((bk if a_k else bm) * esize, (bk if b_k else bn) * esize))
@@ -181,15 +188,18 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
                      CanonicalTile(bn, bk, esize, "K" if b_k else "MN", mode)]
         except ValueError:
             tiles = [None, None]
-    buffers = 2 if 2 * bn <= TMEM_COLUMNS else 1
+    buffers = 2 if 2 * pair_n <= TMEM_COLUMNS else 1
+    cluster = tuple(s.cluster) if s.cluster is not None else (1, 1)
+    multicast = () if group == 2 else tuple(x for x, n in (("A", cluster[1]), ("B", cluster[0])) if n > 1)
     staged = staging_tile(g, s)
     plan = Sm100Plan(
-        mma=(bm, bn, MMA_K.get(g.dtype, 16)), kind=KIND.get(g.dtype, "f16"), swizzle=swizzle,
+        mma=(pair_m, pair_n, MMA_K.get(g.dtype, 16)), kind=KIND.get(g.dtype, "f16"), swizzle=swizzle,
         a_box=a_box, b_box=b_box, a_tile=tiles[0], b_tile=tiles[1],
         a_stage=align_up(bm * bk * esize, WIDEST_ALIGNMENT), b_stage=align_up(bn * bk * esize, WIDEST_ALIGNMENT),
-        stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * bn),
+        stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * pair_n),
         stage_tx_bytes=(bm + bn) * bk * esize,
-        idesc=idesc(g, bm, bn, not a_k, not b_k) if g.dtype in KIND else 0,
+        idesc=idesc(g, pair_m, pair_n, not a_k, not b_k) if g.dtype in KIND else 0,
+        cluster=(int(cluster[0]), int(cluster[1])), cta_group=group, multicast=multicast,
         epilogue_tile=staged, clc=s.tile_scheduler == "clc", c_loads=staged is not None and g.epi.beta != 0.0)
     direct = replace(plan, epilogue_tile=None, c_loads=False)
     limit = target("sm_100a").smem_per_block
@@ -200,8 +210,17 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
 
 def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:
     """One CTA per SM (`s.sms` if given), never more than the output tiles; with cluster launch
-    control one CTA per tile (the running ones cancel the rest and take their tiles)."""
-    tiles = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch
-    if s.tile_scheduler == "clc":
-        return tiles
-    return max(1, min(s.sms or sms, tiles))
+    control one CTA per tile (the running ones cancel the rest and take their tiles); with
+    clusters, whole clusters, never more than the cluster tiles (the tile grid rounded up to whole
+    clusters; a CTA pair's tile is BM x BN, its cluster one pair: cluster.py, cta_pair.py)."""
+    cm, cn = tuple(s.cluster) if s.cluster is not None else (1, 1)
+    if s.cta_group == 2:
+        clusters = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch   # the pair is the cluster
+    else:
+        clusters = -(-g.m // s.bm // cm) * -(-g.n // s.bn // cn) * g.batch
+    size = cm * cn
+    if s.tile_scheduler == "clc":   # single-CTA clusters only (the verifier refuses the rest)
+        return clusters
+    if size == 1:
+        return max(1, min(s.sms or sms, clusters))
+    return size * max(1, min((s.sms or sms) // size, clusters))

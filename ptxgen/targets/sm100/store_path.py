@@ -43,7 +43,9 @@ def uses_tma_store(g: Gemm, s: Schedule) -> bool:
 
 
 def staging_tile(g: Gemm, s: Schedule) -> EpilogueTile | None:
-    """The staging unit of one epilogue warp, or None for direct stores."""
-    if not uses_tma_store(g, s) or s.bm not in (64, 128) or tma_store_refusal(g, s) is not None:
+    """The staging unit of one epilogue warp, or None for direct stores. A CTA pair's CTA holds
+    BM/2 rows of the pair's tile (cta_pair.py), all BN columns."""
+    rows = s.bm // (s.cta_group if s.cta_group in (1, 2) else 1)
+    if not uses_tma_store(g, s) or rows not in (64, 128) or tma_store_refusal(g, s) is not None:
         return None
-    return epilogue_tile(rows_per_warp(s.bm), s.bn, g.out_bytes)
+    return epilogue_tile(rows_per_warp(rows), s.bn, g.out_bytes)

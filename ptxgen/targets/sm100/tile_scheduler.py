@@ -16,6 +16,10 @@ reads the response and arrives on clc_empty[i % 2] (one arrival per reading thre
 thread, the MMA warp's and the epilogue warps' lanes, each after its own read, so no warp-level
 sync is needed), which the TMA thread waits for before it reuses the slot, two tiles later.
 
+Clusters (cluster.py, cta_pair.py; static walk only): cluster c walks its cluster tiles (or pair
+tiles) c, c + %nclusterid.x, ..., each CTA taking its own part of the cluster's tile; the verifier
+refuses "clc" with a cluster (a cancel there must be multicast to every CTA of the cluster).
+
 Batched GEMMs: the walk covers batch x tiles of one matrix, the batch outermost (index i is batch
 i / per_batch, tile i % per_batch in the raster, as on sm_90a: targets/sm90/persistent.py); the
 batch is the TMA copies' third coordinate, and the roles storing C move its pointer to the batch's
@@ -97,8 +101,11 @@ class TileWalk:
 
     def begin(self) -> WalkTile:
         lw, b, g = self.lw, self.b, self.lw.g
-        sched = TileScheduler(lw)
-        per_batch = sched.tile_count()
+        sched, cluster = TileScheduler(lw), lw.cluster
+        if cluster is None:
+            per_batch = sched.tile_count()
+        else:   # the cluster's (or pair's) tiles: cluster c walks c, c + %nclusterid.x, ...
+            first, per_batch = cluster.walk_start(self.role)
         count = per_batch
         if g.batch > 1:
             count = ptx.mul(b, U32, per_batch, Imm(str(g.batch)),
@@ -106,7 +113,10 @@ class TileWalk:
             if self.moves_c:
                 stride_c = ld_param(b, "b64", ".u64", BATCH_PARAM.name)
         how = "then the cancelled CTAs' tiles (cluster launch control)" if self.clc else "then += %nctaid.x"
-        self.index = ptx.mov(b, U32, Sym("%ctaid.x"), comment=f"{self.role}: first tile, {how}")
+        if cluster is None:
+            self.index = ptx.mov(b, U32, Sym("%ctaid.x"), comment=f"{self.role}: first tile, {how}")
+        else:
+            self.index = first
         self.count = count
         if self.clc is not None:
             self.taken = ptx.mov(b, U32, Imm("0"), comment=f"{self.role}: tiles taken so far (the response slot)")
@@ -123,7 +133,7 @@ class TileWalk:
             if self.moves_c:
                 step = ptx.mul(b, U64, ptx.cvt(b, U64, U32, batch), stride_c)
                 c = ptx.mad(b, U64, step, Imm(str(g.out_bytes)), lw.ptr["C"])
-        return WalkTile(sched.tile(pid), batch, c)
+        return WalkTile(sched.tile(pid) if cluster is None else cluster.tile(pid), batch, c)
 
     def slot(self) -> tuple[VReg, VReg]:
         """(response slot, the parity of its use) of this role's current tile."""
@@ -148,12 +158,13 @@ class TileWalk:
                Addr(resp), Addr(full), comment="cancel a CTA not launched yet: its tile is this CTA's next")
 
     def end(self) -> None:
-        """Static: += %nctaid.x. CLC: the response of this tile's cancel names the next tile, or
+        """Static: += %nctaid.x (+= %nclusterid.x with a cluster). CLC: the response of this tile's cancel names the next tile, or
         none (every CTA launched or taken): the walk ends."""
         b = self.b
         if self.clc is None:
-            b.comment(f"{self.role}: next tile of this CTA (+= %nctaid.x)")
-            ptx.add(b, U32, self.index, ptx.mov(b, U32, Sym("%nctaid.x")), into=self.index)
+            step = "%nctaid.x" if self.lw.cluster is None else "%nclusterid.x"
+            b.comment(f"{self.role}: next tile of this {'CTA' if self.lw.cluster is None else 'cluster'} (+= {step})")
+            ptx.add(b, U32, self.index, ptx.mov(b, U32, Sym(step)), into=self.index)
             b.emit("bra", Sym(self.top), guard=ptx.setp(b, "lt", U32, self.index, self.count))
             b.place(self.done)
             return

@@ -8,6 +8,10 @@ for a legal schedule the lowering does not have yet.
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
+from ...schedule.rules import options_class
+
 from ...errors import LoweringNotBuilt, ScheduleError
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
@@ -16,6 +20,7 @@ from ..sm90.plan import TMA_BOX_MAX, TMA_STRIDE_ALIGN
 from .options import BLACKWELL_FIELDS
 from .store_path import tma_store_refusal
 from .plan import KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
+from .verify_cluster import MMA_M_PAIR, check_cluster_built, check_pair_built, verify_cluster, verify_multicast
 
 ARCH = "sm_100a"
 #: Output dtypes the tcgen05 epilogue stores (from f32 accumulators).
@@ -34,8 +39,10 @@ def verify_pairing(g: Gemm, s: Schedule, arch: str) -> None:
                             "mma.sync, wmma and wgmma schedules are not lowered for it",
                             "use instruction='tcgen05' for sm_100a, or arch='sm_80'/'sm_90a' for this schedule")
     if not tcgen05:
+        own_cls = options_class(s.instruction)  # the fields the schedule's own target has too (cluster)
+        own = {f.name for f in fields(own_cls)} if own_cls is not None else set()
         for name in BLACKWELL_FIELDS:
-            if getattr(s, name) is not None:
+            if name not in own and getattr(s, name) is not None:  # cluster is sm_90a's field too
                 raise ScheduleError(f"schedule.{name}", getattr(s, name), "applies to Blackwell schedules only "
                                     f"(instruction='tcgen05', arch={ARCH!r})",
                                     f"remove {name}, or use instruction='tcgen05' with arch={ARCH!r}")
@@ -52,6 +59,9 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     if s.cta_group not in (1, 2):
         _fail("schedule.cta_group", s.cta_group, "a tcgen05.mma runs on 1 CTA or a CTA pair (2)",
               "use cta_group=1 (None picks 1)")
+    if s.cta_group == 2 and bm not in MMA_M_PAIR:
+        _fail("schedule.block.BM", bm, "a cta_group::2 tcgen05.mma has the pair's M = 128 or 256 (ISA Table 39; "
+              "each CTA of the pair holds M/2 rows of A and D)", f"use block=(256, {bn}, {bk}) with cta_group=2")
     if s.cta_group == 1 and bm not in MMA_M:
         _fail("schedule.block.BM", bm, f"a cta_group::1 tcgen05.mma has M = {' or '.join(map(str, MMA_M))} "
               "(ISA Table 39; one CTA's tensor memory has 128 lanes)",
@@ -62,7 +72,8 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
               "use dtype='f16', 'bf16' or 'tf32', or arch='sm_90a' with instruction='wgmma' for fp8/int8")
     step = mma_n_step(bm)
     if bn % step or not step <= bn <= MMA_N_MAX:
-        _fail("schedule.block.BN", bn, f"an M = {bm} tcgen05.mma has N a multiple of {step} from {step} to "
+        what = f"an M = {bm}" + (" cta_group::2" if s.cta_group == 2 else "")
+        _fail("schedule.block.BN", bn, f"{what} tcgen05.mma has N a multiple of {step} from {step} to "
               f"{MMA_N_MAX} (ISA Table 39)", f"use BN = {min(MMA_N_MAX, max(step, bn - bn % step))}")
     k = MMA_K[g.dtype]
     if bk % k:
@@ -84,11 +95,13 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
               "many run at once (each takes its next tile by cancelling a CTA not yet launched), so no SM count "
               "sizes its grid", "use sms=None with tile_scheduler='clc', or tile_scheduler='static' for a grid "
               "of `sms` CTAs")
+    verify_cluster(g, s, arch)
     plan = sm100_plan(g, s)
     if plan.swizzle is None or plan.a_tile is None or plan.b_tile is None:
         _fail("schedule.block", s.block, "each operand's contiguous extent (BK for a K-major operand, BM or BN "
               "for an MN-major one) must be a multiple of a 32/64/128-byte TMA swizzle",
               f"use BK a multiple of {128 // g.in_bytes} (and BM, BN multiples of 64 for MN-major operands)")
+    verify_multicast(s, plan)
     for box in (plan.a_box, plan.b_box):
         assert box is not None
         if box.outer > TMA_BOX_MAX:
@@ -109,17 +122,19 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     limit = target(arch).smem_per_block
     if s.stages < 1 or plan.smem_bytes > limit:
         fit = max(0, (limit - plan.smem_bytes + s.stages * plan.stage_bytes) // (plan.stage_bytes + 16))
-        _fail("schedule.stages", s.stages, f"{s.stages} stages of {plan.stage_bytes} B (A {bm}x{bk} and B {bn}x{bk}) "
+        a_rows, b_rows = bm // plan.cta_group, bn // plan.cta_group
+        _fail("schedule.stages", s.stages, f"{s.stages} stages of {plan.stage_bytes} B (A {a_rows}x{bk} and B {b_rows}x{bk}"
+              + (" per CTA of the pair" if plan.cta_group == 2 else "") + ") "
               f"need {plan.smem_bytes} B of shared memory; sm_100a gives a block {limit} B (228 KB per SM)",
               f"use stages={fit}" if fit >= 1 else "use a smaller block")
 
 
 def check_built(g: Gemm, s: Schedule, arch: str) -> None:
-    """What the tcgen05 lowering does not have: CTA pairs, split-K, Stream-K."""
-    fix = "use cta_group=1, split_k=1 and decomposition='tiles' (built)"
-    if s.cta_group == 2:
-        raise LoweringNotBuilt("schedule.cta_group", 2, "CTA-pair (cta_group::2) tcgen05.mma is not built yet "
-                               "in the sm_100a lowering", "use cta_group=1 with block BM <= 128")
+    """What the tcgen05 lowering does not have: CTA pairs past M = 256 in a (2, 1) cluster, cluster
+    launch control with clusters, split-K, Stream-K."""
+    fix = "use split_k=1 and decomposition='tiles' (built)"
+    check_pair_built(s)
+    check_cluster_built(s)
     for field, value, bad in (("schedule.split_k", s.split_k, s.split_k > 1),
                               ("schedule.decomposition", s.decomposition, s.stream_k)):
         if bad:

@@ -1,6 +1,7 @@
 """The sm_100a rules (ptxgen/targets/sm100/verify.py): each refusal names the field and the rule,
-and the fix it gives is accepted; what is not built (CTA pairs, split-K, Stream-K) is refused
-with a LoweringNotBuilt whose fix compiles."""
+and the fix it gives is accepted; what is not built (M = 128 CTA pairs, split-K, Stream-K, cluster
+launch control with clusters) is refused with a LoweringNotBuilt whose fix compiles (the cluster and
+CTA-pair rules: test_verify_cluster.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -58,7 +59,7 @@ def test_target_pairing_and_operands(g, s, arch, field):
 
 
 @pytest.mark.parametrize("g, s, field", [
-    (G, tc((128, 256, 64), cta_group=2), "schedule.cta_group"),
+    (G, tc((128, 256, 64), cta_group=2), "schedule.block.BM"),   # a pair's M = 128 (64 rows per CTA)
     (G, tc(split_k=2), "schedule.split_k"),
     (G, tc(decomposition="stream-k"), "schedule.decomposition"),
 ])
@@ -70,9 +71,16 @@ def test_what_is_not_built_is_refused_with_a_fix_that_compiles(g, s, field):
     assert ".target sm_100a" in ptxgen.compile(g, fixed, arch=ARCH).ptx
 
 
-def test_clusters_are_not_a_tcgen05_field():
-    with pytest.raises(TypeError, match="cluster"):
-        tc(cluster=(2, 1))
+@pytest.mark.parametrize("s", [tc(cluster=(2, 1), tile_scheduler="clc"),
+                               tc((256, 256, 64), cta_group=2, tile_scheduler="clc")])
+def test_cluster_launch_control_with_a_cluster_is_refused_with_a_fix_that_compiles(s):
+    """CLC is built for single-CTA clusters (a cluster's cancel would have to be multicast)."""
+    with pytest.raises(LoweringNotBuilt) as e:
+        ptxgen.compile(G, s, arch=ARCH)
+    assert e.value.field == "schedule.tile_scheduler" and "single-CTA clusters" in str(e.value)
+    assert "tile_scheduler='static'" in e.value.fix
+    fixed = dataclasses.replace(s, tile_scheduler="static")
+    assert ".reqnctapercluster 2, 1, 1" in ptxgen.compile(G, fixed, arch=ARCH).ptx
 
 
 @pytest.mark.parametrize("g, s, field, words, fixed", [

@@ -14,10 +14,8 @@ from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ..sm90.descriptors import CanonicalTile
 from ..sm90.plan import TmaBox, _box
+from .kinds import KIND, MMA_K, dense_idesc
 
-#: tcgen05.mma kinds by input dtype, and K per MMA (256 bits of K per row, §12c).
-KIND = {"f16": "f16", "bf16": "f16", "tf32": "tf32"}
-MMA_K = {"f16": 16, "bf16": 16, "tf32": 8}
 #: cta_group::1 M values and the N rule per M (§12c, ISA Table 39): N a multiple of 16 up to 256
 #: for M = 128, a multiple of 8 for M = 64.
 MMA_M = (64, 128)
@@ -53,12 +51,8 @@ def pow2_columns(cols: int) -> int:
 
 
 def idesc(g: Gemm, bm: int, bn: int, a_mn_major: bool, b_mn_major: bool) -> int:
-    """The 32-bit instruction descriptor of kind::f16 / kind::tf32 (§12e): D f32 (bits 5-4 = 1),
-    A and B types (bits 9-7, 12-10: F16 0, BF16 1, TF32 2), transpose bits 15/16 for MN-major
-    operands, N >> 3 in bits 22-17, M >> 4 in bits 28-24."""
-    code = {"f16": 0, "bf16": 1, "tf32": 2}[g.dtype]
-    return (1 << 4 | code << 7 | code << 10 | int(a_mn_major) << 15 | int(b_mn_major) << 16
-            | (bn >> 3) << 17 | (bm >> 4) << 24)
+    """The 32-bit instruction descriptor of the dense kinds (kinds.dense_idesc, §12e)."""
+    return dense_idesc(g.dtype, bm, bn, a_mn_major, b_mn_major)
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,8 @@ def reference_tile(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None, rows
 
     if scale_a is not None:  # block-scaled: the tile's own rows of sa and columns of the expanded sb
         per_row, per_col = expand_scales(block_scale or BlockScale(), scale_a, scale_b, a.shape[0], b.shape[1])
-        x = expanded_product(a[rows], b[:, cols], per_row[rows], per_col[:, cols])
+        x = expanded_product(a[rows], b[:, cols], per_row[rows], per_col[:, cols],
+                             (block_scale or BlockScale()).group_k)
         return epilogue_reference(x, e, None if c is None else c[rows, cols], vector(bias, e.bias),
                                   vector(scale, e.scale))
 

@@ -21,6 +21,7 @@ from ..sm90.args import check_sm90_params, sm90_tensor_maps
 from ..sm90.pipeline import TensorMapSpec
 from .cost import predict_blackwell
 from .kernel import TENSOR_MAP_PARAMS, lower_sm100, param_names
+from .scales import SCALE_MAP_PARAMS, scale_tensor_maps
 from .options import Sm100Options
 from .plan import EPILOGUE_WARPS, THREADS, persistent_ctas, sm100_plan
 from .verify import check_built, verify_blackwell, verify_pairing
@@ -35,6 +36,9 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
     for param, box in zip(TENSOR_MAP_PARAMS, (plan.a_box, plan.b_box)):
         assert box is not None and plan.swizzle is not None, "the verifier admits only operands TMA can describe"
         out.append(TensorMapSpec(param, box.operand, (box.outer, box.inner), f"{plan.swizzle}B", box.k_major))
+    if plan.scales is not None:  # the block scales' 3-D maps (scales.py, runtime/scale_layout.py)
+        for param, operand, sbox in zip(SCALE_MAP_PARAMS, ("SFA", "SFB"), plan.scales.boxes()):
+            out.append(TensorMapSpec(param, operand, sbox, "none"))
     return tuple(out)
 
 
@@ -85,6 +89,8 @@ class Sm100Backend(Backend):
     instructions = ("tcgen05",)
     archs = ("sm_100a",)
     tf32_narrow_outputs = True  # the epilogue casts tf32's f32 accumulators to f16/bf16 too
+    block_scaled = True  # MXFP8 through kind::mxf8f6f4.block_scale (scales.py)
+    block_scale_families = ("mx",)
     options = Sm100Options
 
     def fill_defaults(self, s: Schedule) -> None:
@@ -132,7 +138,8 @@ class Sm100Backend(Backend):
         return check_sm90_params(kernel, decls)  # the same list: maps, C, M, N, K, ldc, vectors
 
     def tensor_map_args(self, kernel: Any, views: tuple, ptrs: list[int]) -> list[bytes]:
-        return sm90_tensor_maps(kernel, views, ptrs)
+        maps = sm90_tensor_maps(kernel, views[:2], ptrs[:2])
+        return maps + scale_tensor_maps(kernel, views, ptrs) if kernel.gemm.block_scale is not None else maps
 
     def arguments(self, g: Gemm, views: tuple, operands: list, maps: list) -> list:
         return list(maps) + [operands[2], g.m, g.n, g.k, views[2].ld]

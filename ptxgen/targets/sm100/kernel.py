@@ -38,6 +38,7 @@ from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offse
 from . import tcgen05_isa as tc
 from .epilogue import TmemEpilogue
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
+from .scales import SCALE_MAP_PARAMS, StageScales, scaled_mma
 
 SMEM_SYMBOL = "smem"
 TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
@@ -45,12 +46,17 @@ SCALAR_PARAMS = [Param(".u64", "C"), Param(".u32", "M"), Param(".u32", "N"), Par
 VECTOR_PARAMS = ("bias", "scale")
 
 
+def map_params(g: Gemm) -> tuple[str, ...]:
+    """tmapA, tmapB, then tmapSFA, tmapSFB for a block-scaled kernel (scales.py)."""
+    return TENSOR_MAP_PARAMS + (SCALE_MAP_PARAMS if g.block_scale is not None else ())
+
+
 def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
-    return tuple(f"{m}[128]" for m in TENSOR_MAP_PARAMS) + tuple(p.name for p in SCALAR_PARAMS)
+    return tuple(f"{m}[128]" for m in map_params(g)) + tuple(p.name for p in SCALAR_PARAMS)
 
 
 def kernel_params(g: Gemm) -> list[Param]:
-    return ([Param(".align 64 .b8", f"{m}[128]") for m in TENSOR_MAP_PARAMS] + list(SCALAR_PARAMS)
+    return ([Param(".align 64 .b8", f"{m}[128]") for m in map_params(g)] + list(SCALAR_PARAMS)
             + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)])
 
 
@@ -100,7 +106,8 @@ class Sm100Lowering(ScalarOps):
                comment="warp index, warp-uniform for ptxas")
         self.lane = ptx.and_(b, B32, self.tid, Imm("31"))
         self.tmaps = {name: ptx.to_param(b, U64, ptx.mov(b, B64, Sym(param)), comment=f"generic address of {param} (by value)")
-                      for name, param in zip(("A", "B"), TENSOR_MAP_PARAMS)}
+                      for name, param in zip(("A", "B", "SFA", "SFB"), map_params(g))}
+        self.scales = StageScales(self, self.plan.scales) if self.plan.scales is not None else None
         self.ptr.update({name: ptx.to_global(b, U64, ld_param(b, "b64", ".u64", name))
                          for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n))})
         for n in ("M", "N", "K", "ldc"):
@@ -218,6 +225,8 @@ class Sm100Lowering(ScalarOps):
                     inner, outer = (ptx.add(b, U32, origin, Imm(str(j * box.inner))) if j else origin), k0
                 tma.load(b, Addr(dst), self.tmaps[name], (inner, outer), bar,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
+        if self.scales is not None:
+            self.scales.issue_loads(base, state.count, bar, tile)
 
     # -- the MMA warp --------------------------------------------------------------------------
     def mma_warp(self) -> None:
@@ -236,6 +245,7 @@ class Sm100Lowering(ScalarOps):
                                   "full-barrier parity the MMA warp waits for"))
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
         index, count, top_tile, done = self.walk("mma")
+        b_offset = self.scales.b_column(TileScheduler(self).tile(index)) if self.scales is not None else None
         buf, use = self.buffer(i)
         mb.wait_parity(b, Addr(ptx.add(b, U32, self.acc_empty, ptx.shl(b, B32, buf, Imm("3")))),
                        ptx.xor(b, B32, use, Imm("1")), "wait_acc_empty",
@@ -251,9 +261,22 @@ class Sm100Lowering(ScalarOps):
         step = ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes // 16)))
         a_words, b_words = offset_words(b, desc_a, step), offset_words(b, desc_b, step)
         first = ptx.setp(b, "ne", U32, kt, Imm("0"), comment="accumulate after the tile's first k-tile")
+        if self.scales is not None:
+            cols = self.scales.stage_columns(self.tmem, state.index)
+            self.scales.copy(ptx.add(b, U32, self.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes)))),
+                             cols, elected)
+            b_cols = self.scales.b_columns(cols, b_offset)
+            sp = self.scales.plan
+            idescs = {sf: ptx.mov(b, U32, Imm(str(sp.idesc(self.g, bm, bn, sf))), comment=f"SFA_ID = SFB_ID = {sf}")
+                      for sf in sorted({sp.groups_of(kk)[1] for kk in range(0, s.bk, k)})}
         for kk in range(0, s.bk, k):
             da = join_words(b, offset_words(b, a_words, plan.a_tile.descriptor(0, 0, kk).start // 16))
             db = join_words(b, offset_words(b, b_words, plan.b_tile.descriptor(0, 0, kk).start // 16))
+            if self.scales is not None:
+                sfa, sfb = self.scales.addresses(cols, b_cols, kk)
+                scaled_mma(b, sp, Addr(d), da, db, idescs[sp.groups_of(kk)[1]], sfa, sfb, first if kk == 0 else 1,
+                           guard=elected, comment=f"k+{kk}, scale group {kk // sp.group_k}")
+                continue
             tc.mma(b, plan.kind, Addr(d), da, db, idesc, first if kk == 0 else 1, guard=elected,
                    comment=f"k+{kk}")
         ring.consumer_release(state.index, elected, "the stage is free once these MMAs completed")

@@ -15,6 +15,7 @@ from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ..sm90.descriptors import CanonicalTile
 from ..sm90.plan import TmaBox, _box
 from .kinds import KIND, MMA_K, dense_idesc
+from .scales import ScalePlan, scale_plan
 
 #: cta_group::1 M values and the N rule per M (§12c, ISA Table 39): N a multiple of 16 up to 256
 #: for M = 128, a multiple of 8 for M = 64.
@@ -73,10 +74,12 @@ class Sm100Plan:
     tmem_columns: int                  # what tcgen05.alloc asks for (a power of two)
     stage_tx_bytes: int
     idesc: int
+    scales: ScalePlan | None = None    # block-scaled kinds (scales.py): the stage's scale blocks follow B
+    sf_stage: int = 0                  # bytes of one stage's scales, a multiple of 1024
 
     @property
     def stage_bytes(self) -> int:
-        return self.a_stage + self.b_stage
+        return self.a_stage + self.b_stage + self.sf_stage
 
     @property
     def full(self) -> int:
@@ -134,14 +137,18 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
                      CanonicalTile(bn, bk, esize, "K" if b_k else "MN", mode)]
         except ValueError:
             tiles = [None, None]
-    buffers = 2 if 2 * bn <= TMEM_COLUMNS else 1
+    scales = scale_plan(g, s)
+    scale_columns = s.stages * scales.stage_columns if scales is not None else 0
+    buffers = 2 if 2 * bn + scale_columns <= TMEM_COLUMNS else 1
     return Sm100Plan(
-        mma=(bm, bn, MMA_K.get(g.dtype, 16)), kind=KIND.get(g.dtype, "f16"), swizzle=swizzle,
+        mma=(bm, bn, MMA_K.get(g.dtype, 16)), kind=scales.kind if scales else KIND.get(g.dtype, "f16"),
+        swizzle=swizzle,
         a_box=a_box, b_box=b_box, a_tile=tiles[0], b_tile=tiles[1],
         a_stage=align_up(bm * bk * esize, WIDEST_ALIGNMENT), b_stage=align_up(bn * bk * esize, WIDEST_ALIGNMENT),
-        stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * bn),
-        stage_tx_bytes=(bm + bn) * bk * esize,
-        idesc=idesc(g, bm, bn, not a_k, not b_k) if g.dtype in KIND else 0)
+        stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * bn + scale_columns),
+        stage_tx_bytes=(bm + bn) * bk * esize + (scales.tx_bytes if scales else 0),
+        idesc=(scales.idesc(g, bm, bn, 0) if scales else idesc(g, bm, bn, not a_k, not b_k)) if g.dtype in KIND else 0,
+        scales=scales, sf_stage=align_up(scales.tx_bytes, WIDEST_ALIGNMENT) if scales else 0)
 
 
 def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:

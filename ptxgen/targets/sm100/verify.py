@@ -15,6 +15,7 @@ from ...schedule.targets import target
 from ..sm90.plan import TMA_BOX_MAX, TMA_STRIDE_ALIGN
 from .options import BLACKWELL_FIELDS
 from .kinds import K_MAJOR_ONLY, i8_n_ok
+from .scales import verify_scales
 from .plan import KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
 
 ARCH = "sm_100a"
@@ -84,6 +85,7 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
                else "the MN-major 8-bit layouts are not built")
         _fail("gemm.layout", f"{g.a_layout}/{g.b_layout}", f"{g.dtype} operands are K-major only ({why})",
               "pass A row-major and B column-major (a_layout='row', b_layout='col')")
+    verify_scales(g, s)
     plan = sm100_plan(g, s)
     if plan.swizzle is None or plan.a_tile is None or plan.b_tile is None:
         _fail("schedule.block", s.block, "each operand's contiguous extent (BK for a K-major operand, BM or BN "
@@ -106,6 +108,10 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     if plan.acc_buffers * bn > TMEM_COLUMNS:
         _fail("schedule.block.BN", bn, f"{plan.acc_buffers} accumulator(s) of {bn} f32 columns exceed the "
               f"{TMEM_COLUMNS} columns of tensor memory", f"use BN <= {TMEM_COLUMNS // plan.acc_buffers}")
+    if plan.scales is not None and plan.tmem_columns > TMEM_COLUMNS:
+        _fail("schedule.stages", s.stages, f"{plan.acc_buffers} accumulator(s) of {bn} columns and {s.stages} stages "
+              f"of {plan.scales.stage_columns} scale columns exceed the {TMEM_COLUMNS} columns of tensor memory",
+              f"use stages={(TMEM_COLUMNS - bn) // plan.scales.stage_columns} or a smaller BN")
     limit = target(arch).smem_per_block
     if s.stages < 1 or plan.smem_bytes > limit:
         fit = max(0, (limit - plan.smem_bytes + s.stages * plan.stage_bytes) // (plan.stage_bytes + 16))

@@ -67,3 +67,18 @@ def reads_scales_by_tma(kernel: Any) -> bool:
     """Whether the kernel loads its block scales through tensor maps (sm_100a) rather than by
     pointer (sm_90a): then the runtime passes the blocked arrays' maps instead of sa, sb and strides."""
     return any(t.operand in ("SFA", "SFB") for t in kernel.tensor_maps)
+
+
+def blocked_scale_views(bs: BlockScale, scale_a: Any, scale_b: Any, device: int | None) -> tuple:
+    """The driver path's views of A's and B's blocked scales (checked already as logical arrays by
+    `block_scales.check_block_scales`): host numpy arrays or device tensors, as 2-D (blocks * 2, 256)
+    row-major uint8 matrices whose device pointers the kernel's scale tensor maps describe."""
+    from .operands import check_operand
+
+    views = []
+    for name, x in zip(("scale_a", "scale_b"), kernel_scales(bs, scale_a, scale_b)):
+        rows = x.shape[0] * x.shape[1]
+        kw = {} if device is None else {"device": device}
+        views.append(check_operand(x.reshape(rows, MAP_ROW), name=f"{name} (128x4 blocks)", shape=(rows, MAP_ROW),
+                                   dtype="u8", layout="row", align=16, **kw))
+    return tuple(views)

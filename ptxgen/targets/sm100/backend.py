@@ -21,7 +21,7 @@ from ..sm90.args import check_sm90_params, sm90_tensor_maps
 from ..sm90.pipeline import TensorMapSpec
 from .cost import predict_blackwell
 from .kernel import TENSOR_MAP_PARAMS, lower_sm100, param_names
-from .scales import SCALE_MAP_PARAMS, scale_tensor_maps
+from .scales import SCALE_MAP_PARAMS, check_scaled_params, scale_tensor_maps
 from .options import Sm100Options
 from .plan import EPILOGUE_WARPS, THREADS, persistent_ctas, sm100_plan
 from .verify import check_built, verify_blackwell, verify_pairing
@@ -135,6 +135,8 @@ class Sm100Backend(Backend):
         return True
 
     def check_params(self, kernel: Any, decls: list[ParamDecl]) -> list[ParamDecl]:
+        if kernel.gemm.block_scale is not None:
+            return check_scaled_params(kernel, decls)
         return check_sm90_params(kernel, decls)  # the same list: maps, C, M, N, K, ldc, vectors
 
     def tensor_map_args(self, kernel: Any, views: tuple, ptrs: list[int]) -> list[bytes]:

@@ -1,5 +1,5 @@
 """Block-scaled MMAs on sm_100a (MXFP8: `Gemm(dtype="e4m3"/"e5m2", block_scale=BlockScale(a=(1, 32),
-b=(32, 1), dtype="ue8m0"))`): tcgen05.mma.kind::mxf8f6f4.block_scale.block32 with the scale factors
+b=(32, 1), dtype="ue8m0"))`): tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X with the scale factors
 in tensor memory (docs/ptx_facts/tcgen05.md §12h), loaded by TMA into each ring stage next to the A
 and B tiles and copied into TMEM with tcgen05.cp (§12g) by the MMA thread before the MMAs of that
 stage.
@@ -41,8 +41,10 @@ if TYPE_CHECKING:
 
 #: The scale tensor maps' parameters, after tmapA and tmapB.
 SCALE_MAP_PARAMS = ("tmapSFA", "tmapSFB")
-#: family -> (kind, the .block_scale qualifier, scales per row per MMA, K per MMA) (§12h).
-KINDS = {"mx": ("mxf8f6f4", "block32", 1, 32)}
+#: family -> (kind, the .block_scale qualifier, scales per row per MMA, K per MMA) (§12h). The
+#: qualifier is .scale_vec::1X, PTX 8.6's spelling: ptxas 13 refuses the newer .block32 under the
+#: kernel's `.version 8.6` ("Feature '.block32' requires PTX ISA .version 8.8 or later").
+KINDS = {"mx": ("mxf8f6f4", "scale_vec::1X", 1, 32)}
 #: TMEM columns one 128x4 block fills (32 rows x 16 bytes copied to 4 columns, §12g).
 BLOCK_COLUMNS = 4
 #: The tcgen05.cp source descriptor's high word: SBO 128 B (dense 16-byte rows in 8-row core
@@ -233,3 +235,19 @@ def scale_tensor_maps(kernel, views: tuple, ptrs: list[int]) -> list[bytes]:
         strides = (shape[1] * shape[2], shape[2], 1)
         out.append(encode_tiled(_DeviceMatrix(ptr, shape, strides, np.dtype(np.uint8)), spec.box, swizzle="none").raw)
     return out
+
+
+def check_scaled_params(kernel, decls: list) -> list:
+    """A block-scaled sm_100a kernel's parameters: tmapA, tmapB, tmapSFA, tmapSFB (.b8 [128]), C (.u64),
+    M, N, K, ldc (.u32), then the epilogue's bias and scale pointers (.u64) when it has them; the
+    scales come by tensor map, not by pointer and strides as on sm_90a."""
+    maps, vectors = len(kernel.tensor_maps), int(bool(kernel.gemm.epi.bias)) + int(bool(kernel.gemm.epi.scale))
+    ok = (len(decls) == maps + 5 + vectors and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
+          and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:maps + 5])
+          and all(d.is_pointer_sized for d in decls[maps + 5:]))
+    if not ok:
+        raise ValueError(f"entry {kernel.entry} declares parameters {[f'{d.name}:.{d.type}' for d in decls]}; "
+                         f"ptxgen's block-scaled sm_100a kernels take {maps} tensor maps (.param .align 64 .b8 "
+                         "[128]: A, B, A's and B's scales), then C (.u64), M, N, K, ldc (.u32), and the bias and "
+                         "scale pointers (.u64) when the epilogue has them")
+    return decls

@@ -1,5 +1,5 @@
 """MXFP8 on sm_100a (targets/sm100/scales.py): e4m3/e5m2 with one ue8m0 scale per 32 K of each row
-of A and column of B, tcgen05.mma.kind::mxf8f6f4.block_scale.block32 reading the scales from TMEM,
+of A and column of B, tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X reading the scales from TMEM,
 where the MMA thread copies them with tcgen05.cp from the stage TMA filled (128x4 block layout,
 runtime/scale_layout.py). Proven on the simulator against the float64 group-by-group product
 (random never-zero scales over four decades, never-zero inputs, poisoned C, elementwise `compare`)
@@ -84,7 +84,7 @@ def test_the_kernel_copies_scales_before_the_mmas_and_uses_the_scaled_kind():
     k = ptxgen.compile(mx(256, 256, 256), tc((128, 128, 128)), arch=ARCH)
     lines = k.ptx.split("\n")
     cps = [i for i, line in enumerate(lines) if "tcgen05.cp.cta_group::1.32x128b.warpx4" in line]
-    mmas = [i for i, line in enumerate(lines) if "kind::mxf8f6f4.block_scale.block32" in line]
+    mmas = [i for i, line in enumerate(lines) if "kind::mxf8f6f4.block_scale.scale_vec::1X" in line]
     assert len(cps) == 2 and len(mmas) == 4 and max(cps) < min(mmas)
     assert "tcgen05.mma.cta_group::1.kind::f8f6f4" not in k.ptx
     # Triton's mxfp8 descriptors for M = N = 128 with SF_ID 0..3 (tcgen05.md §12h)
@@ -154,7 +154,7 @@ def test_a_scale_applied_to_the_wrong_k_group_is_caught():
 def _move_copies_after_the_mmas(text: str) -> str:
     lines = text.split("\n")
     cps = [i for i, line in enumerate(lines) if "tcgen05.cp." in line]
-    last_mma = max(i for i, line in enumerate(lines) if "block_scale.block32" in line)
+    last_mma = max(i for i, line in enumerate(lines) if "block_scale.scale_vec::1X" in line)
     moved = [lines[i] for i in cps]
     kept = [line for i, line in enumerate(lines) if i not in cps]
     at = kept.index(lines[last_mma]) + 1
@@ -185,3 +185,15 @@ def test_copies_by_another_thread_than_the_mma_issuer_are_caught():
     with pytest.raises(sim.HazardError) as e:
         run_checked(PLANT_G, PLANT_S, ptx=ptx)
     assert e.value.kind == "race" and "issued by another thread" in e.value.detail, e.value
+
+
+
+def test_ptxas_assembles_the_mxfp8_kernel_without_spills(monkeypatch):
+    from ptxgen.runtime import assemble as asm
+
+    if asm._ptxas_path() is None:
+        pytest.skip("ptxas is not on PATH: the assembly check needs it")
+    monkeypatch.setenv("PTXGEN_ASSEMBLER", "ptxas")
+    k = ptxgen.compile(mx(4096, 4096, 4096, out="bf16"), tc((128, 256, 128), 4, sms=None), arch=ARCH)
+    r = asm.assemble(k.ptx, ARCH, k.entry)
+    assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources

@@ -374,6 +374,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     from .schedule.grouping import c_shape
     from .runtime.block_scales import check_block_scales, stride_args
     from .runtime.scale_layout import kernel_scales, reads_scales_by_tma
+    from .runtime.fp4 import as_packed, packed_shapes
     from .runtime.operands import check_no_aliasing
     from .scaleout import Workers
 
@@ -399,9 +400,12 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
             raise TypeError("Kernel.simulate takes numpy arrays; copy A, B and C to the host first")
         buf_a, buf_b, buf_c = (v.host_span() for v in (va, vb, vc))
     else:
-        va, sa, buf_a = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
+        (a_shape, b_shape), in_dtype = ((g.m, g.k), (g.k, g.n)), g.dtype
+        if g.dtype == "e2m1":  # packed two per byte along K (runtime/fp4.py)
+            a, b, (a_shape, b_shape), in_dtype = as_packed(a, "A"), as_packed(b, "B"), packed_shapes(g), "u8"
+        va, sa, buf_a = matrix_operand(a, name="A", shape=a_shape, dtype=in_dtype, layout=g.a_layout,
                                        align=align, batch=g.batch)
-        vb, sb, buf_b = matrix_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout,
+        vb, sb, buf_b = matrix_operand(b, name="B", shape=b_shape, dtype=in_dtype, layout=g.b_layout,
                                        align=align, batch=g.batch)
         vc, sc, buf_c = matrix_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
                                        align=g.out_alignment(), batch=g.batch, writable=True)

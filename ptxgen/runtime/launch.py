@@ -22,6 +22,7 @@ from .grouped import check_not_grouped, counts_view, grouped_inputs, grouped_out
 from .modules import (Function, Module, describe_run, kernel_binary, load_function, pin,  # noqa: F401
                       ptx_binary)
 from .block_scales import check_block_scales, stride_args
+from .fp4 import as_packed, packed_shapes
 from .scale_layout import blocked_scale_views, reads_scales_by_tma
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .operands import as_row as _as_row, cuda_array_interface as _cai
@@ -241,9 +242,12 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
     if g.grouped:  # A and B here; C below, once a fresh one exists
         av, bv = grouped_inputs(g, a, b, device=dev)
     else:
-        av = check_batched_operand(a, name="A", batch=g.batch, shape=(g.m, g.k), dtype=g.dtype,
+        (a_shape, b_shape), in_dtype = ((g.m, g.k), (g.k, g.n)), g.dtype
+        if g.dtype == "e2m1":  # packed two per byte along K (runtime/fp4.py)
+            a, b, (a_shape, b_shape), in_dtype = as_packed(a, "A"), as_packed(b, "B"), packed_shapes(g), "u8"
+        av = check_batched_operand(a, name="A", batch=g.batch, shape=a_shape, dtype=in_dtype,
                                    layout=g.a_layout, device=dev, align=align)
-        bv = check_batched_operand(b, name="B", batch=g.batch, shape=(g.k, g.n), dtype=g.dtype,
+        bv = check_batched_operand(b, name="B", batch=g.batch, shape=b_shape, dtype=in_dtype,
                                    layout=g.b_layout, device=dev, align=align)
     if av.is_host != bv.is_host:
         raise TypeError(f"A is {'a host numpy' if av.is_host else 'a device'} array but B is "

@@ -161,17 +161,26 @@ def check_gemm_block_scale(g: object) -> None:
     """The Gemm's block_scale on construction: a BlockScale (or None), fp8 inputs, not fast_accum."""
     bs = getattr(g, "block_scale")
     if bs is None:
+        if getattr(g, "dtype") == "e2m1":
+            raise check.ScheduleError("gemm.dtype", "e2m1", "e2m1 (fp4) inputs are multiplied block-scaled only "
+                                      "(MXFP4, NVFP4)", "add block_scale=BlockScale(a=(1, 32), b=(32, 1), "
+                                      "dtype='ue8m0') (MXFP4) or BlockScale(a=(1, 16), b=(16, 1), dtype='ue4m3') "
+                                      "(NVFP4)")
         return
     if not isinstance(bs, BlockScale):
         raise check.ScheduleTypeError("gemm.block_scale", bs, f"must be a ptxgen.BlockScale or None, not "
                                       f"{check.type_name(bs)}", "pass block_scale=ptxgen.BlockScale(a=(1, 128), "
                                       "b=(128, 128))")
     dtype = getattr(g, "dtype")
-    if bs.family == "nv":
-        raise check.ScheduleError("gemm.block_scale", bs, "NVFP4's ue4m3 per-16 scales multiply e2m1 (fp4) "
-                                  "inputs, which are not built yet", "use MXFP8: dtype='e4m3' with "
-                                  "BlockScale(a=(1, 32), b=(32, 1), dtype='ue8m0')")
-    if dtype not in ("e4m3", "e5m2"):
+    if bs.family == "nv" and dtype != "e2m1":
+        raise check.ScheduleError("gemm.block_scale", bs, f"NVFP4's ue4m3 per-16 scales multiply e2m1 (fp4) "
+                                  f"inputs; the inputs are {dtype}", "use dtype='e2m1', or MXFP8: dtype='e4m3' "
+                                  "with BlockScale(a=(1, 32), b=(32, 1), dtype='ue8m0')")
+    if dtype == "e2m1" and bs.family == "deepseek":
+        raise check.ScheduleError("gemm.block_scale", bs, "e2m1 (fp4) inputs take the Blackwell per-32 (MXFP4) "
+                                  "or per-16 (NVFP4) scales", "use BlockScale(a=(1, 32), b=(32, 1), dtype='ue8m0') "
+                                  "or BlockScale(a=(1, 16), b=(16, 1), dtype='ue4m3')")
+    if dtype not in ("e4m3", "e5m2", "e2m1"):
         raise check.ScheduleError("gemm.block_scale", bs, f"block scaling multiplies fp8 (e4m3/e5m2) products; "
                                   f"the inputs are {dtype}", "use dtype='e4m3' or 'e5m2', or drop block_scale "
                                   "(per-row/column scales: Epilogue(scale='row'/'col'))")

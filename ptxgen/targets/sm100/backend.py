@@ -89,8 +89,8 @@ class Sm100Backend(Backend):
     instructions = ("tcgen05",)
     archs = ("sm_100a",)
     tf32_narrow_outputs = True  # the epilogue casts tf32's f32 accumulators to f16/bf16 too
-    block_scaled = True  # MXFP8 through kind::mxf8f6f4.block_scale (scales.py)
-    block_scale_families = ("mx",)
+    block_scaled = True  # MXFP8, MXFP4 and NVFP4 through the block-scaled kinds (scales.py)
+    block_scale_families = ("mx", "nv")
     options = Sm100Options
 
     def fill_defaults(self, s: Schedule) -> None:

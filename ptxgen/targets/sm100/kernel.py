@@ -30,7 +30,7 @@ from ...emit.tiles import Tile, TileScheduler
 from ...ir import Addr, Builder, Function, Imm, Param, Sym, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, B64, U32, U64
-from ...schedule.problem import Gemm
+from ...schedule.problem import K_PACK, Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
 from ..sm90 import tma_isa as tma
@@ -38,7 +38,7 @@ from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offse
 from . import tcgen05_isa as tc
 from .epilogue import TmemEpilogue
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
-from .scales import SCALE_MAP_PARAMS, StageScales, scaled_mma
+from .scales import KIND_PTX_VERSION, SCALE_MAP_PARAMS, StageScales, scaled_mma
 
 SMEM_SYMBOL = "smem"
 TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
@@ -108,6 +108,8 @@ class Sm100Lowering(ScalarOps):
         self.tmaps = {name: ptx.to_param(b, U64, ptx.mov(b, B64, Sym(param)), comment=f"generic address of {param} (by value)")
                       for name, param in zip(("A", "B", "SFA", "SFB"), map_params(g))}
         self.scales = StageScales(self, self.plan.scales) if self.plan.scales is not None else None
+        if self.plan.scales is not None:
+            self.b.function.min_ptx_version = KIND_PTX_VERSION.get(self.plan.scales.kind)
         self.ptr.update({name: ptx.to_global(b, U64, ld_param(b, "b64", ".u64", name))
                          for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n))})
         for n in ("M", "N", "K", "ldc"):
@@ -214,7 +216,7 @@ class Sm100Lowering(ScalarOps):
                                         comment=f"expect {plan.stage_tx_bytes} B (A and B boxes, OOB fill included)")
         base = ptx.add(b, U32, self.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes))))
         assert state.count is not None
-        k0 = ptx.mul(b, U32, state.count, Imm(str(self.s.bk)))
+        k0 = ptx.mul(b, U32, state.count, Imm(str(self.s.bk // K_PACK.get(self.g.dtype, 1))))  # fp4: bytes of K
         for name, box, origin, offset in (("A", plan.a_box, tile.bm0, 0), ("B", plan.b_box, tile.bn0, plan.a_stage)):
             assert box is not None and plan.swizzle is not None
             for j in range(box.count):  # box j: the j-th swizzle-wide block of the contiguous extent
@@ -270,8 +272,9 @@ class Sm100Lowering(ScalarOps):
             idescs = {sf: ptx.mov(b, U32, Imm(str(sp.idesc(self.g, bm, bn, sf))), comment=f"SFA_ID = SFB_ID = {sf}")
                       for sf in sorted({sp.groups_of(kk)[1] for kk in range(0, s.bk, k)})}
         for kk in range(0, s.bk, k):
-            da = join_words(b, offset_words(b, a_words, plan.a_tile.descriptor(0, 0, kk).start // 16))
-            db = join_words(b, offset_words(b, b_words, plan.b_tile.descriptor(0, 0, kk).start // 16))
+            kk_stored = kk // K_PACK.get(self.g.dtype, 1)   # fp4: two values per byte along K
+            da = join_words(b, offset_words(b, a_words, plan.a_tile.descriptor(0, 0, kk_stored).start // 16))
+            db = join_words(b, offset_words(b, b_words, plan.b_tile.descriptor(0, 0, kk_stored).start // 16))
             if self.scales is not None:
                 sfa, sfb = self.scales.addresses(cols, b_cols, kk)
                 scaled_mma(b, sp, Addr(d), da, db, idescs[sp.groups_of(kk)[1]], sfa, sfb, first if kk == 0 else 1,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...schedule.problem import DTYPE_BYTES, Gemm
+from ...schedule.problem import DTYPE_BYTES, K_PACK, Gemm
 from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ..sm90.descriptors import CanonicalTile
@@ -125,6 +125,7 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
     """The plan of a tcgen05 schedule whose fields have their types (verify_types ran)."""
     bm, bn, bk = s.block
     esize = DTYPE_BYTES[g.dtype]
+    bk = bk // K_PACK.get(g.dtype, 1)   # K as stored: fp4 packs two values per byte
     a_k, b_k = g.a_layout == "row", g.b_layout == "col"
     swizzle = _swizzle(((bk if a_k else bm) * esize, (bk if b_k else bn) * esize))
     a_box = _box("A", a_k, bm, bk, esize, swizzle)

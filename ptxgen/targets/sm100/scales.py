@@ -1,14 +1,22 @@
-"""Block-scaled MMAs on sm_100a (MXFP8: `Gemm(dtype="e4m3"/"e5m2", block_scale=BlockScale(a=(1, 32),
-b=(32, 1), dtype="ue8m0"))`): tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X with the scale factors
-in tensor memory (docs/ptx_facts/tcgen05.md §12h), loaded by TMA into each ring stage next to the A
-and B tiles and copied into TMEM with tcgen05.cp (§12g) by the MMA thread before the MMAs of that
-stage.
+"""Block-scaled MMAs on sm_100a, with the scale factors in tensor memory (docs/ptx_facts/tcgen05.md
+§12h), loaded by TMA into each ring stage next to the A and B tiles and copied into TMEM with
+tcgen05.cp (§12g) by the MMA thread before the MMAs of that stage:
+* MXFP8: `Gemm(dtype="e4m3"/"e5m2", block_scale=BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0"))`,
+  tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X (K = 32 per MMA, one scale per row);
+* MXFP4: `dtype="e2m1"` with the same BlockScale, kind::mxf4.block_scale.scale_vec::2X (K = 64 per
+  MMA from 32 packed bytes, two scales per row: SF_ID 0 and 2);
+* NVFP4: `dtype="e2m1"`, `BlockScale(a=(1, 16), b=(16, 1), dtype="ue4m3")`, kind::mxf4nvf4
+  .block_scale.scale_vec::4X (four per-16 scales per row, SF_ID 0). NVFP4's per-tensor f32 scale
+  (global_a * global_b) is the epilogue's alpha: `Epilogue(alpha=global_a * global_b)`, applied to
+  the f32 accumulator before the cast (emit/epilogue/math.py).
+fp4 operands are packed two per byte along K (runtime/fp4.py): the plan and the TMA boxes count
+bytes of K, BK / 2 per k-tile.
 
 Layout (runtime/scale_layout.py): blocks of 128 rows x 4 K groups, 512 bytes each. Per k-tile a
 stage holds BK / (4 * 32) blocks of A's scales and as many per 128 rows of B's; block (a, d) goes
 by one tcgen05.cp.32x128b.warpx4 to 4 TMEM columns (its rows to all four lane quarters). The MMA
-covering K groups 4d + e reads its scales at the block's first column with SF_ID = e (one byte of
-each 32-bit column, scale_vec::1X), so four MMAs share one copy.
+covering K groups 4d + e (and the next ones of a 2X/4X MMA) reads its scales at the block's first
+column with SF_ID = e, the byte (1X), half-word (2X) or word (4X) of each 32-bit column.
 
 Ordering: the copies and the MMAs reading them are issued by the same thread, cp before mma, which
 the ISA pipelines (§12j: cp -> mma needs no wait; the simulator's tmem_order.py checks the MMA is
@@ -18,7 +26,7 @@ arrives on, so no copy overwrites scales an MMA still reads.
 
 Tiles: BM = 128 (the block-scaled kinds at cta_group::1, §12h); BN 32, 64, 128 or 256, and a BN < 128
 tile reads its rows' scales from column (n0 % 128) / 32 of its block (row r at column r >> 5); BK a
-multiple of 128 (whole blocks).
+multiple of 4 groups (whole blocks: 128 for MX, 64 for NVFP4).
 """
 from __future__ import annotations
 
@@ -41,10 +49,17 @@ if TYPE_CHECKING:
 
 #: The scale tensor maps' parameters, after tmapA and tmapB.
 SCALE_MAP_PARAMS = ("tmapSFA", "tmapSFB")
-#: family -> (kind, the .block_scale qualifier, scales per row per MMA, K per MMA) (§12h). The
-#: qualifier is .scale_vec::1X, PTX 8.6's spelling: ptxas 13 refuses the newer .block32 under the
+#: (family, fp4 inputs) -> (kind, the .block_scale qualifier, K per MMA) (§12h): MXFP8 one scale per
+#: row per MMA (1X), MXFP4 two (2X: SF_ID 0 or 2), NVFP4 four per-16 scales (4X: SF_ID 0). The
+#: qualifiers are PTX 8.6's spelling: ptxas 13 refuses the newer .block32/.block16 under the
 #: kernel's `.version 8.6` ("Feature '.block32' requires PTX ISA .version 8.8 or later").
-KINDS = {"mx": ("mxf8f6f4", "scale_vec::1X", 1, 32)}
+KINDS = {("mx", False): ("mxf8f6f4", "scale_vec::1X", 32), ("mx", True): ("mxf4", "scale_vec::2X", 64),
+         ("nv", True): ("mxf4nvf4", "scale_vec::4X", 64)}
+#: The PTX ISA a kind needs above the target's 8.6: ptxas 13 says "Feature '.kind::mxf4nvf4' requires
+#: PTX ISA .version 8.7 or later" (and the same of .scale_vec::4X).
+KIND_PTX_VERSION = {"mxf4nvf4": (8, 7)}
+#: The A/B type code of e2m1 under kind::mxf4 / mxf4nvf4 (Tables 43/44; f8f6f4 kinds use TYPE_CODE).
+FP4_TYPE_CODE = 1
 #: TMEM columns one 128x4 block fills (32 rows x 16 bytes copied to 4 columns, §12g).
 BLOCK_COLUMNS = 4
 #: The tcgen05.cp source descriptor's high word: SBO 128 B (dense 16-byte rows in 8-row core
@@ -63,6 +78,7 @@ class ScalePlan:
     scale_type: str
     k_blocks: int        # 128x4 blocks along K per k-tile
     b_row_blocks: int    # 128-row blocks of B's scales per tile (1 for BN <= 128)
+    type_code: int       # A's and B's type code in the instruction descriptor
 
     @property
     def a_bytes(self) -> int:
@@ -96,10 +112,10 @@ class ScalePlan:
         return group // BLOCK_GROUPS, group % BLOCK_GROUPS
 
     def idesc(self, g: Gemm, bm: int, bn: int, sf_id: int) -> int:
-        """The kind::mxf8f6f4 instruction descriptor (§12h, Tables 43/44): SFB_ID bits 4-5, A and B
+        """The block-scaled kinds' instruction descriptor (§12h, Tables 43/44): SFB_ID bits 4-5, A and B
         types 7-9 / 10-12, N >> 3 in 17-22, the scale type in 23 (ue8m0 1), M >> 4 in 24-28, SFA_ID
         in 29-30; K-major operands (transpose bits 0)."""
-        code = TYPE_CODE[g.dtype]
+        code = self.type_code
         return (sf_id << 4 | code << 7 | code << 10 | (bn >> 3) << 17 | int(self.scale_type == "ue8m0") << 23
                 | (bm >> 4) << 24 | sf_id << 29)
 
@@ -108,12 +124,13 @@ def scale_plan(g: Gemm, s: Schedule) -> ScalePlan | None:
     """The scale numbers of a block-scaled schedule (None without block scaling, or for a family
     the verifier refuses)."""
     bs = g.block_scale
-    if bs is None or bs.family not in KINDS:
+    fp4 = g.dtype == "e2m1"
+    if bs is None or (bs.family, fp4) not in KINDS:
         return None
-    kind, qualifier, _, mma_k = KINDS[bs.family]
+    kind, qualifier, mma_k = KINDS[bs.family, fp4]
     bk, bn = s.bk, s.bn
     return ScalePlan(kind, qualifier, bs.group_k, mma_k, bs.dtype, max(1, bk // (BLOCK_GROUPS * bs.group_k)),
-                     max(1, -(-bn // BLOCK_ROWS)))
+                     max(1, -(-bn // BLOCK_ROWS)), FP4_TYPE_CODE if fp4 else TYPE_CODE[g.dtype])
 
 
 def verify_scales(g: Gemm, s: Schedule) -> None:
@@ -121,10 +138,14 @@ def verify_scales(g: Gemm, s: Schedule) -> None:
     bs = g.block_scale
     if bs is None:
         return
-    if bs.family not in KINDS:
-        raise ScheduleError("gemm.block_scale", bs, f"{bs.family} scaling is not lowered for tcgen05 yet (built: "
-                            "MXFP8, BlockScale(a=(1, 32), b=(32, 1), dtype='ue8m0'))",
-                            "use MXFP8 with dtype='e4m3' or 'e5m2'")
+    if (bs.family, g.dtype == "e2m1") not in KINDS:
+        raise ScheduleError("gemm.block_scale", bs, f"{bs.family} scaling of {g.dtype} is not lowered for tcgen05 "
+                            "(built: MXFP8 and MXFP4 with BlockScale(a=(1, 32), b=(32, 1), dtype='ue8m0'), NVFP4 "
+                            "with BlockScale(a=(1, 16), b=(16, 1), dtype='ue4m3') and e2m1)",
+                            "use one of those pairs")
+    if g.dtype == "e2m1" and g.k % 32:
+        raise ScheduleError("gemm.k", g.k, "packed fp4 rows hold K/2 bytes, which TMA needs a multiple of 16",
+                            f"pad K to {-(-g.k // 32) * 32} with zeros (and the scales with any value)")
     bm, bn, bk = s.block
     if bm != 128:
         raise ScheduleError("schedule.block.BM", bm, "block-scaled tcgen05.mma kinds have M = 128 at cta_group::1 "

@@ -21,7 +21,7 @@ from ..sm90.args import check_sm90_params, sm90_tensor_maps
 from ..sm90.pipeline import TensorMapSpec
 from .cost import predict_blackwell
 from .kernel import TENSOR_MAP_PARAMS, lower_sm100, param_names
-from .scales import SCALE_MAP_PARAMS, check_scaled_params, scale_tensor_maps
+from .scales import SCALE_MAP_PARAMS, check_scaled_params, packed_operand_maps, scale_tensor_maps
 from .options import Sm100Options
 from .plan import EPILOGUE_WARPS, THREADS, persistent_ctas, sm100_plan
 from .verify import check_built, verify_blackwell, verify_pairing
@@ -140,7 +140,8 @@ class Sm100Backend(Backend):
         return check_sm90_params(kernel, decls)  # the same list: maps, C, M, N, K, ldc, vectors
 
     def tensor_map_args(self, kernel: Any, views: tuple, ptrs: list[int]) -> list[bytes]:
-        maps = sm90_tensor_maps(kernel, views[:2], ptrs[:2])
+        packed = kernel.gemm.dtype == "e2m1"   # uint8 maps over the packed fp4 operands
+        maps = (packed_operand_maps if packed else sm90_tensor_maps)(kernel, views[:2], ptrs[:2])
         return maps + scale_tensor_maps(kernel, views, ptrs) if kernel.gemm.block_scale is not None else maps
 
     def arguments(self, g: Gemm, views: tuple, operands: list, maps: list) -> list:

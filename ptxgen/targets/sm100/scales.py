@@ -272,3 +272,20 @@ def check_scaled_params(kernel, decls: list) -> list:
                          "[128]: A, B, A's and B's scales), then C (.u64), M, N, K, ldc (.u32), and the bias and "
                          "scale pointers (.u64) when the epilogue has them")
     return decls
+
+
+def packed_operand_maps(kernel, views: tuple, ptrs: list[int]) -> list[bytes]:
+    """The driver path's CUtensorMaps of packed fp4 A and B (runtime/fp4.py): uint8 maps over their
+    K-contiguous (rows, K/2) views, with the boxes of `kernel.tensor_maps` (bytes of K)."""
+    import numpy as np
+
+    from ...runtime.tensormaps import encode_tiled
+    from ..sm90.args import _DeviceMatrix
+
+    out = []
+    for spec, v, ptr in zip(kernel.tensor_maps[:2], views[:2], ptrs[:2]):
+        (r, c), (sr, sc) = v.shape, v.strides
+        shape, strides = ((c, r), (sc, sr)) if spec.operand == "B" else ((r, c), (sr, sc))   # both K-major
+        out.append(encode_tiled(_DeviceMatrix(ptr, shape, strides, np.dtype(np.uint8)), spec.box,
+                                swizzle=spec.swizzle).raw)
+    return out

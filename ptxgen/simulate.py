@@ -405,7 +405,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
             a, b, (a_shape, b_shape), in_dtype = as_packed(a, "A"), as_packed(b, "B"), packed_shapes(g), "u8"
         va, sa, buf_a = matrix_operand(a, name="A", shape=a_shape, dtype=in_dtype, layout=g.a_layout,
                                        align=align, batch=g.batch)
-        vb, sb, buf_b = matrix_operand(b, name="B", shape=b_shape, dtype=in_dtype, layout=g.b_layout,
+        b_dtype = g.in_dtype_b if in_dtype == g.dtype else in_dtype   # mixed fp8: B's own dtype
+        vb, sb, buf_b = matrix_operand(b, name="B", shape=b_shape, dtype=b_dtype, layout=g.b_layout,
                                        align=align, batch=g.batch)
         vc, sc, buf_c = matrix_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
                                        align=g.out_alignment(), batch=g.batch, writable=True)

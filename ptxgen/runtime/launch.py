@@ -247,7 +247,8 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
             a, b, (a_shape, b_shape), in_dtype = as_packed(a, "A"), as_packed(b, "B"), packed_shapes(g), "u8"
         av = check_batched_operand(a, name="A", batch=g.batch, shape=a_shape, dtype=in_dtype,
                                    layout=g.a_layout, device=dev, align=align)
-        bv = check_batched_operand(b, name="B", batch=g.batch, shape=b_shape, dtype=in_dtype,
+        bv = check_batched_operand(b, name="B", batch=g.batch, shape=b_shape,
+                                   dtype=g.in_dtype_b if in_dtype == g.dtype else in_dtype,
                                    layout=g.b_layout, device=dev, align=align)
     if av.is_host != bv.is_host:
         raise TypeError(f"A is {'a host numpy' if av.is_host else 'a device'} array but B is "

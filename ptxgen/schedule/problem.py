@@ -203,12 +203,26 @@ class Gemm:
     #: run-time scales `scale_a` (M x ceil(K/128)) and `scale_b` (ceil(K/128) x ceil(N/128)), applied
     #: at each 128-wide K slice's promotion; None: no block scaling.
     block_scale: BlockScale | None = None
+    #: B's dtype where it differs from A's: mixed fp8, dtype="e4m3" with b_dtype="e5m2" or the reverse
+    #: (sm_100a's kind::f8f6f4 / mxf8f6f4 take A and B types separately); None: B is `dtype`.
+    b_dtype: str | None = None
 
     def __post_init__(self) -> None:
         normalise(self, tuple(f.name for f in fields(self) if f.name not in ("epilogue", "block_scale")))
-        for name in ("dtype", "out_dtype", "acc_dtype", "bias_dtype"):
+        for name in ("dtype", "out_dtype", "acc_dtype", "bias_dtype", "b_dtype"):
             object.__setattr__(self, name, dtype_name(getattr(self, name)))
+        if self.b_dtype == self.dtype:
+            object.__setattr__(self, "b_dtype", None)  # one dtype: the same Gemm as without b_dtype
         check_gemm(self)
+        if self.b_dtype is not None and not (self.dtype in FP8_DTYPES and self.b_dtype in FP8_DTYPES):
+            raise check.ScheduleError("gemm.b_dtype", self.b_dtype, "a B dtype of its own is built for mixed fp8 "
+                                      "only (e4m3 x e5m2 or e5m2 x e4m3)", "drop b_dtype, or use dtype and "
+                                      "b_dtype from 'e4m3' and 'e5m2'")
+
+    @property
+    def in_dtype_b(self) -> str:
+        """B's input dtype (`b_dtype`, else `dtype`)."""
+        return self.b_dtype or self.dtype
 
     @property
     def accumulator(self) -> str:

@@ -62,7 +62,7 @@ def kernel_params(g: Gemm) -> list[Param]:
 
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
-    return f"ptxgen_gemm_sm100_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tcgen05"
+    return f"ptxgen_gemm_sm100_{g.dtype}{'x' + g.b_dtype if g.b_dtype else ''}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tcgen05"
 
 
 def descriptor_words(b: Builder, addr: VReg, tile: CanonicalTile) -> DescriptorWords:

@@ -24,10 +24,11 @@ F32_D = 1
 K_MAJOR_ONLY = ("tf32", "f8f6f4", "i8", "mxf4")
 
 
-def dense_idesc(dtype: str, bm: int, bn: int, a_mn_major: bool, b_mn_major: bool) -> int:
-    """The instruction descriptor of kind::f16 / tf32 / f8f6f4 / i8 for `dtype` inputs (§12e)."""
-    code = TYPE_CODE[dtype]
-    return (D_CODE.get(KIND[dtype], F32_D) << 4 | code << 7 | code << 10 | int(a_mn_major) << 15
+def dense_idesc(dtype: str, bm: int, bn: int, a_mn_major: bool, b_mn_major: bool, b_dtype: str | None = None) -> int:
+    """The instruction descriptor of kind::f16 / tf32 / f8f6f4 / i8 for `dtype` inputs (§12e); B's
+    type code from `b_dtype` where it differs (mixed fp8 under kind::f8f6f4)."""
+    code, b_code = TYPE_CODE[dtype], TYPE_CODE[b_dtype or dtype]
+    return (D_CODE.get(KIND[dtype], F32_D) << 4 | code << 7 | b_code << 10 | int(a_mn_major) << 15
             | int(b_mn_major) << 16 | (bn >> 3) << 17 | (bm >> 4) << 24)
 
 

@@ -53,7 +53,7 @@ def pow2_columns(cols: int) -> int:
 
 def idesc(g: Gemm, bm: int, bn: int, a_mn_major: bool, b_mn_major: bool) -> int:
     """The 32-bit instruction descriptor of the dense kinds (kinds.dense_idesc, §12e)."""
-    return dense_idesc(g.dtype, bm, bn, a_mn_major, b_mn_major)
+    return dense_idesc(g.dtype, bm, bn, a_mn_major, b_mn_major, g.b_dtype)
 
 
 @dataclass(frozen=True)

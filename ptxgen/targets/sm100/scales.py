@@ -78,7 +78,8 @@ class ScalePlan:
     scale_type: str
     k_blocks: int        # 128x4 blocks along K per k-tile
     b_row_blocks: int    # 128-row blocks of B's scales per tile (1 for BN <= 128)
-    type_code: int       # A's and B's type code in the instruction descriptor
+    type_code: int       # A's type code in the instruction descriptor
+    b_type_code: int     # B's (mixed fp8: the other fp8 format)
 
     @property
     def a_bytes(self) -> int:
@@ -115,8 +116,7 @@ class ScalePlan:
         """The block-scaled kinds' instruction descriptor (§12h, Tables 43/44): SFB_ID bits 4-5, A and B
         types 7-9 / 10-12, N >> 3 in 17-22, the scale type in 23 (ue8m0 1), M >> 4 in 24-28, SFA_ID
         in 29-30; K-major operands (transpose bits 0)."""
-        code = self.type_code
-        return (sf_id << 4 | code << 7 | code << 10 | (bn >> 3) << 17 | int(self.scale_type == "ue8m0") << 23
+        return (sf_id << 4 | self.type_code << 7 | self.b_type_code << 10 | (bn >> 3) << 17 | int(self.scale_type == "ue8m0") << 23
                 | (bm >> 4) << 24 | sf_id << 29)
 
 
@@ -130,7 +130,8 @@ def scale_plan(g: Gemm, s: Schedule) -> ScalePlan | None:
     kind, qualifier, mma_k = KINDS[bs.family, fp4]
     bk, bn = s.bk, s.bn
     return ScalePlan(kind, qualifier, bs.group_k, mma_k, bs.dtype, max(1, bk // (BLOCK_GROUPS * bs.group_k)),
-                     max(1, -(-bn // BLOCK_ROWS)), FP4_TYPE_CODE if fp4 else TYPE_CODE[g.dtype])
+                     max(1, -(-bn // BLOCK_ROWS)), FP4_TYPE_CODE if fp4 else TYPE_CODE[g.dtype],
+                     FP4_TYPE_CODE if fp4 else TYPE_CODE[g.in_dtype_b])
 
 
 def verify_scales(g: Gemm, s: Schedule) -> None:

@@ -37,6 +37,10 @@ def verify_pairing(g: Gemm, s: Schedule, arch: str) -> None:
         raise ScheduleError("schedule.instruction", s.instruction, "sm_100a is the Blackwell tcgen05 pipeline; "
                             "mma.sync, wmma and wgmma schedules are not lowered for it",
                             "use instruction='tcgen05' for sm_100a, or arch='sm_80'/'sm_90a' for this schedule")
+    if g.b_dtype is not None and not tcgen05:
+        raise ScheduleError("gemm.b_dtype", g.b_dtype, f"mixed fp8 ({g.dtype} x {g.b_dtype}) is built in sm_100a's "
+                            "tcgen05 kernels only (kind::f8f6f4 takes A's and B's types separately)",
+                            f"use arch={ARCH!r} with instruction='tcgen05', or one dtype for A and B")
     if not tcgen05:
         for name in BLACKWELL_FIELDS:
             if getattr(s, name) is not None:

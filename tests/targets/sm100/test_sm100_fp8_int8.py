@@ -2,7 +2,8 @@
 tcgen05.mma.kind::f8f6f4 (f32 accumulators) and s8/u8 through kind::i8 (s32 accumulators, stored
 exactly, quantised to s8/u8 or dequantised through the f32 epilogue). Proven on the simulator
 against float64 numpy (never-zero inputs, poisoned C) with edges in M, N and K and persistent walks
-of several tiles per CTA (docs/ptx_facts/tcgen05.md §12c, §12e)."""
+of several tiles per CTA (docs/ptx_facts/tcgen05.md §12c, §12e); mixed fp8 (Gemm.b_dtype) with B's
+own type code in the descriptor."""
 from __future__ import annotations
 
 import pytest
@@ -59,3 +60,34 @@ def test_8bit_rules_name_the_field(g, block, field, words):
     with pytest.raises(ScheduleError) as e:
         ptxgen.compile(g, tc(block), arch=ARCH)
     assert e.value.field == field and words in str(e.value), str(e.value)
+
+
+# -- mixed fp8: Gemm(dtype=..., b_dtype=...) ----------------------------------------------------------
+@pytest.mark.parametrize("a_dtype, b_dtype, out", [("e4m3", "e5m2", "f32"), ("e5m2", "e4m3", "bf16")])
+def test_mixed_fp8_matches_numpy(a_dtype, b_dtype, out):
+    g = tn(130, 72, 96, a_dtype, out, b_dtype=b_dtype)
+    checked = harness.check(g, tc((128, 64, 64)), ARCH, seed=11)
+    names = {"e5m2": "float8_e5m2", "e4m3": "float8_e4m3fn"}
+    assert (str(checked.ops.a.dtype), str(checked.ops.b.dtype)) == (names[a_dtype], names[b_dtype])
+
+
+def test_mixed_fp8_descriptor_gives_b_its_own_type():
+    """A e4m3 (code 0), B e5m2 (code 1 in bits 12-10): read as e4m3 the B bytes give a wrong product."""
+    g, s = tn(130, 72, 96, "e4m3", "f32", b_dtype="e5m2"), tc((128, 64, 64), sms=1)
+    k = ptxgen.compile(g, s, arch=ARCH)
+    right = dense_idesc("e4m3", 128, 64, False, False, "e5m2")
+    assert right == dense_idesc("e4m3", 128, 64, False, False) | 1 << 10 and f" {right};" in k.ptx
+    planted = k.ptx.replace(f" {right};", f" {dense_idesc('e4m3', 128, 64, False, False)};")
+    assert not harness.run(k, ptx=planted, seed=11).ok
+
+
+@pytest.mark.parametrize("make, arch, field", [
+    (lambda: tn(256, 256, 256, "e4m3", "f32", b_dtype="f16"), ARCH, "gemm.b_dtype"),
+    (lambda: Gemm(256, 256, 256, dtype="e4m3", b_dtype="e5m2"), "sm_90a", "gemm.b_dtype"),
+])
+def test_mixed_dtypes_outside_fp8_on_sm100_are_refused(make, arch, field):
+    with pytest.raises(ScheduleError) as e:
+        g = make()
+        ptxgen.compile(g, Schedule(block=(128, 128, 64), instruction="wgmma") if arch == "sm_90a" else tc((128, 64, 64)),
+                       arch=arch)
+    assert e.value.field == field, e.value

@@ -53,7 +53,8 @@ def run_checked(g: Gemm, s: Schedule, seed: int = 0, ptx: str | None = None):
     (mx(150, 100, 528, out="f16"), tc((128, 32, 256), 2, sms=3)),       # BN 32: all four column offsets; 2 K blocks
     (mx(140, 136, 256, out="bf16", epilogue=Epilogue(alpha=0.5, bias="col", activation="gelu")),
      tc((128, 128, 128), 4)),                                          # BN 128, fused epilogue, 4 stages
-], ids=["e4m3-k-edge-bn64", "e5m2-bn256", "bn32-bk256", "bn128-gelu"])
+    (mx(130, 72, 304, "e5m2", b_dtype="e4m3"), tc((128, 64, 128))),  # mixed MXFP8: e5m2 A, e4m3 B
+], ids=["e4m3-k-edge-bn64", "e5m2-bn256", "bn32-bk256", "bn128-gelu", "mixed-e5m2-e4m3"])
 def test_mxfp8_kernels_match_the_group_by_group_reference(g, s):
     k, a, b, sa, sb, res = run_checked(g, s)
     assert res.ok, res

@@ -136,3 +136,22 @@ def test_ptxas_assembles_the_fp4_kernels_without_spills(bs, monkeypatch):
     k = ptxgen.compile(fp4(4096, 4096, 4096, bs, "bf16"), tc((128, 256, 256), 4, sms=None), arch=ARCH)
     r = asm.assemble(k.ptx, ARCH, k.entry)
     assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources
+
+
+def test_torch_float4_x2_tensors_are_taken_as_packed_bytes():
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        pytest.skip("this torch has no float4_e2m1fn_x2")
+    raw = torch.arange(16, dtype=torch.uint8).reshape(2, 8)
+    x2 = raw.view(torch.float4_e2m1fn_x2)
+    got = as_packed(x2, "A")
+    assert got.dtype == torch.uint8 and got.shape == (2, 8) and torch.equal(got, raw)
+
+
+def test_the_cli_runs_nvfp4_on_sm100a(capsys):
+    from ptxgen.cli import main
+
+    code = main(["run", "--shape", "130x72x320", "--layout", "tn", "--arch", "sm_100a", "--instruction", "tcgen05",
+                 "--block", "128x64x128", "--stages", "2", "--dtype", "e2m1", "--block-scale", "1x16,16x1,ue4m3"])
+    out = capsys.readouterr().out
+    assert code in (0, None) and "PASS" in out, out

@@ -290,3 +290,12 @@ def packed_operand_maps(kernel, views: tuple, ptrs: list[int]) -> list[bytes]:
         out.append(encode_tiled(_DeviceMatrix(ptr, shape, strides, np.dtype(np.uint8)), spec.box,
                                 swizzle=spec.swizzle).raw)
     return out
+
+
+def describe_scales(g: Gemm, plan: ScalePlan, stages: int, first_column: int) -> str:
+    """One line for the PTX header and `ptxgen info`: the scales' format, layout and staging."""
+    bs = g.block_scale
+    return (f"block scales: {bs.dtype} per {bs.group_k} of K ({bs.family}), tcgen05.mma.kind::{plan.kind}.block_scale."
+            f"{plan.qualifier}; tmapSFA/tmapSFB over 128x4 blocks ({plan.k_blocks} + {plan.k_blocks * plan.b_row_blocks}"
+            f" per k-tile, {plan.tx_bytes} B per stage), tcgen05.cp.32x128b.warpx4 by the MMA thread into "
+            f"{plan.stage_columns} TMEM columns per stage from column {first_column} ({stages} stages)")

@@ -12,7 +12,7 @@ from ...regalloc import plan_shared
 from ...regalloc.smem import SmemBuffer, SmemPlan
 from ...runtime.params import ParamDecl
 from ...schedule.cost import Prediction, time_bucket
-from ...schedule.problem import Gemm
+from ...schedule.problem import K_PACK, Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
 from ...schedule.verify import verify as verify_schedule
@@ -73,13 +73,14 @@ def describe_schedule(s: Schedule) -> str:
 
 
 def candidates(g: Gemm) -> list[Schedule]:
-    """The tcgen05 schedules the chooser ranks: M 128 (64 for short problems), N 256/128/64, BK 64."""
+    """The tcgen05 schedules the chooser ranks: M 128 (64 for short problems), N 256/128/64, BK 128
+    bytes of K (64 f16/bf16, 32 tf32, 128 fp8/int8, 256 fp4: whole scale blocks when block-scaled)."""
     out = []
     for bm in (128, 64):
         for bn in (256, 128, 64):
             for stages in (4, 3, 2):
-                out.append(Schedule(block=(bm, bn, 64 if g.in_bytes == 2 else 32), instruction="tcgen05",
-                                    stages=stages))
+                bk = 128 // g.in_bytes * K_PACK.get(g.dtype, 1)   # 128 bytes of K (fp4: 256 values)
+                out.append(Schedule(block=(bm, bn, bk), instruction="tcgen05", stages=stages))
     return out
 
 

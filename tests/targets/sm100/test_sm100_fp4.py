@@ -155,3 +155,11 @@ def test_the_cli_runs_nvfp4_on_sm100a(capsys):
                  "--block", "128x64x128", "--stages", "2", "--dtype", "e2m1", "--block-scale", "1x16,16x1,ue4m3"])
     out = capsys.readouterr().out
     assert code in (0, None) and "PASS" in out, out
+
+
+@pytest.mark.parametrize("dtype, bs, bk", [("e4m3", MX, 128), ("e2m1", MX, 256), ("e2m1", NV, 256)])
+def test_the_chooser_picks_a_block_scaled_schedule(dtype, bs, bk):
+    """compile(gemm) with no schedule: the candidates' BK is 128 bytes of K, whole scale blocks."""
+    k = ptxgen.compile(Gemm(4096, 4096, 4096, dtype=dtype, out_dtype="bf16", a_layout="row", b_layout="col",
+                            block_scale=bs), arch=ARCH)
+    assert k.schedule.bm == 128 and k.schedule.bk == bk and "block_scale" in k.ptx

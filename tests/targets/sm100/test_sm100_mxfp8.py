@@ -83,7 +83,7 @@ def test_the_block_layout_puts_each_scale_where_the_mma_reads_it():
 
 def test_the_kernel_copies_scales_before_the_mmas_and_uses_the_scaled_kind():
     k = ptxgen.compile(mx(256, 256, 256), tc((128, 128, 128)), arch=ARCH)
-    lines = k.ptx.split("\n")
+    lines = [line for line in k.ptx.split("\n") if not line.startswith("//")]   # instructions, not the header
     cps = [i for i, line in enumerate(lines) if "tcgen05.cp.cta_group::1.32x128b.warpx4" in line]
     mmas = [i for i, line in enumerate(lines) if "kind::mxf8f6f4.block_scale.scale_vec::1X" in line]
     assert len(cps) == 2 and len(mmas) == 4 and max(cps) < min(mmas)

@@ -154,7 +154,7 @@ def test_a_scale_applied_to_the_wrong_k_group_is_caught():
 
 def _move_copies_after_the_mmas(text: str) -> str:
     lines = text.split("\n")
-    cps = [i for i, line in enumerate(lines) if "tcgen05.cp." in line]
+    cps = [i for i, line in enumerate(lines) if "tcgen05.cp." in line and not line.startswith("//")]
     last_mma = max(i for i, line in enumerate(lines) if "block_scale.scale_vec::1X" in line)
     moved = [lines[i] for i in cps]
     kept = [line for i, line in enumerate(lines) if i not in cps]

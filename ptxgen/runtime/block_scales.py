@@ -17,7 +17,7 @@ from ..schedule.block_scale import UE8M0_RANGE
 from .operands import OperandView, check_operand
 
 #: The ptxgen dtype each scale dtype's arrays have.
-SCALE_ARRAY_DTYPE = {"f32": "f32", "ue8m0": "u8"}
+SCALE_ARRAY_DTYPE = {"f32": "f32", "ue8m0": "u8", "ue4m3": "u8"}
 
 
 def check_block_scales(kernel: Any, scale_a: Any, scale_b: Any,
@@ -33,8 +33,10 @@ def check_block_scales(kernel: Any, scale_a: Any, scale_b: Any,
         return None
     shapes = bs.shapes(g.m, g.n, g.k)
     views = []
-    for name, x, shape, what in (("scale_a", scale_a, shapes[0], "(M, ceil(K/128))"),
-                                 ("scale_b", scale_b, shapes[1], "(ceil(K/128), ceil(N/128))")):
+    gk = bs.group_k
+    b_what = "(ceil(K/128), ceil(N/128))" if bs.family == "deepseek" else f"(ceil(K/{gk}), N)"
+    for name, x, shape, what in (("scale_a", scale_a, shapes[0], f"(M, ceil(K/{gk}))"),
+                                 ("scale_b", scale_b, shapes[1], b_what)):
         if x is None:
             raise ValueError(f"the kernel is block-scaled ({bs}): pass {name}=, a {bs.dtype} array of shape "
                              f"{shape} {what} in the logical orientation (ptxgen.schedule.block_scale."
@@ -45,6 +47,9 @@ def check_block_scales(kernel: Any, scale_a: Any, scale_b: Any,
             if x.size and (x.min() < lo or x.max() > hi):
                 raise ValueError(f"{name} holds ue8m0 exponents outside {lo}..{hi} (0 is 2^-127 and 255 NaN, which "
                                  "the kernel's e << 23 cannot make a normal f32): clip them, np.clip(x, 1, 254)")
+        if bs.dtype == "ue4m3" and isinstance(x, np.ndarray) and x.size and ((x & 0x80).any() or (x == 0x7F).any()):
+            raise ValueError(f"{name} holds ue4m3 codes with the sign bit (0x80) set or the NaN code 0x7F: ue4m3 is "
+                             "e4m3 without a sign (sm100_formats.md §1); pass np.abs of the e4m3 scales' codes")
     return views[0], views[1]
 
 

@@ -99,7 +99,7 @@ H100_WGMMA = replace(H100, arch="sm_90a",
 B200 = DeviceModel(
     name="B200", arch="sm_100a", sms=148, clock_hz=1.856e9,
     tensor_flops_per_clk_sm={"f16": 8192, "bf16": 8192, "tf32": 4096, "s8": 16384, "u8": 16384,
-                             "e4m3": 16384, "e5m2": 16384},
+                             "e4m3": 16384, "e5m2": 16384, "e2m1": 32768},   # e2m1: the datasheet's 9 PF dense fp4
     mma_sync_share=0.5, dram_bytes_per_s=8.0e12, l2_bytes=126 * 2**20, l2_bytes_per_clk=7017,
     dram_latency_clk=1300)  # the same ~700 ns as the others' estimate, at 1856 MHz
 

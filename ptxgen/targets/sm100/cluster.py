@@ -37,6 +37,7 @@ from ...emit.tiles import Tile
 from ...ir import Addr, Imm, Sym, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, U16, U32
+from ...schedule.problem import K_PACK
 from ..sm90 import tma_isa as tma
 from ..sm90.cluster import ClusterRoles, ClusterShape, ClusterTiles, cluster_roles
 from . import tcgen05_isa as tc
@@ -135,7 +136,7 @@ class ClusterMulticast:
                                       comment=f"expect all {plan.stage_tx_bytes} B of the stage: mine and my "
                                       "peers' multicast")
         base = ptx.add(b, U32, lw.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes))))
-        k0 = ptx.mul(b, U32, state.count, Imm(str(lw.s.bk)))
+        k0 = ptx.mul(b, U32, state.count, Imm(str(lw.s.bk // K_PACK.get(lw.g.dtype, 1))))  # fp4: bytes of K
         for name, box, origin, offset in (("A", plan.a_box, tile.bm0, 0), ("B", plan.b_box, tile.bn0, plan.a_stage)):
             assert box is not None
             parts = self.shape.parts(name)
@@ -159,6 +160,8 @@ class ClusterMulticast:
                         + (f", my 1/{parts}, multicast" if mask is not None else ""))
                 coords = (contiguous, strided) + ((batch,) if batch is not None else ())
                 tma.load(b, Addr(dst), lw.tmaps[name], coords, bar, comment=what, cta_mask=mask)
+        if lw.scales is not None:   # block scales: each CTA loads its own rows' (no multicast)
+            lw.scales.issue_loads(base, state.count, bar, tile)
 
     # -- the MMA warp ----------------------------------------------------------------------------
     def release(self, ring: MbarrierRing, index: VReg, guard: VReg | None, comment: str) -> None:

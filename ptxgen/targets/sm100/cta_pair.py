@@ -42,6 +42,7 @@ from ...emit.tiles import Tile, TileScheduler
 from ...ir import Addr, Builder, Imm, Instr, TensorRef, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, U16, U32
+from ...schedule.problem import K_PACK
 from . import tcgen05_isa as tc
 from .cluster import first_cluster_tile, sync_cluster
 from .plan import EPILOGUE_WARPS
@@ -132,7 +133,7 @@ class CtaPair:
                                 comment=f"the leader expects the pair's {pair_bytes} B (both CTAs' halves)")
         bar = Addr(ptx.add(b, U32, self.full_leader, lw.ring.stage_offset(state.index)))
         base = ptx.add(b, U32, lw.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes))))
-        k0 = ptx.mul(b, U32, state.count, Imm(str(lw.s.bk)))
+        k0 = ptx.mul(b, U32, state.count, Imm(str(lw.s.bk // K_PACK.get(lw.g.dtype, 1))))  # fp4: bytes of K
         assert self.b_half is not None
         b_origin = ptx.add(b, U32, tile.bn0, self.b_half, comment="my columns of the pair's B")
         for name, box, origin, offset in (("A", plan.a_box, tile.bm0, 0), ("B", plan.b_box, b_origin, plan.a_stage)):

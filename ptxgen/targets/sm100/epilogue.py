@@ -18,7 +18,7 @@ from ...emit.epilogue.math import EpilogueMath
 from ...emit.memory import bar_sync
 from ...ir import Addr, Imm, VReg
 from ...ir import ops as ptx
-from ...ir.ops import B32, B64, PRED, S32, S64, U32, U64
+from ...ir.ops import B32, B64, F32, PRED, S32, S64, U32, U64
 from . import tcgen05_isa as tc
 from .plan import EPILOGUE_WARPS, LD_COLUMNS, TEARDOWN_BARRIER
 from .tile_scheduler import TileWalk
@@ -68,7 +68,7 @@ class TmemEpilogue(EpilogueMath):
         row_off = ptx.mul_wide(b, U32, row, lw.dim("ldc"))
         chunk = next(c for c in (LD_COLUMNS, 16, 8) if bn % c == 0)
         for c0 in range(0, bn, chunk):
-            regs = b.regs("f32", chunk)
+            regs = b.regs("b32" if g.accumulator == "s32" else "f32", chunk)  # s32: kind::i8
             tc.load_32x32b(b, regs, Addr(taddr, c0), comment=f"columns {c0}..{c0 + chunk - 1} of my row")
             tc.wait_ld(b)
             if c0 + chunk == bn:
@@ -104,6 +104,8 @@ class TmemEpilogue(EpilogueMath):
             ok = oks[j]
             addr = Addr(ptr, j * eb)
             group = list(regs[j:j + step])
+            if self.int_to_float:  # s32 accumulators into the f32 epilogue (exact s32 stores keep the bits)
+                group = [ptx.cvt(b, F32, S32, v, rounding="rn") for v in group]
             old = self.load_old(addr, len(group), ok) if self.e.beta else [None] * len(group)
             outs = []
             for t, (v, prev) in enumerate(zip(group, old)):

@@ -129,7 +129,7 @@ class TmemTmaEpilogue(EpilogueMath):
                 loads.wait(j)
             pieces_ld = ld_pieces(tile.cols)
             for p, (at, n) in enumerate(pieces_ld):
-                regs = b.regs("f32", n)
+                regs = b.regs("b32" if g.accumulator == "s32" else "f32", n)   # s32: kind::i8
                 tc.load_32x32b(b, regs, Addr(taddr, c0 + at), comment=f"columns {c0 + at}..{c0 + at + n - 1} of my row")
                 tc.wait_ld(b)
                 if j == tile.chunks - 1 and p == len(pieces_ld) - 1:
@@ -185,6 +185,8 @@ class TmemTmaEpilogue(EpilogueMath):
         col_vec = {name: self.vector_values(name, col0, list(range(n)), oks)
                    for name in ("bias", "scale") if getattr(e, name) == "col"}
         old = old if old is not None else [None] * n
+        if self.int_to_float:   # s32 accumulators (kind::i8) into the f32 epilogue math
+            regs = [ptx.cvt(b, F32, S32, v, rounding="rn") for v in regs]
         outs = []
         for j, v in enumerate(regs):
             vec = {name: (row_vec[name] if name in row_vec else col_vec[name][j])

@@ -38,7 +38,7 @@ from ...emit.tiles import Tile
 from ...ir import Addr, Builder, Function, Imm, Param, Sym, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, B64, U32, U64
-from ...schedule.problem import Gemm
+from ...schedule.problem import K_PACK, Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
 from ..sm90 import tma_isa as tma
@@ -50,6 +50,7 @@ from .cta_pair import CtaPair
 from .epilogue import TmemEpilogue
 from .epilogue_tma import TmemTmaEpilogue, init_c_barriers
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
+from .scales import KIND_PTX_VERSION, SCALE_MAP_PARAMS, StageScales, scaled_mma
 from .store_path import C_MAP_PARAM
 from .tile_scheduler import TileWalk, init_clc_barriers
 
@@ -60,8 +61,10 @@ VECTOR_PARAMS = ("bias", "scale")
 
 
 def tensor_map_params(g: Gemm, s: Schedule) -> tuple[str, ...]:
-    """A's and B's maps, then C's for the TMA-store epilogue."""
-    return TENSOR_MAP_PARAMS + ((C_MAP_PARAM,) if sm100_plan(g, s).epilogue_tile is not None else ())
+    """A's and B's maps, then A's and B's scales' for a block-scaled kernel (scales.py), then C's
+    for the TMA-store epilogue."""
+    return (TENSOR_MAP_PARAMS + (SCALE_MAP_PARAMS if g.block_scale is not None else ())
+            + ((C_MAP_PARAM,) if sm100_plan(g, s).epilogue_tile is not None else ()))
 
 
 def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
@@ -75,7 +78,7 @@ def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
 
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
-    return f"ptxgen_gemm_sm100_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tcgen05"
+    return f"ptxgen_gemm_sm100_{g.dtype}{'x' + g.b_dtype if g.b_dtype else ''}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tcgen05"
 
 
 def descriptor_words(b: Builder, addr: VReg, tile: CanonicalTile) -> DescriptorWords:
@@ -127,7 +130,11 @@ class Sm100Lowering(ScalarOps):
                comment="warp index, warp-uniform for ptxas")
         self.lane = ptx.and_(b, B32, self.tid, Imm("31"))
         self.tmaps = {name: ptx.to_param(b, U64, ptx.mov(b, B64, Sym(param)), comment=f"generic address of {param} (by value)")
-                      for name, param in zip(("A", "B", "C"), tensor_map_params(g, s))}
+                      for name, param in zip(("A", "B") + (("SFA", "SFB") if g.block_scale is not None else ()) + ("C",),
+                                             tensor_map_params(g, s))}
+        self.scales = StageScales(self, self.plan.scales) if self.plan.scales is not None else None
+        if self.plan.scales is not None:
+            self.b.function.min_ptx_version = KIND_PTX_VERSION.get(self.plan.scales.kind)
         self.ptr.update({name: ptx.to_global(b, U64, ld_param(b, "b64", ".u64", name))
                          for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n))})
         for n in ("M", "N", "K", "ldc"):
@@ -251,7 +258,7 @@ class Sm100Lowering(ScalarOps):
                                         comment=f"expect {plan.stage_tx_bytes} B (A and B boxes, OOB fill included)")
         base = ptx.add(b, U32, self.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes))))
         assert state.count is not None
-        k0 = ptx.mul(b, U32, state.count, Imm(str(self.s.bk)))
+        k0 = ptx.mul(b, U32, state.count, Imm(str(self.s.bk // K_PACK.get(self.g.dtype, 1))))  # fp4: bytes of K
         for name, box, origin, offset in (("A", plan.a_box, tile.bm0, 0), ("B", plan.b_box, tile.bn0, plan.a_stage)):
             assert box is not None and plan.swizzle is not None
             for j in range(box.count):  # box j: the j-th swizzle-wide block of the contiguous extent
@@ -263,6 +270,8 @@ class Sm100Lowering(ScalarOps):
                 coords = (inner, outer) + ((batch,) if batch is not None else ())
                 tma.load(b, Addr(dst), self.tmaps[name], coords, bar,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
+        if self.scales is not None:
+            self.scales.issue_loads(base, state.count, bar, tile)
 
     # -- the MMA warp --------------------------------------------------------------------------
     def mma_warp(self) -> None:
@@ -281,11 +290,12 @@ class Sm100Lowering(ScalarOps):
                                   "full-barrier parity the MMA warp waits for"))
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
         walk = TileWalk(self, "mma")
-        walk.begin()
+        wt = walk.begin()
         cl = self.cluster
         if cl is not None and cl.issues_mma is not None:
             b.emit("bra", Sym(walk.done), guard=cl.issues_mma, negate=True,
                    comment="the peer CTA's MMA warp only allocates and frees: the leader issues the pair's MMAs")
+        b_offset = self.scales.b_column(wt.tile) if self.scales is not None else None
         buf, use = self.buffer(i)
         mb.wait_parity(b, Addr(ptx.add(b, U32, self.acc_empty, ptx.shl(b, B32, buf, Imm("3")))),
                        ptx.xor(b, B32, use, Imm("1")), "wait_acc_empty",
@@ -302,9 +312,23 @@ class Sm100Lowering(ScalarOps):
         step = ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes // 16)))
         a_words, b_words = offset_words(b, desc_a, step), offset_words(b, desc_b, step)
         first = ptx.setp(b, "ne", U32, kt, Imm("0"), comment="accumulate after the tile's first k-tile")
+        if self.scales is not None:
+            cols = self.scales.stage_columns(self.tmem, state.index)
+            self.scales.copy(ptx.add(b, U32, self.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes)))),
+                             cols, elected)
+            b_cols = self.scales.b_columns(cols, b_offset)
+            sp = self.scales.plan
+            idescs = {sf: ptx.mov(b, U32, Imm(str(sp.idesc(self.g, bm, bn, sf))), comment=f"SFA_ID = SFB_ID = {sf}")
+                      for sf in sorted({sp.groups_of(kk)[1] for kk in range(0, s.bk, k)})}
         for kk in range(0, s.bk, k):
-            da = join_words(b, offset_words(b, a_words, plan.a_tile.descriptor(0, 0, kk).start // 16))
-            db = join_words(b, offset_words(b, b_words, plan.b_tile.descriptor(0, 0, kk).start // 16))
+            kk_stored = kk // K_PACK.get(self.g.dtype, 1)   # fp4: two values per byte along K
+            da = join_words(b, offset_words(b, a_words, plan.a_tile.descriptor(0, 0, kk_stored).start // 16))
+            db = join_words(b, offset_words(b, b_words, plan.b_tile.descriptor(0, 0, kk_stored).start // 16))
+            if self.scales is not None:
+                sfa, sfb = self.scales.addresses(cols, b_cols, kk)
+                scaled_mma(b, sp, Addr(d), da, db, idescs[sp.groups_of(kk)[1]], sfa, sfb, first if kk == 0 else 1,
+                           guard=elected, comment=f"k+{kk}, scale group {kk // sp.group_k}")
+                continue
             tc.mma(b, plan.kind, Addr(d), da, db, idesc, first if kk == 0 else 1, guard=elected,
                    comment=f"k+{kk}", group=plan.cta_group)
         ring.consumer_release(state.index, elected, "the stage is free once these MMAs completed")

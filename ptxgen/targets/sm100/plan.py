@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...schedule.problem import DTYPE_BYTES, Gemm
+from ...schedule.problem import DTYPE_BYTES, K_PACK, Gemm
 from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ...schedule.targets import target
 from ..sm90.descriptors import CanonicalTile
 from ..sm90.plan import EpilogueTile, TmaBox, _box
+from .kinds import KIND, MMA_K, dense_idesc
+from .scales import ScalePlan, scale_plan
 from .store_path import staging_tile
 
-#: tcgen05.mma kinds by input dtype, and K per MMA (256 bits of K per row, §12c).
-KIND = {"f16": "f16", "bf16": "f16", "tf32": "tf32"}
-MMA_K = {"f16": 16, "bf16": 16, "tf32": 8}
 #: cta_group::1 M values and the N rule per M (§12c, ISA Table 39): N a multiple of 16 up to 256
 #: for M = 128, a multiple of 8 for M = 64.
 MMA_M = (64, 128)
@@ -63,12 +62,8 @@ def pow2_columns(cols: int) -> int:
 
 
 def idesc(g: Gemm, bm: int, bn: int, a_mn_major: bool, b_mn_major: bool) -> int:
-    """The 32-bit instruction descriptor of kind::f16 / kind::tf32 (§12e): D f32 (bits 5-4 = 1),
-    A and B types (bits 9-7, 12-10: F16 0, BF16 1, TF32 2), transpose bits 15/16 for MN-major
-    operands, N >> 3 in bits 22-17, M >> 4 in bits 28-24."""
-    code = {"f16": 0, "bf16": 1, "tf32": 2}[g.dtype]
-    return (1 << 4 | code << 7 | code << 10 | int(a_mn_major) << 15 | int(b_mn_major) << 16
-            | (bn >> 3) << 17 | (bm >> 4) << 24)
+    """The 32-bit instruction descriptor of the dense kinds (kinds.dense_idesc, §12e)."""
+    return dense_idesc(g.dtype, bm, bn, a_mn_major, b_mn_major, g.b_dtype)
 
 
 @dataclass(frozen=True)
@@ -100,10 +95,12 @@ class Sm100Plan:
     cluster: tuple[int, int] = (1, 1)
     cta_group: int = 1
     multicast: tuple[str, ...] = ()
+    scales: ScalePlan | None = None    # block-scaled kinds (scales.py): the stage's scale blocks follow B
+    sf_stage: int = 0                  # bytes of one stage's scales, a multiple of 1024
 
     @property
     def stage_bytes(self) -> int:
-        return self.a_stage + self.b_stage
+        return self.a_stage + self.b_stage + self.sf_stage
 
     @property
     def full(self) -> int:
@@ -176,6 +173,7 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
     group = s.cta_group if s.cta_group in (1, 2) else 1
     bm, bn = pair_m // group, pair_n // group   # one CTA's rows of A and of B (a pair splits both)
     esize = DTYPE_BYTES[g.dtype]
+    bk = bk // K_PACK.get(g.dtype, 1)   # K as stored: fp4 packs two values per byte
     a_k, b_k = g.a_layout == "row", g.b_layout == "col"
     swizzle = _swizzle(((bk if a_k else bm) * esize, (bk if b_k else bn) * esize))
     a_box = _box("A", a_k, bm, bk, esize, swizzle)
@@ -188,17 +186,22 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
                      CanonicalTile(bn, bk, esize, "K" if b_k else "MN", mode)]
         except ValueError:
             tiles = [None, None]
-    buffers = 2 if 2 * pair_n <= TMEM_COLUMNS else 1
+    scales = scale_plan(g, s)
+    scale_columns = s.stages * scales.stage_columns if scales is not None else 0
+    buffers = 2 if 2 * pair_n + scale_columns <= TMEM_COLUMNS else 1
     cluster = tuple(s.cluster) if s.cluster is not None else (1, 1)
     multicast = () if group == 2 else tuple(x for x, n in (("A", cluster[1]), ("B", cluster[0])) if n > 1)
     staged = staging_tile(g, s)
     plan = Sm100Plan(
-        mma=(pair_m, pair_n, MMA_K.get(g.dtype, 16)), kind=KIND.get(g.dtype, "f16"), swizzle=swizzle,
+        mma=(pair_m, pair_n, MMA_K.get(g.dtype, 16)), kind=scales.kind if scales else KIND.get(g.dtype, "f16"),
+        swizzle=swizzle,
         a_box=a_box, b_box=b_box, a_tile=tiles[0], b_tile=tiles[1],
         a_stage=align_up(bm * bk * esize, WIDEST_ALIGNMENT), b_stage=align_up(bn * bk * esize, WIDEST_ALIGNMENT),
-        stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * pair_n),
-        stage_tx_bytes=(bm + bn) * bk * esize,
-        idesc=idesc(g, pair_m, pair_n, not a_k, not b_k) if g.dtype in KIND else 0,
+        stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * pair_n + scale_columns),
+        stage_tx_bytes=(bm + bn) * bk * esize + (scales.tx_bytes if scales else 0),
+        idesc=((scales.idesc(g, pair_m, pair_n, 0) if scales else idesc(g, pair_m, pair_n, not a_k, not b_k))
+               if g.dtype in KIND else 0),
+        scales=scales, sf_stage=align_up(scales.tx_bytes, WIDEST_ALIGNMENT) if scales else 0,
         cluster=(int(cluster[0]), int(cluster[1])), cta_group=group, multicast=multicast,
         epilogue_tile=staged, clc=s.tile_scheduler == "clc", c_loads=staged is not None and g.epi.beta != 0.0)
     direct = replace(plan, epilogue_tile=None, c_loads=False)

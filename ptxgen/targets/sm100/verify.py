@@ -18,6 +18,8 @@ from ...schedule.schedule import Schedule
 from ...schedule.targets import target
 from ..sm90.plan import TMA_BOX_MAX, TMA_STRIDE_ALIGN
 from .options import BLACKWELL_FIELDS
+from .kinds import K_MAJOR_ONLY, i8_n_ok
+from .scales import verify_scales
 from .store_path import tma_store_refusal
 from .plan import KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
 from .verify_cluster import MMA_M_PAIR, check_cluster_built, check_pair_built, verify_cluster, verify_multicast
@@ -25,6 +27,9 @@ from .verify_cluster import MMA_M_PAIR, check_cluster_built, check_pair_built, v
 ARCH = "sm_100a"
 #: Output dtypes the tcgen05 epilogue stores (from f32 accumulators).
 OUTPUTS = ("f32", "f16", "bf16")
+#: ... and from the s32 accumulators of s8/u8 inputs: the exact s32, quantised s8/u8, or dequantised
+#: floats (the rows of schedule/verify.verify_dtype_table, as on sm_90a).
+INT_OUTPUTS = ("s32", "s8", "u8", "f32", "f16", "bf16")
 
 
 def verify_pairing(g: Gemm, s: Schedule, arch: str) -> None:
@@ -38,6 +43,10 @@ def verify_pairing(g: Gemm, s: Schedule, arch: str) -> None:
         raise ScheduleError("schedule.instruction", s.instruction, "sm_100a is the Blackwell tcgen05 pipeline; "
                             "mma.sync, wmma and wgmma schedules are not lowered for it",
                             "use instruction='tcgen05' for sm_100a, or arch='sm_80'/'sm_90a' for this schedule")
+    if g.b_dtype is not None and not tcgen05:
+        raise ScheduleError("gemm.b_dtype", g.b_dtype, f"mixed fp8 ({g.dtype} x {g.b_dtype}) is built in sm_100a's "
+                            "tcgen05 kernels only (kind::f8f6f4 takes A's and B's types separately)",
+                            f"use arch={ARCH!r} with instruction='tcgen05', or one dtype for A and B")
     if not tcgen05:
         own_cls = options_class(s.instruction)  # the fields the schedule's own target has too (cluster)
         own = {f.name for f in fields(own_cls)} if own_cls is not None else set()
@@ -68,23 +77,29 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
               f"use block=({128 if bm > 64 else 64}, {bn}, {bk})")
     if g.dtype not in KIND:
         _fail("gemm.dtype", g.dtype, f"the tcgen05 lowering takes {', '.join(KIND)} inputs "
-              "(kind::f16 and kind::tf32); fp8, int8 and the block-scaled kinds are not lowered yet",
-              "use dtype='f16', 'bf16' or 'tf32', or arch='sm_90a' with instruction='wgmma' for fp8/int8")
+              "(kind::f16, tf32, f8f6f4 and i8)", "use one of those dtypes")
     step = mma_n_step(bm)
     if bn % step or not step <= bn <= MMA_N_MAX:
         what = f"an M = {bm}" + (" cta_group::2" if s.cta_group == 2 else "")
         _fail("schedule.block.BN", bn, f"{what} tcgen05.mma has N a multiple of {step} from {step} to "
               f"{MMA_N_MAX} (ISA Table 39)", f"use BN = {min(MMA_N_MAX, max(step, bn - bn % step))}")
+    if KIND[g.dtype] == "i8" and not i8_n_ok(bm, bn):
+        _fail("schedule.block.BN", bn, "a kind::i8 tcgen05.mma has N = 8, 16, 24 or a multiple of 16 from 32 "
+              "to 256 (ISA Table 39)", f"use BN = {max(32, bn - bn % 16)}")
     k = MMA_K[g.dtype]
     if bk % k:
         _fail("schedule.block.BK", bk, f"one kind::{KIND[g.dtype]} tcgen05.mma covers K = {k} ({g.dtype}: 32 bytes "
               "per row), and BK holds whole MMAs", f"use BK = {max(k, bk - bk % k)}")
-    if g.out_dtype not in OUTPUTS or g.acc_dtype != "f32":
-        _fail("gemm.out_dtype", g.out_dtype, "the tcgen05 epilogue reads f32 accumulators and stores f32, f16 or "
-              "bf16", "use out_dtype='f32', 'f16' or 'bf16' with acc_dtype='f32'")
-    if g.dtype == "tf32" and (g.a_layout != "row" or g.b_layout != "col"):
-        _fail("gemm.layout", f"{g.a_layout}/{g.b_layout}", "tf32 operands are K-major only (the MN-major "
-              "tf32 layout needs the 128B-with-32B-atomicity swizzle, not built)",
+    outputs = INT_OUTPUTS if g.accumulator == "s32" else OUTPUTS
+    if g.out_dtype not in outputs or g.accumulator not in ("f32", "s32"):
+        acc = "s32 accumulators (s8/u8 inputs) and stores s32, s8, u8, f32, f16 or bf16" if g.accumulator == "s32" \
+            else "f32 accumulators and stores f32, f16 or bf16"
+        _fail("gemm.out_dtype", g.out_dtype, f"the tcgen05 epilogue reads {acc}",
+              f"use out_dtype={outputs[0]!r} (acc_dtype='f32' for float inputs)")
+    if KIND[g.dtype] in K_MAJOR_ONLY and (g.a_layout != "row" or g.b_layout != "col"):
+        why = ("the MN-major tf32 layout needs the 128B-with-32B-atomicity swizzle" if g.dtype == "tf32"
+               else "the MN-major 8-bit layouts are not built")
+        _fail("gemm.layout", f"{g.a_layout}/{g.b_layout}", f"{g.dtype} operands are K-major only ({why})",
               "pass A row-major and B column-major (a_layout='row', b_layout='col')")
     if s.epilogue_via_smem is True and tma_store_refusal(g, s) is not None:
         _fail("schedule.epilogue_via_smem", True, f"the TMA-store epilogue cannot write this C: "
@@ -96,6 +111,7 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
               "sizes its grid", "use sms=None with tile_scheduler='clc', or tile_scheduler='static' for a grid "
               "of `sms` CTAs")
     verify_cluster(g, s, arch)
+    verify_scales(g, s)
     plan = sm100_plan(g, s)
     if plan.swizzle is None or plan.a_tile is None or plan.b_tile is None:
         _fail("schedule.block", s.block, "each operand's contiguous extent (BK for a K-major operand, BM or BN "
@@ -119,6 +135,10 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     if plan.acc_buffers * bn > TMEM_COLUMNS:
         _fail("schedule.block.BN", bn, f"{plan.acc_buffers} accumulator(s) of {bn} f32 columns exceed the "
               f"{TMEM_COLUMNS} columns of tensor memory", f"use BN <= {TMEM_COLUMNS // plan.acc_buffers}")
+    if plan.scales is not None and plan.tmem_columns > TMEM_COLUMNS:
+        _fail("schedule.stages", s.stages, f"{plan.acc_buffers} accumulator(s) of {bn} columns and {s.stages} stages "
+              f"of {plan.scales.stage_columns} scale columns exceed the {TMEM_COLUMNS} columns of tensor memory",
+              f"use stages={(TMEM_COLUMNS - bn) // plan.scales.stage_columns} or a smaller BN")
     limit = target(arch).smem_per_block
     if s.stages < 1 or plan.smem_bytes > limit:
         fit = max(0, (limit - plan.smem_bytes + s.stages * plan.stage_bytes) // (plan.stage_bytes + 16))

@@ -38,7 +38,7 @@ def _fallback(g: Gemm) -> str:
 def verify_target(g: Gemm, s: Schedule, arch: str) -> None:
     """wgmma, fp8 and the Hopper fields need sm_90a; sm_90a lowers only wgmma schedules."""
     hopper_arch = target(arch).wgmma
-    if g.dtype in FP8_DTYPES and not (hopper_arch and s.hopper):
+    if g.dtype in FP8_DTYPES and not (hopper_arch and s.hopper) and s.instruction != "tcgen05":  # sm_100a's too
         raise ScheduleError("gemm.dtype", g.dtype, f"{g.dtype} (fp8) inputs are multiplied only by wgmma, which "
                             f"needs arch='sm_90a' (the mma.sync and wmma paths cannot multiply fp8)",
                             "use arch='sm_90a' with instruction='wgmma', or convert A and B to f16 (exact for "

@@ -48,7 +48,9 @@ def test_the_stage_fix_is_the_number_the_message_gives():
     (G, Schedule(block=(128, 128, 32)), ARCH, "schedule.instruction"),
     (G, tc(), "sm_80", "arch"),
     (G, Schedule(block=(128, 128, 64), instruction="m16n8k16", cta_group=1), "sm_80", "schedule.cta_group"),
-    (Gemm(512, 512, 512, dtype="e4m3", a_layout="row", b_layout="col"), tc(), ARCH, "gemm.dtype"),
+    (Gemm(512, 512, 512, dtype="e4m3", a_layout="col", b_layout="col"), tc(), ARCH, "gemm.layout"),  # fp8 K-major
+    (Gemm(512, 512, 512, dtype="s8", out_dtype="f16", acc_dtype="f16", a_layout="row", b_layout="col"), tc(), ARCH,
+     "gemm.acc_dtype"),
     (Gemm(512, 512, 512, dtype="tf32", a_layout="col", b_layout="col"), tc((128, 128, 32)), ARCH, "gemm.layout"),
     (Gemm(512, 500, 512, dtype="f16", a_layout="row", b_layout="row"), tc(), ARCH, "gemm.ldb"),
 ])

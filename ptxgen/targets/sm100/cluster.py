@@ -17,9 +17,11 @@ expecting the whole stage's bytes, its own and its peers'.
 Releasing a stage. Stage s of CTA x may be refilled once the MMAs of every CTA that x's copies
 land in have read it: the MMA thread's release is one `tcgen05.commit ... .multicast::cluster`
 whose ctaMask is its cluster row and column (itself included), so empty[s] of every CTA counts
-`receivers` = 1 + (CM-1) + (CN-1) arrivals, each one commit. The producer's acquire is at cluster
-scope (remote arrivals). The commit tracks all of the MMA thread's earlier MMAs, so the
-arrival on a peer comes once this CTA's MMAs reading the stage completed.
+`receivers` = 1 + (CM-1) + (CN-1) arrivals, each one commit. The producer's acquire is the default
+`mbarrier.try_wait.parity.shared::cta.b64`, as CUTLASS's ClusterBarrier waits: the commits' arrivals
+order the tensor core's reads, not generic memory (on Hopper the `.acquire.cluster` form halved a
+cluster kernel's speed). The commit tracks all of the MMA thread's earlier MMAs, so the arrival on
+a peer comes once this CTA's MMAs reading the stage completed.
 
 Start and exit: the inits are published with fence.mbarrier_init.release.cluster and a cluster
 barrier (also a CTA barrier) before any peer multicasts or commits into this CTA; every thread
@@ -70,7 +72,7 @@ class ClusterMulticast:
 
     group = 1
     acc_empty_arrivals = EPILOGUE_WARPS  # this CTA's epilogue warps (the accumulator stays in the CTA)
-    acquire_scope = "cluster"            # the producer's empty waits: peers' commits arrive on them
+    acquire_scope = "cta"                # the producer's empty waits (peers' commits arrive): default scope
     acc_empty_scope = "cta"
 
     @property

@@ -20,8 +20,10 @@ Barriers.
   producer refills its own half only after the pair's MMAs read it.
 * acc_full[b]: in each CTA, one arrival: the leader's multicast commit after a tile's last MMA.
 * acc_empty[b]: the leader's, 2 * 4 arrivals: every epilogue warp of both CTAs, after its last
-  tcgen05.ld of the buffer, arrives on the leader's (mapa, release at cluster scope); the leader's
-  MMA warp waits with acquire at cluster scope.
+  tcgen05.ld of the buffer (tcgen05.wait::ld, fence::before_thread_sync), arrives on the leader's
+  (mapa, `mbarrier_isa.arrive_remote`); the leader's MMA warp waits with the default
+  `mbarrier.try_wait.parity.shared::cta.b64`, as CUTLASS's ClusterBarrier does (on Hopper the
+  `.acquire.cluster` form halved a cluster kernel's speed).
 
 Tiles: the pair walks pair tiles %clusterid.x, + %nclusterid.x, ... in the schedule's raster
 (the shared TileScheduler over BM x BN tiles); CTA v's rows of C start at bm0 + v*BM/2.
@@ -79,8 +81,8 @@ class CtaPair:
     size = 2
     empty_arrivals = 1                     # the leader's multicast commit
     acc_empty_arrivals = 2 * EPILOGUE_WARPS  # both CTAs' epilogue warps, on the leader's barrier
-    acquire_scope = "cluster"
-    acc_empty_scope = "cluster"
+    acquire_scope = "cta"     # default-scope waits (module docstring)
+    acc_empty_scope = "cta"
 
     @property
     def issues_mma(self) -> VReg | None:
@@ -159,7 +161,7 @@ class CtaPair:
         tc.commit(self.lw.b, bar, guard=guard, comment=comment + " (both CTAs' acc_full)", group=2, cta_mask=self.mask)
 
     def arrive_accumulator_empty(self, offset: VReg, guard: VReg, comment: str) -> None:
-        """Arrive on the leader's acc_empty at byte `offset` (release at cluster scope)."""
+        """Arrive on the leader's acc_empty at byte `offset` (a remote arrival, mbarrier_isa.arrive_remote)."""
         assert self.acc_empty_leader is not None
         addr = ptx.add(self.lw.b, U32, self.acc_empty_leader, offset)
         mb.arrive_remote(self.lw.b, Addr(addr), guard=guard, comment=comment + " (the leader's barrier)")

@@ -38,11 +38,14 @@ def tma_store(k: ptxgen.Kernel) -> bool:
      tc((128, 32, 32), cluster=(2, 1))),
     (tn(72, 136, 40, batch=3), tc((64, 32, 32), cluster=(1, 2))),
     (tn(300, 40, 40, "bf16", "bf16", batch=2, epilogue=Epilogue(alpha=2.0, beta=0.5)), tc((256, 32, 32), cta_group=2)),
+    (tn(260, 136, 40, "bf16", "bf16", batch=2, epilogue=Epilogue(beta=1.0, bias="row")),
+     tc((128, 64, 32), sms=4, cluster=(2, 2))),
+    (tn(520, 100, 72, batch=2), tc((256, 32, 32), 3, sms=4, cta_group=2, raster="grouped", group_m=2)),
 ], ids=["c2x1-fused-beta", "c1x2-fused-beta", "pair-fused-beta", "c2x1-batched-beta", "c1x2-m64-batched",
-        "pair-batched-beta"])
+        "pair-batched-beta", "c2x2-batched-beta", "2pairs-grouped-batched"])
 def test_cluster_and_pair_kernels_store_by_tma_and_match_numpy(g, s):
     k = ptxgen.compile(g, s, arch=ARCH)
-    assert tma_store(k) and ".reqnctapercluster 2, 1, 1" in k.ptx
+    assert tma_store(k) and f".reqnctapercluster {s.cluster[0] * s.cluster[1]}, 1, 1" in k.ptx
     if g.batch > 1:   # the batch is the third coordinate of every copy, multicast and pair copies included
         assert "cp.async.bulk.tensor.3d" in k.ptx and "cp.async.bulk.tensor.2d" not in k.ptx
     harness.check(k, seed=g.m + g.batch)

@@ -55,7 +55,9 @@ def test_block_scaled_kinds_in_multicast_clusters_match_the_reference(g, s):
     (tn(300, 72, 96, "s8", "s32"), tc((256, 32, 64), cta_group=2), "direct"),           # s32 keeps its bits
     (tn(136, 72, 96, "s8", "f32", epilogue=Epilogue(alpha=0.5, beta=1.0)), tc((128, 32, 64)), "tma"),  # dequantised
     (tn(200, 72, 96, "e4m3", "f16", batch=2), tc((128, 32, 32), cluster=(2, 1)), "tma"),
-], ids=["fp8-pair", "s8-pair-s32", "s8-f32-tma-beta", "fp8-c2x1-batched"])
+    (tn(136, 72, 96, "u8", "bf16", batch=2), Schedule(block=(128, 32, 64), instruction="tcgen05", tile_scheduler="clc"),
+     "tma"),
+], ids=["fp8-pair", "s8-pair-s32", "s8-f32-tma-beta", "fp8-c2x1-batched", "u8-clc-batched"])
 def test_fp8_and_int8_with_pairs_clusters_and_the_tma_store_match_numpy(g, s, stores):
     k = ptxgen.compile(g, s, arch=ARCH)
     assert tma_store(k) == (stores == "tma")

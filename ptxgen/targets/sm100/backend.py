@@ -19,6 +19,7 @@ from ...schedule.verify import verify as verify_schedule
 from ..base import Backend
 from ..sm90.args import check_sm90_params, sm90_tensor_maps
 from ..sm90.pipeline import TensorMapSpec
+from .choose import blackwell_candidates
 from .cost import predict_blackwell
 from .kernel import TENSOR_MAP_PARAMS, lower_sm100, param_names
 from .options import Sm100Options
@@ -68,14 +69,8 @@ def describe_schedule(s: Schedule) -> str:
 
 
 def candidates(g: Gemm) -> list[Schedule]:
-    """The tcgen05 schedules the chooser ranks: M 128 (64 for short problems), N 256/128/64, BK 64."""
-    out = []
-    for bm in (128, 64):
-        for bn in (256, 128, 64):
-            for stages in (4, 3, 2):
-                out.append(Schedule(block=(bm, bn, 64 if g.in_bytes == 2 else 32), instruction="tcgen05",
-                                    stages=stages))
-    return out
+    """The tcgen05 schedules the chooser ranks, legal or not (choose.py; the verifier prunes)."""
+    return list(blackwell_candidates(g))
 
 
 class Sm100Backend(Backend):

@@ -5,6 +5,7 @@ before a device run, and explains a slow row after one.
     PYTHONPATH=. python3 bench/sass.py                      # bench/gemm.py's candidates, sm_90
     PYTHONPATH=. python3 bench/sass.py --arch sm_80 --out bench/results
     PYTHONPATH=. python3 bench/sass.py --arch sm_90a        # adds the Hopper columns
+    PYTHONPATH=. python3 bench/sass.py --arch sm_100a       # tcgen05, next to Triton (sass_blackwell.py)
 
 The SASS comes from `cuobjdump -sass` (on PATH, or from the `nvidia-cuda-cuobjdump` wheel:
 `pip install nvidia-cuda-cuobjdump`, a bench-only extra). Without it the SASS columns are blank

@@ -30,9 +30,9 @@ CLASS_OF_PREFIX = {
     "QGMMA": "hgmma",              # ... fp8 (e4m3/e5m2) operands, e.g. QGMMA.64x256x32.F32.E4M3.E4M3
     "IGMMA": "hgmma",              # ... 8-bit integer operands, e.g. IGMMA.64x256x32.S8.S8
     "HMMA": "mma", "IMMA": "mma",  # mma.sync / wmma
-    # tcgen05 (sm_100a), as cuobjdump 13 names them: the MMA by operand kind (H: f16/bf16/tf32,
-    # Q: fp8/fp6/fp4 and block-scaled mxf8f6f4, O: mxf4/nvf4, I: int8), `gdesc[..], gdesc[..],
-    # tmem[..]` operands, issued by one thread
+    # tcgen05 (sm_100a), as cuobjdump 13.5 names them (seen on tests/sim/blackwell_corpus/ under
+    # ptxas 13.5): the MMA by kind (H: f16/bf16/tf32, Q: fp8 and block-scaled mxf8f6f4, O:
+    # block-scaled e2m1, I: int8; `.2CTA` for a CTA pair), `gdesc[..], gdesc[..], tmem[..]` operands
     "UTCHMMA": "utcmma", "UTCQMMA": "utcmma", "UTCOMMA": "utcmma", "UTCIMMA": "utcmma",
     "UTCBAR": "tc_commit",         # tcgen05.commit ... mbarrier::arrive::one
     "LDTM": "tmem_load",           # tcgen05.ld (e.g. LDTM.x32: 32 columns of 32 bits per thread)

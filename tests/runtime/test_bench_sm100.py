@@ -134,3 +134,20 @@ def test_tcgen05_kernel_sass_under_ptxas():
     assert per["utcmma"] == 4 and per["tc_commit"] >= 1 and per["mbarrier"] >= 1
     assert h.producer is not None and h.mma_kinds.keys() == {"UTCHMMA"}
     assert (h.ldtm, h.ldtm_width) == (8, "x32")  # 256 f32 columns per tile, 32 per tcgen05.ld
+
+
+@pytest.mark.parametrize("entry, kind", [("dot_ptr_fp8e5_128x64x64_w4_s2", "UTCQMMA"),
+                                         ("dot_ptr_int8_128x64x64_w4_s2", "UTCIMMA"),
+                                         ("dot_scaled_e2m1_128x128x128_w4_s2", "UTCOMMA")])
+def test_tcgen05_mma_kinds_are_classified(entry, kind):
+    """The other MMA kinds' SASS names (Triton's corpus kernels, tests/sim/blackwell_corpus/) count
+    as tcgen05 MMAs, so fp8/int8/block-scaled kernels get their MMA loop found the day they land."""
+    sb = _load("sass_blackwell")
+    sass = _load("sass")
+    ptxas = sb.PTXAS_135 if Path(sb.PTXAS_135).exists() else None
+    if sass.cuobjdump() is None or ptxas is None:
+        pytest.skip("needs ptxas 13.5 (PTX ISA 9.x) and cuobjdump (bench-only tools)")
+    ptx = (ROOT / "tests" / "sim" / "blackwell_corpus" / f"{entry}.ptx").read_text()
+    a = sb.assemble_with(ptxas, ptx)
+    h = sb.analyse(sass.sass_text(a.cubin, sass.cuobjdump()))
+    assert h.mma is not None and set(h.mma_kinds) == {kind} and h.mma.classes["utcmma"] >= 1

@@ -15,7 +15,7 @@ rows than a group, grouped raster.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ...schedule.cost import ceil_div
 from ...schedule.problem import Gemm
@@ -50,7 +50,8 @@ def stage_counts(g: Gemm, rows: int, cols: int, bk: int) -> list[int]:
 def with_fields(s: Schedule, **fields: object) -> Schedule | None:
     """`s` with `fields` set, its tcgen05 fields given by name (so a field the sm_100a options do
     not have yet, e.g. `cluster` before the cluster design lands, gives None: not offered)."""
-    own = {f.name: getattr(s.options, f.name) for f in dataclasses.fields(s.options)} if s.options else {}
+    opts: Any = s.options
+    own = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)} if opts is not None else {}
     given = dict(block=s.block, instruction=s.instruction, stages=s.stages, raster=s.raster, group_m=s.group_m)
     try:
         return Schedule(**{**given, **own, **fields})

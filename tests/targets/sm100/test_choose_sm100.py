@@ -101,3 +101,16 @@ def test_info_shows_the_ranked_choice(capsys):
     assert "by the cost model over" in out and "schedules for B200" in out
     assert "chosen     --arch sm_100a --instruction tcgen05 --block 128x256x64" in out
     assert "runner-up 1" in out
+
+
+def test_chosen_schedule_runs_correct_on_the_simulator():
+    import numpy as np
+
+    from ptxgen.check import compare, random_operands
+
+    g = ptxgen.Gemm(256, 200, 128, dtype="bf16", out_dtype="bf16")
+    k = ptxgen.compile(g, arch=ARCH)  # no schedule: the cost model's pick
+    assert k.schedule.instruction == "tcgen05" and k.choice is not None and k.choice.considered > 10
+    a, b = random_operands(g, 7)
+    c = k.simulate(a, b)
+    assert compare(c, a.astype(np.float64) @ b.astype(np.float64), g).ok

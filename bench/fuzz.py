@@ -21,8 +21,9 @@ to focus a run on it. `--arch sm_90a` draws Hopper (wgmma) schedules instead (fu
 every built design (warp-specialised persistent, with clusters, one tile per CTA; the simpler
 kernel, split-K, Stream-K) crossed with clusters and multicast, batches, odd tile counts and `sms`
 (10+ clusters now and then), every dtype with its outputs, epilogues, and now and then a legal part
-not built yet, which must come back "rejected". The report counts outcomes per design (a cluster
-and a batch named after it); ARCH_DRAWS is where another target's draws go.
+not built yet, which must come back "rejected". `--arch sm_100a` draws tcgen05 schedules
+(fuzz_draws_sm100.py). The report counts outcomes per design (a cluster and a batch named after
+it); ARCH_DRAWS is where another target's draws go.
 """
 from __future__ import annotations
 
@@ -91,6 +92,18 @@ def draw_sm90a(rng: np.random.Generator, instruction: str | None = None):
     return draw_hopper(rng)
 
 
+def draw_sm100a(rng: np.random.Generator, instruction: str | None = None):
+    from fuzz_draws_sm100 import draw as draw_blackwell
+
+    return draw_blackwell(rng)
+
+
+def design_sm100a(s) -> str:
+    from fuzz_draws_sm100 import design
+
+    return design(s)
+
+
 def design_sm80(s) -> str:
     if s.decomposition != "tiles":
         return "stream-k"
@@ -106,7 +119,8 @@ def design_sm90a(s) -> str:
 #: Per arch: how a (Gemm, Schedule) is drawn from a seed's generator and which design (kernel
 #: family) a schedule selects, for the per-design counts. A new target (sm_100a) adds a row and
 #: its own draw module (as fuzz_draws_sm90.py).
-ARCH_DRAWS = {"sm_80": (draw_sm80, design_sm80), "sm_90a": (draw_sm90a, design_sm90a)}
+ARCH_DRAWS = {"sm_80": (draw_sm80, design_sm80), "sm_90a": (draw_sm90a, design_sm90a),
+              "sm_100a": (draw_sm100a, design_sm100a)}
 
 
 def operands(g, rng: np.random.Generator):
@@ -193,8 +207,8 @@ def main() -> int:
     args = ap.parse_args()
     from ptxgen.scaleout import Workers, spread
 
-    if args.arch == "sm_90a" and args.instruction:
-        ap.error("--instruction pins an sm_80 path; --arch sm_90a draws wgmma schedules: pass one")
+    if args.arch != "sm_80" and args.instruction:
+        ap.error(f"--instruction pins an sm_80 path; --arch {args.arch} draws its own schedules: pass one")
     if args.ray is not None and args.workers is not None:
         ap.error("--workers and --ray both say where to run the draws: pass one")
     workers = (Workers.of("ray", args.ray or None) if args.ray is not None

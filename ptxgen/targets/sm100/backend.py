@@ -13,13 +13,14 @@ from ...regalloc import plan_shared
 from ...regalloc.smem import SmemBuffer, SmemPlan
 from ...runtime.params import ParamDecl
 from ...schedule.cost import Prediction, time_bucket
-from ...schedule.problem import K_PACK, Gemm
+from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
 from ...schedule.verify import verify as verify_schedule
 from ..base import Backend
 from ..sm90.args import check_sm90_params, check_tma_batch_stride, sm90_tensor_maps
 from ..sm90.pipeline import TensorMapSpec
+from .choose import blackwell_candidates
 from .cost import predict_blackwell
 from .epilogue_tma import c_map_box
 from .store_path import C_MAP_PARAM
@@ -113,7 +114,7 @@ def grid_line(plan: Sm100Plan) -> str:
     """How the persistent grid walks the tiles: per CTA, per multicast cluster, or per CTA pair."""
     cm, cn = plan.cluster
     if plan.cta_group == 2:
-        return (f"grid: persistent, clusters of one CTA pair (.reqnctapercluster 2, 1, 1), pair c walking pair tiles "
+        return ("grid: persistent, clusters of one CTA pair (.reqnctapercluster 2, 1, 1), pair c walking pair tiles "
                 "c, c + %nclusterid.x, ...; CTA v of the pair holds A rows and C rows v*BM/2.., B columns v*BN/2.., "
                 "the even CTA issues the MMAs and commits to both CTAs' barriers")
     if (cm, cn) != (1, 1):
@@ -134,15 +135,8 @@ def describe_schedule(s: Schedule) -> str:
 
 
 def candidates(g: Gemm) -> list[Schedule]:
-    """The tcgen05 schedules the chooser ranks: M 128 (64 for short problems), N 256/128/64, BK 128
-    bytes of K (64 f16/bf16, 32 tf32, 128 fp8/int8, 256 fp4: whole scale blocks when block-scaled)."""
-    out = []
-    for bm in (128, 64):
-        for bn in (256, 128, 64):
-            for stages in (4, 3, 2):
-                bk = 128 // g.in_bytes * K_PACK.get(g.dtype, 1)   # 128 bytes of K (fp4: 256 values)
-                out.append(Schedule(block=(bm, bn, bk), instruction="tcgen05", stages=stages))
-    return out
+    """The tcgen05 schedules the chooser ranks, legal or not (choose.py; the verifier prunes)."""
+    return list(blackwell_candidates(g))
 
 
 class Sm100Backend(Backend):

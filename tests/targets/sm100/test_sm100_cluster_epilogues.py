@@ -58,3 +58,32 @@ def test_direct_stores_with_clusters_and_batches_match_numpy(s):
     k = ptxgen.compile(g, s, arch=ARCH)
     assert not tma_store(k) and [m.param for m in k.tensor_maps] == ["tmapA", "tmapB"]
     harness.check(k, seed=3)
+
+
+def test_the_combined_kernels_assemble_without_spills(monkeypatch):
+    """ptxas -arch=sm_100a takes the combinations this merge made possible: a CTA pair with the
+    fused TMA-store epilogue, MXFP8/NVFP4 in multicast clusters, a batched 2x2 cluster, and an
+    int8 pair dequantised to f32, each with no spills."""
+    from ptxgen import BlockScale
+    from ptxgen.runtime import assemble as asm
+
+    if asm._ptxas_path() is None:
+        pytest.skip("ptxas is not on PATH: the assembly check needs it")
+    monkeypatch.setenv("PTXGEN_ASSEMBLER", "ptxas")
+    mx, nv = BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0"), BlockScale(a=(1, 16), b=(16, 1), dtype="ue4m3")
+    big = 4096
+    cases = [
+        (tn(big, big, big, "bf16", "bf16", epilogue=Epilogue(beta=1.0, bias="col", activation="gelu")),
+         Schedule(block=(256, 256, 64), instruction="tcgen05", cta_group=2)),
+        (tn(big, big, big, "e4m3", "bf16", block_scale=mx), Schedule(block=(128, 256, 128), instruction="tcgen05",
+                                                                      stages=4, cluster=(2, 1))),
+        (tn(big, big, big, "e2m1", "bf16", block_scale=nv), Schedule(block=(128, 128, 256), instruction="tcgen05",
+                                                                      stages=4, cluster=(1, 2))),
+        (tn(2048, 2048, 2048, "f16", "f16", batch=4), Schedule(block=(128, 128, 64), instruction="tcgen05", stages=4,
+                                                               cluster=(2, 2))),
+        (tn(big, big, big, "s8", "f32"), Schedule(block=(256, 128, 128), instruction="tcgen05", stages=4, cta_group=2)),
+    ]
+    for g, s in cases:
+        k = ptxgen.compile(g, s, arch=ARCH)
+        r = asm.assemble(k.ptx, ARCH, k.entry)
+        assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, (k.entry, r.resources)

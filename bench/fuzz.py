@@ -26,9 +26,9 @@ not built yet, which must come back "rejected". `--designs grouped,block-scale` 
 LLM-shaped problems instead (fuzz_draws_llm.py), taking the designs in turn: grouped GEMMs
 (contiguous and masked, 1-16 groups, empty and tile-straddling groups, masked counts 0..max_m)
 on the mma.sync path, and block-scaled fp8 (1x128 / 128x128 scales, K rarely a multiple of 128)
-on sm_90a; these draws are legal by construction, so "rejected" must be 0 there too. The report
-counts outcomes per design (a cluster and a batch named after it); ARCH_DRAWS is where another
-target's draws go.
+on sm_90a; these draws are legal by construction, so "rejected" must be 0 there too. `--arch sm_100a`
+draws tcgen05 schedules (fuzz_draws_sm100.py). The report counts outcomes per design (a cluster
+and a batch named after it); ARCH_DRAWS is where another target's draws go.
 """
 from __future__ import annotations
 
@@ -97,6 +97,18 @@ def draw_sm90a(rng: np.random.Generator, instruction: str | None = None):
     return draw_hopper(rng)
 
 
+def draw_sm100a(rng: np.random.Generator, instruction: str | None = None):
+    from fuzz_draws_sm100 import draw as draw_blackwell
+
+    return draw_blackwell(rng)
+
+
+def design_sm100a(s) -> str:
+    from fuzz_draws_sm100 import design
+
+    return design(s)
+
+
 def design_sm80(s) -> str:
     if s.decomposition != "tiles":
         return "stream-k"
@@ -112,7 +124,8 @@ def design_sm90a(s) -> str:
 #: Per arch: how a (Gemm, Schedule) is drawn from a seed's generator and which design (kernel
 #: family) a schedule selects, for the per-design counts. A new target (sm_100a) adds a row and
 #: its own draw module (as fuzz_draws_sm90.py).
-ARCH_DRAWS = {"sm_80": (draw_sm80, design_sm80), "sm_90a": (draw_sm90a, design_sm90a)}
+ARCH_DRAWS = {"sm_80": (draw_sm80, design_sm80), "sm_90a": (draw_sm90a, design_sm90a),
+              "sm_100a": (draw_sm100a, design_sm100a)}
 
 
 def operands(g, rng: np.random.Generator):
@@ -227,8 +240,8 @@ def main() -> int:
                     "path of sm_80/sm_90) and 'block-scale' (1x128/128x128 block-scaled fp8 on sm_90a); "
                     "bench/fuzz_draws_llm.py")
     args = ap.parse_args()
-    if args.arch == "sm_90a" and args.instruction:
-        ap.error("--instruction pins an sm_80 path; --arch sm_90a draws wgmma schedules: pass one")
+    if args.arch != "sm_80" and args.instruction:
+        ap.error(f"--instruction pins an sm_80 path; --arch {args.arch} draws its own schedules: pass one")
     if args.designs and (args.instruction or args.arch != "sm_80"):
         ap.error("--designs draws its own archs and instructions: drop --arch/--instruction")
     if args.ray is not None and args.workers is not None:

@@ -2,8 +2,7 @@
 
     PYTHONPATH=. python3 bench/gemm.py --out bench/results          # one device call (< 10 min)
     PYTHONPATH=. python3 bench/gemm.py --dry-run                     # the plan + verifier verdicts
-    PYTHONPATH=. python3 bench/gemm.py --check-only                  # every candidate right? (no timing;
-                                                                     # PTXGEN_DRIVER=sim: without a GPU)
+    PYTHONPATH=. python3 bench/gemm.py --check-only    # every candidate right? (no timing; PTXGEN_DRIVER=sim: no GPU)
 
 Problems: f16 and bf16 inputs, f32 accumulation; ptxgen's out_dtype is the input dtype, like
 torch.matmul's output. A row-major (M×K), B column-major (stored N×K) for every system.
@@ -29,15 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_cases import (DTYPES, HOPPER_DTYPES, LLM_NK, SCHEDULES, SHAPES, Spec, candidates_for,  # noqa: E402,F401
-                        chosen_spec, schedule_name)
+from gemm_cases import (BLACKWELL_DTYPES, DTYPES, HOPPER_DTYPES, LLM_NK, OUT_DTYPE, SCHEDULES,  # noqa: E402,F401
+                        SHAPES, Spec, bench_gemm, candidates_for, chosen_spec, schedule_name)
 from llm_cases import plan_moe, print_moe_plan, run_moe_jobs  # noqa: E402 (decode and MoE problems)
 
-PEAKS = [("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("H800", 989.4), ("A100", 312.0)]
+PEAKS = [("B200", 2250.0), ("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("H800", 989.4), ("A100", 312.0)]
 TARGET_GROUPS = ("square", "llm")  # issue 4's geomean target is over these
 TOL = {"f16": 2e-3, "bf16": 1e-2}  # relative Frobenius error vs the f32 reference, by output dtype
-#: Output dtype by input dtype: the input's own (as torch.matmul), bf16 for fp8 (no fp8 output).
-OUT_DTYPE = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16"}
 PEAK_SCALE = {"e4m3": 2.0, "e5m2": 2.0}  # Hopper's dense fp8 rate is twice its 16-bit one (the --peak)
 
 
@@ -65,15 +62,12 @@ class Job:
         return 2 * self.m * self.n * self.k
 
     def gemm(self):
-        import ptxgen
-
-        return ptxgen.Gemm(self.m, self.n, self.k, dtype=self.dtype, out_dtype=OUT_DTYPE[self.dtype],
-                           a_layout="row", b_layout="col")
+        return bench_gemm(self.dtype, self.m, self.n, self.k)
 
 
 def build_plan(arch: str, dtypes=DTYPES, shapes=None) -> list[Job]:
     """Every (shape, dtype) in importance order, each with every schedule's verifier verdict; on
-    sm_90a also the schedule the chooser picks (`ptxgen.compile` without one)."""
+    sm_90a and sm_100a also the schedule the chooser picks (`ptxgen.compile` without one)."""
     import ptxgen
 
     jobs = []
@@ -81,11 +75,16 @@ def build_plan(arch: str, dtypes=DTYPES, shapes=None) -> list[Job]:
         for dt in dtypes:
             job = Job(dt, m, n, k, group)
             specs = candidates_for(m, n, k, arch, dt)
-            chosen = chosen_spec(job.gemm(), arch) if arch == "sm_90a" or group == "decode" else None  # swap-AB
+            try:
+                gemm, refused = job.gemm(), ""
+            except (ptxgen.ScheduleError, TypeError, ValueError) as e:  # a format ptxgen does not take yet
+                gemm, refused = None, f"problem refused: {type(e).__name__}: {e}"
+            chosen = chosen_spec(gemm, arch) if gemm and (arch in ("sm_90a", "sm_100a") or group == "decode") else None
             for spec in specs + ([chosen] if chosen is not None else []):
-                cand = Candidate(spec)
+                cand = Candidate(spec, refused or "ok")
                 try:
-                    ptxgen.verify(job.gemm(), make_schedule(cand), arch)
+                    if gemm is not None:
+                        ptxgen.verify(gemm, make_schedule(cand), arch)
                 except ptxgen.ScheduleError as e:
                     cand.verdict = str(e)
                 job.candidates.append(cand)
@@ -127,7 +126,7 @@ def _precompile_one(args) -> str | None:
     try:
         import ptxgen
 
-        g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=OUT_DTYPE[dtype], a_layout="row", b_layout="col")
+        g = bench_gemm(dtype, m, n, k)
         ptxgen.compile(g, spec.schedule(), arch=arch).assemble()
         return None
     except Exception as e:  # reported again (and loudly) by the main process
@@ -420,7 +419,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    dtypes = tuple(d for d in (args.dtypes or ",".join(HOPPER_DTYPES if args.arch == "sm_90a" else DTYPES)).split(",") if d)
+    default = {"sm_90a": HOPPER_DTYPES, "sm_100a": BLACKWELL_DTYPES}.get(args.arch, DTYPES)
+    dtypes = tuple(d for d in (args.dtypes or ",".join(default)).split(",") if d)
     t0 = time.time()
     if args.dry_run:
         arch = args.arch or "sm_90"

@@ -57,6 +57,43 @@ HOPPER_SCHEDULES = [
 ]
 #: Input dtypes of the sm_90a run (fp8 e4m3 gives bf16 out: wgmma's fp8 path accumulates in f32).
 HOPPER_DTYPES = ("f16", "bf16", "e4m3")
+#: Blackwell (sm_100a) candidates, the warp-specialised persistent tcgen05 kernel (targets/sm100):
+#: (block, stages, input dtype or None for the 16-bit dtypes). BK is one 128-byte swizzle row (64
+#: f16/bf16, 32 tf32, 128 fp8 elements); 2 x BN TMEM columns hold the two accumulator buffers. The
+#: chooser's pick for each problem is added by `chosen_spec`.
+BLACKWELL_SCHEDULES = [
+    ((128, 256, 64), 4, None),
+    ((128, 256, 64), 3, None),
+    ((128, 192, 64), 5, None),
+    ((128, 128, 64), 6, None),
+    ((64, 256, 64), 4, None),      # for small M (the LLM decode-ish shapes)
+    ((128, 256, 32), 4, "tf32"),
+    ((128, 256, 128), 4, "mxfp8"),
+    ((128, 256, 128), 3, "mxfp8"),
+    ((128, 256, 256), 3, "nvfp4"),  # 256 e2m1 elements: 128 bytes of K (two per byte)
+]
+#: Input "dtypes" of the sm_100a run: 16-bit, and the block-scaled formats, each a Gemm recipe
+#: (`blackwell_gemm`): MXFP8 (e4m3 with one ue8m0 scale per 32 of K, kind::mxf8f6f4) and NVFP4
+#: (e2m1 with one ue4m3 scale per 16 of K and a per-tensor f32 scale, kind::mxf4nvf4). The verifier
+#: refuses those until their lowering lands; the plan shows its verdict.
+BLACKWELL_DTYPES = ("bf16", "f16", "mxfp8", "nvfp4")
+BLOCK_SCALED = {"mxfp8": ("e4m3", (1, 32), (32, 1), "ue8m0"), "nvfp4": ("e2m1", (1, 16), (16, 1), "ue4m3")}
+#: Output dtype by input dtype: the input's own (as torch.matmul), bf16 for fp8/fp4 (no such output).
+OUT_DTYPE = {"f16": "f16", "bf16": "bf16", "tf32": "f32", "e4m3": "bf16", "mxfp8": "bf16", "nvfp4": "bf16"}
+
+
+def bench_gemm(dtype: str, m: int, n: int, k: int):
+    """The TN Gemm bench/gemm.py runs for `dtype` (a block-scaled label builds its BlockScale):
+    raises ScheduleError (or TypeError/ValueError) where ptxgen does not take the format yet."""
+    import ptxgen
+
+    if dtype in BLOCK_SCALED:
+        elem, a, b, scale = BLOCK_SCALED[dtype]
+        return ptxgen.Gemm(m, n, k, dtype=elem, out_dtype=OUT_DTYPE[dtype], a_layout="row", b_layout="col",
+                           block_scale=ptxgen.BlockScale(a=a, b=b, dtype=scale))
+    return ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=OUT_DTYPE[dtype], a_layout="row", b_layout="col")
+
+
 #: Problems with M up to this have few output tiles: they also get split-K and narrow Stream-K candidates.
 SMALL_M = 256
 
@@ -74,6 +111,7 @@ class Spec:
     consumers: int = 0  # > 0: a Hopper wgmma schedule with this many consumer warpgroups (warps unused)
     warp_specialized: bool = True  # Hopper: the warp-specialised persistent kernel, else one CTA per tile
     dtype: str | None = None  # only for problems of this input dtype
+    instruction: str = ""  # "tcgen05": a Blackwell schedule (block, stages, raster)
     fixed: object = None  # a ptxgen.Schedule given whole (the chooser's pick), named "chosen ..."
     label: str = "chosen"  # the name's first word for a `fixed` schedule
 
@@ -81,6 +119,8 @@ class Spec:
     def name(self) -> str:
         if self.fixed is not None:
             return f"{self.label} " + self.fixed_name()
+        if self.instruction == "tcgen05":
+            return f"{self.block[0]}x{self.block[1]}x{self.block[2]} tcgen05 s{self.stages} ws-persistent"
         if self.consumers:
             kind = "ws-persistent" if self.warp_specialized else "one-cta-per-tile"
             return f"{self.block[0]}x{self.block[1]}x{self.block[2]} wgmma c{self.consumers} s{self.stages} {kind}"
@@ -94,6 +134,8 @@ class Spec:
 
         if self.fixed is not None:
             return self.fixed
+        if self.instruction == "tcgen05":
+            return ptxgen.Schedule(block=self.block, instruction="tcgen05", stages=self.stages, raster=self.raster)
         if self.consumers:  # the built sm_90a designs (ptxgen/schedule/verify_sm90_built.py)
             ws = self.warp_specialized
             return ptxgen.Schedule(block=self.block, instruction="wgmma", consumers=self.consumers, stages=self.stages,
@@ -106,6 +148,10 @@ class Spec:
     def fixed_name(self) -> str:
         s = self.fixed
         swap = " swap-ab" if s.swap_ab else ""
+        if s.instruction == "tcgen05":
+            pair = f" cta_group{s.cta_group}" if (s.cta_group or 1) > 1 else ""
+            return f"{s.bm}x{s.bn}x{s.bk} tcgen05 s{s.stages} ws-persistent{pair}" + (
+                " grouped-raster" if s.raster == "grouped" else "")
         if s.instruction != "wgmma":
             extra = (f" splitk{s.split_k}" if s.split_k > 1 else "") + (f" {s.decomposition}" if s.stream_k else "")
             return schedule_name(s.block, s.warps, s.stages) + extra + swap
@@ -137,6 +183,9 @@ def candidates_for(m: int, n: int, k: int, arch: str | None = None, dtype: str |
     """The fixed candidate list of one problem (a function of its shape class, arch and input
     dtype only): sm_90a is the wgmma pipeline alone (it refuses mma.sync schedules), every other
     arch the mma.sync list. Specs for one dtype only (fp8's) come only when `dtype` is given."""
+    if arch == "sm_100a":
+        return [Spec(block, (), stages, dtype=only, instruction="tcgen05") for block, stages, only in BLACKWELL_SCHEDULES
+                if only == dtype or (only is None and dtype in (None, "f16", "bf16"))]
     if arch == "sm_90a":
         return [Spec(block, (), stages, consumers=consumers, warp_specialized=ws, dtype=only)
                 for block, consumers, stages, ws, only in HOPPER_SCHEDULES

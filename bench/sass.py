@@ -5,6 +5,7 @@ before a device run, and explains a slow row after one.
     PYTHONPATH=. python3 bench/sass.py                      # bench/gemm.py's candidates, sm_90
     PYTHONPATH=. python3 bench/sass.py --arch sm_80 --out bench/results
     PYTHONPATH=. python3 bench/sass.py --arch sm_90a        # adds the Hopper columns
+    PYTHONPATH=. python3 bench/sass.py --arch sm_100a       # tcgen05, next to Triton (sass_blackwell.py)
 
 The SASS comes from `cuobjdump -sass` (on PATH, or from the `nvidia-cuda-cuobjdump` wheel:
 `pip install nvidia-cuda-cuobjdump`, a bench-only extra). Without it the SASS columns are blank
@@ -298,13 +299,21 @@ def assembler_table(dtype: str, ptxas_paths: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", default="sm_90", choices=sorted([*SM_LIMITS, "sm_90a"]))
+    ap.add_argument("--arch", default="sm_90", choices=sorted([*SM_LIMITS, "sm_90a", "sm_100a"]))
     ap.add_argument("--dtype", default="f16", choices=("f16", "bf16"))
     ap.add_argument("--out", type=Path, default=None, help="folder for <date>-sass-<arch>-<commit>.txt")
     ap.add_argument("--ptxas", action="append", default=[], metavar="PATH",
                     help="sm_90a: also assemble every row with this ptxas (repeatable) and with nvJitLink, "
                          "and list each one's consumer loop side by side (bench/sass_assemblers.py)")
     args = ap.parse_args(argv)
+    if args.arch == "sm_100a":  # tcgen05 kernels next to Triton's, under each ptxas (bench/sass_blackwell.py)
+        import sass_blackwell as bw
+
+        paths = bw.ptxas_paths(args.ptxas)
+        lines = bw.header("sass.py", paths, list(argv if argv is not None else sys.argv[1:])) + bw.report(
+            paths, cuobjdump())
+        write_result(lines, args.out, f"sass-{args.arch}")
+        return 0
     lines = [f"# bench/sass.py --arch {args.arch} --dtype {args.dtype} at {commit()} "
              f"({today()}); {tools()}", *report(args.arch, args.dtype)]
     if is_hopper(args.arch) and args.ptxas:

@@ -1,4 +1,5 @@
-"""SASS text -> instructions -> basic blocks -> loops, for bench/sass.py and bench/triton_hopper.py.
+"""SASS text -> instructions -> basic blocks -> loops, for bench/sass.py, bench/triton_hopper.py and
+bench/sass_blackwell.py (tcgen05: the MMA warp's loop, the producer's, the epilogue's TMEM drain).
 
 Loops come from the control-flow graph, not from addresses or a kernel's known layout: a back
 edge is a branch to a block that dominates it, and its natural loop is the header plus every
@@ -29,6 +30,15 @@ CLASS_OF_PREFIX = {
     "QGMMA": "hgmma",              # ... fp8 (e4m3/e5m2) operands, e.g. QGMMA.64x256x32.F32.E4M3.E4M3
     "IGMMA": "hgmma",              # ... 8-bit integer operands, e.g. IGMMA.64x256x32.S8.S8
     "HMMA": "mma", "IMMA": "mma",  # mma.sync / wmma
+    # tcgen05 (sm_100a), as cuobjdump 13.5 names them (seen on tests/sim/blackwell_corpus/ under
+    # ptxas 13.5): the MMA by kind (H: f16/bf16/tf32, Q: fp8 and block-scaled mxf8f6f4, O:
+    # block-scaled e2m1, I: int8; `.2CTA` for a CTA pair), `gdesc[..], gdesc[..], tmem[..]` operands
+    "UTCHMMA": "utcmma", "UTCQMMA": "utcmma", "UTCOMMA": "utcmma", "UTCIMMA": "utcmma",
+    "UTCBAR": "tc_commit",         # tcgen05.commit ... mbarrier::arrive::one
+    "LDTM": "tmem_load",           # tcgen05.ld (e.g. LDTM.x32: 32 columns of 32 bits per thread)
+    "STTM": "tmem_store",          # tcgen05.st
+    "UTCCP": "tmem_copy",          # tcgen05.cp (shared memory -> tensor memory: block scales)
+    "UTCATOMSWS": "tmem_alloc",    # tcgen05.alloc / dealloc / relinquish_alloc_permit
     "UTMALDG": "tma_load",         # cp.async.bulk.tensor global -> shared
     "UTMASTG": "tma_store",        # cp.async.bulk.tensor shared -> global
     "UTMAPF": "tma_prefetch",

@@ -91,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ptxas", action="append", default=[], metavar="PATH",
                     help="after the gate, list the consumer loop under this ptxas (repeatable) and nvJitLink "
                          "side by side (bench/sass_assemblers.py; each assembler's version in the header)")
+    ap.add_argument("--arch", default=ARCH, choices=(ARCH, "sm_100a"),
+                    help="sm_100a: the tcgen05 candidates under each --ptxas (default 13.0, and 13.5 where "
+                         "installed): 0 spills and no C75xx warning (bench/sass_blackwell.py)")
     args = ap.parse_args(argv)
+    if args.arch == "sm_100a":
+        return blackwell_gate(args, list(argv if argv is not None else sys.argv[1:]))
     from ptxgen.runtime.assemble import AssemblerNotFound, available_assemblers
 
     ptxas = available_assemblers()["ptxas"]
@@ -122,6 +127,20 @@ def main(argv: list[str] | None = None) -> int:
 
         lines += assembler_table("f16", args.ptxas)
     write_result(lines, args.out, f"sass-check-{ARCH}")
+    return 1 if failed else 0
+
+
+def blackwell_gate(args: argparse.Namespace, argv: list[str]) -> int:
+    """The sm_100a gate (bench/sass_blackwell.py `gate`): exit 1 on any FAIL row."""
+    import sass_blackwell as bw
+
+    paths = bw.ptxas_paths(args.ptxas)
+    rows, failed = bw.gate(paths)
+    lines = bw.header("sass_check.py", paths, argv) + [
+        "# gate: 0 spill bytes and no C75xx performance warning for every sm_100a bench candidate",
+        f"{'':6s}{'candidate':48s} {'ptxas':8s} {'regs':>4s} {'spill':>5s} C75xx", *rows,
+        f"# {len(rows) - failed} of {len(rows)} rows pass" + (f"; {failed} FAIL" if failed else "")]
+    write_result(lines, args.out, "sass-check-sm_100a")
     return 1 if failed else 0
 
 

@@ -113,7 +113,7 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
     lead_b = (g.groups,) if g.grouped else lead
 
-    def draw(rows: int, cols: int, layout: str, lead: tuple[int, ...] = lead) -> np.ndarray:
+    def draw(rows: int, cols: int, layout: str, lead: tuple[int, ...] = lead, dtype: str = g.dtype) -> np.ndarray:
         store = (rows, cols) if layout == "row" else (cols, rows)
         if g.dtype in ("s8", "u8"):  # non-zero integers; u8 stays positive
             mag = rng.integers(1, 12, size=lead + store)
@@ -121,10 +121,10 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
             x = (mag * sign).astype(numpy_dtype(g.dtype))
             return x if layout == "row" else np.swapaxes(x, -1, -2)
         mag = rng.uniform(0.5, 1.5, size=lead + store)
-        x = (mag * rng.choice([-1.0, 1.0], size=lead + store)).astype(numpy_dtype(g.dtype))
+        x = (mag * rng.choice([-1.0, 1.0], size=lead + store)).astype(numpy_dtype(dtype))
         return x if layout == "row" else np.swapaxes(x, -1, -2)
 
-    return draw(g.m, g.k, g.a_layout), draw(g.k, g.n, g.b_layout, lead_b)
+    return draw(g.m, g.k, g.a_layout), draw(g.k, g.n, g.b_layout, lead_b, getattr(g, "b_dtype", None) or g.dtype)
 
 
 def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c: np.ndarray | None = None,
@@ -191,7 +191,8 @@ def reference_tile(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None, rows
 
     if scale_a is not None:  # block-scaled: the tile's own rows of sa and columns of the expanded sb
         per_row, per_col = expand_scales(block_scale or BlockScale(), scale_a, scale_b, a.shape[0], b.shape[1])
-        x = expanded_product(a[rows], b[:, cols], per_row[rows], per_col[:, cols])
+        x = expanded_product(a[rows], b[:, cols], per_row[rows], per_col[:, cols],
+                             (block_scale or BlockScale()).group_k)
         return epilogue_reference(x, e, None if c is None else c[rows, cols], vector(bias, e.bias),
                                   vector(scale, e.scale))
 

@@ -357,7 +357,8 @@ def one_matrix_batch(x: np.ndarray) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(x, (1,) + x.shape, (span,) + x.strides)
 
 
-def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "OperandView | None" = None) -> list:
+def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "OperandView | None" = None,
+                    scales: tuple | None = None) -> list:
     """`sim.TensorMap`s of A's and B's contiguous-last views (and C's, for the TMA-store epilogue)
     with the boxes and swizzle the kernel's tensor-map parameters must have (`Kernel.tensor_maps`);
     out-of-bounds boxes fill with zero on loads and are clipped on stores."""
@@ -368,6 +369,8 @@ def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "O
     for v in (va, vb):
         kernel.check_operand(v)
     logical = {"A": va.host, "B": vb.host, "C": None if vc is None else vc.host}
+    if scales is not None:  # sm_100a's blocked scales (runtime/scale_layout.py)
+        logical.update(SFA=scales[0], SFB=scales[1])
     views = [t.view(logical[t.operand]) for t in kernel.tensor_maps]
     # a one-group GEMM's operand comes as its matrix: its 3-D map (targets/sm90/grouped.py) gets the group axis
     views = [one_matrix_batch(v) if t.batched and v.ndim == 2 else v for t, v in zip(kernel.tensor_maps, views)]
@@ -386,6 +389,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     from .runtime.launch import check_epilogue_operands, vector_view
     from .schedule.grouping import c_shape
     from .runtime.block_scales import check_block_scales, group_stride_args, stride_args
+    from .runtime.scale_layout import kernel_scales, reads_scales_by_tma
+    from .runtime.fp4 import as_packed, packed_shapes
     from .runtime.operands import check_no_aliasing
     from .scaleout import Workers
 
@@ -398,6 +403,10 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     check_epilogue_operands(kernel, c, bias, scale)
     check_not_grouped(g, offs, masked_m)
     block_scales = check_block_scales(kernel, scale_a, scale_b)
+    tma_scales = None  # sm_100a: the scales in the 128x4 block layout, read through tensor maps
+    if block_scales is not None and reads_scales_by_tma(kernel):
+        tma_scales = kernel_scales(g.block_scale, np.asarray(scale_a), np.asarray(scale_b))
+        block_scales = None
     if c is None:  # with the gemm's ldc, whose alignment the kernel may rely on
         lead = c_shape(g)[:-2] if g.grouped else ((g.batch,) if g.batch > 1 else ())
         c = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
@@ -407,9 +416,13 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
             raise TypeError("Kernel.simulate takes numpy arrays; copy A, B and C to the host first")
         buf_a, buf_b, buf_c = (v.host_span() for v in (va, vb, vc))
     else:
-        va, sa, buf_a = matrix_operand(a, name="A", shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
+        (a_shape, b_shape), in_dtype = ((g.m, g.k), (g.k, g.n)), g.dtype
+        if g.dtype == "e2m1":  # packed two per byte along K (runtime/fp4.py)
+            a, b, (a_shape, b_shape), in_dtype = as_packed(a, "A"), as_packed(b, "B"), packed_shapes(g), "u8"
+        va, sa, buf_a = matrix_operand(a, name="A", shape=a_shape, dtype=in_dtype, layout=g.a_layout,
                                        align=align, batch=g.batch)
-        vb, sb, buf_b = matrix_operand(b, name="B", shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout,
+        b_dtype = g.in_dtype_b if in_dtype == g.dtype else in_dtype   # mixed fp8: B's own dtype
+        vb, sb, buf_b = matrix_operand(b, name="B", shape=b_shape, dtype=b_dtype, layout=g.b_layout,
                                        align=align, batch=g.batch)
         vc, sc, buf_c = matrix_operand(c, name="C", shape=(g.m, g.n), dtype=g.out_dtype, layout="row",
                                        align=g.out_alignment(), batch=g.batch, writable=True)
@@ -428,7 +441,7 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     for buf in inputs:
         buf.flags.writeable = False
     views = (va, vb, vc)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)
-    args = kernel.arguments(views, [buf_a, buf_b, buf_c], sim_tensor_maps(kernel, va, vb, vc)) + inputs[2:]
+    args = kernel.arguments(views, [buf_a, buf_b, buf_c], sim_tensor_maps(kernel, va, vb, vc, tma_scales)) + inputs[2:]
     if block_scales is not None:
         strides = stride_args(block_scales) + group_stride_args(g, block_scales)
         # a grouped kernel's offs / masked_m stays its last parameter

@@ -54,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(the default)")
     p.add_argument("--block-scale", default=None, type=block_scale, metavar="1x128,128x128[,ue8m0]",
                    help="block-scaled fp8 (DeepSeek-V3 style; e4m3/e5m2 on sm_90a's wgmma): one scale per 1x128 "
-                        "block of A and per 128x128 block of B, f32 or ue8m0 (power-of-two); run draws random "
+                        "block of A and per 128x128 block of B, f32 or ue8m0 (power-of-two); on sm_100a's tcgen05 "
+                        "MXFP8/MXFP4 1x32,32x1,ue8m0 and NVFP4 (--dtype e2m1) 1x16,16x1,ue4m3; run draws random "
                         "never-zero scales (default: none, no block scaling)")
     p.add_argument("--epilogue", default=None, type=epilogue,
                    help="fused epilogue as comma-separated fields, e.g. bias=col,act=relu,alpha=1,beta=0: "

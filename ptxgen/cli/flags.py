@@ -144,8 +144,9 @@ def dims(text: str, count: int, what: str) -> tuple[int, ...]:
 
 
 def block_scale(text: str) -> object:
-    """--block-scale AxK,KxN[,ue8m0]: the group shapes of A's and B's scales (built: 1x128,128x128)
-    and optionally their dtype (f32 by default), as a ptxgen.BlockScale."""
+    """--block-scale AxK,KxN[,dtype]: the group shapes of A's and B's scales (built: 1x128,128x128;
+    sm_100a: 1x32,32x1,ue8m0 and 1x16,16x1,ue4m3) and optionally their dtype (f32 by default), as a
+    ptxgen.BlockScale."""
     from ..schedule.block_scale import BlockScale, SCALE_DTYPES
 
     parts = text.lower().split(",")
@@ -158,7 +159,8 @@ def block_scale(text: str) -> object:
         return BlockScale(a=a, b=b, dtype=dtype)
     except ScheduleError as e:
         raise argparse.ArgumentTypeError(f"{e.field}={e.value}: {e.rule}; built: --block-scale 1x128,128x128 "
-                                         "(optionally ,ue8m0)") from None
+                                         "(optionally ,ue8m0), and on sm_100a 1x32,32x1,ue8m0 or 1x16,16x1,ue4m3"
+                                         ) from None
 
 
 def positive(flag: str) -> Callable[[str], int]:

@@ -18,7 +18,8 @@ the current tile) and four operations:
 stage is a strategy (`StageRelease`): one arrival on this CTA's barrier (`LocalRelease`), an
 arrival on every multicast peer's (sm90/cluster.py `ClusterRelease`), or, on sm_100a, a
 `tcgen05.commit` that arrives once the tensor-core reads are done (sm100/kernel.py
-`Tcgen05Release`, with an empty barrier of one arrival): a new strategy, the ring unchanged. The ring holds registers set once per kernel (the barrier bases) and emits PTX only
+`Tcgen05Release`, with an empty barrier of one arrival; multicast to every CTA the stage came
+from in sm100/cluster.py and cta_pair.py): a new strategy, the ring unchanged. The ring holds registers set once per kernel (the barrier bases) and emits PTX only
 through the mbarrier wrappers (sm90/mbarrier_isa.py); every operation returns what it computes.
 """
 from __future__ import annotations

@@ -17,6 +17,7 @@ REG_CLASSES: dict[str, tuple[str, str]] = {
     "b32": (".b32", "%r"),
     "b64": (".b64", "%rd"),
     "f32": (".f32", "%f"),
+    "b128": (".b128", "%rq"),   # sm_100a cluster launch control responses (PTX 8.6)
 }
 
 
@@ -187,6 +188,8 @@ class Function:
     directives: list[str] = field(default_factory=list)  # e.g. ".maxntid 128, 1, 1"
     #: (name, align, size or None for `.extern` dynamic shared memory)
     shared: list[tuple[str, int, int | None]] = field(default_factory=list)
+    #: The lowest `.version` its instructions need, when above the target's (None: the target's).
+    min_ptx_version: tuple[int, int] | None = None
 
     def instructions(self) -> Iterator[Instr]:
         return (it for it in self.body if isinstance(it, Instr))

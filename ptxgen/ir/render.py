@@ -38,7 +38,7 @@ def render_instr(ins: Instr, name) -> str:
 
 def render(fn: Function, target: Target, header: list[str], declarations: list[str], name) -> str:
     """PTX module text: header comment, .version/.target from the target, then the entry."""
-    major, minor = target.ptx_version
+    major, minor = max(target.ptx_version, fn.min_ptx_version or target.ptx_version)
     out = [f"// {line}" if line else "//" for line in header]
     out += [f".version {major}.{minor}", f".target {target.arch}", ".address_size 64", ""]
     for sym, align, size in fn.shared:

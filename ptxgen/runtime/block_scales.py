@@ -18,7 +18,7 @@ from ..schedule.block_scale import UE8M0_RANGE
 from .operands import OperandView, check_operand
 
 #: The ptxgen dtype each scale dtype's arrays have.
-SCALE_ARRAY_DTYPE = {"f32": "f32", "ue8m0": "u8"}
+SCALE_ARRAY_DTYPE = {"f32": "f32", "ue8m0": "u8", "ue4m3": "u8"}
 
 
 def check_block_scales(kernel: Any, scale_a: Any, scale_b: Any,
@@ -36,14 +36,16 @@ def check_block_scales(kernel: Any, scale_a: Any, scale_b: Any,
         return grouped_block_scales(g, scale_a, scale_b, device)
     shapes = bs.shapes(g.m, g.n, g.k)
     views = []
-    for name, x, shape, what in (("scale_a", scale_a, shapes[0], "(M, ceil(K/128))"),
-                                 ("scale_b", scale_b, shapes[1], "(ceil(K/128), ceil(N/128))")):
+    gk = bs.group_k
+    b_what = "(ceil(K/128), ceil(N/128))" if bs.family == "deepseek" else f"(ceil(K/{gk}), N)"
+    for name, x, shape, what in (("scale_a", scale_a, shapes[0], f"(M, ceil(K/{gk}))"),
+                                 ("scale_b", scale_b, shapes[1], b_what)):
         if x is None:
             raise ValueError(f"the kernel is block-scaled ({bs}): pass {name}=, a {bs.dtype} array of shape "
                              f"{shape} {what} in the logical orientation (ptxgen.schedule.block_scale."
                              "random_block_scales draws some)")
         views.append(_view(name, x, shape, SCALE_ARRAY_DTYPE[bs.dtype], device))
-        _check_ue8m0(bs, name, x)
+        _check_scale_codes(bs, name, x)
     return views[0], views[1]
 
 
@@ -72,16 +74,20 @@ def grouped_block_scales(g: Any, scale_a: Any, scale_b: Any,
                 views.append(group_operand(x, layout="col", **kw))
             except ValueError:
                 raise row_error from None
-        _check_ue8m0(bs, name, x)
+        _check_scale_codes(bs, name, x)
     return views[0], views[1]
 
 
-def _check_ue8m0(bs: Any, name: str, x: Any) -> None:
+def _check_scale_codes(bs: Any, name: str, x: Any) -> None:
+    """Scale codes no kernel can use, refused with the fix: ue8m0 0 and 255, ue4m3 signs and NaN."""
     if bs.dtype == "ue8m0" and isinstance(x, np.ndarray):
         lo, hi = UE8M0_RANGE
         if x.size and (x.min() < lo or x.max() > hi):
             raise ValueError(f"{name} holds ue8m0 exponents outside {lo}..{hi} (0 is 2^-127 and 255 NaN, which "
                              "the kernel's e << 23 cannot make a normal f32): clip them, np.clip(x, 1, 254)")
+    if bs.dtype == "ue4m3" and isinstance(x, np.ndarray) and x.size and ((x & 0x80).any() or (x == 0x7F).any()):
+        raise ValueError(f"{name} holds ue4m3 codes with the sign bit (0x80) set or the NaN code 0x7F: ue4m3 is "
+                         "e4m3 without a sign (sm100_formats.md §1); pass np.abs of the e4m3 scales' codes")
 
 
 def _view(name: str, x: Any, shape: tuple[int, int], dtype: str, device: int | None) -> OperandView:

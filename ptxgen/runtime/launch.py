@@ -22,6 +22,8 @@ from .grouped import check_not_grouped, counts_view, grouped_inputs, grouped_out
 from .modules import (Function, Module, describe_run, kernel_binary, load_function, pin,  # noqa: F401
                       ptx_binary)
 from .block_scales import check_block_scales, group_stride_args, stride_args
+from .fp4 import as_packed, packed_shapes
+from .scale_layout import blocked_scale_views, reads_scales_by_tma
 from .operands import OperandView, check_no_aliasing, check_operand, normalize_dtype
 from .operands import as_row as _as_row, cuda_array_interface as _cai
 from .params import ParamBlock, ParamDecl, parse_params
@@ -240,9 +242,13 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
     if g.grouped:  # A and B here; C below, once a fresh one exists
         av, bv = grouped_inputs(g, a, b, device=dev)
     else:
-        av = check_batched_operand(a, name="A", batch=g.batch, shape=(g.m, g.k), dtype=g.dtype,
+        (a_shape, b_shape), in_dtype = ((g.m, g.k), (g.k, g.n)), g.dtype
+        if g.dtype == "e2m1":  # packed two per byte along K (runtime/fp4.py)
+            a, b, (a_shape, b_shape), in_dtype = as_packed(a, "A"), as_packed(b, "B"), packed_shapes(g), "u8"
+        av = check_batched_operand(a, name="A", batch=g.batch, shape=a_shape, dtype=in_dtype,
                                    layout=g.a_layout, device=dev, align=align)
-        bv = check_batched_operand(b, name="B", batch=g.batch, shape=(g.k, g.n), dtype=g.dtype,
+        bv = check_batched_operand(b, name="B", batch=g.batch, shape=b_shape,
+                                   dtype=g.in_dtype_b if in_dtype == g.dtype else in_dtype,
                                    layout=g.b_layout, device=dev, align=align)
     if av.is_host != bv.is_host:
         raise TypeError(f"A is {'a host numpy' if av.is_host else 'a device'} array but B is "
@@ -283,6 +289,9 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
     vectors = tuple(vector_view(kernel, name, x, dev) for name, x in (("bias", bias), ("scale", scale))
                     if x is not None)
     block_scales = check_block_scales(kernel, scale_a, scale_b, dev) if getattr(g, "block_scale", None) else None
+    scale_views = ()  # sm_100a: the scales in the 128x4 block layout, passed as tensor maps (scale_layout.py)
+    if block_scales is not None and reads_scales_by_tma(kernel):
+        scale_views, block_scales = blocked_scale_views(g.block_scale, scale_a, scale_b, dev), None
     vectors += tuple(block_scales or ())
     if g.grouped:  # the kernel's last parameter: the groups' sizes, read on the device
         vectors += (counts_view(g, offs, masked_m, dev),)
@@ -291,7 +300,7 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
             raise TypeError(f"{v.name} is {'a host numpy' if v.is_host else 'a device'} array but A and B "
                             f"are {'host numpy' if host else 'device'} arrays: pass {v.name} where A and B are")
     check_no_aliasing(cv, [av, bv, *vectors])
-    views = (av, bv, cv) + vectors
+    views = (av, bv, cv) + vectors + scale_views
     if host:
         ptrs = []
         for v in views:
@@ -317,6 +326,9 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
                                  f"without gaps: got leading dimension {cv.ld} (dense: {g.n}){batched}; "
                                  f"pass a contiguous C")
             drv._call("cuMemsetD8Async", ptrs[2], 0, cv.nbytes, s)
+    scale_ptrs = ptrs[len(ptrs) - len(scale_views):]  # into the scales' tensor maps, not the parameters
+    plan.flats.extend(scale_views)  # a device path's blocked copies live until the launch is done
+    ptrs = ptrs[:len(ptrs) - len(scale_views)]
     if block_scales is not None:  # the scales' element strides follow their pointers
         strides = stride_args(block_scales) + group_stride_args(g, block_scales)
         # a grouped kernel's offs / masked_m stays its last parameter
@@ -324,8 +336,8 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
     if kernel.scratch_sizes(grid)[0]:
         ptrs += [buf.ptr for buf in _split_k_scratch(kernel, grid, s)]
     views = (av, bv, cv)  # tensor maps by value where the kernel takes them (an sm_90a kernel's A and B)
-    plan.params = ParamBlock(decls, kernel.arguments(views, ptrs[:3], kernel.tensor_map_args(views, ptrs[:3]))
-                             + ptrs[3:])
+    maps = kernel.tensor_map_args(views + scale_views, ptrs[:3] + scale_ptrs)
+    plan.params = ParamBlock(decls, kernel.arguments(views, ptrs[:3], maps) + ptrs[3:])
     return plan
 
 

@@ -33,6 +33,10 @@ class DeviceModel:
     #: DRAM bandwidth: the reason split-K pays for decode shapes.
     dram_latency_clk: int = 1000
     launch_s: float = 3e-6              # launch + teardown of one kernel, as a kernel sees it
+    #: Tensor memory per SM (Blackwell: 128 lanes x 512 columns of 32 bits); 0 where there is none.
+    tmem_columns: int = 0
+    #: Bytes per clock per SM the epilogue warps read from tensor memory with tcgen05.ld (0: none).
+    tmem_read_bytes_per_clk_sm: int = 0
 
     def peak_flops(self, dtype: str, instruction_share: bool = True) -> float:
         """Dense tensor flops/s for `dtype` (times mma.sync's share when `instruction_share`)."""
@@ -90,18 +94,26 @@ H100_WGMMA = replace(H100, arch="sm_90a",
 
 #: B200 (sm_100a, tcgen05). Sources: NVIDIA Blackwell architecture technical brief and the DGX/HGX
 #: B200 datasheet: 148 SMs, 2.25 PFLOPS dense FP16/BF16 per GPU (4.5 with sparsity), 1.1 PF TF32,
-#: 4.5 PF dense FP8, 8 TB/s HBM3e; 228 KB shared memory per SM (CUDA C++ Programming Guide,
-#: compute capability 10.0 table: 227 KB per block with the opt-in). The tensor rate per SM is taken
-#: as twice Hopper's (8192 flop/clk/SM for 16-bit inputs), which with 148 SMs gives the 2.25 PF at a
-#: 1.856 GHz clock (derived, not a published boost clock). Estimates (weak spots): the L2 size
-#: (126 MB, as commonly reported for the two-die part), its bandwidth (H100's bytes per clock per SM
-#: scaled to 148 SMs), and mma.sync's share (H100's 0.5; the full rate needs tcgen05).
+#: 4.5 PF dense FP8 (and MXFP8), 4.5 POPS dense INT8, 9 PF dense FP4 (NVFP4/MXFP4), 8 TB/s HBM3e;
+#: 228 KB shared memory per SM (CUDA C++ Programming Guide, compute capability 10.0 table: 227 KB
+#: per block with the opt-in); tensor memory of 128 lanes x 512 32-bit columns per SM (PTX ISA 8.7+,
+#: "Tensor Memory", docs/ptx_facts/tcgen05.md §12b). The tensor rate per SM is taken as twice
+#: Hopper's (8192 flop/clk/SM for 16-bit inputs), which with 148 SMs gives the 2.25 PF at a 1.856 GHz
+#: clock (derived, not a published boost clock); the other kinds scale with the datasheet's ratios
+#: (tf32 1/2, fp8/int8 2x, fp4 4x: 9 PF = 148 x 1.856 GHz x 32768). Keys: input dtypes, with
+#: "mxf8" and "nvf4"/"mxf4" for the block-scaled kinds (kind::mxf8f6f4, kind::mxf4nvf4).
+#: Estimates (weak spots): the L2 size (126 MB, as commonly reported for the two-die part), its
+#: bandwidth (H100's bytes per clock per SM scaled to 148 SMs), the shared-memory bandwidth (128 B/clk
+#: per SM as on Hopper: tcgen05 reads A and B from it), tcgen05.ld's rate (4 sub-partitions x 32 lanes
+#: x 4 B per clock), and mma.sync's share (H100's 0.5; the full rate needs tcgen05).
 B200 = DeviceModel(
     name="B200", arch="sm_100a", sms=148, clock_hz=1.856e9,
     tensor_flops_per_clk_sm={"f16": 8192, "bf16": 8192, "tf32": 4096, "s8": 16384, "u8": 16384,
-                             "e4m3": 16384, "e5m2": 16384},
+                             "e4m3": 16384, "e5m2": 16384, "mxf8": 16384, "e2m1": 32768, "nvf4": 32768,
+                             "mxf4": 32768},
     mma_sync_share=0.5, dram_bytes_per_s=8.0e12, l2_bytes=126 * 2**20, l2_bytes_per_clk=7017,
-    dram_latency_clk=1300)  # the same ~700 ns as the others' estimate, at 1856 MHz
+    dram_latency_clk=1300,  # the same ~700 ns as the others' estimate, at 1856 MHz
+    tmem_columns=512, tmem_read_bytes_per_clk_sm=512)
 
 DEVICES: dict[str, DeviceModel] = {"sm_80": A100, "sm_86": A6000, "sm_89": RTX4090, "sm_90": H100,
                                    "sm_90a": H100_WGMMA, "sm_100a": B200}

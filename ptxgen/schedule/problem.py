@@ -11,12 +11,18 @@ from .block_scale import BlockScale, check_gemm_block_scale
 from .scalars import normalise
 
 #: Input dtypes, and the numpy dtype that holds them. e4m3/e5m2 (fp8) are wgmma-only (sm_90a).
-INPUT_DTYPES = ("f16", "bf16", "tf32", "s8", "u8", "e4m3", "e5m2")
+INPUT_DTYPES = ("f16", "bf16", "tf32", "s8", "u8", "e4m3", "e5m2", "e2m1")
 OUTPUT_DTYPES = ("f32", "f16", "bf16", "s32", "s8", "u8")
 INTEGER_DTYPES = ("s8", "u8")
 #: 8-bit floats (PTX .e4m3 / .e5m2; numpy: ml_dtypes float8_e4m3fn, float8_e5m2): f32 accumulation,
 #: f32/f16/bf16 output. Only wgmma multiplies them, so only arch="sm_90a" takes them.
 FP8_DTYPES = ("e4m3", "e5m2")
+#: 4-bit floats (e2m1, PTX .e2m1; numpy: ml_dtypes float4_e2m1fn, one value per byte): MXFP4/NVFP4,
+#: block-scaled only (sm_100a's tcgen05). The kernels read them packed two per byte along K, the
+#: lower K index in bits 3:0 (docs/ptx_facts/sm100_formats.md §2); runtime/fp4.py packs them.
+FP4_DTYPES = ("e2m1",)
+#: Values per stored byte along K (the packed fp4 operands).
+K_PACK = {"e2m1": 2}
 #: K per promotion of an fp8 wgmma's partial sums into the kernel's separate f32 accumulator
 #: (at most this much; `Gemm.fast_accum=False`, the default): CUTLASS's mma_promotion_interval of
 #: 4 k32 instructions, DeepGEMM's per-128-K promotion (targets/sm90/promotion.py).
@@ -33,17 +39,18 @@ WGMMA_K = {"f16": 16, "bf16": 16, "tf32": 8, "s8": 32, "u8": 32, "e4m3": 32, "e5
 #: wmma's only lowered shape (f16/bf16 inputs).
 WMMA_MNK = (16, 16, 16)
 LAYOUTS = ("row", "col")
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s8": 1, "u8": 1, "s32": 4, "e4m3": 1, "e5m2": 1}
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s8": 1, "u8": 1, "s32": 4, "e4m3": 1, "e5m2": 1,
+               "e2m1": 1}   # e2m1: its numpy container; packed two per byte in the kernel (K_PACK)
 
 
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype that holds a ptxgen dtype (bf16, e4m3 and e5m2 come from ml_dtypes; e4m3 is
     the "fn" variant PTX uses: no infinities, NaN = S.1111.111, largest finite 448)."""
-    if name in ("bf16", "e4m3", "e5m2"):
+    if name in ("bf16", "e4m3", "e5m2", "e2m1"):
         import ml_dtypes
 
         return np.dtype({"bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
-                         "e5m2": ml_dtypes.float8_e5m2}[name])
+                         "e5m2": ml_dtypes.float8_e5m2, "e2m1": ml_dtypes.float4_e2m1fn}[name])
     return np.dtype({"f16": np.float16, "f32": np.float32, "tf32": np.float32, "s8": np.int8,
                      "u8": np.uint8, "s32": np.int32}[name])
 
@@ -55,7 +62,8 @@ BIAS_DTYPES = ("f32", "f16", "bf16")
 #: `"float16"`, `ml_dtypes.bfloat16` and `a.dtype` all mean "f16"/"bf16". float32 means "f32",
 #: which as an input dtype is refused with the fix tf32 (what the tensor cores multiply).
 DTYPE_ALIASES = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", "single": "f32",
-                 "int8": "s8", "uint8": "u8", "int32": "s32", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+                 "int8": "s8", "uint8": "u8", "int32": "s32", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2",
+                 "float4_e2m1fn": "e2m1"}
 
 
 def dtype_name(value: object) -> object:
@@ -195,12 +203,26 @@ class Gemm:
     #: run-time scales `scale_a` (M x ceil(K/128)) and `scale_b` (ceil(K/128) x ceil(N/128)), applied
     #: at each 128-wide K slice's promotion; None: no block scaling.
     block_scale: BlockScale | None = None
+    #: B's dtype where it differs from A's: mixed fp8, dtype="e4m3" with b_dtype="e5m2" or the reverse
+    #: (sm_100a's kind::f8f6f4 / mxf8f6f4 take A and B types separately); None: B is `dtype`.
+    b_dtype: str | None = None
 
     def __post_init__(self) -> None:
         normalise(self, tuple(f.name for f in fields(self) if f.name not in ("epilogue", "block_scale")))
-        for name in ("dtype", "out_dtype", "acc_dtype", "bias_dtype"):
+        for name in ("dtype", "out_dtype", "acc_dtype", "bias_dtype", "b_dtype"):
             object.__setattr__(self, name, dtype_name(getattr(self, name)))
+        if self.b_dtype == self.dtype:
+            object.__setattr__(self, "b_dtype", None)  # one dtype: the same Gemm as without b_dtype
         check_gemm(self)
+        if self.b_dtype is not None and not (self.dtype in FP8_DTYPES and self.b_dtype in FP8_DTYPES):
+            raise check.ScheduleError("gemm.b_dtype", self.b_dtype, "a B dtype of its own is built for mixed fp8 "
+                                      "only (e4m3 x e5m2 or e5m2 x e4m3)", "drop b_dtype, or use dtype and "
+                                      "b_dtype from 'e4m3' and 'e5m2'")
+
+    @property
+    def in_dtype_b(self) -> str:
+        """B's input dtype (`b_dtype`, else `dtype`)."""
+        return self.b_dtype or self.dtype
 
     @property
     def accumulator(self) -> str:

@@ -140,7 +140,8 @@ class Schedule:
         if options is not None:
             cls: Any = type(options)
         elif own is not None:
-            foreign = next((n for n in given if options_owning(n) is not own), None)
+            own_fields = {f.name for f in fields(own)}  # a field two targets share (cluster) is either's
+            foreign = next((n for n in given if n not in own_fields), None)
             if foreign is not None:
                 raise TypeError(f"Schedule() got {foreign}={given[foreign]!r}, a field of another target than "
                                 f"instruction {self.instruction!r} lowers ({own.__name__} has no {foreign}): drop "

@@ -39,7 +39,7 @@ TARGETS: dict[str, Target] = {
                      max_cluster=8),
     # Blackwell B200 (tcgen05 + TMEM + TMA + mbarrier): tcgen05 needs .target sm_100a and PTX 8.6
     # (docs/ptx_facts/tcgen05.md §12a); 227 KB per block with the opt-in of 228 KB per SM.
-    "sm_100a": Target("sm_100a", (8, 6), 227 * 1024, sms=148, tma=True, setmaxnreg=True),
+    "sm_100a": Target("sm_100a", (8, 6), 227 * 1024, sms=148, tma=True, setmaxnreg=True, max_cluster=8),
 }
 
 #: The targets that lower `instruction="wgmma"` schedules (the Hopper pipeline).

@@ -23,7 +23,7 @@ REPR_BEFORE = ("Schedule(block=(128, 256, 64), warps=(8, 1), instruction='wgmma'
                "raster='row', group_m=8, frag_double_buffer=True, split_k=1, split_k_mode='workspace', "
                "epilogue_via_smem=None, decomposition='tiles', sms=None, consumers=2, warp_specialized=True, "
                "producer_regs=40, consumer_regs=232, persistent=True, cluster=(2, 1), multicast=True, swizzle=None, "
-               "cta_group=None)")  # sm_100a's field (targets/sm100/options.py) prints flat since it registered
+               "cta_group=None, tile_scheduler=None)")  # sm_100a's fields (targets/sm100/options.py) print flat
 JSON_BEFORE = [
     (HOPPER, {"block": [128, 256, 64], "warps": [8, 1], "instruction": "wgmma", "smem_layout": "swizzle",
               "consumers": 2, "warp_specialized": True, "producer_regs": 40, "consumer_regs": 232,
@@ -56,7 +56,8 @@ def test_flat_fields_read_replace_compare_and_print_as_before():
     assert repr(HOPPER) == REPR_BEFORE
     assert repr(Schedule(block=(128, 128, 32))).endswith("sms=None, consumers=None, warp_specialized=None, "
                                                          "producer_regs=None, consumer_regs=None, persistent=None, "
-                                                         "cluster=None, multicast=None, swizzle=None, cta_group=None)")
+                                                         "cluster=None, multicast=None, swizzle=None, cta_group=None, "
+                                                         "tile_scheduler=None)")
     for same in (pickle.loads(pickle.dumps(HOPPER)), copy.deepcopy(HOPPER)):
         assert same == HOPPER and same.consumers == 2
     with pytest.raises(AttributeError):
@@ -102,9 +103,9 @@ def test_a_second_target_registers_its_options_the_same_way():
     from ptxgen.targets.sm100.options import Sm100Options
 
     s = Schedule(block=(128, 256, 64), instruction="tcgen05", cta_group=2)
-    assert s.options == Sm100Options(2) and s.cta_group == 2 and s.consumers is None
+    assert s.options == Sm100Options(2, "static", (2, 1)) and s.cta_group == 2 and s.consumers is None  # the pair is the cluster
     assert Schedule(block=(128, 256, 64), instruction="tcgen05").cta_group == 1
-    assert HOPPER.cta_group is None and repr(HOPPER).endswith("swizzle=None, cta_group=None)")
+    assert HOPPER.cta_group is None and repr(HOPPER).endswith("swizzle=None, cta_group=None, tile_scheduler=None)")
     with pytest.raises(TypeError, match="different targets"):
         Schedule(block=(128, 128, 32), consumers=2, cta_group=2)
     with pytest.raises(TypeError, match="cta_group"):

@@ -59,6 +59,11 @@ class DeviceModel:
 #: answers cuOccupancyMaxActiveClusters with its own count; this model only has to be one a GPU
 #: could have.
 H100_GPC_SMS = (18, 18, 18, 18, 16, 16, 14, 14)
+#: The B200's 148 SMs: two dies of 4 GPCs, each GPC 10 TPCs of 2 SMs (160 SMs in all; Cornell
+#: Virtual Workshop, "Blackwell Chip Diagram"), with 74 SMs (37 TPCs) enabled per die. Which TPCs
+#: are fused off is not published, so this layout, (10, 9, 9, 9) TPCs per die, is an assumption as
+#: H100_GPC_SMS is: one a GPU could have, so cluster grids are sized from a per-GPC count.
+B200_GPC_SMS = (20, 18, 18, 18, 20, 18, 18, 18)
 
 MODELS = {
     "h100": DeviceModel("h100", "NVIDIA H100 80GB HBM3 (ptxgen simulated)", (9, 0), 132, 48 * 1024,
@@ -69,7 +74,7 @@ MODELS = {
     # the opt-in, 64K registers per block (CUDA C++ Programming Guide, compute capability 10.0;
     # schedule/devices.py `B200`), 180 GB HBM3e, thread-block clusters
     "b200": DeviceModel("b200", "NVIDIA B200 (ptxgen simulated)", (10, 0), 148, 48 * 1024,
-                        227 * 1024, 228 * 1024, 65536, 180 << 30, True),
+                        227 * 1024, 228 * 1024, 65536, 180 << 30, True, B200_GPC_SMS),
 }
 
 

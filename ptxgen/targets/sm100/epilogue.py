@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 from ...emit import mbarrier_isa as mb
 from ...emit.epilogue.math import EpilogueMath
 from ...emit.memory import bar_sync
-from ...emit.tiles import TileScheduler
 from ...ir import Addr, Imm, VReg
 from ...ir import ops as ptx
-from ...ir.ops import B32, B64, PRED, S32, S64, U32, U64
+from ...ir.ops import B32, B64, F32, PRED, S32, S64, U32, U64
 from . import tcgen05_isa as tc
 from .plan import EPILOGUE_WARPS, LD_COLUMNS, TEARDOWN_BARRIER
+from .tile_scheduler import TileWalk
 
 if TYPE_CHECKING:
     from .kernel import Sm100Lowering
@@ -38,6 +38,7 @@ class TmemEpilogue(EpilogueMath):
     def emit(self) -> None:
         lw, b, g = self.lw, self.b, self.g
         bm, bn, _ = lw.plan.mma
+        bm //= lw.plan.cta_group   # this CTA's rows (a pair's MMA leaves BM/2 in each CTA's TMEM)
         b.banner(f"Epilogue warps 0..{EPILOGUE_WARPS - 1}: per tile wait acc_full, tcgen05.ld {LD_COLUMNS} columns "
                  f"at a time, release the buffer after the last read, {g.out_dtype} stores guarded by M and N")
         self.describe()
@@ -49,8 +50,9 @@ class TmemEpilogue(EpilogueMath):
         lane_field = ptx.shl(b, B32, lw.warp, Imm("21"), comment="TMEM lane 32w in bits 31..16")
         releaser = ptx.setp(b, "eq", U32, lw.lane, Imm("0"))
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
-        index, count, top, done = lw.walk("epilogue")
-        tile = TileScheduler(lw).tile(index)
+        walk = TileWalk(lw, "epilogue", moves_c=True)
+        wt = walk.begin()
+        tile = wt.tile
         buf, use = lw.buffer(i)
         mb.wait_parity(b, Addr(ptx.add(b, U32, lw.acc_full, ptx.shl(b, B32, buf, Imm("3")))), use, "wait_acc_full",
                        comment="the tile's MMAs completed")
@@ -66,22 +68,22 @@ class TmemEpilogue(EpilogueMath):
         row_off = ptx.mul_wide(b, U32, row, lw.dim("ldc"))
         chunk = next(c for c in (LD_COLUMNS, 16, 8) if bn % c == 0)
         for c0 in range(0, bn, chunk):
-            regs = b.regs("f32", chunk)
+            regs = b.regs("b32" if g.accumulator == "s32" else "f32", chunk)  # s32: kind::i8
             tc.load_32x32b(b, regs, Addr(taddr, c0), comment=f"columns {c0}..{c0 + chunk - 1} of my row")
             tc.wait_ld(b)
             if c0 + chunk == bn:
                 tc.fence_before_thread_sync(b)
-                mb.arrive(b, Addr(ptx.add(b, U32, lw.acc_empty, ptx.shl(b, B32, buf, Imm("3")))), guard=releaser,
-                          comment="this warp has read the buffer: the MMA warp may reuse it")
-            self.store_chunk(regs, tile.bn0, c0, row_ok, row_off, row_vec)
+                lw.release_accumulator(buf, releaser, "this warp has read the buffer: the MMA warp may reuse it")
+            self.store_chunk(regs, tile.bn0, c0, row_ok, row_off, row_vec, wt.c)
         ptx.add(b, U32, i, Imm("1"), into=i)
-        lw.next_tile(index, count, top, done)
+        walk.end()
         tc.fence_before_thread_sync(b)
         bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1), comment="every accumulator read: TMEM may be freed")
+        lw.sync_before_exit()
         b.emit("ret")
 
     def store_chunk(self, regs: tuple[VReg, ...], bn0: VReg, c0: int, row_ok: VReg, row_off: VReg,
-                    row_vec: dict[str, VReg]) -> None:
+                    row_vec: dict[str, VReg], c: VReg) -> None:
         """Columns bn0 + c0 + j of this thread's row: the epilogue math, then one store per element
         or per adjacent pair (N even and C's rows keep a pair aligned, as sm_90a's epilogue does)."""
         lw, b, g, eb = self.lw, self.b, self.g, self.ob
@@ -97,11 +99,13 @@ class TmemEpilogue(EpilogueMath):
         off = ptx.add(b, U64, row_off, ptx.cvt(b, U64, U32, col0))
         if eb > 1:
             off = ptx.shl(b, B64, off, Imm(str(eb.bit_length() - 1)))
-        ptr = ptx.add(b, S64, lw.ptr["C"], off)
+        ptr = ptx.add(b, S64, c, off)
         for j in range(0, n, step):
             ok = oks[j]
             addr = Addr(ptr, j * eb)
             group = list(regs[j:j + step])
+            if self.int_to_float:  # s32 accumulators into the f32 epilogue (exact s32 stores keep the bits)
+                group = [ptx.cvt(b, F32, S32, v, rounding="rn") for v in group]
             old = self.load_old(addr, len(group), ok) if self.e.beta else [None] * len(group)
             outs = []
             for t, (v, prev) in enumerate(zip(group, old)):

@@ -5,8 +5,11 @@ the manner of CUTLASS's sm100 warp-specialised GEMM and the Gluon tcgen05 tutori
 Roles (256 threads): warps 0..3 are the epilogue (warp w reads TMEM lanes 32w..32w+31, §12b),
 warp 4 the TMA producer (lane 0), warp 5 the MMA warp (lane 0 issues every tcgen05.mma and
 tcgen05.commit; the whole warp allocates and frees TMEM); warps 6 and 7 exit after the setup.
-Every role walks the same output tiles: CTA x takes x, x + %nctaid.x, ... (a static persistent
-grid of min(tiles, SMs) CTAs; the schedule's raster through the shared tile scheduler).
+Every role walks the same output tiles (tile_scheduler.py): CTA x takes x, x + %nctaid.x, ... (a
+static persistent grid of min(tiles, SMs) CTAs), or with tile_scheduler="clc" the tiles of the CTAs
+it cancels (cluster launch control); the schedule's raster through the shared tile scheduler, and
+a batched GEMM's batch as the TMA copies' third coordinate. The epilogue stores C by TMA through
+shared memory (epilogue_tma.py) where TMA can write C, else directly (epilogue.py).
 
 Barriers: the ring's full[S] (the producer's expect_tx, completed by TMA) and empty[S] (one
 arrival: the MMA warp's `tcgen05.commit` once the MMAs reading the stage completed, the
@@ -17,6 +20,11 @@ With two accumulator buffers (2 * BN <= 512 columns) tile t's epilogue overlaps 
 TMEM is allocated once per CTA by the MMA warp (then relinquish_alloc_permit), its address passed
 through shared memory; after the last tile the epilogue warps and the MMA warp meet at named
 barrier 1 and the MMA warp frees it.
+
+Clusters (`self.cluster`): a cta_group=1 cluster with TMA multicast (cluster.py) or a CTA pair
+(cta_pair.py) supplies its part of each role: the walk over cluster or pair tiles, the producer's
+copies, the stage release (a multicast tcgen05.commit), the accumulator commit and release, and
+the cluster barriers after the inits and before exit. None keeps the single-CTA kernel above.
 """
 from __future__ import annotations
 
@@ -26,18 +34,25 @@ from ...emit import mbarrier_isa as mb
 from ...emit.mbarrier_ring import MbarrierRing, PipelineState
 from ...emit.memory import bar_sync, ld_param
 from ...emit.scalar_ops import ScalarOps
-from ...emit.tiles import Tile, TileScheduler
+from ...emit.tiles import Tile
 from ...ir import Addr, Builder, Function, Imm, Param, Sym, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, B64, U32, U64
-from ...schedule.problem import Gemm
+from ...schedule.problem import K_PACK, Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
 from ..sm90 import tma_isa as tma
 from ..sm90.descriptors import CanonicalTile, DescriptorWords, join_words, offset_words
+from ..sm90.batch import batch_params
 from . import tcgen05_isa as tc
+from .cluster import ClusterMulticast
+from .cta_pair import CtaPair
 from .epilogue import TmemEpilogue
+from .epilogue_tma import TmemTmaEpilogue, init_c_barriers
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
+from .scales import KIND_PTX_VERSION, SCALE_MAP_PARAMS, StageScales, scaled_mma
+from .store_path import C_MAP_PARAM
+from .tile_scheduler import TileWalk, init_clc_barriers
 
 SMEM_SYMBOL = "smem"
 TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
@@ -45,18 +60,25 @@ SCALAR_PARAMS = [Param(".u64", "C"), Param(".u32", "M"), Param(".u32", "N"), Par
 VECTOR_PARAMS = ("bias", "scale")
 
 
+def tensor_map_params(g: Gemm, s: Schedule) -> tuple[str, ...]:
+    """A's and B's maps, then A's and B's scales' for a block-scaled kernel (scales.py), then C's
+    for the TMA-store epilogue."""
+    return (TENSOR_MAP_PARAMS + (SCALE_MAP_PARAMS if g.block_scale is not None else ())
+            + ((C_MAP_PARAM,) if sm100_plan(g, s).epilogue_tile is not None else ()))
+
+
 def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
-    return tuple(f"{m}[128]" for m in TENSOR_MAP_PARAMS) + tuple(p.name for p in SCALAR_PARAMS)
+    return tuple(f"{m}[128]" for m in tensor_map_params(g, s)) + tuple(p.name for p in SCALAR_PARAMS)
 
 
-def kernel_params(g: Gemm) -> list[Param]:
-    return ([Param(".align 64 .b8", f"{m}[128]") for m in TENSOR_MAP_PARAMS] + list(SCALAR_PARAMS)
-            + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)])
+def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
+    return ([Param(".align 64 .b8", f"{m}[128]") for m in tensor_map_params(g, s)] + list(SCALAR_PARAMS)
+            + batch_params(g.batch) + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)])
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
-    return f"ptxgen_gemm_sm100_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tcgen05"
+    return f"ptxgen_gemm_sm100_{g.dtype}{'x' + g.b_dtype if g.b_dtype else ''}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tcgen05"
 
 
 def descriptor_words(b: Builder, addr: VReg, tile: CanonicalTile) -> DescriptorWords:
@@ -86,8 +108,16 @@ class Sm100Lowering(ScalarOps):
     def __init__(self, g: Gemm, s: Schedule, offset: int = 0):
         self.g, self.s, self.plan = g, s, sm100_plan(g, s)
         self.offset = offset
-        self.b = Builder(entry_name(g, s), kernel_params(g))
+        self.b = Builder(entry_name(g, s), kernel_params(g, s))
         self.b.function.directives.append(f".maxntid {THREADS}, 1, 1")
+        #: the cluster's part of each role: None (one CTA), a multicast cluster, or a CTA pair
+        self.cluster: ClusterMulticast | CtaPair | None = None
+        if self.plan.cta_group == 2:
+            self.cluster = CtaPair(self)
+        elif self.plan.cluster != (1, 1):
+            self.cluster = ClusterMulticast(self)
+        if self.cluster is not None:  # a 1-D cluster of consecutive CTAs of the 1-D persistent grid
+            self.b.function.directives.append(f".reqnctapercluster {self.cluster.size}, 1, 1")
         self.b.function.shared.append((SMEM_SYMBOL, WIDEST_ALIGNMENT, None))
         self.dims: dict[str, VReg] = {}
         self.ptr: dict[str, VReg] = {}
@@ -100,7 +130,11 @@ class Sm100Lowering(ScalarOps):
                comment="warp index, warp-uniform for ptxas")
         self.lane = ptx.and_(b, B32, self.tid, Imm("31"))
         self.tmaps = {name: ptx.to_param(b, U64, ptx.mov(b, B64, Sym(param)), comment=f"generic address of {param} (by value)")
-                      for name, param in zip(("A", "B"), TENSOR_MAP_PARAMS)}
+                      for name, param in zip(("A", "B") + (("SFA", "SFB") if g.block_scale is not None else ()) + ("C",),
+                                             tensor_map_params(g, s))}
+        self.scales = StageScales(self, self.plan.scales) if self.plan.scales is not None else None
+        if self.plan.scales is not None:
+            self.b.function.min_ptx_version = KIND_PTX_VERSION.get(self.plan.scales.kind)
         self.ptr.update({name: ptx.to_global(b, U64, ld_param(b, "b64", ".u64", name))
                          for name in ("C",) + tuple(n for n in VECTOR_PARAMS if getattr(g.epi, n))})
         for n in ("M", "N", "K", "ldc"):
@@ -114,24 +148,40 @@ class Sm100Lowering(ScalarOps):
         self.acc_full = ptx.add(b, U32, self.smem, Imm(str(plan.acc_full)), comment="accumulator-full barriers")
         self.acc_empty = ptx.add(b, U32, self.smem, Imm(str(plan.acc_empty)), comment="accumulator-empty barriers")
         slot = ptx.add(b, U32, self.smem, Imm(str(plan.tmem_slot)), comment="where tcgen05.alloc writes the TMEM address")
-        self.ring = MbarrierRing(self, plan.stages, full, empty, 1).with_release(Tcgen05Release())
+        cl = self.cluster
+        if cl is None:
+            self.ring = MbarrierRing(self, plan.stages, full, empty, 1).with_release(Tcgen05Release())
+        else:
+            self.ring = MbarrierRing(self, plan.stages, full, empty, cl.empty_arrivals, scope=cl.acquire_scope)
+            self.ring = self.ring.with_release(cl)
+            cl.setup()
+        acc_empty_arrivals = EPILOGUE_WARPS if cl is None else cl.acc_empty_arrivals
+        group = 1 if cl is None else cl.group
         leader = ptx.setp(b, "eq", U32, self.tid, Imm("0"))
-        b.comment(f"thread 0: acc_full[0..1] (1 arrival: the MMA warp's commit), acc_empty[0..1] ({EPILOGUE_WARPS} "
+        b.comment(f"thread 0: acc_full[0..1] (1 arrival: the MMA warp's commit), acc_empty[0..1] ({acc_empty_arrivals} "
                   f"arrivals: one per epilogue warp); the ring's {plan.stages} full (expect_tx) and empty "
                   "(tcgen05.commit) barriers")
         for buf in range(2):
             mb.init(b, Addr(self.acc_full, 8 * buf), 1, guard=leader)
-            mb.init(b, Addr(self.acc_empty, 8 * buf), EPILOGUE_WARPS, guard=leader)
+            mb.init(b, Addr(self.acc_empty, 8 * buf), acc_empty_arrivals, guard=leader)
         self.ring.init(leader)
+        self.clc = init_clc_barriers(self, leader)
+        init_c_barriers(self, leader)
+        if isinstance(cl, CtaPair):
+            cl.sync_before_alloc()
         self.is_mma = ptx.setp(b, "eq", U32, self.warp, Imm(str(MMA_WARP)))
         allocated = b.label("tmem_allocated")
         b.emit("bra", Sym(allocated), guard=self.is_mma, negate=True)
         tc.alloc(b, Addr(slot), plan.tmem_columns,
-                 comment=f"the MMA warp: {plan.tmem_columns} TMEM columns ({plan.acc_buffers} accumulator(s) of {self.s.bn})")
-        tc.relinquish_alloc_permit(b, comment="this CTA allocates no more")
+                 comment=f"the MMA warp: {plan.tmem_columns} TMEM columns ({plan.acc_buffers} accumulator(s) of {self.s.bn})",
+                 group=group)
+        tc.relinquish_alloc_permit(b, comment="this CTA allocates no more", group=group)
         b.place(allocated)
         tc.fence_before_thread_sync(b)
-        bar_sync(b, comment="barriers initialised and TMEM allocated before any role runs")
+        if cl is None:
+            bar_sync(b, comment="barriers initialised and TMEM allocated before any role runs")
+        else:
+            cl.sync_after_init()
         tc.fence_after_thread_sync(b)
         self.tmem = ptx.load(b, "shared", U32, Addr(slot), comment="TMEM base address (lane 0, first column)")
         self.kt_count = self.ceil_div(self.dim("K"), self.s.bk)
@@ -150,25 +200,22 @@ class Sm100Lowering(ScalarOps):
         b.place(mma)
         self.mma_warp()
         b.place(epilogue)
-        TmemEpilogue(self).emit()
+        (TmemTmaEpilogue(self) if self.plan.epilogue_tile is not None else TmemEpilogue(self)).emit()
         return b.function
 
-    # -- the tile walk -------------------------------------------------------------------------
-    def walk(self, role: str) -> tuple[VReg, VReg, str, str]:
-        """(tile index, tile count, loop top, exit): CTA x walks tiles x, x + %nctaid.x, ..."""
-        b = self.b
-        count = TileScheduler(self).tile_count()
-        index = ptx.mov(b, U32, Sym("%ctaid.x"), comment=f"{role}: first tile, then += %nctaid.x")
-        top, done = b.label(f"{role}_tile_loop"), b.label(f"{role}_tiles_done")
-        b.emit("bra", Sym(done), guard=ptx.setp(b, "ge", U32, index, count))
-        b.place(top)
-        return index, count, top, done
+    # -- the tile walk (tile_scheduler.py) --------------------------------------------------------
+    def sync_before_exit(self, aligned: bool = True) -> None:
+        """With a cluster, the exit barrier every running thread meets (cluster.py, cta_pair.py)."""
+        if self.cluster is not None:
+            self.cluster.sync_before_exit(aligned)
 
-    def next_tile(self, index: VReg, count: VReg, top: str, done: str) -> None:
-        b = self.b
-        ptx.add(b, U32, index, ptx.mov(b, U32, Sym("%nctaid.x")), into=index)
-        b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, index, count))
-        b.place(done)
+    def release_accumulator(self, buf: VReg, guard: VReg, comment: str) -> None:
+        """An epilogue warp's arrival on acc_empty[buf] (a pair's on the leader's, cta_pair.py)."""
+        offset = ptx.shl(self.b, B32, buf, Imm("3"))
+        if self.cluster is None:
+            mb.arrive(self.b, Addr(ptx.add(self.b, U32, self.acc_empty, offset)), guard=guard, comment=comment)
+        else:
+            self.cluster.arrive_accumulator_empty(offset, guard, comment)
 
     def buffer(self, i: VReg) -> tuple[VReg, VReg]:
         """(accumulator buffer, the parity of its use) of the CTA's i-th tile."""
@@ -186,20 +233,24 @@ class Sm100Lowering(ScalarOps):
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
         position = ring.start(1, ("producer's ring position, carried across tiles",
                                   "empty-barrier parity the producer waits for (starts 1)"))
-        index, count, top_tile, done = self.walk("producer")
-        tile = TileScheduler(self).tile(index)
+        walk = TileWalk(self, "producer", cancels=True)
+        wt = walk.begin()
         kt = ptx.mov(b, U32, Imm("0"))
         state = position.counting(kt)
         top = b.label("producer_k_loop")
         b.place(top)
         ring.producer_acquire(state, comment="the MMAs reading this stage completed (their commit arrived)")
-        self.issue_stage(state, tile)
+        if self.cluster is None:
+            self.issue_stage(state, wt.tile, wt.batch)
+        else:
+            self.cluster.issue_stage(state, wt.tile, wt.batch)
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, kt, self.kt_count))
-        self.next_tile(index, count, top_tile, done)
+        walk.end()
+        self.sync_before_exit(aligned=False)
         b.emit("ret")
 
-    def issue_stage(self, state: PipelineState, tile: Tile) -> None:
+    def issue_stage(self, state: PipelineState, tile: Tile, batch: VReg | None = None) -> None:
         """Arm full[stage] for the stage's bytes and issue the A and B boxes of k-tile `state.count`
         (before its advance); out-of-bounds parts are zero-filled and count towards the bytes."""
         b, plan = self.b, self.plan
@@ -207,7 +258,7 @@ class Sm100Lowering(ScalarOps):
                                         comment=f"expect {plan.stage_tx_bytes} B (A and B boxes, OOB fill included)")
         base = ptx.add(b, U32, self.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes))))
         assert state.count is not None
-        k0 = ptx.mul(b, U32, state.count, Imm(str(self.s.bk)))
+        k0 = ptx.mul(b, U32, state.count, Imm(str(self.s.bk // K_PACK.get(self.g.dtype, 1))))  # fp4: bytes of K
         for name, box, origin, offset in (("A", plan.a_box, tile.bm0, 0), ("B", plan.b_box, tile.bn0, plan.a_stage)):
             assert box is not None and plan.swizzle is not None
             for j in range(box.count):  # box j: the j-th swizzle-wide block of the contiguous extent
@@ -216,8 +267,11 @@ class Sm100Lowering(ScalarOps):
                     inner, outer = (ptx.add(b, U32, k0, Imm(str(j * box.inner))) if j else k0), origin
                 else:
                     inner, outer = (ptx.add(b, U32, origin, Imm(str(j * box.inner))) if j else origin), k0
-                tma.load(b, Addr(dst), self.tmaps[name], (inner, outer), bar,
+                coords = (inner, outer) + ((batch,) if batch is not None else ())
+                tma.load(b, Addr(dst), self.tmaps[name], coords, bar,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
+        if self.scales is not None:
+            self.scales.issue_loads(base, state.count, bar, tile)
 
     # -- the MMA warp --------------------------------------------------------------------------
     def mma_warp(self) -> None:
@@ -235,11 +289,18 @@ class Sm100Lowering(ScalarOps):
         position = ring.start(0, ("MMA warp's ring position, carried across tiles",
                                   "full-barrier parity the MMA warp waits for"))
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
-        index, count, top_tile, done = self.walk("mma")
+        walk = TileWalk(self, "mma")
+        wt = walk.begin()
+        cl = self.cluster
+        if cl is not None and cl.issues_mma is not None:
+            b.emit("bra", Sym(walk.done), guard=cl.issues_mma, negate=True,
+                   comment="the peer CTA's MMA warp only allocates and frees: the leader issues the pair's MMAs")
+        b_offset = self.scales.b_column(wt.tile) if self.scales is not None else None
         buf, use = self.buffer(i)
         mb.wait_parity(b, Addr(ptx.add(b, U32, self.acc_empty, ptx.shl(b, B32, buf, Imm("3")))),
                        ptx.xor(b, B32, use, Imm("1")), "wait_acc_empty",
-                       comment="the epilogue has read this buffer's previous tile (a fresh one passes)")
+                       comment="the epilogue has read this buffer's previous tile (a fresh one passes)",
+                       scope="cta" if cl is None else cl.acc_empty_scope)
         tc.fence_after_thread_sync(b)
         d = ptx.add(b, U32, self.tmem, ptx.mul(b, U32, buf, Imm(str(bn))), comment="the buffer's first column")
         kt = ptx.mov(b, U32, Imm("0"))
@@ -251,22 +312,40 @@ class Sm100Lowering(ScalarOps):
         step = ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes // 16)))
         a_words, b_words = offset_words(b, desc_a, step), offset_words(b, desc_b, step)
         first = ptx.setp(b, "ne", U32, kt, Imm("0"), comment="accumulate after the tile's first k-tile")
+        if self.scales is not None:
+            cols = self.scales.stage_columns(self.tmem, state.index)
+            self.scales.copy(ptx.add(b, U32, self.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes)))),
+                             cols, elected)
+            b_cols = self.scales.b_columns(cols, b_offset)
+            sp = self.scales.plan
+            idescs = {sf: ptx.mov(b, U32, Imm(str(sp.idesc(self.g, bm, bn, sf))), comment=f"SFA_ID = SFB_ID = {sf}")
+                      for sf in sorted({sp.groups_of(kk)[1] for kk in range(0, s.bk, k)})}
         for kk in range(0, s.bk, k):
-            da = join_words(b, offset_words(b, a_words, plan.a_tile.descriptor(0, 0, kk).start // 16))
-            db = join_words(b, offset_words(b, b_words, plan.b_tile.descriptor(0, 0, kk).start // 16))
+            kk_stored = kk // K_PACK.get(self.g.dtype, 1)   # fp4: two values per byte along K
+            da = join_words(b, offset_words(b, a_words, plan.a_tile.descriptor(0, 0, kk_stored).start // 16))
+            db = join_words(b, offset_words(b, b_words, plan.b_tile.descriptor(0, 0, kk_stored).start // 16))
+            if self.scales is not None:
+                sfa, sfb = self.scales.addresses(cols, b_cols, kk)
+                scaled_mma(b, sp, Addr(d), da, db, idescs[sp.groups_of(kk)[1]], sfa, sfb, first if kk == 0 else 1,
+                           guard=elected, comment=f"k+{kk}, scale group {kk // sp.group_k}")
+                continue
             tc.mma(b, plan.kind, Addr(d), da, db, idesc, first if kk == 0 else 1, guard=elected,
-                   comment=f"k+{kk}")
+                   comment=f"k+{kk}", group=plan.cta_group)
         ring.consumer_release(state.index, elected, "the stage is free once these MMAs completed")
         ring.advance(state)
         b.emit("bra", Sym(top), guard=ptx.setp(b, "lt", U32, kt, self.kt_count))
-        tc.commit(b, Addr(ptx.add(b, U32, self.acc_full, ptx.shl(b, B32, buf, Imm("3")))), guard=elected,
-                  comment="the tile's accumulator is complete once every MMA so far completed")
+        acc_full = Addr(ptx.add(b, U32, self.acc_full, ptx.shl(b, B32, buf, Imm("3"))))
+        if cl is None:
+            tc.commit(b, acc_full, guard=elected, comment="the tile's accumulator is complete once every MMA so far completed")
+        else:
+            cl.commit_accumulator(acc_full, elected, "the tile's accumulator is complete once every MMA so far completed")
         ptx.add(b, U32, i, Imm("1"), into=i)
-        self.next_tile(index, count, top_tile, done)
+        walk.end()
         bar_sync(b, barrier=TEARDOWN_BARRIER, threads=32 * (EPILOGUE_WARPS + 1),
                  comment="the epilogue warps have read every accumulator")
         tc.fence_after_thread_sync(b)
-        tc.dealloc(b, self.tmem, plan.tmem_columns, comment="free the CTA's tensor memory")
+        tc.dealloc(b, self.tmem, plan.tmem_columns, comment="free the CTA's tensor memory", group=plan.cta_group)
+        self.sync_before_exit()
         b.emit("ret")
 
 

@@ -7,17 +7,18 @@ reads them, so both see the same numbers. Facts: docs/ptx_facts/tcgen05.md (§12
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ...schedule.problem import DTYPE_BYTES, Gemm
+from ...schedule.problem import DTYPE_BYTES, K_PACK, Gemm
 from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
+from ...schedule.targets import target
 from ..sm90.descriptors import CanonicalTile
-from ..sm90.plan import TmaBox, _box
+from ..sm90.plan import EpilogueTile, TmaBox, _box
+from .kinds import KIND, MMA_K, dense_idesc
+from .scales import ScalePlan, scale_plan
+from .store_path import staging_tile
 
-#: tcgen05.mma kinds by input dtype, and K per MMA (256 bits of K per row, §12c).
-KIND = {"f16": "f16", "bf16": "f16", "tf32": "tf32"}
-MMA_K = {"f16": 16, "bf16": 16, "tf32": 8}
 #: cta_group::1 M values and the N rule per M (§12c, ISA Table 39): N a multiple of 16 up to 256
 #: for M = 128, a multiple of 8 for M = 64.
 MMA_M = (64, 128)
@@ -37,10 +38,18 @@ MBARRIER_BYTES = 8
 LD_COLUMNS = 32
 #: Shared bytes past the ring's barriers: the 4-byte slot tcgen05.alloc writes the TMEM address to.
 TMEM_SLOT_BYTES = 16
+#: Cluster launch control (tile_scheduler.py): two 16-byte responses, then clc_full[2], clc_empty[2].
+CLC_SLOTS = 2
+CLC_BYTES = CLC_SLOTS * 16 + 2 * CLC_SLOTS * MBARRIER_BYTES
+#: Staging buffers per epilogue warp of the TMA-store epilogue (chunk j in buffer j % 2), and as
+#: many C-load buffers (beta != 0), each with its C-load mbarrier.
+STAGING_BUFFERS = 2
+C_BARRIER_BYTES = EPILOGUE_WARPS * STAGING_BUFFERS * MBARRIER_BYTES
 
 
 def mma_n_step(bm: int) -> int:
-    """N must be a multiple of this for an M = bm MMA (cta_group::1)."""
+    """N must be a multiple of this for an M = bm MMA (cta_group::1; every cta_group::2 M, 128 and
+    256, has 16, as cta_group::1's M = 128)."""
     return 8 if bm == 64 else 16
 
 
@@ -53,12 +62,8 @@ def pow2_columns(cols: int) -> int:
 
 
 def idesc(g: Gemm, bm: int, bn: int, a_mn_major: bool, b_mn_major: bool) -> int:
-    """The 32-bit instruction descriptor of kind::f16 / kind::tf32 (§12e): D f32 (bits 5-4 = 1),
-    A and B types (bits 9-7, 12-10: F16 0, BF16 1, TF32 2), transpose bits 15/16 for MN-major
-    operands, N >> 3 in bits 22-17, M >> 4 in bits 28-24."""
-    code = {"f16": 0, "bf16": 1, "tf32": 2}[g.dtype]
-    return (1 << 4 | code << 7 | code << 10 | int(a_mn_major) << 15 | int(b_mn_major) << 16
-            | (bn >> 3) << 17 | (bm >> 4) << 24)
+    """The 32-bit instruction descriptor of the dense kinds (kinds.dense_idesc, §12e)."""
+    return dense_idesc(g.dtype, bm, bn, a_mn_major, b_mn_major, g.b_dtype)
 
 
 @dataclass(frozen=True)
@@ -77,12 +82,25 @@ class Sm100Plan:
     stages: int
     acc_buffers: int                   # 2 when 2 * BN columns fit the 512 of TMEM, else 1
     tmem_columns: int                  # what tcgen05.alloc asks for (a power of two)
-    stage_tx_bytes: int
+    stage_tx_bytes: int                # bytes one CTA's copies of a stage bring (its own operand parts)
     idesc: int
+    #: The TMA-store epilogue's staging unit per epilogue warp (epilogue_tma.py; None: direct stores).
+    epilogue_tile: EpilogueTile | None = None
+    #: Tiles taken by cluster launch control (tile_scheduler.py): response slots and barriers.
+    clc: bool = False
+    #: The TMA-store epilogue reads C (beta != 0) by TMA into buffers of its own, on C-load barriers.
+    c_loads: bool = False
+    #: (CM, CN) CTAs per cluster; 2 for a CTA pair's MMA (cta_pair.py); the operands a cta_group=1
+    #: cluster's CTAs share by TMA multicast ("B" along CM, "A" along CN; cluster.py).
+    cluster: tuple[int, int] = (1, 1)
+    cta_group: int = 1
+    multicast: tuple[str, ...] = ()
+    scales: ScalePlan | None = None    # block-scaled kinds (scales.py): the stage's scale blocks follow B
+    sf_stage: int = 0                  # bytes of one stage's scales, a multiple of 1024
 
     @property
     def stage_bytes(self) -> int:
-        return self.a_stage + self.b_stage
+        return self.a_stage + self.b_stage + self.sf_stage
 
     @property
     def full(self) -> int:
@@ -106,9 +124,34 @@ class Sm100Plan:
         return self.acc_empty + MBARRIER_BYTES * 2
 
     @property
-    def nbytes(self) -> int:
-        """Shared bytes from the aligned base (stages, barriers, slot)."""
+    def clc_slots(self) -> int:
+        """Offset of the cluster-launch-control responses and barriers (tile_scheduler.py)."""
         return self.tmem_slot + TMEM_SLOT_BYTES
+
+    @property
+    def c_barriers(self) -> int:
+        """Offset of the C-load barriers (two per epilogue warp) of the TMA-store epilogue."""
+        return self.clc_slots + (CLC_BYTES if self.clc else 0)
+
+    @property
+    def staging(self) -> int:
+        """Offset of the TMA-store epilogue's staging buffers, on the 1024-byte swizzle pattern."""
+        return align_up(self.c_barriers + (C_BARRIER_BYTES if self.c_loads else 0), WIDEST_ALIGNMENT)
+
+    @property
+    def c_buffers(self) -> int:
+        """Offset of the C-load buffers (beta != 0), laid out as the staging buffers are."""
+        assert self.epilogue_tile is not None
+        return self.staging + EPILOGUE_WARPS * STAGING_BUFFERS * self.epilogue_tile.buffer_bytes
+
+    @property
+    def nbytes(self) -> int:
+        """Shared bytes from the aligned base (stages, barriers, slot, [CLC], [C barriers, staging,
+        C buffers])."""
+        if self.epilogue_tile is not None:
+            per = EPILOGUE_WARPS * STAGING_BUFFERS * self.epilogue_tile.buffer_bytes
+            return self.staging + per * (2 if self.c_loads else 1)
+        return self.c_barriers
 
     @property
     def smem_bytes(self) -> int:
@@ -126,8 +169,11 @@ def align_up(x: int, a: int) -> int:
 
 def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
     """The plan of a tcgen05 schedule whose fields have their types (verify_types ran)."""
-    bm, bn, bk = s.block
+    pair_m, pair_n, bk = s.block
+    group = s.cta_group if s.cta_group in (1, 2) else 1
+    bm, bn = pair_m // group, pair_n // group   # one CTA's rows of A and of B (a pair splits both)
     esize = DTYPE_BYTES[g.dtype]
+    bk = bk // K_PACK.get(g.dtype, 1)   # K as stored: fp4 packs two values per byte
     a_k, b_k = g.a_layout == "row", g.b_layout == "col"
     swizzle = _swizzle(((bk if a_k else bm) * esize, (bk if b_k else bn) * esize))
     a_box = _box("A", a_k, bm, bk, esize, swizzle)
@@ -140,17 +186,44 @@ def sm100_plan(g: Gemm, s: Schedule) -> Sm100Plan:
                      CanonicalTile(bn, bk, esize, "K" if b_k else "MN", mode)]
         except ValueError:
             tiles = [None, None]
-    buffers = 2 if 2 * bn <= TMEM_COLUMNS else 1
-    return Sm100Plan(
-        mma=(bm, bn, MMA_K.get(g.dtype, 16)), kind=KIND.get(g.dtype, "f16"), swizzle=swizzle,
+    scales = scale_plan(g, s)
+    scale_columns = s.stages * scales.stage_columns if scales is not None else 0
+    buffers = 2 if 2 * pair_n + scale_columns <= TMEM_COLUMNS else 1
+    cluster = tuple(s.cluster) if s.cluster is not None else (1, 1)
+    multicast = () if group == 2 else tuple(x for x, n in (("A", cluster[1]), ("B", cluster[0])) if n > 1)
+    staged = staging_tile(g, s)
+    plan = Sm100Plan(
+        mma=(pair_m, pair_n, MMA_K.get(g.dtype, 16)), kind=scales.kind if scales else KIND.get(g.dtype, "f16"),
+        swizzle=swizzle,
         a_box=a_box, b_box=b_box, a_tile=tiles[0], b_tile=tiles[1],
         a_stage=align_up(bm * bk * esize, WIDEST_ALIGNMENT), b_stage=align_up(bn * bk * esize, WIDEST_ALIGNMENT),
-        stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * bn),
-        stage_tx_bytes=(bm + bn) * bk * esize,
-        idesc=idesc(g, bm, bn, not a_k, not b_k) if g.dtype in KIND else 0)
+        stages=s.stages, acc_buffers=buffers, tmem_columns=pow2_columns(buffers * pair_n + scale_columns),
+        stage_tx_bytes=(bm + bn) * bk * esize + (scales.tx_bytes if scales else 0),
+        idesc=((scales.idesc(g, pair_m, pair_n, 0) if scales else idesc(g, pair_m, pair_n, not a_k, not b_k))
+               if g.dtype in KIND else 0),
+        scales=scales, sf_stage=align_up(scales.tx_bytes, WIDEST_ALIGNMENT) if scales else 0,
+        cluster=(int(cluster[0]), int(cluster[1])), cta_group=group, multicast=multicast,
+        epilogue_tile=staged, clc=s.tile_scheduler == "clc", c_loads=staged is not None and g.epi.beta != 0.0)
+    direct = replace(plan, epilogue_tile=None, c_loads=False)
+    limit = target("sm_100a").smem_per_block
+    if s.epilogue_via_smem is None and plan.smem_bytes > limit >= direct.smem_bytes:
+        return direct   # the default takes the TMA store only where its buffers fit beside the ring
+    return plan
 
 
 def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:
-    """One CTA per SM (`s.sms` if given), never more than the output tiles."""
-    tiles = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch
-    return max(1, min(s.sms or sms, tiles))
+    """One CTA per SM (`s.sms` if given), never more than the output tiles; with cluster launch
+    control one CTA per tile (the running ones cancel the rest and take their tiles); with
+    clusters, whole clusters, never more than the cluster tiles (the tile grid rounded up to whole
+    clusters; a CTA pair's tile is BM x BN, its cluster one pair: cluster.py, cta_pair.py)."""
+    cm, cn = tuple(s.cluster) if s.cluster is not None else (1, 1)
+    if s.cta_group == 2:
+        clusters = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch   # the pair is the cluster
+    else:
+        clusters = -(-g.m // s.bm // cm) * -(-g.n // s.bn // cn) * g.batch
+    size = cm * cn
+    if s.tile_scheduler == "clc":   # single-CTA clusters only (the verifier refuses the rest)
+        return clusters
+    if size == 1:
+        return max(1, min(s.sms or sms, clusters))
+    return size * max(1, min((s.sms or sms) // size, clusters))

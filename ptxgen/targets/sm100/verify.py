@@ -8,17 +8,28 @@ for a legal schedule the lowering does not have yet.
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
+from ...schedule.rules import options_class
+
 from ...errors import LoweringNotBuilt, ScheduleError
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.targets import target
 from ..sm90.plan import TMA_BOX_MAX, TMA_STRIDE_ALIGN
 from .options import BLACKWELL_FIELDS
+from .kinds import K_MAJOR_ONLY, i8_n_ok
+from .scales import verify_scales
+from .store_path import tma_store_refusal
 from .plan import KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
+from .verify_cluster import MMA_M_PAIR, check_cluster_built, check_pair_built, verify_cluster, verify_multicast
 
 ARCH = "sm_100a"
 #: Output dtypes the tcgen05 epilogue stores (from f32 accumulators).
 OUTPUTS = ("f32", "f16", "bf16")
+#: ... and from the s32 accumulators of s8/u8 inputs: the exact s32, quantised s8/u8, or dequantised
+#: floats (the rows of schedule/verify.verify_dtype_table, as on sm_90a).
+INT_OUTPUTS = ("s32", "s8", "u8", "f32", "f16", "bf16")
 
 
 def verify_pairing(g: Gemm, s: Schedule, arch: str) -> None:
@@ -32,9 +43,15 @@ def verify_pairing(g: Gemm, s: Schedule, arch: str) -> None:
         raise ScheduleError("schedule.instruction", s.instruction, "sm_100a is the Blackwell tcgen05 pipeline; "
                             "mma.sync, wmma and wgmma schedules are not lowered for it",
                             "use instruction='tcgen05' for sm_100a, or arch='sm_80'/'sm_90a' for this schedule")
+    if g.b_dtype is not None and not tcgen05:
+        raise ScheduleError("gemm.b_dtype", g.b_dtype, f"mixed fp8 ({g.dtype} x {g.b_dtype}) is built in sm_100a's "
+                            "tcgen05 kernels only (kind::f8f6f4 takes A's and B's types separately)",
+                            f"use arch={ARCH!r} with instruction='tcgen05', or one dtype for A and B")
     if not tcgen05:
+        own_cls = options_class(s.instruction)  # the fields the schedule's own target has too (cluster)
+        own = {f.name for f in fields(own_cls)} if own_cls is not None else set()
         for name in BLACKWELL_FIELDS:
-            if getattr(s, name) is not None:
+            if name not in own and getattr(s, name) is not None:  # cluster is sm_90a's field too
                 raise ScheduleError(f"schedule.{name}", getattr(s, name), "applies to Blackwell schedules only "
                                     f"(instruction='tcgen05', arch={ARCH!r})",
                                     f"remove {name}, or use instruction='tcgen05' with arch={ARCH!r}")
@@ -51,34 +68,56 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     if s.cta_group not in (1, 2):
         _fail("schedule.cta_group", s.cta_group, "a tcgen05.mma runs on 1 CTA or a CTA pair (2)",
               "use cta_group=1 (None picks 1)")
+    if s.cta_group == 2 and bm not in MMA_M_PAIR:
+        _fail("schedule.block.BM", bm, "a cta_group::2 tcgen05.mma has the pair's M = 128 or 256 (ISA Table 39; "
+              "each CTA of the pair holds M/2 rows of A and D)", f"use block=(256, {bn}, {bk}) with cta_group=2")
     if s.cta_group == 1 and bm not in MMA_M:
         _fail("schedule.block.BM", bm, f"a cta_group::1 tcgen05.mma has M = {' or '.join(map(str, MMA_M))} "
               "(ISA Table 39; one CTA's tensor memory has 128 lanes)",
               f"use block=({128 if bm > 64 else 64}, {bn}, {bk})")
     if g.dtype not in KIND:
         _fail("gemm.dtype", g.dtype, f"the tcgen05 lowering takes {', '.join(KIND)} inputs "
-              "(kind::f16 and kind::tf32); fp8, int8 and the block-scaled kinds are not lowered yet",
-              "use dtype='f16', 'bf16' or 'tf32', or arch='sm_90a' with instruction='wgmma' for fp8/int8")
+              "(kind::f16, tf32, f8f6f4 and i8)", "use one of those dtypes")
     step = mma_n_step(bm)
     if bn % step or not step <= bn <= MMA_N_MAX:
-        _fail("schedule.block.BN", bn, f"an M = {bm} tcgen05.mma has N a multiple of {step} from {step} to "
+        what = f"an M = {bm}" + (" cta_group::2" if s.cta_group == 2 else "")
+        _fail("schedule.block.BN", bn, f"{what} tcgen05.mma has N a multiple of {step} from {step} to "
               f"{MMA_N_MAX} (ISA Table 39)", f"use BN = {min(MMA_N_MAX, max(step, bn - bn % step))}")
+    if KIND[g.dtype] == "i8" and not i8_n_ok(bm, bn):
+        _fail("schedule.block.BN", bn, "a kind::i8 tcgen05.mma has N = 8, 16, 24 or a multiple of 16 from 32 "
+              "to 256 (ISA Table 39)", f"use BN = {max(32, bn - bn % 16)}")
     k = MMA_K[g.dtype]
     if bk % k:
         _fail("schedule.block.BK", bk, f"one kind::{KIND[g.dtype]} tcgen05.mma covers K = {k} ({g.dtype}: 32 bytes "
               "per row), and BK holds whole MMAs", f"use BK = {max(k, bk - bk % k)}")
-    if g.out_dtype not in OUTPUTS or g.acc_dtype != "f32":
-        _fail("gemm.out_dtype", g.out_dtype, "the tcgen05 epilogue reads f32 accumulators and stores f32, f16 or "
-              "bf16", "use out_dtype='f32', 'f16' or 'bf16' with acc_dtype='f32'")
-    if g.dtype == "tf32" and (g.a_layout != "row" or g.b_layout != "col"):
-        _fail("gemm.layout", f"{g.a_layout}/{g.b_layout}", "tf32 operands are K-major only (the MN-major "
-              "tf32 layout needs the 128B-with-32B-atomicity swizzle, not built)",
+    outputs = INT_OUTPUTS if g.accumulator == "s32" else OUTPUTS
+    if g.out_dtype not in outputs or g.accumulator not in ("f32", "s32"):
+        acc = "s32 accumulators (s8/u8 inputs) and stores s32, s8, u8, f32, f16 or bf16" if g.accumulator == "s32" \
+            else "f32 accumulators and stores f32, f16 or bf16"
+        _fail("gemm.out_dtype", g.out_dtype, f"the tcgen05 epilogue reads {acc}",
+              f"use out_dtype={outputs[0]!r} (acc_dtype='f32' for float inputs)")
+    if KIND[g.dtype] in K_MAJOR_ONLY and (g.a_layout != "row" or g.b_layout != "col"):
+        why = ("the MN-major tf32 layout needs the 128B-with-32B-atomicity swizzle" if g.dtype == "tf32"
+               else "the MN-major 8-bit layouts are not built")
+        _fail("gemm.layout", f"{g.a_layout}/{g.b_layout}", f"{g.dtype} operands are K-major only ({why})",
               "pass A row-major and B column-major (a_layout='row', b_layout='col')")
+    if s.epilogue_via_smem is True and tma_store_refusal(g, s) is not None:
+        _fail("schedule.epilogue_via_smem", True, f"the TMA-store epilogue cannot write this C: "
+              f"{tma_store_refusal(g, s)}", "use epilogue_via_smem=None (TMA where it can write C) or False "
+              "(direct stores)")
+    if s.tile_scheduler == "clc" and s.sms is not None:
+        _fail("schedule.sms", s.sms, "tile_scheduler='clc' launches one CTA per tile and the hardware decides how "
+              "many run at once (each takes its next tile by cancelling a CTA not yet launched), so no SM count "
+              "sizes its grid", "use sms=None with tile_scheduler='clc', or tile_scheduler='static' for a grid "
+              "of `sms` CTAs")
+    verify_cluster(g, s, arch)
+    verify_scales(g, s)
     plan = sm100_plan(g, s)
     if plan.swizzle is None or plan.a_tile is None or plan.b_tile is None:
         _fail("schedule.block", s.block, "each operand's contiguous extent (BK for a K-major operand, BM or BN "
               "for an MN-major one) must be a multiple of a 32/64/128-byte TMA swizzle",
               f"use BK a multiple of {128 // g.in_bytes} (and BM, BN multiples of 64 for MN-major operands)")
+    verify_multicast(s, plan)
     for box in (plan.a_box, plan.b_box):
         assert box is not None
         if box.outer > TMA_BOX_MAX:
@@ -96,23 +135,28 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     if plan.acc_buffers * bn > TMEM_COLUMNS:
         _fail("schedule.block.BN", bn, f"{plan.acc_buffers} accumulator(s) of {bn} f32 columns exceed the "
               f"{TMEM_COLUMNS} columns of tensor memory", f"use BN <= {TMEM_COLUMNS // plan.acc_buffers}")
+    if plan.scales is not None and plan.tmem_columns > TMEM_COLUMNS:
+        _fail("schedule.stages", s.stages, f"{plan.acc_buffers} accumulator(s) of {bn} columns and {s.stages} stages "
+              f"of {plan.scales.stage_columns} scale columns exceed the {TMEM_COLUMNS} columns of tensor memory",
+              f"use stages={(TMEM_COLUMNS - bn) // plan.scales.stage_columns} or a smaller BN")
     limit = target(arch).smem_per_block
     if s.stages < 1 or plan.smem_bytes > limit:
         fit = max(0, (limit - plan.smem_bytes + s.stages * plan.stage_bytes) // (plan.stage_bytes + 16))
-        _fail("schedule.stages", s.stages, f"{s.stages} stages of {plan.stage_bytes} B (A {bm}x{bk} and B {bn}x{bk}) "
+        a_rows, b_rows = bm // plan.cta_group, bn // plan.cta_group
+        _fail("schedule.stages", s.stages, f"{s.stages} stages of {plan.stage_bytes} B (A {a_rows}x{bk} and B {b_rows}x{bk}"
+              + (" per CTA of the pair" if plan.cta_group == 2 else "") + ") "
               f"need {plan.smem_bytes} B of shared memory; sm_100a gives a block {limit} B (228 KB per SM)",
               f"use stages={fit}" if fit >= 1 else "use a smaller block")
 
 
 def check_built(g: Gemm, s: Schedule, arch: str) -> None:
-    """What the first tcgen05 lowering does not have: CTA pairs, batches, split-K, Stream-K."""
-    fix = "use cta_group=1, one matrix, split_k=1 and decomposition='tiles' (built)"
-    if s.cta_group == 2:
-        raise LoweringNotBuilt("schedule.cta_group", 2, "CTA-pair (cta_group::2) tcgen05.mma is not built yet "
-                               "in the sm_100a lowering", "use cta_group=1 with block BM <= 128")
-    for field, value, bad in (("gemm.batch", g.batch, g.batch > 1), ("schedule.split_k", s.split_k, s.split_k > 1),
-                              ("schedule.decomposition", s.decomposition, s.stream_k),
-                              ("schedule.epilogue_via_smem", s.epilogue_via_smem, s.epilogue_via_smem is True)):
+    """What the tcgen05 lowering does not have: CTA pairs past M = 256 in a (2, 1) cluster, cluster
+    launch control with clusters, split-K, Stream-K."""
+    fix = "use split_k=1 and decomposition='tiles' (built)"
+    check_pair_built(s)
+    check_cluster_built(s)
+    for field, value, bad in (("schedule.split_k", s.split_k, s.split_k > 1),
+                              ("schedule.decomposition", s.decomposition, s.stream_k)):
         if bad:
-            raise LoweringNotBuilt(field, value, "not built yet in the sm_100a lowering (it stores C directly "
-                                   "from one persistent tile walk)", fix + ", epilogue_via_smem=None")
+            raise LoweringNotBuilt(field, value, "not built yet in the sm_100a lowering (every CTA computes whole "
+                                   "tiles of one persistent tile walk)", fix)

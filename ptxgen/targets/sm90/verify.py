@@ -9,6 +9,10 @@ sent to the sm_80 path (arch="sm_90", instruction="m16n8k16") where it exists.
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
+from ...schedule.rules import options_class
+
 from .plan import (CONSUMER_OVERHEAD_REGS, FP8_DTYPES, MBARRIER_BYTES, SETMAXNREG_MAX, SETMAXNREG_MIN, SETMAXNREG_STEP,
                      TMA_BOX_MAX, TMA_STRIDE_ALIGN, TRANSPOSABLE, WARPGROUP_THREADS, WGMMA_N, HopperPlan,
                      hopper_plan)
@@ -34,7 +38,7 @@ def _fallback(g: Gemm) -> str:
 def verify_target(g: Gemm, s: Schedule, arch: str) -> None:
     """wgmma, fp8 and the Hopper fields need sm_90a; sm_90a lowers only wgmma schedules."""
     hopper_arch = target(arch).wgmma
-    if g.dtype in FP8_DTYPES and not (hopper_arch and s.hopper):
+    if g.dtype in FP8_DTYPES and not (hopper_arch and s.hopper) and s.instruction != "tcgen05":  # sm_100a's too
         raise ScheduleError("gemm.dtype", g.dtype, f"{g.dtype} (fp8) inputs are multiplied only by wgmma, which "
                             f"needs arch='sm_90a' (the mma.sync and wmma paths cannot multiply fp8)",
                             "use arch='sm_90a' with instruction='wgmma', or convert A and B to f16 (exact for "
@@ -49,8 +53,10 @@ def verify_target(g: Gemm, s: Schedule, arch: str) -> None:
                             "mma.sync and wmma schedules are the sm_90 path",
                             f"use instruction='wgmma' for {arch}, or arch='sm_90' for this schedule")
     if not s.hopper:
+        own_cls = options_class(s.instruction)  # the fields the schedule's own target has too (cluster)
+        own = {f.name for f in fields(own_cls)} if own_cls is not None else set()
         for name in HOPPER_FIELDS:
-            if getattr(s, name) is not None:
+            if name not in own and getattr(s, name) is not None:  # a field its own target shares is its own
                 raise ScheduleError(f"schedule.{name}", getattr(s, name), "applies to Hopper schedules only "
                                     f"(instruction='wgmma', arch={HOPPER_TARGETS[0]!r})",
                                     f"remove {name}, or use instruction='wgmma' with arch={HOPPER_TARGETS[0]!r}")

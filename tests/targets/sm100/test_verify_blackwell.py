@@ -1,6 +1,7 @@
 """The sm_100a rules (ptxgen/targets/sm100/verify.py): each refusal names the field and the rule,
-and the fix it gives is accepted; what is not built (CTA pairs, batches, split-K) is refused
-with a LoweringNotBuilt whose fix compiles."""
+and the fix it gives is accepted; what is not built (M = 128 CTA pairs, split-K, Stream-K, cluster
+launch control with clusters) is refused with a LoweringNotBuilt whose fix compiles (the cluster and
+CTA-pair rules: test_verify_cluster.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -47,7 +48,9 @@ def test_the_stage_fix_is_the_number_the_message_gives():
     (G, Schedule(block=(128, 128, 32)), ARCH, "schedule.instruction"),
     (G, tc(), "sm_80", "arch"),
     (G, Schedule(block=(128, 128, 64), instruction="m16n8k16", cta_group=1), "sm_80", "schedule.cta_group"),
-    (Gemm(512, 512, 512, dtype="e4m3", a_layout="row", b_layout="col"), tc(), ARCH, "gemm.dtype"),
+    (Gemm(512, 512, 512, dtype="e4m3", a_layout="col", b_layout="col"), tc(), ARCH, "gemm.layout"),  # fp8 K-major
+    (Gemm(512, 512, 512, dtype="s8", out_dtype="f16", acc_dtype="f16", a_layout="row", b_layout="col"), tc(), ARCH,
+     "gemm.acc_dtype"),
     (Gemm(512, 512, 512, dtype="tf32", a_layout="col", b_layout="col"), tc((128, 128, 32)), ARCH, "gemm.layout"),
     (Gemm(512, 500, 512, dtype="f16", a_layout="row", b_layout="row"), tc(), ARCH, "gemm.ldb"),
 ])
@@ -58,8 +61,7 @@ def test_target_pairing_and_operands(g, s, arch, field):
 
 
 @pytest.mark.parametrize("g, s, field", [
-    (G, tc((128, 256, 64), cta_group=2), "schedule.cta_group"),
-    (Gemm(256, 256, 256, batch=2, a_layout="row", b_layout="col"), tc(), "gemm.batch"),
+    (G, tc((128, 256, 64), cta_group=2), "schedule.block.BM"),   # a pair's M = 128 (64 rows per CTA)
     (G, tc(split_k=2), "schedule.split_k"),
     (G, tc(decomposition="stream-k"), "schedule.decomposition"),
 ])
@@ -68,10 +70,46 @@ def test_what_is_not_built_is_refused_with_a_fix_that_compiles(g, s, field):
         ptxgen.compile(g, s, arch=ARCH)
     assert e.value.field == field
     fixed = dataclasses.replace(s, cta_group=1, split_k=1, decomposition="tiles")
-    one = dataclasses.replace(g, batch=1)
-    assert ".target sm_100a" in ptxgen.compile(one, fixed, arch=ARCH).ptx
+    assert ".target sm_100a" in ptxgen.compile(g, fixed, arch=ARCH).ptx
 
 
-def test_clusters_are_not_a_tcgen05_field():
-    with pytest.raises(TypeError, match="cluster"):
-        tc(cluster=(2, 1))
+@pytest.mark.parametrize("s", [tc(cluster=(2, 1), tile_scheduler="clc"),
+                               tc((256, 256, 64), cta_group=2, tile_scheduler="clc")])
+def test_cluster_launch_control_with_a_cluster_is_refused_with_a_fix_that_compiles(s):
+    """CLC is built for single-CTA clusters (a cluster's cancel would have to be multicast)."""
+    with pytest.raises(LoweringNotBuilt) as e:
+        ptxgen.compile(G, s, arch=ARCH)
+    assert e.value.field == "schedule.tile_scheduler" and "single-CTA clusters" in str(e.value)
+    assert "tile_scheduler='static'" in e.value.fix
+    fixed = dataclasses.replace(s, tile_scheduler="static")
+    assert ".reqnctapercluster 2, 1, 1" in ptxgen.compile(G, fixed, arch=ARCH).ptx
+
+
+@pytest.mark.parametrize("g, s, field, words, fixed", [
+    # C's rows of 100 f16 elements (200 B) are not a multiple of TMA's 16 bytes
+    (Gemm(512, 100, 512, a_layout="row", b_layout="col", out_dtype="f16"), tc((128, 64, 64), epilogue_via_smem=True),
+     "schedule.epilogue_via_smem", "multiple of 16", tc((128, 64, 64), epilogue_via_smem=False)),
+    (G, tc(tile_scheduler="clc", sms=4), "schedule.sms", "one CTA per tile", tc(tile_scheduler="clc")),
+    (G, tc(tile_scheduler="dynamic"), "schedule.tile_scheduler", "'static', 'clc'", tc(tile_scheduler="static")),
+])
+def test_epilogue_and_tile_scheduler_rules(g, s, field, words, fixed):
+    with pytest.raises(ScheduleError) as e:
+        verify(g, s, ARCH)
+    assert e.value.field == field and words in str(e.value), str(e.value)
+    verify(g, fixed, ARCH)
+
+
+def test_the_tile_scheduler_belongs_to_tcgen05_and_defaults_to_static():
+    assert tc().tile_scheduler == "static"
+    with pytest.raises(ScheduleError) as e:
+        verify(G, Schedule(block=(128, 128, 64), instruction="m16n8k16", tile_scheduler="clc"), "sm_80")
+    assert e.value.field == "schedule.tile_scheduler"
+
+
+def test_the_epilogue_defaults_to_the_tma_store_where_tma_can_write_c():
+    tma = ptxgen.compile(G, tc(), arch=ARCH)
+    assert [m.param for m in tma.tensor_maps] == ["tmapA", "tmapB", "tmapC"]
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in tma.ptx
+    odd = ptxgen.compile(Gemm(512, 100, 512, a_layout="row", b_layout="col", out_dtype="f16"), tc((128, 64, 64)),
+                         arch=ARCH)
+    assert [m.param for m in odd.tensor_maps] == ["tmapA", "tmapB"] and "bulk_group" not in odd.ptx

@@ -1,0 +1,29 @@
+"""Run in a fresh process by test_sm100_scale_launch.py (the stand-in's device model is fixed when
+it first loads, so the B200 model needs a process of its own): launch an MXFP8 and an NVFP4 kernel
+through the driver path and print one verdict line each."""
+from __future__ import annotations
+
+import ptxgen
+from ptxgen import BlockScale, Epilogue
+from ptxgen.check import check_kernel, random_operands
+from ptxgen.schedule.block_scale import random_block_scales
+
+CASES = {
+    "mxfp8": (ptxgen.Gemm(130, 72, 304, dtype="e4m3", out_dtype="bf16", a_layout="row", b_layout="col",
+                          block_scale=BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0")), 3),
+    "nvfp4": (ptxgen.Gemm(130, 72, 320, dtype="e2m1", out_dtype="f32", a_layout="row", b_layout="col",
+                          block_scale=BlockScale(a=(1, 16), b=(16, 1), dtype="ue4m3"), epilogue=Epilogue(alpha=0.5)), 5),
+}
+
+for name, (g, seed) in CASES.items():
+    k = ptxgen.compile(g, ptxgen.Schedule(block=(128, 64, 128), instruction="tcgen05", stages=2, sms=2),
+                       arch="sm_100a")
+    a, b = random_operands(g, seed)
+    sa, sb = random_block_scales(g.block_scale, g.m, g.n, g.k, seed=seed + 1)
+    res = check_kernel(k, a, b, run=k, scale_a=sa, scale_b=sb)
+    try:
+        k(a, b, scale_a=sa)
+        missing = "accepted"
+    except ValueError as e:
+        missing = "refused" if "pass scale_b=" in str(e) else f"other: {e}"
+    print(f"{name}: {'PASS' if res.ok else 'FAIL'} {res}; without scale_b: {missing}")

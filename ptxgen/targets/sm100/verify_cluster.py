@@ -8,13 +8,11 @@ from ...errors import LoweringNotBuilt, ScheduleError
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.targets import target
+from ..sm90.verify import verify_multicast_slices
 from .plan import Sm100Plan
 
 #: The pair's M of a cta_group::2 tcgen05.mma (ISA Table 39, dense kinds f16 and tf32).
 MMA_M_PAIR = (128, 256)
-#: Rows of a multicast box slice: a whole number of swizzle atoms (8 rows of the swizzle width),
-#: so each CTA's part lands on the same swizzle pattern (as on sm_90a).
-MULTICAST_SLICE_ROWS = 8
 
 
 def verify_cluster(g: Gemm, s: Schedule, arch: str) -> None:
@@ -44,16 +42,7 @@ def verify_cluster(g: Gemm, s: Schedule, arch: str) -> None:
 def verify_multicast(s: Schedule, plan: Sm100Plan) -> None:
     """Each CTA sharing an operand loads 1/parts of its TMA box: a whole number of swizzle atoms."""
     cm, cn = plan.cluster
-    for box, parts, along in ((plan.b_box, cm, "CM"), (plan.a_box, cn, "CN")):
-        if box is None or box.operand not in plan.multicast:
-            continue
-        if box.outer % (MULTICAST_SLICE_ROWS * parts):
-            dim = ("BN" if box.operand == "B" else "BM") if box.k_major else "BK"
-            raise ScheduleError(f"schedule.block.{dim}", box.outer, f"with a {cm}x{cn} cluster each of the "
-                                f"{along}={parts} CTAs sharing {box.operand} loads 1/{parts} of its {box.outer}-row "
-                                f"TMA box by multicast, and each slice must be a multiple of {MULTICAST_SLICE_ROWS} "
-                                "rows (one swizzle atom) so that every CTA's part lands on the same swizzle pattern",
-                                f"make {dim} a multiple of {MULTICAST_SLICE_ROWS * parts}, or use cluster=(1, 1)")
+    verify_multicast_slices(plan, (cm, cn), f"with a {cm}x{cn} cluster", "cluster=(1, 1)")
 
 
 def check_pair_built(s: Schedule) -> None:

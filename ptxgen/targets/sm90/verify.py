@@ -10,6 +10,7 @@ sent to the sm_80 path (arch="sm_90", instruction="m16n8k16") where it exists.
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Any
 
 from ...schedule.rules import options_class
 
@@ -249,6 +250,24 @@ def verify_hopper_smem(s: Schedule, plan: HopperPlan, arch: str) -> None:
                             + (", or epilogue_via_smem=False (no C staging)" if plan.smem.epilogue_store else ""))
 
 
+def verify_multicast_slices(plan: Any, cluster: tuple[int, int], setting: str, fallback: str) -> None:
+    """Each of the CTAs sharing an operand by TMA multicast loads 1/parts of its box (B along CM,
+    A along CN), and each slice must be a whole number of swizzle atoms so that every CTA's part
+    lands on the same swizzle pattern. `plan` is a Hopper or Blackwell plan (a_box, b_box,
+    multicast); `setting` says what shares the box, `fallback` the setting that avoids the rule."""
+    cm, cn = cluster
+    for box, parts, along in ((plan.b_box, cm, "CM"), (plan.a_box, cn, "CN")):
+        if box is None or box.operand not in plan.multicast:
+            continue
+        if box.outer % (MULTICAST_SLICE_ROWS * parts):
+            dim = ("BN" if box.operand == "B" else "BM") if box.k_major else "BK"
+            raise ScheduleError(f"schedule.block.{dim}", box.outer, f"{setting} each of the {along}={parts} "
+                                f"CTAs sharing {box.operand} loads 1/{parts} of its {box.outer}-row TMA box, and "
+                                f"each slice must be a multiple of {MULTICAST_SLICE_ROWS} rows (one swizzle atom) "
+                                "so that every CTA's part lands on the same swizzle pattern",
+                                f"make {dim} a multiple of {MULTICAST_SLICE_ROWS * parts}, or use {fallback}")
+
+
 def verify_cluster(g: Gemm, s: Schedule, plan: HopperPlan, arch: str) -> None:
     """At most 8 CTAs, multicast only within a real cluster, slices of a multicast box that start
     on a swizzle atom, and a tile walk that keeps a cluster's CTAs on the same k-tiles. The tile
@@ -259,16 +278,7 @@ def verify_cluster(g: Gemm, s: Schedule, plan: HopperPlan, arch: str) -> None:
     if size > most:
         raise ScheduleError("schedule.cluster", s.cluster, f"{size} CTAs per cluster, over the portable limit of "
                             f"{most}", "use cluster=(2, 1) or (1, 2)")
-    for box, parts, along in ((plan.b_box, cm, "CM"), (plan.a_box, cn, "CN")):
-        if box is None or box.operand not in plan.multicast:
-            continue
-        if box.outer % (MULTICAST_SLICE_ROWS * parts):
-            dim = ("BN" if box.operand == "B" else "BM") if box.k_major else "BK"
-            raise ScheduleError(f"schedule.block.{dim}", box.outer, f"with multicast each of the {along}={parts} "
-                                f"CTAs sharing {box.operand} loads 1/{parts} of its {box.outer}-row TMA box, and "
-                                f"each slice must be a multiple of {MULTICAST_SLICE_ROWS} rows (one swizzle atom) "
-                                "so that every CTA's part lands on the same swizzle pattern",
-                                f"make {dim} a multiple of {MULTICAST_SLICE_ROWS * parts}, or use multicast=False")
+    verify_multicast_slices(plan, (cm, cn), "with multicast", "multicast=False")
     if s.multicast and size == 1:
         raise ScheduleError("schedule.multicast", True, "TMA multicast shares loads between the CTAs of a cluster, "
                             "and cluster=(1, 1) has one", "use multicast=None/False, or cluster=(2, 1) or (1, 2)")

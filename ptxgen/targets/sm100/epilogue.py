@@ -27,6 +27,17 @@ if TYPE_CHECKING:
     from .kernel import Sm100Lowering
 
 
+def wait_accumulator(lw: "Sm100Lowering", buf: VReg, use: VReg, lane_field: VReg, bn: int) -> VReg:
+    """Wait until accumulator buffer `buf`'s MMAs completed (its acc_full commit, phase `use`) and
+    return this warp's TMEM address of it: lane 32w (`lane_field`), the buffer's first column."""
+    b = lw.b
+    mb.wait_parity(b, Addr(ptx.add(b, U32, lw.acc_full, ptx.shl(b, B32, buf, Imm("3")))), use, "wait_acc_full",
+                   comment="the tile's MMAs completed")
+    tc.fence_after_thread_sync(b)
+    return ptx.add(b, U32, ptx.add(b, U32, lw.tmem, lane_field), ptx.mul(b, U32, buf, Imm(str(bn))),
+                   comment="lane 32w, the buffer's first column")
+
+
 class TmemEpilogue(EpilogueMath):
     """The epilogue warps' walk over the CTA's tiles (`emit`)."""
 
@@ -54,11 +65,7 @@ class TmemEpilogue(EpilogueMath):
         wt = walk.begin()
         tile = wt.tile
         buf, use = lw.buffer(i)
-        mb.wait_parity(b, Addr(ptx.add(b, U32, lw.acc_full, ptx.shl(b, B32, buf, Imm("3")))), use, "wait_acc_full",
-                       comment="the tile's MMAs completed")
-        tc.fence_after_thread_sync(b)
-        taddr = ptx.add(b, U32, ptx.add(b, U32, lw.tmem, lane_field), ptx.mul(b, U32, buf, Imm(str(bn))),
-                        comment="lane 32w, the buffer's first column")
+        taddr = wait_accumulator(lw, buf, use, lane_field, bn)
         row = ptx.add(b, U32, tile.bm0, row_in_tile)
         row_ok = ptx.setp(b, "lt", U32, row, lw.dim("M"))
         if lane_ok is not None:

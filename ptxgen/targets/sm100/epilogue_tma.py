@@ -43,6 +43,7 @@ from ..sm90 import tma_isa as tma
 from ..sm90.plan import EpilogueTile
 from . import tcgen05_isa as tc
 from .plan import EPILOGUE_WARPS, LD_COLUMNS, MBARRIER_BYTES, STAGING_BUFFERS, TEARDOWN_BARRIER
+from .epilogue import wait_accumulator
 from .tile_scheduler import TileWalk
 
 if TYPE_CHECKING:
@@ -110,11 +111,7 @@ class TmemTmaEpilogue(EpilogueMath):
             for j in range(min(STAGING_BUFFERS, tile.chunks)):
                 loads.issue(j, wt.tile.bn0, row0, wt.batch)
         buf, use = lw.buffer(i)
-        mb.wait_parity(b, Addr(ptx.add(b, U32, lw.acc_full, ptx.shl(b, B32, buf, Imm("3")))), use, "wait_acc_full",
-                       comment="the tile's MMAs completed")
-        tc.fence_after_thread_sync(b)
-        taddr = ptx.add(b, U32, ptx.add(b, U32, lw.tmem, lane_field), ptx.mul(b, U32, buf, Imm(str(bn))),
-                        comment="lane 32w, the buffer's first column")
+        taddr = wait_accumulator(lw, buf, use, lane_field, bn)
         row = ptx.add(b, U32, row0, lw.lane)
         row_ok = ptx.setp(b, "lt", U32, row, lw.dim("M"))
         if lane_ok is not None:

@@ -12,8 +12,8 @@ import sys
 import warnings
 
 from ..version import __version__
-from .build import (BLACKWELL_FLAGS, HOPPER_FLAGS, LAYOUT_LETTERS, SCHEDULE_FLAGS, TARGET_FLAGS,  # noqa: F401
-                    UsageError, build, hopper_fields, layouts, problem, target_fields)
+from .build import (BLACKWELL_FLAGS, HOPPER_FLAGS, LAYOUT_LETTERS, SCHEDULE_FLAGS,  # noqa: F401
+                    TARGET_FLAGS, UsageError, build, hopper_fields, layouts, problem, target_fields)
 from .flags import Parser, block_scale, dims, epilogue, flag_text, join_negative_values, non_negative, positive, schedule_error_text
 from .run import cmd_run
 from .wrap import WIDTH, WrappingWriter

@@ -28,7 +28,8 @@ FIELD_FLAGS: dict[str, str] = {
     "epilogue_via_smem": "--epilogue-via", "split_k": "--split-k", "split_k_mode": "--split-k-mode",
     "decomposition": "--stream-k", "sms": "--sms", "swap_ab": "--swap-ab", "arch": "--arch",
     "consumers": "--consumers", "warp_specialized": "--warp-specialized", "persistent": "--persistent",
-    "cluster": "--cluster", "swizzle": "--swizzle", "cta_group": "--cta-group", "tile_scheduler": "--tile-scheduler",
+    "cluster": "--cluster", "swizzle": "--swizzle",
+    "cta_group": "--cta-group", "tile_scheduler": "--tile-scheduler",
 }
 #: Boolean fields set by a --X / --no-X flag pair: `field=False` reads as `--no-X`.
 BOOLEAN_FLAGS = ("warp_specialized", "persistent")

@@ -49,7 +49,8 @@ CHOSEN = [
 ]
 
 
-@pytest.mark.parametrize("problem, picked", CHOSEN, ids=["bf16-8192-pair", "e4m3-cluster", "bf16-single", "nvfp4-cluster"])
+@pytest.mark.parametrize("problem, picked", CHOSEN,
+                         ids=["bf16-8192-pair", "e4m3-cluster", "bf16-single", "nvfp4-cluster"])
 def test_every_printed_sm100_schedule_round_trips(capsys, problem, picked):
     status, out, err = _run(capsys, ["info", "--arch", ARCH, *problem, "--wide"])
     assert status == 0, err
@@ -123,11 +124,11 @@ def test_blackwell_flags_elsewhere_are_one_line_usage_errors(capsys, flags, name
 
 
 def test_bad_blackwell_flag_values_are_argparse_errors(capsys):
-    for flags, message in ((["--cta-group", "4"], "invalid choice"), (["--tile-scheduler", "dynamic"], "invalid choice")):
+    for flags in (["--cta-group", "4"], ["--tile-scheduler", "dynamic"]):
         with pytest.raises(SystemExit) as e:
             main(["info", *SMALL, *flags])
         assert e.value.code == 2
-        assert message in capsys.readouterr().err
+        assert "invalid choice" in capsys.readouterr().err
 
 
 def test_schedule_errors_name_the_blackwell_flags(capsys):

@@ -12,8 +12,8 @@ import sys
 import warnings
 
 from ..version import __version__
-from .build import (HOPPER_FLAGS, LAYOUT_LETTERS, SCHEDULE_FLAGS, UsageError, build, hopper_fields,  # noqa: F401
-                    layouts, problem)
+from .build import (BLACKWELL_FLAGS, HOPPER_FLAGS, LAYOUT_LETTERS, SCHEDULE_FLAGS,  # noqa: F401
+                    TARGET_FLAGS, UsageError, build, hopper_fields, layouts, problem, target_fields)
 from .flags import Parser, block_scale, dims, epilogue, flag_text, join_negative_values, non_negative, positive, schedule_error_text
 from .run import cmd_run
 from .wrap import WIDTH, WrappingWriter
@@ -24,6 +24,7 @@ from ..schedule.grouping import GROUPINGS
 from ..schedule.problem import INPUT_DTYPES, LAYOUTS, OUTPUT_DTYPES
 from ..schedule.schedule import INSTRUCTIONS, RASTERS, SMEM_LAYOUTS
 from ..schedule.targets import TARGETS
+from ..targets.sm100.options import TILE_SCHEDULERS
 
 #: Set to 1 to see the traceback of an unexpected error (a bug to report).
 DEBUG_ENV = "PTXGEN_DEBUG"
@@ -108,8 +109,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="decode (small M): compute C^T = B^T A^T so N fills the MMA's M side, C stored "
                         "transposed (default: chosen for M <= 64)")
     h = common.add_argument_group(
-        "hopper", "Only with --instruction wgmma (--arch sm_90a); left out, the Schedule's defaults apply "
-                  "(warp-specialised, persistent).")
+        "hopper", "Only with --instruction wgmma (--arch sm_90a), --cluster with tcgen05 too; left out, the "
+                  "Schedule's defaults apply (warp-specialised, persistent).")
     h.add_argument("--consumers", default=None, type=int, choices=(1, 2),
                    help="consumer warpgroups, each owning BM/consumers rows (default 2 when BM is a multiple "
                         "of 128, else 1)")
@@ -119,9 +120,21 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--persistent", action=argparse.BooleanOptionalAction, default=None,
                    help="one CTA per SM walks the output tiles (default on; needs --warp-specialized)")
     h.add_argument("--cluster", default=None, type=lambda t: dims(t, 2, "cluster"),
-                   help="CMxCN CTAs per thread-block cluster (default 1x1; larger ones on the warp-specialised persistent kernel, with TMA multicast of the shared operand)")
+                   help="CMxCN CTAs per thread-block cluster, for wgmma and tcgen05 (default 1x1, and 2x1 with "
+                        "--cta-group 2: the pair is the cluster; larger ones with TMA multicast of the shared "
+                        "operand, on wgmma's warp-specialised persistent kernel)")
     h.add_argument("--swizzle", default=None, type=int, choices=(128, 64, 32),
                    help="TMA box and wgmma descriptor swizzle in bytes (default: the widest the tiles allow)")
+    bw = common.add_argument_group(
+        "blackwell", "Only with --instruction tcgen05 (--arch sm_100a), with --cluster above; left out, the "
+                     "Schedule's defaults apply (one CTA per MMA, static persistent walk).")
+    bw.add_argument("--cta-group", default=None, type=int, choices=(1, 2),
+                    help="CTAs sharing one tcgen05.mma: 1, or 2 for a CTA pair whose leader issues the MMA over "
+                         "both CTAs' halves (--block's BM is then the pair's M; default 1)")
+    bw.add_argument("--tile-scheduler", default=None, choices=TILE_SCHEDULERS,
+                    help="how the persistent CTAs get their output tiles: static (min(tiles, SMs) CTAs, each "
+                         "walking every grid-th tile) or clc (one CTA per tile, a running CTA takes the next by "
+                         "cluster launch control's try_cancel; single-CTA clusters only) (default static)")
     s.add_argument("--arch", default="sm_80", choices=tuple(TARGETS), help="target architecture (default sm_80)")
     common.add_argument("--wide", action="store_true",
                         help=f"print report lines whole (default: wrapped at {WIDTH} characters; PTXGEN_WIDE=1 too)")

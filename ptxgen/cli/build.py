@@ -10,6 +10,7 @@ from ..errors import ScheduleError
 from ..kernel import Kernel
 from ..schedule.problem import INTEGER_DTYPES, Gemm
 from ..schedule.rules import options_class
+from ..targets.registry import backend_for_instruction
 from ..schedule.schedule import Schedule
 
 #: CUTLASS-style letters: "t" stores a matrix row-major, "n" column-major; first A, then B.
@@ -18,10 +19,19 @@ LAYOUT_LETTERS = {f"{a}{b}": ({"t": "row", "n": "col"}[a], {"t": "row", "n": "co
 #: The argparse names of the schedule flags: when none is given, the cost model chooses the schedule.
 SCHEDULE_FLAGS = ("block", "warps", "stages", "instruction", "smem_layout", "raster", "group_m",
                   "no_frag_double_buffer", "epilogue_via", "split_k", "split_k_mode", "stream_k", "sms", "swap_ab",
-                  "consumers", "warp_specialized", "persistent", "cluster", "swizzle")
-#: The Hopper schedule flags (argparse name -> flag as typed), which only --instruction wgmma takes.
+                  "consumers", "warp_specialized", "persistent", "cluster", "swizzle", "cta_group", "tile_scheduler")
+#: The Hopper schedule flags (argparse name -> flag as typed), which only --instruction wgmma takes
+#: (--cluster: tcgen05 too).
 HOPPER_FLAGS = {"consumers": "--consumers", "warp_specialized": "--warp-specialized/--no-warp-specialized",
                 "persistent": "--persistent/--no-persistent", "cluster": "--cluster", "swizzle": "--swizzle"}
+#: The Blackwell schedule flags, which only --instruction tcgen05 takes (--cluster: wgmma too).
+BLACKWELL_FLAGS = {"cta_group": "--cta-group", "tile_scheduler": "--tile-scheduler", "cluster": "--cluster"}
+#: Every target's own schedule flags: each sets the field of that name in the options of the
+#: instruction's target (`Schedule(..., cta_group=2)`), and only an instruction whose options have
+#: the field takes it (`target_fields`).
+TARGET_FLAGS = {**HOPPER_FLAGS, **BLACKWELL_FLAGS}
+#: The instructions that have target flags, in the order a refusal names them.
+TARGET_INSTRUCTIONS = ("wgmma", "tcgen05")
 
 
 class UsageError(Exception):
@@ -33,7 +43,7 @@ FIELD_ARGS = {"block": "block", "warps": "warps", "stages": "stages", "instructi
               "smem_layout": "smem_layout", "raster": "raster", "group_m": "group_m",
               "frag_double_buffer": "no_frag_double_buffer", "epilogue_via_smem": "epilogue_via",
               "split_k": "split_k", "split_k_mode": "split_k_mode", "decomposition": "stream_k", "sms": "sms",
-              **{name: name for name in HOPPER_FLAGS}}
+              **{name: name for name in TARGET_FLAGS}}
 
 
 #: Schedule flags given as a --x / --no-x pair (argparse.BooleanOptionalAction).
@@ -74,10 +84,16 @@ def refuse_flags_without_effect(args: argparse.Namespace) -> None:
 
 
 def has_persistent_grid(instruction: str | None) -> bool:
-    """Whether the instruction's target walks tiles on a persistent grid of its own (its options
-    have `persistent`), which --sms sizes without --stream-k."""
+    """Whether the instruction's target walks tiles on a persistent grid of its own, which --sms
+    sizes without --stream-k: its options have `persistent` (wgmma) or `tile_scheduler` (tcgen05,
+    always persistent)."""
+    return bool(option_fields(instruction) & {"persistent", "tile_scheduler"})
+
+
+def option_fields(instruction: str | None) -> set[str]:
+    """The names of the fields of the instruction's target options (empty: it has none)."""
     options = options_class(instruction)
-    return options is not None and "persistent" in {f.name for f in dataclasses.fields(options)}
+    return {f.name for f in dataclasses.fields(options)} if options is not None else set()
 
 
 def layouts(args: argparse.Namespace) -> tuple[str, str]:
@@ -104,16 +120,35 @@ def problem(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Ge
                 grouping=getattr(args, "grouping", None), block_scale=getattr(args, "block_scale", None))
 
 
-def hopper_fields(args: argparse.Namespace) -> dict:
-    """The Schedule's Hopper fields the flags give (None ones left out, so its defaults apply);
-    a UsageError when they are given without --instruction wgmma, which alone reads them."""
-    given = {name: getattr(args, name) for name in HOPPER_FLAGS if getattr(args, name) is not None}
-    if given and args.instruction != "wgmma":
-        flags = ", ".join(HOPPER_FLAGS[name] for name in given)
-        raise UsageError(f"{flags} only apply to --instruction wgmma (--arch sm_90a), not --instruction "
-                         f"{args.instruction or 'm16n8k16 (the default)'}: add --instruction wgmma --arch sm_90a, "
-                         f"or drop {flags}")
-    return {name: tuple(v) if name == "cluster" else v for name, v in given.items()}
+def _instruction_text(instruction: str, parenthesised: bool = False) -> str:
+    """`--instruction wgmma --arch sm_90a`, or `--instruction wgmma (--arch sm_90a)`: the
+    instruction with the arch its target lowers for."""
+    arch = f"--arch {backend_for_instruction(instruction).archs[0]}"
+    return f"--instruction {instruction} " + (f"({arch})" if parenthesised else arch)
+
+
+def target_fields(args: argparse.Namespace) -> dict:
+    """The Schedule's target fields the flags give (None ones left out, so its defaults apply); a
+    UsageError naming the instruction that takes them when the instruction given does not."""
+    given = {name: getattr(args, name) for name in TARGET_FLAGS if getattr(args, name, None) is not None}
+    refused = [name for name in given if name not in option_fields(args.instruction or "m16n8k16")]
+    if not refused:
+        return {name: tuple(v) if name == "cluster" else v for name, v in given.items()}
+    flags = ", ".join(TARGET_FLAGS[name] for name in refused)
+    takers = [i for i in TARGET_INSTRUCTIONS if set(refused) <= option_fields(i)]
+    if not takers:  # the flags of two targets at once
+        owners = "; ".join(f"{TARGET_FLAGS[name]} only with " + " or ".join(
+            _instruction_text(i) for i in TARGET_INSTRUCTIONS if name in option_fields(i)) for name in refused)
+        raise UsageError(f"{flags} belong to different instructions ({owners}): keep the flags of one "
+                         "instruction and add it")
+    verb = "applies" if len(refused) == 1 else "apply"
+    raise UsageError(f"{flags} only {verb} to {' or '.join(_instruction_text(i, True) for i in takers)}, not "
+                     f"--instruction {args.instruction or 'm16n8k16 (the default)'}: add "
+                     f"{' or '.join(_instruction_text(i) for i in takers)}, or drop {flags}")
+
+
+#: The name older scripts use for `target_fields`.
+hopper_fields = target_fields
 
 
 def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kernel:
@@ -121,9 +156,9 @@ def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kern
     (a default) carries `typed_flags`, so the CLI blames what was typed (`flags.schedule_error_text`)."""
     refuse_flags_without_effect(args)
     gemm = problem(args, default_shape)
-    hopper = hopper_fields(args)
+    options = target_fields(args)
     try:
-        return _build(args, gemm, hopper)
+        return _build(args, gemm, options)
     except ScheduleError as e:
         e.layout_letters = args.layout
         field = e.field.split(".")[1] if e.field.startswith("schedule.") else None
@@ -133,7 +168,7 @@ def build(args: argparse.Namespace, default_shape: tuple[int, int, int]) -> Kern
         raise
 
 
-def _build(args: argparse.Namespace, gemm: Gemm, hopper: dict) -> Kernel:
+def _build(args: argparse.Namespace, gemm: Gemm, options: dict) -> Kernel:
     if all(getattr(args, flag) is None for flag in SCHEDULE_FLAGS):
         return compile_kernel(gemm, None, arch=args.arch)
     # warps and smem_layout left None take the instruction's defaults (Schedule.__post_init__)
@@ -145,5 +180,5 @@ def _build(args: argparse.Namespace, gemm: Gemm, hopper: dict) -> Kernel:
                      epilogue_via_smem={"auto": None, "smem": True, "registers": False}[args.epilogue_via or "auto"],
                      split_k=1 if args.split_k is None else args.split_k, split_k_mode=args.split_k_mode or "workspace",
                      decomposition={None: "tiles", "hybrid": "stream-k", "pure": "stream-k-pure"}[args.stream_k],
-                     sms=args.sms, swap_ab=bool(args.swap_ab), **hopper)
+                     sms=args.sms, swap_ab=bool(args.swap_ab), **options)
     return compile_kernel(gemm, sched, arch=args.arch)

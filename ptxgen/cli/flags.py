@@ -29,6 +29,7 @@ FIELD_FLAGS: dict[str, str] = {
     "decomposition": "--stream-k", "sms": "--sms", "swap_ab": "--swap-ab", "arch": "--arch",
     "consumers": "--consumers", "warp_specialized": "--warp-specialized", "persistent": "--persistent",
     "cluster": "--cluster", "swizzle": "--swizzle",
+    "cta_group": "--cta-group", "tile_scheduler": "--tile-scheduler",
 }
 #: Boolean fields set by a --X / --no-X flag pair: `field=False` reads as `--no-X`.
 BOOLEAN_FLAGS = ("warp_specialized", "persistent")

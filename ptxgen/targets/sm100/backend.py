@@ -131,7 +131,8 @@ def describe_schedule(s: Schedule) -> str:
     return (f"--arch sm_100a --instruction tcgen05 --block {bm}x{bn}x{bk} --stages {s.stages}"
             + (f" --raster grouped --group-m {s.group_m}" if s.raster == "grouped" else "")
             + (f" --cta-group {s.cta_group}" if s.cta_group == 2 else "")
-            + (f" --cluster {cm}x{cn}" if (cm, cn) != (1, 1) else ""))
+            + (f" --cluster {cm}x{cn}" if (cm, cn) != (1, 1) else "")
+            + (f" --tile-scheduler {s.tile_scheduler}" if s.tile_scheduler not in (None, "static") else ""))
 
 
 def candidates(g: Gemm) -> list[Schedule]:

@@ -117,3 +117,33 @@ def test_chosen_schedule_runs_correct_on_the_simulator():
     a, b = random_operands(g, 7)
     c = k.simulate(a, b)
     assert compare(c, a.astype(np.float64) @ b.astype(np.float64), g).ok
+
+
+@pytest.mark.parametrize("shape, dtype", [((8192, 8192, 8192), "bf16"), ((2048, 256, 8192), "e4m3")])
+def test_ranked_list_holds_multicast_clusters_and_pairs_and_all_are_legal(shape, dtype):
+    """Issue 25's "clusters and pairs in the chooser's candidate list": one-CTA schedules in 2x1
+    and 1x2 multicast clusters are ranked beside CTA pairs, every ranked one passes the verifier,
+    and a cluster is pruned only where its one-CTA base is (the clustering itself is legal)."""
+    g = _gemm(*shape, dtype=dtype)
+    ranked = [s for s, _ in default_backend(ARCH).rank(g, ARCH)]
+    assert {(1, (1, 1)), (1, (2, 1)), (1, (1, 2)), (2, (2, 1))} <= {(s.cta_group, s.cluster) for s in ranked}
+    for s in ranked:
+        ptxgen.verify(g, s, ARCH)
+    legal = set(ranked)
+    clustered = [s for s in blackwell_candidates(g) if s.cta_group == 1 and s.cluster != (1, 1)]
+    assert len(clustered) > 40
+    for s in clustered:
+        assert (s in legal) == (with_fields(s, cluster=(1, 1)) in legal), s
+
+
+def test_multicast_cluster_is_priced_below_its_base_in_l2_traffic():
+    """cost.py reads the cluster: multicast loads each shared tile once per cluster from L2, so a
+    2x1 or 1x2 cluster moves less through L2 than the same tile alone (and wins at e4m3 2048x256)."""
+    g = _gemm(2048, 256, 8192, dtype="e4m3")
+    base = ptxgen.Schedule(block=(64, 64, 128), instruction="tcgen05", stages=8)
+    alone = predict_blackwell(g, base, ARCH)
+    for cluster in ((2, 1), (1, 2)):
+        clustered = predict_blackwell(g, with_fields(base, cluster=cluster), ARCH)
+        assert clustered.terms["L2"] < alone.terms["L2"] and clustered.time_s < alone.time_s
+    best = default_backend(ARCH).rank(g, ARCH)[0][0]
+    assert best.cta_group == 1 and best.cluster in ((2, 1), (1, 2))

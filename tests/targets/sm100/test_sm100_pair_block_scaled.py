@@ -158,3 +158,19 @@ def test_pair_block_scaled_schedules_match_numpy(data):
         assume(False)
     res = run(g, s, seed=m * n + k)[-1]
     assert res.ok, res
+
+
+# -- ptxas ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype, bs, bk", [("e4m3", MX, 128), ("e2m1", MX, 256), ("e2m1", NV, 256)],
+                         ids=["mxfp8", "mxfp4", "nvfp4"])
+def test_ptxas_assembles_the_pair_block_scaled_kernels_without_spills(dtype, bs, bk, monkeypatch):
+    """ptxas -arch=sm_100a takes tcgen05.cp.cta_group::2 and the pair's block-scaled MMAs at
+    4096^3 with BN 256 (one accumulator buffer beside the scale columns)."""
+    from ptxgen.runtime import assemble as asm
+
+    if asm._ptxas_path() is None:
+        pytest.skip("ptxas is not on PATH: the assembly check needs it")
+    monkeypatch.setenv("PTXGEN_ASSEMBLER", "ptxas")
+    k = ptxgen.compile(scaled(4096, 4096, 4096, dtype, bs, "bf16"), pair((256, 256, bk), 3, sms=None), arch=ARCH)
+    r = asm.assemble(k.ptx, ARCH, k.entry)
+    assert r.resources.spill_store_bytes == 0 and r.resources.spill_load_bytes == 0, r.resources

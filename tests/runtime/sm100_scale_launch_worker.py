@@ -1,6 +1,6 @@
 """Run in a fresh process by test_sm100_scale_launch.py (the stand-in's device model is fixed when
 it first loads, so the B200 model needs a process of its own): launch an MXFP8 and an NVFP4 kernel
-through the driver path and print one verdict line each."""
+through the driver path, on one CTA and on a CTA pair, and print one verdict line each."""
 from __future__ import annotations
 
 import ptxgen
@@ -15,9 +15,12 @@ CASES = {
                           block_scale=BlockScale(a=(1, 16), b=(16, 1), dtype="ue4m3"), epilogue=Epilogue(alpha=0.5)), 5),
 }
 
-for name, (g, seed) in CASES.items():
-    k = ptxgen.compile(g, ptxgen.Schedule(block=(128, 64, 128), instruction="tcgen05", stages=2, sms=2),
-                       arch="sm_100a")
+ONE_CTA = ptxgen.Schedule(block=(128, 64, 128), instruction="tcgen05", stages=2, sms=2)
+#: the CTA pair (cta_group=2): each CTA's scale tensor maps give its own A rows and the pair's B rows
+PAIR = ptxgen.Schedule(block=(256, 64, 128), instruction="tcgen05", stages=2, sms=2, cta_group=2)
+
+for name, s, (g, seed) in [(n, ONE_CTA, c) for n, c in CASES.items()] + [(n + "-pair", PAIR, c) for n, c in CASES.items()]:
+    k = ptxgen.compile(g, s, arch="sm_100a")
     a, b = random_operands(g, seed)
     sa, sb = random_block_scales(g.block_scale, g.m, g.n, g.k, seed=seed + 1)
     res = check_kernel(k, a, b, run=k, scale_a=sa, scale_b=sb)

@@ -25,6 +25,10 @@ Barriers.
   `mbarrier.try_wait.parity.shared::cta.b64`, as CUTLASS's ClusterBarrier does (on Hopper the
   `.acquire.cluster` form halved a cluster kernel's speed).
 
+Block scaling (scales.py): each CTA also loads its own rows' A scales and the B scales of the
+whole pair tile (counted in the bytes the leader arms), and the leader's tcgen05.cp.cta_group::2
+copies each CTA's stage into that CTA's TMEM before the pair's block-scaled MMAs (§12g, §12h).
+
 Tiles: the pair walks pair tiles %clusterid.x, + %nclusterid.x, ... in the schedule's raster
 (the shared TileScheduler over BM x BN tiles); CTA v's rows of C start at bm0 + v*BM/2.
 
@@ -150,6 +154,8 @@ class CtaPair:
                 load_to_pair_barrier(b, Addr(dst), lw.tmaps[name], coords, bar,
                                      comment=f"my half of {name}: box {box.outer}x{box.inner}, block {j}, "
                                      "on the leader's full barrier")
+        if lw.scales is not None:   # my rows' A scales, the whole pair's B scales (scales.py)
+            lw.scales.issue_loads(base, state.count, bar, tile, load=load_to_pair_barrier)
 
     # -- the MMA warp ----------------------------------------------------------------------------
     def release(self, ring: MbarrierRing, index: VReg, guard: VReg | None, comment: str) -> None:

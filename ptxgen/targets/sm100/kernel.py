@@ -327,7 +327,7 @@ class Sm100Lowering(ScalarOps):
             if self.scales is not None:
                 sfa, sfb = self.scales.addresses(cols, b_cols, kk)
                 scaled_mma(b, sp, Addr(d), da, db, idescs[sp.groups_of(kk)[1]], sfa, sfb, first if kk == 0 else 1,
-                           guard=elected, comment=f"k+{kk}, scale group {kk // sp.group_k}")
+                           guard=elected, comment=f"k+{kk}, scale group {kk // sp.group_k}", group=plan.cta_group)
                 continue
             tc.mma(b, plan.kind, Addr(d), da, db, idesc, first if kk == 0 else 1, guard=elected,
                    comment=f"k+{kk}", group=plan.cta_group)

@@ -27,13 +27,21 @@ arrives on, so no copy overwrites scales an MMA still reads.
 Tiles: BM = 128 (the block-scaled kinds at cta_group::1, §12h); BN 32, 64, 128 or 256, and a BN < 128
 tile reads its rows' scales from column (n0 % 128) / 32 of its block (row r at column r >> 5); BK a
 multiple of 4 groups (whole blocks: 128 for MX, 64 for NVFP4).
+
+CTA pair (cta_group=2, cta_pair.py; BM = 256, the pair's BN as above): a pair MMA scales each CTA's
+128 rows of A by the SFA in that CTA's TMEM and all the pair's N rows of B by the SFB in that CTA's
+TMEM (§12h, "SFB stays full per CTA"). So each CTA TMA-loads its own rows' A-scale block and the
+B-scale blocks of the whole pair tile into its stage (the same bytes in both CTAs, on the leader's
+full barrier), and the leader's MMA thread issues tcgen05.cp.cta_group::2, which copies each CTA's
+stage into that CTA's TMEM at the same columns (§12g), then the .cta_group::2 MMAs. M = 128 pairs
+(layout B) are refused: the simulator does not model where their scales sit (§12i).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...errors import ScheduleError
+from ...errors import LoweringNotBuilt, ScheduleError
 from ...ir import Addr, Builder, Imm, Instr, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, U32
@@ -148,7 +156,13 @@ def verify_scales(g: Gemm, s: Schedule) -> None:
         raise ScheduleError("gemm.k", g.k, "packed fp4 rows hold K/2 bytes, which TMA needs a multiple of 16",
                             f"pad K to {-(-g.k // 32) * 32} with zeros (and the scales with any value)")
     bm, bn, bk = s.block
-    if bm != 128:
+    if s.cta_group == 2 and bm == 128:
+        raise LoweringNotBuilt("schedule.block.BM", bm, "block scaling on a CTA pair is built for the pair's M = 256 "
+                               "(128 rows and their scales per CTA); at M = 128 each CTA's 64 rows and their scale "
+                               "factors sit in TMEM layout B, given only by the ISA's figures, so the simulator that "
+                               "proves the kernels does not model it (tcgen05.md §12h, §12i)",
+                               f"use block=(256, {bn}, {bk}) with cta_group=2, or cta_group=1 with block=(128, {bn}, {bk})")
+    if s.cta_group != 2 and bm != 128:
         raise ScheduleError("schedule.block.BM", bm, "block-scaled tcgen05.mma kinds have M = 128 at cta_group::1 "
                             "(tcgen05.md §12h)", f"use block=(128, {bn}, {bk})")
     per_block = BLOCK_GROUPS * bs.group_k
@@ -172,15 +186,16 @@ def cp_descriptor(b: Builder, smem: VReg) -> DescriptorWords:
     return DescriptorWords(lo, hi)
 
 
-def cp_32x128b_warpx4(b: Builder, taddr: Addr, desc: VReg, guard: VReg | None, comment: str) -> Instr:
-    """One thread: 32 rows x 16 bytes from shared memory to every TMEM lane quarter (§12g)."""
-    return b.emit("tcgen05.cp.cta_group::1.32x128b.warpx4", taddr, desc, guard=guard, comment=comment)
+def cp_32x128b_warpx4(b: Builder, taddr: Addr, desc: VReg, guard: VReg | None, comment: str, group: int = 1) -> Instr:
+    """One thread: 32 rows x 16 bytes from shared memory to every TMEM lane quarter (§12g); with
+    group 2 each CTA of the pair copies its own shared memory into its own TMEM at `taddr`."""
+    return b.emit(f"tcgen05.cp.cta_group::{group}.32x128b.warpx4", taddr, desc, guard=guard, comment=comment)
 
 
 def scaled_mma(b: Builder, plan: ScalePlan, d: Addr, a_desc: VReg, b_desc: VReg, idesc: VReg, sfa: Addr,
-               sfb: Addr, accumulate: VReg | int, guard: VReg | None, comment: str) -> Instr:
+               sfb: Addr, accumulate: VReg | int, guard: VReg | None, comment: str, group: int = 1) -> Instr:
     acc = Imm(str(accumulate)) if isinstance(accumulate, int) else accumulate
-    return b.emit(f"tcgen05.mma.cta_group::1.kind::{plan.kind}.block_scale.{plan.qualifier}", d, a_desc, b_desc,
+    return b.emit(f"tcgen05.mma.cta_group::{group}.kind::{plan.kind}.block_scale.{plan.qualifier}", d, a_desc, b_desc,
                   idesc, sfa, sfb, acc, guard=guard, comment=comment)
 
 
@@ -191,16 +206,18 @@ class StageScales:
     def __init__(self, lw: "Sm100Lowering", plan: ScalePlan):
         self.lw, self.plan = lw, plan
 
-    def issue_loads(self, base: VReg, k_tile: VReg, bar: Addr, tile) -> None:
-        """A's and B's scale boxes of k-tile `k_tile` into the stage at `base` (after A and B)."""
+    def issue_loads(self, base: VReg, k_tile: VReg, bar: Addr, tile, load=tma.load) -> None:
+        """A's and B's scale boxes of k-tile `k_tile` into the stage at `base` (after A and B). A pair's
+        CTA passes its own rows' origin in `tile.bm0`, the pair's columns in `tile.bn0` (each CTA holds
+        the scales of all the pair's B rows, §12h) and `load` completing on the leader's barrier."""
         lw, b, p = self.lw, self.lw.b, self.plan
         offset = lw.plan.a_stage + lw.plan.b_stage
         row = ptx.mul(b, U32, k_tile, Imm(str(2 * p.k_blocks)), comment="the k-tile's first 256-byte scale row")
         for name, origin, at in (("SFA", tile.bm0, offset), ("SFB", tile.bn0, offset + p.a_bytes)):
             block = ptx.shr(b, U32, origin, Imm(str(BLOCK_ROWS.bit_length() - 1)), comment="its 128-row scale block")
             dst = ptx.add(b, U32, base, Imm(str(at)))
-            tma.load(b, Addr(dst), lw.tmaps[name], (Imm("0"), row, block), bar,
-                     comment=f"{name}: {p.k_blocks} block(s) of 128 rows x 4 groups per row block")
+            load(b, Addr(dst), lw.tmaps[name], (Imm("0"), row, block), bar,
+                 comment=f"{name}: {p.k_blocks} block(s) of 128 rows x 4 groups per row block")
 
     def stage_columns(self, tmem: VReg, index: VReg) -> VReg:
         """The TMEM address of the stage's scale columns (after the accumulators)."""
@@ -213,7 +230,7 @@ class StageScales:
     def copy(self, smem_stage: VReg, cols: VReg, guard: VReg) -> None:
         """The stage's blocks to its TMEM columns, one tcgen05.cp each, issued before its MMAs."""
         lw, b, p = self.lw, self.lw.b, self.plan
-        at = lw.plan.a_stage + lw.plan.b_stage
+        at, group = lw.plan.a_stage + lw.plan.b_stage, lw.plan.cta_group
         copies = [("SFA", d, 0, at + d * BLOCK_BYTES, BLOCK_COLUMNS * d) for d in range(p.k_blocks)]
         copies += [("SFB", d, a, at + p.a_bytes + (a * p.k_blocks + d) * BLOCK_BYTES,
                     p.a_columns + BLOCK_COLUMNS * (d * p.b_row_blocks + a))
@@ -221,7 +238,8 @@ class StageScales:
         for name, d, a, offset, col in copies:
             desc = join_words(b, cp_descriptor(b, ptx.add(b, U32, smem_stage, Imm(str(offset)))))
             cp_32x128b_warpx4(b, Addr(cols, col), desc, guard, f"{name} block (rows {128 * a}.., k block {d}) "
-                              "to TMEM: its MMAs below are ordered after it (same thread, cp -> mma)")
+                              "to TMEM: its MMAs below are ordered after it (same thread, cp -> mma)"
+                              + (" in both CTAs, each from its own stage" if group == 2 else ""), group)
 
     def b_column(self, tile) -> VReg | None:
         """BN < 128: the column of the tile's first B-scale row in its block, (n0 % 128) / 32."""

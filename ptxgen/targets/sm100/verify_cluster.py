@@ -18,11 +18,6 @@ MMA_M_PAIR = (128, 256)
 def verify_cluster(g: Gemm, s: Schedule, arch: str) -> None:
     """The cluster's size, the CTA pair's place in it, and a walk that keeps whole clusters."""
     cm, cn = s.cluster if s.cluster is not None else (1, 1)
-    if s.cta_group == 2 and g.block_scale is not None:
-        raise LoweringNotBuilt("schedule.cta_group", 2, "block scaling with cta_group=2 is not built yet (the "
-                               "pair's scale factors would have to be split over both CTAs' tensor memory and "
-                               "copied with tcgen05.cp.cta_group::2)",
-                               f"use cta_group=1 with block=(128, {s.bn}, {s.bk}) for block-scaled kinds")
     size, most = cm * cn, target(arch).max_cluster
     if cm < 1 or cn < 1 or size > most:
         raise ScheduleError("schedule.cluster", s.cluster, f"a cluster holds 1 to {most} CTAs (the portable "

@@ -159,7 +159,10 @@ def test_the_cli_runs_nvfp4_on_sm100a(capsys):
 
 @pytest.mark.parametrize("dtype, bs, bk", [("e4m3", MX, 128), ("e2m1", MX, 256), ("e2m1", NV, 256)])
 def test_the_chooser_picks_a_block_scaled_schedule(dtype, bs, bk):
-    """compile(gemm) with no schedule: the candidates' BK is 128 bytes of K, whole scale blocks."""
+    """compile(gemm) with no schedule: the candidates' BK is 128 bytes of K, whole scale blocks; the
+    chooser may take the CTA pair (BM 256, each CTA's M 128) now that block scaling is built on it."""
     k = ptxgen.compile(Gemm(4096, 4096, 4096, dtype=dtype, out_dtype="bf16", a_layout="row", b_layout="col",
                             block_scale=bs), arch=ARCH)
-    assert k.schedule.bm == 128 and k.schedule.bk == bk and "block_scale" in k.ptx
+    group = k.schedule.cta_group or 1
+    assert k.schedule.bm == 128 * group and k.schedule.bk == bk and "block_scale" in k.ptx
+    assert f"tcgen05.mma.cta_group::{group}.kind::" in k.ptx

@@ -3,8 +3,8 @@ CTA pairs, the TMA-store epilogue and batched walks: MXFP8 and NVFP4 in multicas
 CTA TMA-loads and tcgen05.cp-copies its own rows' scales, A and B shared by multicast), fp8 and
 int8 on a CTA pair, s32 accumulators dequantised through the TMA store, a batched fp8 cluster
 walk. Proven on the simulator against float64 numpy (never-zero inputs and scales, poisoned C);
-block scaling with cta_group=2 is refused naming the fix, and block scaling of a batched GEMM is
-refused by the Gemm itself."""
+block scaling of a batched GEMM is refused by the Gemm itself (block scaling on a CTA pair:
+test_sm100_pair_block_scaled.py)."""
 from __future__ import annotations
 
 import pytest
@@ -12,7 +12,7 @@ import pytest
 import ptxgen
 from ptxgen import BlockScale, Epilogue, Gemm, Schedule
 from ptxgen.check import check_simulated, random_epilogue_operands, random_operands
-from ptxgen.errors import LoweringNotBuilt, ScheduleError
+from ptxgen.errors import ScheduleError
 from ptxgen.schedule.block_scale import random_block_scales
 
 from tests import harness
@@ -62,15 +62,6 @@ def test_fp8_and_int8_with_pairs_clusters_and_the_tma_store_match_numpy(g, s, st
     k = ptxgen.compile(g, s, arch=ARCH)
     assert tma_store(k) == (stores == "tma")
     harness.check(k, seed=g.m)
-
-
-def test_block_scaling_on_a_cta_pair_is_refused_with_a_fix_that_compiles():
-    g = tn(300, 72, 256, "e4m3", "f16", block_scale=MX)
-    with pytest.raises(LoweringNotBuilt) as e:
-        ptxgen.compile(g, tc((256, 64, 128), cta_group=2), arch=ARCH)
-    assert e.value.field == "schedule.cta_group" and "block scaling with cta_group=2" in str(e.value)
-    assert "block=(128, 64, 128)" in e.value.fix
-    assert "kind::mxf8f6f4" in ptxgen.compile(g, tc((128, 64, 128)), arch=ARCH).ptx
 
 
 def test_block_scaling_of_a_batched_gemm_is_refused_by_the_gemm():

@@ -45,12 +45,12 @@ CHOSEN = [
     (["--shape", "2048x256x8192", "--dtype", "e4m3", "--out", "bf16"], (1, (2, 1))),  # a multicast cluster
     (["--shape", "512x512x4096", "--dtype", "bf16"], (1, (1, 1))),                    # one CTA
     (["--shape", "4096x4096x4096", "--dtype", "e2m1", "--block-scale", "1x16,16x1,ue4m3", "--out", "bf16"],
-     (1, (2, 1))),                                                                     # NVFP4 in a cluster
+     (2, (2, 1))),                                                                     # NVFP4 on a CTA pair
 ]
 
 
 @pytest.mark.parametrize("problem, picked", CHOSEN,
-                         ids=["bf16-8192-pair", "e4m3-cluster", "bf16-single", "nvfp4-cluster"])
+                         ids=["bf16-8192-pair", "e4m3-cluster", "bf16-single", "nvfp4-pair"])
 def test_every_printed_sm100_schedule_round_trips(capsys, problem, picked):
     status, out, err = _run(capsys, ["info", "--arch", ARCH, *problem, "--wide"])
     assert status == 0, err

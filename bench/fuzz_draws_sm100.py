@@ -185,7 +185,7 @@ def draw(rng: np.random.Generator) -> Draw:
     if scaled:
         bns = list(SCALED_BN)
     else:
-        bns = [x for x in DENSE_BN if x % step == 0 and (not integer or i8_n_ok(bm, x))]
+        bns = [x for x in DENSE_BN if x % step == 0 and (not integer or i8_n_ok(bm, x, 2 if pair else 1))]
     per_cta = 2 if pair else 1   # a pair's CTA holds BN/2 rows of B
     bns = [x for x in bns if (b_layout == "col" or x // per_cta * esize % 32 == 0)
            and (b_layout == "row" or pair or x % (8 * cm) == 0)]

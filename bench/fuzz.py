@@ -27,8 +27,12 @@ LLM-shaped problems instead (fuzz_draws_llm.py), taking the designs in turn: gro
 (contiguous and masked, 1-16 groups, empty and tile-straddling groups, masked counts 0..max_m)
 on the mma.sync path, and block-scaled fp8 (1x128 / 128x128 scales, K rarely a multiple of 128)
 on sm_90a; these draws are legal by construction, so "rejected" must be 0 there too. `--arch sm_100a`
-draws tcgen05 schedules (fuzz_draws_sm100.py). The report counts outcomes per design (a cluster
-and a batch named after it); ARCH_DRAWS is where another target's draws go.
+draws tcgen05 schedules (fuzz_draws_sm100.py): 1-CTA, CTA pairs, multicast clusters 2x1 to 4x2,
+cluster launch control, batches and short persistent walks, every dense dtype and layout and the
+block-scaled MXFP8/MXFP4/NVFP4 kinds with random scales, the TMA-store or direct epilogue, and one
+draw in twenty a probe of a legal part not built ("probe ..."), which must come back "rejected".
+The report counts outcomes per design (a cluster and a batch named after it; sm_100a's names say
+family, kind, batched and walk themselves); ARCH_DRAWS is where another target's draws go.
 """
 from __future__ import annotations
 
@@ -98,15 +102,11 @@ def draw_sm90a(rng: np.random.Generator, instruction: str | None = None):
 
 
 def draw_sm100a(rng: np.random.Generator, instruction: str | None = None):
+    """A fuzz_draws_llm.Draw: named in full (family, kind, batched, walk) and with its run-time
+    block scales."""
     from fuzz_draws_sm100 import draw as draw_blackwell
 
     return draw_blackwell(rng)
-
-
-def design_sm100a(s) -> str:
-    from fuzz_draws_sm100 import design
-
-    return design(s)
 
 
 def design_sm80(s) -> str:
@@ -122,10 +122,11 @@ def design_sm90a(s) -> str:
 
 
 #: Per arch: how a (Gemm, Schedule) is drawn from a seed's generator and which design (kernel
-#: family) a schedule selects, for the per-design counts. A new target (sm_100a) adds a row and
-#: its own draw module (as fuzz_draws_sm90.py).
+#: family) a schedule selects, for the per-design counts; None where the draw is a
+#: fuzz_draws_llm.Draw that names its design in full and brings its run-time arrays (sm_100a's
+#: block scales). A new target adds a row and its own draw module (as fuzz_draws_sm90.py).
 ARCH_DRAWS = {"sm_80": (draw_sm80, design_sm80), "sm_90a": (draw_sm90a, design_sm90a),
-              "sm_100a": (draw_sm100a, design_sm100a)}
+              "sm_100a": (draw_sm100a, None)}
 
 
 def operands(g, rng: np.random.Generator):
@@ -164,13 +165,18 @@ def run_one(seed: int, instruction: str | None = None, arch: str = "sm_80",
         d = DRAWS[designs[seed % len(designs)]](rng)
         return outcome_of(seed, d.gemm, d.schedule, d.arch, d.design, lambda: designed_operands(d, rng), d.arrays)
     draw_of, design_of = ARCH_DRAWS[arch]
+    if design_of is None:  # a Draw named in full, with its run-time arrays
+        d = draw_of(rng, instruction)
+        return outcome_of(seed, d.gemm, d.schedule, arch, d.design, lambda: operands(d.gemm, rng), d.arrays, named=True)
     g, s = draw_of(rng, instruction)
     return outcome_of(seed, g, s, arch, design_of(s), lambda: operands(g, rng), {})
 
 
-def outcome_of(seed: int, g, s, arch: str, design: str, make_operands, arrays: dict) -> tuple[str, str, str, str]:
+def outcome_of(seed: int, g, s, arch: str, design: str, make_operands, arrays: dict,
+               named: bool = False) -> tuple[str, str, str, str]:
     """Compile (g, s) for `arch`, simulate it on `make_operands()` and the run-time `arrays`
-    (offs / masked_m, scale_a / scale_b) and compare with float64: run_one's outcome."""
+    (offs / masked_m, scale_a / scale_b) and compare with float64: run_one's outcome. The design
+    gets its cluster and " batched" added unless it is `named` in full already."""
     import ptxgen
     from ptxgen.check import check_simulated
 
@@ -181,9 +187,9 @@ def outcome_of(seed: int, g, s, arch: str, design: str, make_operands, arrays: d
         return "rejected", "", kind, design
     except Exception:  # noqa: BLE001 - anything but ScheduleError from compile is a bug too
         return "error", f"seed {seed}: {g} {s}: compile raised:\n{traceback.format_exc(limit=3)}", kind, design
-    if k.cluster_dims != (1, 1, 1):
+    if k.cluster_dims != (1, 1, 1) and not named:
         design += f" {s.cluster[0]}x{s.cluster[1]}"
-    if g.batch > 1:
+    if g.batch > 1 and not named:
         design += " batched"
     try:
         a, b, c0, bias, scale = make_operands()
@@ -233,7 +239,10 @@ def main() -> int:
                     help="pin every draw to one instruction path (default: drawn, 1 in 5 wmma)")
     ap.add_argument("--arch", choices=tuple(ARCH_DRAWS), default="sm_80",
                     help="sm_90a: draw Hopper (wgmma) schedules instead: every built design crossed with "
-                    "clusters, batches, odd tile counts and sms (bench/fuzz_draws_sm90.py)")
+                    "clusters, batches, odd tile counts and sms (bench/fuzz_draws_sm90.py); sm_100a: tcgen05 "
+                    "schedules: 1-CTA, CTA pairs, multicast clusters, cluster launch control, batches and walks, "
+                    "dense and block-scaled (MXFP8/MXFP4/NVFP4) kinds, 1 in 20 a probe that must be rejected "
+                    "(bench/fuzz_draws_sm100.py)")
     ap.add_argument("--designs", type=design_list, default=(), metavar="grouped,block-scale",
                     help="draw these LLM-shaped designs instead, in turn (seed %% count picks one; each names its "
                     "own arch): 'grouped' (mixture-of-experts GEMMs, contiguous and masked, on the mma.sync "
@@ -277,7 +286,7 @@ def main() -> int:
     print(f"{'outcome':<10}{'count':>7}")
     for outcome in OUTCOMES:
         print(f"{outcome:<10}{counts[outcome]:>7}")
-    print(f"{'design (built ones: + cluster, batched)':<40}" + "".join(f"{o:>9}" for o in OUTCOMES))
+    print(f"{'design':<40}" + "".join(f"{o:>9}" for o in OUTCOMES))
     for design in sorted(by_design):
         print(f"{design:<40}" + "".join(f"{by_design[design][o]:>9}" for o in OUTCOMES))
     print("correct by dtype and layout (A then B: t row-major, n col-major): "

@@ -32,6 +32,9 @@ def dense_idesc(dtype: str, bm: int, bn: int, a_mn_major: bool, b_mn_major: bool
             | int(b_mn_major) << 16 | (bn >> 3) << 17 | (bm >> 4) << 24)
 
 
-def i8_n_ok(bm: int, bn: int) -> bool:
-    """kind::i8's N at cta_group::1 (§12c, ISA Table 39): 8, 16, 24, then multiples of 16 to 256."""
+def i8_n_ok(bm: int, bn: int, cta_group: int = 1) -> bool:
+    """kind::i8's N (ISA Table 39): at cta_group::1 8, 16, 24, then multiples of 16 to 256 (§12c);
+    at cta_group::2 the pair's N is a multiple of 32 from 32 to 256 (§12i)."""
+    if cta_group == 2:
+        return bn % 32 == 0 and 32 <= bn <= 256
     return bn in (8, 16, 24) or (bn % 16 == 0 and 32 <= bn <= 256)

@@ -83,7 +83,10 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
         what = f"an M = {bm}" + (" cta_group::2" if s.cta_group == 2 else "")
         _fail("schedule.block.BN", bn, f"{what} tcgen05.mma has N a multiple of {step} from {step} to "
               f"{MMA_N_MAX} (ISA Table 39)", f"use BN = {min(MMA_N_MAX, max(step, bn - bn % step))}")
-    if KIND[g.dtype] == "i8" and not i8_n_ok(bm, bn):
+    if KIND[g.dtype] == "i8" and not i8_n_ok(bm, bn, s.cta_group):
+        if s.cta_group == 2:
+            _fail("schedule.block.BN", bn, "a cta_group::2 kind::i8 tcgen05.mma has the pair's N a multiple of 32 "
+                  "from 32 to 256 (ISA Table 39; tcgen05.md §12i)", f"use BN = {max(32, bn - bn % 32)}")
         _fail("schedule.block.BN", bn, "a kind::i8 tcgen05.mma has N = 8, 16, 24 or a multiple of 16 from 32 "
               "to 256 (ISA Table 39)", f"use BN = {max(32, bn - bn % 16)}")
     k = MMA_K[g.dtype]

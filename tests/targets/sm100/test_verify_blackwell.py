@@ -113,3 +113,17 @@ def test_the_epilogue_defaults_to_the_tma_store_where_tma_can_write_c():
     odd = ptxgen.compile(Gemm(512, 100, 512, a_layout="row", b_layout="col", out_dtype="f16"), tc((128, 64, 64)),
                          arch=ARCH)
     assert [m.param for m in odd.tensor_maps] == ["tmapA", "tmapB"] and "bulk_group" not in odd.ptx
+
+
+@pytest.mark.parametrize("bn, fix", [(16, 32), (48, 32), (80, 64)])
+def test_an_int8_pair_takes_n_a_multiple_of_32(bn, fix):
+    """cta_group::2 kind::i8 has the pair's N = 32..256 step 32 (tcgen05.md §12i), not cta_group::1's
+    16 step: `fuzz.py --arch sm_100a` seed 257 (767x47x48 s8 on a (256, 16, 64) pair) passed the
+    verifier and the simulator refused its instruction descriptor. cta_group::1 keeps N = 16, 48."""
+    g = Gemm(767, 47, 48, dtype="s8", out_dtype="f32", acc_dtype="s32", a_layout="row", b_layout="col")
+    with pytest.raises(ScheduleError) as e:
+        verify(g, tc((256, bn, 64), cta_group=2), ARCH)
+    assert e.value.field == "schedule.block.BN" and "multiple of 32" in str(e.value), str(e.value)
+    assert f"BN = {fix}" in e.value.fix
+    verify(g, tc((256, fix, 64), cta_group=2), ARCH)
+    verify(g, tc((128, bn, 64)), ARCH)

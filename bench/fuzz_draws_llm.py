@@ -53,7 +53,7 @@ STAGE_BYTES_MAX = 128 * 1024
 GROUPED_MAX_TILES = 8
 #: ... and at most this many tile steps: k-tiles per tile plus GROUPED_TILE_STEPS for its walk and
 #: epilogue (many narrow tiles of a long K cost the simulator more than their area says).
-GROUPED_MAX_STEPS = 100
+GROUPED_MAX_STEPS = 160
 GROUPED_TILE_STEPS = 2
 GROUPED_SMS = (1, 1, 2, 3, 5, None)
 GROUPED_UNBUILT = 0.05

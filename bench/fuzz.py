@@ -25,12 +25,15 @@ kernel, split-K, Stream-K) crossed with clusters and multicast, batches, odd til
 not built yet, which must come back "rejected". `--designs grouped,block-scale` draws issue 24's
 LLM-shaped problems instead (fuzz_draws_llm.py), taking the designs in turn: grouped GEMMs
 (contiguous and masked, 1-16 groups, empty and tile-straddling groups, masked counts 0..max_m)
-on the mma.sync path, and block-scaled fp8 (1x128 / 128x128 scales, K rarely a multiple of 128)
-on sm_90a; these draws are legal by construction, so "rejected" must be 0 there too. `--arch sm_100a`
-draws tcgen05 schedules (fuzz_draws_sm100.py): 1-CTA, CTA pairs, multicast clusters 2x1 to 4x2,
-cluster launch control, batches and short persistent walks, every dense dtype and layout and the
-block-scaled MXFP8/MXFP4/NVFP4 kinds with random scales, the TMA-store or direct epilogue, and one
-draw in twenty a probe of a legal part not built ("probe ..."), which must come back "rejected".
+on the mma.sync path and in the sm_90a warp-specialised persistent wgmma kernel (f16/bf16 and
+block-scaled e4m3/e5m2, small `sms`; `grouped-sm90a` alone), and block-scaled fp8 (1x128 / 128x128
+scales, K rarely a multiple of 128) on sm_90a; these draws are legal by construction, so "rejected"
+must be 0 there too, but for the row "grouped sm_90a unbuilt (refused)", whose draws ask for
+a legal part the grouped kernel does not build. `--arch sm_100a` draws tcgen05 schedules
+(fuzz_draws_sm100.py): 1-CTA, CTA pairs, multicast clusters 2x1 to 4x2, cluster launch control,
+batches and short persistent walks, every dense dtype and layout and the block-scaled
+MXFP8/MXFP4/NVFP4 kinds with random scales, the TMA-store or direct epilogue, and one draw in
+twenty a probe of a legal part not built ("probe ..."), which must come back "rejected".
 The report counts outcomes per design (a cluster and a batch named after it; sm_100a's names say
 family, kind, batched and walk themselves); ARCH_DRAWS is where another target's draws go.
 """
@@ -245,9 +248,10 @@ def main() -> int:
                     "(bench/fuzz_draws_sm100.py)")
     ap.add_argument("--designs", type=design_list, default=(), metavar="grouped,block-scale",
                     help="draw these LLM-shaped designs instead, in turn (seed %% count picks one; each names its "
-                    "own arch): 'grouped' (mixture-of-experts GEMMs, contiguous and masked, on the mma.sync "
-                    "path of sm_80/sm_90) and 'block-scale' (1x128/128x128 block-scaled fp8 on sm_90a); "
-                    "bench/fuzz_draws_llm.py")
+                    "own arch): 'grouped' (mixture-of-experts GEMMs, contiguous and masked, half on the "
+                    "mma.sync path of sm_80/sm_90, half in the sm_90a wgmma kernel, f16/bf16 and block-scaled "
+                    "fp8), 'grouped-sm90a' (only the latter) and 'block-scale' (1x128/128x128 block-scaled "
+                    "fp8 on sm_90a); bench/fuzz_draws_llm.py")
     args = ap.parse_args()
     if args.arch != "sm_80" and args.instruction:
         ap.error(f"--instruction pins an sm_80 path; --arch {args.arch} draws its own schedules: pass one")

@@ -1,20 +1,28 @@
 """The LLM-shaped draws of bench/fuzz.py (issue 24), chosen with `--designs grouped,block-scale`:
 
-* grouped: mixture-of-experts GEMMs on the mma.sync path (sm_80 and sm_90; schedule/grouping.py):
-  contiguous or masked, 1-16 groups, offs with empty groups and groups starting inside tiles,
-  masked counts from 0 to max_m (an empty and a full slot now and then), either B layout, f16/bf16
-  into f32/f16/bf16, the epilogues the grouped kernel takes (column bias and scale, alpha, beta,
-  activations).
+* grouped: mixture-of-experts GEMMs (schedule/grouping.py), half of them on each built kernel:
+  - the mma.sync path (sm_80 and sm_90): contiguous or masked, 1-16 groups, offs with empty groups
+    and groups starting inside tiles, masked counts from 0 to max_m (an empty and a full slot now
+    and then), either B layout, f16/bf16 into f32/f16/bf16, the epilogues the grouped kernel takes
+    (column bias and scale, alpha, beta, activations);
+  - the sm_90a warp-specialised persistent wgmma kernel (targets/sm90/grouped.py; also alone as
+    `grouped-sm90a`): the same groupings, sizes and epilogues, f16/bf16 (B either layout, masked
+    A either layout) and e4m3/e5m2 (K-major), mostly block-scaled (the DeepSeek MoE layer: 1x128
+    and 128x128 blocks, f32 or ue8m0 scales, sa per group transposed now and then, sb too), 1 or 2
+    consumers, BM 64-256, a few rows per group on average, a small persistent grid (`sms` 1-5) so
+    one CTA walks several tiles across the groups; one draw in twenty asks for a legal part the
+    grouped kernel does not build (a cluster, the TMA-store epilogue, a non-persistent grid),
+    named "grouped sm_90a unbuilt (refused)" in the report: it must come back "rejected".
 * block-scale: block-scaled fp8 on sm_90a (schedule/block_scale.py): every built design of the
   promoted wgmma kernel (warp-specialised persistent, with clusters, one tile per CTA; the simpler
   kernel), K a multiple of 16 but rarely of 128, BK and BN dividing 128 or multiples of it, the
   group shapes built (A 1x128, B 128x128) with f32 or ue8m0 scales over several decades, stored
   row-major or transposed (DeepGEMM's M-contiguous sa), e4m3/e5m2 into f32/f16/bf16, epilogues.
 
-Each draw is legal by construction (the verifier accepts it: tests/common/test_fuzz_llm_draws.py
-checks that over many seeds), so every draw runs; a "rejected" in these rows is a bug in the draws.
-`DRAWS[name](rng)` returns a `Draw`: the problem, its schedule and arch, the design it names for
-the report, and the run-time arrays (`offs` / `masked_m`, `scale_a` / `scale_b`).
+Every other draw is legal by construction (the verifier accepts it: tests/common/test_fuzz_llm_draws.py
+checks that over many seeds), so it runs; a "rejected" outside the "unbuilt (refused)" row is a bug
+in the draws. `DRAWS[name](rng)` returns a `Draw`: the problem, its schedule and arch, the design it
+names for the report, and the run-time arrays (`offs` / `masked_m`, `scale_a` / `scale_b`).
 """
 from __future__ import annotations
 
@@ -38,6 +46,17 @@ SMS_CLUSTERS = (1, 2, 3, 5, None)
 PROMOTED_TILE_MAX = 64 * 128
 #: The k-tile ring's bytes at most, leaving shared memory for the epilogue's staging.
 STAGE_BYTES_MAX = 128 * 1024
+#: sm_90a grouped draws: most simulated work, in 128x128 tiles' worth (the walk computes every
+#: group's partial tile),
+#: persistent grids (one CTA walking every tile across the groups, a few, or the device's), and
+#: the share asking for a legal part the grouped kernel does not build.
+GROUPED_MAX_TILES = 8
+#: ... and at most this many tile steps: k-tiles per tile plus GROUPED_TILE_STEPS for its walk and
+#: epilogue (many narrow tiles of a long K cost the simulator more than their area says).
+GROUPED_MAX_STEPS = 160
+GROUPED_TILE_STEPS = 2
+GROUPED_SMS = (1, 1, 2, 3, 5, None)
+GROUPED_UNBUILT = 0.05
 
 
 @dataclass
@@ -49,6 +68,8 @@ class Draw:
     arch: str
     design: str
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    #: A legal part not built (the verifier raises LoweringNotBuilt): its "rejected" is expected.
+    refused: bool = False
 
 
 def _pick(rng: np.random.Generator) -> Callable:
@@ -66,7 +87,7 @@ def _epilogue(rng: np.random.Generator, p: float):
                     activation=pick([None, "relu", "gelu", "silu"]), scale=pick([None, None, "col"]))
 
 
-def draw_grouped(rng: np.random.Generator) -> Draw:
+def draw_grouped_mma_sync(rng: np.random.Generator) -> Draw:
     """A grouped problem on the mma.sync path (module docstring)."""
     from ptxgen import Gemm, Schedule
     from ptxgen.schedule.grouping import random_counts
@@ -103,7 +124,105 @@ def draw_grouped(rng: np.random.Generator) -> Draw:
                  smem_layout=pick(["swizzle", "pad", "plain"]), frag_double_buffer=bool(rng.integers(2)),
                  instruction="m16n8k16")
     name = "offs" if grouping == "contiguous" else "masked_m"
-    return Draw(g, s, pick(["sm_80", "sm_90"]), f"grouped {grouping}", {name: counts})
+    return Draw(g, s, pick(["sm_80", "sm_90"]), f"grouped mma.sync {grouping}", {name: counts})
+
+
+def _grouped_extent_n(rng: np.random.Generator, bn: int) -> int:
+    """N: one to three tiles of `bn`, the last full, cut or 8 wide, or an odd size."""
+    pick = _pick(rng)
+    if rng.random() < 0.3:
+        return pick([1, 7, 16, 17, 63, 100, 129, 200])
+    return bn * (pick([1, 2, 3]) - 1) + pick([bn, bn // 2 + 1, 8])
+
+
+def _grouped_rows(rng: np.random.Generator, grouping: str, groups: int, bm: int) -> int:
+    """M_total (contiguous: a few rows per group on average, 2 to a tile and a bit) or max_m
+    (masked: up to two tiles, small ones often)."""
+    pick = _pick(rng)
+    if grouping == "masked":
+        return pick([1, 7, 8, 33, bm - 1, bm, bm + 1, int(rng.integers(1, 2 * bm + 1))])
+    per = pick([2, 8, 24, bm // 2, bm, bm + 17])
+    return max(1, int(groups * per * rng.uniform(0.5, 1.5)))
+
+
+def draw_grouped_sm90a(rng: np.random.Generator) -> Draw:
+    """A grouped problem in the sm_90a warp-specialised persistent wgmma kernel (module docstring)."""
+    from ptxgen import BlockScale, Gemm, Schedule
+    from ptxgen.schedule.block_scale import random_grouped_scales
+    from ptxgen.schedule.grouping import random_counts
+
+    pick = _pick(rng)
+    grouping = pick(["contiguous", "masked"])
+    groups = pick([1, 2, 3, 4, 5, 8, 12, 16])
+    dtype = pick(["f16", "bf16", "e4m3", "e4m3", "e5m2"])
+    fp8 = dtype in ("e4m3", "e5m2")
+    scaled = fp8 and rng.random() < 0.85  # mostly the DeepSeek layer; now and then per-tensor fp8
+    esize = 1 if fp8 else 2
+    b_layout = "col" if fp8 else pick(["row", "col"])  # wgmma reads fp8 K-major only
+    a_layout = pick(["row", "col"]) if grouping == "masked" and not fp8 else "row"
+    bm = pick(SCALED_BM if fp8 else (64, 128, 128, 256))
+    consumers = 2 if bm == 256 else pick([1, 2]) if bm == 128 else 1
+    bn = pick(SCALED_BN + ((8, 24, 40) if b_layout == "col" and not fp8 else ()))
+    while fp8 and bm // consumers * bn > PROMOTED_TILE_MAX:
+        bn //= 2  # the promoted accumulator and the wgmma's temporary fit one consumer's registers
+    bk = pick(SCALED_BK) // esize  # 32..256 bytes of K (fp8: dividing 128 or whole multiples of it)
+    k = (16 // esize) * int(rng.integers(1, 33))  # 16-byte rows for TMA; rarely a multiple of BK or 128
+    n = _grouped_extent_n(rng, bn)
+    m = _grouped_rows(rng, grouping, groups, bm)
+    align_m, align_n = (8 if a_layout == "col" else 1), (8 if b_layout == "row" else 1)
+
+    def tiles() -> int:  # at most, every group's partial tile counted
+        return (groups * -(-m // bm) if grouping == "masked" else -(-m // bm) + groups - 1) * -(-n // bn)
+
+    def too_slow() -> bool:  # the simulator's time: the tiles' area, and steps of k-tiles (+ the walk, epilogue)
+        return (tiles() * bm * bn > GROUPED_MAX_TILES * 128 ** 2
+                or tiles() * (-(-k // bk) + GROUPED_TILE_STEPS) > GROUPED_MAX_STEPS)
+
+    while too_slow():
+        if m > bm:
+            m -= bm
+        elif n > bn:
+            n -= bn
+        elif k > bk:
+            k -= bk
+        elif groups > 1:
+            groups -= 1
+        else:
+            break
+    m, n = -(-m // align_m) * align_m, -(-n // align_n) * align_n  # TMA: 16-byte strides
+    bs = BlockScale(dtype=pick(["f32", "f32", "ue8m0"])) if scaled else None
+    g = Gemm(m, n, k, dtype=dtype, out_dtype=pick(["f32", "f16", "bf16"]), a_layout=a_layout, b_layout=b_layout,
+             epilogue=_epilogue(rng, 0.3), block_scale=bs, groups=groups, grouping=grouping)
+    counts = random_counts(g, rng, empty=pick([0.0, 0.25, 0.5]))
+    if grouping == "masked" and groups > 1 and rng.random() < 0.5:
+        counts[rng.permutation(groups)[:2]] = (0, m)  # an empty and a full slot
+    fields: dict = {"sms": pick(GROUPED_SMS), "epilogue_via_smem": pick([None, False])}
+    refused = rng.random() < GROUPED_UNBUILT
+    if refused:  # legal, not built for grouped GEMMs: must come back "rejected" (LoweringNotBuilt)
+        c_rows_aligned = n * g.out_bytes % 16 == 0  # the TMA store's own rule, checked before the grouped one
+        fields.update(pick([{"cluster": (2, 1), "multicast": False, "sms": None}, {"persistent": False, "sms": None},
+                            {"warp_specialized": False, "persistent": False, "sms": None}]
+                           + [{"epilogue_via_smem": True}] * c_rows_aligned))
+    stages = max(1, min(int(rng.integers(1, 5)), STAGE_BYTES_MAX // ((bm + bn) * bk * esize)))
+    s = Schedule(block=(bm, bn, bk), instruction="wgmma", consumers=consumers, stages=stages,
+                 swizzle=pick([None, None] + [w for w in (128, 64, 32) if bk * esize % w == 0
+                                              and (b_layout == "col" or bn * esize % w == 0)]), **fields)
+    arrays: dict[str, np.ndarray] = {"offs" if grouping == "contiguous" else "masked_m": counts}
+    if bs is not None:
+        sa, sb = random_grouped_scales(bs, g, seed=int(rng.integers(1 << 30)), decades=pick([0.5, 2.0, 4.0]))
+        if rng.random() < 0.5:  # DeepGEMM's M-contiguous sa (per group), passed as its transpose
+            sa = np.ascontiguousarray(np.swapaxes(sa, -1, -2)).swapaxes(-1, -2)
+        if rng.random() < 0.3:  # each group's sb column-major
+            sb = np.ascontiguousarray(np.swapaxes(sb, -1, -2)).swapaxes(-1, -2)
+        arrays.update(scale_a=sa, scale_b=sb)
+    kind = "block-scale" if scaled else "fp8" if fp8 else "f16/bf16"
+    design = "grouped sm_90a unbuilt (refused)" if refused else f"grouped sm_90a {grouping} {kind}"
+    return Draw(g, s, "sm_90a", design, arrays, refused)
+
+
+def draw_grouped(rng: np.random.Generator) -> Draw:
+    """A grouped problem: half on the mma.sync path, half in the sm_90a wgmma kernel."""
+    return (draw_grouped_sm90a if rng.random() < 0.5 else draw_grouped_mma_sync)(rng)
 
 
 def draw_block_scaled(rng: np.random.Generator) -> Draw:
@@ -149,7 +268,8 @@ def draw_block_scaled(rng: np.random.Generator) -> Draw:
 
 
 #: The designs `--designs` selects, by name.
-DRAWS: dict[str, Callable[[np.random.Generator], Draw]] = {"grouped": draw_grouped, "block-scale": draw_block_scaled}
+DRAWS: dict[str, Callable[[np.random.Generator], Draw]] = {
+    "grouped": draw_grouped, "grouped-sm90a": draw_grouped_sm90a, "block-scale": draw_block_scaled}
 
 
 def operands(d: Draw, rng: np.random.Generator) -> tuple:

@@ -352,9 +352,12 @@ def matrix_operand(x: Any, *, name: str, shape: tuple[int, int], dtype: str, lay
 
 def one_matrix_batch(x: np.ndarray) -> np.ndarray:
     """A matrix as a batch of one, its batch stride the matrix's span (TMA needs a positive one;
-    with one matrix it is never stepped over)."""
+    with one matrix it is never stepped over). Strided by runtime.operands.as_strided, which also
+    takes ml_dtypes' float8_e5m2 (numpy's own cannot read its typestr back)."""
+    from .runtime.operands import as_strided
+
     span = x.shape[0] * x.strides[0]
-    return np.lib.stride_tricks.as_strided(x, (1,) + x.shape, (span,) + x.strides)
+    return as_strided(x, (1,) + x.shape, (span,) + x.strides)
 
 
 def sim_tensor_maps(kernel: Kernel, va: "OperandView", vb: "OperandView", vc: "OperandView | None" = None,

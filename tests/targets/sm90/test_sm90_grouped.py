@@ -147,6 +147,19 @@ def test_ue8m0_scales_in_transposed_storage():
     assert result.ok, str(result)
 
 
+@pytest.mark.parametrize("scaled", [False, True], ids=["per-tensor", "block-scaled"])
+def test_one_group_of_e5m2(scaled):
+    """groups=1: B comes as its one matrix and gets its group axis back for the 3-D tensor map
+    (simulate.one_matrix_batch), which must stride ml_dtypes' float8_e5m2 too (found by
+    bench/fuzz.py --designs grouped: "data type '<f1' not understood")."""
+    g = Gemm(72, 40, 160, dtype="e5m2", out_dtype="bf16", groups=1, grouping="contiguous",
+             block_scale=BlockScale() if scaled else None)
+    k = ptxgen.compile(g, schedule((64, 32, 64), 1, sms=1), arch=ARCH)
+    a, b = random_operands(g, 7)
+    result = check_simulated(k, a, b, offs=np.array([61], np.int32), **scales(g))
+    assert result.ok, str(result)
+
+
 # -- planted bugs ------------------------------------------------------------------------------------
 def _plant_ops(monkeypatch, change):
     """A GroupedTileWalk whose tile operands pass through `change(b, ops)` (every role's)."""

@@ -7,15 +7,16 @@ warp-specialised persistent tcgen05 kernel, each with a fair share of the draws:
   tile, tile_scheduler.py); the static ones now and then on a small grid (`sms`), so CTAs walk
   several tiles through both TMEM accumulators ("walk"), and batched ("batched", dense kinds);
 * kinds: every dense dtype (f16/bf16 in both majors, tf32, e4m3/e5m2 and mixed, s8/u8 with every
-  output) and the block-scaled ones (kinds.py, scales.py): MXFP8 (kind::mxf8f6f4), MXFP4
-  (kind::mxf4) and NVFP4 (kind::mxf4nvf4, its per-tensor scale as the epilogue's alpha), with
-  random never-zero scales over several decades passed as `scale_a` / `scale_b`;
+  output) and the block-scaled ones (kinds.py, scales.py), on one CTA, in clusters and on CTA
+  pairs: MXFP8 (kind::mxf8f6f4), MXFP4 (kind::mxf4) and NVFP4 (kind::mxf4nvf4, its per-tensor
+  scale as the epilogue's alpha), with random never-zero scales over several decades passed as
+  `scale_a` / `scale_b`;
 * problems: M and N a few tiles (whole clusters or not, the last full or cut) or odd sizes, K
   edges, leading dimensions padded by 16 bytes (ldc also by odd counts), fused epilogues, the
   TMA-store epilogue or direct stores (`epilogue_via_smem` None/False/True where TMA can write C).
 
 One draw in twenty is a probe ("probe ..."): a legal schedule the lowering refuses (PROBES: cluster
-launch control in a cluster or on a pair, block scaling on a pair, MN-major 8-bit or fp4 operands,
+launch control in a cluster or on a pair, block scaling on an M = 128 pair, MN-major 8-bit or fp4 operands,
 an M = 128 pair, a pair in a bigger cluster, split-K, Stream-K), which must come back "rejected";
 every other draw passes the verifier (tests/runtime/test_bench_sm100.py checks both). The simulated
 work is kept under MAX_TILES (the simulator's time grows with the tiles and CTAs).
@@ -59,7 +60,7 @@ FLOAT_OUTPUTS = ("f32", "f16", "bf16")
 INT_OUTPUTS = ("s32", "s8", "u8", "f32", "f16", "bf16")
 #: The probes: name -> the field the refusal names (LoweringNotBuilt, or the K-major-only rule).
 PROBES = {"clc in a cluster": "schedule.tile_scheduler", "clc on a pair": "schedule.tile_scheduler",
-          "block scaling on a pair": "schedule.cta_group", "MN-major 8-bit": "gemm.layout",
+          "block scaling on an M=128 pair": "schedule.block.BM", "MN-major 8-bit": "gemm.layout",
           "MN-major fp4": "gemm.layout", "pair M=128": "schedule.block.BM", "pair in a 4x1 cluster": "schedule.cluster",
           "split-K": "schedule.split_k", "Stream-K": "schedule.decomposition"}
 PROBE_SHARE = 0.05
@@ -145,10 +146,10 @@ def draw(rng: np.random.Generator) -> Draw:
 
     pick = _picker(rng)
     probe = pick(sorted(PROBES)) if rng.random() < PROBE_SHARE else None
-    fam = {"clc in a cluster": "cluster", "clc on a pair": "2cta", "block scaling on a pair": "2cta",
+    fam = {"clc in a cluster": "cluster", "clc on a pair": "2cta", "block scaling on an M=128 pair": "2cta",
            "pair M=128": "2cta", "pair in a 4x1 cluster": "2cta"}.get(probe or "", pick(FAMILIES))
-    scaled = (probe in ("block scaling on a pair", "MN-major fp4")
-              or (fam != "2cta" and probe is None and rng.random() < SCALED_SHARE))
+    scaled = (probe in ("block scaling on an M=128 pair", "MN-major fp4")
+              or (probe is None and rng.random() < SCALED_SHARE))
     kind_name = (pick(["mxf4", "mxf4nvf4"]) if probe == "MN-major fp4" else pick(sorted(SCALED))) if scaled else "dense"
     if scaled:
         dtypes, bs_args, bks = SCALED[kind_name]
@@ -169,7 +170,7 @@ def draw(rng: np.random.Generator) -> Draw:
         (2, 1) if fam == "2cta" else (1, 1)
     cm, cn = cluster
     pair = fam == "2cta"
-    bm = (128 if probe == "pair M=128" else 256) if pair else 128 if scaled else pick([64, 128])
+    bm = (128 if probe in ("pair M=128", "block scaling on an M=128 pair") else 256) if pair else 128 if scaled else pick([64, 128])
     cta_m = bm // 2 if pair else bm   # one CTA's rows of A
     # BK: 32..128 bytes of K per row (whole scale blocks when scaled); an MN-major operand shared
     # by multicast loads 1/parts of its BK rows, whole swizzle atoms (8 rows) each

@@ -64,7 +64,7 @@ def test_draws_reach_every_family_kind_and_probe(drawn):
             assert not d.arrays
     families = {"1cta", "2cta", "clc", "batched", "walk", "cluster", "2x1", "1x2", "2x2", "4x1", "1x4"}
     kinds = {"dense", "mxf8f6f4", "mxf4", "mxf4nvf4"} | {f"{k} {f}" for k in ("mxf8f6f4", "mxf4", "mxf4nvf4")
-                                                         for f in ("1cta", "clc", "cluster 2x1")}
+                                                         for f in ("1cta", "2cta", "clc", "cluster 2x1")}
     dtypes = {"f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8", "e2m1"} | {
         f"f16 {a}/{b}" for a in ("row", "col") for b in ("row", "col")}
     rest = {"mixed fp8", "k edge", "lda", "ldc", "epilogue", "via_smem None", "via_smem False", "via_smem True",
@@ -82,7 +82,7 @@ def _load_fuzz():
 
 
 @pytest.mark.parametrize("prefix", ["dense cluster 2x2", "dense 2cta", "dense clc batched", "mxf8f6f4 cluster",
-                                    "mxf4 1cta", "mxf4nvf4 clc", "probe "])
+                                    "mxf4 1cta", "mxf4nvf4 clc", "mxf4nvf4 2cta", "probe "])
 def test_a_draw_of_each_kind_runs_correct_or_is_rejected(drawn, prefix):
     seed = next(seed for seed, d in zip(SEEDS, drawn) if d.design.startswith(prefix))
     outcome, detail, _, design = _load_fuzz().run_one(seed, None, "sm_100a")

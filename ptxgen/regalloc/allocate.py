@@ -7,6 +7,14 @@ destinations never share a register with its sources or with each other; vector 
 optimally by a greedy sweep in start order, so each class uses exactly as many registers as the
 largest number of overlapping intervals. PTX registers are virtual to ptxas anyway; keeping the
 count low mainly keeps the text compact and the declared counts honest.
+
+Except the 64-bit class (UNSHARED_CLASSES): there every vreg gets a register of its own. ptxas
+13.5 does not rename a reused 64-bit PTX register the way 13.0 does, and a wgmma descriptor
+sharing its register with the previous k-step's loses its uniform registers there: the same
+consumer loop took 74-85 SASS per k-tile under ptxas 13.5 against 50 with one register per value,
+and 40 against 35 for 128x256x64 with two consumers (bench/results/*-sass-assemblers-sm_90a-*;
+docs/ptx_facts/wgmma.md §9c). A kernel holds at most a few dozen 64-bit values, so the text stays
+short and the peak live count (reported) is unchanged.
 """
 from __future__ import annotations
 
@@ -16,6 +24,9 @@ from dataclasses import dataclass, field
 from ..ir import REG_CLASSES, Instr, Item, VReg
 
 from .liveness import Liveness, compute_liveness, iter_bits
+
+#: Register classes whose vregs never share a physical register (see the module docstring).
+UNSHARED_CLASSES = ("b64",)
 
 
 @dataclass(frozen=True)
@@ -136,7 +147,10 @@ def allocate(items: list[Item]) -> Allocation:
     counts = {cls: 0 for cls in REG_CLASSES}
     for cls, order in by_class.items():
         order.sort()
-        assigned, counts[cls] = _colour(order, end)
+        if cls in UNSHARED_CLASSES:
+            assigned, counts[cls] = {k: i for i, (_, _, k) in enumerate(order)}, len(order)
+        else:
+            assigned, counts[cls] = _colour(order, end)
         for k, reg in assigned.items():
             reg_of[k] = reg
 

@@ -3,6 +3,7 @@ runtime.operands), keeps C-in-place with beta, and hands the kernel its inputs r
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -56,7 +57,7 @@ def test_a_kernel_storing_into_an_input_is_reported():
     pointer parameter swapped for A's) is a hazard, not a silently corrupted input."""
     g = Gemm(64, 64, 64, out_dtype="f16")
     k = ptxgen.compile(g, SCHEDULE)
-    broken = k.ptx.replace("ld.param.u64 %rd0, [C];", "ld.param.u64 %rd0, [A];")
+    broken = re.sub(r"ld\.param\.u64 (%rd\d+), \[C\];", r"ld.param.u64 \1, [A];", k.ptx)
     assert broken.count("[A];") == 2
     a, b = _operands(np.zeros((64, 128), np.float16), g)
     k = dataclasses.replace(k, ptx=broken)

@@ -156,3 +156,17 @@ def test_both_halves_of_a_pair_destination_are_defined_and_get_registers_of_thei
     assert sink.defs() == (p,) and render_instr(sink, alloc.name).strip().startswith("elect.sync _|%p")
     with pytest.raises(ValueError, match="at least one register"):
         RegPair(None, None)
+
+
+
+def test_64_bit_values_never_share_a_register():
+    """Two 64-bit values whose lives do not overlap still get two registers (ptxas 13.5 keeps a
+    wgmma descriptor uniform only when its register is its own: allocate.py), while 32-bit ones
+    with the same lives share one."""
+    d1, d2, w1, w2 = VReg("b64", 1), VReg("b64", 2), r(3), r(4)
+    items = [Instr("mov.b64", (d1, Imm("1")), 1), Instr("st.b64", (Addr(r(9)), d1), 0),
+             Instr("mov.b64", (d2, Imm("2")), 1), Instr("st.b64", (Addr(r(9)), d2), 0),
+             mov(w1), Instr("st.b32", (Addr(r(9)), w1), 0), mov(w2), Instr("st.b32", (Addr(r(9)), w2), 0)]
+    alloc = allocate([mov(r(9)), *items])
+    assert alloc.name(d1) != alloc.name(d2) and alloc.counts["b64"] == 2
+    assert alloc.name(w1) == alloc.name(w2)

@@ -5,6 +5,7 @@ from hypothesis import given, settings
 
 from ptxgen.ir import REG_CLASSES, Instr
 from ptxgen.regalloc import allocate
+from ptxgen.regalloc.allocate import UNSHARED_CLASSES
 
 from regalloc_programs import programs, reference_liveness, run
 
@@ -59,7 +60,10 @@ def test_counts_are_max_interval_overlap(items):
         for _, kind in events:
             depth += 1 if kind == 0 else -1
             best = max(best, depth)
-        assert alloc.counts[cls] == best
+        if cls in UNSHARED_CLASSES:   # one register per vreg (allocate.py's docstring says why)
+            assert alloc.counts[cls] == sum(1 for v in alloc.intervals if v.cls == cls)
+        else:
+            assert alloc.counts[cls] == best
         assert alloc.counts[cls] >= alloc.peak[cls]
         used = {alloc.phys[v] for v in alloc.phys if v.cls == cls}
         prefix = REG_CLASSES[cls][1]
@@ -71,7 +75,8 @@ def test_counts_are_max_interval_overlap(items):
 def test_ssa_straight_line_meets_peak(items):
     # Without loops or redefinitions intervals are exact live ranges, so nothing is wasted.
     alloc = allocate(items)
-    assert alloc.counts == alloc.peak
+    shared = [cls for cls in alloc.counts if cls not in UNSHARED_CLASSES]
+    assert {c: alloc.counts[c] for c in shared} == {c: alloc.peak.get(c, 0) for c in shared}
 
 
 @settings(max_examples=50, deadline=None)

@@ -10,20 +10,13 @@ from __future__ import annotations
 import pytest
 
 import ptxgen
-from ptxgen import Epilogue, Gemm, Schedule
+from ptxgen import Epilogue, Schedule
 
 from tests import harness
+from tests.targets.sm100.common import tc, tn
 
 ARCH = "sm_100a"
 FUSED = Epilogue(alpha=0.5, beta=-1.0, bias="col", scale="row", activation="silu")
-
-
-def tc(block, stages=2, sms=2, **kw) -> Schedule:
-    return Schedule(block=block, instruction="tcgen05", stages=stages, sms=sms, **kw)
-
-
-def tn(m, n, k, dtype="f16", out="f32", **kw) -> Gemm:
-    return Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col", **kw)
 
 
 def tma_store(k: ptxgen.Kernel) -> bool:

@@ -13,25 +13,15 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import ptxgen
-from ptxgen import Epilogue, Gemm, Schedule, sim
+from ptxgen import Gemm, Schedule, sim
 from ptxgen.errors import ScheduleError
 from ptxgen.schedule.verify import verify
 from ptxgen.targets.sm100.plan import sm100_plan
 
 from tests import harness
+from tests.targets.sm100.common import GELU, tc, tn
 
 ARCH = "sm_100a"
-
-
-def tc(block, stages=2, sms=2, **kw) -> Schedule:
-    return Schedule(block=block, instruction="tcgen05", stages=stages, sms=sms, **kw)
-
-
-def tn(m, n, k, dtype="f16", out="f32", **kw) -> Gemm:
-    return Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col", **kw)
-
-
-GELU = Epilogue(alpha=0.5, beta=1.0, bias="col", scale="row", activation="gelu")
 
 
 @pytest.mark.parametrize("g, s", [

@@ -16,20 +16,13 @@ from ptxgen import Epilogue, Gemm, Schedule, sim
 from ptxgen.sim import ops_clc
 
 from tests import harness
+from tests.targets.sm100.common import tc, tn
 
 ARCH = "sm_100a"
 
 
-def tc(block, stages=2, sms=2, **kw) -> Schedule:
-    return Schedule(block=block, instruction="tcgen05", stages=stages, sms=sms, **kw)
-
-
 def clc(block, stages=2, **kw) -> Schedule:
     return Schedule(block=block, instruction="tcgen05", stages=stages, tile_scheduler="clc", **kw)
-
-
-def tn(m, n, k, dtype="f16", out="f32", **kw) -> Gemm:
-    return Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col", **kw)
 
 
 def tma_store(k: ptxgen.Kernel) -> bool:

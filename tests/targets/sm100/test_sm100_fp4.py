@@ -19,14 +19,11 @@ from ptxgen.check import check_simulated, compare, random_operands, reference
 from ptxgen.errors import ScheduleError
 from ptxgen.runtime.fp4 import as_packed, pack_rows, unpack_rows
 from ptxgen.schedule.block_scale import random_block_scales
+from tests.targets.sm100.common import tc
 
 ARCH = "sm_100a"
 MX = BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0")
 NV = BlockScale(a=(1, 16), b=(16, 1), dtype="ue4m3")
-
-
-def tc(block, stages=2, sms=2) -> Schedule:
-    return Schedule(block=block, instruction="tcgen05", stages=stages, sms=sms)
 
 
 def fp4(m, n, k, bs, out="f32", **kw) -> Gemm:

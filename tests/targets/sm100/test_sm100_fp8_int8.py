@@ -14,16 +14,9 @@ from ptxgen.errors import ScheduleError
 from ptxgen.targets.sm100.kinds import dense_idesc
 
 from tests import harness
+from tests.targets.sm100.common import tc, tn
 
 ARCH = "sm_100a"
-
-
-def tc(block, stages=2, sms=2) -> Schedule:
-    return Schedule(block=block, instruction="tcgen05", stages=stages, sms=sms)
-
-
-def tn(m, n, k, dtype, out, **kw) -> Gemm:
-    return Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col", **kw)
 
 
 @pytest.mark.parametrize("g, s", [

@@ -10,24 +10,17 @@ from __future__ import annotations
 import pytest
 
 import ptxgen
-from ptxgen import BlockScale, Epilogue, Gemm, Schedule
+from ptxgen import BlockScale, Epilogue, Schedule
 from ptxgen.check import check_simulated, random_epilogue_operands, random_operands
 from ptxgen.errors import ScheduleError
 from ptxgen.schedule.block_scale import random_block_scales
 
 from tests import harness
+from tests.targets.sm100.common import tc, tn
 
 ARCH = "sm_100a"
 MX = BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0")
 NV = BlockScale(a=(1, 16), b=(16, 1), dtype="ue4m3")
-
-
-def tc(block, stages=2, sms=2, **kw) -> Schedule:
-    return Schedule(block=block, instruction="tcgen05", stages=stages, sms=sms, **kw)
-
-
-def tn(m, n, k, dtype, out, **kw) -> Gemm:
-    return Gemm(m, n, k, dtype=dtype, out_dtype=out, a_layout="row", b_layout="col", **kw)
 
 
 def tma_store(k: ptxgen.Kernel) -> bool:

@@ -18,13 +18,10 @@ from ptxgen.check import check_simulated, compare, random_epilogue_operands, ran
 from ptxgen.errors import ScheduleError
 from ptxgen.runtime.scale_layout import block_scales, logical_scales
 from ptxgen.schedule.block_scale import random_block_scales
+from tests.targets.sm100.common import tc
 
 ARCH = "sm_100a"
 MX = BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0")
-
-
-def tc(block, stages=2, sms=2) -> Schedule:
-    return Schedule(block=block, instruction="tcgen05", stages=stages, sms=sms)
 
 
 def mx(m, n, k, dtype="e4m3", out="f32", **kw) -> Gemm:
@@ -186,7 +183,6 @@ def test_copies_by_another_thread_than_the_mma_issuer_are_caught():
     with pytest.raises(sim.HazardError) as e:
         run_checked(PLANT_G, PLANT_S, ptx=ptx)
     assert e.value.kind == "race" and "issued by another thread" in e.value.detail, e.value
-
 
 
 def test_ptxas_assembles_the_mxfp8_kernel_without_spills(monkeypatch):

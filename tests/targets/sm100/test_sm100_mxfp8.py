@@ -14,11 +14,11 @@ import pytest
 
 import ptxgen
 from ptxgen import BlockScale, Epilogue, Gemm, Schedule, sim
-from ptxgen.check import check_simulated, compare, random_epilogue_operands, random_operands, reference
+from ptxgen.check import compare, random_epilogue_operands, random_operands, reference
 from ptxgen.errors import ScheduleError
 from ptxgen.runtime.scale_layout import block_scales, logical_scales
 from ptxgen.schedule.block_scale import random_block_scales
-from tests.targets.sm100.common import tc
+from tests.targets.sm100.common import run_block_scaled, tc
 
 ARCH = "sm_100a"
 MX = BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0")
@@ -33,15 +33,9 @@ def scales(g: Gemm, seed: int):
 
 
 def run_checked(g: Gemm, s: Schedule, seed: int = 0, ptx: str | None = None):
-    k = ptxgen.compile(g, s, arch=ARCH)
-    if ptx is not None:
-        import dataclasses
-        k = dataclasses.replace(k, ptx=ptx)
-    a, b = random_operands(g, seed)
-    c, bias = random_epilogue_operands(g, seed + 1)
-    sa, sb = scales(g, seed + 7)
+    k, (a, b, _, _, sa, sb), result = run_block_scaled(g, s, seed, ptx)
     assert sa.min() >= 1 and sb.min() >= 1   # never zero (2^-127) nor NaN
-    return k, a, b, sa, sb, check_simulated(k, a, b, c, bias, scale_a=sa, scale_b=sb)
+    return k, a, b, sa, sb, result
 
 
 @pytest.mark.parametrize("g, s", [
@@ -87,7 +81,7 @@ def test_the_kernel_copies_scales_before_the_mmas_and_uses_the_scaled_kind():
     assert "tcgen05.mma.cta_group::1.kind::f8f6f4" not in k.ptx
     # Triton's mxfp8 descriptors for M = N = 128 with SF_ID 0..3 (tcgen05.md §12h)
     for value in (0x08A00000, 0x28A00010, 0x48A00020, 0x68A00030):
-        assert f"mov.u32 %r" in k.ptx and re.search(rf"mov\.u32 %r\d+, {value};", k.ptx), hex(value)
+        assert "mov.u32 %r" in k.ptx and re.search(rf"mov\.u32 %r\d+, {value};", k.ptx), hex(value)
 
 
 @pytest.mark.parametrize("make, field", [

@@ -11,21 +11,19 @@ scales of the leader's rows, a CTA's B scales of its own half of N only, the sca
 leader's tensor memory only); the block-scaled pair not built (M = 128) is refused naming the fix."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import ptxgen
 from ptxgen import BlockScale, Epilogue, Gemm, Schedule, sim
-from ptxgen.check import check_simulated, compare, random_epilogue_operands, random_operands, reference
+from ptxgen.check import compare, reference
 from ptxgen.emit.tiles import Tile
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
 from ptxgen.ir import ops as ptx_ops
 from ptxgen.ir.ops import U32
-from ptxgen.schedule.block_scale import random_block_scales
 from ptxgen.targets.sm100.scales import StageScales
+from tests.targets.sm100.common import run_block_scaled
 
 ARCH = "sm_100a"
 MX = BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0")
@@ -42,13 +40,7 @@ def scaled(m, n, k, dtype, bs, out="f32", **kw) -> Gemm:
 
 def run(g: Gemm, s: Schedule, seed: int = 0, ptx: str | None = None):
     """(kernel, operands, the simulator's check) of `g` under `s`, the PTX replaced by `ptx` if given."""
-    k = ptxgen.compile(g, s, arch=ARCH)
-    if ptx is not None:
-        k = dataclasses.replace(k, ptx=ptx)
-    a, b = random_operands(g, seed)
-    c, bias = random_epilogue_operands(g, seed + 1)
-    sa, sb = random_block_scales(g.block_scale, g.m, g.n, g.k, seed=seed + 7)
-    return k, (a, b, c, bias, sa, sb), check_simulated(k, a, b, c, bias, scale_a=sa, scale_b=sb)
+    return run_block_scaled(g, s, seed, ptx)
 
 
 CASES = [

@@ -21,7 +21,7 @@ from .options import BLACKWELL_FIELDS
 from .kinds import K_MAJOR_ONLY, i8_n_ok
 from .scales import verify_scales
 from .store_path import tma_store_refusal
-from .plan import KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
+from .plan import EPILOGUE_WARPS, KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
 from .verify_cluster import MMA_M_PAIR, check_cluster_built, check_pair_built, verify_cluster, verify_multicast
 
 ARCH = "sm_100a"
@@ -65,6 +65,7 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     """Every sm_100a rule, in the order a user fixes them: the CTA group, the MMA shape and kind,
     TMA, tensor memory, shared memory."""
     bm, bn, bk = s.block
+    verify_mma_sync_fields(s)
     if s.cta_group not in (1, 2):
         _fail("schedule.cta_group", s.cta_group, "a tcgen05.mma runs on 1 CTA or a CTA pair (2)",
               "use cta_group=1 (None picks 1)")
@@ -152,9 +153,32 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
               f"use stages={fit}" if fit >= 1 else "use a smaller block")
 
 
+def verify_mma_sync_fields(s: Schedule) -> None:
+    """The shared Schedule fields the tcgen05 kernel has no use for, refused unless they hold the
+    value it has (never silently ignored): its warps are fixed roles (4 epilogue warps, then the TMA
+    and MMA warps), its stages are swizzled for TMA and the MMA's descriptors, and the MMA reads
+    shared memory itself (no register fragments to double-buffer)."""
+    if s.warps != (EPILOGUE_WARPS, 1):
+        _fail("schedule.warps", s.warps, f"a tcgen05 kernel's warps are fixed roles: {EPILOGUE_WARPS} epilogue warps "
+              "(one TMEM lane quarter each), then the TMA warp and the MMA warp", "leave warps=None (it becomes "
+              f"({EPILOGUE_WARPS}, 1))")
+    if s.smem_layout != "swizzle":
+        _fail("schedule.smem_layout", s.smem_layout, "TMA writes and tcgen05.mma's shared-memory descriptors read "
+              "swizzled stages", "leave smem_layout=None (or 'swizzle'); the plan picks the swizzle width")
+    if not s.frag_double_buffer:
+        _fail("schedule.frag_double_buffer", s.frag_double_buffer, "double-buffers mma.sync's register fragments; "
+              "tcgen05.mma reads its operands from shared memory itself, so it would change nothing",
+              "leave frag_double_buffer=True (the default)")
+
+
 def check_built(g: Gemm, s: Schedule, arch: str) -> None:
-    """What the tcgen05 lowering does not have: CTA pairs past M = 256 in a (2, 1) cluster, cluster
-    launch control with clusters, split-K, Stream-K."""
+    """What the tcgen05 lowering does not have: grouped GEMMs, CTA pairs past M = 256 in a (2, 1)
+    cluster, cluster launch control with clusters, split-K, Stream-K."""
+    if g.grouped:
+        raise LoweringNotBuilt("gemm.groups", g.groups, f"grouped GEMMs (grouping={g.grouping!r}) are not built yet "
+                               "in the sm_100a lowering (its tile walk and TMA maps know no groups)",
+                               "compile for arch='sm_90a' with Schedule(instruction='wgmma', ...) (the grouped "
+                               "warp-specialised persistent kernel), or arch='sm_80' with instruction='m16n8k16'")
     fix = "use split_k=1 and decomposition='tiles' (built)"
     check_pair_built(s)
     check_cluster_built(s)

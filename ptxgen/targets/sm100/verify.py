@@ -172,13 +172,9 @@ def verify_mma_sync_fields(s: Schedule) -> None:
 
 
 def check_built(g: Gemm, s: Schedule, arch: str) -> None:
-    """What the tcgen05 lowering does not have: grouped GEMMs, CTA pairs past M = 256 in a (2, 1)
-    cluster, cluster launch control with clusters, split-K, Stream-K."""
-    if g.grouped:
-        raise LoweringNotBuilt("gemm.groups", g.groups, f"grouped GEMMs (grouping={g.grouping!r}) are not built yet "
-                               "in the sm_100a lowering (its tile walk and TMA maps know no groups)",
-                               "compile for arch='sm_90a' with Schedule(instruction='wgmma', ...) (the grouped "
-                               "warp-specialised persistent kernel), or arch='sm_80' with instruction='m16n8k16'")
+    """What the tcgen05 lowering does not have: grouped GEMMs beyond the 1-CTA static walk, CTA
+    pairs past M = 256 in a (2, 1) cluster, cluster launch control with clusters, split-K, Stream-K."""
+    check_grouped_built(g, s)
     fix = "use split_k=1 and decomposition='tiles' (built)"
     check_pair_built(s)
     check_cluster_built(s)
@@ -187,3 +183,24 @@ def check_built(g: Gemm, s: Schedule, arch: str) -> None:
         if bad:
             raise LoweringNotBuilt(field, value, "not built yet in the sm_100a lowering (every CTA computes whole "
                                    "tiles of one persistent tile walk)", fix)
+
+
+def check_grouped_built(g: Gemm, s: Schedule) -> None:
+    """The sm_100a grouped kernel (grouped.py) is the 1-CTA one on the static persistent walk,
+    dense (no block scales), storing directly (verify_blackwell refuses the TMA store for it)."""
+    if not g.grouped:
+        return
+    elsewhere = "or arch='sm_90a' with instruction='wgmma' (its grouped kernel)"
+    rules = [
+        (s.cta_group == 2, "schedule.cta_group", s.cta_group, "CTA pairs are not built for grouped GEMMs (a pair's "
+         "tile would need its group's rows in both CTAs)", "use cta_group=1 (the default)"),
+        (tuple(s.cluster or (1, 1)) != (1, 1), "schedule.cluster", s.cluster, "thread-block clusters are not built "
+         "for grouped GEMMs (a cluster's tiles may lie in different groups)", "use cluster=(1, 1) (the default)"),
+        (s.tile_scheduler == "clc", "schedule.tile_scheduler", s.tile_scheduler, "cluster launch control is not "
+         "built for grouped GEMMs (their tile count is read on the device)", "use tile_scheduler='static'"),
+        (g.block_scale is not None, "gemm.block_scale", g.block_scale, "block-scaled grouped GEMMs are not built "
+         "for sm_100a", f"drop block_scale, {elsewhere}"),
+    ]
+    for broken, field, value, rule, fix in rules:
+        if broken:
+            raise LoweringNotBuilt(field, value, rule, fix)

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 import ptxgen
 from ptxgen import Gemm, Schedule
-from ptxgen.check import check_kernel, random_operands
 from ptxgen.errors import LoweringNotBuilt, ScheduleError
 from ptxgen.schedule.verify import verify
 
@@ -129,21 +127,6 @@ def test_an_int8_pair_takes_n_a_multiple_of_32(bn, fix):
     assert f"BN = {fix}" in e.value.fix
     verify(g, tc((256, fix, 64), cta_group=2), ARCH)
     verify(g, tc((128, bn, 64)), ARCH)
-
-
-@pytest.mark.parametrize("grouping", ["contiguous", "masked"])
-def test_a_grouped_gemm_is_refused_naming_groups_and_the_sm90a_fix_builds_and_runs(grouping):
-    """A grouped Gemm once compiled for sm_100a unrefused and then failed in the simulator's tensor
-    map (B's 2-D box against the (G, K, N) array); the refusal's fix (sm_90a wgmma) computes it."""
-    g = Gemm(256, 64, 64, dtype="bf16", out_dtype="f32", groups=3, grouping=grouping)
-    with pytest.raises(LoweringNotBuilt) as e:
-        ptxgen.compile(g, tc((128, 64, 64)), arch=ARCH)
-    assert e.value.field == "gemm.groups" and "arch='sm_90a'" in e.value.fix and "wgmma" in e.value.fix
-    k = ptxgen.compile(g, Schedule(block=(128, 64, 64), instruction="wgmma"), arch="sm_90a")
-    a, b = random_operands(g, seed=1)
-    counts = {"offs": np.array([50, 50, 200], np.int32)} if grouping == "contiguous" else \
-        {"masked_m": np.array([0, 130, 256], np.int32)}
-    check_kernel(k, a, b, run=k.simulate, **counts)
 
 
 @pytest.mark.parametrize("field, value", [("warps", (2, 2)), ("smem_layout", "pad"), ("smem_layout", "plain"),

@@ -288,6 +288,7 @@ def describe_kernel(k: Any) -> list[str]:
         f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
         f"@ B[{g.k}x{g.n}] {g.in_dtype_b} {g.b_layout}-major, {g.accumulator} accumulation in tensor memory",
         *([f"scales     {describe_scales(g, plan.scales, s.stages, plan.acc_buffers * bn)}"] if plan.scales else []),
+        *([f"grouped    {describe_grouping(g)}; {describe_group_walk(g)}"] if g.grouped else []),
         f"schedule   block {bm}x{bn}x{s.bk}: warps 0..{EPILOGUE_WARPS - 1} epilogue, warp 4 TMA, warp 5 MMA "
         f"({s.bk // mk} x tcgen05.mma.cta_group::{plan.cta_group}.kind::{plan.kind} M{bm} N{bn} K{mk} per k-tile), "
         f"stages {s.stages}, raster {s.raster}, {grid_rule(s)}",

@@ -198,6 +198,8 @@ def check_grouped_built(g: Gemm, s: Schedule) -> None:
          "for grouped GEMMs (a cluster's tiles may lie in different groups)", "use cluster=(1, 1) (the default)"),
         (s.tile_scheduler == "clc", "schedule.tile_scheduler", s.tile_scheduler, "cluster launch control is not "
          "built for grouped GEMMs (their tile count is read on the device)", "use tile_scheduler='static'"),
+        (g.b_dtype is not None, "gemm.b_dtype", g.b_dtype, "mixed fp8 grouped GEMMs are not built (the grouped "
+         "operands carry one dtype)", f"use b_dtype=None (B of dtype {g.dtype!r})"),
         (g.block_scale is not None, "gemm.block_scale", g.block_scale, "block-scaled grouped GEMMs are not built "
          "for sm_100a", f"drop block_scale, {elsewhere}"),
     ]

@@ -182,3 +182,27 @@ def test_the_wrong_groups_weights_fail(monkeypatch):
     _plant(monkeypatch, _next_groups_weights)   # the last group's B coordinate is past the map: zero-filled
     result = check_simulated(ptxgen.compile(g, tc((64, 32, 64)), arch=ARCH), a, b, offs=offs)
     assert not result.ok and result.bad > 0 and result.stray == 0, str(result)
+
+
+@pytest.mark.parametrize("grouping, extra", [
+    ("contiguous", ["--dtype", "bf16", "--b-layout", "row"]),
+    ("masked", ["--dtype", "e4m3", "--out", "bf16"]),
+])
+def test_cli_runs_and_describes_the_sm100a_grouped_kernel(capsys, grouping, extra):
+    from ptxgen.cli.app import main
+
+    argv = ["--arch", ARCH, "--shape", "100x64x208", "--groups", "5", "--grouping", grouping, *extra]
+    assert main(["run", *argv, "--sim", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "rows outside the groups left untouched" in out and "persistent grid of" in out
+    assert main(["info", *argv]) == 0
+    out = capsys.readouterr().out
+    assert f"grouped    5 groups, {grouping}" in out and "every role sums the 5 groups' m-tiles" in out
+    assert "tcgen05" in out and "guarded by the group's end row" in out
+
+
+def test_mixed_fp8_groups_are_refused():
+    g = Gemm(256, 64, 128, dtype="e4m3", b_dtype="e5m2", groups=2, grouping="masked")
+    with pytest.raises(LoweringNotBuilt) as e:
+        ptxgen.compile(g, tc((128, 64, 128)), arch=ARCH)
+    assert e.value.field == "gemm.b_dtype"

@@ -206,3 +206,4 @@ def test_mixed_fp8_groups_are_refused():
     with pytest.raises(LoweringNotBuilt) as e:
         ptxgen.compile(g, tc((128, 64, 128)), arch=ARCH)
     assert e.value.field == "gemm.b_dtype"
+

@@ -49,12 +49,15 @@ def counts_kw(g: Gemm, counts) -> dict:
     # fp8 dense (kind::f8f6f4), K-major
     (Gemm(200, 64, 128, dtype="e4m3", out_dtype="bf16", groups=3, grouping="contiguous"), tc((128, 64, 128)),
      [10, 140, 190]),
+    (Gemm(90, 32, 64, dtype="e5m2", out_dtype="f32", groups=2, grouping="masked",
+          epilogue=Epilogue(scale="col", activation="gelu")), tc((64, 32, 64)), [90, 33]),
 ])
 def test_grouped_problems_match_the_reference(g, s, counts):
     k = ptxgen.compile(g, s, arch=ARCH)
     assert k.grid[0] <= s.sms and "tcgen05.mma" in k.ptx
     a, b = random_operands(g, seed=3)
-    check_kernel(k, a, b, run=k.simulate, **counts_kw(g, counts))
+    scale = np.random.default_rng(7).uniform(0.5, 2, g.n).astype(np.float32) if g.epi.scale else None
+    check_kernel(k, a, b, scale=scale, run=k.simulate, **counts_kw(g, counts))
 
 
 @pytest.mark.parametrize("grouping", ["contiguous", "masked"])
@@ -207,3 +210,13 @@ def test_mixed_fp8_groups_are_refused():
         ptxgen.compile(g, tc((128, 64, 128)), arch=ARCH)
     assert e.value.field == "gemm.b_dtype"
 
+
+
+@pytest.mark.parametrize("g", [
+    Gemm(4096, 2048, 7168, dtype="bf16", out_dtype="bf16", groups=16, grouping="contiguous"),
+    Gemm(256, 4096, 7168, dtype="e4m3", out_dtype="bf16", groups=8, grouping="masked"),
+], ids=["contiguous-bf16", "masked-e4m3"])
+def test_moe_sized_kernels_assemble_without_spills(g):
+    """DeepSeek-V3-like expert shapes with the chooser's tile assemble cleanly for sm_100a."""
+    r = ptxgen.compile(g, arch=ARCH).resources
+    assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0 and r.stack_bytes == 0, str(r)

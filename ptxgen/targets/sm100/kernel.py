@@ -8,7 +8,8 @@ tcgen05.commit; the whole warp allocates and frees TMEM); warps 6 and 7 exit aft
 Every role walks the same output tiles (tile_scheduler.py): CTA x takes x, x + %nctaid.x, ... (a
 static persistent grid of min(tiles, SMs) CTAs), or with tile_scheduler="clc" the tiles of the CTAs
 it cancels (cluster launch control); the schedule's raster through the shared tile scheduler, and
-a batched GEMM's batch as the TMA copies' third coordinate. The epilogue stores C by TMA through
+a batched GEMM's batch as the TMA copies' third coordinate; a grouped GEMM's roles walk the groups'
+tiles counted on the device (grouped.py), B's group as its third coordinate. The epilogue stores C by TMA through
 shared memory (epilogue_tma.py) where TMA can write C, else directly (epilogue.py).
 
 Barriers: the ring's full[S] (the producer's expect_tx, completed by TMA) and empty[S] (one

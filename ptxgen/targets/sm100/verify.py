@@ -4,7 +4,8 @@
 sm_100a lowers only tcgen05 schedules. `verify_blackwell` checks a tcgen05 schedule's plan
 (plan.py) against the ISA (docs/ptx_facts/tcgen05.md §12b-§12d) and TMA (tma.md §9d). Every rule
 raises ScheduleError naming the field, the rule and a fix; `check_built` raises LoweringNotBuilt
-for a legal schedule the lowering does not have yet.
+for a legal schedule the lowering does not have yet. Shared Schedule fields the tcgen05 kernel has
+no use for are refused unless they hold its value (`verify_mma_sync_fields`), never ignored.
 """
 from __future__ import annotations
 

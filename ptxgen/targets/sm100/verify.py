@@ -95,6 +95,10 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     if bk % k:
         _fail("schedule.block.BK", bk, f"one kind::{KIND[g.dtype]} tcgen05.mma covers K = {k} ({g.dtype}: 32 bytes "
               "per row), and BK holds whole MMAs", f"use BK = {max(k, bk - bk % k)}")
+    if g.fast_accum:
+        _fail("gemm.fast_accum", g.fast_accum, "selects sm_90a wgmma's promotion of fp8 partial sums; the sm_100a "
+              "kernel has one kind of fp8 accumulation (every k-tile's tcgen05.mma adds into the f32 tensor-memory "
+              "accumulator, no promotion step), so the flag would change nothing", "drop fast_accum for sm_100a")
     outputs = INT_OUTPUTS if g.accumulator == "s32" else OUTPUTS
     if g.out_dtype not in outputs or g.accumulator not in ("f32", "s32"):
         acc = "s32 accumulators (s8/u8 inputs) and stores s32, s8, u8, f32, f16 or bf16" if g.accumulator == "s32" \

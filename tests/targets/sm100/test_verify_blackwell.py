@@ -139,3 +139,12 @@ def test_shared_fields_the_tcgen05_kernel_has_no_use_for_are_refused_not_ignored
     assert e.value.field == f"schedule.{field}", str(e.value)
     verify(G, tc(), ARCH)
     assert tc().warps == (4, 1) and tc().smem_layout == "swizzle"
+
+
+def test_fast_accum_which_the_tcgen05_kernel_has_no_use_for_is_refused():
+    """fast_accum picks sm_90a's fp8 promotion; the tcgen05 kernel has one fp8 accumulation."""
+    fast = Gemm(512, 512, 512, dtype="e4m3", fast_accum=True)
+    with pytest.raises(ScheduleError) as e:
+        verify(fast, tc(), ARCH)
+    assert e.value.field == "gemm.fast_accum" and "drop fast_accum" in e.value.fix
+    verify(dataclasses.replace(fast, fast_accum=False), tc(), ARCH)

@@ -29,7 +29,9 @@ on the mma.sync path and in the sm_90a warp-specialised persistent wgmma kernel 
 block-scaled e4m3/e5m2, small `sms`; `grouped-sm90a` alone), and block-scaled fp8 (1x128 / 128x128
 scales, K rarely a multiple of 128) on sm_90a; these draws are legal by construction, so "rejected"
 must be 0 there too, but for the row "grouped sm_90a unbuilt (refused)", whose draws ask for
-a legal part the grouped kernel does not build. `--arch sm_100a` draws tcgen05 schedules
+a legal part the grouped kernel does not build. `--designs grouped-sm100a` draws grouped GEMMs in
+the sm_100a tcgen05 kernel (fuzz_draws_sm100_grouped.py: f16/bf16 and dense fp8, BM 64/128, small
+`sms`; its probes, named "grouped sm_100a unbuilt (refused)", must be rejected). `--arch sm_100a` draws tcgen05 schedules
 (fuzz_draws_sm100.py): 1-CTA, CTA pairs, multicast clusters 2x1 to 4x2, cluster launch control,
 batches and short persistent walks, every dense dtype and layout and the block-scaled
 MXFP8/MXFP4/NVFP4 kinds with random scales, the TMA-store or direct epilogue, and one draw in
@@ -250,8 +252,9 @@ def main() -> int:
                     help="draw these LLM-shaped designs instead, in turn (seed %% count picks one; each names its "
                     "own arch): 'grouped' (mixture-of-experts GEMMs, contiguous and masked, half on the "
                     "mma.sync path of sm_80/sm_90, half in the sm_90a wgmma kernel, f16/bf16 and block-scaled "
-                    "fp8), 'grouped-sm90a' (only the latter) and 'block-scale' (1x128/128x128 block-scaled "
-                    "fp8 on sm_90a); bench/fuzz_draws_llm.py")
+                    "fp8), 'grouped-sm90a' (only the latter), 'grouped-sm100a' (grouped GEMMs in the sm_100a "
+                    "tcgen05 kernel) and 'block-scale' (1x128/128x128 block-scaled fp8 on sm_90a); "
+                    "bench/fuzz_draws_llm.py")
     args = ap.parse_args()
     if args.arch != "sm_80" and args.instruction:
         ap.error(f"--instruction pins an sm_80 path; --arch {args.arch} draws its own schedules: pass one")

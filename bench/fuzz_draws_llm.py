@@ -267,9 +267,17 @@ def draw_block_scaled(rng: np.random.Generator) -> Draw:
     return Draw(g, s, "sm_90a", f"block-scale {family}", {"scale_a": sa, "scale_b": sb})
 
 
+def draw_grouped_sm100a(rng: np.random.Generator) -> Draw:
+    """A grouped problem in the sm_100a tcgen05 kernel (fuzz_draws_sm100_grouped.py)."""
+    from fuzz_draws_sm100_grouped import draw_grouped_sm100a as draw
+
+    return draw(rng)
+
+
 #: The designs `--designs` selects, by name.
 DRAWS: dict[str, Callable[[np.random.Generator], Draw]] = {
-    "grouped": draw_grouped, "grouped-sm90a": draw_grouped_sm90a, "block-scale": draw_block_scaled}
+    "grouped": draw_grouped, "grouped-sm90a": draw_grouped_sm90a, "grouped-sm100a": draw_grouped_sm100a,
+    "block-scale": draw_block_scaled}
 
 
 def operands(d: Draw, rng: np.random.Generator) -> tuple:

@@ -1,8 +1,8 @@
 """The device side of grouped GEMMs (schedule/grouping.py): which group an m-tile index belongs
 to, read from `offs` / `masked_m` in global memory, so the groups' sizes can change between
-launches without recompiling. Used by the sm_80 lowering; sm_90a's persistent walk, whose tile
-indices only grow, resumes its search tile to tile instead (targets/sm90/grouped.py), with the
-same clamps.
+launches without recompiling. Used by the sm_80 lowering; sm_90a's persistent walk (which
+sm_100a's reuses), whose tile indices only grow, resumes its search tile to tile instead
+(targets/sm90/grouped.py), with the same clamps.
 
 Why a walk over the groups per CTA, and a grid for the worst case:
 

@@ -27,7 +27,7 @@ def test_readme_blackwell_python_snippet_runs_and_passes(capsys):
 def test_readme_blackwell_commands_run(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     lines = re.search(r"```bash\n(.*?)```", _section(), re.S).group(1).strip().splitlines()
-    assert [ln.split()[1] for ln in lines] == ["run", "run", "run", "emit", "info"]
+    assert [ln.split()[1] for ln in lines] == ["run", "run", "run", "run", "emit", "info"]
     for line in lines:
         argv = shlex.split(line.split("#")[0])
         assert argv[0] == "ptxgen"

@@ -29,6 +29,8 @@ from .scales import SCALE_MAP_PARAMS, check_scaled_params, describe_scales, pack
 from .options import Sm100Options
 from .plan import EPILOGUE_WARPS, THREADS, Sm100Plan, persistent_ctas, sm100_plan
 from .verify import check_built, verify_blackwell, verify_pairing
+from ..sm90.grouped import describe_group_walk, grouped_params_text
+from ...schedule.grouping import describe as describe_grouping
 
 RING_BUFFER = "sm100_ring"
 
@@ -39,10 +41,11 @@ def tensor_map_specs(g: Gemm, s: Schedule) -> tuple[TensorMapSpec, ...]:
     plan = sm100_plan(g, s)
     cm, cn = plan.cluster
     out = []
-    lead = (1,) if g.batch > 1 else ()
     for param, box in zip(TENSOR_MAP_PARAMS, (plan.a_box, plan.b_box)):
         assert box is not None and plan.swizzle is not None, "the verifier admits only operands TMA can describe"
         parts = (cm if box.operand == "B" else cn) if box.operand in plan.multicast else 1  # a multicast slice
+        # 3-D, the batch (or group) outermost: batched operands, a grouped B, a masked A (grouped.py)
+        lead = (1,) if g.batch > 1 or (g.grouped and (box.operand == "B" or g.grouping == "masked")) else ()
         out.append(TensorMapSpec(param, box.operand, lead + (box.outer // parts, box.inner), f"{plan.swizzle}B",
                                  box.k_major))
     if plan.scales is not None:  # the block scales' 3-D maps (scales.py, runtime/scale_layout.py)
@@ -64,7 +67,7 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid: tuple[int, int, int], sm
         f"C[M,N] ({g.out_dtype}) = A[M,K] ({g.dtype}, {g.a_layout}-major) @ B[K,N] ({g.in_dtype_b}, {g.b_layout}-major), "
         f"{g.accumulator} accumulation in tensor memory",
         *([describe_scales(g, plan.scales, s.stages, plan.acc_buffers * bn)] if plan.scales is not None else []),
-        f"epilogue: {describe_epilogue(g)}; tcgen05.ld 32x32b, {epilogue_stores(plan)}",
+        f"epilogue: {describe_epilogue(g)}; tcgen05.ld 32x32b, {epilogue_stores(plan, g.grouped)}",
         f"problem {g.m}x{g.n}x{g.k}; target {arch}",
         f"block {bm}x{bn}x{s.bk}: warps 0..{EPILOGUE_WARPS - 1} epilogue (one TMEM lane quarter each), warp 4 TMA, "
         f"warp 5 MMA ({s.bk // k} x tcgen05.mma.cta_group::{plan.cta_group}.kind::{plan.kind} M{bm} N{bn} K{k} per k-tile), "
@@ -73,10 +76,12 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid: tuple[int, int, int], sm
         f"raster {s.raster}" + (f" (group {s.group_m})" if s.raster == "grouped" else ""),
         (grid_line(plan) if plan.cluster != (1, 1) else f"grid: {grid_rule(s)}")
         + (f"; {g.batch} batches, the batch outermost in the walk" if g.batch > 1 else ""),
+        *([describe_grouping(g), f"group walk: {describe_group_walk(g)}"] if g.grouped else []),
         f"launch: grid {grid}, block ({THREADS}, 1, 1), {smem} B dynamic shared memory",
         f"params: {', '.join(tensor_map_params(g, s))} (CUtensorMap by value, .align 64 .b8 [128]); C (.u64); "
         "M, N, K, ldc (.u32)"
-        f"{'; batch_stride_c (.u64)' if g.batch > 1 else ''}{'; bias (.u64)' if g.epi.bias else ''}{'; scale (.u64)' if g.epi.scale else ''}. {maps}",
+        f"{'; batch_stride_c (.u64)' if g.batch > 1 else ''}{'; bias (.u64)' if g.epi.bias else ''}{'; scale (.u64)' if g.epi.scale else ''}"
+        f"{grouped_params_text(g)}. {maps}",
     ]
 
 
@@ -93,11 +98,11 @@ def staging_bytes(plan) -> int:
     return plan.nbytes - plan.c_barriers if plan.epilogue_tile is not None else 0
 
 
-def epilogue_stores(plan) -> str:
+def epilogue_stores(plan, grouped: bool = False) -> str:
     """How the epilogue writes C, in words."""
     tile = plan.epilogue_tile
     if tile is None:
-        return "direct stores guarded by M and N"
+        return "direct stores guarded by " + ("the group's end row and N" if grouped else "M and N")
     return (f"staged per warp in {tile.rows}x{tile.cols} {tile.swizzle_mode.name}-swizzled boxes, TMA stores "
             "clipped at M and N")
 
@@ -149,6 +154,8 @@ class Sm100Backend(Backend):
     tf32_narrow_outputs = True  # the epilogue casts tf32's f32 accumulators to f16/bf16 too
     block_scaled = True  # MXFP8, MXFP4 and NVFP4 through the block-scaled kinds (scales.py)
     block_scale_families = ("mx", "nv")
+    #: grouped GEMMs in the 1-CTA persistent kernel (grouped.py): dense f16/bf16 and fp8
+    grouped_inputs = ("f16", "bf16", "e4m3", "e5m2")
     options = Sm100Options
 
     def fill_defaults(self, s: Schedule) -> None:
@@ -225,7 +232,8 @@ class Sm100Backend(Backend):
 
     def arguments(self, g: Gemm, views: tuple, operands: list, maps: list) -> list:
         cv = views[2]
-        return list(maps) + [operands[2], g.m, g.n, g.k, cv.ld] + ([cv.batch_stride] if g.batch > 1 else [])
+        strided = g.batch > 1 or g.grouping == "masked"   # C's matrices: batches, or a masked GEMM's groups
+        return list(maps) + [operands[2], g.m, g.n, g.k, cv.ld] + ([cv.batch_stride] if strided else [])
 
     def predict(self, g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Prediction:
         return predict_blackwell(g, s, arch)
@@ -258,6 +266,10 @@ class Sm100Backend(Backend):
     def describe(self, kernel: Any) -> list[str] | None:
         return describe_kernel(kernel)
 
+    def group_walk_text(self, kernel: Any) -> str:
+        """How a grouped kernel finds its tiles, for `ptxgen info` and `run` (cli/report.py)."""
+        return f"persistent grid of {kernel.grid[0]} CTAs: {describe_group_walk(kernel.gemm)}"
+
 
 def describe_kernel(k: Any) -> list[str]:
     """`ptxgen info`'s lines for a tcgen05 kernel: its roles, the TMA boxes, the ring, tensor memory."""
@@ -276,6 +288,7 @@ def describe_kernel(k: Any) -> list[str]:
         f"problem    C[{g.m}x{g.n}] {g.out_dtype} = A[{g.m}x{g.k}] {g.dtype} {g.a_layout}-major "
         f"@ B[{g.k}x{g.n}] {g.in_dtype_b} {g.b_layout}-major, {g.accumulator} accumulation in tensor memory",
         *([f"scales     {describe_scales(g, plan.scales, s.stages, plan.acc_buffers * bn)}"] if plan.scales else []),
+        *([f"grouped    {describe_grouping(g)}; {describe_group_walk(g)}"] if g.grouped else []),
         f"schedule   block {bm}x{bn}x{s.bk}: warps 0..{EPILOGUE_WARPS - 1} epilogue, warp 4 TMA, warp 5 MMA "
         f"({s.bk // mk} x tcgen05.mma.cta_group::{plan.cta_group}.kind::{plan.kind} M{bm} N{bn} K{mk} per k-tile), "
         f"stages {s.stages}, raster {s.raster}, {grid_rule(s)}",
@@ -291,7 +304,7 @@ def describe_kernel(k: Any) -> list[str]:
         f"smem       {s.stages} stages x ({plan.a_stage} B of A + {plan.b_stage} B of B) + {barriers} B of mbarriers "
         f"and the TMEM address{' and CLC responses' if plan.clc else ''}{staging} + {WIDEST_ALIGNMENT} B to align "
         f"the base to 1024 B = {plan.smem_bytes} B",
-        f"epilogue   {describe_epilogue(g)}; tcgen05.ld.32x32b, {epilogue_stores(plan)}",
+        f"epilogue   {describe_epilogue(g)}; tcgen05.ld.32x32b, {epilogue_stores(plan, g.grouped)}",
         f"registers  ptxgen peak live: {live}",
         *(k.choice.lines() if k.choice is not None else []),
     ]

@@ -129,7 +129,12 @@ def predict_blackwell(g: Gemm, s: Schedule, arch: str) -> Prediction:
     """The model's time for a tcgen05 schedule: each walking CTA (pair) runs ceil(tiles / walkers)
     tiles of ceil(K / BK) k-tiles after one pipeline fill; per tile the epilogue's excess over the
     main loop is exposed (all of it with one TMEM buffer); the last tile's epilogue drains after
-    the loop. L2 and DRAM traffic overlap the compute as in the Hopper model."""
+    the loop. L2 and DRAM traffic overlap the compute as in the Hopper model. A grouped problem is
+    priced as the sm_90a model prices it: G equal groups as a batch of G matrices (priced_problem)."""
+    if g.grouped:
+        from ..sm90.grouped import priced_problem
+
+        g = priced_problem(g)
     dev = device_model(arch)
     plan = sm100_plan(g, s)
     pair = cta_pair(s)

@@ -21,7 +21,7 @@ from ...ir import ops as ptx
 from ...ir.ops import B32, B64, F32, PRED, S32, S64, U32, U64
 from . import tcgen05_isa as tc
 from .plan import EPILOGUE_WARPS, LD_COLUMNS, TEARDOWN_BARRIER
-from .tile_scheduler import TileWalk
+from .grouped import tile_walk
 
 if TYPE_CHECKING:
     from .kernel import Sm100Lowering
@@ -61,13 +61,14 @@ class TmemEpilogue(EpilogueMath):
         lane_field = ptx.shl(b, B32, lw.warp, Imm("21"), comment="TMEM lane 32w in bits 31..16")
         releaser = ptx.setp(b, "eq", U32, lw.lane, Imm("0"))
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
-        walk = TileWalk(lw, "epilogue", moves_c=True)
+        walk = tile_walk(lw, "epilogue", moves_c=True)
         wt = walk.begin()
         tile = wt.tile
         buf, use = lw.buffer(i)
         taddr = wait_accumulator(lw, buf, use, lane_field, bn)
         row = ptx.add(b, U32, tile.bm0, row_in_tile)
-        row_ok = ptx.setp(b, "lt", U32, row, lw.dim("M"))
+        # a grouped tile's rows end at its group's end (grouped.py), not at M
+        row_ok = ptx.setp(b, "lt", U32, row, lw.dim("M") if wt.rows_end is None else wt.rows_end)
         if lane_ok is not None:
             row_ok = ptx.and_(b, PRED, row_ok, lane_ok)
         row_vec = {name: self.vector_values(name, row, [0], [row_ok])[0]

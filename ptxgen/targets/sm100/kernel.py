@@ -8,7 +8,8 @@ tcgen05.commit; the whole warp allocates and frees TMEM); warps 6 and 7 exit aft
 Every role walks the same output tiles (tile_scheduler.py): CTA x takes x, x + %nctaid.x, ... (a
 static persistent grid of min(tiles, SMs) CTAs), or with tile_scheduler="clc" the tiles of the CTAs
 it cancels (cluster launch control); the schedule's raster through the shared tile scheduler, and
-a batched GEMM's batch as the TMA copies' third coordinate. The epilogue stores C by TMA through
+a batched GEMM's batch as the TMA copies' third coordinate; a grouped GEMM's roles walk the groups'
+tiles counted on the device (grouped.py), B's group as its third coordinate. The epilogue stores C by TMA through
 shared memory (epilogue_tma.py) where TMA can write C, else directly (epilogue.py).
 
 Barriers: the ring's full[S] (the producer's expect_tx, completed by TMA) and empty[S] (one
@@ -52,7 +53,8 @@ from .epilogue_tma import TmemTmaEpilogue, init_c_barriers
 from .plan import EPILOGUE_WARPS, MMA_WARP, TEARDOWN_BARRIER, THREADS, TMA_WARP, sm100_plan
 from .scales import KIND_PTX_VERSION, SCALE_MAP_PARAMS, StageScales, scaled_mma
 from .store_path import C_MAP_PARAM
-from .tile_scheduler import TileWalk, init_clc_barriers
+from .grouped import grouped_kernel_params, tile_walk
+from .tile_scheduler import init_clc_barriers
 
 SMEM_SYMBOL = "smem"
 TENSOR_MAP_PARAMS = ("tmapA", "tmapB")
@@ -72,8 +74,10 @@ def param_names(g: Gemm, s: Schedule) -> tuple[str, ...]:
 
 
 def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
+    after_ldc, last = grouped_kernel_params(g)   # grouped: batch_stride_c when masked, offs / masked_m last
     return ([Param(".align 64 .b8", f"{m}[128]") for m in tensor_map_params(g, s)] + list(SCALAR_PARAMS)
-            + batch_params(g.batch) + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)])
+            + batch_params(g.batch) + after_ldc + [Param(".u64", name) for name in VECTOR_PARAMS if getattr(g.epi, name)]
+            + last)
 
 
 def entry_name(g: Gemm, s: Schedule) -> str:
@@ -233,7 +237,7 @@ class Sm100Lowering(ScalarOps):
             tma.prefetch_tensormap(b, Addr(t), comment="tensor map into the descriptor cache")
         position = ring.start(1, ("producer's ring position, carried across tiles",
                                   "empty-barrier parity the producer waits for (starts 1)"))
-        walk = TileWalk(self, "producer", cancels=True)
+        walk = tile_walk(self, "producer", cancels=True)
         wt = walk.begin()
         kt = ptx.mov(b, U32, Imm("0"))
         state = position.counting(kt)
@@ -241,7 +245,7 @@ class Sm100Lowering(ScalarOps):
         b.place(top)
         ring.producer_acquire(state, comment="the MMAs reading this stage completed (their commit arrived)")
         if self.cluster is None:
-            self.issue_stage(state, wt.tile, wt.batch)
+            self.issue_stage(state, wt.tile, wt.batch, wt.b_coord)
         else:
             self.cluster.issue_stage(state, wt.tile, wt.batch)
         ring.advance(state)
@@ -250,15 +254,18 @@ class Sm100Lowering(ScalarOps):
         self.sync_before_exit(aligned=False)
         b.emit("ret")
 
-    def issue_stage(self, state: PipelineState, tile: Tile, batch: VReg | None = None) -> None:
+    def issue_stage(self, state: PipelineState, tile: Tile, batch: VReg | None = None,
+                    b_batch: VReg | None = None) -> None:
         """Arm full[stage] for the stage's bytes and issue the A and B boxes of k-tile `state.count`
-        (before its advance); out-of-bounds parts are zero-filled and count towards the bytes."""
+        (before its advance); out-of-bounds parts are zero-filled and count towards the bytes.
+        `batch`: A's third coordinate; `b_batch`: B's (a grouped B's group), else `batch`."""
         b, plan = self.b, self.plan
         bar = self.ring.producer_commit(state.index, plan.stage_tx_bytes,
                                         comment=f"expect {plan.stage_tx_bytes} B (A and B boxes, OOB fill included)")
         base = ptx.add(b, U32, self.smem, ptx.mul(b, U32, state.index, Imm(str(plan.stage_bytes))))
         assert state.count is not None
         k0 = ptx.mul(b, U32, state.count, Imm(str(self.s.bk // K_PACK.get(self.g.dtype, 1))))  # fp4: bytes of K
+        third = {"A": batch, "B": batch if b_batch is None else b_batch}
         for name, box, origin, offset in (("A", plan.a_box, tile.bm0, 0), ("B", plan.b_box, tile.bn0, plan.a_stage)):
             assert box is not None and plan.swizzle is not None
             for j in range(box.count):  # box j: the j-th swizzle-wide block of the contiguous extent
@@ -267,7 +274,7 @@ class Sm100Lowering(ScalarOps):
                     inner, outer = (ptx.add(b, U32, k0, Imm(str(j * box.inner))) if j else k0), origin
                 else:
                     inner, outer = (ptx.add(b, U32, origin, Imm(str(j * box.inner))) if j else origin), k0
-                coords = (inner, outer) + ((batch,) if batch is not None else ())
+                coords = (inner, outer) + ((third[name],) if third[name] is not None else ())
                 tma.load(b, Addr(dst), self.tmaps[name], coords, bar,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
         if self.scales is not None:
@@ -289,7 +296,7 @@ class Sm100Lowering(ScalarOps):
         position = ring.start(0, ("MMA warp's ring position, carried across tiles",
                                   "full-barrier parity the MMA warp waits for"))
         i = ptx.mov(b, U32, Imm("0"), comment="tiles this CTA has done: picks the accumulator buffer")
-        walk = TileWalk(self, "mma")
+        walk = tile_walk(self, "mma")
         wt = walk.begin()
         cl = self.cluster
         if cl is not None and cl.issues_mma is not None:

@@ -14,7 +14,7 @@ from ...schedule.schedule import SWIZZLE_WIDTHS, Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT, Swizzle
 from ...schedule.targets import target
 from ..sm90.descriptors import CanonicalTile
-from ..sm90.plan import EpilogueTile, TmaBox, _box
+from ..sm90.plan import EpilogueTile, TmaBox, _box, grouped_tiles
 from .kinds import KIND, MMA_K, dense_idesc
 from .scales import ScalePlan, scale_plan
 from .store_path import staging_tile
@@ -217,6 +217,8 @@ def persistent_ctas(g: Gemm, s: Schedule, sms: int) -> int:
     clusters, whole clusters, never more than the cluster tiles (the tile grid rounded up to whole
     clusters; a CTA pair's tile is BM x BN, its cluster one pair: cluster.py, cta_pair.py)."""
     cm, cn = tuple(s.cluster) if s.cluster is not None else (1, 1)
+    if g.grouped:   # the most tiles any offs / masked_m can need (1-CTA clusters only: the verifier)
+        return max(1, min(s.sms or sms, grouped_tiles(g, s.bm, s.bn)))
     if s.cta_group == 2:
         clusters = -(-g.m // s.bm) * -(-g.n // s.bn) * g.batch   # the pair is the cluster
     else:

@@ -21,7 +21,11 @@ def rows_per_warp(bm: int) -> int:
 
 
 def tma_store_refusal(g: Gemm, s: Schedule) -> str | None:
-    """Why the TMA store cannot write this C (None: it can): TMA's rules on C's rows, base and box."""
+    """Why the TMA store cannot write this C (None: it can): TMA's rules on C's rows, base and box,
+    and a grouped GEMM's group ends (the store clips at C's edge only: grouped.py)."""
+    if g.grouped:
+        return ("a grouped tile straddling its group's end would overwrite the next group's rows (TMA clips at "
+                "C's edge, not at a group's end); grouped kernels store directly, guarded per group")
     if g.out_dtype not in STAGED_OUTPUTS:
         return f"the staging writes {', '.join(STAGED_OUTPUTS)} outputs, not {g.out_dtype}"
     if (g.leading_dims()[2] * g.out_bytes) % TMA_STRIDE_ALIGN or g.out_alignment() < TMA_STRIDE_ALIGN:

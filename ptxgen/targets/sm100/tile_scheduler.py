@@ -82,11 +82,20 @@ def init_clc_barriers(lw: "Sm100Lowering", leader: VReg) -> ClcBarriers | None:
 @dataclass(frozen=True)
 class WalkTile:
     """One tile of the walk: its indices, its batch (the TMA copies' third coordinate; None for one
-    matrix) and C's matrix (moved to the batch for a role that stores C, else the base)."""
+    matrix) and C's matrix (moved to the batch for a role that stores C, else the base). A grouped
+    tile (grouped.py) also has B's third coordinate (its group, where a contiguous A has none) and
+    the row its group ends at, which bounds the stores instead of M."""
 
     tile: Tile
     batch: VReg | None
     c: VReg
+    b_batch: VReg | None = None
+    rows_end: VReg | None = None
+
+    @property
+    def b_coord(self) -> VReg | None:
+        """B's third TMA coordinate: its group's, else the batch's."""
+        return self.b_batch if self.b_batch is not None else self.batch
 
 
 class TileWalk:

@@ -4,7 +4,8 @@
 sm_100a lowers only tcgen05 schedules. `verify_blackwell` checks a tcgen05 schedule's plan
 (plan.py) against the ISA (docs/ptx_facts/tcgen05.md §12b-§12d) and TMA (tma.md §9d). Every rule
 raises ScheduleError naming the field, the rule and a fix; `check_built` raises LoweringNotBuilt
-for a legal schedule the lowering does not have yet.
+for a legal schedule the lowering does not have yet. Shared Schedule fields the tcgen05 kernel has
+no use for are refused unless they hold its value (`verify_mma_sync_fields`), never ignored.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .options import BLACKWELL_FIELDS
 from .kinds import K_MAJOR_ONLY, i8_n_ok
 from .scales import verify_scales
 from .store_path import tma_store_refusal
-from .plan import KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
+from .plan import EPILOGUE_WARPS, KIND, MMA_K, MMA_M, MMA_N_MAX, TMEM_COLUMNS, mma_n_step, sm100_plan
 from .verify_cluster import MMA_M_PAIR, check_cluster_built, check_pair_built, verify_cluster, verify_multicast
 
 ARCH = "sm_100a"
@@ -65,6 +66,7 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     """Every sm_100a rule, in the order a user fixes them: the CTA group, the MMA shape and kind,
     TMA, tensor memory, shared memory."""
     bm, bn, bk = s.block
+    verify_mma_sync_fields(s)
     if s.cta_group not in (1, 2):
         _fail("schedule.cta_group", s.cta_group, "a tcgen05.mma runs on 1 CTA or a CTA pair (2)",
               "use cta_group=1 (None picks 1)")
@@ -93,6 +95,10 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
     if bk % k:
         _fail("schedule.block.BK", bk, f"one kind::{KIND[g.dtype]} tcgen05.mma covers K = {k} ({g.dtype}: 32 bytes "
               "per row), and BK holds whole MMAs", f"use BK = {max(k, bk - bk % k)}")
+    if g.fast_accum:
+        _fail("gemm.fast_accum", g.fast_accum, "selects sm_90a wgmma's promotion of fp8 partial sums; the sm_100a "
+              "kernel has one kind of fp8 accumulation (every k-tile's tcgen05.mma adds into the f32 tensor-memory "
+              "accumulator, no promotion step), so the flag would change nothing", "drop fast_accum for sm_100a")
     outputs = INT_OUTPUTS if g.accumulator == "s32" else OUTPUTS
     if g.out_dtype not in outputs or g.accumulator not in ("f32", "s32"):
         acc = "s32 accumulators (s8/u8 inputs) and stores s32, s8, u8, f32, f16 or bf16" if g.accumulator == "s32" \
@@ -152,9 +158,28 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
               f"use stages={fit}" if fit >= 1 else "use a smaller block")
 
 
+def verify_mma_sync_fields(s: Schedule) -> None:
+    """The shared Schedule fields the tcgen05 kernel has no use for, refused unless they hold the
+    value it has (never silently ignored): its warps are fixed roles (4 epilogue warps, then the TMA
+    and MMA warps), its stages are swizzled for TMA and the MMA's descriptors, and the MMA reads
+    shared memory itself (no register fragments to double-buffer)."""
+    if s.warps != (EPILOGUE_WARPS, 1):
+        _fail("schedule.warps", s.warps, f"a tcgen05 kernel's warps are fixed roles: {EPILOGUE_WARPS} epilogue warps "
+              "(one TMEM lane quarter each), then the TMA warp and the MMA warp", "leave warps=None (it becomes "
+              f"({EPILOGUE_WARPS}, 1))")
+    if s.smem_layout != "swizzle":
+        _fail("schedule.smem_layout", s.smem_layout, "TMA writes and tcgen05.mma's shared-memory descriptors read "
+              "swizzled stages", "leave smem_layout=None (or 'swizzle'); the plan picks the swizzle width")
+    if not s.frag_double_buffer:
+        _fail("schedule.frag_double_buffer", s.frag_double_buffer, "double-buffers mma.sync's register fragments; "
+              "tcgen05.mma reads its operands from shared memory itself, so it would change nothing",
+              "leave frag_double_buffer=True (the default)")
+
+
 def check_built(g: Gemm, s: Schedule, arch: str) -> None:
-    """What the tcgen05 lowering does not have: CTA pairs past M = 256 in a (2, 1) cluster, cluster
-    launch control with clusters, split-K, Stream-K."""
+    """What the tcgen05 lowering does not have: grouped GEMMs beyond the 1-CTA static walk, CTA
+    pairs past M = 256 in a (2, 1) cluster, cluster launch control with clusters, split-K, Stream-K."""
+    check_grouped_built(g, s)
     fix = "use split_k=1 and decomposition='tiles' (built)"
     check_pair_built(s)
     check_cluster_built(s)
@@ -163,3 +188,26 @@ def check_built(g: Gemm, s: Schedule, arch: str) -> None:
         if bad:
             raise LoweringNotBuilt(field, value, "not built yet in the sm_100a lowering (every CTA computes whole "
                                    "tiles of one persistent tile walk)", fix)
+
+
+def check_grouped_built(g: Gemm, s: Schedule) -> None:
+    """The sm_100a grouped kernel (grouped.py) is the 1-CTA one on the static persistent walk,
+    dense (no block scales), storing directly (verify_blackwell refuses the TMA store for it)."""
+    if not g.grouped:
+        return
+    elsewhere = "or arch='sm_90a' with instruction='wgmma' (its grouped kernel)"
+    rules = [
+        (s.cta_group == 2, "schedule.cta_group", s.cta_group, "CTA pairs are not built for grouped GEMMs (a pair's "
+         "tile would need its group's rows in both CTAs)", "use cta_group=1 (the default)"),
+        (tuple(s.cluster or (1, 1)) != (1, 1), "schedule.cluster", s.cluster, "thread-block clusters are not built "
+         "for grouped GEMMs (a cluster's tiles may lie in different groups)", "use cluster=(1, 1) (the default)"),
+        (s.tile_scheduler == "clc", "schedule.tile_scheduler", s.tile_scheduler, "cluster launch control is not "
+         "built for grouped GEMMs (their tile count is read on the device)", "use tile_scheduler='static'"),
+        (g.b_dtype is not None, "gemm.b_dtype", g.b_dtype, "mixed fp8 grouped GEMMs are not built (the grouped "
+         "operands carry one dtype)", f"use b_dtype=None (B of dtype {g.dtype!r})"),
+        (g.block_scale is not None, "gemm.block_scale", g.block_scale, "block-scaled grouped GEMMs are not built "
+         "for sm_100a", f"drop block_scale, {elsewhere}"),
+    ]
+    for broken, field, value, rule, fix in rules:
+        if broken:
+            raise LoweringNotBuilt(field, value, rule, fix)

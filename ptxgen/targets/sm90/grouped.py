@@ -88,6 +88,15 @@ class GroupedTileWalk:
         return self.ctx.ceil_div(rows, self.s.bm)
 
     def begin(self) -> tuple[TmaOperands, WalkStep]:
+        tile, here, end, c, step = self.walk()
+        ops = TmaOperands(tile, (here,) if self.masked else (), c, self.ctx.warpgroup,
+                          b_batch=(here,), rows_end=end, group=here)
+        return ops, step
+
+    def walk(self) -> tuple[Tile, VReg, VReg, VReg, WalkStep]:
+        """The walk's head up to one tile: (the tile, its group, the group's end row, C's matrix
+        for this role, the loop's step). Shared with the sm_100a kernel (targets/sm100/grouped.py),
+        which reads `ctx.b/g/s/dim/ceil_div/ptr` of its own lowering."""
         ctx, b, g, s, role = self.ctx, self.b, self.g, self.s, self.role
         counts = ptx.to_global(b, U64, load_param(b, U64, COUNTS_PARAM[g.grouping]))
         b.comment(f"{role}: m-tiles of the {g.groups} groups ({g.grouping}), summed over "
@@ -140,9 +149,7 @@ class GroupedTileWalk:
         if self.masked and self.moves_c:
             step = ptx.mul(b, U64, ptx.cvt(b, U64, U32, here), stride_c)
             c = ptx.mad(b, U64, step, Imm(str(g.out_bytes)), base_c, comment="C of the group's slot")
-        ops = TmaOperands(Tile(tm, tn, bm0, bn0), (here,) if self.masked else (), c, ctx.warpgroup,
-                          b_batch=(here,), rows_end=end, group=here)
-        return ops, WalkStep(index, count, top, done)
+        return Tile(tm, tn, bm0, bn0), here, end, c, WalkStep(index, count, top, done)
 
     def end(self, step: WalkStep | None) -> None:
         """The next tile of this CTA (+= %nctaid.x), back to `begin`'s top."""

@@ -127,3 +127,24 @@ def test_an_int8_pair_takes_n_a_multiple_of_32(bn, fix):
     assert f"BN = {fix}" in e.value.fix
     verify(g, tc((256, fix, 64), cta_group=2), ARCH)
     verify(g, tc((128, bn, 64)), ARCH)
+
+
+@pytest.mark.parametrize("field, value", [("warps", (2, 2)), ("smem_layout", "pad"), ("smem_layout", "plain"),
+                                          ("frag_double_buffer", False)])
+def test_shared_fields_the_tcgen05_kernel_has_no_use_for_are_refused_not_ignored(field, value):
+    """warps, smem_layout and frag_double_buffer shape the mma.sync kernels; the tcgen05 kernel's
+    warps are fixed roles and its stages TMA's swizzled ones, so any other value is refused."""
+    with pytest.raises(ScheduleError) as e:
+        verify(G, tc(**{field: value}), ARCH)
+    assert e.value.field == f"schedule.{field}", str(e.value)
+    verify(G, tc(), ARCH)
+    assert tc().warps == (4, 1) and tc().smem_layout == "swizzle"
+
+
+def test_fast_accum_which_the_tcgen05_kernel_has_no_use_for_is_refused():
+    """fast_accum picks sm_90a's fp8 promotion; the tcgen05 kernel has one fp8 accumulation."""
+    fast = Gemm(512, 512, 512, dtype="e4m3", fast_accum=True)
+    with pytest.raises(ScheduleError) as e:
+        verify(fast, tc(), ARCH)
+    assert e.value.field == "gemm.fast_accum" and "drop fast_accum" in e.value.fix
+    verify(dataclasses.replace(fast, fast_accum=False), tc(), ARCH)

@@ -145,6 +145,34 @@ def _grouped_rows(rng: np.random.Generator, grouping: str, groups: int, bm: int)
     return max(1, int(groups * per * rng.uniform(0.5, 1.5)))
 
 
+def fit_grouped(m: int, n: int, k: int, groups: int, grouping: str, block: tuple[int, int, int],
+                align: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(m, n, k, groups) shrunk until the simulator's time fits: the tiles' area (every group's
+    partial tile counted) and their k-tile steps (+ the walk and epilogue per tile); then M and N
+    rounded up to `align` (TMA: 16-byte strides of an MN-major operand)."""
+    bm, bn, bk = block
+
+    def tiles() -> int:
+        return (groups * -(-m // bm) if grouping == "masked" else -(-m // bm) + groups - 1) * -(-n // bn)
+
+    def too_slow() -> bool:
+        return (tiles() * bm * bn > GROUPED_MAX_TILES * 128 ** 2
+                or tiles() * (-(-k // bk) + GROUPED_TILE_STEPS) > GROUPED_MAX_STEPS)
+
+    while too_slow():
+        if m > bm:
+            m -= bm
+        elif n > bn:
+            n -= bn
+        elif k > bk:
+            k -= bk
+        elif groups > 1:
+            groups -= 1
+        else:
+            break
+    return -(-m // align[0]) * align[0], -(-n // align[1]) * align[1], k, groups
+
+
 def draw_grouped_sm90a(rng: np.random.Generator) -> Draw:
     """A grouped problem in the sm_90a warp-specialised persistent wgmma kernel (module docstring)."""
     from ptxgen import BlockScale, Gemm, Schedule
@@ -171,25 +199,7 @@ def draw_grouped_sm90a(rng: np.random.Generator) -> Draw:
     m = _grouped_rows(rng, grouping, groups, bm)
     align_m, align_n = (8 if a_layout == "col" else 1), (8 if b_layout == "row" else 1)
 
-    def tiles() -> int:  # at most, every group's partial tile counted
-        return (groups * -(-m // bm) if grouping == "masked" else -(-m // bm) + groups - 1) * -(-n // bn)
-
-    def too_slow() -> bool:  # the simulator's time: the tiles' area, and steps of k-tiles (+ the walk, epilogue)
-        return (tiles() * bm * bn > GROUPED_MAX_TILES * 128 ** 2
-                or tiles() * (-(-k // bk) + GROUPED_TILE_STEPS) > GROUPED_MAX_STEPS)
-
-    while too_slow():
-        if m > bm:
-            m -= bm
-        elif n > bn:
-            n -= bn
-        elif k > bk:
-            k -= bk
-        elif groups > 1:
-            groups -= 1
-        else:
-            break
-    m, n = -(-m // align_m) * align_m, -(-n // align_n) * align_n  # TMA: 16-byte strides
+    m, n, k, groups = fit_grouped(m, n, k, groups, grouping, (bm, bn, bk), (align_m, align_n))
     bs = BlockScale(dtype=pick(["f32", "f32", "ue8m0"])) if scaled else None
     g = Gemm(m, n, k, dtype=dtype, out_dtype=pick(["f32", "f16", "bf16"]), a_layout=a_layout, b_layout=b_layout,
              epilogue=_epilogue(rng, 0.3), block_scale=bs, groups=groups, grouping=grouping)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzz_draws_llm import (GROUPED_MAX_STEPS, GROUPED_MAX_TILES, GROUPED_SMS, GROUPED_TILE_STEPS,
-                            GROUPED_UNBUILT, Draw, _epilogue, _grouped_extent_n, _grouped_rows, _pick)
+from fuzz_draws_llm import (GROUPED_SMS, GROUPED_UNBUILT, Draw, _epilogue, _grouped_extent_n, _grouped_rows, _pick,
+                            fit_grouped)
 
 ARCH = "sm_100a"
 #: BN per BM: multiples of 16 (8 with M = 64) up to 256.
@@ -49,25 +49,7 @@ def draw_grouped_sm100a(rng: np.random.Generator) -> Draw:
     m = _grouped_rows(rng, grouping, groups, bm)
     align_m, align_n = (8 if a_layout == "col" else 1), (8 if b_layout == "row" else 1)
 
-    def tiles() -> int:   # at most, every group's partial tile counted
-        return (groups * -(-m // bm) if grouping == "masked" else -(-m // bm) + groups - 1) * -(-n // bn)
-
-    def too_slow() -> bool:
-        return (tiles() * bm * bn > GROUPED_MAX_TILES * 128 ** 2
-                or tiles() * (-(-k // bk) + GROUPED_TILE_STEPS) > GROUPED_MAX_STEPS)
-
-    while too_slow():
-        if m > bm:
-            m -= bm
-        elif n > bn:
-            n -= bn
-        elif k > bk:
-            k -= bk
-        elif groups > 1:
-            groups -= 1
-        else:
-            break
-    m, n = -(-m // align_m) * align_m, -(-n // align_n) * align_n   # TMA: 16-byte strides
+    m, n, k, groups = fit_grouped(m, n, k, groups, grouping, (bm, bn, bk), (align_m, align_n))
     g = Gemm(m, n, k, dtype=dtype, out_dtype=pick(["f32", "f16", "bf16"]), a_layout=a_layout, b_layout=b_layout,
              epilogue=_epilogue(rng, 0.3), groups=groups, grouping=grouping)
     counts = random_counts(g, rng, empty=pick([0.0, 0.25, 0.5]))

@@ -18,6 +18,7 @@ from ptxgen.ir import Imm
 from ptxgen.ir import ops as ptx
 from ptxgen.ir.ops import U32
 from ptxgen.targets.sm100 import grouped as sm100_grouped
+from tests.grouped_plants import one_more_row, shift_rows
 
 ARCH = "sm_100a"
 
@@ -144,15 +145,6 @@ def _plant(monkeypatch, change):
     monkeypatch.setattr(sm100_grouped.Sm100GroupedWalk, "begin", begin)
 
 
-def _shift_rows(b, wt):
-    tile = dataclasses.replace(wt.tile, bm0=ptx.add(b, U32, wt.tile.bm0, Imm("1")))
-    return dataclasses.replace(wt, tile=tile, rows_end=ptx.add(b, U32, wt.rows_end, Imm("1")))
-
-
-def _one_more_row(b, wt):
-    return dataclasses.replace(wt, rows_end=ptx.add(b, U32, wt.rows_end, Imm("1")))
-
-
 def _next_groups_weights(b, wt):
     return dataclasses.replace(wt, b_batch=ptx.add(b, U32, wt.b_batch, Imm("1")))
 
@@ -162,7 +154,7 @@ def test_a_group_shifted_by_one_row_fails(monkeypatch):
     offs = np.array([40, 81, 140], np.int32)
     a, b = random_operands(g)
     assert check_simulated(ptxgen.compile(g, tc((64, 64, 64)), arch=ARCH), a, b, offs=offs).ok
-    _plant(monkeypatch, _shift_rows)
+    _plant(monkeypatch, shift_rows)
     result = check_simulated(ptxgen.compile(g, tc((64, 64, 64)), arch=ARCH), a, b, offs=offs)
     assert not result.ok and result.bad > 0 and result.stray > 0, str(result)
 
@@ -172,7 +164,7 @@ def test_a_masked_row_written_fails(monkeypatch):
     masked_m = np.array([5, 0, 33], np.int32)
     a, b = random_operands(g)
     assert check_simulated(ptxgen.compile(g, tc((64, 32, 64)), arch=ARCH), a, b, masked_m=masked_m).ok
-    _plant(monkeypatch, _one_more_row)
+    _plant(monkeypatch, one_more_row)
     result = check_simulated(ptxgen.compile(g, tc((64, 32, 64)), arch=ARCH), a, b, masked_m=masked_m)
     # groups 0 and 2 write row masked_m[g] (group 1 has no tile)
     assert not result.ok and result.stray == 2 * g.n and result.bad == 0, str(result)
@@ -186,22 +178,6 @@ def test_the_wrong_groups_weights_fail(monkeypatch):
     result = check_simulated(ptxgen.compile(g, tc((64, 32, 64)), arch=ARCH), a, b, offs=offs)
     assert not result.ok and result.bad > 0 and result.stray == 0, str(result)
 
-
-@pytest.mark.parametrize("grouping, extra", [
-    ("contiguous", ["--dtype", "bf16", "--b-layout", "row"]),
-    ("masked", ["--dtype", "e4m3", "--out", "bf16"]),
-])
-def test_cli_runs_and_describes_the_sm100a_grouped_kernel(capsys, grouping, extra):
-    from ptxgen.cli.app import main
-
-    argv = ["--arch", ARCH, "--shape", "100x64x208", "--groups", "5", "--grouping", grouping, *extra]
-    assert main(["run", *argv, "--sim", "--seed", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "PASS" in out and "rows outside the groups left untouched" in out and "persistent grid of" in out
-    assert main(["info", *argv]) == 0
-    out = capsys.readouterr().out
-    assert f"grouped    5 groups, {grouping}" in out and "every role sums the 5 groups' m-tiles" in out
-    assert "tcgen05" in out and "guarded by the group's end row" in out
 
 
 def test_mixed_fp8_groups_are_refused():

@@ -20,6 +20,7 @@ from ptxgen.schedule.block_scale import random_grouped_scales
 from ptxgen.schedule.grouping import random_counts
 from ptxgen.targets.sm90 import grouped as sm90_grouped
 from ptxgen.targets.sm90.block_scales import BlockScales
+from tests.grouped_plants import one_more_row, shift_rows
 
 ARCH = "sm_90a"
 #: (block, consumers): one consumer with 64 rows, two with 128 (64 each).
@@ -171,15 +172,6 @@ def _plant_ops(monkeypatch, change):
     monkeypatch.setattr(sm90_grouped.GroupedTileWalk, "begin", begin)
 
 
-def _shift_rows(b, ops):
-    tile = dataclasses.replace(ops.tile, bm0=ptx.add(b, U32, ops.tile.bm0, Imm("1")))
-    return dataclasses.replace(ops, tile=tile, rows_end=ptx.add(b, U32, ops.rows_end, Imm("1")))
-
-
-def _one_more_row(b, ops):
-    return dataclasses.replace(ops, rows_end=ptx.add(b, U32, ops.rows_end, Imm("1")))
-
-
 def _group_zero_weights(b, ops):
     return dataclasses.replace(ops, b_batch=(ptx.mov(b, U32, Imm("0")),))
 
@@ -190,7 +182,7 @@ def test_a_group_shifted_by_one_row_fails(monkeypatch):
     offs = np.array([40, 81, 140], np.int32)
     a, b = random_operands(g)
     assert check_simulated(ptxgen.compile(g, s, arch=ARCH), a, b, offs=offs).ok
-    _plant_ops(monkeypatch, _shift_rows)
+    _plant_ops(monkeypatch, shift_rows)
     result = check_simulated(ptxgen.compile(g, s, arch=ARCH), a, b, offs=offs)
     assert not result.ok and result.bad > 0 and result.stray > 0, str(result)
 
@@ -201,7 +193,7 @@ def test_a_masked_row_written_fails(monkeypatch):
     masked_m = np.array([5, 0, 33], np.int32)
     a, b = random_operands(g)
     assert check_simulated(ptxgen.compile(g, s, arch=ARCH), a, b, masked_m=masked_m).ok
-    _plant_ops(monkeypatch, _one_more_row)
+    _plant_ops(monkeypatch, one_more_row)
     result = check_simulated(ptxgen.compile(g, s, arch=ARCH), a, b, masked_m=masked_m)
     # groups 0 and 2 write row masked_m[g] (group 1 has no tile)
     assert not result.ok and result.stray == 2 * g.n and result.bad == 0, str(result)
@@ -316,21 +308,6 @@ def test_moe_sized_kernels_assemble_without_spills(g):
     r = ptxgen.compile(g, arch=ARCH).resources
     assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0 and r.stack_bytes == 0, str(r)
 
-
-@pytest.mark.parametrize("grouping, extra", [
-    ("contiguous", ["--dtype", "bf16", "--b-layout", "row"]),
-    ("masked", ["--dtype", "e4m3", "--out", "bf16", "--block-scale", "1x128,128x128"]),
-])
-def test_cli_runs_and_describes_the_sm90a_grouped_kernel(capsys, grouping, extra):
-    from ptxgen.cli.app import main
-
-    argv = ["--arch", ARCH, "--shape", "100x64x208", "--groups", "5", "--grouping", grouping, *extra]
-    assert main(["run", *argv, "--sim", "--seed", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "PASS" in out and "rows outside the groups left untouched" in out and "persistent grid of" in out
-    assert main(["info", *argv]) == 0
-    out = capsys.readouterr().out
-    assert f"grouped    5 groups, {grouping}" in out and "every role sums the 5 groups' m-tiles" in out
 
 
 def test_the_cost_model_prices_equal_groups_as_a_batch():

@@ -171,8 +171,11 @@ def test_every_layout_matches_float64(data):
         assume(False)
     kern = ptxgen.compile(g, s)
     a, b = random_operands(g, data.draw(st.integers(0, 2**16), label="seed"))
-    checked = harness.check(kern, ops=harness.Operands(stored(a, a_layout, lda), stored(b, b_layout, ldb)),
-                            bound=False)   # C poisoned (NaN / INT32_MIN)
+    # C poisoned (NaN / INT32_MIN). The elementwise worst-case bound (gamma(K) times each element's
+    # sum of |a||b|): the statistical one scales with the output's RMS, which for the 1x1 outputs
+    # drawn here is one element that cancellation may make 100x smaller than its terms (tf32 1x1x17,
+    # seed 4: a correct 0.0671 against 0.0653, 1.9e-3 off where the RMS allowed 1.9e-4)
+    checked = harness.check(kern, ops=harness.Operands(stored(a, a_layout, lda), stored(b, b_layout, ldb)))
     c, ref = checked.out, checked.ref
     if dtype != "tf32":
         assert c.dtype == np.int32 and np.array_equal(c.astype(np.int64), ref.astype(np.int64))

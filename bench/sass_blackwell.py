@@ -171,17 +171,26 @@ def row(label: str, ptxas: str, a: Assembled, text: str, entry: str | None, bloc
 
 
 def ptxgen_rows(dtypes: tuple[str, ...] = ("bf16", "tf32")) -> list[tuple[str, object]]:
-    """(label, Kernel) for each sm_100a bench candidate of bench/gemm_cases.py on PROBLEMS."""
+    """(label, Kernel) for each sm_100a bench candidate of bench/gemm_cases.py on PROBLEMS, and the
+    chooser's own pick for each problem (a CTA pair, a cluster or a deeper ring, as it decides;
+    named "chosen ..."), for every dtype (16-bit, tf32, and the block-scaled "mxfp8" / "nvfp4", on
+    the divisible problem only: their 8- and 4-bit rows of K = 4008 are not 16-byte strides)."""
     import ptxgen
-    from gemm_cases import OUT_DTYPE, candidates_for
+    from gemm_cases import BLOCK_SCALED, bench_gemm, candidates_for, chosen_spec
 
     out = []
     for dtype in dtypes:
         for m, n, k in PROBLEMS:
+            g = bench_gemm(dtype, m, n, k)
+            if dtype in BLOCK_SCALED and k % 128:  # 8- and 4-bit rows: TMA needs 16-byte row strides
+                continue
             for spec in candidates_for(m, n, k, ARCH, dtype):
-                g = ptxgen.Gemm(m, n, k, dtype=dtype, out_dtype=OUT_DTYPE[dtype], a_layout="row", b_layout="col")
                 out.append((f"ptxgen {dtype} {m}x{n}x{k} {spec.name.replace(' ws-persistent', '')}",
                             ptxgen.compile(g, spec.schedule(), arch=ARCH)))
+            chosen = chosen_spec(g, ARCH)
+            if chosen is not None:
+                name = chosen.name.replace(" ws-persistent", "")
+                out.append((f"ptxgen {dtype} {m}x{n}x{k} {name}", ptxgen.compile(g, chosen.schedule(), arch=ARCH)))
     return out
 
 
@@ -256,11 +265,12 @@ def report(ptxas: list[str], tool: str | None, with_triton: bool = True) -> list
 
 
 def gate(ptxas: list[str]) -> tuple[list[str], int]:
-    """bench/sass_check.py --arch sm_100a: every bench candidate (16-bit and tf32, divisible and edge
-    problems) under each ptxas has 0 spill bytes and no C75xx warning. (rows, failures)"""
+    """bench/sass_check.py --arch sm_100a: every bench candidate and the chooser's pick (16-bit, tf32,
+    MXFP8 and NVFP4; divisible and edge problems) under each ptxas has 0 spill bytes and no C75xx
+    warning. (rows, failures)"""
     versions = {p: ptxas_version(p) for p in ptxas}
     rows, failed = [], 0
-    for label, kern in ptxgen_rows(("bf16", "f16", "tf32")):
+    for label, kern in ptxgen_rows(("bf16", "f16", "tf32", "mxfp8", "nvfp4")):
         for p in ptxas:
             a = assemble_with(p, kern.ptx)
             codes = sorted({n.code for n in perf_notes(a.log)})

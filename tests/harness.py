@@ -10,6 +10,7 @@ path with `run(...)` and assert the comparison fails.
 from __future__ import annotations
 
 import dataclasses
+import signal
 from dataclasses import dataclass
 from typing import Callable
 
@@ -135,3 +136,11 @@ def check(subject: Kernel | Gemm, schedule: Schedule | None = None, arch: str = 
     checked = run(subject, schedule, arch, **options)
     assert checked.ok, checked.explain()
     return checked
+
+
+def default_sigint() -> None:
+    """For `subprocess.Popen(preexec_fn=...)`: the child's Ctrl-C at its default, as a terminal's
+    foreground job has it. A shell script's background job (`.ci/run &`) ignores SIGINT, and Python
+    keeps an ignored SIGINT it inherits, so a test that interrupts its child would wait for a run
+    that never hears the signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -17,6 +17,7 @@ from ptxgen.check import random_epilogue_operands, random_operands, random_scale
 from ptxgen.cli.app import main
 from ptxgen.scaleout.progress import ProgressBar
 from ptxgen.simulate import run_simulation, steps_per_cta
+from tests import harness
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -54,7 +55,8 @@ def test_memory_error_anywhere_is_one_line(monkeypatch, capsys):
 
 def test_ctrl_c_exits_130_with_one_line():
     p = subprocess.Popen([sys.executable, "-m", "ptxgen", "run", "--sim", "--shape", "1x1x20000000", "--progress", "off"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=ENV)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=ENV,
+                         preexec_fn=harness.default_sigint)
     line = p.stderr.readline()  # the time warning comes just before the operands and the simulation
     assert "will take about" in line and "smaller --shape" in line and "calibrated by a warm-up run" in line
     time.sleep(1.0)

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from ptxgen.cli.app import main
+from tests import harness
 
 LIMIT_S = 300
 RUN = ["run", "--sim", "--shape", "256x128x96", "--block", "64x64x32", "--split-k", "2"]
@@ -82,7 +83,7 @@ def test_ctrl_c_with_workers_exits_130_with_one_line():
     p = subprocess.Popen([sys.executable, "-m", "ptxgen", "run", "--sim", "--shape", "128x128x600000", "--block",
                           "32x32x32", "--workers", "2", "--progress", "off"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=harness.default_sigint)
     line = p.stderr.readline()  # the time warning comes just before the operands and the simulation
     assert "will take about" in line
     time.sleep(3.0)

@@ -32,10 +32,9 @@ if TYPE_CHECKING:
 
 class Sm100GroupedWalk(GroupedTileWalk):
     """The grouped walk with tile_scheduler.TileWalk's interface (static persistent grid, one CTA
-    per cluster: the verifier refuses clusters, CTA pairs and cluster launch control)."""
-
-    def __init__(self, lw: "Sm100Lowering", role: str, moves_c: bool = False):
-        super().__init__(lw, role, moves_c)   # reads lw.b, g, s, dim, ceil_div and ptr
+    per cluster: the verifier refuses clusters, CTA pairs and cluster launch control). Built from
+    the Sm100Lowering as the sm_90a walk is from its context: it reads lw.b, g, s, dim, ceil_div
+    and ptr."""
 
     def begin(self) -> WalkTile:
         tile, group, end, c, self.step = self.walk()

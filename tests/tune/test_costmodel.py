@@ -119,6 +119,17 @@ def test_more_registers_never_raise_occupancy_and_one_wave_is_not_sped_up(data):
         assert many.time_s >= fewer.time_s * (1 - 1e-9)
 
 
+def test_a_stream_k_grid_smaller_than_a_wave_is_priced_the_same_at_any_occupancy():
+    """The draw CI found: an 84-CTA Stream-K grid on sm_86 priced its DRAM traffic as if a whole
+    wave (12 or 8 CTAs per SM) walked the tiles at once, so 64 registers came out 2.7e-6 faster
+    than 32. Its 84 resident CTAs walk the tiles 84 wide at either occupancy."""
+    g = Gemm(4096, 100, 256, dtype="tf32", out_dtype="f32")
+    s = Schedule(block=(16, 32, 16), warps=(1, 4), stages=1, decomposition="stream-k")
+    fewer, more = (predict(g, s, "sm_86", registers=r) for r in (32, 64))
+    assert more.ctas_per_sm < fewer.ctas_per_sm and more.waves <= 1.0
+    assert more.dram_bytes == fewer.dram_bytes and more.time_s >= fewer.time_s
+
+
 def test_a_second_cta_on_an_sm_does_not_shorten_the_first_ones_k_tile():
     """The draw CI found: doubling M turned a 63-CTA tail (one CTA per SM) into a 125-CTA one (two
     on some SMs), whose CTAs were each fed by more warps and hid half of each other's barrier, so

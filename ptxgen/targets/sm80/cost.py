@@ -145,7 +145,9 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
     compute_s = clocks / dev.clock_hz
     l2 = ctas * (s.bm + s.bn) * kt * s.bk * g.in_bytes + partial_bytes
     l2_s = l2 / (dev.l2_bytes_per_clk * dev.clock_hz)
-    dram = _dram_bytes(g, s, dev, wave_ctas) + partial_bytes
+    # the CTAs resident at once: a Stream-K grid smaller than a wave walks its tiles only that wide,
+    # whatever the occupancy (a tile grid's wave is clipped to its tiles inside dram_bytes)
+    dram = _dram_bytes(g, s, dev, min(ctas, wave_ctas)) + partial_bytes
     dram_s = dram / dev.dram_bytes_per_s
     terms = {"waves": compute_s, "L2": l2_s, "DRAM": dram_s, "launch": dev.launch_s,
              **unit_terms(parts, kt, dev.clock_hz),

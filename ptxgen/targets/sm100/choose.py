@@ -7,10 +7,10 @@ through every function of VARIANTS (CTA pairs, clusters with multicast); a varia
 does not build yet is refused by the verifier (LoweringNotBuilt) and simply not ranked, so the
 day it is built it is priced with no change here (cost.py reads `cta_group` and `cluster`).
 
-The bases: BM 128 (64 as well while M fits in 64-row tiles better), BN from 64 to 256 up to the
-first that covers N, BK one 128-byte swizzle row (64 f16/bf16, 32 tf32 elements), 2-6 stages and
-the deepest ring (at most MAX_STAGES) that fits the 227 KB a CTA may use; row and, with more tile
-rows than a group, grouped raster.
+The bases: BM 128 (64 as well while M fits in 64-row tiles better; block-scaled kinds 128 only),
+BN from 64 to 256 up to the first that covers N, BK one 128-byte swizzle row (64 f16/bf16, 32 tf32
+elements), 2-6 stages and the deepest ring (at most MAX_STAGES) that fits the 227 KB a CTA may
+use; row and, with more tile rows than a group, grouped raster.
 """
 from __future__ import annotations
 
@@ -89,6 +89,8 @@ def blackwell_candidates(g: Gemm) -> Iterator[Schedule]:
 
     bk = BK_BYTES // g.in_bytes * K_PACK.get(g.dtype, 1)   # 128 bytes of K (fp4: 256 values)
     rows = _up_to_cover(BLOCK_ROWS, g.m) if g.m <= 64 else [128, 64]
+    if g.block_scale is not None:  # the block-scaled kinds have M = 128 at cta_group::1 (tcgen05.md §12h)
+        rows = [128]
     for bm in rows:
         for bn in _up_to_cover(BLOCK_COLS, g.n):
             rasters: list[dict] = [{}]

@@ -119,6 +119,21 @@ def test_chosen_schedule_runs_correct_on_the_simulator():
     assert compare(c, a.astype(np.float64) @ b.astype(np.float64), g).ok
 
 
+@pytest.mark.parametrize("dtype, scales", [("e4m3", ((1, 32), (32, 1), "ue8m0")),
+                                           ("e2m1", ((1, 16), (16, 1), "ue4m3"))])
+def test_block_scaled_decode_shapes_are_chosen_and_run(dtype, scales):
+    """Decode-sized M (here 40) once offered only 64-row tiles, which the block-scaled kinds refuse
+    (M = 128 at cta_group::1), so compile found no schedule for MXFP8 or NVFP4 at M <= 64."""
+    from tests.targets.sm100.common import run_block_scaled
+
+    g = ptxgen.Gemm(40, 96, 256, dtype=dtype, out_dtype="bf16", b_layout="col",
+                    block_scale=ptxgen.BlockScale(a=scales[0], b=scales[1], dtype=scales[2]))
+    s = ptxgen.compile(g, arch=ARCH).schedule
+    assert s.bm == 128 and s.instruction == "tcgen05"
+    _, _, result = run_block_scaled(g, s, seed=11)
+    assert result.ok, result
+
+
 @pytest.mark.parametrize("shape, dtype", [((8192, 8192, 8192), "bf16"), ((2048, 256, 8192), "e4m3")])
 def test_ranked_list_holds_multicast_clusters_and_pairs_and_all_are_legal(shape, dtype):
     """Issue 25's "clusters and pairs in the chooser's candidate list": one-CTA schedules in 2x1

@@ -167,14 +167,17 @@ def _readable(assembler: str, version: int) -> bool:
 
 def kernel_binary(kernel: "LaunchSpec", ctx: drv.Context) -> tuple[bytes | None, str, str]:
     """(cubin or None, what runs, why not a cubin) for this device and driver (`ptx_binary`)."""
+    from ..schedule.targets import native_arch
     from .assemble import assemble
 
     asm = kernel.assemble() if drv.binary_compatible(kernel.arch, ctx.arch) else None
     if asm is None:
+        own = native_arch(ctx.cc)
+        fix = (f"Compile with arch='{own}' (where its lowering builds the problem) to avoid this" if own
+               else "ptxgen has no target of this GPU's own, so this is how its kernels run here")
         drv.warn_once(f"arch:{kernel.arch}:{ctx.arch}",
                       f"kernel compiled for {kernel.arch} cannot run natively on {ctx.name} "
-                      f"({ctx.arch}); assembling its PTX for {ctx.arch}. Compile with "
-                      f"arch='{ctx.arch}' to avoid this")
+                      f"({ctx.arch}); assembling its PTX for {ctx.arch}. {fix}")
         asm = assemble(kernel.ptx, ctx.arch, kernel.entry)
     return _choose(kernel.ptx, kernel.entry, asm, ctx)
 

@@ -52,3 +52,18 @@ def target(arch: str) -> Target:
         return TARGETS[arch]
     except KeyError:
         raise ValueError(f"arch {arch!r} is not supported: use one of {', '.join(TARGETS)}") from None
+
+
+def native_arch(capability: tuple[int, int]) -> str | None:
+    """The target whose kernels a GPU of compute `capability` runs as they were assembled, the most
+    capable first: its own architecture-specific target (sm_90a on 9.0, sm_100a on 10.0: wgmma and
+    tcgen05 run nowhere else), else the newest plain target of its major at or below its minor
+    (8.7 runs sm_86). None where ptxgen has none (10.3, 12.0: their driver assembles any plain
+    target's PTX for them, e.g. sm_90's mma.sync kernels)."""
+    major, minor = capability
+    own = f"sm_{major}{minor}a"
+    if own in TARGETS:
+        return own
+    plain = [(int(name[3:-1]), int(name[-1]), name) for name in TARGETS if name[-1].isdigit()]
+    fits = [(mn, name) for mj, mn, name in plain if mj == major and mn <= minor]
+    return max(fits)[1] if fits else None

@@ -19,12 +19,18 @@ from typing import Any
 import torch
 
 import ptxgen
+from ptxgen.schedule.targets import native_arch, target as ptxgen_target
 from ptxgen.torch.convert import as_numpy, input_dtype, matrix_layout, output_dtype, pointer_alignment
 
-#: Archs for CUDA compute capabilities; newer GPUs run the sm_90 PTX (no wgmma: sm_90a is Hopper's own).
-_CAPABILITY_ARCH = {(8, 0): "sm_80", (8, 6): "sm_86", (8, 7): "sm_86", (8, 9): "sm_89", (9, 0): "sm_90a"}
 #: The simulator's arch for CPU tensors: mma.sync kernels, except fp8, which only wgmma multiplies.
 CPU_ARCH, CPU_FP8_ARCH = "sm_80", "sm_90a"
+#: What a GPU with no target of its own runs (10.3, 12.0): sm_90's mma.sync PTX, which its driver
+#: assembles for it; older GPUs with none (before 8.0) have no bf16 or tf32 mma.sync for it.
+PLAIN_ARCH = "sm_90"
+#: The arch whose PTX the same device also runs, for a problem the device's own lowering does not
+#: build (a leading dimension TMA cannot describe, a grouped layout the wgmma kernel lacks): Hopper
+#: and B200 run sm_90's mma.sync kernels (on B200 assembled for sm_100 when loaded).
+SAME_DEVICE_ARCH = {"sm_90a": PLAIN_ARCH, "sm_100a": PLAIN_ARCH}
 
 _kernels: dict[tuple, ptxgen.Kernel] = {}
 _class_schedules: dict[tuple, ptxgen.Schedule] = {}
@@ -63,10 +69,32 @@ def arch_for(device: torch.device, fp8: bool, arch: str | None) -> str:
     index = device.index if device.index is not None else torch.cuda.current_device()
     found = _device_arch.get(index)
     if found is None:
-        cap = torch.cuda.get_device_capability(index)
-        found = _CAPABILITY_ARCH.get(cap, "sm_90" if cap >= (9, 0) else "sm_80")
-        _device_arch[index] = found
+        found = _device_arch[index] = capability_arch(torch.cuda.get_device_capability(index))
     return found
+
+
+def capability_arch(capability: tuple[int, int]) -> str:
+    """The arch ptxgen compiles for on a GPU of this compute capability: its own target where
+    ptxgen has one (sm_90a on Hopper, sm_100a on B200), else sm_90's PTX (PLAIN_ARCH)."""
+    return native_arch(capability) or (PLAIN_ARCH if capability >= (9, 0) else "sm_80")
+
+
+def device_kernel(g: ptxgen.Gemm, target: str, schedule: str | None, arch_chosen_here: bool) -> ptxgen.Kernel:
+    """The kernel for `g` on `target`; where ptxgen picked the device's own target (sm_90a,
+    sm_100a) and its lowering builds no kernel for this problem, the same device runs the
+    SAME_DEVICE_ARCH one. Where that builds none either (fp8 has no mma.sync kernel), the
+    device's own error says why and what to change."""
+    try:
+        return kernel_for(g, target, schedule)
+    except ptxgen.ScheduleError:
+        fallback = SAME_DEVICE_ARCH.get(target)
+        if not arch_chosen_here or fallback is None or schedule is not None:
+            raise  # the caller's arch or schedule: their error is theirs to fix
+        try:
+            return kernel_for(g, fallback, None)
+        except ptxgen.ScheduleError:
+            pass
+        raise
 
 
 def _bucket(extent: int) -> int:
@@ -177,8 +205,12 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, bias: Vector | N
             alpha: float, beta: float, scale: Vector | None, schedule: str | None, arch: str | None,
             fp8: bool, fast_accum: bool = False) -> Prepared:
     """The kernel and copies for a call with checked arguments (compiling on a new problem)."""
+    target = arch_for(a.device, fp8, arch)
+    # fast accumulation is a wgmma kernel's choice (no promotion step); tcgen05 accumulates fp8
+    # in f32 in tensor memory at full rate, so there the flag has nothing to select
+    fast_accum = fast_accum and ptxgen_target(target).wgmma
     a2, b2, g = gemm_problem(a, b, out, bias, activation, alpha, beta, scale, fast_accum)
-    return Prepared(kernel_for(g, arch_for(a.device, fp8, arch), schedule), a2 is not a, b2 is not b)
+    return Prepared(device_kernel(g, target, schedule, arch is None), a2 is not a, b2 is not b)
 
 
 def current_stream(device: torch.device) -> int:

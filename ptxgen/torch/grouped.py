@@ -1,8 +1,8 @@
 """`ptxgen::grouped_mm`: one GEMM per group (a mixture-of-experts layer's experts), in the
 `torch._grouped_mm` convention, by ptxgen's grouped kernels (`Gemm(groups=G, grouping=...)`,
 schedule/grouping.py), whichever target builds them for the arch (the mma.sync path on sm_80 and
-sm_90, which CPU tensors simulate; on a Hopper device the sm_90a kernel where its lowering builds
-one for the problem, else the sm_90 one).
+sm_90, which CPU tensors simulate; on a Hopper or B200 device the sm_90a or sm_100a kernel where its
+lowering builds one for the problem, else the sm_90 one: dispatch.device_kernel).
 
 * contiguous (`offs`): a (M_total, K) holds every group's rows, concatenated; `offs` is an int32
   (G,) tensor of cumulative row ends (group g owns rows offs[g-1] .. offs[g]); b is (G, K, N);
@@ -27,16 +27,12 @@ from dataclasses import replace
 import torch
 
 import ptxgen
-from ptxgen.schedule.grouping import GROUPED_INPUTS
 from ptxgen.torch.convert import DEFAULT_OUT, FP8, input_dtype, matrix_layout, output_dtype
-from ptxgen.torch.dispatch import (_address_alignment, arch_for, describe, kernel_for, run_checked, schedule_text,
+from ptxgen.torch.dispatch import (_address_alignment, arch_for, describe, device_kernel, run_checked, schedule_text,
                                    signature, signatures)
 from ptxgen.torch.ops import eager_direct
 from ptxgen.torch.scales import as_scale_array, blocks, scale_dtype
 
-#: The arch whose PTX a device chosen as the key also runs, for a problem the key's lowering does
-#: not build: Hopper runs sm_90 (mma.sync) PTX where sm_90a's wgmma lowering has no grouped kernel.
-SAME_DEVICE_ARCH = {"sm_90a": "sm_90"}
 GROUPED_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor? offs=None, Tensor? masked_m=None, ScalarType? out_dtype=None, "
                      "Tensor? scale_a=None, Tensor? scale_b=None, str? schedule=None, str? arch=None) -> Tensor")
 WHO = "ptxgen.torch.grouped_mm"
@@ -118,18 +114,6 @@ def grouped_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, grouping
     return a2, b2, g
 
 
-def grouped_kernel(g: ptxgen.Gemm, target: str, schedule: str | None, arch_chosen_here: bool) -> ptxgen.Kernel:
-    """The kernel for `g` on `target`; where ptxgen picked sm_90a (a Hopper device) and its
-    lowering builds no grouped kernel for this problem, Hopper runs the sm_90 (mma.sync) one."""
-    try:
-        return kernel_for(g, target, schedule)
-    except ptxgen.LoweringNotBuilt:
-        fallback = SAME_DEVICE_ARCH.get(target)
-        if not arch_chosen_here or fallback is None or g.dtype not in GROUPED_INPUTS:
-            raise
-        return kernel_for(g, fallback, schedule)
-
-
 def _meta(t: torch.Tensor | None) -> tuple | None:
     return None if t is None else (t.dtype, t.shape, t.stride(), t.device)
 
@@ -148,7 +132,7 @@ def grouped_mm_impl(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None 
             return torch.zeros(shape, dtype=out, device=a.device)
         scales = None if scale_a is None else scale_dtype(scale_a, scale_b, WHO)
         a2, b2, g = grouped_problem(a, b, out, grouping, scales)
-        kernel = grouped_kernel(g, arch_for(a.device, a.dtype in FP8, arch), schedule, arch is None)
+        kernel = device_kernel(g, arch_for(a.device, a.dtype in FP8, arch), schedule, arch is None)
         checked = signatures[key] = (shape, out, kernel, a2 is not a, b2 is not b)
     shape, out, kernel, copy_a, copy_b = checked
     c = torch.zeros(shape, dtype=out, device=a.device)  # rows no group owns stay zero

@@ -285,9 +285,11 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     of b ((1, N)) but not both; or block scales (DeepSeek-V3's), scale_a (M, ceil(K/128)) per 1x128
     block of a and scale_b (ceil(K/128), ceil(N/128)) per 128x128 block of b, f32 or
     float8_e8m0fnu, in any row- or column-major strides (ptxgen.torch.scales), applied to each
-    128-wide K slice as it is promoted. fp8 runs on sm_90a (Hopper) kernels only. use_fast_accum=False
-    (torch's default) promotes the wgmma's partial sums into a separate f32 accumulator every 128
-    of K; True runs the single-level kernel (`Gemm.fast_accum`: faster, less accurate at large K)."""
+    128-wide K slice as it is promoted. fp8 runs on sm_90a (Hopper) and sm_100a (B200) kernels; on
+    B200 block scales must be float8_e8m0fnu (its MMA applies power-of-two scales). use_fast_accum=False
+    (torch's default) promotes Hopper's wgmma partial sums into a separate f32 accumulator every 128
+    of K; True runs the single-level kernel (`Gemm.fast_accum`: faster, less accurate at large K).
+    On B200 it changes nothing: tcgen05 accumulates fp8 in f32 at full rate."""
     if not isinstance(use_fast_accum, bool):
         raise TypeError(f"ptxgen.torch.scaled_mm: use_fast_accum must be True or False, got {use_fast_accum!r}")
     if eager_direct(a, b, scale_a, scale_b, bias):

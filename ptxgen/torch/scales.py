@@ -1,6 +1,7 @@
 """Block scales (DeepSeek-V3's 1x128 activation and 128x128 weight blocks; schedule/block_scale.py)
 as torch tensors: which `scale_a`, `scale_b` pairs are block scales, their dtypes, and the
-block-scaled `scaled_mm` run (sm_90a's promoted wgmma kernels; on CPU tensors the simulator).
+block-scaled `scaled_mm` run (sm_90a's promoted wgmma kernels; on sm_100a tcgen05's MX block-scaled
+MMA, power-of-two scales only; on CPU tensors the simulator).
 
 Shapes are the logical orientation: scale_a (M, ceil(K/128)), scale_b (ceil(K/128), ceil(N/128)),
 in any strides a row- or column-major view covers, so the M-contiguous storage DeepGEMM and
@@ -15,6 +16,7 @@ import torch
 
 import ptxgen
 from ptxgen.schedule.block_scale import SCALE_BLOCK_K
+from ptxgen.schedule.targets import target as ptxgen_target
 from ptxgen.torch.dispatch import (Vector, arch_for, describe, gemm_problem, kernel_for, run_checked, signature,
                                    signatures)
 
@@ -50,6 +52,35 @@ def as_scale_array(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint8) if t.dtype == torch.float8_e8m0fnu else t
 
 
+#: The MX block scales (BlockScale(a=(1, 32), b=(32, 1), "ue8m0")) that tcgen05 applies in its MMA
+#: (targets/sm100/scales.py): on a target without wgmma's promotion (sm_100a), 1x128 / 128x128
+#: power-of-two scales run as these, each repeated over its block's 32-wide K groups and B's columns.
+MX_SCALES = ptxgen.BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0")
+MX_GROUP = MX_SCALES.a[1]
+
+
+def per_mx_group(scale_a: torch.Tensor, scale_b: torch.Tensor, k: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """1x128 / 128x128 scales as MX_SCALES' (M, ceil(K/32)) and (ceil(K/32), N): every K group of a
+    128-wide block, and every column of a 128-wide block of B, takes the block's scale."""
+    per_block, groups = SCALE_BLOCK_K // MX_GROUP, -(-k // MX_GROUP)
+    sa = scale_a.repeat_interleave(per_block, dim=1)[:, :groups]
+    sb = scale_b.repeat_interleave(per_block, dim=0)[:groups].repeat_interleave(SCALE_BLOCK_K, dim=1)[:, :n]
+    return sa.contiguous(), sb.contiguous()
+
+
+def block_scale_for(target: str, dtype: str) -> ptxgen.BlockScale:
+    """The BlockScale `target`'s kernel applies: 1x128 / 128x128 where wgmma's promotion does,
+    else MX_SCALES, which takes power-of-two scales only (an error says how to give them)."""
+    if ptxgen_target(target).wgmma:
+        return ptxgen.BlockScale(dtype=dtype)
+    if dtype != "ue8m0":
+        raise TypeError(f"ptxgen.torch.scaled_mm: on {target} the MMA applies block scales as power-of-two "
+                        f"exponents (MX, 32 of K at a time), so float32 scales would be rounded: round them to "
+                        f"powers of two and pass float8_e8m0fnu tensors (DeepGEMM's UE8M0 recipe), or run on "
+                        f"Hopper (sm_90a), whose kernels take float32 block scales")
+    return MX_SCALES
+
+
 def run_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                      out: torch.dtype, bias: Vector | None) -> torch.Tensor:
     """(a * scale_a) @ (b * scale_b) by 128-wide K blocks, then + bias: the block-scaled kernel
@@ -59,11 +90,15 @@ def run_block_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
                     None if bias is None else (bias.kind, bias.data.dtype))
     prepared = signatures.get(key)
     if prepared is None:
+        target = arch_for(a.device, True, None)
         a2, b2, g = gemm_problem(a, b, out, bias, None, 1.0, 0.0, None)
-        g = replace(g, block_scale=ptxgen.BlockScale(dtype=dtype))
-        prepared = signatures[key] = (kernel_for(g, arch_for(a.device, True, None)), a2 is not a, b2 is not b)
+        g = replace(g, block_scale=block_scale_for(target, dtype))
+        prepared = signatures[key] = (kernel_for(g, target), a2 is not a, b2 is not b)
     kernel, copy_a, copy_b = prepared
     c = a.new_empty((a.shape[0], b.shape[1]), dtype=out)
+    sa, sb = as_scale_array(scale_a), as_scale_array(scale_b)
+    if kernel.gemm.block_scale == MX_SCALES:
+        sa, sb = per_mx_group(sa, sb, a.shape[1], b.shape[1])
     run_checked(kernel, a.contiguous() if copy_a else a, b.contiguous() if copy_b else b, c,
-                None if bias is None else bias.data, scale_a=as_scale_array(scale_a), scale_b=as_scale_array(scale_b))
+                None if bias is None else bias.data, scale_a=sa, scale_b=sb)
     return c

@@ -206,9 +206,19 @@ def test_arch_mismatch_reassembles_for_device(fake):
     g = Gemm(64, 64, 64)
     k = make_kernel(g, fake, arch="sm_80")  # device is sm_90: sm_80 SASS cannot run there
     a, b = operands(g)
-    with pytest.warns(RuntimeWarning, match="compiled for sm_80 cannot run natively.*sm_90"):
+    with pytest.warns(RuntimeWarning, match="compiled for sm_80 cannot run natively.*sm_90.*arch='sm_90a'"):
         launch_kernel(k, a, b)
     assert fake.calls.count("cuModuleLoadData") == 1 and "cuModuleLoadDataEx" not in fake.calls
+
+
+def test_a_gpu_without_a_target_of_its_own_is_not_told_to_compile_for_one(fake):
+    """A 12.0 GPU runs sm_90's PTX assembled for it; the warning names no arch ptxgen lacks."""
+    fake.cc = (12, 0)
+    g = Gemm(64, 64, 64)
+    k = make_kernel(g, fake, arch="sm_90")
+    with pytest.warns(RuntimeWarning, match="cannot run natively.*sm_120.*no target of this GPU's own") as seen:
+        launch_kernel(k, *operands(g))
+    assert "Compile with" not in str(seen[0].message)
 
 
 def test_driver_errors_name_the_call(fake):

@@ -102,3 +102,26 @@ def test_cluster_and_pair_kernels_run_through_the_standin_on_b200(tmp_path):
     # the pair: 8 pair tiles of 2 CTAs; the 1x2 cluster: 3 x 2 cluster tiles of 2 CTAs
     assert results[0].startswith("(2, 1, 1) True grid (16, 1, 1)") and results[1].startswith("(2, 1, 1) True grid (12, 1, 1)"), results
     assert all("sized by cuOccupancyMaxActiveClusters" in r for r in results), results
+
+
+def test_a_rebindable_sm100a_launch_reencodes_its_tensor_maps_on_b200():
+    """ptxgen.torch's CUDA path on a B200: one Rebindable per signature, relaunched on new
+    addresses (tests/runtime/b200_rebind.py, in its own process under the B200 model)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    from ptxgen.runtime.simdriver import compiler_unavailable_reason
+
+    if compiler_unavailable_reason():
+        pytest.skip(compiler_unavailable_reason())
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PTXGEN_DRIVER": "sim", "PTXGEN_SIM_DEVICE": "b200",
+           "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, str(root / "tests" / "runtime" / "b200_rebind.py")],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("PASS") == 2 and "3 tensor maps" in proc.stdout, proc.stdout

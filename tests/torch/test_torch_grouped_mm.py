@@ -12,20 +12,10 @@ import ptxgen
 import ptxgen.torch as pt
 from ptxgen.check import compare, reference, untouched_rows
 from ptxgen.schedule.grouping import random_counts
+from tests.torch.tensors import f64, rand
 
 OPS = torch.ops.ptxgen
 TORCH_DTYPE = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
-
-
-def rand(*shape: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
-    """Never-zero values in [0.5, 1] with random signs, exactly representable in `dtype`."""
-    g = torch.Generator().manual_seed(seed)
-    mag = torch.rand(*shape, generator=g) * 0.5 + 0.5
-    return (mag * (torch.randint(0, 2, shape, generator=g) * 2 - 1)).to(dtype)
-
-
-def f64(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to(torch.float64).numpy()
 
 
 def counts_kw(grouping: str, counts) -> dict:

@@ -3,27 +3,15 @@
 through the simulator, plus each result against float64 numpy (`ptxgen.check.compare`)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
 import ptxgen
 import ptxgen.torch as pt
 from ptxgen.check import compare, reference
+from tests.torch.tensors import f64, rand
 
 OPS = torch.ops.ptxgen
-
-
-def rand(*shape: int, dtype: torch.dtype, seed: int, grad: bool = False) -> torch.Tensor:
-    """Never-zero values in [0.5, 1] with random signs, exactly representable in `dtype`."""
-    g = torch.Generator().manual_seed(seed)
-    mag = torch.rand(*shape, generator=g) * 0.5 + 0.5
-    sign = torch.randint(0, 2, shape, generator=g) * 2 - 1
-    return (mag * sign).to(dtype).requires_grad_(grad)
-
-
-def f64(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to(torch.float64).numpy()
 
 
 def check_against_numpy(got: torch.Tensor, a, b, out_dtype: str, in_dtype: str, epilogue=None, bias=None, c=None):

@@ -11,15 +11,10 @@ import torch
 import ptxgen.torch as pt
 from ptxgen.check import compare, reference
 from ptxgen.schedule.block_scale import random_block_scales
+from tests.torch.tensors import fp8
 
 OPS = torch.ops.ptxgen
 M, N, K = 40, 144, 336  # K: two full 128-wide blocks and a partial one; N: a full and a partial n-block
-
-
-def fp8(*shape: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    mag = torch.rand(*shape, generator=g) * 0.5 + 0.5
-    return (mag * (torch.randint(0, 2, shape, generator=g) * 2 - 1)).to(torch.float8_e4m3fn)
 
 
 def operands(scale_dtype: str = "f32", seed: int = 0):

@@ -12,17 +12,11 @@ import ptxgen
 import ptxgen.torch as pt
 from ptxgen.check import compare
 from ptxgen.errors import ScheduleError
+from tests.torch.tensors import fp8
 
 OPS = torch.ops.ptxgen
 M, N, K = 16, 32, 256  # K: two 128-wide promotion chunks in the default kernel
 PROMOTION = "// fp8 promotion ("
-
-
-def fp8(*shape: int, seed: int) -> torch.Tensor:
-    """Never-zero e4m3 values in [0.5, 1] with random signs."""
-    g = torch.Generator().manual_seed(seed)
-    mag = torch.rand(*shape, generator=g) * 0.5 + 0.5
-    return (mag * (torch.randint(0, 2, shape, generator=g) * 2 - 1)).to(torch.float8_e4m3fn)
 
 
 def operands() -> tuple[torch.Tensor, ...]:

@@ -1,0 +1,146 @@
+"""ptxgen.torch on a B200 (compute capability 10.0): the operators compile sm_100a's tcgen05 kernels,
+fall back to sm_90's mma.sync PTX (which a B200 also runs) only for problems the device's own
+lowering does not build and only where ptxgen picked the arch, ignore use_fast_accum (tcgen05
+accumulates fp8 in f32), and run 1x128 / 128x128 power-of-two block scales as MX scales.
+
+No B200 here: `device` makes CPU tensors take the arch a CUDA device of that capability would
+(dispatch.capability_arch), so each call is chosen exactly as on the device and then simulated."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ptxgen
+import ptxgen.torch as pt
+from ptxgen.check import compare, reference, untouched_rows
+from ptxgen.schedule.block_scale import random_block_scales
+from ptxgen.torch import dispatch
+from ptxgen.torch.scales import MX_SCALES
+from tests.torch.tensors import f64, fp8, rand
+
+
+@pytest.fixture
+def device(monkeypatch):
+    """`device((10, 0))`: CPU tensors from now on choose as that GPU would (the arch is ptxgen's pick,
+    so the fallback applies), on fresh caches."""
+    def become(capability: tuple[int, int]) -> str:
+        arch = dispatch.capability_arch(capability)
+        monkeypatch.setattr(dispatch, "CPU_ARCH", arch)
+        monkeypatch.setattr(dispatch, "CPU_FP8_ARCH", arch)
+        pt.clear_caches()
+        return arch
+
+    yield become
+    pt.clear_caches()
+
+
+def last_kernel() -> ptxgen.Kernel:
+    return pt.cached_kernels()[-1]
+
+
+@pytest.mark.parametrize("capability, arch", [((8, 0), "sm_80"), ((8, 6), "sm_86"), ((8, 7), "sm_86"),
+                                              ((8, 9), "sm_89"), ((9, 0), "sm_90a"), ((10, 0), "sm_100a"),
+                                              ((10, 3), "sm_90"), ((12, 0), "sm_90"), ((7, 5), "sm_80")])
+def test_each_capability_gets_the_arch_its_gpu_runs_best(capability, arch):
+    """A GPU's own target where ptxgen has one; sm_100a code runs on 10.0 only, so 10.3 and 12.0
+    take sm_90's PTX, which their driver assembles for them."""
+    assert dispatch.capability_arch(capability) == arch
+
+
+def test_linear_on_b200_is_a_tcgen05_kernel(device):
+    device((10, 0))
+    x, w = rand(96, 64, dtype=torch.bfloat16, seed=1), rand(80, 64, dtype=torch.bfloat16, seed=2)
+    bias = rand(80, dtype=torch.float32, seed=3)
+    y = pt.linear(x, w, bias, "gelu")
+    k = last_kernel()
+    assert (k.arch, k.schedule.instruction) == ("sm_100a", "tcgen05") and "tcgen05.mma" in k.ptx
+    result = compare(f64(y), reference(f64(x), f64(w).T, k.gemm.epi, bias=f64(bias)), k.gemm)
+    assert result.ok, result
+
+
+@pytest.mark.parametrize("capability", [(10, 0), (9, 0)])
+def test_a_problem_tma_cannot_describe_falls_back_to_the_mma_sync_kernel(device, capability):
+    """K = 19 halves: rows of 38 bytes, which no tensor map takes (sm_100a and sm_90a load by TMA);
+    the same device runs sm_90's mma.sync kernel, and the result is right."""
+    own = device(capability)
+    a, b = rand(33, 19, dtype=torch.float16, seed=4), rand(19, 47, dtype=torch.float16, seed=5)
+    c = pt.gemm(a, b)
+    k = last_kernel()
+    assert k.arch == "sm_90" and k.schedule.instruction.startswith("m16n8")
+    result = compare(f64(c), reference(f64(a), f64(b), k.gemm.epi), k.gemm)
+    assert result.ok, result
+    with pytest.raises(ptxgen.ScheduleError, match="lda"):  # the caller's own arch: no fallback
+        pt.gemm(a, b, arch=own)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_scaled_mm_on_b200_accumulates_in_f32_with_or_without_use_fast_accum(device, fast):
+    """torch._scaled_mm's use_fast_accum selects Hopper's single-level wgmma kernel; tcgen05 has no
+    promotion step to skip, so on B200 both calls run the same full-precision kernel."""
+    device((10, 0))
+    a, b = fp8(64, 256, seed=6), fp8(48, 256, seed=7).t()
+    got = pt.scaled_mm(a, b, torch.tensor(0.5), torch.tensor(2.0), torch.bfloat16, use_fast_accum=fast)
+    k = last_kernel()
+    assert (k.arch, k.gemm.fast_accum) == ("sm_100a", False) and "kind::f8f6f4" in k.ptx
+    want = (a.double() * 0.5) @ (b.double() * 2.0)
+    result = compare(f64(got), want.numpy(), k.gemm)
+    assert result.ok, result
+
+
+def block_operands(m: int, n: int, k: int, dtype: str, seed: int):
+    a, b = fp8(m, k, seed=seed), fp8(n, k, seed=seed + 1).t()
+    sa, sb = random_block_scales(ptxgen.BlockScale(dtype=dtype), m, n, k, seed=seed + 2)
+    if dtype == "ue8m0":
+        return a, b, torch.from_numpy(sa).view(torch.float8_e8m0fnu), torch.from_numpy(sb).view(torch.float8_e8m0fnu)
+    return a, b, torch.from_numpy(sa), torch.from_numpy(sb)
+
+
+def test_e8m0_block_scales_run_as_mx_scales_on_b200(device):
+    """1x128 / 128x128 power-of-two scales, K with a partial block and N with a partial n-block,
+    scale_a in DeepGEMM's M-contiguous storage: the MX kernel's result equals the float64
+    reference of the 128-wide blocks (the expansion to 32-wide groups is ptxgen's, the reference's
+    is not)."""
+    device((10, 0))
+    m, n, k = 40, 144, 336
+    a, b, sa, sb = block_operands(m, n, k, "ue8m0", seed=8)
+    bias = torch.linspace(-1, 1, n)
+    got = pt.scaled_mm(a, b, sa.t().contiguous().t(), sb, torch.float32, bias=bias)
+    kernel = last_kernel()
+    assert (kernel.arch, kernel.gemm.block_scale) == ("sm_100a", MX_SCALES) and "block_scale" in kernel.ptx
+    deepseek = ptxgen.BlockScale(dtype="ue8m0")
+    as_bytes = lambda t: t.view(torch.uint8).numpy()  # noqa: E731
+    ref = reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias), block_scale=deepseek, scale_a=as_bytes(sa),
+                    scale_b=as_bytes(sb))
+    result = compare(f64(got), ref, kernel.gemm)
+    assert result.ok, result
+    assert not compare(f64(got), reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias)), kernel.gemm).ok
+
+
+def test_f32_block_scales_on_b200_say_to_give_powers_of_two(device):
+    device((10, 0))
+    a, b, sa, sb = block_operands(40, 144, 336, "f32", seed=9)
+    with pytest.raises(TypeError, match="sm_100a.*power-of-two.*float8_e8m0fnu.*sm_90a"):
+        pt.scaled_mm(a, b, sa, sb, torch.bfloat16)
+
+
+def test_grouped_mm_on_b200_is_the_tcgen05_grouped_kernel(device):
+    device((10, 0))
+    a = rand(3, 40, 64, dtype=torch.bfloat16, seed=10)
+    b = rand(3, 64, 72, dtype=torch.bfloat16, seed=11)
+    counts = torch.tensor([40, 0, 17], dtype=torch.int32)
+    got = pt.grouped_mm(a, b, masked_m=counts)
+    k = last_kernel()
+    assert (k.arch, k.gemm.grouping) == ("sm_100a", "masked")
+    ref = reference(f64(a), f64(b), c=np.zeros(got.shape), masked_m=counts.numpy())
+    result = compare(f64(got), ref, k.gemm, untouched=untouched_rows(k.gemm, masked_m=counts.numpy()))
+    assert result.ok, result
+
+
+def test_fp8_that_no_kernel_of_the_device_runs_gets_the_devices_own_error(device):
+    """sm_90 has no fp8 mma.sync kernel, so an fp8 problem TMA cannot describe has no fallback: the
+    error is sm_100a's, naming the leading dimension and the padding that fixes it."""
+    device((10, 0))
+    a, b = fp8(32, 36, seed=12), fp8(24, 36, seed=13).t()  # rows of 36 bytes
+    with pytest.raises(ptxgen.ScheduleError, match="pad lda"):
+        pt.scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0), torch.float32)

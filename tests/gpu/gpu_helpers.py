@@ -39,6 +39,19 @@ def require_hardware(why: str) -> None:
         pytest.skip(f"needs real hardware, not the simulator-backed driver: {why}")
 
 
+def cuda_rand(torch: Any, *shape: int, dtype: Any, seed: int) -> Any:
+    """A CUDA tensor of never-zero values in [0.5, 1] with random signs, exact in `dtype`, drawn on
+    the host so a seed gives the same values on every GPU."""
+    g = torch.Generator().manual_seed(seed)
+    mag = torch.rand(*shape, generator=g) * 0.5 + 0.5
+    return (mag * (torch.randint(0, 2, shape, generator=g) * 2 - 1)).to(dtype).cuda()
+
+
+def host_f64(t: Any) -> np.ndarray:
+    """A torch tensor (any device) as a float64 numpy array, for the reference."""
+    return t.detach().double().cpu().numpy()
+
+
 def torch_on_gpu() -> Any:
     """The torch module, when PyTorch can make CUDA tensors here; else skip saying exactly why.
 

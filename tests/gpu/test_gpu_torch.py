@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 
 import ptxgen
 from ptxgen.check import compare, reference
-from gpu_helpers import record, require_gpu, torch_on_gpu
+from gpu_helpers import cuda_rand as rand, host_f64 as f64, record, require_gpu, torch_on_gpu
 
 require_gpu()
 
@@ -19,16 +18,6 @@ require_gpu()
 @pytest.fixture
 def torch():
     return torch_on_gpu()
-
-
-def rand(torch, *shape, dtype, seed):
-    g = torch.Generator().manual_seed(seed)
-    mag = torch.rand(*shape, generator=g) + 0.5
-    return (mag * (torch.randint(0, 2, shape, generator=g) * 2 - 1)).to(dtype).cuda()
-
-
-def f64(t) -> np.ndarray:
-    return t.detach().double().cpu().numpy()
 
 
 @pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])

@@ -9,7 +9,7 @@ import pytest
 
 from ptxgen.check import compare, reference, untouched_rows
 from ptxgen.schedule.block_scale import scaled_product
-from gpu_helpers import require_gpu, torch_on_gpu
+from gpu_helpers import cuda_rand as rand, host_f64 as f64, require_gpu, torch_on_gpu
 
 require_gpu()
 
@@ -17,16 +17,6 @@ require_gpu()
 @pytest.fixture
 def torch():
     return torch_on_gpu()
-
-
-def rand(torch, *shape, dtype, seed):
-    g = torch.Generator().manual_seed(seed)
-    mag = torch.rand(*shape, generator=g) * 0.5 + 0.5
-    return (mag * (torch.randint(0, 2, shape, generator=g) * 2 - 1)).to(dtype).cuda()
-
-
-def f64(t) -> np.ndarray:
-    return t.detach().double().cpu().numpy()
 
 
 def test_grouped_mm_contiguous_and_masked_on_cuda(torch):

@@ -18,6 +18,7 @@ from ptxgen.ir import Imm
 from ptxgen.ir import ops as ptx
 from ptxgen.ir.ops import U32
 from ptxgen.targets.sm100 import grouped as sm100_grouped
+from tests.grouped_checks import counts_kw, epilogue_outside_groups
 from tests.grouped_plants import one_more_row, shift_rows
 
 ARCH = "sm_100a"
@@ -26,11 +27,6 @@ ARCH = "sm_100a"
 def tc(block=(128, 64, 64), sms=2, **kw) -> Schedule:
     """A small persistent grid (`sms`): every CTA walks several tiles, across groups."""
     return Schedule(block=block, instruction="tcgen05", sms=sms, **kw)
-
-
-def counts_kw(g: Gemm, counts) -> dict:
-    counts = np.array(counts, np.int32)
-    return {"offs": counts} if g.grouping == "contiguous" else {"masked_m": counts}
 
 
 @pytest.mark.parametrize("g, s, counts", [
@@ -58,23 +54,17 @@ def test_grouped_problems_match_the_reference(g, s, counts):
     assert k.grid[0] <= s.sms and "tcgen05.mma" in k.ptx
     a, b = random_operands(g, seed=3)
     scale = np.random.default_rng(7).uniform(0.5, 2, g.n).astype(np.float32) if g.epi.scale else None
-    check_kernel(k, a, b, scale=scale, run=k.simulate, **counts_kw(g, counts))
+    result = check_kernel(k, a, b, scale=scale, run=k.simulate, **counts_kw(g, counts))
+    assert result.ok, str(result)
 
 
 @pytest.mark.parametrize("grouping", ["contiguous", "masked"])
 def test_epilogue_and_previous_c_outside_the_groups(grouping):
     """alpha, beta (each group's C read under the same guard as the stores) and a column bias;
     rows no group owns keep C's previous values, not poison."""
-    g = Gemm(70, 32, 48, groups=3, grouping=grouping, out_dtype="bf16", b_layout="row",
-             epilogue=Epilogue(alpha=0.5, beta=2.0, bias="col"))
-    k = ptxgen.compile(g, tc((64, 32, 16)), arch=ARCH)
-    a, b = random_operands(g, seed=4)
-    rng = np.random.default_rng(9)
-    shape = (70, 32) if grouping == "contiguous" else (3, 70, 32)
-    c = rng.uniform(-1, 1, shape).astype(ptxgen.schedule.problem.numpy_dtype("bf16"))
-    bias = rng.uniform(-1, 1, 32).astype(np.float32)
-    counts = [20, 20, 61] if grouping == "contiguous" else [20, 0, 70]
-    check_kernel(k, a, b, c=c, bias=bias, run=k.simulate, **counts_kw(g, counts))
+    result = epilogue_outside_groups(grouping, (70, 32, 48), Epilogue(alpha=0.5, beta=2.0, bias="col"),
+                                     lambda g: ptxgen.compile(g, tc((64, 32, 16)), arch=ARCH), (20, 20, 61))
+    assert result.ok, str(result)
 
 
 def test_sizes_change_without_recompiling():
@@ -82,7 +72,8 @@ def test_sizes_change_without_recompiling():
     k = ptxgen.compile(g, tc((64, 48, 16)), arch=ARCH)
     a, b = random_operands(g)
     for offs in ([0, 0, 0, 150], [150, 150, 150, 150], [1, 65, 66, 140]):
-        check_kernel(k, a, b, run=k.simulate, offs=np.array(offs, np.int32))
+        result = check_kernel(k, a, b, run=k.simulate, offs=np.array(offs, np.int32))
+        assert result.ok, f"offs {offs}: {result}"
 
 
 def test_the_kernel_reads_b_by_group_and_the_counts_last():
@@ -179,13 +170,11 @@ def test_the_wrong_groups_weights_fail(monkeypatch):
     assert not result.ok and result.bad > 0 and result.stray == 0, str(result)
 
 
-
 def test_mixed_fp8_groups_are_refused():
     g = Gemm(256, 64, 128, dtype="e4m3", b_dtype="e5m2", groups=2, grouping="masked")
     with pytest.raises(LoweringNotBuilt) as e:
         ptxgen.compile(g, tc((128, 64, 128)), arch=ARCH)
     assert e.value.field == "gemm.b_dtype"
-
 
 
 @pytest.mark.parametrize("g", [

@@ -10,17 +10,14 @@ import pytest
 
 import ptxgen
 from ptxgen import Epilogue, Gemm, Schedule
-from ptxgen.check import check_kernel, check_simulated, compare, random_operands, reference, untouched_rows
+from ptxgen.check import check_simulated, compare, random_operands, reference, untouched_rows
 from ptxgen.emit import groups as device_groups
 from ptxgen.ir import ops as ptx
 from ptxgen.ir.ops import U32
 from ptxgen.schedule.grouping import random_counts
+from tests.grouped_checks import counts_kw, epilogue_outside_groups
 
 BLOCKS = [(32, 32, 32), (64, 32, 32), (32, 64, 32)]
-
-
-def counts_kw(g: Gemm, counts: np.ndarray) -> dict:
-    return {"offs": counts} if g.grouping == "contiguous" else {"masked_m": counts}
 
 
 def draw_problem(seed: int, grouping: str) -> tuple[Gemm, Schedule, np.ndarray]:
@@ -79,16 +76,9 @@ def test_sizes_change_without_recompiling():
 @pytest.mark.parametrize("grouping", ["contiguous", "masked"])
 def test_epilogue_and_previous_c_outside_the_groups(grouping):
     """beta reads each group's C; rows no group owns keep C's previous values (not poison)."""
-    g = Gemm(40, 24, 40, groups=3, grouping=grouping, out_dtype="bf16", b_layout="row",
-             epilogue=Epilogue(alpha=0.5, beta=-1.5, bias="col", activation="relu"))
-    k = ptxgen.compile(g, Schedule(block=(32, 32, 32)))
-    a, b = random_operands(g, 3)
-    rng = np.random.default_rng(4)
-    shape = (40, 24) if grouping == "contiguous" else (3, 40, 24)
-    c = rng.uniform(-1, 1, shape).astype(ptxgen.schedule.problem.numpy_dtype("bf16"))
-    bias = rng.uniform(-1, 1, 24).astype(np.float32)
-    counts = np.array([7, 7, 30], np.int32) if grouping == "contiguous" else np.array([7, 0, 40], np.int32)
-    result = check_kernel(k, a, b, c, bias, run=k.simulate, **counts_kw(g, counts))
+    epilogue = Epilogue(alpha=0.5, beta=-1.5, bias="col", activation="relu")
+    result = epilogue_outside_groups(grouping, (40, 24, 40), epilogue,
+                                     lambda g: ptxgen.compile(g, Schedule(block=(32, 32, 32))), (7, 7, 30))
     assert result.ok, str(result)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import ptxgen
 from ptxgen import BlockScale, Epilogue, Gemm, Schedule
-from ptxgen.check import check_kernel, check_simulated, compare, random_operands, reference, untouched_rows
+from ptxgen.check import check_simulated, compare, random_operands, reference, untouched_rows
 from ptxgen.errors import ScheduleError
 from ptxgen.ir import Imm
 from ptxgen.ir import ops as ptx
@@ -20,16 +20,13 @@ from ptxgen.schedule.block_scale import random_grouped_scales
 from ptxgen.schedule.grouping import random_counts
 from ptxgen.targets.sm90 import grouped as sm90_grouped
 from ptxgen.targets.sm90.block_scales import BlockScales
+from tests.grouped_checks import counts_kw, epilogue_outside_groups
 from tests.grouped_plants import one_more_row, shift_rows
 
 ARCH = "sm_90a"
 #: (block, consumers): one consumer with 64 rows, two with 128 (64 each).
 TILES = [((64, 64, 64), 1), ((128, 64, 64), 2), ((64, 32, 128), 1)]
 DTYPES = ("f16", "bf16", "e4m3")
-
-
-def counts_kw(g: Gemm, counts: np.ndarray) -> dict:
-    return {"offs": counts} if g.grouping == "contiguous" else {"masked_m": counts}
 
 
 def schedule(block, consumers, stages=2, sms=2, **kw) -> Schedule:
@@ -122,16 +119,9 @@ def test_sizes_change_without_recompiling():
 def test_epilogue_and_previous_c_outside_the_groups(grouping):
     """beta reads each group's C (guarded like the stores); rows no group owns keep C's previous
     values, not poison."""
-    g = Gemm(70, 24, 48, groups=3, grouping=grouping, out_dtype="bf16", b_layout="row",
-             epilogue=Epilogue(alpha=0.5, beta=-1.5, bias="col", activation="relu"))
-    k = ptxgen.compile(g, schedule((64, 64, 64), 1), arch=ARCH)
-    a, b = random_operands(g, 3)
-    rng = np.random.default_rng(4)
-    shape = (70, 24) if grouping == "contiguous" else (3, 70, 24)
-    c = rng.uniform(-1, 1, shape).astype(ptxgen.schedule.problem.numpy_dtype("bf16"))
-    bias = rng.uniform(-1, 1, 24).astype(np.float32)
-    counts = np.array([7, 7, 60], np.int32) if grouping == "contiguous" else np.array([7, 0, 70], np.int32)
-    result = check_kernel(k, a, b, c, bias, run=k.simulate, **counts_kw(g, counts))
+    epilogue = Epilogue(alpha=0.5, beta=-1.5, bias="col", activation="relu")
+    result = epilogue_outside_groups(grouping, (70, 24, 48), epilogue,
+                                     lambda g: ptxgen.compile(g, schedule((64, 64, 64), 1), arch=ARCH), (7, 7, 60))
     assert result.ok, str(result)
 
 
@@ -307,7 +297,6 @@ def test_moe_sized_kernels_assemble_without_spills(g):
     registers fit beside the accumulators)."""
     r = ptxgen.compile(g, arch=ARCH).resources
     assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0 and r.stack_bytes == 0, str(r)
-
 
 
 def test_the_cost_model_prices_equal_groups_as_a_batch():

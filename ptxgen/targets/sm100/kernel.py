@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...emit import mbarrier_isa as mb
+from ...emit.describe import entry_variant
 from ...emit.mbarrier_ring import MbarrierRing, PipelineState
 from ...emit.memory import bar_sync, ld_param
 from ...emit.scalar_ops import ScalarOps
@@ -82,7 +83,10 @@ def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
 
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
-    return f"ptxgen_gemm_sm100_{g.dtype}{'x' + g.b_dtype if g.b_dtype else ''}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tcgen05"
+    pair = "_pair" if s.cta_group == 2 else ""        # the tile's MMA on a CTA pair (BM is the pair's)
+    clc = "_clc" if s.tile_scheduler == "clc" else ""  # tiles taken by cluster launch control
+    return (f"ptxgen_gemm_sm100_{g.dtype}{'x' + g.b_dtype if g.b_dtype else ''}_{g.out_dtype}_"
+            f"{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tcgen05{pair}{clc}{entry_variant(g, s)}")
 
 
 def descriptor_words(b: Builder, addr: VReg, tile: CanonicalTile) -> DescriptorWords:

@@ -18,6 +18,7 @@ from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.swizzle import WIDEST_ALIGNMENT
 from ...ir import Builder, Function, Imm, Param, VReg, ops as ptx
+from ...emit.describe import entry_variant
 from ...emit.edges import StoreEdges
 from ...emit.groups import COUNTS_PARAM
 from ...emit.splitk import SplitK
@@ -72,8 +73,7 @@ def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
     acc = "_acc16" if g.acc_dtype == "f16" else ""
     epi = (("" if g.epi.is_identity else "_epi") + ("_wmma" if s.instruction == "wmma" else "")
-           + (f"_splitk{s.split_k}" if s.split_k > 1 else "") + ("_streamk" if s.stream_k else "")
-           + (f"_g{g.groups}{g.grouping[0]}" if g.grouped else ""))
+           + (f"_splitk{s.split_k}" if s.split_k > 1 else "") + entry_variant(g, s))
     return (f"ptxgen_gemm_{g.dtype}_{g.out_dtype}{acc}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}"
             f"_w{s.warps[0]}x{s.warps[1]}_s{s.stages}_{s.smem_layout}{epi}")
 

@@ -37,6 +37,7 @@ from ...regalloc.smem import SmemBuffer
 from .plan import ALIGN_SLACK, SWIZZLE_ALIGN, hopper_plan
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
+from ...emit.describe import entry_variant
 from ...emit.index import Expr, ExprEmitter
 from ...emit.mbarrier_ring import MbarrierRing
 from ...emit.memory import ld_param
@@ -97,7 +98,9 @@ def block_scale_params(g: Gemm) -> list[Param]:
 def entry_name(g: Gemm, s: Schedule) -> str:
     bm, bn, bk = s.block
     split = f"_splitk{s.split_k}" if s.split_k > 1 else ""
-    return f"ptxgen_gemm_sm90_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}_tma_wgmma{split}"
+    fast = "_fastacc" if g.fast_accum else ""  # fp8's single-level kernel, next to the promoted one
+    return (f"ptxgen_gemm_sm90_{g.dtype}_{g.out_dtype}_{g.a_layout[0]}{g.b_layout[0]}_{bm}x{bn}x{bk}_s{s.stages}"
+            f"_tma_wgmma{split}{entry_variant(g, s)}{fast}")
 
 
 @dataclass(frozen=True)

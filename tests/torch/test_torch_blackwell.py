@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen
 import ptxgen.torch as pt
@@ -20,18 +21,20 @@ from ptxgen.torch.scales import MX_SCALES
 from tests.torch.tensors import f64, fp8, rand
 
 
+def become(monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int]) -> str:
+    """CPU tensors from now on choose as a GPU of `capability` would (the arch is ptxgen's pick, so
+    the fallback applies), on fresh caches. Returns that arch."""
+    arch = dispatch.capability_arch(capability)
+    monkeypatch.setattr(dispatch, "CPU_ARCH", arch)
+    monkeypatch.setattr(dispatch, "CPU_FP8_ARCH", arch)
+    pt.clear_caches()
+    return arch
+
+
 @pytest.fixture
 def device(monkeypatch):
-    """`device((10, 0))`: CPU tensors from now on choose as that GPU would (the arch is ptxgen's pick,
-    so the fallback applies), on fresh caches."""
-    def become(capability: tuple[int, int]) -> str:
-        arch = dispatch.capability_arch(capability)
-        monkeypatch.setattr(dispatch, "CPU_ARCH", arch)
-        monkeypatch.setattr(dispatch, "CPU_FP8_ARCH", arch)
-        pt.clear_caches()
-        return arch
-
-    yield become
+    """`device((10, 0))`: `become` that GPU for this test."""
+    yield lambda capability: become(monkeypatch, capability)
     pt.clear_caches()
 
 
@@ -144,3 +147,31 @@ def test_fp8_that_no_kernel_of_the_device_runs_gets_the_devices_own_error(device
     a, b = fp8(32, 36, seed=12), fp8(24, 36, seed=13).t()  # rows of 36 bytes
     with pytest.raises(ptxgen.ScheduleError, match="pad lda"):
         pt.scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0), torch.float32)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_drawn_problems_on_b200_run_right_on_whichever_kernel_builds_them(monkeypatch, data):
+    """Any shape (odd leading dimensions included), either layout of b, f16/bf16/f32 inputs, an
+    epilogue: the call gives the float64 result on sm_100a wherever sm_100a builds the problem
+    (TMA-describable rows, K-major tf32), else on the sm_90 fallback, and never on another arch."""
+    become(monkeypatch, (10, 0))
+    m, n, k = (data.draw(st.integers(1, 96), label=d) for d in "MNK")
+    dtype = data.draw(st.sampled_from([torch.float16, torch.bfloat16, torch.float32]), label="dtype")
+    a = rand(m, k, dtype=dtype, seed=m * 7 + k)
+    b = rand(n, k, dtype=dtype, seed=n * 3 + k).t() if data.draw(st.booleans(), label="b col-major") \
+        else rand(k, n, dtype=dtype, seed=n * 3 + k)
+    activation = data.draw(st.sampled_from([None, "relu", "gelu"]), label="activation")
+    bias = rand(n, dtype=torch.float32, seed=n) if data.draw(st.booleans(), label="bias") else None
+    c = pt.gemm(a, b, bias=bias, activation=activation)
+    kernel = last_kernel()
+    try:
+        ptxgen.compile(kernel.gemm, arch="sm_100a")
+        builds = True
+    except ptxgen.ScheduleError:
+        builds = False
+    assert kernel.arch == ("sm_100a" if builds else "sm_90"), (kernel.arch, kernel.gemm)
+    ref = reference(f64(a), f64(b), kernel.gemm.epi, bias=None if bias is None else f64(bias))
+    result = compare(f64(c), ref, kernel.gemm)
+    assert result.ok, result

@@ -12,7 +12,7 @@ import torch
 
 from ptxgen.torch.convert import DEFAULT_OUT, FP8, input_dtype, output_dtype
 from ptxgen.torch.dispatch import Vector, describe, prepare, run, schedule_text, signature, signatures
-from ptxgen.torch.scales import blocks, is_block_scaled, run_block_scaled, scale_dtype
+from ptxgen.torch.scales import MX_GROUP, blocks, is_block_scaled, is_mx_scaled, run_block_scaled, scale_dtype
 
 ACTIVATIONS = ("relu", "gelu", "silu")
 
@@ -172,13 +172,15 @@ def scaled_vector(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     if is_block_scaled(a, b, scale_a, scale_b):
         return "block"
+    if is_mx_scaled(a, b, scale_a, scale_b):
+        return "mx"
     if scale_a.dtype != torch.float32 or scale_b.dtype != torch.float32:
         raise TypeError(f"ptxgen.torch.scaled_mm: scale_a and scale_b must be float32, got {scale_a.dtype}, "
                         f"{scale_b.dtype}")
     rowwise = scale_a.numel() != 1
     colwise = scale_b.numel() != 1
     blockwise = (f"; or block scales: scale_a ({m}, {blocks(k)}) per 1x128 and scale_b ({blocks(k)}, {blocks(n)}) "
-                 f"per 128x128")
+                 f"per 128x128, or float8_e8m0fnu MX scales ({m}, {-(-k // MX_GROUP)}) and ({-(-k // MX_GROUP)}, {n})")
     if rowwise and tuple(scale_a.shape) != (m, 1):
         raise ValueError(f"ptxgen.torch.scaled_mm: scale_a has shape {tuple(scale_a.shape)}: give one element "
                          f"(per tensor) or ({m}, 1) (per row){blockwise}")
@@ -201,9 +203,9 @@ def check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum: boo
         raise TypeError(f"ptxgen.torch.scaled_mm: out_dtype {out_dtype} is not float32, float16 or bfloat16")
     vector("bias", bias, a.shape[0], b.shape[1], False)
     kind = scaled_vector(a, b, scale_a, scale_b)
-    if kind == "block":
+    if kind in ("block", "mx"):
         scale_dtype(scale_a, scale_b, "ptxgen.torch.scaled_mm")
-        if use_fast_accum:
+        if use_fast_accum and kind == "block":  # MX scales run on tcgen05 only, which has no fast mode
             raise ValueError("ptxgen.torch.scaled_mm: use_fast_accum=True with block scales: the scales are applied "
                              "where each 128-wide K slice is promoted into the f32 accumulator, which fast "
                              "accumulation removes; pass use_fast_accum=False")
@@ -214,9 +216,10 @@ def scaled_mm_impl(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
                    out_dtype: torch.dtype, bias: torch.Tensor | None = None,
                    use_fast_accum: bool = False) -> torch.Tensor:
     kind = check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
-    if kind == "block":
+    if kind in ("block", "mx"):
         bias_kind = vector("bias", bias, a.shape[0], b.shape[1], False)
-        return run_block_scaled(a, b, scale_a, scale_b, out_dtype, _vector("bias", bias, bias_kind, out_dtype))
+        return run_block_scaled(a, b, scale_a, scale_b, out_dtype, _vector("bias", bias, bias_kind, out_dtype),
+                                mx=kind == "mx")
     if kind == "col":  # one f32 vector over N: scale_a times scale_b (per tensor or per column)
         scale = (scale_b.reshape(-1) * scale_a.reshape(1)).expand(b.shape[1])
     else:  # over M: scale_a's rows times the per-tensor scale_b
@@ -285,7 +288,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     of b ((1, N)) but not both; or block scales (DeepSeek-V3's), scale_a (M, ceil(K/128)) per 1x128
     block of a and scale_b (ceil(K/128), ceil(N/128)) per 128x128 block of b, f32 or
     float8_e8m0fnu, in any row- or column-major strides (ptxgen.torch.scales), applied to each
-    128-wide K slice as it is promoted. fp8 runs on sm_90a (Hopper) and sm_100a (B200) kernels; on
+    128-wide K slice as it is promoted; or MXFP8 scales (B200), float8_e8m0fnu scale_a (M, ceil(K/32))
+    and scale_b (ceil(K/32), N) in the logical orientation, applied by tcgen05's block-scaled MMA. fp8 runs on sm_90a (Hopper) and sm_100a (B200) kernels; on
     B200 block scales must be float8_e8m0fnu (its MMA applies power-of-two scales). use_fast_accum=False
     (torch's default) promotes Hopper's wgmma partial sums into a separate f32 accumulator every 128
     of K; True runs the single-level kernel (`Gemm.fast_accum`: faster, less accurate at large K).

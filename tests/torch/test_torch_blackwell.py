@@ -145,8 +145,8 @@ def test_fp8_that_no_kernel_of_the_device_runs_gets_the_devices_own_error(device
     error is sm_100a's, naming the leading dimension and the padding that fixes it."""
     device((10, 0))
     a, b = fp8(32, 36, seed=12), fp8(24, 36, seed=13).t()  # rows of 36 bytes
-    with pytest.raises(ptxgen.ScheduleError, match="pad lda"):
-        pt.scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0), torch.float32)
+    with pytest.raises(ptxgen.ScheduleError, match="pad lda to a multiple of 16 elements$"):
+        pt.scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0), torch.float32)  # no sm_80 for fp8
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -175,3 +175,49 @@ def test_drawn_problems_on_b200_run_right_on_whichever_kernel_builds_them(monkey
     ref = reference(f64(a), f64(b), kernel.gemm.epi, bias=None if bias is None else f64(bias))
     result = compare(f64(c), ref, kernel.gemm)
     assert result.ok, result
+
+
+def mx_operands(m: int, n: int, k: int, seed: int):
+    """fp8 a (M, K), b (K, N) column-major, and MX scales: e8m0 sa (M, ceil(K/32)), sb (ceil(K/32), N)."""
+    a, b = fp8(m, k, seed=seed), fp8(n, k, seed=seed + 1).t()
+    sa, sb = random_block_scales(MX_SCALES, m, n, k, seed=seed + 2)
+    return a, b, torch.from_numpy(sa).view(torch.float8_e8m0fnu), torch.from_numpy(sb).view(torch.float8_e8m0fnu)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_mxfp8_scales_on_b200(device, fast):
+    """OCP MXFP8: an exponent per 32 of K for every row of a and column of b, K with a partial group,
+    N not a multiple of the tile; use_fast_accum changes nothing on tcgen05."""
+    device((10, 0))
+    m, n, k = 40, 72, 208  # K: six whole groups of 32 and a half one
+    a, b, sa, sb = mx_operands(m, n, k, seed=14)
+    bias = torch.linspace(-1, 1, n)
+    got = pt.scaled_mm(a, b, sa, sb, torch.bfloat16, bias=bias, use_fast_accum=fast)
+    kernel = last_kernel()
+    assert (kernel.arch, kernel.gemm.block_scale) == ("sm_100a", MX_SCALES) and got.shape == (m, n)
+    as_bytes = lambda t: t.view(torch.uint8).numpy()  # noqa: E731
+    ref = reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias), block_scale=MX_SCALES, scale_a=as_bytes(sa),
+                    scale_b=as_bytes(sb))
+    result = compare(f64(got), ref, kernel.gemm)
+    assert result.ok, result
+    assert not compare(f64(got), reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias)), kernel.gemm).ok
+
+
+def test_mxfp8_opcheck_and_torch_compile(device):
+    device((10, 0))
+    a, b, sa, sb = mx_operands(16, 32, 64, seed=15)
+    # test_schema compares inputs with torch.allclose, which CPU fp8 tensors lack (test_torch_opcheck.py)
+    utils = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+    torch.library.opcheck(torch.ops.ptxgen.scaled_mm.default, (a, b, sa, sb, torch.float32), test_utils=utils)
+    pt.clear_caches()
+    got = torch.compile(lambda *x: pt.scaled_mm(*x, torch.float32), fullgraph=True)(a, b, sa, sb)
+    assert last_kernel().gemm.block_scale == MX_SCALES
+    want = pt.scaled_mm(a, b, sa, sb, torch.float32)
+    assert torch.equal(got, want)
+
+
+def test_mxfp8_scales_on_hopper_name_the_b200_kernel(device):
+    device((9, 0))
+    a, b, sa, sb = mx_operands(40, 72, 208, seed=16)
+    with pytest.raises(ptxgen.ScheduleError, match="mx block scaling .* sm_100a"):
+        pt.scaled_mm(a, b, sa, sb, torch.bfloat16)

@@ -14,7 +14,7 @@ from dataclasses import fields
 from ...schedule.rules import options_class
 
 from ...errors import LoweringNotBuilt, ScheduleError
-from ...schedule.problem import Gemm
+from ...schedule.problem import FP4_DTYPES, FP8_DTYPES, Gemm
 from ...schedule.schedule import Schedule
 from ...schedule.targets import target
 from ..sm90.plan import TMA_BOX_MAX, TMA_STRIDE_ALIGN
@@ -132,11 +132,14 @@ def verify_blackwell(g: Gemm, s: Schedule, arch: str) -> None:
         if box.outer > TMA_BOX_MAX:
             _fail("schedule.block", s.block, f"{box.operand}'s TMA box has {box.outer} rows, over TMA's "
                   f"{TMA_BOX_MAX}", f"use BK <= {TMA_BOX_MAX} for MN-major operands")
+    # only mma.sync's inputs have a kernel for any leading dimension (fp8 and fp4 multiply on wgmma
+    # and tcgen05 alone, both TMA-fed)
+    elsewhere = "" if g.dtype in FP8_DTYPES + FP4_DTYPES else ", or use arch='sm_80' (any leading dimension)"
     for name, ld in zip(("lda", "ldb"), g.leading_dims()[:2]):
         if (ld * g.in_bytes) % TMA_STRIDE_ALIGN:
             _fail(f"gemm.{name}", ld, f"TMA reads rows whose byte stride is a multiple of {TMA_STRIDE_ALIGN} "
                   f"(got {ld * g.in_bytes} B rows)", f"pad {name} to a multiple of {TMA_STRIDE_ALIGN // g.in_bytes} "
-                  "elements, or use arch='sm_80' (any leading dimension)")
+                  f"elements{elsewhere}")
     if g.alignment() < TMA_STRIDE_ALIGN:
         _fail("gemm.align", g.align, f"TMA reads from {TMA_STRIDE_ALIGN}-byte aligned pointers (the operands are "
               f"{g.alignment()}-byte aligned)", f"pass {TMA_STRIDE_ALIGN}-byte aligned A and B and state "

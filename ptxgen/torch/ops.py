@@ -12,6 +12,7 @@ import torch
 
 from ptxgen.torch.convert import DEFAULT_OUT, FP8, input_dtype, output_dtype
 from ptxgen.torch.dispatch import Vector, describe, prepare, run, schedule_text, signature, signatures
+from ptxgen.torch.fp4 import check_fp4_scaled, is_fp4, run_fp4_scaled
 from ptxgen.torch.scales import MX_GROUP, blocks, is_block_scaled, is_mx_scaled, run_block_scaled, scale_dtype
 
 ACTIVATIONS = ("relu", "gelu", "silu")
@@ -195,6 +196,10 @@ def scaled_vector(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale
 
 
 def check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum: bool = False) -> str:
+    if is_fp4(a) or is_fp4(b):  # NVFP4 / MXFP4 (ptxgen.torch.fp4); use_fast_accum means nothing on tcgen05
+        check_fp4_scaled(a, b, scale_a, scale_b, out_dtype)
+        vector("bias", bias, a.shape[0], b.shape[1], False)
+        return "fp4"
     if a.dim() != 2 or b.dim() != 2 or a.dtype not in FP8 or b.dtype not in FP8 or a.dtype != b.dtype:
         raise TypeError(f"ptxgen.torch.scaled_mm: a and b must be 2-D of one fp8 dtype (float8_e4m3fn or "
                         f"float8_e5m2): got a {describe(a)}, b {describe(b)}")
@@ -216,6 +221,9 @@ def scaled_mm_impl(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
                    out_dtype: torch.dtype, bias: torch.Tensor | None = None,
                    use_fast_accum: bool = False) -> torch.Tensor:
     kind = check_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
+    if kind == "fp4":
+        bias_kind = vector("bias", bias, a.shape[0], b.shape[1], False)
+        return run_fp4_scaled(a, b, scale_a, scale_b, out_dtype, _vector("bias", bias, bias_kind, out_dtype))
     if kind in ("block", "mx"):
         bias_kind = vector("bias", bias, a.shape[0], b.shape[1], False)
         return run_block_scaled(a, b, scale_a, scale_b, out_dtype, _vector("bias", bias, bias_kind, out_dtype),
@@ -289,7 +297,9 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     block of a and scale_b (ceil(K/128), ceil(N/128)) per 128x128 block of b, f32 or
     float8_e8m0fnu, in any row- or column-major strides (ptxgen.torch.scales), applied to each
     128-wide K slice as it is promoted; or MXFP8 scales (B200), float8_e8m0fnu scale_a (M, ceil(K/32))
-    and scale_b (ceil(K/32), N) in the logical orientation, applied by tcgen05's block-scaled MMA. fp8 runs on sm_90a (Hopper) and sm_100a (B200) kernels; on
+    and scale_b (ceil(K/32), N) in the logical orientation, applied by tcgen05's block-scaled MMA; or
+    fp4 (B200): float4_e2m1fn_x2 a (M, K/2) and b (K/2, N) column-major with NVFP4 float8_e4m3fn
+    scales per 16 of K or MXFP4 float8_e8m0fnu scales per 32 (ptxgen.torch.fp4). fp8 runs on sm_90a (Hopper) and sm_100a (B200) kernels; on
     B200 block scales must be float8_e8m0fnu (its MMA applies power-of-two scales). use_fast_accum=False
     (torch's default) promotes Hopper's wgmma partial sums into a separate f32 accumulator every 128
     of K; True runs the single-level kernel (`Gemm.fast_accum`: faster, less accurate at large K).

@@ -221,3 +221,49 @@ def test_mxfp8_scales_on_hopper_name_the_b200_kernel(device):
     a, b, sa, sb = mx_operands(40, 72, 208, seed=16)
     with pytest.raises(ptxgen.ScheduleError, match="mx block scaling .* sm_100a"):
         pt.scaled_mm(a, b, sa, sb, torch.bfloat16)
+
+
+def fp4_operands(m: int, n: int, k: int, bs: ptxgen.BlockScale, seed: int):
+    """(a, b, sa, sb as torch tensors, the float4 numpy a and b, the scale codes): a (M, K/2) and
+    b (K/2, N) column-major float4_e2m1fn_x2 packed from never-zero e2m1 values."""
+    from ptxgen.check import random_operands
+    from ptxgen.runtime.fp4 import pack_rows
+
+    g = ptxgen.Gemm(m, n, k, dtype="e2m1", out_dtype="f32", a_layout="row", b_layout="col", block_scale=bs)
+    a, b = random_operands(g, seed)
+    sa, sb = random_block_scales(bs, m, n, k, seed=seed + 1)
+    scale = torch.float8_e4m3fn if bs.dtype == "ue4m3" else torch.float8_e8m0fnu
+    ta = torch.from_numpy(pack_rows(a)).view(torch.float4_e2m1fn_x2)
+    tb = torch.from_numpy(pack_rows(np.asarray(b).T)).view(torch.float4_e2m1fn_x2).t()
+    return ta, tb, torch.from_numpy(sa).view(scale), torch.from_numpy(sb).view(scale), (a, b, sa, sb)
+
+
+@pytest.mark.parametrize("bs", [ptxgen.BlockScale(a=(1, 16), b=(16, 1), dtype="ue4m3"), MX_SCALES],
+                         ids=["nvfp4", "mxfp4"])
+def test_fp4_scaled_mm_on_b200(device, bs):
+    """NVFP4 (e4m3 scales per 16 of K) and MXFP4 (e8m0 per 32) from PyTorch's packed
+    float4_e2m1fn_x2, K with a partial scale group, a bias: float64 group by group."""
+    device((10, 0))
+    m, n, k = 40, 72, 160
+    a, b, sa, sb, (na, nb, nsa, nsb) = fp4_operands(m, n, k, bs, seed=20)
+    assert a.shape == (m, k // 2) and b.shape == (k // 2, n) and b.stride(0) == 1
+    bias = torch.linspace(-1, 1, n)
+    got = pt.scaled_mm(a, b, sa, sb, torch.bfloat16, bias=bias)
+    kernel = last_kernel()
+    assert (kernel.arch, kernel.gemm.dtype, kernel.gemm.k, kernel.gemm.block_scale) == ("sm_100a", "e2m1", k, bs)
+    ref = reference(na, nb, kernel.gemm.epi, bias=f64(bias), block_scale=bs, scale_a=nsa, scale_b=nsb)
+    result = compare(f64(got), ref, kernel.gemm)
+    assert result.ok, result
+    assert not compare(f64(got), reference(na, nb, kernel.gemm.epi, bias=f64(bias)), kernel.gemm).ok
+
+
+def test_fp4_refusals_name_the_fix(device):
+    device((10, 0))
+    nv = ptxgen.BlockScale(a=(1, 16), b=(16, 1), dtype="ue4m3")
+    a, b, sa, sb, _ = fp4_operands(32, 48, 128, nv, seed=21)
+    with pytest.raises(TypeError, match="fp4 multiplies block-scaled only: give NVFP4"):
+        pt.scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0), torch.float32)
+    with pytest.raises(ValueError, match=r"scale_b has shape \(4, 48\): .* makes it \(8, 48\)"):
+        pt.scaled_mm(a, b, sa, sb[:4], torch.float32)
+    with pytest.raises(ValueError, match="K-major only.*w.t()"):
+        pt.scaled_mm(a, b.contiguous(), sa, sb, torch.float32)

@@ -408,7 +408,8 @@ def run_simulation(kernel: Kernel, a: Any, b: Any, ctas=None, c: Any = None, bia
     block_scales = check_block_scales(kernel, scale_a, scale_b)
     tma_scales = None  # sm_100a: the scales in the 128x4 block layout, read through tensor maps
     if block_scales is not None and reads_scales_by_tma(kernel):
-        tma_scales = kernel_scales(g.block_scale, np.asarray(scale_a), np.asarray(scale_b))
+        tma_scales = kernel_scales(g.block_scale, np.asarray(scale_a), np.asarray(scale_b),
+                                   g.groups if g.grouped else None)   # masked: each group's blocks stacked
         block_scales = None
     if c is None:  # with the gemm's ldc, whose alignment the kernel may rely on
         lead = c_shape(g)[:-2] if g.grouped else ((g.batch,) if g.batch > 1 else ())

@@ -291,7 +291,8 @@ def _plan(kernel: "LaunchSpec", a: Any, b: Any, c: Any, stream: Any, bias: Any =
     block_scales = check_block_scales(kernel, scale_a, scale_b, dev) if getattr(g, "block_scale", None) else None
     scale_views = ()  # sm_100a: the scales in the 128x4 block layout, passed as tensor maps (scale_layout.py)
     if block_scales is not None and reads_scales_by_tma(kernel):
-        scale_views, block_scales = blocked_scale_views(g.block_scale, scale_a, scale_b, dev), None
+        groups = g.groups if g.grouped else None   # masked: each group's blocks stacked
+        scale_views, block_scales = blocked_scale_views(g.block_scale, scale_a, scale_b, dev, groups), None
     vectors += tuple(block_scales or ())
     if g.grouped:  # the kernel's last parameter: the groups' sizes, read on the device
         vectors += (counts_view(g, offs, masked_m, dev),)

@@ -16,6 +16,12 @@ operands and padded rows are never stored, and a NaN (ue8m0 0xFF) would poison t
 The array returned is (ceil(rows/128), 2 * ceil(groups/4), 256) uint8, contiguous: the 3-D tensor
 map the kernel loads boxes of (row blocks, 2 * blocks per k-tile, 256) from (a 512-byte block is two
 256-byte rows, TMA's box limit being 256 elements).
+
+A masked grouped GEMM (schedule/grouping.py: sa (G, max_m, Kg), sb (G, Kg, N)) has each group's
+blocked scales stacked along the row blocks, (G * ceil(max_m/128), ...) for A and (G * ceil(N/128),
+...) for B, so group g's row block r is block g * ceil(rows/128) + r of one tensor map (the kernel
+adds the group term: targets/sm100/scales.py). A contiguous group starts at any row, so its rows
+would not line up with 128-row blocks: that grouping is refused with block scales (sm100/verify.py).
 """
 from __future__ import annotations
 
@@ -50,10 +56,31 @@ def block_scales(scales: Any, one: int) -> Any:
     return padded.reshape(rb, 4, 32, gb, 4).permute(0, 3, 2, 1, 4).contiguous().reshape(blocked_shape(rows, groups))
 
 
-def kernel_scales(bs: BlockScale, scale_a: Any, scale_b: Any) -> tuple[Any, Any]:
-    """(A's, B's) blocked scales from the logical sa (M, groups) and sb (groups, N)."""
+def stacked_shapes(g: Any) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """The shapes of A's and B's blocked arrays for Gemm `g`: `blocked_shape` of (M, Kg) and (N, Kg),
+    the row blocks G times over for a grouped (masked) GEMM (module docstring)."""
+    kg = -(-g.k // g.block_scale.group_k)
+    times = g.groups if getattr(g, "grouped", False) else 1
+    return tuple((times * rb, rows, width) for rb, rows, width in  # type: ignore[return-value]
+                 (blocked_shape(g.m, kg), blocked_shape(g.n, kg)))
+
+
+def kernel_scales(bs: BlockScale, scale_a: Any, scale_b: Any, groups: int | None = None) -> tuple[Any, Any]:
+    """(A's, B's) blocked scales from the logical sa (M, groups) and sb (groups, N); with `groups`
+    (a masked grouped GEMM's G), sa (G, max_m, Kg) and sb (G, Kg, N), each group's blocks stacked."""
     one = SCALE_ONE[bs.dtype]
-    return block_scales(scale_a, one), block_scales(scale_b.T, one)
+    if groups is None:
+        return block_scales(scale_a, one), block_scales(scale_b.T, one)
+    stacked = []
+    for per_group in ([block_scales(scale_a[i], one) for i in range(groups)],
+                      [block_scales(scale_b[i].T, one) for i in range(groups)]):
+        if isinstance(per_group[0], np.ndarray):
+            stacked.append(np.concatenate(per_group))
+        else:   # torch tensors, on their device
+            import torch
+
+            stacked.append(torch.cat(per_group))
+    return stacked[0], stacked[1]
 
 
 def logical_scales(blocked: np.ndarray, rows: int, groups: int) -> np.ndarray:
@@ -69,14 +96,16 @@ def reads_scales_by_tma(kernel: Any) -> bool:
     return any(t.operand in ("SFA", "SFB") for t in kernel.tensor_maps)
 
 
-def blocked_scale_views(bs: BlockScale, scale_a: Any, scale_b: Any, device: int | None) -> tuple:
+def blocked_scale_views(bs: BlockScale, scale_a: Any, scale_b: Any, device: int | None,
+                        groups: int | None = None) -> tuple:
     """The driver path's views of A's and B's blocked scales (checked already as logical arrays by
     `block_scales.check_block_scales`): host numpy arrays or device tensors, as 2-D (blocks * 2, 256)
-    row-major uint8 matrices whose device pointers the kernel's scale tensor maps describe."""
+    row-major uint8 matrices whose device pointers the kernel's scale tensor maps describe; `groups`:
+    a masked grouped GEMM's G (`kernel_scales`)."""
     from .operands import check_operand
 
     views = []
-    for name, x in zip(("scale_a", "scale_b"), kernel_scales(bs, scale_a, scale_b)):
+    for name, x in zip(("scale_a", "scale_b"), kernel_scales(bs, scale_a, scale_b, groups)):
         rows = x.shape[0] * x.shape[1]
         kw = {} if device is None else {"device": device}
         views.append(check_operand(x.reshape(rows, MAP_ROW), name=f"{name} (128x4 blocks)", shape=(rows, MAP_ROW),

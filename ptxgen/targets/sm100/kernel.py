@@ -282,7 +282,7 @@ class Sm100Lowering(ScalarOps):
                 tma.load(b, Addr(dst), self.tmaps[name], coords, bar,
                          comment=f"{name} box {box.outer}x{box.inner} ({'K' if box.k_major else 'MN'}-major), block {j}")
         if self.scales is not None:
-            self.scales.issue_loads(base, state.count, bar, tile)
+            self.scales.issue_loads(base, state.count, bar, tile, group=b_batch if self.g.grouped else None)
 
     # -- the MMA warp --------------------------------------------------------------------------
     def mma_warp(self) -> None:

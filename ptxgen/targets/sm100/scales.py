@@ -45,7 +45,7 @@ from ...errors import LoweringNotBuilt, ScheduleError
 from ...ir import Addr, Builder, Imm, Instr, VReg
 from ...ir import ops as ptx
 from ...ir.ops import B32, U32
-from ...runtime.scale_layout import BLOCK_BYTES, BLOCK_GROUPS, BLOCK_ROWS, MAP_ROW, blocked_shape
+from ...runtime.scale_layout import BLOCK_BYTES, BLOCK_GROUPS, BLOCK_ROWS, MAP_ROW, stacked_shapes
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
 from ..sm90 import tma_isa as tma
@@ -206,15 +206,22 @@ class StageScales:
     def __init__(self, lw: "Sm100Lowering", plan: ScalePlan):
         self.lw, self.plan = lw, plan
 
-    def issue_loads(self, base: VReg, k_tile: VReg, bar: Addr, tile, load=tma.load) -> None:
+    def issue_loads(self, base: VReg, k_tile: VReg, bar: Addr, tile, load=tma.load,
+                    group: VReg | None = None) -> None:
         """A's and B's scale boxes of k-tile `k_tile` into the stage at `base` (after A and B). A pair's
         CTA passes its own rows' origin in `tile.bm0`, the pair's columns in `tile.bn0` (each CTA holds
-        the scales of all the pair's B rows, §12h) and `load` completing on the leader's barrier."""
+        the scales of all the pair's B rows, §12h) and `load` completing on the leader's barrier. A
+        masked grouped tile passes its `group`: the groups' blocks are stacked along the row blocks
+        (runtime/scale_layout.py), ceil(max_m/128) of A's and ceil(N/128) of B's per group."""
         lw, b, p = self.lw, self.lw.b, self.plan
         offset = lw.plan.a_stage + lw.plan.b_stage
         row = ptx.mul(b, U32, k_tile, Imm(str(2 * p.k_blocks)), comment="the k-tile's first 256-byte scale row")
-        for name, origin, at in (("SFA", tile.bm0, offset), ("SFB", tile.bn0, offset + p.a_bytes)):
+        for name, origin, at, rows in (("SFA", tile.bm0, offset, lw.g.m), ("SFB", tile.bn0, offset + p.a_bytes, lw.g.n)):
             block = ptx.shr(b, U32, origin, Imm(str(BLOCK_ROWS.bit_length() - 1)), comment="its 128-row scale block")
+            if group is not None:
+                per_group = -(-rows // BLOCK_ROWS)
+                block = ptx.mad(b, U32, group, Imm(str(per_group)), block,
+                                comment=f"{name}: + group * {per_group} (the group's first block, groups stacked)")
             dst = ptx.add(b, U32, base, Imm(str(at)))
             load(b, Addr(dst), lw.tmaps[name], (Imm("0"), row, block), bar,
                  comment=f"{name}: {p.k_blocks} block(s) of 128 rows x 4 groups per row block")
@@ -262,16 +269,15 @@ class StageScales:
 
 def scale_tensor_maps(kernel, views: tuple, ptrs: list[int]) -> list[bytes]:
     """The driver path's CUtensorMaps of the blocked scales (runtime/scale_layout.py): `views[3:5]`
-    and `ptrs[3:5]` are A's and B's blocked arrays, (row blocks, 2 * K blocks, 256) uint8 each."""
+    and `ptrs[3:5]` are A's and B's blocked arrays, (row blocks, 2 * K blocks, 256) uint8 each (a
+    masked grouped GEMM's row blocks G times over: `stacked_shapes`)."""
     import numpy as np
 
     from ...runtime.tensormaps import encode_tiled
     from ..sm90.args import _DeviceMatrix
 
-    g = kernel.gemm
     out = []
-    for spec, rows, view, ptr in zip(kernel.tensor_maps[2:], (g.m, g.n), views[3:5], ptrs[3:5]):
-        shape = blocked_shape(rows, -(-g.k // g.block_scale.group_k))
+    for spec, shape, view, ptr in zip(kernel.tensor_maps[2:], stacked_shapes(kernel.gemm), views[3:5], ptrs[3:5]):
         strides = (shape[1] * shape[2], shape[2], 1)
         out.append(encode_tiled(_DeviceMatrix(ptr, shape, strides, np.dtype(np.uint8)), spec.box, swizzle="none").raw)
     return out
@@ -280,16 +286,20 @@ def scale_tensor_maps(kernel, views: tuple, ptrs: list[int]) -> list[bytes]:
 def check_scaled_params(kernel, decls: list) -> list:
     """A block-scaled sm_100a kernel's parameters: tmapA, tmapB, tmapSFA, tmapSFB (.b8 [128]), C (.u64),
     M, N, K, ldc (.u32), then the epilogue's bias and scale pointers (.u64) when it has them; the
-    scales come by tensor map, not by pointer and strides as on sm_90a."""
-    maps, vectors = len(kernel.tensor_maps), int(bool(kernel.gemm.epi.bias)) + int(bool(kernel.gemm.epi.scale))
+    scales come by tensor map, not by pointer and strides as on sm_90a. A masked grouped kernel has
+    batch_stride_c (.u64) after ldc and masked_m (.u64) last."""
+    g = kernel.gemm
+    grouped = 2 * int(getattr(g, "grouped", False))
+    maps, vectors = len(kernel.tensor_maps), int(bool(g.epi.bias)) + int(bool(g.epi.scale)) + grouped
     ok = (len(decls) == maps + 5 + vectors and all(d.is_array and d.nbytes == 128 for d in decls[:maps])
           and decls[maps].is_pointer_sized and all(d.type[1:] == "32" for d in decls[maps + 1:maps + 5])
           and all(d.is_pointer_sized for d in decls[maps + 5:]))
     if not ok:
         raise ValueError(f"entry {kernel.entry} declares parameters {[f'{d.name}:.{d.type}' for d in decls]}; "
                          f"ptxgen's block-scaled sm_100a kernels take {maps} tensor maps (.param .align 64 .b8 "
-                         "[128]: A, B, A's and B's scales), then C (.u64), M, N, K, ldc (.u32), and the bias and "
-                         "scale pointers (.u64) when the epilogue has them")
+                         "[128]: A, B, A's and B's scales), then C (.u64), M, N, K, ldc (.u32), a masked grouped "
+                         "kernel's batch_stride_c (.u64), the bias and scale pointers (.u64) when the epilogue "
+                         "has them, and a grouped kernel's masked_m (.u64) last")
     return decls
 
 

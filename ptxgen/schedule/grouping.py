@@ -168,6 +168,15 @@ GROUPED_OUTPUTS = ("f32", "f16", "bf16")
 MAX_GRID_Y = 65535
 
 
+def grouped_dtype_fix(g: "Gemm", inputs: tuple[str, ...], own: bool) -> str:
+    """The fix for grouped inputs not built: a block-scaled GEMM (fp4 here) keeps its block scales
+    with fp8 where the target builds fp8 groups, else f16/bf16 (and where fp8 groups are built)."""
+    if getattr(g, "block_scale", None) is not None and "e4m3" in inputs:
+        return ("use dtype='e4m3' or 'e5m2' with MXFP8 scales, BlockScale(a=(1, 32), b=(32, 1), dtype='ue8m0'), "
+                "and grouping='masked' (block-scaled fp4 grouped GEMMs are not built)")
+    return "use dtype='f16' or 'bf16'" + ("" if own else FP8_GROUPED_FIX)
+
+
 def verify_grouped(g: "Gemm", s: "Schedule") -> None:
     """The grouped rules (the verifier's, after the fields): what the grouped kernels are built
     with. Each refusal names the setting to use."""
@@ -193,7 +202,7 @@ def verify_grouped(g: "Gemm", s: "Schedule") -> None:
          "use raster='row'"),
         (g.dtype not in inputs, "gemm.dtype", g.dtype,
          f"grouped GEMMs are built for {'/'.join(inputs)} inputs" + ("" if own else MMA_SYNC_PATH),
-         "use dtype='f16' or 'bf16'" + ("" if own else FP8_GROUPED_FIX)),
+         grouped_dtype_fix(g, inputs, bool(own))),
         (g.out_dtype not in GROUPED_OUTPUTS, "gemm.out_dtype", g.out_dtype,
          f"grouped GEMMs are built for {'/'.join(GROUPED_OUTPUTS)} outputs", "use out_dtype='f32', 'f16' or 'bf16'"),
         (g.epi.bias == "row", "epilogue.bias", g.epi.bias,

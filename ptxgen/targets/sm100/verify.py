@@ -199,7 +199,6 @@ def check_grouped_built(g: Gemm, s: Schedule) -> None:
     MXFP8 (scales.py: each group's scale blocks stacked, runtime/scale_layout.py)."""
     if not g.grouped:
         return
-    elsewhere = "or arch='sm_90a' with instruction='wgmma' (its grouped kernel)"
     rules = [
         (s.cta_group == 2, "schedule.cta_group", s.cta_group, "CTA pairs are not built for grouped GEMMs (a pair's "
          "tile would need its group's rows in both CTAs)", "use cta_group=1 (the default)"),
@@ -209,25 +208,15 @@ def check_grouped_built(g: Gemm, s: Schedule) -> None:
          "built for grouped GEMMs (their tile count is read on the device)", "use tile_scheduler='static'"),
         (g.b_dtype is not None, "gemm.b_dtype", g.b_dtype, "mixed fp8 grouped GEMMs are not built (the grouped "
          "operands carry one dtype)", f"use b_dtype=None (B of dtype {g.dtype!r})"),
+        # block scales: masked MXFP8 is built (scales.py); fp4 (MXFP4, NVFP4) grouped GEMMs are refused
+        # by schedule/grouping.py's input rule (this target's grouped_inputs are f16/bf16/e4m3/e5m2)
+        (g.block_scale is not None and g.grouping == "contiguous", "gemm.grouping", g.grouping, "block-scaled "
+         "contiguous grouped GEMMs are not built for sm_100a: the MMA's scale factors come in blocks of 128 rows x "
+         "4 K-groups (runtime/scale_layout.py) and a contiguous group starts at any row, so its tiles' rows do "
+         "not line up with the blocks", "use grouping='masked' (each group in its own slot of max_m rows), or "
+         "arch='sm_90a' with instruction='wgmma' (its grouped kernel) for 1x128 f32 block scales"),
     ]
-    if g.block_scale is not None:
-        rules += block_scaled_grouped_rules(g)
     for broken, field, value, rule, fix in rules:
         if broken:
             raise LoweringNotBuilt(field, value, rule, fix)
 
-
-def block_scaled_grouped_rules(g: Gemm) -> list[tuple[bool, str, object, str, str]]:
-    """What block-scaled grouped GEMMs are not built: the contiguous grouping, fp4 (MXFP4, NVFP4);
-    masked MXFP8 is (scales.py). Mixed fp8 is refused with every grouped GEMM (check_grouped_built)."""
-    sm90 = "arch='sm_90a' with instruction='wgmma' (its grouped kernel, 1x128 f32 block scales)"
-    return [
-        (g.grouping == "contiguous", "gemm.grouping", g.grouping, "block-scaled contiguous grouped GEMMs are not "
-         "built for sm_100a: the MMA's scale factors come in blocks of 128 rows x 4 K-groups "
-         "(runtime/scale_layout.py) and a contiguous group starts at any row, so its tiles' rows do not line up "
-         "with the blocks", f"use grouping='masked' (each group in its own slot of max_m rows), or {sm90}"),
-        (g.dtype == "e2m1", "gemm.dtype", g.dtype, f"block-scaled fp4 grouped GEMMs ({g.block_scale.family.upper()}"
-         "FP4) are not built for sm_100a (the grouped kernel is built for MXFP8)",
-         "use dtype='e4m3' or 'e5m2' with BlockScale(a=(1, 32), b=(32, 1), dtype='ue8m0') and grouping='masked', "
-         "or run each group as its own dense fp4 GEMM"),
-    ]

@@ -101,17 +101,19 @@ def test_what_is_not_built_with_groups_is_refused_with_a_fix_that_compiles(s, fi
     assert ".target sm_100a" in ptxgen.compile(g, fixed, arch=ARCH).ptx
 
 
-def test_the_tma_store_and_block_scales_are_refused_for_groups():
+def test_the_tma_store_and_contiguous_block_scales_are_refused_for_groups():
+    """(Masked MXFP8 groups are built: test_sm100_grouped_mxfp8.py.)"""
     g = Gemm(256, 64, 64, dtype="bf16", out_dtype="bf16", groups=2, grouping="masked")
     with pytest.raises(ScheduleError) as e:
         ptxgen.verify(g, tc(epilogue_via_smem=True), ARCH)
     assert e.value.field == "schedule.epilogue_via_smem" and "group's end" in str(e.value)
     ptxgen.verify(g, tc(epilogue_via_smem=False), ARCH)
-    scaled = Gemm(256, 128, 256, dtype="e4m3", out_dtype="bf16", groups=2, grouping="masked",
+    scaled = Gemm(256, 128, 256, dtype="e4m3", out_dtype="bf16", groups=2, grouping="contiguous",
                   block_scale=BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0"))
     with pytest.raises(ScheduleError) as e:
         ptxgen.verify(scaled, tc((128, 128, 128)), ARCH)
-    assert e.value.field == "gemm.block_scale", str(e.value)
+    assert e.value.field == "gemm.grouping" and "do not line up" in str(e.value), str(e.value)
+    ptxgen.verify(dataclasses.replace(scaled, grouping="masked"), tc((128, 128, 128)), ARCH)
 
 
 def test_the_chooser_picks_a_built_grouped_kernel_and_prices_groups_as_a_batch():

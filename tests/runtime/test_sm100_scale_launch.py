@@ -2,7 +2,8 @@
 the simulator-backed stand-in libcuda with its B200 model (in a process of its own: the model is
 fixed when the stand-in loads): the runtime packs the fp4 operands, lays the logical scales out in
 the 128x4 block layout (runtime/scale_layout.py), uploads them and passes their tensor maps after
-A's and B's, as the entry declares them."""
+A's and B's, as the entry declares them; a masked MXFP8 grouped kernel (`k(a, b, masked_m=, bias=,
+scale_a=, scale_b=)`) with every group's scale blocks stacked in one tensor map each."""
 from __future__ import annotations
 
 import os
@@ -25,5 +26,6 @@ def test_block_scaled_launches_through_the_driver_on_b200(tmp_path):
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().split("\n")
-    assert [line.split(":")[0] for line in lines] == ["mxfp8", "nvfp4", "mxfp8-pair", "nvfp4-pair"], proc.stdout
+    assert [line.split(":")[0] for line in lines] == ["mxfp8", "nvfp4", "mxfp8-pair", "nvfp4-pair",
+                                                              "mxfp8-masked"], proc.stdout
     assert all(": PASS " in line and line.endswith("without scale_b: refused") for line in lines), proc.stdout

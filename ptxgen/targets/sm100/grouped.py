@@ -6,7 +6,8 @@ interface (tile_scheduler.TileWalk: `begin` returns a `WalkTile`, `end` goes to 
 
 The operands. B is a 3-D tensor map (G, ...) with the group as its third TMA coordinate; masked,
 A is 3-D too (G, max_m, K), its rows counted within the slot, and C moves to the group's matrix
-(+ group * batch_stride_c). Contiguous: A and C are (M_total, ...) matrices and a tile's first row
+(+ group * batch_stride_c); a masked MXFP8 GEMM's scale blocks are found by the group too
+(scales.py `issue_loads`). Contiguous: A and C are (M_total, ...) matrices and a tile's first row
 is its group's first row + its m-tile * BM.
 
 Rows of another group. TMA clips at the tensor's edge, not at a group's (tma.md §9d): a tile that

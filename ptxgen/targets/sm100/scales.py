@@ -28,6 +28,10 @@ Tiles: BM = 128 (the block-scaled kinds at cta_group::1, §12h); BN 32, 64, 128 
 tile reads its rows' scales from column (n0 % 128) / 32 of its block (row r at column r >> 5); BK a
 multiple of 4 groups (whole blocks: 128 for MX, 64 for NVFP4).
 
+Masked grouped GEMMs (grouped.py; MXFP8 only, the verifier refuses the rest): each group's blocks are
+stacked along the row blocks of one tensor map per operand (runtime/scale_layout.py), so a tile of
+group g loads row block g * ceil(max_m/128) + bm0 / 128 of A's and g * ceil(N/128) + bn0 / 128 of B's.
+
 CTA pair (cta_group=2, cta_pair.py; BM = 256, the pair's BN as above): a pair MMA scales each CTA's
 128 rows of A by the SFA in that CTA's TMEM and all the pair's N rows of B by the SFB in that CTA's
 TMEM (§12h, "SFB stays full per CTA"). So each CTA TMA-loads its own rows' A-scale block and the
@@ -216,7 +220,8 @@ class StageScales:
         lw, b, p = self.lw, self.lw.b, self.plan
         offset = lw.plan.a_stage + lw.plan.b_stage
         row = ptx.mul(b, U32, k_tile, Imm(str(2 * p.k_blocks)), comment="the k-tile's first 256-byte scale row")
-        for name, origin, at, rows in (("SFA", tile.bm0, offset, lw.g.m), ("SFB", tile.bn0, offset + p.a_bytes, lw.g.n)):
+        operands = (("SFA", tile.bm0, offset, lw.g.m), ("SFB", tile.bn0, offset + p.a_bytes, lw.g.n))
+        for name, origin, at, rows in operands:
             block = ptx.shr(b, U32, origin, Imm(str(BLOCK_ROWS.bit_length() - 1)), comment="its 128-row scale block")
             if group is not None:
                 per_group = -(-rows // BLOCK_ROWS)

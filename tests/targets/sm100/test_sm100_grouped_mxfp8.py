@@ -53,10 +53,14 @@ CASES = [
      [130, 0, 5]),
     # BK 256 (two K blocks per k-tile), five groups, max_m a multiple of 128
     (masked(128, 64, 512, 5, out="f16"), tc((128, 64, 256), sms=3), [128, 1, 0, 100, 128]),
+    # BN 256 over N = 200: the SFB box's two row blocks reach into the next group's (B's rows there are
+    # zero-filled past N, so those scales multiply zeros)
+    (masked(100, 200, 128, 3, out="f32"), tc((128, 256, 128)), [100, 60, 33]),
 ]
 
 
-@pytest.mark.parametrize("g, s, counts", CASES, ids=["e4m3-bn64-k-edge", "e5m2-bn128-bias", "bk256-five-groups"])
+@pytest.mark.parametrize("g, s, counts", CASES, ids=["e4m3-bn64-k-edge", "e5m2-bn128-bias", "bk256-five-groups",
+                                                     "bn256-past-n"])
 def test_masked_mxfp8_groups_match_the_reference(g, s, counts):
     k = ptxgen.compile(g, s, arch=ARCH)
     assert k.grid[0] <= s.sms and "kind::mxf8f6f4.block_scale" in k.ptx

@@ -219,4 +219,3 @@ def check_grouped_built(g: Gemm, s: Schedule) -> None:
     for broken, field, value, rule, fix in rules:
         if broken:
             raise LoweringNotBuilt(field, value, rule, fix)
-

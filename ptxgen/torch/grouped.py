@@ -31,7 +31,8 @@ from ptxgen.torch.convert import DEFAULT_OUT, FP8, input_dtype, matrix_layout, o
 from ptxgen.torch.dispatch import (_address_alignment, arch_for, describe, device_kernel, run_checked, schedule_text,
                                    signature, signatures)
 from ptxgen.torch.ops import eager_direct
-from ptxgen.torch.scales import as_scale_array, blocks, scale_dtype
+from ptxgen.torch.scales import MX_GROUP, MX_SCALES, as_scale_array, block_scale_for, blocks, per_mx_group, \
+    scale_dtype
 
 GROUPED_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor? offs=None, Tensor? masked_m=None, ScalarType? out_dtype=None, "
                      "Tensor? scale_a=None, Tensor? scale_b=None, str? schedule=None, str? arch=None) -> Tensor")
@@ -49,21 +50,30 @@ def _check_counts(counts: torch.Tensor, name: str, groups: int, device: torch.de
                          f"where a is; move it there ({name}.to(a.device))")
 
 
-def _check_block_scales(a, b, scale_a, scale_b, grouping: str) -> None:
+def _check_block_scales(a, b, scale_a, scale_b, grouping: str) -> str | None:
+    """The block scales' kind: "block" (1x128 / 128x128), "mx" (MXFP8: float8_e8m0fnu per 32 of K
+    for each row of a and column of b, B200's), or None without scales; else an error with the fix."""
     if (scale_a is None) != (scale_b is None):
         raise ValueError(f"{WHO}: give both scale_a and scale_b (block scales), or neither")
     if scale_a is None:
-        return
+        return None
     if a.dtype not in FP8:
         raise TypeError(f"{WHO}: block scales multiply fp8 products, but a is {describe(a)}: quantise a and b to "
                         f"float8_e4m3fn or float8_e5m2, or drop scale_a/scale_b")
     scale_dtype(scale_a, scale_b, WHO)
-    kb, nb, groups = blocks(a.shape[-1]), blocks(b.shape[-1]), b.shape[0]
-    want_a = (a.shape[0], kb) if grouping == "contiguous" else (groups, a.shape[1], kb)
-    for name, t, want in (("scale_a", scale_a, want_a), ("scale_b", scale_b, (groups, kb, nb))):
-        if tuple(t.shape) != want:
-            raise ValueError(f"{WHO}: {name} has shape {tuple(t.shape)}: a {grouping} grouped GEMM's block scales "
-                             f"are {want} (one per 1x128 block of a's rows, per 128x128 block of each group's b)")
+    k, n, groups = a.shape[-1], b.shape[-1], b.shape[0]
+    rows = (a.shape[0],) if grouping == "contiguous" else (groups, a.shape[1])
+    kb, kg = blocks(k), -(-k // MX_GROUP)
+    block = (rows + (kb,), (groups, kb, blocks(n)))
+    mx = (rows + (kg,), (groups, kg, n))
+    given = (tuple(scale_a.shape), tuple(scale_b.shape))
+    if given == block:
+        return "block"
+    if given == mx and scale_a.dtype == torch.float8_e8m0fnu:
+        return "mx"
+    raise ValueError(f"{WHO}: scale_a {given[0]} and scale_b {given[1]} are not a {grouping} grouped GEMM's block "
+                     f"scales: give {block[0]} and {block[1]} (one per 1x128 block of a's rows, per 128x128 block of "
+                     f"each group's b), or float8_e8m0fnu MXFP8 scales {mx[0]} and {mx[1]} (one per 32 of K)")
 
 
 def check_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, masked_m: torch.Tensor | None,
@@ -98,7 +108,7 @@ def check_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, m
 
 
 def grouped_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, grouping: str,
-                    scales: str | None) -> tuple[torch.Tensor, torch.Tensor, ptxgen.Gemm]:
+                    scales: ptxgen.BlockScale | None) -> tuple[torch.Tensor, torch.Tensor, ptxgen.Gemm]:
     """(A, B as used, their Gemm): layouts from strides; a contiguous grouping's A row-major (its
     groups start at any row), copied only if it is not."""
     a2, la = matrix_layout(a)
@@ -107,7 +117,7 @@ def grouped_problem(a: torch.Tensor, b: torch.Tensor, out: torch.dtype, grouping
     b2, lb = matrix_layout(b)
     g = ptxgen.Gemm(a.shape[-2], b.shape[-1], a.shape[-1], dtype=input_dtype(a, "a"), out_dtype=output_dtype(out),
                     a_layout=la.layout, b_layout=lb.layout, lda=la.ld, ldb=lb.ld, groups=b.shape[0],
-                    grouping=grouping, block_scale=None if scales is None else ptxgen.BlockScale(dtype=scales))
+                    grouping=grouping, block_scale=scales)
     limit = _address_alignment(a2, b2)
     if limit < g.alignment():  # narrower copies for operands whose addresses are less aligned
         g = replace(g, align=max(limit, a.element_size()))
@@ -130,15 +140,20 @@ def grouped_mm_impl(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None 
         shape, out, grouping = check_grouped(a, b, offs, masked_m, out_dtype, scale_a, scale_b)
         if a.numel() == 0 or b.numel() == 0:  # no rows, no K or no N: nothing to launch (not kept: rare)
             return torch.zeros(shape, dtype=out, device=a.device)
-        scales = None if scale_a is None else scale_dtype(scale_a, scale_b, WHO)
+        target = arch_for(a.device, a.dtype in FP8, arch)
+        kind = _check_block_scales(a, b, scale_a, scale_b, grouping)
+        scales = (None if kind is None else MX_SCALES if kind == "mx"
+                  else block_scale_for(target, scale_dtype(scale_a, scale_b, WHO), WHO))
         a2, b2, g = grouped_problem(a, b, out, grouping, scales)
-        kernel = device_kernel(g, arch_for(a.device, a.dtype in FP8, arch), schedule, arch is None)
-        checked = signatures[key] = (shape, out, kernel, a2 is not a, b2 is not b)
-    shape, out, kernel, copy_a, copy_b = checked
+        kernel = device_kernel(g, target, schedule, arch is None)
+        checked = signatures[key] = (shape, out, kernel, a2 is not a, b2 is not b, kind)
+    shape, out, kernel, copy_a, copy_b, kind = checked
     c = torch.zeros(shape, dtype=out, device=a.device)  # rows no group owns stay zero
+    sa, sb = (None, None) if scale_a is None else (as_scale_array(scale_a), as_scale_array(scale_b))
+    if kind == "block" and kernel.gemm.block_scale == MX_SCALES:  # sm_100a: each block's scale per 32 of K
+        sa, sb = per_mx_group(sa, sb, a.shape[-1], b.shape[-1])
     run_checked(kernel, a.contiguous() if copy_a else a, b.contiguous() if copy_b else b, c, offs=offs,
-                masked_m=masked_m, scale_a=None if scale_a is None else as_scale_array(scale_a),
-                scale_b=None if scale_b is None else as_scale_array(scale_b))
+                masked_m=masked_m, scale_a=sa, scale_b=sb)
     return c
 
 

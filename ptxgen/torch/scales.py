@@ -71,21 +71,23 @@ def as_scale_array(t: torch.Tensor) -> torch.Tensor:
 
 
 def per_mx_group(scale_a: torch.Tensor, scale_b: torch.Tensor, k: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """1x128 / 128x128 scales as MX_SCALES' (M, ceil(K/32)) and (ceil(K/32), N): every K group of a
-    128-wide block, and every column of a 128-wide block of B, takes the block's scale."""
+    """1x128 / 128x128 scales as MX_SCALES' (..., M, ceil(K/32)) and (..., ceil(K/32), N) (a grouped
+    GEMM's leading group dimension kept): every K group of a 128-wide block, and every column of a
+    128-wide block of B, takes the block's scale."""
     per_block, groups = SCALE_BLOCK_K // MX_GROUP, -(-k // MX_GROUP)
-    sa = scale_a.repeat_interleave(per_block, dim=1)[:, :groups]
-    sb = scale_b.repeat_interleave(per_block, dim=0)[:groups].repeat_interleave(SCALE_BLOCK_K, dim=1)[:, :n]
+    sa = scale_a.repeat_interleave(per_block, dim=-1)[..., :groups]
+    sb = scale_b.repeat_interleave(per_block, dim=-2)[..., :groups, :]
+    sb = sb.repeat_interleave(SCALE_BLOCK_K, dim=-1)[..., :n]
     return sa.contiguous(), sb.contiguous()
 
 
-def block_scale_for(target: str, dtype: str) -> ptxgen.BlockScale:
+def block_scale_for(target: str, dtype: str, who: str = "ptxgen.torch.scaled_mm") -> ptxgen.BlockScale:
     """The BlockScale `target`'s kernel applies: 1x128 / 128x128 where wgmma's promotion does,
     else MX_SCALES, which takes power-of-two scales only (an error says how to give them)."""
     if ptxgen_target(target).wgmma:
         return ptxgen.BlockScale(dtype=dtype)
     if dtype != "ue8m0":
-        raise TypeError(f"ptxgen.torch.scaled_mm: on {target} the MMA applies block scales as power-of-two "
+        raise TypeError(f"{who}: on {target} the MMA applies block scales as power-of-two "
                         f"exponents (MX, 32 of K at a time), so float32 scales would be rounded: round them to "
                         f"powers of two and pass float8_e8m0fnu tensors (DeepGEMM's UE8M0 recipe), or run on "
                         f"Hopper (sm_90a), whose kernels take float32 block scales")

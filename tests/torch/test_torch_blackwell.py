@@ -267,3 +267,45 @@ def test_fp4_refusals_name_the_fix(device):
         pt.scaled_mm(a, b, sa, sb[:4], torch.float32)
     with pytest.raises(ValueError, match="K-major only.*w.t()"):
         pt.scaled_mm(a, b.contiguous(), sa, sb, torch.float32)
+
+
+def masked_fp8_groups(groups: int, max_m: int, n: int, k: int, seed: int):
+    """fp8 a (G, max_m, K), b (G, K, N) K-major, and masked counts with an empty, a full and a partial slot."""
+    a = fp8(groups * max_m, k, seed=seed).reshape(groups, max_m, k)
+    b = fp8(groups * n, k, seed=seed + 1).reshape(groups, n, k).transpose(1, 2)
+    counts = torch.tensor(([0, max_m, max_m - 37] * groups)[:groups], dtype=torch.int32)
+    return a, b, counts
+
+
+@pytest.mark.parametrize("kind", ["1x128", "mx"])
+def test_masked_fp8_grouped_mm_with_block_scales_on_b200(device, kind):
+    """MoE decode on B200: masked fp8 groups with 1x128 / 128x128 e8m0 scales (repeated per 32 of K
+    by ptxgen) or MXFP8 scales, on sm_100a's block-scaled grouped kernel, group by group against
+    float64 (rows past each group's count zero)."""
+    device((10, 0))
+    groups, max_m, n, k = 3, 130, 72, 208
+    a, b, counts = masked_fp8_groups(groups, max_m, n, k, seed=30)
+    bs = ptxgen.BlockScale(dtype="ue8m0") if kind == "1x128" else MX_SCALES
+    from ptxgen.schedule.block_scale import random_grouped_scales
+
+    g = ptxgen.Gemm(max_m, n, k, dtype="e4m3", groups=groups, grouping="masked", block_scale=bs)
+    sa, sb = random_grouped_scales(bs, g, seed=31)
+    got = pt.grouped_mm(a, b, masked_m=counts, scale_a=torch.from_numpy(sa).view(torch.float8_e8m0fnu),
+                        scale_b=torch.from_numpy(sb).view(torch.float8_e8m0fnu), out_dtype=torch.float32)
+    kernel = last_kernel()
+    assert (kernel.arch, kernel.gemm.grouping, kernel.gemm.block_scale) == ("sm_100a", "masked", MX_SCALES)
+    ref = reference(f64(a), f64(b), c=np.zeros(got.shape), masked_m=counts.numpy(), block_scale=bs, scale_a=sa,
+                    scale_b=sb)
+    result = compare(f64(got), ref, kernel.gemm, untouched=untouched_rows(kernel.gemm, masked_m=counts.numpy()))
+    assert result.ok, result
+
+
+def test_contiguous_fp8_groups_with_block_scales_on_b200_say_to_use_masked(device):
+    device((10, 0))
+    a = fp8(40, 128, seed=32)
+    b = fp8(2 * 64, 128, seed=33).reshape(2, 64, 128).transpose(1, 2)
+    offs = torch.tensor([10, 40], dtype=torch.int32)
+    sa = torch.full((40, 1), 127, dtype=torch.uint8).view(torch.float8_e8m0fnu)
+    sb = torch.full((2, 1, 1), 127, dtype=torch.uint8).view(torch.float8_e8m0fnu)
+    with pytest.raises(ptxgen.ScheduleError, match="grouping='masked'"):
+        pt.grouped_mm(a, b, offs, scale_a=sa, scale_b=sb)

@@ -30,7 +30,7 @@ block-scaled e4m3/e5m2, small `sms`; `grouped-sm90a` alone), and block-scaled fp
 scales, K rarely a multiple of 128) on sm_90a; these draws are legal by construction, so "rejected"
 must be 0 there too, but for the row "grouped sm_90a unbuilt (refused)", whose draws ask for
 a legal part the grouped kernel does not build. `--designs grouped-sm100a` draws grouped GEMMs in
-the sm_100a tcgen05 kernel (fuzz_draws_sm100_grouped.py: f16/bf16 and dense fp8, BM 64/128, small
+the sm_100a tcgen05 kernel (fuzz_draws_sm100_grouped.py: f16/bf16, dense fp8 and masked MXFP8, BM 64/128, small
 `sms`; its probes, named "grouped sm_100a unbuilt (refused)", must be rejected). `--arch sm_100a` draws tcgen05 schedules
 (fuzz_draws_sm100.py): 1-CTA, CTA pairs, multicast clusters 2x1 to 4x2, cluster launch control,
 batches and short persistent walks, every dense dtype and layout and the block-scaled

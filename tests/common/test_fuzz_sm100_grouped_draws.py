@@ -1,8 +1,8 @@
 """bench/fuzz_draws_sm100_grouped.py (`fuzz.py --designs grouped-sm100a`): every draw is a legal
 schedule the verifier accepts but the deliberate probes of unbuilt parts (clusters, CTA pairs,
 cluster launch control, refused with LoweringNotBuilt); the draws reach both groupings, 1 to 16
-groups, empty slots and full ones, both B layouts, fp8, BM 64 and 128, one CTA walking several
-groups' tiles; and the first built draws of each kind run correct on the simulator."""
+groups, empty slots and full ones, both B layouts, fp8 (masked MXFP8 too), BM 64 and 128, one CTA
+walking several groups' tiles; and the first built draws of each kind run correct on the simulator."""
 from __future__ import annotations
 
 import pathlib
@@ -46,15 +46,19 @@ def test_the_draws_reach_every_case():
             seen.add("one CTA walking every tile")
         if d.refused:
             seen.add("probe")
+        if g.block_scale is not None:
+            seen |= {"MXFP8", f"MXFP8 BN {s.bn}"}
     want = {"contiguous", "masked", "BM 64", "BM 128", "B row", "B col", "f16", "bf16", "e4m3", "e5m2",
-            "one group", "12+ groups", "empty slot", "full slot", "empty group", "one CTA walking every tile", "probe"}
+            "one group", "12+ groups", "empty slot", "full slot", "empty group", "one CTA walking every tile", "probe",
+            "MXFP8", "MXFP8 BN 32", "MXFP8 BN 256"}
     assert want <= seen, want - seen
 
 
 def test_grouped_sm100a_draws_run_correct_on_the_simulator():
     """End to end through fuzz.run_one: the first draws of each kind match the float64 reference
     (the probes come back "rejected")."""
-    want = {"contiguous f16/bf16", "contiguous fp8", "masked f16/bf16", "masked fp8", "unbuilt (refused)"}
+    want = {"contiguous f16/bf16", "contiguous fp8", "masked f16/bf16", "masked fp8", "masked MXFP8",
+            "unbuilt (refused)"}
     for seed in range(200):
         d = DRAW(np.random.default_rng(seed))
         kind = d.design.removeprefix("grouped sm_100a ")

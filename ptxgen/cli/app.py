@@ -84,8 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--stages", default=None, type=int,
                    help="pipeline stages (default: chosen; 3 with other schedule flags)")
     s.add_argument("--instruction", default=None, choices=tuple(INSTRUCTIONS),
-                   help="mma.sync m16n8k16 (default), wmma m16n16k16, or wgmma (--arch sm_90a only: TMA, "
-                        "mbarrier ring, warp-specialised persistent kernel)")
+                   help="mma.sync m16n8k16, wmma m16n16k16, wgmma (--arch sm_90a: TMA, mbarrier ring, "
+                        "warp-specialised persistent kernel) or tcgen05 (--arch sm_100a); default: the arch's own "
+                        "(wgmma on sm_90a, tcgen05 on sm_100a, else m16n8k16)")
     s.add_argument("--smem-layout", default=None, choices=SMEM_LAYOUTS,
                    help="shared-memory tile layout (default swizzle; pad for wmma, which cannot read a swizzled tile)")
     s.add_argument("--raster", default=None, choices=RASTERS,

@@ -10,7 +10,7 @@ from ..errors import ScheduleError
 from ..kernel import Kernel
 from ..schedule.problem import INTEGER_DTYPES, Gemm
 from ..schedule.rules import options_class
-from ..targets.registry import backend_for_instruction
+from ..targets.registry import backend_for_instruction, default_backend
 from ..schedule.schedule import Schedule
 
 #: CUTLASS-style letters: "t" stores a matrix row-major, "n" column-major; first A, then B.
@@ -79,8 +79,16 @@ def refuse_flags_without_effect(args: argparse.Namespace) -> None:
     if args.group_m is not None and args.raster != "grouped":
         raise UsageError(f"--group-m {args.group_m} has no effect without --raster grouped: add --raster grouped, "
                          "or drop --group-m")
-    if args.sms is not None and args.stream_k is None and not has_persistent_grid(args.instruction):
+    if args.sms is not None and args.stream_k is None and not has_persistent_grid(instruction_of(args)):
         raise UsageError(f"--sms {args.sms} has no effect without --stream-k: add --stream-k, or drop --sms")
+
+
+def instruction_of(args: argparse.Namespace) -> str:
+    """--instruction, else the one the arch's own pipeline lowers (wgmma for sm_90a, tcgen05 for
+    sm_100a; mma.sync m16n8k16 elsewhere): --block with --arch sm_100a means a tcgen05 schedule."""
+    if args.instruction is not None:
+        return args.instruction
+    return default_backend(getattr(args, "arch", None) or "sm_80").instructions[0]
 
 
 def has_persistent_grid(instruction: str | None) -> bool:
@@ -131,7 +139,8 @@ def target_fields(args: argparse.Namespace) -> dict:
     """The Schedule's target fields the flags give (None ones left out, so its defaults apply); a
     UsageError naming the instruction that takes them when the instruction given does not."""
     given = {name: getattr(args, name) for name in TARGET_FLAGS if getattr(args, name, None) is not None}
-    refused = [name for name in given if name not in option_fields(args.instruction or "m16n8k16")]
+    instruction = instruction_of(args)
+    refused = [name for name in given if name not in option_fields(instruction)]
     if not refused:
         return {name: tuple(v) if name == "cluster" else v for name, v in given.items()}
     flags = ", ".join(TARGET_FLAGS[name] for name in refused)
@@ -143,7 +152,7 @@ def target_fields(args: argparse.Namespace) -> dict:
                          "instruction and add it")
     verb = "applies" if len(refused) == 1 else "apply"
     raise UsageError(f"{flags} only {verb} to {' or '.join(_instruction_text(i, True) for i in takers)}, not "
-                     f"--instruction {args.instruction or 'm16n8k16 (the default)'}: add "
+                     f"--instruction {instruction}{'' if args.instruction else f' (the default for --arch {args.arch})'}: add "
                      f"{' or '.join(_instruction_text(i) for i in takers)}, or drop {flags}")
 
 
@@ -173,7 +182,7 @@ def _build(args: argparse.Namespace, gemm: Gemm, options: dict) -> Kernel:
         return compile_kernel(gemm, None, arch=args.arch)
     # warps and smem_layout left None take the instruction's defaults (Schedule.__post_init__)
     sched = Schedule(block=tuple(args.block or (128, 128, 32)), warps=tuple(args.warps) if args.warps else None,
-                     stages=3 if args.stages is None else args.stages, instruction=args.instruction or "m16n8k16",
+                     stages=3 if args.stages is None else args.stages, instruction=instruction_of(args),
                      smem_layout=args.smem_layout, raster=args.raster or "row",
                      group_m=8 if args.group_m is None else args.group_m,
                      frag_double_buffer=not args.no_frag_double_buffer,

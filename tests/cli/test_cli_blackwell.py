@@ -138,3 +138,19 @@ def test_schedule_errors_name_the_blackwell_flags(capsys):
     assert "--tile-scheduler clc" in err and "--cluster 1x1 and --cta-group 1" in err
     assert "tile_scheduler" not in err and "cta_group" not in err  # flags, not Python fields
     assert flag_text("cta_group=2") == "--cta-group 2" and flag_text("tile_scheduler='clc'") == "--tile-scheduler clc"
+
+
+@pytest.mark.parametrize("arch, instruction", [("sm_100a", "tcgen05"), ("sm_90a", "wgmma"), ("sm_80", "m16n8k16")])
+def test_schedule_flags_without_instruction_take_the_archs_own(arch, instruction):
+    """--block with --arch sm_100a means a tcgen05 schedule (the only one sm_100a lowers), as
+    --instruction tcgen05 would; sm_90a's is wgmma, the other archs' mma.sync."""
+    argv = ["--arch", arch, "--shape", "256x256x128", "--dtype", "bf16", "--block", "128x128x64", "--stages", "2"]
+    k = _kernel(argv)
+    assert (k.arch, k.schedule.instruction) == (arch, instruction)
+    assert k.ptx == _kernel([*argv, "--instruction", instruction]).ptx
+
+
+def test_a_flag_of_another_instruction_names_the_archs_default(capsys):
+    status, _, err = _run(capsys, ["info", "--arch", ARCH, "--shape", "256x256x128", "--dtype", "bf16",
+                                   "--block", "128x128x64", "--consumers", "2"])
+    assert status == 2 and "not --instruction tcgen05 (the default for --arch sm_100a)" in err

@@ -194,6 +194,25 @@ def ptxgen_rows(dtypes: tuple[str, ...] = ("bf16", "tf32")) -> list[tuple[str, o
     return out
 
 
+def grouped_rows() -> list[tuple[str, object]]:
+    """(label, Kernel) of the chooser's pick for MoE-shaped grouped GEMMs (targets/sm100/grouped.py):
+    DeepSeek-V3's expert shape (N 4096, K 7168) as masked decode slots in bf16 and MXFP8 and as a
+    contiguous bf16 prefill."""
+    import ptxgen
+
+    mx = ptxgen.BlockScale(a=(1, 32), b=(32, 1), dtype="ue8m0")
+    problems = [("masked bf16 8x256", dict(m=256, dtype="bf16", grouping="masked")),
+                ("masked mxfp8 8x256", dict(m=256, dtype="e4m3", grouping="masked", block_scale=mx)),
+                ("contiguous bf16 4096", dict(m=4096, dtype="bf16", grouping="contiguous"))]
+    out = []
+    for name, kw in problems:
+        g = ptxgen.Gemm(kw.pop("m"), 4096, 7168, out_dtype="bf16", b_layout="col", groups=8, **kw)
+        kern = ptxgen.compile(g, arch=ARCH)
+        bm, bn, bk = kern.schedule.block
+        out.append((f"ptxgen grouped {name} chosen {bm}x{bn}x{bk} s{kern.schedule.stages}", kern))
+    return out
+
+
 def _triton_kernel():
     """Triton's tensor-descriptor matmul, TN (B stored N x K as ptxgen's rows), built on first use so
     that importing this file needs no Triton."""
@@ -266,11 +285,11 @@ def report(ptxas: list[str], tool: str | None, with_triton: bool = True) -> list
 
 def gate(ptxas: list[str]) -> tuple[list[str], int]:
     """bench/sass_check.py --arch sm_100a: every bench candidate and the chooser's pick (16-bit, tf32,
-    MXFP8 and NVFP4; divisible and edge problems) under each ptxas has 0 spill bytes and no C75xx
-    warning. (rows, failures)"""
+    MXFP8 and NVFP4; divisible and edge problems; MoE grouped GEMMs, `grouped_rows`) under each
+    ptxas has 0 spill bytes and no C75xx warning. (rows, failures)"""
     versions = {p: ptxas_version(p) for p in ptxas}
     rows, failed = [], 0
-    for label, kern in ptxgen_rows(("bf16", "f16", "tf32", "mxfp8", "nvfp4")):
+    for label, kern in ptxgen_rows(("bf16", "f16", "tf32", "mxfp8", "nvfp4")) + grouped_rows():
         for p in ptxas:
             a = assemble_with(p, kern.ptx)
             codes = sorted({n.code for n in perf_notes(a.log)})

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .schedule.group_rows import grouped_reference, stray_writes, untouched_rows
+from .schedule.grouping import PER_GROUP_C
 from .schedule.block_scale import BlockScale, expand_scales, expanded_product, scaled_product
 from .schedule.problem import FP8_DTYPES, FP8_PROMOTION_K, INTEGER_DTYPES, QUANTIZED_DTYPES, Epilogue, Gemm, numpy_dtype
 
@@ -107,11 +108,12 @@ def random_operands(g: Gemm, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
     Batched problems get (batch, M, K) and (batch, K, N) arrays, each matrix in its layout.
     Grouped ones (schedule/grouping.py) get B (G, K, N) and A (M_total, K) contiguous or
-    (G, max_m, K) masked; draw their sizes with `schedule.grouping.random_counts`.
+    (G, max_m, K) masked, A (M, K_total) and B (K_total, N) k-contiguous; draw their sizes with
+    `schedule.grouping.random_counts`.
     """
     rng = np.random.default_rng(seed)
     lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
-    lead_b = (g.groups,) if g.grouped else lead
+    lead_b = (g.groups,) if g.grouping in ("contiguous", "masked") else lead  # k-contiguous: one B (K_total, N)
 
     def draw(rows: int, cols: int, layout: str, lead: tuple[int, ...] = lead, dtype: str = g.dtype) -> np.ndarray:
         store = (rows, cols) if layout == "row" else (cols, rows)
@@ -136,7 +138,9 @@ def reference(a: np.ndarray, b: np.ndarray, epilogue: Epilogue | None = None, c:
 
     Grouped GEMMs: given `offs` (contiguous) or `masked_m` (masked), computed group by group
     (schedule.group_rows.grouped_reference); rows no group owns hold C's previous value (`c`, or NaN
-    for a poisoned C), which `compare(..., untouched=...)` requires unchanged.
+    for a poisoned C), which `compare(..., untouched=...)` requires unchanged. `offs` with a 2-D
+    `b` (K_total, N) is the k-contiguous product: C (G, M, N), C_g from A's and B's slice of K
+    offs[g-1]..offs[g] (an empty group: the epilogue of a zero product).
     Block-scaled (`scale_a`, `scale_b` given; `block_scale` default BlockScale()): A @ B is the sum
     over 128-K blocks of (A_blk * sa) @ (B_blk * sb) (schedule/block_scale.py)."""
     if offs is not None or masked_m is not None:
@@ -214,7 +218,7 @@ def random_epilogue_operands(g: Gemm, seed: int = 1) -> tuple[np.ndarray | None,
     both move the rounded result."""
     rng = np.random.default_rng(seed)
     dt = numpy_dtype(g.out_dtype)
-    lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
+    lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping in PER_GROUP_C else ()
     c = None
     if g.epi.beta != 0.0 and g.out_dtype in QUANTIZED_DTYPES:
         info = np.iinfo(dt)
@@ -543,7 +547,7 @@ def check_kernel(kernel, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = No
         untouched = untouched_rows(g, **groups)
     result = None
     for variant in range(len(BYTE_POISON.get(g.out_dtype, (None,)))):
-        lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
+        lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping in PER_GROUP_C else ()
         out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype, variant)[..., :g.n]  # ldc honoured
         if c is not None:
             out[...] = c

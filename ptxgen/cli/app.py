@@ -45,9 +45,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="grouped GEMM (mixture-of-experts): G products with one weight each (default 1); "
                         "needs --grouping")
     p.add_argument("--grouping", default=None, choices=GROUPINGS,
-                   help="how A's rows split among the --groups: contiguous (--shape's M = M_total, offs of "
-                        "cumulative row ends) or masked (M = max_m rows per group, masked_m valid rows); `run` "
-                        "draws random sizes, empty groups included (default none: not grouped)")
+                   help="how the --groups split the problem: contiguous (A's rows; --shape's M = M_total, offs "
+                        "of cumulative row ends), masked (M = max_m rows per group, masked_m valid rows) or "
+                        "k-contiguous (K; --shape's K = K_total, offs of cumulative ends along K, C (G, M, N): "
+                        "weight gradients; A column-major, B row-major by default); `run` draws random sizes, "
+                        "empty groups included (default none: not grouped)")
     p.add_argument("--acc", default="f32", choices=("f32", "f16"), help="accumulator dtype (default f32)")
     p.add_argument("--fast-accum", action="store_true", default=False,
                    help="fp8 on sm_90a's wgmma only: accumulate every k-tile in the wgmma itself (faster, less "
@@ -71,8 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", default=None, choices=tuple(LAYOUT_LETTERS),
                    help="A and B storage as BLAS letters, t = row-major, n = column-major (default tn); "
                         "cannot contradict --a-layout/--b-layout")
-    p.add_argument("--a-layout", default=None, choices=LAYOUTS, help="A storage (default row, or from --layout)")
-    p.add_argument("--b-layout", default=None, choices=LAYOUTS, help="B storage (default col, or from --layout)")
+    p.add_argument("--a-layout", default=None, choices=LAYOUTS, help="A storage (default row, col for --grouping k-contiguous, or from --layout)")
+    p.add_argument("--b-layout", default=None, choices=LAYOUTS, help="B storage (default col, row for --grouping k-contiguous, or from --layout)")
     s = common.add_argument_group(
         "schedule", "Without any of these flags (--arch aside) the cost model chooses the schedule for the "
                     "shape and arch (`info` says why); with any of them, the others take the defaults shown.")

@@ -105,9 +105,12 @@ def option_fields(instruction: str | None) -> set[str]:
 
 
 def layouts(args: argparse.Namespace) -> tuple[str, str]:
-    """(A layout, B layout) from --layout and --a-layout/--b-layout, which must agree."""
+    """(A layout, B layout) from --layout and --a-layout/--b-layout, which must agree. The defaults
+    are row-major A and column-major B, except for --grouping k-contiguous, whose only layouts are
+    column-major A and row-major B (schedule/grouping.py)."""
     if args.layout is None:
-        return args.a_layout or "row", args.b_layout or "col"
+        k_grouped = getattr(args, "grouping", None) == "k-contiguous"
+        return args.a_layout or ("col" if k_grouped else "row"), args.b_layout or ("row" if k_grouped else "col")
     a, b = LAYOUT_LETTERS[args.layout]
     for name, given, implied in (("--a-layout", args.a_layout, a), ("--b-layout", args.b_layout, b)):
         if given is not None and given != implied:

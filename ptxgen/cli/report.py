@@ -92,6 +92,9 @@ def group_walk_text(k: Kernel) -> str:
     if g.grouping == "contiguous":
         return (f"grid y = {k.grid[1]} m-tiles, the most any offs needs; each CTA walks offs on the device "
                 f"to its group, CTAs past the last group's tiles exit")
+    if g.grouping == "k-contiguous":
+        return (f"grid z = {g.groups} groups; each CTA reads its group's K slice offs[group - 1]..offs[group] "
+                f"on the device (an empty group's CTAs write the zero product)")
     return f"grid z = {g.groups} groups; CTAs whose tile starts past masked_m[group] exit"
 
 

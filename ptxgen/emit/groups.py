@@ -15,6 +15,9 @@ Why a walk over the groups per CTA, and a grid for the worst case:
   CTAs past the groups' last tile exit at once.
 * masked: %ctaid.z is the group and the m-tiles are those of the max_m slot; a CTA whose first
   row is at or past masked_m[g] exits at once.
+* k-contiguous (groups split K, `k_slice`): %ctaid.z is the group, every CTA has a tile (C_g is
+  written in full, an empty group's too); the CTA reads k0 = offs[g-1] and k1 = offs[g] and runs
+  the K loop over k1 - k0 from A's and B's k0.
 
 Values read from the device are clamped so that no `offs` / `masked_m` can make the kernel touch
 memory outside A and C: a decreasing `offs` entry counts as an empty group, and every end is
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
     from .tiles import TileOps
 
 #: The kernel parameter holding the device array of group sizes, per grouping.
-COUNTS_PARAM = {"contiguous": "offs", "masked": "masked_m"}
+COUNTS_PARAM = {"contiguous": "offs", "masked": "masked_m", "k-contiguous": "offs"}
 
 
 @dataclass(frozen=True)
@@ -110,3 +113,30 @@ class GroupWalk:
         ptx.bra(b, walk)
         b.place(found)
         return GroupSlot(group, start, rows, t)
+
+
+@dataclass(frozen=True)
+class KSlice:
+    """A k-contiguous CTA's group (%ctaid.z), its first k and its length along K (the K the
+    K loop and its edge checks use)."""
+
+    group: VReg
+    k0: VReg
+    length: VReg
+
+
+def k_slice(b, k_total: VReg) -> KSlice:
+    """Group %ctaid.z's slice of K from `offs`: k0 = clamp(offs[g-1], 0, K_total) (0 for group
+    0), k1 = clamp(offs[g], k0, K_total), length k1 - k0 (0: an empty group)."""
+    b.comment("k-contiguous groups: ctaid.z is the group, K from clamp(offs[group - 1]) to clamp(offs[group])")
+    group = ptx.mov(b, U32, Sym("%ctaid.z"), comment="ctaid.z is the group")
+    offs = ptx.to_global(b, U64, load_param(b, U64, COUNTS_PARAM["k-contiguous"]))
+    end_addr = ptx.mad_wide(b, U32, group, Imm("4"), offs)
+    end = ptx.load(b, "global", U32, Addr(end_addr), comment="offs[group]")
+    first = ptx.mov(b, U32, 0, comment="k0 = 0 for group 0")
+    has_prev = ptx.setp(b, "ne", U32, group, 0)
+    ptx.load(b, "global", U32, Addr(end_addr, -4), comment="k0 = offs[group - 1]", into=first, guard=has_prev)
+    k0 = ptx.min_(b, U32, ptx.max_(b, S32, first, 0), k_total, comment="k0 within 0..K_total")
+    k1 = ptx.min_(b, U32, ptx.max_(b, S32, end, k0), k_total,
+                  comment="k1 within k0..K_total: a decreasing offs entry is an empty group")
+    return KSlice(group, k0, ptx.sub(b, U32, k1, k0, comment="the group's length along K"))

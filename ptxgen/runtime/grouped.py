@@ -4,7 +4,9 @@ array the kernel reads on the device (passed as its last parameter).
 
 Contiguous: A (M_total, K) and C (M_total, N) are plain matrices; B (G, K, N) has one matrix per
 group (its group stride is the kernel's `batch_stride_b`). Masked: A (G, max_m, K), B and
-C (G, max_m, N) each have one matrix per group (strides `batch_stride_a/b/c`). A 3-D operand is
+C (G, max_m, N) each have one matrix per group (strides `batch_stride_a/b/c`). K-contiguous:
+A (M, K_total) column-major and B (K_total, N) row-major are plain matrices (each group a slice of
+K); C (G, M, N) has one matrix per group (its stride `batch_stride_c`). A 3-D operand is
 checked as a batched one (ptxgen.runtime.batch), with G = 1 allowed too (its one matrix).
 """
 from __future__ import annotations
@@ -50,21 +52,21 @@ def grouped_inputs(g: "Gemm", a: Any, b: Any, device: int | None = None) -> tupl
     align = g.alignment()
     va = group_operand(a, name="A", g=g, per_group=masked, shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
                        align=align, device=device)
-    vb = group_operand(b, name="B", g=g, per_group=True, shape=(g.k, g.n), dtype=g.dtype, layout=g.b_layout,
-                       align=align, device=device)
+    vb = group_operand(b, name="B", g=g, per_group=g.grouping != "k-contiguous", shape=(g.k, g.n), dtype=g.dtype,
+                       layout=g.b_layout, align=align, device=device)
     return va, vb
 
 
 def grouped_output(g: "Gemm", c: Any, device: int | None = None) -> OperandView:
-    """C's view: (M_total, N) contiguous, (G, max_m, N) masked."""
-    return group_operand(c, name="C", g=g, per_group=g.grouping == "masked", shape=(g.m, g.n), dtype=g.out_dtype,
+    """C's view: (M_total, N) contiguous, (G, max_m, N) masked, (G, M, N) k-contiguous."""
+    return group_operand(c, name="C", g=g, per_group=g.grouping in ("masked", "k-contiguous"), shape=(g.m, g.n), dtype=g.out_dtype,
                          layout="row", align=g.out_alignment(), writable=True, device=device)
 
 
 def counts_view(g: "Gemm", offs: Any, masked_m: Any, device: int | None = None) -> OperandView:
     """The checked `offs` / `masked_m` (schedule.grouping.check_counts) as a 1 x G int32 row."""
     counts = check_counts(g, offs=offs, masked_m=masked_m)
-    name = "offs" if g.grouping == "contiguous" else "masked_m"
+    name = "masked_m" if g.grouping == "masked" else "offs"
     row = as_row(counts)
     kw: dict[str, Any] = {} if device is None else {"device": device}
     return check_operand(row, name=name, shape=(1, g.groups), dtype="s32", layout="row", align=4, **kw)

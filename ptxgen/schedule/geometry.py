@@ -110,8 +110,10 @@ def operand_tiles(g: Gemm, s: Schedule) -> tuple[OperandTile, OperandTile]:
 
 def edges(g: Gemm, s: Schedule) -> tuple[bool, bool, bool]:
     """Whether M, N and K end inside a block tile, so copies and stores need bounds checks. A grouped
-    GEMM's groups end at any row (their sizes are read on the device), so M always needs them."""
-    return g.grouped or g.m % s.bm != 0, g.n % s.bn != 0, g.k % s.bk != 0
+    GEMM's groups end at any row (their sizes are read on the device), so M always needs them; a
+    k-contiguous one's end at any k, so K does."""
+    k_grouped = g.grouping == "k-contiguous"
+    return (g.grouped and not k_grouped) or g.m % s.bm != 0, g.n % s.bn != 0, k_grouped or g.k % s.bk != 0
 
 
 @dataclass(frozen=True)
@@ -334,7 +336,7 @@ def grid_for(g: Gemm, s: Schedule, sms: int = 108) -> tuple[int, int, int]:
     tm, tn = -(-g.m // s.bm), -(-g.n // s.bn)
     if g.grouping == "contiguous":  # m-tiles numbered over the groups, the most any offs can need (emit/groups.py)
         return (tn, contiguous_tiles_bound(g, s.bm), 1)
-    if g.grouping == "masked":  # ctaid.z is the group: the m-tiles of its max_m slot
+    if g.grouping in ("masked", "k-contiguous"):  # ctaid.z is the group: the m-tiles of its max_m slot, or of M
         return (tn, tm, g.groups)
     z = g.batch * s.split_k
     if s.raster == "grouped":

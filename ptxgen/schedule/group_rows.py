@@ -22,10 +22,23 @@ Product = Callable[..., np.ndarray]
 
 
 def grouping_of(offs: object, masked_m: object) -> str:
-    """Which grouping the given counts say ("contiguous" for offs, "masked" for masked_m)."""
+    """Which kind of counts were given ("contiguous" for offs, "masked" for masked_m); offs are
+    cumulative ends along M (contiguous) or K (k-contiguous), which the operands' shapes tell."""
     if (offs is None) == (masked_m is None):
         raise ValueError("pass exactly one of offs= (contiguous groups) and masked_m= (masked groups)")
     return "contiguous" if offs is not None else "masked"
+
+
+def k_grouped_reference(product: Product, a: np.ndarray, b: np.ndarray, epilogue, c, bias, scale,
+                        offs) -> np.ndarray:
+    """float64 C (G, M, N) of a k-contiguous grouped GEMM: C_g = `product` of A[:, k0:k1] and
+    B[k0:k1, :] with k0 = offs[g-1] (0 for g = 0), k1 = offs[g]; an empty slice gives the
+    product's epilogue of zeros (every C_g is written)."""
+    spans = group_spans("contiguous", offs)
+    prev = None if c is None else np.asarray(c)
+    out = [product(a[:, k0:max(k0, k1)], b[k0:max(k0, k1)], epilogue, None if prev is None else prev[g], bias, scale)
+           for g, (k0, k1) in enumerate(spans)]
+    return np.stack(out) if out else np.zeros((0,) + a.shape[:1] + b.shape[1:])
 
 
 def group_spans(grouping: str, counts: np.ndarray) -> list[tuple[int, int]]:
@@ -46,6 +59,10 @@ def grouped_reference(product: Product, a: np.ndarray, b: np.ndarray, epilogue, 
     grouping = grouping_of(offs, masked_m)
     counts = offs if grouping == "contiguous" else masked_m
     a, b = np.asarray(a), np.asarray(b)
+    if grouping == "contiguous" and b.ndim == 2:  # one B (K_total, N): the groups split K
+        if scale_a is not None or scale_b is not None:
+            raise ValueError("block scales are not built for k-contiguous grouped GEMMs: drop scale_a / scale_b")
+        return k_grouped_reference(product, a, b, epilogue, c, bias, scale, offs)
     shape = a.shape[:-1] + (b.shape[-1],)
     out = np.full(shape, np.nan) if c is None else np.array(c, dtype=np.float64)
     for g, (start, end) in enumerate(group_spans(grouping, counts)):
@@ -66,11 +83,14 @@ def grouped_reference(product: Product, a: np.ndarray, b: np.ndarray, epilogue, 
 
 def untouched_rows(g: "Gemm", offs=None, masked_m=None) -> np.ndarray:
     """Boolean mask shaped like C: True where no group owns the element, which the kernel must
-    leave as it was (contiguous: rows past offs[-1]; masked: rows past masked_m[g])."""
+    leave as it was (contiguous: rows past offs[-1]; masked: rows past masked_m[g]; k-contiguous:
+    none, every group's C is written)."""
     grouping = grouping_of(offs, masked_m)
+    if g.grouping == "k-contiguous" and grouping == "contiguous":
+        return np.zeros((g.groups, g.m, g.n), dtype=bool)
     if grouping != g.grouping:
         raise ValueError(f"the gemm is grouping={g.grouping!r}; pass "
-                         f"{'offs' if g.grouping == 'contiguous' else 'masked_m'}=")
+                         f"{'masked_m' if g.grouping == 'masked' else 'offs'}=")
     counts = offs if grouping == "contiguous" else masked_m
     if grouping == "contiguous":
         mask = np.ones((g.m, g.n), dtype=bool)

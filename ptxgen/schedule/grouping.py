@@ -14,6 +14,14 @@ Two layouts, as DeepGEMM names them (`Gemm(groups=G, grouping=...)`):
 
 B is (G, K, N) for both: one weight per group, in either layout the Gemm supports.
 
+* "k-contiguous" (mixture-of-experts weight gradients, dB_g = X_gᵀ · dY_g; DeepGEMM's k-grouped,
+  torch._grouped_mm's 2-D x 2-D case): the groups split K. A is (M, K_total), B (K_total, N),
+  C (G, M, N) with `Gemm.k` = K_total; `offs` is an int32 array of G cumulative ends along K
+  (group g owns k = offs[g-1] .. offs[g], offs[-1] = 0) and C_g = A[:, k0:k1] @ B[k0:k1, :].
+  Every C_g is written in full: an empty group gives the epilogue of a zero product. A must be
+  column-major and B row-major, so K is the strided dimension of both and a group starting at
+  any k keeps their copies aligned (the transpose of a row-major activation X is column-major).
+
 This module holds the host-side facts (shapes, the checks a Gemm's fields must pass, the run-time
 checks of `offs`/`masked_m` values); the device-side walk over groups is `emit/groups.py`.
 """
@@ -29,9 +37,11 @@ if TYPE_CHECKING:
     from .problem import Gemm
     from .schedule import Schedule
 
-GROUPINGS = ("contiguous", "masked")
+GROUPINGS = ("contiguous", "masked", "k-contiguous")
 #: The run-time argument each grouping reads on the device.
-COUNTS_ARG = {"contiguous": "offs", "masked": "masked_m"}
+COUNTS_ARG = {"contiguous": "offs", "masked": "masked_m", "k-contiguous": "offs"}
+#: The groupings whose C has one (M, N) matrix per group, C (G, M, N) (contiguous C is (M_total, N)).
+PER_GROUP_C = ("masked", "k-contiguous")
 #: Groups a kernel walks: the contiguous tile walk loops over every group once per CTA (a prefix
 #: over G on the device), which stays cheap for G up to a few hundred; more would cost every CTA
 #: that loop.
@@ -59,10 +69,34 @@ def check_grouping_fields(g: "Gemm") -> None:
                             "A, so A's rows must be its contiguous dimension (a column-major A would start groups "
                             "at unaligned addresses)", "use a_layout='row' (pass A as a C-contiguous "
                             "(M_total, K) array, e.g. np.ascontiguousarray(a))")
+    if g.grouping == "k-contiguous":
+        check_k_grouped_layouts(g)
+
+
+def check_k_grouped_layouts(g: "Gemm") -> None:
+    """A k-grouped GEMM's groups start at any k: A column-major and B row-major make K the strided
+    dimension of both, so moving to a group's first k keeps every copy aligned."""
+    if g.a_layout != "col":
+        raise ScheduleError("gemm.a_layout", g.a_layout, "a k-contiguous grouped GEMM's groups start at any k, "
+                            "so K must be A's strided dimension (a row-major A would start groups at unaligned "
+                            "addresses)", "use a_layout='col': pass X.T of a row-major activation X (K_total, M) "
+                            "as A, a column-major (M, K_total) view (torch: x.mT)")
+    if g.b_layout != "row":
+        raise ScheduleError("gemm.b_layout", g.b_layout, "a k-contiguous grouped GEMM's groups start at any k, "
+                            "so K must be B's strided dimension (a column-major B would start groups at "
+                            "unaligned addresses)", "use b_layout='row': pass B as a C-contiguous (K_total, N) "
+                            "array, e.g. np.ascontiguousarray(b)")
+    if g.block_scale is not None:
+        raise ScheduleError("gemm.block_scale", g.block_scale, "block scaling is not built for k-contiguous grouped "
+                            "GEMMs", "drop block_scale, or use grouping='contiguous' or 'masked'")
 
 
 def describe(g: "Gemm") -> str:
     """One line for `ptxgen info` and the PTX header: the grouping, the shapes and what m means."""
+    if g.grouping == "k-contiguous":
+        return (f"{g.groups} groups, k-contiguous: A ({g.m}, {g.k}) column-major and B ({g.k}, {g.n}) with "
+                f"offs[{g.groups}] int32 cumulative ends along K (k = K_total = {g.k}), C ({g.groups}, {g.m}, "
+                f"{g.n}); every group's C written (an empty group: the epilogue of a zero product)")
     if g.grouping == "contiguous":
         return (f"{g.groups} groups, contiguous: A ({g.m}, {g.k}) with offs[{g.groups}] int32 cumulative row "
                 f"ends (m = M_total = {g.m}), B ({g.groups}, {g.k}, {g.n}), C ({g.m}, {g.n}); rows past "
@@ -73,8 +107,8 @@ def describe(g: "Gemm") -> str:
 
 
 def c_shape(g: "Gemm") -> tuple[int, ...]:
-    """C's shape: (M_total, N) contiguous, (G, max_m, N) masked."""
-    return (g.m, g.n) if g.grouping == "contiguous" else (g.groups, g.m, g.n)
+    """C's shape: (M_total, N) contiguous, (G, max_m, N) masked and k-contiguous."""
+    return (g.groups, g.m, g.n) if g.grouping in PER_GROUP_C else (g.m, g.n)
 
 
 def contiguous_tiles_bound(g: "Gemm", bm: int) -> int:
@@ -91,13 +125,15 @@ def check_counts(g: "Gemm", offs: Any = None, masked_m: Any = None) -> Any:
     want = COUNTS_ARG[g.grouping]
     other = "masked_m" if want == "offs" else "offs"
     given, wrong = (offs, masked_m) if want == "offs" else (masked_m, offs)
+    along_k = g.grouping == "k-contiguous"
     if wrong is not None:
         raise ValueError(f"{other}= was given but the kernel was compiled for grouping={g.grouping!r}, which "
                          f"reads {want}=: pass {want}= (or compile with grouping="
                          f"{'masked' if other == 'masked_m' else 'contiguous'!r})")
     if given is None:
         raise ValueError(f"a {g.grouping} grouped GEMM needs {want}=, an int32 array of {g.groups} "
-                         + ("cumulative row ends (torch._grouped_mm's offs)" if want == "offs" else
+                         + ("cumulative ends along K (torch._grouped_mm's offs)" if along_k else
+                            "cumulative row ends (torch._grouped_mm's offs)" if want == "offs" else
                             "valid row counts, one per group"))
     if not hasattr(given, "shape"):
         raise TypeError(f"{want} must be an int32 array (numpy, or a device array the kernel reads), not "
@@ -120,7 +156,10 @@ def check_counts(g: "Gemm", offs: Any = None, masked_m: Any = None) -> Any:
             raise ValueError(f"offs must be non-decreasing cumulative row ends from 0: offs[{at}] = {values[at]} "
                              f"is below {'0' if at == 0 else f'offs[{at - 1}] = {values[at - 1]}'}; "
                              f"build it as np.cumsum(rows_per_group).astype(np.int32)")
-        if values[-1] > g.m:
+        if along_k and values[-1] > g.k:
+            raise ValueError(f"offs[-1] = {values[-1]} exceeds the compiled K_total k={g.k}: compile with "
+                             f"Gemm(k={values[-1]}, ...) or pass a shorter K")
+        if not along_k and values[-1] > g.m:
             raise ValueError(f"offs[-1] = {values[-1]} rows exceed the compiled M_total m={g.m}: compile with "
                              f"Gemm(m={values[-1]}, ...) or pass fewer rows")
     else:
@@ -134,21 +173,24 @@ def check_counts(g: "Gemm", offs: Any = None, masked_m: Any = None) -> Any:
 
 def balanced_counts(g: "Gemm") -> np.ndarray:
     """Sizes for timing a grouped kernel (`tune`): every group the same share of M_total
-    (contiguous), every slot full (masked), so a candidate is timed on all the rows it can compute."""
+    (contiguous), every slot full (masked), every group the same share of K_total (k-contiguous), so a
+    candidate is timed on all the rows (or all of K) it can compute."""
     if g.grouping == "masked":
         return np.full(g.groups, g.m, np.int32)
-    return np.round(np.linspace(g.m / g.groups, g.m, g.groups)).astype(np.int32)
+    total = g.k if g.grouping == "k-contiguous" else g.m
+    return np.round(np.linspace(total / g.groups, total, g.groups)).astype(np.int32)
 
 
 def random_counts(g: "Gemm", rng: np.random.Generator, empty: float = 0.25) -> np.ndarray:
     """Random int32 `offs` / `masked_m` for tests and `ptxgen run`: each group empty with
     probability `empty`, else a random size (contiguous: cut points of M_total, so some groups
-    straddle tiles; masked: 0..max_m)."""
+    straddle tiles; masked: 0..max_m; k-contiguous: cut points of K_total, offs[-1] <= K_total)."""
     if g.grouping == "masked":
         counts = rng.integers(0, g.m + 1, size=g.groups)
         counts[rng.random(g.groups) < empty] = 0
         return counts.astype(np.int32)
-    total = int(rng.integers(max(g.m // 2, 1), g.m + 1))  # rows past offs[-1] stay untouched
+    span = g.k if g.grouping == "k-contiguous" else g.m
+    total = int(rng.integers(max(span // 2, 1), span + 1))  # rows (k) past offs[-1] belong to no group
     cuts = np.sort(rng.integers(0, total + 1, size=g.groups - 1))
     sizes = np.diff(np.concatenate([[0], cuts, [total]]))
     carry = 0  # an emptied group's rows go to the next kept group (past the last one: to no group)
@@ -189,6 +231,11 @@ def verify_grouped(g: "Gemm", s: "Schedule") -> None:
     # a target with a grouped kernel of its own names its inputs (targets/sm90: `grouped_inputs`;
     # what else it builds is its check_built's); the mma.sync kernel's are GROUPED_INPUTS
     own = getattr(rules_for(s.instruction), "grouped_inputs", None)
+    if own and g.grouping == "k-contiguous":
+        raise LoweringNotBuilt("gemm.grouping", g.grouping, f"the k-contiguous grouped GEMM is built on the mma.sync "
+                               f"path only, not in {s.instruction}'s own grouped kernel",
+                               "use arch='sm_90' (mma.sync, instruction='m16n8k16'), which runs on sm_90a and "
+                               "sm_100a GPUs too")
     inputs = own or GROUPED_INPUTS
     rules = [
         (s.instruction == "wmma", "schedule.instruction", s.instruction,
@@ -217,7 +264,7 @@ def verify_grouped(g: "Gemm", s: "Schedule") -> None:
             raise ScheduleError(field, value, rule, fix)
     if own:
         return  # the target's own (persistent, 1-D) grid: no grid-y limit
-    tiles_y = contiguous_tiles_bound(g, s.bm) if g.grouping == "contiguous" else -(-g.m // s.bm)
+    tiles_y = contiguous_tiles_bound(g, s.bm) if g.grouping == "contiguous" else -(-g.m // s.bm)  # masked, k-contiguous
     if tiles_y > MAX_GRID_Y:
         raise ScheduleError("gemm.m", g.m, f"{tiles_y} m-tiles of {s.bm} rows exceed the grid's y limit {MAX_GRID_Y}",
                             "use a taller block tile (BM), or split the rows over several launches")

@@ -196,7 +196,9 @@ class Gemm:
     #: Grouped GEMMs (mixture-of-experts; schedule/grouping.py): `groups` products, one weight each,
     #: their rows split by `grouping` = "contiguous" (m = M_total: A (M_total, K), C (M_total, N),
     #: run-time `offs` of cumulative row ends) or "masked" (m = max_m: A (G, max_m, K), C (G, max_m,
-    #: N), run-time `masked_m` of valid rows); B is (G, K, N). None: not grouped (groups must be 1).
+    #: N), run-time `masked_m` of valid rows); B is (G, K, N). "k-contiguous" splits K instead (k =
+    #: K_total: A (M, K_total) column-major, B (K_total, N) row-major, C (G, M, N), run-time `offs`
+    #: of cumulative ends along K). None: not grouped (groups must be 1).
     groups: int = 1
     grouping: str | None = None
     #: Block-scaled fp8 (schedule/block_scale.py): a `BlockScale` naming the group shapes of the
@@ -264,7 +266,8 @@ class Gemm:
     @property
     def flops(self) -> int:
         """2 M N K of one batch; grouped: of every row the launch may compute (contiguous M_total,
-        masked G x max_m), an upper bound since the groups' sizes are only known at run time."""
+        masked G x max_m; k-contiguous: the groups' K slices sum to at most K_total), an upper bound
+        since the groups' sizes are only known at run time."""
         rows = self.m * (self.groups if self.grouping == "masked" else 1)
         return 2 * rows * self.n * self.k
 
@@ -307,7 +310,8 @@ def check_gemm(g: Gemm) -> None:
                                       f"{check.type_name(g.epilogue)}",
                                       "pass epilogue=Epilogue(alpha=..., bias=..., ...)")
     check.choice("gemm.grouping", g.grouping, GROUPINGS, optional=True,
-                 fix="grouping='contiguous' (offs of cumulative row ends) or 'masked' (masked_m valid rows), "
+                 fix="grouping='contiguous' (offs of cumulative row ends), 'masked' (masked_m valid rows) or "
+                     "'k-contiguous' (offs of cumulative ends along K: weight gradients), "
                      "or None for an ungrouped GEMM")
     check_grouping_fields(g)
     check_gemm_block_scale(g)

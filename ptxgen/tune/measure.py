@@ -128,10 +128,11 @@ class DeviceMeasure:
         a grouped kernel's `groups` ({"offs" or "masked_m": sizes}) go to the device too."""
         from ..check import poisoned
         from ..runtime import driver as drv
+        from ..schedule.grouping import PER_GROUP_C
         from ..runtime.launch import prepare_launch
 
         g = k.gemm
-        lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping == "masked" else ()
+        lead = (g.batch,) if g.batch > 1 else (g.groups,) if g.grouping in PER_GROUP_C else ()
         out = poisoned(lead + (g.m, g.leading_dims()[2]), g.out_dtype)[..., :g.n]
         if c is not None:
             out[...] = c

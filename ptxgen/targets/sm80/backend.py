@@ -41,7 +41,7 @@ def check_pointer_params(kernel: Any, decls: list[ParamDecl]) -> list[ParamDecl]
     types = [d.type for d in decls]
     epi = kernel.gemm.epi
     g = kernel.gemm
-    strides = 3 if g.batch > 1 or g.grouping == "masked" else 1 if g.grouping == "contiguous" else 0
+    strides = 3 if g.batch > 1 or g.grouping == "masked" else 1 if g.grouping in ("contiguous", "k-contiguous") else 0
     want = ["u64"] * 3 + ["u32"] * 6 + ["u64"] * strides + \
         (["u64"] if epi.bias else []) + (["u64"] if epi.scale else []) + \
         (["u64"] * 2 if kernel.workspace_elements else []) + (["u64"] if g.grouped else [])
@@ -51,7 +51,8 @@ def check_pointer_params(kernel: Any, decls: list[ParamDecl]) -> list[ParamDecl]
                          f"{list(PARAM_NAMES)} as 3 × .u64 then 6 × .u32, then 3 × .u64 batch "
                          f"strides when batched, .u64 bias and scale pointers when the epilogue has them, "
                          f"and .u64 workspace and counters for split-K / Stream-K; grouped: .u64 "
-                         f"batch_stride_b (contiguous) or the 3 strides (masked) after ldc and .u64 "
+                         f"batch_stride_b (contiguous), batch_stride_c (k-contiguous) or the 3 strides "
+                         f"(masked) after ldc and .u64 "
                          f"offs / masked_m last")
     return decls
 
@@ -85,6 +86,8 @@ class Sm80Backend(Backend):
         av, bv, cv = views[:3]
         if g.grouping == "contiguous":
             strides = [bv.batch_stride]
+        elif g.grouping == "k-contiguous":  # A and B are single matrices; C has one per group
+            strides = [cv.batch_stride]
         else:
             strides = [v.batch_stride for v in views[:3]] if g.batch > 1 or g.grouping == "masked" else []
         return list(operands[:3]) + [g.m, g.n, g.k, av.ld, bv.ld, cv.ld] + strides

@@ -11,7 +11,7 @@ from ...ir import Builder, Imm, Sym, VReg, ops as ptx
 from ...ir.ops import U32, U64
 from ...schedule.problem import Gemm
 from ...schedule.schedule import Schedule
-from ...emit.groups import GroupSlot, GroupWalk
+from ...emit.groups import GroupSlot, GroupWalk, k_slice
 from ...emit.index import ExprEmitter
 from ...emit.memory import load_param
 from ...emit.scalar_ops import ScalarOps
@@ -59,6 +59,8 @@ def kernel_context(b: Builder, g: Gemm, s: Schedule, banner: str) -> Sm80Context
     extra = ((("bias",) if g.epi.bias else ()) + (("scale",) if g.epi.scale else ())
              + (("workspace", "counters") if needs_workspace(s) else ()))
     ptr = {name: ptx.to_global(b, U64, load_param(b, U64, name)) for name in ("A", "B", "C") + extra}
+    if g.grouping == "k-contiguous":
+        return k_grouped_context(b, g, s, tid, ex, ptr)
     if g.grouped:
         return grouped_context(b, g, s, tid, ex, ptr)
     z = None if s.stream_k else z_slot(b, g, s)
@@ -99,6 +101,25 @@ def grouped_context(b: Builder, g: Gemm, s: Schedule, tid: VReg, ex: ExprEmitter
     dims["M"] = slot.rows
     smem = ptx.mov(b, U32, Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
     return Sm80Context(b, dims, g, s, tid, ex, ptr, smem, None, slot, absent)
+
+
+def k_grouped_context(b: Builder, g: Gemm, s: Schedule, tid: VReg, ex: ExprEmitter,
+                      ptr: dict[str, VReg]) -> Sm80Context:
+    """A k-contiguous grouped GEMM's context: the group is %ctaid.z and its slice of K comes from
+    `offs` (emit/groups.py `k_slice`); A (column-major: + k0 * lda) and B (row-major: + k0 * ldb)
+    move to the slice's first k, C to the group's matrix (+ group * batch_stride_c), and K becomes
+    the slice's length, which the K loop and its (always on) edge checks use. The tile is the
+    ungrouped one (ctaid.x, ctaid.y): every CTA has one, an empty group's writes the zero product."""
+    dims = {n: load_param(b, U32, n) for n in ("K", "lda", "ldb", "ldc")}
+    part = k_slice(b, dims["K"])
+    b.comment("k-contiguous: A and B start at the group's first k, C at the group's matrix")
+    for name, ld in (("A", "lda"), ("B", "ldb")):
+        ptr[name] = ptx.mad(b, U64, ptx.mul_wide(b, U32, part.k0, dims[ld]), Imm(str(g.in_bytes)), ptr[name])
+    step = ptx.mul(b, U64, ptx.cvt(b, U64, U32, part.group), load_param(b, U64, "batch_stride_c"))
+    ptr["C"] = ptx.mad(b, U64, step, Imm(str(g.out_bytes)), ptr["C"])
+    dims["K"] = part.length
+    smem = ptx.mov(b, U32, Sym(SMEM_SYMBOL), comment="shared window address of the tile buffers")
+    return Sm80Context(b, dims, g, s, tid, ex, ptr, smem, None)
 
 
 def batch_strides(b: Builder) -> dict[str, VReg]:

@@ -30,6 +30,7 @@ def header_lines(g: Gemm, s: Schedule, arch: str, grid, smem: int) -> list[str]:
         "params: A, B, C (.u64 pointers); M, N, K, lda, ldb, ldc (.u32; leading dims in elements)"
         + ("; batch_stride_a, batch_stride_b, batch_stride_c (.u64)" if g.batch > 1 or g.grouping == "masked" else "")
         + ("; batch_stride_b (.u64)" if g.grouping == "contiguous" else "")
+        + ("; batch_stride_c (.u64)" if g.grouping == "k-contiguous" else "")
         + (f"; bias (.u64, {g.bias_dtype})" if g.epi.bias else "") + ("; scale (.u64, f32)" if g.epi.scale else "")
         + ("; workspace, counters (.u64)" if (s.split_k > 1 and s.split_k_mode == "workspace") or s.stream_k
            else "")

@@ -58,9 +58,12 @@ def kernel_params(g: Gemm, s: Schedule) -> list[Param]:
 
 def group_stride_params(g: Gemm) -> list[Param]:
     """A grouped GEMM's strides between its groups' matrices: contiguous B's only (A's and C's
-    groups are rows of one matrix), masked A's, B's and C's (each group a slot)."""
+    groups are rows of one matrix), masked A's, B's and C's (each group a slot), k-contiguous C's
+    only (A's and B's groups are slices of K of one matrix each)."""
     if g.grouping == "contiguous":
         return [BATCH_PARAMS[1]]
+    if g.grouping == "k-contiguous":
+        return [BATCH_PARAMS[2]]
     return list(BATCH_PARAMS) if g.grouping == "masked" else []
 
 
@@ -111,7 +114,10 @@ class GemmLowering(ScalarOps):
         group = self.cx.group
         tile = self.scheduler.tile() if group is None else self.scheduler.group_tile(group.tm)
         b.comment(f"KT = ceil(K / {s.bk}): number of k-tiles")
-        k = KRange(self.ceil_div(self.dim("K"), s.bk))
+        count = self.ceil_div(self.dim("K"), s.bk)
+        if self.g.grouping == "k-contiguous":  # an empty group runs one zero-filled k-tile: accumulators stay 0
+            count = ptx.max_(b, U32, count, 1, comment="KT >= 1: the loop runs at least one k-tile")
+        k = KRange(count)
         ops = self.pipeline.operands(tile)
         self.pipeline.setup()
         return tile, k, ops

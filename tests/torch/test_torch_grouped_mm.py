@@ -139,7 +139,9 @@ def test_empty_problems_and_refusals():
     with pytest.raises(ValueError, match=r"a must be 3-D \(2, max_m, K\)"):
         pt.grouped_mm(a, b, masked_m=offs)
     with pytest.raises(ValueError, match=r"b must be 3-D \(G, K, N\)"):
-        pt.grouped_mm(a, b[0], offs)
+        pt.grouped_mm(a.reshape(2, 5, 16), b[0], masked_m=offs)
+    with pytest.raises(ValueError, match=r"a must be 2-D \(M, K_total\)"):  # a 2-D b: groups along K
+        pt.grouped_mm(a, b[0, :8], offs)
     with pytest.raises(ValueError, match="give both scale_a and scale_b"):
         pt.grouped_mm(a, b, offs, scale_a=torch.ones(10, 1))
     with pytest.raises(TypeError, match="block scales multiply fp8 products"):

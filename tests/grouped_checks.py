@@ -8,12 +8,14 @@ import numpy as np
 import ptxgen
 from ptxgen import Epilogue, Gemm
 from ptxgen.check import Comparison, check_kernel, random_operands
+from ptxgen.schedule.grouping import COUNTS_ARG
 
 
 def counts_kw(g: Gemm, counts) -> dict:
-    """The run-time group counts as the kernel takes them: `offs` (contiguous) or `masked_m`."""
+    """The run-time group counts as the kernel takes them: `offs` (contiguous, k-contiguous) or
+    `masked_m` (masked)."""
     counts = np.array(counts, np.int32)
-    return {"offs": counts} if g.grouping == "contiguous" else {"masked_m": counts}
+    return {COUNTS_ARG[g.grouping]: counts}
 
 
 def epilogue_outside_groups(grouping: str, shape: tuple[int, int, int], epilogue: Epilogue,

@@ -50,10 +50,16 @@ def grouped_inputs(g: "Gemm", a: Any, b: Any, device: int | None = None) -> tupl
     """(A, B) views of a grouped GEMM's inputs, with the fixes their errors name."""
     masked = g.grouping == "masked"
     align = g.alignment()
-    va = group_operand(a, name="A", g=g, per_group=masked, shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
-                       align=align, device=device)
-    vb = group_operand(b, name="B", g=g, per_group=g.grouping != "k-contiguous", shape=(g.k, g.n), dtype=g.dtype,
-                       layout=g.b_layout, align=align, device=device)
+    try:
+        va = group_operand(a, name="A", g=g, per_group=masked, shape=(g.m, g.k), dtype=g.dtype, layout=g.a_layout,
+                           align=align, device=device)
+        vb = group_operand(b, name="B", g=g, per_group=g.grouping != "k-contiguous", shape=(g.k, g.n),
+                           dtype=g.dtype, layout=g.b_layout, align=align, device=device)
+    except ValueError as e:
+        if g.grouping != "k-contiguous" or "must be stored" not in str(e):
+            raise
+        raise ValueError(f"{e} (a k-contiguous grouped GEMM is built only for a column-major A and a row-major B: "
+                         f"pass A as x.T of a C-contiguous (K_total, M) array x, B C-contiguous (K_total, N))") from e
     return va, vb
 
 

@@ -39,3 +39,17 @@ def test_unbuilt_combinations_are_refused_with_a_fix(extra, says, capsys):
     assert main(["info", *SMALL, *extra]) == 2
     err = capsys.readouterr().err
     assert says in err, err
+
+
+def test_run_and_info_k_contiguous_groups(capsys):
+    """--grouping k-contiguous: random offs along K, every group's C checked; A column-major and B
+    row-major by default (its only layouts); a row-major A is refused with the layout to use."""
+    assert main(["run", "--shape", "40x24x70", "--block", "32x32x32", "--groups", "4", "--grouping",
+                 "k-contiguous", "--dtype", "bf16", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "groups     offs = [" in out and "PASS" in out and "checked every group's C" in out
+    assert main(["info", "--shape", "40x24x70", "--groups", "4", "--grouping", "k-contiguous"]) == 0
+    assert "4 groups, k-contiguous" in capsys.readouterr().out
+    assert main(["info", "--shape", "40x24x70", "--groups", "4", "--grouping", "k-contiguous",
+                 "--a-layout", "row"]) == 2
+    assert "--a-layout col" in capsys.readouterr().err

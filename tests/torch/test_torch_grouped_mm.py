@@ -213,3 +213,70 @@ def test_block_scaled_fp8_groups_match_the_block_by_block_reference():
                                          sb[i].numpy())
     result = compare(f64(got), want, g)
     assert result.ok, result
+
+
+# -- k-contiguous: torch._grouped_mm's 2-D x 2-D case (groups along K: weight gradients) ----------
+def check_k_grouped(got: torch.Tensor, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> None:
+    """Every group's C_g = a[:, k0:k1] @ b[k0:k1] against float64 (an empty group's: zero)."""
+    g = pt.cached_kernels()[-1].gemm
+    assert (g.groups, g.grouping, g.a_layout, g.b_layout) == (offs.shape[0], "k-contiguous", "col", "row")
+    assert tuple(got.shape) == (offs.shape[0], a.shape[0], b.shape[1])
+    result = compare(f64(got), reference(f64(a), f64(b), offs=offs.numpy()), g)
+    assert result.ok, result
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_k_grouped_forward_matches_float64(seed):
+    """dB = Xᵀ·dY shapes: a is x.mT of a row-major (tokens, M) x (column-major, no copy), b the
+    row-major dY; 1-16 groups, empty ones, offs[-1] short of the tokens; a row-major a is copied."""
+    rng = np.random.default_rng(seed)
+    groups, tokens, m, n = int(rng.integers(1, 17)), int(rng.integers(1, 120)), int(rng.integers(1, 48)), 8 * int(
+        rng.integers(1, 5))
+    dtype = (torch.float16, torch.bfloat16)[seed % 2]
+    x = rand(tokens, m, dtype=dtype, seed=seed)
+    dy = rand(tokens, n, dtype=dtype, seed=seed + 10)
+    gemm = ptxgen.Gemm(m, n, tokens, groups=groups, grouping="k-contiguous", a_layout="col", b_layout="row")
+    offs = torch.from_numpy(random_counts(gemm, rng, empty=0.3))
+    a = x.mT if seed != 2 else x.mT.contiguous()  # seed 2: a row-major a, copied to column-major
+    check_k_grouped(pt.grouped_mm(a, dy, offs, out_dtype=torch.float32), a, dy, offs)
+
+
+def test_k_grouped_gradients_match_float64():
+    """C_g = a[:, s_g] @ b[s_g]: dA[:, s_g] = dC_g b[s_g]ᵀ and dB[s_g] = a[:, s_g]ᵀ dC_g (zero past
+    offs[-1]), by contiguous grouped GEMMs over K's rows."""
+    a = rand(24, 40, dtype=torch.bfloat16, seed=30).t().contiguous().t().requires_grad_()  # (24, 40) col-major
+    b = rand(40, 16, dtype=torch.bfloat16, seed=31, grad=True)
+    offs = torch.tensor([9, 9, 33], dtype=torch.int32)
+    y = pt.grouped_mm(a, b, offs, out_dtype=torch.float32)
+    dc = rand(*y.shape, dtype=torch.bfloat16, seed=32)
+    y.backward(dc.float())
+    a64, b64, dc64 = f64(a), f64(b), f64(dc)
+    want_a, want_b = np.zeros_like(a64), np.zeros_like(b64)
+    for i, (k0, k1) in enumerate(zip([0, 9, 9], [9, 9, 33])):
+        want_a[:, k0:k1] = dc64[i] @ b64[k0:k1].T
+        want_b[k0:k1] = a64[:, k0:k1].T @ dc64[i]
+    for got, want, gemm in ((a.grad, want_a, ptxgen.Gemm(24, 40, 16, dtype="bf16", out_dtype="bf16")),
+                            (b.grad, want_b, ptxgen.Gemm(40, 16, 24, dtype="bf16", out_dtype="bf16"))):
+        result = compare(f64(got), want, gemm)
+        assert got.shape == want.shape and result.ok, result
+
+
+def test_the_contiguous_backward_takes_db_from_the_k_grouped_kernel():
+    """The contiguous grouped_mm's dB_g = A_gᵀ dC_g runs one k-contiguous kernel over the token
+    dimension (no host synchronisation); its result is checked in test_gradients_match_float64."""
+    a = rand(30, 16, dtype=torch.float16, seed=40, grad=True)
+    b = rand(3, 16, 8, dtype=torch.float16, seed=41, grad=True)
+    pt.clear_caches()
+    pt.grouped_mm(a, b, torch.tensor([4, 4, 27], dtype=torch.int32)).float().sum().backward()
+    groupings = {k.gemm.grouping for k in pt.cached_kernels()}
+    assert "k-contiguous" in groupings and b.grad.shape == b.shape
+
+
+def test_k_grouped_opcheck_and_refusals():
+    a = rand(16, 40, dtype=torch.bfloat16, seed=42).t()  # (M, K_total) = (40, 16), column-major
+    b = rand(16, 8, dtype=torch.bfloat16, seed=43)
+    torch.library.opcheck(OPS.grouped_mm.default, (a, b, torch.tensor([5, 5, 16], dtype=torch.int32)))
+    with pytest.raises(TypeError, match="built for f16/bf16 without block scales"):
+        pt.grouped_mm(a, b, torch.tensor([5, 16], dtype=torch.int32), scale_a=torch.ones(1), scale_b=torch.ones(1))
+    with pytest.raises(ValueError, match="a must be 2-D"):
+        pt.grouped_mm(a[None], b, torch.tensor([5, 16], dtype=torch.int32))

@@ -240,9 +240,10 @@ class Kernel:
         """Run on ptxgen's CPU simulator and return C.
 
         Grouped GEMMs (`Gemm(groups=G, grouping=...)`, schedule/grouping.py) take `offs` (contiguous:
-        G int32 cumulative row ends) or `masked_m` (masked: G int32 valid row counts); the kernel
-        reads it on the device, so new sizes need no recompiling. Rows outside the groups are left
-        as they were (a new C: poisoned).
+        G int32 cumulative row ends; k-contiguous: G int32 cumulative ends along K, C (G, M, N)) or
+        `masked_m` (masked: G int32 valid row counts); the kernel reads it on the device, so new
+        sizes need no recompiling. Rows outside the groups are left as they were (a new C:
+        poisoned); a k-contiguous kernel writes every group's C.
 
         A new C is poisoned (NaN for floats, `check.poisoned`), so elements no simulated CTA wrote
         show. A given `c` is updated in place (and read when the epilogue's beta != 0). `bias` and

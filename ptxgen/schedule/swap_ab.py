@@ -51,7 +51,7 @@ def verify_swap_ab(g: Gemm, s: object, arch: str) -> None:
                "use instruction='m16n8k16' (sm_80 path) or 'wgmma' (sm_90a), or drop swap_ab")
     if g.grouped:
         refuse("gemm.grouping", g.grouping, "is not built for grouped GEMMs (the groups split M, which "
-               "swap-AB turns into the MMA's N)", "drop swap_ab for a grouped GEMM")
+               "swap-AB turns into the MMA's N, or K, which the swapped kernel does not walk)", "drop swap_ab for a grouped GEMM")
     if g.block_scale is not None:
         refuse("gemm.block_scale", g.block_scale, "is not built with block scaling (the scale groups "
                "follow A's rows, which swap-AB turns into columns)", "drop swap_ab, or block_scale")

@@ -25,8 +25,8 @@ def describe_epilogue(g: Gemm) -> str:
 
 def entry_variant(g: Gemm, s: object) -> str:
     """The entry-name suffix for the kernel variants a profiler must tell apart from the same tile
-    (the launch shape and work walk): `_c2x1` a cluster, `_streamk` Stream-K, `_g8c` / `_g8m` a
-    contiguous or masked grouped GEMM of 8 groups, `_bs` block scales. Split-K, the CTA pair and
+    (the launch shape and work walk): `_c2x1` a cluster, `_streamk` Stream-K, `_g8c` / `_g8m` /
+    `_g8k` a contiguous, masked or k-contiguous grouped GEMM of 8 groups, `_bs` block scales. Split-K, the CTA pair and
     the tile scheduler are each target's own words."""
     cluster = getattr(s, "cluster", None)
     parts = [f"_c{cluster[0]}x{cluster[1]}" if cluster and tuple(cluster) != (1, 1) else "",

@@ -187,3 +187,14 @@ def test_run_time_offs_are_checked_against_k_total():
         k.simulate(a, b, masked_m=np.array([10, 20], np.int32))
     with pytest.raises(ValueError, match="non-decreasing"):
         k.simulate(a, b, offs=np.array([10, 5], np.int32))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_moe_weight_gradient_kernel_assembles_without_spills(arch):
+    """dW of a DeepSeek-V3-like expert (hidden 7168 x N 2048 over 4096 tokens, 16 experts) with the
+    128x128 tile assembles cleanly (its offs[g-1] load is `[addr+-4]`, which the assembler takes)."""
+    g = k_gemm(7168, 2048, 4096, 16, dtype="bf16", out_dtype="bf16")
+    k = ptxgen.compile(g, Schedule(block=(128, 128, 32), warps=(2, 2), stages=4), arch)
+    r = k.resources
+    assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0 and r.stack_bytes == 0, str(r)
+    assert k.grid == (16, 56, 16)

@@ -280,3 +280,19 @@ def test_k_grouped_opcheck_and_refusals():
         pt.grouped_mm(a, b, torch.tensor([5, 16], dtype=torch.int32), scale_a=torch.ones(1), scale_b=torch.ones(1))
     with pytest.raises(ValueError, match="a must be 2-D"):
         pt.grouped_mm(a[None], b, torch.tensor([5, 16], dtype=torch.int32))
+
+
+def test_a_hopper_device_runs_the_k_grouped_product_on_mma_sync(monkeypatch):
+    """sm_90a's wgmma kernel refuses k-contiguous: where ptxgen picked sm_90a it runs the sm_90
+    mma.sync kernel on the same device; an sm_90a the caller names is refused naming sm_90."""
+    monkeypatch.setattr("ptxgen.torch.dispatch.CPU_ARCH", "sm_90a")
+    a = rand(40, 24, dtype=torch.bfloat16, seed=50).mT  # (24, 40) column-major
+    b = rand(40, 16, dtype=torch.bfloat16, seed=51)
+    offs = torch.tensor([7, 7, 40], dtype=torch.int32)
+    pt.clear_caches()
+    got = pt.grouped_mm(a, b, offs, out_dtype=torch.float32)
+    k = pt.cached_kernels()[-1]
+    assert (k.arch, k.schedule.instruction) == ("sm_90", "m16n8k16")
+    check_k_grouped(got, a, b, offs)
+    with pytest.raises(ptxgen.LoweringNotBuilt, match="arch='sm_90'"):
+        pt.grouped_mm(a, b, offs, arch="sm_90a")

@@ -29,6 +29,8 @@ a measurement: `DeviceModel` cites each one, and the weak spots are listed in be
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...schedule.cost import (BARRIER_CLOCKS, KTileCost, Prediction, ceil_div as _ceil, dram_bytes as _dram_bytes,
                               overlap, unit_terms)
 from ...schedule.devices import DeviceModel, device_model
@@ -105,6 +107,8 @@ def predict(g: Gemm, s: Schedule, arch: str, registers: int | None = None) -> Pr
     regs = registers if registers is not None else min(255, _ceil(register_estimate(g, s)["total"], 8) * 8)
     occ = occupancy(arch, regs, smem_bytes(g, s), s.threads, dev.sms)
     per_sm = max(1, occ.ctas_per_sm)
+    if g.grouping == "k-contiguous":  # grid z = G, each CTA over its group's slice: priced as G equal slices of K
+        g = replace(g, batch=g.groups, k=max(1, -(-g.k // g.groups)), groups=1, grouping=None)
     kt_total = k_tiles(g, s)
     tiles = tile_count(g, s)
     out_tile_bytes = s.bm * s.bn * g.out_bytes

@@ -198,3 +198,18 @@ def test_a_moe_weight_gradient_kernel_assembles_without_spills(arch):
     r = k.resources
     assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0 and r.stack_bytes == 0, str(r)
     assert k.grid == (16, 56, 16)
+
+
+def test_the_cost_model_prices_g_ctas_per_tile_over_slices_of_k():
+    """grid z = G: the model counts G CTAs per output tile, each over K_total / G (not one CTA
+    over all of K), so the chooser sees the launch the kernel makes."""
+    from ptxgen.targets.sm80 import cost
+
+    g = k_gemm(512, 256, 4096, 8, dtype="bf16", out_dtype="bf16")
+    s = Schedule(block=(128, 128, 32), warps=(2, 2), stages=3)
+    grouped = cost.predict(g, s, "sm_80")
+    dense = cost.predict(Gemm(512, 256, 512, batch=8, dtype="bf16", out_dtype="bf16", a_layout="col",
+                              b_layout="row"), s, "sm_80")
+    gx, gy, gz = ptxgen.compile(g, s).grid
+    assert grouped.ctas == gx * gy * gz == 2 * 4 * 8
+    assert grouped.time_s == pytest.approx(dense.time_s)

@@ -54,8 +54,10 @@ def check_grouping_fields(g: "Gemm") -> None:
         if g.groups != 1:
             raise ScheduleError("gemm.groups", g.groups, "groups > 1 needs a grouping, which says how A's rows "
                                 "are split among the groups",
-                                f"add grouping='contiguous' (A is (M_total, K), offs gives each group's rows) or "
-                                f"grouping='masked' (A is ({g.groups}, max_m, K), masked_m gives the valid rows)")
+                                f"add grouping='contiguous' (A is (M_total, K), offs gives each group's rows), "
+                                f"grouping='masked' (A is ({g.groups}, max_m, K), masked_m gives the valid rows) or "
+                                f"grouping='k-contiguous' (the groups split K: offs gives each group's slice of K, "
+                                f"C is ({g.groups}, M, N))")
         return
     if g.groups > MAX_GROUPS:
         raise ScheduleError("gemm.groups", g.groups, f"more than {MAX_GROUPS} groups: every CTA walks the groups "

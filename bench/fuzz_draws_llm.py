@@ -1,9 +1,10 @@
 """The LLM-shaped draws of bench/fuzz.py (issue 24), chosen with `--designs grouped,block-scale`:
 
 * grouped: mixture-of-experts GEMMs (schedule/grouping.py), half of them on each built kernel:
-  - the mma.sync path (sm_80 and sm_90): contiguous or masked, 1-16 groups, offs with empty groups
-    and groups starting inside tiles, masked counts from 0 to max_m (an empty and a full slot now
-    and then), either B layout, f16/bf16 into f32/f16/bf16, the epilogues the grouped kernel takes
+  - the mma.sync path (sm_80 and sm_90): contiguous, masked or k-contiguous (groups split K: A
+    column-major, B row-major, K_total of any length), 1-16 groups, offs with empty groups and
+    groups starting inside tiles, masked counts from 0 to max_m (an empty and a full slot now and
+    then), either B layout, f16/bf16 into f32/f16/bf16, the epilogues the grouped kernel takes
     (column bias and scale, alpha, beta, activations);
   - the sm_90a warp-specialised persistent wgmma kernel (targets/sm90/grouped.py; also alone as
     `grouped-sm90a`): the same groupings, sizes and epilogues, f16/bf16 (B either layout, masked
@@ -93,7 +94,7 @@ def draw_grouped_mma_sync(rng: np.random.Generator) -> Draw:
     from ptxgen.schedule.grouping import random_counts
 
     pick = _pick(rng)
-    grouping = pick(["contiguous", "masked"])
+    grouping = pick(["contiguous", "masked", "k-contiguous"])
     groups = int(rng.integers(1, 17))
     bm, bn = pick([16, 32, 64]), pick([16, 32, 64])
     warps = (pick([w for w in (1, 2) if bm // w >= 16]), pick([w for w in (1, 2) if bn // w >= 8]))
@@ -107,23 +108,28 @@ def draw_grouped_mma_sync(rng: np.random.Generator) -> Draw:
     k = int(rng.integers(1, 9)) * 8 + pick([0, 0, bk])  # rarely a multiple of BK
     n_tiles = -(-n // bn)
     budget = MAX_TILES * 128 * 128 // (bm * bn * n_tiles)  # m-tiles affordable
-    if grouping == "masked":
+    if grouping in ("masked", "k-contiguous"):  # G slots of M rows, or G products of M rows
         m = int(rng.integers(1, max(2, budget // groups) * bm + 1))
         m = min(m, max(1, (budget // groups) * bm))
+        if grouping == "k-contiguous":  # K_total: a few k-tiles' worth shared among the groups, any length
+            k = int(rng.integers(0, 3 * groups + 1)) * 8 + pick([0, 1, 7, bk])
     else:
         m = int(rng.integers(1, max(2, budget - groups) * bm + 1))
         m = max(1, min(m, (budget - groups) * bm))  # the grid bounds every group's partial tile
     out = pick(["f32", "f16", "bf16"])
-    g = Gemm(m, n, k, dtype=pick(["f16", "bf16"]), out_dtype=out, b_layout=pick(["row", "col"]),
-             a_layout="row" if grouping == "contiguous" else pick(["row", "col"]), epilogue=_epilogue(rng, 0.3),
-             groups=groups, grouping=grouping)
+    # k-contiguous: K is the strided dimension of both (A column-major, B row-major), so a group starting
+    # at any k keeps the copies aligned; contiguous: A's rows hold the groups
+    layouts = (("col", "row") if grouping == "k-contiguous" else
+               ("row" if grouping == "contiguous" else pick(["row", "col"]), pick(["row", "col"])))
+    g = Gemm(m, n, max(k, 1), dtype=pick(["f16", "bf16"]), out_dtype=out, a_layout=layouts[0], b_layout=layouts[1],
+             epilogue=_epilogue(rng, 0.3), groups=groups, grouping=grouping)
     counts = random_counts(g, rng, empty=pick([0.0, 0.25, 0.5]))
     if grouping == "masked" and groups > 1 and rng.random() < 0.5:
         counts[rng.permutation(groups)[:2]] = (0, m)  # an empty and a full slot
     s = Schedule(block=(bm, bn, bk), warps=warps, stages=int(rng.integers(1, 5)),
                  smem_layout=pick(["swizzle", "pad", "plain"]), frag_double_buffer=bool(rng.integers(2)),
                  instruction="m16n8k16")
-    name = "offs" if grouping == "contiguous" else "masked_m"
+    name = "masked_m" if grouping == "masked" else "offs"
     return Draw(g, s, pick(["sm_80", "sm_90"]), f"grouped mma.sync {grouping}", {name: counts})
 
 

@@ -1,7 +1,8 @@
 """bench/fuzz_draws_llm.py (`fuzz.py --designs grouped,block-scale`): every draw is a legal schedule
 (the verifier accepts it, so none can hide as "rejected") but the deliberate probes of unbuilt
 parts (refused with LoweringNotBuilt), and the draws reach what issue 24 asks the fuzz to cover:
-both groupings, 1 to 16 groups, empty and tile-straddling groups, masked counts 0 and max_m, both
+the three groupings (contiguous, masked, k-contiguous), 1 to 16 groups, empty and tile-straddling groups,
+masked counts 0 and max_m, groups ending inside a k-tile, both
 mma.sync archs and the sm_90a wgmma grouped kernel (f16/bf16 in both B layouts, block-scaled
 e4m3/e5m2 with f32 and ue8m0 scales, small persistent grids, epilogues); block-scaled fp8 in every
 built design, K off and on multiples of 128, f32 and ue8m0 scales, transposed scale storage, both
@@ -54,14 +55,20 @@ def test_mma_sync_grouped_draws_reach_every_case():
             seen |= {"empty"} if (sizes == 0).any() else set()
             seen |= {"straddle"} if (starts[sizes > 0] % s.bm).any() else set()
             assert ends[-1] <= g.m and (sizes >= 0).all()
+        elif g.grouping == "k-contiguous":  # groups split K_total: some empty, some ending inside a k-tile
+            ends = d.arrays["offs"]
+            sizes = np.diff(np.concatenate([[0], ends]))
+            seen |= {"k empty"} if (sizes == 0).any() else set()
+            seen |= {"k unaligned"} if (ends % s.bk).any() else set()
+            assert ends[-1] <= g.k and (sizes >= 0).all() and (g.a_layout, g.b_layout) == ("col", "row")
         else:
             counts = d.arrays["masked_m"]
             seen |= {"masked 0"} if (counts == 0).any() else set()
             seen |= {"masked max_m"} if (counts == g.m).any() else set()
             assert ((counts >= 0) & (counts <= g.m)).all()
         seen |= {"k-edge"} if g.k % s.bk else set()
-    assert seen >= {"contiguous", "masked", "sm_80", "sm_90", "groups 1", "groups 16", "groups some", "empty",
-                    "straddle", "masked 0", "masked max_m", "k-edge"}, seen
+    assert seen >= {"contiguous", "masked", "k-contiguous", "sm_80", "sm_90", "groups 1", "groups 16", "groups some",
+                    "empty", "straddle", "masked 0", "masked max_m", "k-edge", "k empty", "k unaligned"}, seen
 
 
 def test_block_scaled_draws_reach_every_case():

@@ -81,6 +81,14 @@ def _check_block_scales(a, b, scale_a, scale_b, grouping: str) -> str | None:
                      f"each group's b), or float8_e8m0fnu MXFP8 scales {mx[0]} and {mx[1]} (one per 32 of K)")
 
 
+def _check_same_dtype_and_device(a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.dtype != b.dtype:
+        raise TypeError(f"{WHO}: a and b must have one dtype: got a {describe(a)}, b {describe(b)}; convert one "
+                        f"(e.g. b.to(a.dtype))")
+    if a.device != b.device:
+        raise ValueError(f"{WHO}: a is on {a.device} but b is on {b.device}: move them to one device")
+
+
 def check_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, masked_m: torch.Tensor | None,
                   out_dtype: torch.dtype | None, scale_a: torch.Tensor | None = None,
                   scale_b: torch.Tensor | None = None) -> tuple[list, torch.dtype, str]:
@@ -99,11 +107,7 @@ def check_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None, m
             (grouping == "masked" and a.shape[0] != groups):
         raise ValueError(f"{WHO}: with {'offs' if offs is not None else 'masked_m'}= a must be {want} for b "
                          f"{describe(b)}: got a {describe(a)}")
-    if a.dtype != b.dtype:
-        raise TypeError(f"{WHO}: a and b must have one dtype: got a {describe(a)}, b {describe(b)}; convert one "
-                        f"(e.g. b.to(a.dtype))")
-    if a.device != b.device:
-        raise ValueError(f"{WHO}: a is on {a.device} but b is on {b.device}: move them to one device")
+    _check_same_dtype_and_device(a, b)
     _check_counts(offs if offs is not None else masked_m, "offs" if offs is not None else "masked_m", groups,
                   a.device)
     input_dtype(a, "a")
@@ -120,11 +124,7 @@ def check_k_grouped(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out_dt
     if a.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"{WHO}: with offs= and a 2-D b (K_total, N) (groups along K), a must be 2-D (M, K_total) "
                          f"for b {describe(b)}: got a {describe(a)}")
-    if a.dtype != b.dtype:
-        raise TypeError(f"{WHO}: a and b must have one dtype: got a {describe(a)}, b {describe(b)}; convert one "
-                        f"(e.g. b.to(a.dtype))")
-    if a.device != b.device:
-        raise ValueError(f"{WHO}: a is on {a.device} but b is on {b.device}: move them to one device")
+    _check_same_dtype_and_device(a, b)
     if offs.dim() != 1:
         raise ValueError(f"{WHO}: offs has shape {tuple(offs.shape)}: give a 1-D int32 tensor of G cumulative ends "
                          f"along K")

@@ -99,6 +99,18 @@ def block_operands(m: int, n: int, k: int, dtype: str, seed: int):
     return a, b, torch.from_numpy(sa), torch.from_numpy(sb)
 
 
+def check_scaled(got, a, b, bias, bs: ptxgen.BlockScale, sa, sb) -> None:
+    """`got` (the last kernel's C) against the float64 reference with e8m0 scales `sa`, `sb` read as
+    `bs`'s groups, and shown to differ from the unscaled product (so the scales were applied)."""
+    kernel = last_kernel()
+    as_bytes = lambda t: t.view(torch.uint8).numpy()  # noqa: E731
+    ref = reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias), block_scale=bs, scale_a=as_bytes(sa),
+                    scale_b=as_bytes(sb))
+    result = compare(f64(got), ref, kernel.gemm)
+    assert result.ok, result
+    assert not compare(f64(got), reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias)), kernel.gemm).ok
+
+
 def test_e8m0_block_scales_run_as_mx_scales_on_b200(device):
     """1x128 / 128x128 power-of-two scales, K with a partial block and N with a partial n-block,
     scale_a in DeepGEMM's M-contiguous storage: the MX kernel's result equals the float64
@@ -111,13 +123,7 @@ def test_e8m0_block_scales_run_as_mx_scales_on_b200(device):
     got = pt.scaled_mm(a, b, sa.t().contiguous().t(), sb, torch.float32, bias=bias)
     kernel = last_kernel()
     assert (kernel.arch, kernel.gemm.block_scale) == ("sm_100a", MX_SCALES) and "block_scale" in kernel.ptx
-    deepseek = ptxgen.BlockScale(dtype="ue8m0")
-    as_bytes = lambda t: t.view(torch.uint8).numpy()  # noqa: E731
-    ref = reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias), block_scale=deepseek, scale_a=as_bytes(sa),
-                    scale_b=as_bytes(sb))
-    result = compare(f64(got), ref, kernel.gemm)
-    assert result.ok, result
-    assert not compare(f64(got), reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias)), kernel.gemm).ok
+    check_scaled(got, a, b, bias, ptxgen.BlockScale(dtype="ue8m0"), sa, sb)
 
 
 def test_f32_block_scales_on_b200_say_to_give_powers_of_two(device):
@@ -195,12 +201,7 @@ def test_mxfp8_scales_on_b200(device, fast):
     got = pt.scaled_mm(a, b, sa, sb, torch.bfloat16, bias=bias, use_fast_accum=fast)
     kernel = last_kernel()
     assert (kernel.arch, kernel.gemm.block_scale) == ("sm_100a", MX_SCALES) and got.shape == (m, n)
-    as_bytes = lambda t: t.view(torch.uint8).numpy()  # noqa: E731
-    ref = reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias), block_scale=MX_SCALES, scale_a=as_bytes(sa),
-                    scale_b=as_bytes(sb))
-    result = compare(f64(got), ref, kernel.gemm)
-    assert result.ok, result
-    assert not compare(f64(got), reference(f64(a), f64(b), kernel.gemm.epi, bias=f64(bias)), kernel.gemm).ok
+    check_scaled(got, a, b, bias, MX_SCALES, sa, sb)
 
 
 def test_mxfp8_opcheck_and_torch_compile(device):
